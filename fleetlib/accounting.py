@@ -1,0 +1,711 @@
+"""The goodput accounting: factors with contracts, their product, loss shares, levers, trades and cost.
+
+ML productivity goodput (MPG) is the product of three factors, each measured on one boundary:
+
+=============  ================================================  ==========================================
+factor         numerator / denominator                           record that settles it
+=============  ================================================  ==========================================
+scheduling S   device-time held by complete allocations /        scheduler records
+               in-service capacity-time
+runtime R      retained steps x fault-free step time /           job timeline
+               held time (gang complete -> release)
+program P      ideal time of the retained steps /                step traces (MFU, or MBU for decode)
+               their actual productive time
+=============  ================================================  ==========================================
+
+Each denominator is the previous numerator, so the product telescopes to ideal-rate useful time over
+offered capacity-time -- but only when the three factors share one calendar window (the program factor
+may be sampled inside it).  :func:`mpg` enforces that.
+
+Two layers live here:
+
+* plain-number functions (``loss_shares``, ``marginal_values``, ``rank_levers``, ``trade``,
+  ``cost_per_useful_hour`` ...) that take factor values as floats and validate them;
+* :class:`Factor` and :func:`mpg`, which carry and check the measurement contract.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+
+from fleetlib.quality import (
+    DomainError,
+    WindowMismatchError,
+    check_fraction,
+    check_nonnegative,
+    check_positive,
+)
+
+__all__ = [
+    "BOUNDARIES",
+    "Factor",
+    "GoodputProduct",
+    "LeverGain",
+    "TradeResult",
+    "Window",
+    "cost_per_useful_hour",
+    "held_hours_chargeback",
+    "job_product",
+    "loss_shares",
+    "marginal_values",
+    "mpg",
+    "rank_levers",
+    "spot_cost_per_useful_hour",
+    "time_to_result",
+    "trade",
+]
+
+Boundary = Literal["scheduling", "runtime", "program"]
+
+#: The three boundaries in the chronological order a job meets them (equation 2's order).
+BOUNDARIES: tuple[Boundary, ...] = ("scheduling", "runtime", "program")
+
+#: The record that settles each factor (Table 3 of the chapter).
+DEFAULT_RECORD: dict[str, str] = {
+    "scheduling": "scheduler records",
+    "runtime": "job timeline",
+    "program": "step traces",
+}
+
+#: Relative tolerance used when checking that a loss partition sums to its gap.
+_PARTITION_RTOL = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------------
+# Windows
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """The calendar window a factor was measured over.
+
+    A measured window has timezone-aware ``start`` and ``end`` (``[start, end)``).  A nominal window
+    (a worked example, a scenario file) has only a ``label``; two nominal windows are the same window
+    when their labels are equal.
+
+    Parameters
+    ----------
+    label
+        Human-readable name of the window, e.g. ``"running example, one held week"``.
+    start, end
+        Bounds of a measured window, timezone-aware; both or neither.
+    """
+
+    label: str
+    start: pd.Timestamp | None = None
+    end: pd.Timestamp | None = None
+
+    def __post_init__(self) -> None:
+        if (self.start is None) != (self.end is None):
+            raise DomainError("a window needs both start and end, or neither (a nominal window)")
+        if self.start is not None:
+            start, end = pd.Timestamp(self.start), pd.Timestamp(self.end)
+            if start.tzinfo is None or end.tzinfo is None:
+                raise DomainError(f"window {self.label!r}: start and end must be timezone-aware")
+            if end <= start:
+                raise DomainError(f"window {self.label!r}: end {end} must be after start {start}")
+            object.__setattr__(self, "start", start.tz_convert("UTC"))
+            object.__setattr__(self, "end", end.tz_convert("UTC"))
+
+    @classmethod
+    def nominal(cls, label: str) -> Window:
+        """Return a window known only by its label (worked examples, scenarios)."""
+        return cls(label=label)
+
+    @classmethod
+    def between(cls, start: Any, end: Any, label: str | None = None) -> Window:
+        """Return a measured window ``[start, end)``; naive times are rejected."""
+        s, e = pd.Timestamp(start), pd.Timestamp(end)
+        return cls(label=label or f"{s.isoformat()} .. {e.isoformat()}", start=s, end=e)
+
+    @property
+    def is_nominal(self) -> bool:
+        """True when the window has no timestamps."""
+        return self.start is None
+
+    @property
+    def duration_s(self) -> float | None:
+        """Length of a measured window in seconds, or None for a nominal one."""
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+    def same_as(self, other: Window) -> bool:
+        """Return True when both describe the same calendar window."""
+        if self.is_nominal or other.is_nominal:
+            return self.is_nominal and other.is_nominal and self.label == other.label
+        return self.start == other.start and self.end == other.end
+
+    def contains(self, other: Window) -> bool:
+        """Return True when ``other`` lies inside this window (a sample taken within it)."""
+        if self.same_as(other):
+            return True
+        if self.is_nominal or other.is_nominal:
+            return False
+        assert self.start is not None and self.end is not None
+        assert other.start is not None and other.end is not None
+        return self.start <= other.start and other.end <= self.end
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the window as a JSON-ready dictionary."""
+        return {
+            "label": self.label,
+            "start": None if self.start is None else self.start.isoformat(),
+            "end": None if self.end is None else self.end.isoformat(),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Factors
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One goodput factor with its measurement contract.
+
+    The value is ``numerator / denominator``.  ``losses`` partitions the gap
+    ``denominator - numerator`` into named categories (same unit as the denominator); whatever the
+    named losses do not explain is kept as the ``unattributed`` entry -- shown, never clipped, and
+    negative if the named losses over-explain the gap.
+
+    Parameters
+    ----------
+    boundary
+        ``"scheduling"``, ``"runtime"`` or ``"program"``.
+    numerator, denominator
+        What crossed the boundary and what reached it, in ``numerator_unit`` / ``denominator_unit``.
+    window
+        Calendar window of the measurement.
+    record
+        The record it was read from (default: the record that settles this boundary).
+    convention
+        How the factor is defined where definitions differ (e.g. ``"MFU, PaLM 6N+12LHQT,
+        H100 SXM dense BF16 989 TFLOP/s"``; ``"runtime, committed"``; ``"scheduling, in-service"``).
+    numerator_unit, denominator_unit
+        Named units, e.g. ``"device-s"``.
+    losses
+        Named parts of the gap; must not contain ``"unattributed"`` (it is computed).
+    """
+
+    boundary: Boundary
+    numerator: float
+    denominator: float
+    window: Window
+    record: str = ""
+    convention: str = ""
+    numerator_unit: str = "fraction"
+    denominator_unit: str = "fraction"
+    losses: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.boundary not in BOUNDARIES:
+            raise DomainError(f"boundary must be one of {BOUNDARIES}; got {self.boundary!r}")
+        den = check_positive(f"{self.boundary} denominator", self.denominator)
+        num = check_nonnegative(f"{self.boundary} numerator", self.numerator)
+        if num > den * (1 + _PARTITION_RTOL):
+            raise DomainError(
+                f"{self.boundary} numerator {num} exceeds its denominator {den}: a goodput factor "
+                "lies in [0, 1]; check for double-counted time or capacity missing from the denominator"
+            )
+        if not self.record:
+            object.__setattr__(self, "record", DEFAULT_RECORD[self.boundary])
+        named = {}
+        for name, amount in self.losses.items():
+            if name == "unattributed":
+                raise DomainError("'unattributed' is computed by the factor; do not pass it")
+            named[name] = check_nonnegative(f"{self.boundary} loss {name!r}", amount)
+        gap = den - num
+        named["unattributed"] = gap - sum(v for k, v in named.items())
+        object.__setattr__(self, "losses", named)
+        object.__setattr__(self, "numerator", num)
+        object.__setattr__(self, "denominator", den)
+
+    @classmethod
+    def from_value(cls, boundary: Boundary, value: float, window: Window, *, record: str = "stated",
+                   convention: str = "", losses: Mapping[str, float] | None = None) -> Factor:
+        """Build a factor from a stated fraction (denominator 1); ``losses`` are fractions too."""
+        v = check_fraction(boundary, value)
+        return cls(boundary=boundary, numerator=v, denominator=1.0, window=window, record=record,
+                   convention=convention, losses=dict(losses or {}))
+
+    @property
+    def value(self) -> float:
+        """The factor, numerator / denominator."""
+        return self.numerator / self.denominator
+
+    @property
+    def loss_fractions(self) -> dict[str, float]:
+        """Each loss (including ``unattributed``) as a fraction of the denominator."""
+        return {k: v / self.denominator for k, v in self.losses.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the factor and its contract as a JSON-ready dictionary."""
+        return {
+            "boundary": self.boundary,
+            "value": self.value,
+            "numerator": self.numerator,
+            "denominator": self.denominator,
+            "numerator_unit": self.numerator_unit,
+            "denominator_unit": self.denominator_unit,
+            "window": self.window.to_dict(),
+            "record": self.record,
+            "convention": self.convention,
+            "losses": dict(self.losses),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plain-number accounting (equation 2, marginal values, levers, trades, cost, time to result)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _sfp(s: float, r: float, p: float) -> tuple[float, float, float]:
+    return (check_fraction("scheduling goodput", s), check_fraction("runtime goodput", r),
+            check_fraction("program goodput", p))
+
+
+def job_product(runtime: float, program: float) -> float:
+    """Return the job's product R x P: held accelerator-time that becomes ideal-rate progress.
+
+    Parameters
+    ----------
+    runtime, program
+        Runtime and program goodput, fractions in [0, 1].
+
+    Returns
+    -------
+    float
+        ``runtime * program``.
+    """
+    return check_fraction("runtime goodput", runtime) * check_fraction("program goodput", program)
+
+
+def loss_shares(scheduling: float, runtime: float, program: float) -> dict[str, float]:
+    """Split the efficiency gap ``1 - S R P`` into shares of fleet capacity (equation 2).
+
+    The shares follow the order a job meets the boundaries -- scheduling, runtime, program -- so
+    each later loss is measured on what the earlier boundaries passed.  With ``useful`` (= MPG) the
+    four parts sum to one.
+
+    Parameters
+    ----------
+    scheduling, runtime, program
+        The three factors, fractions in [0, 1].
+
+    Returns
+    -------
+    dict
+        ``{"scheduling": 1-S, "runtime": S(1-R), "program": S R (1-P), "useful": S R P}``,
+        in boundary order.
+
+    Examples
+    --------
+    >>> shares = loss_shares(0.65, 0.90, 0.48)
+    >>> round(shares["runtime"], 4), round(shares["program"], 4)
+    (0.065, 0.3042)
+    """
+    s, r, p = _sfp(scheduling, runtime, program)
+    return {
+        "scheduling": 1.0 - s,
+        "runtime": s * (1.0 - r),
+        "program": s * r * (1.0 - p),
+        "useful": s * r * p,
+    }
+
+
+def marginal_values(scheduling: float, runtime: float, program: float) -> dict[str, float]:
+    """Return what one point of each factor is worth in MPG points: the product of the other two.
+
+    Parameters
+    ----------
+    scheduling, runtime, program
+        The three factors, fractions in [0, 1].
+
+    Returns
+    -------
+    dict
+        ``{"scheduling": R P, "runtime": S P, "program": S R}`` (partial derivatives of S R P).
+    """
+    s, r, p = _sfp(scheduling, runtime, program)
+    return {"scheduling": r * p, "runtime": s * p, "program": s * r}
+
+
+@dataclass(frozen=True)
+class LeverGain:
+    """What raising one factor to its ceiling is worth.
+
+    Attributes
+    ----------
+    factor
+        The boundary whose lever is pulled.
+    current, ceiling
+        The factor now and at the lever's structural ceiling.
+    relative_gain
+        ``ceiling / current - 1``: MPG (and the job product) grow by this fraction whatever the
+        other two factors are.
+    mpg_before, mpg_at_ceiling
+        The pool product before and with this one lever at its ceiling.
+    added_useful
+        ``mpg_at_ceiling - mpg_before``: added ideal-rate progress as a share of fleet capacity.
+    loss_share
+        The factor's equation-2 loss share, reported for contrast; it is *not* what the lever recovers
+        and is never used for ranking.
+    rank
+        1 for the largest relative gain.
+    """
+
+    factor: str
+    current: float
+    ceiling: float
+    relative_gain: float
+    mpg_before: float
+    mpg_at_ceiling: float
+    added_useful: float
+    loss_share: float
+    rank: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the lever as a JSON-ready dictionary."""
+        return dict(self.__dict__)
+
+
+def rank_levers(factors: Mapping[str, float], ceilings: Mapping[str, float]) -> list[LeverGain]:
+    """Rank levers by the relative gain each reaches at its ceiling (never by loss share).
+
+    Raising one factor multiplies MPG by ``ceiling / current`` whatever the other factors are, so
+    the ranking does not depend on boundary order -- unlike equation-2 loss shares.
+
+    Parameters
+    ----------
+    factors
+        ``{"scheduling": S, "runtime": R, "program": P}``.
+    ceilings
+        Structural ceiling per factor to evaluate; a subset of the three is allowed.
+
+    Returns
+    -------
+    list of LeverGain
+        Sorted by relative gain, largest first.
+    """
+    s, r, p = _factors_from_mapping(factors)
+    current = {"scheduling": s, "runtime": r, "program": p}
+    shares = loss_shares(s, r, p)
+    base = s * r * p
+    gains = []
+    for name, ceiling in ceilings.items():
+        if name not in current:
+            raise DomainError(f"unknown factor {name!r}; expected one of {BOUNDARIES}")
+        c = check_fraction(f"{name} ceiling", ceiling)
+        now = current[name]
+        if now == 0.0:
+            raise DomainError(f"{name} goodput is 0; a relative gain is undefined")
+        if c < now:
+            raise DomainError(f"{name} ceiling {c} is below the current value {now}; a ceiling bounds a gain")
+        after = base * c / now
+        gains.append(dict(factor=name, current=now, ceiling=c, relative_gain=c / now - 1.0,
+                          mpg_before=base, mpg_at_ceiling=after, added_useful=after - base,
+                          loss_share=shares[name]))
+    gains.sort(key=lambda g: g["relative_gain"], reverse=True)
+    return [LeverGain(rank=i + 1, **g) for i, g in enumerate(gains)]
+
+
+def _factors_from_mapping(factors: Mapping[str, float]) -> tuple[float, float, float]:
+    missing = [b for b in BOUNDARIES if b not in factors]
+    if missing:
+        raise DomainError(f"missing factor(s) {missing}; give scheduling, runtime and program")
+    return _sfp(factors["scheduling"], factors["runtime"], factors["program"])
+
+
+@dataclass(frozen=True)
+class TradeResult:
+    """The verdict of the product-of-ratios rule on one change.
+
+    Attributes
+    ----------
+    scope
+        ``"job"`` (R x P; a lever confined to one job) or ``"pool"`` (S x R x P; a lever that moves
+        capacity between jobs).
+    ratios
+        after / before for each factor in the product.
+    product_ratio
+        The product of the ratios: the change multiplies the judged product by this.
+    first_order_change
+        Sum of the relative changes -- the small-change approximation, shown for contrast.
+    helps
+        True when ``product_ratio > 1``.
+    """
+
+    scope: str
+    ratios: dict[str, float]
+    product_ratio: float
+    first_order_change: float
+    helps: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the verdict as a JSON-ready dictionary."""
+        return dict(self.__dict__)
+
+
+def trade(before: Mapping[str, float], after: Mapping[str, float],
+          scope: Literal["job", "pool"] = "pool") -> TradeResult:
+    """Judge a change by the product of its before/after ratios (same boundary, same window).
+
+    Parameters
+    ----------
+    before, after
+        Factor values, keyed ``scheduling`` / ``runtime`` / ``program``.  A factor missing from
+        both is taken as unchanged (ratio one).  Every factor must be re-measured after a change,
+        because a faster step raises program goodput and mechanically lowers runtime goodput.
+    scope
+        ``"job"`` judges a lever confined to one job on R x P; a change that moves scheduling goodput
+        moves capacity between jobs and must be judged on the pool (``"pool"``), so ``"job"``
+        refuses it.
+
+    Returns
+    -------
+    TradeResult
+        Ratios, their product and the verdict.
+    """
+    if scope not in ("job", "pool"):
+        raise DomainError(f"scope must be 'job' or 'pool'; got {scope!r}")
+    names = ("runtime", "program") if scope == "job" else BOUNDARIES
+    if scope == "job" and ("scheduling" in before or "scheduling" in after):
+        b, a = before.get("scheduling"), after.get("scheduling")
+        if b is not None and a is not None and b != a:
+            raise DomainError(
+                "the change moves scheduling goodput, so it moves capacity between jobs: judge it on "
+                "the pool's product (scope='pool'), including the victims' runtime loss"
+            )
+    for key in set(before) | set(after):
+        if key not in BOUNDARIES:
+            raise DomainError(f"unknown factor {key!r}; expected one of {BOUNDARIES}")
+    ratios = {}
+    for name in names:
+        if (name in before) != (name in after):
+            raise DomainError(f"{name} goodput is given only on one side; give it before and after")
+        if name not in before:
+            ratios[name] = 1.0
+            continue
+        b = check_fraction(f"{name} goodput before", before[name], allow_zero=False)
+        a = check_fraction(f"{name} goodput after", after[name])
+        ratios[name] = a / b
+    product = math.prod(ratios.values())
+    return TradeResult(scope=scope, ratios=ratios, product_ratio=product,
+                       first_order_change=sum(x - 1.0 for x in ratios.values()), helps=product > 1.0)
+
+
+def cost_per_useful_hour(price_per_hour: float, scheduling: float, runtime: float,
+                         program: float) -> float:
+    """Cost of one ideal-rate (useful) accelerator-hour (equation 6): ``price / (S R P)``.
+
+    Parameters
+    ----------
+    price_per_hour
+        Capacity price per in-service accelerator-hour (dividing by S charges the scheduling loss once).
+    scheduling, runtime, program
+        The three factors, each greater than zero.
+
+    Returns
+    -------
+    float
+        Price per useful accelerator-hour, in the price's currency.
+    """
+    price = check_nonnegative("price per hour", price_per_hour)
+    s, r, p = _sfp(scheduling, runtime, program)
+    if s * r * p == 0.0:
+        raise DomainError("MPG is 0: no useful hour is produced, so its cost is unbounded")
+    return price / (s * r * p)
+
+
+def held_hours_chargeback(price_per_hour: float, runtime: float, program: float) -> float:
+    """Cost per useful hour when a team is billed only for the hours its jobs hold: ``price / (R P)``.
+
+    The pool's scheduling loss is left unbilled by this policy.
+
+    Parameters
+    ----------
+    price_per_hour
+        Price per held accelerator-hour.
+    runtime, program
+        The job's runtime and program goodput, each greater than zero.
+
+    Returns
+    -------
+    float
+        Price per useful accelerator-hour under held-hours chargeback.
+    """
+    price = check_nonnegative("price per hour", price_per_hour)
+    rp = job_product(runtime, program)
+    if rp == 0.0:
+        raise DomainError("the job product R x P is 0: no useful hour is produced")
+    return price / rp
+
+
+def spot_cost_per_useful_hour(price_per_hour: float, runtime: float) -> float:
+    """Spot-style cost per retained hour, ``price / R`` (the special case that ignores S and P).
+
+    Parameters
+    ----------
+    price_per_hour
+        Instance price per hour.
+    runtime
+        Runtime goodput on that capacity tier, greater than zero.
+
+    Returns
+    -------
+    float
+        Price per retained hour.
+    """
+    price = check_nonnegative("price per hour", price_per_hour)
+    r = check_fraction("runtime goodput", runtime, allow_zero=False)
+    return price / r
+
+
+def time_to_result(queue_wait_h: float, ideal_accelerator_h: float, devices: float, runtime: float,
+                   program: float) -> float:
+    """Time from submission to result (equation 7): ``T_queue + A_ideal / (N R P)``.
+
+    Scheduling goodput does not appear: pool contention reaches a job only through its queue wait.
+
+    Parameters
+    ----------
+    queue_wait_h
+        Queue wait in hours.
+    ideal_accelerator_h
+        Accelerator-hours the work needs at the ideal rate.
+    devices
+        Devices the job holds.
+    runtime, program
+        The job's runtime and program goodput, each greater than zero.
+
+    Returns
+    -------
+    float
+        Time to result in hours.
+    """
+    q = check_nonnegative("queue wait (h)", queue_wait_h)
+    work = check_nonnegative("ideal accelerator-hours", ideal_accelerator_h)
+    n = check_positive("devices", devices)
+    rp = job_product(runtime, program)
+    if rp == 0.0:
+        raise DomainError("the job product R x P is 0: the job never reaches its result")
+    return q + work / (n * rp)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The contract-checked product
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoodputProduct:
+    """The product of three factors with everything derived from it.
+
+    Attributes
+    ----------
+    value
+        MPG = S x R x P.
+    job_product
+        R x P.
+    loss_shares
+        Equation-2 shares of fleet capacity in boundary order, plus ``useful``.
+    marginal_values
+        MPG points per point of each factor.
+    factors
+        The three :class:`Factor` objects.
+    windows_mixed
+        True when the caller allowed factors from different windows; the product is then an estimate.
+    notes
+        Caveats a reader of the number must see.
+    """
+
+    value: float
+    job_product: float
+    loss_shares: dict[str, float]
+    marginal_values: dict[str, float]
+    factors: dict[str, Factor]
+    windows_mixed: bool
+    notes: tuple[str, ...]
+
+    def cost_per_useful_hour(self, price_per_hour: float) -> float:
+        """Price of one ideal-rate accelerator-hour at ``price_per_hour`` (equation 6)."""
+        f = self.factors
+        return cost_per_useful_hour(price_per_hour, f["scheduling"].value, f["runtime"].value,
+                                    f["program"].value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the product and its factors as a JSON-ready dictionary."""
+        return {
+            "mpg": self.value,
+            "job_product": self.job_product,
+            "loss_shares": dict(self.loss_shares),
+            "marginal_value": dict(self.marginal_values),
+            "factors": {k: f.to_dict() for k, f in self.factors.items()},
+            "windows_mixed": self.windows_mixed,
+            "notes": list(self.notes),
+        }
+
+
+def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
+        allow_mixed_windows: bool = False) -> GoodputProduct:
+    """Multiply three factors into ML productivity goodput, enforcing the measurement contract.
+
+    The scheduling and runtime factors must share one window, and the program factor's window must
+    be that window or lie inside it (program goodput may be sampled within the window).  Otherwise a
+    :class:`~fleetlib.quality.WindowMismatchError` is raised -- unless ``allow_mixed_windows`` is
+    True, in which case the result carries ``windows_mixed=True`` and a note saying the product is
+    an estimate.
+
+    Parameters
+    ----------
+    scheduling, runtime, program
+        Factors for the three boundaries, each with the matching ``boundary``.
+    allow_mixed_windows
+        Accept factors from different windows and say so in the result.
+
+    Returns
+    -------
+    GoodputProduct
+        MPG with job product, loss shares and marginal values.
+    """
+    given = {"scheduling": scheduling, "runtime": runtime, "program": program}
+    for slot, f in given.items():
+        if not isinstance(f, Factor):
+            raise DomainError(f"{slot} must be a Factor (use Factor.from_value for a stated number)")
+        if f.boundary != slot:
+            raise DomainError(f"a {f.boundary} factor was passed as the {slot} factor")
+    notes: list[str] = []
+    mismatches = []
+    if not scheduling.window.same_as(runtime.window):
+        mismatches.append(f"scheduling window {scheduling.window.label!r} != runtime window "
+                          f"{runtime.window.label!r}")
+    if not scheduling.window.contains(program.window):
+        mismatches.append(f"program window {program.window.label!r} is not inside the scheduling "
+                          f"window {scheduling.window.label!r}")
+    mixed = bool(mismatches)
+    if mixed and not allow_mixed_windows:
+        raise WindowMismatchError(
+            "factors measured over different windows cannot be multiplied: " + "; ".join(mismatches)
+            + ". Re-measure on one window, or pass allow_mixed_windows=True to get an estimate "
+            "that says so."
+        )
+    if mixed:
+        notes.append("ESTIMATE: factors come from different windows (" + "; ".join(mismatches)
+                     + "); the product is not a measured MPG.")
+    s, r, p = scheduling.value, runtime.value, program.value
+    return GoodputProduct(
+        value=s * r * p,
+        job_product=r * p,
+        loss_shares=loss_shares(s, r, p),
+        marginal_values=marginal_values(s, r, p),
+        factors=given,
+        windows_mixed=mixed,
+        notes=tuple(notes),
+    )
