@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "LEDGER_ACTIONS",
     "DomainError",
     "FleetlibError",
     "InputError",
@@ -111,6 +112,11 @@ def check_positive(name: str, value: float) -> float:
 
 
 def _finite(name: str, value: float) -> float:
+    # float() would quietly accept True (as 1.0) and numeric text such as "0.48"; neither is a number
+    if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):
+        raise DomainError(f"{name} must be a number; got the boolean {value!r}")
+    if isinstance(value, (str, bytes)):
+        raise DomainError(f"{name} must be a number, not text; got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
@@ -118,6 +124,10 @@ def _finite(name: str, value: float) -> float:
     if not math.isfinite(v):
         raise DomainError(f"{name} must be finite; got {value!r}")
     return v
+
+
+#: The two things a reader may do to a row other than keep it unchanged.
+LEDGER_ACTIONS: tuple[str, ...] = ("repaired", "rejected")
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,12 @@ class LedgerEntry:
     row: int | None
     field: str | None
     reason: str
+
+    def __post_init__(self) -> None:
+        if self.action not in LEDGER_ACTIONS:
+            raise DomainError(f"ledger action must be one of {LEDGER_ACTIONS}; got {self.action!r}")
+        if not self.reason:
+            raise DomainError("a ledger entry must name its repair or its reason for rejection")
 
     def to_dict(self) -> dict[str, object]:
         """Return the entry as a JSON-ready dictionary."""
