@@ -1,0 +1,364 @@
+"""The report pipeline: run the notebook chain on one scenario file and collect what it produced.
+
+``run_report(params_path, out_dir)`` executes each notebook of the chain with papermill, handing
+it only the parameters it declares in its ``parameters`` cell, and writes one self-contained
+folder::
+
+    out_dir/
+      summary.json     the scenario summary (fleetlib.scenario.scenario_summary) plus the run:
+                       which notebooks ran, how long each took, and the figures they saved
+      notebooks/       the executed notebooks (.ipynb, outputs included)
+      html/            one HTML page per notebook, code cells hidden (narrative + outputs)
+      figures/         every figure the notebooks saved through save_figure (PNG + SVG)
+
+Notebooks are found relative to the *project root*: the folder above the installed ``fleetlib``
+package when that folder holds ``pyproject.toml`` and ``notebooks/`` (an editable install or a
+checkout on ``sys.path``), otherwise the nearest such folder at or above the current directory.
+They run with the project root as their working directory, so a notebook's relative paths
+(``data/...``, ``parameters/...``) mean the same thing in JupyterLab and in a report.
+
+:func:`save_figure` is the single exit for figures: PNG and SVG files whose bytes depend only on
+the figure, so a re-run of an unchanged report leaves them identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fleetlib.quality import DomainError, FleetlibError
+from fleetlib.scenario import load_parameters, scenario_summary
+
+__all__ = [
+    "CELL_TIMEOUT_S",
+    "COURSE_NOTEBOOKS",
+    "FIGURE_DPI",
+    "KERNEL_NAME",
+    "ReportError",
+    "declared_parameters",
+    "project_root",
+    "run_report",
+    "save_figure",
+]
+
+#: The course chain, in the order the chapter's worked examples build on each other.  Paths are
+#: relative to the project root; later rungs append their notebooks here.
+COURSE_NOTEBOOKS: list[str] = [
+    "notebooks/course/01_napkin_maths.ipynb",
+    "notebooks/course/02_whole_fleet_and_cost.ipynb",
+    "notebooks/course/03_lever_value_and_ceilings.ipynb",
+    "notebooks/course/04_trades_and_iso_goodput.ipynb",
+    "notebooks/course/05_efficiency_frontier.ipynb",
+    "notebooks/course/06_runtime_loss_vs_job_size.ipynb",
+]
+
+#: Jupyter kernel the notebooks run on (the environment fleetlib is installed in).
+KERNEL_NAME = "python3"
+
+#: Resolution of saved PNG figures, dots per inch.
+FIGURE_DPI = 150
+
+#: Per-cell execution limit for report runs, seconds.
+CELL_TIMEOUT_S = 600
+
+#: Fixed salt for the ids matplotlib writes into SVG files (random per run otherwise).
+_SVG_HASHSALT = "fleetlib"
+
+#: Matplotlib backend the notebook kernels use: inline, so figures appear in the executed notebooks
+#: and the HTML even when the calling process runs headless with ``MPLBACKEND=Agg``.
+_KERNEL_MPLBACKEND = "module://matplotlib_inline.backend_inline"
+
+_FIGURE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class ReportError(FleetlibError):
+    """A report could not be produced: a notebook is missing or failed while running."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paths
+# ---------------------------------------------------------------------------------------------------
+
+
+def _is_project_root(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir()
+
+
+def project_root() -> Path:
+    """Return the fleetlib project folder (the one holding ``pyproject.toml`` and ``notebooks/``).
+
+    The folder above the imported package is tried first (an editable install or a checkout),
+    then the current directory and its parents (a regular install run from inside a checkout).
+
+    Returns
+    -------
+    Path
+        Absolute path of the project root.
+
+    Raises
+    ------
+    ReportError
+        When neither place looks like a fleetlib checkout.
+    """
+    beside_package = Path(__file__).resolve().parents[1]
+    if _is_project_root(beside_package):
+        return beside_package
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if _is_project_root(folder):
+            return folder
+    raise ReportError(
+        "cannot find the fleetlib project root (a folder with pyproject.toml and notebooks/): install "
+        "fleetlib in editable mode (pip install -e .) or run from inside the checkout"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------------
+
+
+def save_figure(fig: Any, name: str, out_dir: str | Path, *, dpi: int = FIGURE_DPI) -> list[Path]:
+    """Save a figure as ``<name>.png`` and ``<name>.svg`` with reproducible bytes.
+
+    This is the one place figures leave fleetlib.  Creation dates and software versions are left
+    out of the files' metadata and the SVG element ids are salted with a fixed string, so saving
+    the same figure twice (in the same or another process) writes identical files.
+
+    Parameters
+    ----------
+    fig
+        A matplotlib ``Figure`` (an ``Axes`` is accepted and its figure saved).
+    name
+        File stem: letters, digits, ``_``, ``-`` and ``.``, no folder and no extension.
+    out_dir
+        Folder to write into; created when missing.
+    dpi
+        Resolution of the PNG file.
+
+    Returns
+    -------
+    list of Path
+        The PNG and SVG paths, in that order.
+
+    Raises
+    ------
+    DomainError
+        When ``name`` is not a plain file stem or ``fig`` is not a figure.
+    """
+    import matplotlib as mpl
+
+    if not isinstance(name, str) or not _FIGURE_NAME.fullmatch(name) or name.lower().endswith(
+            (".png", ".svg")):
+        raise DomainError(
+            f"figure name must be a plain file stem (letters, digits, _ - .; no folder or extension); "
+            f"got {name!r}"
+        )
+    figure = getattr(fig, "figure", None) if not hasattr(fig, "savefig") else fig
+    if figure is None or not hasattr(figure, "savefig"):
+        raise DomainError(f"save_figure needs a matplotlib Figure or Axes; got {type(fig).__name__}")
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    png, svg = folder / f"{name}.png", folder / f"{name}.svg"
+    with mpl.rc_context({"svg.hashsalt": _SVG_HASHSALT}):
+        figure.savefig(png, format="png", dpi=dpi, bbox_inches="tight", metadata={"Software": None})
+        figure.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    return [png, svg]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Running notebooks
+# ---------------------------------------------------------------------------------------------------
+
+
+def declared_parameters(notebook: str | Path) -> list[str]:
+    """Return the parameter names a notebook declares in its ``parameters`` cell.
+
+    Parameters
+    ----------
+    notebook
+        Path of the ``.ipynb`` file.
+
+    Returns
+    -------
+    list of str
+        Names in cell order; empty when the notebook has no ``parameters`` cell.
+    """
+    import papermill
+
+    return list(papermill.inspect_notebook(str(notebook)))
+
+
+@contextmanager
+def _kernel_environment() -> Iterator[None]:
+    """Set the environment the notebook kernels inherit, and restore it afterwards."""
+    wanted = {
+        "MPLBACKEND": _KERNEL_MPLBACKEND,
+        # debugpy (in ipykernel) warns about frozen modules on every kernel start otherwise.
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _write_html(executed: Path, html_path: Path) -> None:
+    """Render an executed notebook as HTML with its code cells hidden."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(body, encoding="utf-8")
+
+
+def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
+    chain = COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
+    if not chain:
+        raise ReportError("the notebook chain is empty: give at least one notebook")
+    paths = [p if p.is_absolute() else root / p for p in map(Path, chain)]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ReportError("notebook(s) not found: " + ", ".join(missing))
+    names = [p.stem for p in paths]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ReportError(f"two notebooks in the chain share a name ({', '.join(duplicates)}); "
+                          "their outputs would overwrite each other")
+    return paths
+
+
+def _run_one(source: Path, executed: Path, parameters: dict[str, Any], root: Path) -> None:
+    """Execute one notebook with papermill; raise ReportError naming it and the failing cell."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    try:
+        papermill.execute_notebook(
+            str(source), str(executed), parameters=parameters, kernel_name=KERNEL_NAME,
+            cwd=str(root), progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S,
+            # The kernel's own log (not the notebook's output): keep errors, drop start-up chatter.
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
+    except PapermillExecutionError as exc:
+        raise ReportError(
+            f"notebook {source.name} failed in cell {exc.exec_count} (cell index {exc.cell_index}): "
+            f"{exc.ename}: {exc.evalue}. The executed notebook up to the failure is {executed}"
+        ) from exc
+    except Exception as exc:  # the kernel died, a cell timed out, the notebook is unreadable ...
+        raise ReportError(
+            f"notebook {source.name} could not be run: {type(exc).__name__}: {exc}"
+            + (f". Partial output: {executed}" if executed.exists() else "")
+        ) from exc
+
+
+def run_report(params_path: str | Path, out_dir: str | Path, *,
+               notebooks: Sequence[str | Path] | None = None, progress: bool = True) -> Path:
+    """Run the notebook chain on one scenario file and write the report folder.
+
+    Each notebook runs with papermill on the ``python3`` kernel, with the project root as its
+    working directory.  It receives only the scenario parameters it declares, plus ``output_dir``
+    (the report's ``figures/`` folder) when it declares that name.  Notebooks that save figures
+    through :func:`save_figure` into ``output_dir`` therefore fill ``figures/``.  The report's
+    ``notebooks/``, ``html/`` and ``figures/`` folders and ``summary.json`` are replaced on every run;
+    nothing else in ``out_dir`` is touched.
+
+    Parameters
+    ----------
+    params_path
+        Scenario file (see :func:`fleetlib.scenario.load_parameters`).
+    out_dir
+        Report folder; created when missing.
+    notebooks
+        The chain to run, in order; default :data:`COURSE_NOTEBOOKS`.  Relative paths are taken
+        from the project root.
+    progress
+        Print one line per notebook to standard error.
+
+    Returns
+    -------
+    Path
+        The report folder (absolute).
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        The scenario file cannot be read.
+    ReportError
+        A notebook is missing, or fails; the message names the notebook, the failing cell and its
+        error, and the partially executed notebook (and its HTML) is still written.
+    """
+    params = load_parameters(params_path)
+    summary = scenario_summary(params)
+    root = project_root()
+    chain = _resolve_notebooks(notebooks, root)
+
+    out = Path(out_dir).resolve()
+    folders = {name: out / name for name in ("notebooks", "html", "figures")}
+    for folder in folders.values():
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+    (out / "summary.json").unlink(missing_ok=True)
+
+    runs: list[dict[str, Any]] = []
+    with _kernel_environment():
+        for i, source in enumerate(chain, start=1):
+            declared = declared_parameters(source)
+            given = {k: params[k] for k in declared if k in params}
+            if "output_dir" in declared:
+                given["output_dir"] = str(folders["figures"])
+            executed = folders["notebooks"] / source.name
+            html = folders["html"] / f"{source.stem}.html"
+            started = time.perf_counter()
+            try:
+                _run_one(source, executed, given, root)
+            except ReportError:
+                if executed.exists():
+                    _write_html(executed, html)
+                if progress:
+                    print(f"report [{i}/{len(chain)}] {source.name}: FAILED after "
+                          f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+                raise
+            seconds = time.perf_counter() - started
+            _write_html(executed, html)
+            if progress:
+                print(f"report [{i}/{len(chain)}] {source.name}: {seconds:.1f} s", file=sys.stderr,
+                      flush=True)
+            runs.append({
+                "name": source.stem,
+                "source": _relative(source, root),
+                "seconds": round(seconds, 3),
+                "notebook": _relative(executed, out),
+                "html": _relative(html, out),
+            })
+
+    figures = sorted(_relative(p, out) for p in folders["figures"].rglob("*") if p.is_file())
+    summary = {**summary, "params_file": str(params_path), "notebooks": runs, "figures": figures}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n",
+                                      encoding="utf-8")
+    return out
+
+
+def _relative(path: Path, base: Path) -> str:
+    """Return ``path`` relative to ``base`` in POSIX form, or absolute when it lies outside."""
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()

@@ -1,0 +1,295 @@
+"""Scenario files: read one ``parameters/*.yaml`` and summarise what it says about the fleet.
+
+A scenario file is a flat YAML mapping whose keys are the notebooks' parameter names.  Every value
+is a plain literal -- text, a whole number, a real number, a boolean, or a list of numbers -- so
+the same file can be handed to papermill unchanged and read here without surprises.
+
+:func:`scenario_summary` turns the stated factors and model inputs of a scenario into the content
+of a report's ``summary.json``: the product and its loss shares, the levers ranked by what their
+ceilings are worth, the cost of a useful accelerator-hour, and the runtime loss terms of
+equation 4.  Every number in it is a plain Python float, so the dictionary serialises to JSON as is.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetlib.accounting import (
+    BOUNDARIES,
+    Factor,
+    Window,
+    cost_per_useful_hour,
+    held_hours_chargeback,
+    mpg,
+    rank_levers,
+)
+from fleetlib.quality import InputError
+
+__all__ = [
+    "SECONDS_PER_DAY",
+    "STATED_RECORD",
+    "load_parameters",
+    "runtime_model_inputs",
+    "scenario_summary",
+]
+
+#: Seconds in one day (scenario files give held time in days and preemption rates per day).
+SECONDS_PER_DAY = 86_400.0
+
+#: The record named on factors that a scenario file states rather than measures.
+STATED_RECORD = "stated in the scenario file"
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """A safe YAML loader that also reads ``1e-3`` as a number.
+
+    PyYAML follows YAML 1.1, where an exponent without a decimal point is text; a scenario file
+    that writes ``1e-3`` means a number, so the YAML 1.2 float form is accepted as well.
+    """
+
+
+_ScenarioLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
+
+
+def _describe(value: Any) -> str:
+    """Name the YAML type of a rejected value for an error message."""
+    if value is None:
+        return "an empty value (null)"
+    if isinstance(value, Mapping):
+        return "a nested mapping"
+    if isinstance(value, list):
+        return "a list that is not all numbers"
+    return f"a {type(value).__name__} ({value!r})"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def load_parameters(path: str | Path) -> dict[str, Any]:
+    """Read a scenario file: a YAML mapping of parameter names to plain typed literals.
+
+    Accepted values are text, whole numbers, real numbers, booleans and lists of numbers (the
+    types a notebook's ``parameters`` cell declares).  Anything else -- an empty value, a nested
+    mapping, a date, a list holding text, a non-finite number -- is refused rather than guessed at.
+
+    Parameters
+    ----------
+    path
+        The YAML file, e.g. ``parameters/running_example.yaml``.
+
+    Returns
+    -------
+    dict
+        Parameter name -> value, in file order.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        When the file is missing, is not valid YAML, is not a mapping, or holds a value of a type
+        listed above as refused; the message names the file and the key.
+
+    Examples
+    --------
+    >>> params = load_parameters("parameters/running_example.yaml")  # doctest: +SKIP
+    >>> params["scheduling_goodput"]  # doctest: +SKIP
+    0.65
+    """
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the scenario file ({exc.strerror or exc})", file=file) from exc
+    try:
+        data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = None if mark is None else mark.line + 1
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file, row=line) from exc
+    if data is None:
+        raise InputError("the scenario file is empty; expected a mapping of parameter names to values",
+                         file=file)
+    if not isinstance(data, dict):
+        raise InputError(f"expected a mapping of parameter names to values; got {_describe(data)}",
+                         file=file)
+    params: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise InputError(f"parameter names must be Python identifiers; got {key!r}", file=file,
+                             field=str(key))
+        if isinstance(value, bool | str):
+            params[key] = value
+        elif _is_number(value):
+            if not math.isfinite(value):
+                raise InputError(f"expected a finite number; got {value!r}", file=file, field=key)
+            params[key] = value
+        elif isinstance(value, list) and all(_is_number(v) for v in value):
+            if not all(math.isfinite(v) for v in value):
+                raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
+            params[key] = list(value)
+        else:
+            raise InputError(
+                f"expected text, a number, a boolean or a list of numbers; got {_describe(value)}",
+                file=file, field=key,
+            )
+    return params
+
+
+def _get(params: Mapping[str, Any], key: str) -> Any:
+    try:
+        return params[key]
+    except KeyError:
+        raise InputError(f"the scenario has no {key!r} parameter, which the summary needs",
+                         field=key) from None
+
+
+def _number(params: Mapping[str, Any], key: str) -> float:
+    value = _get(params, key)
+    if not _is_number(value):
+        raise InputError(f"expected a number; got {_describe(value)}", field=key)
+    return float(value)
+
+
+def _plain(obj: Any) -> Any:
+    """Return ``obj`` with every number a plain Python float or int (JSON-ready)."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, bool | str) or obj is None:
+        return obj
+    if hasattr(obj, "item") and callable(obj.item):  # a numpy scalar
+        return _plain(obj.item())
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj)
+    return obj
+
+
+def runtime_model_inputs(params: Mapping[str, Any]) -> dict[str, float]:
+    """Convert a scenario's runtime-model parameters to the seconds-based keyword arguments of eq. 4.
+
+    Parameters
+    ----------
+    params
+        Scenario parameters with ``held_days``, ``startup_min``, ``data_stall``,
+        ``checkpoint_write_s``, ``mtbf_h``, ``recovery_min``, ``preemptions_per_day``,
+        ``lost_work_per_preemption_min`` and ``checkpoint_interval_min``.
+
+    Returns
+    -------
+    dict
+        ``held_s``, ``startup_s``, ``data_stall``, ``checkpoint_write_s``, ``mtbf_s``,
+        ``recovery_s``, ``preemptions_per_s``, ``lost_work_s`` and ``interval_s``.
+    """
+    return {
+        "held_s": _number(params, "held_days") * SECONDS_PER_DAY,
+        "startup_s": _number(params, "startup_min") * 60.0,
+        "data_stall": _number(params, "data_stall"),
+        "checkpoint_write_s": _number(params, "checkpoint_write_s"),
+        "mtbf_s": _number(params, "mtbf_h") * 3600.0,
+        "recovery_s": _number(params, "recovery_min") * 60.0,
+        "preemptions_per_s": _number(params, "preemptions_per_day") / SECONDS_PER_DAY,
+        "lost_work_s": _number(params, "lost_work_per_preemption_min") * 60.0,
+        "interval_s": _number(params, "checkpoint_interval_min") * 60.0,
+    }
+
+
+def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Summarise a scenario: its stated product, levers, cost and runtime loss terms.
+
+    The three stated factors share the scenario's nominal window (``window_label``) and are
+    recorded as stated in the scenario file; they are multiplied with :func:`fleetlib.accounting.mpg`.
+    Levers are ranked by the relative gain each reaches at the scenario's ceiling.  The runtime
+    loss terms come from :func:`fleetlib.runtime.model.runtime_loss_terms` at the scenario's
+    checkpoint interval, with the preemption tax built from the lost work and the startup time.
+
+    Parameters
+    ----------
+    params
+        Scenario parameters as returned by :func:`load_parameters`.
+
+    Returns
+    -------
+    dict
+        JSON-ready: ``scenario`` (name, title), ``window``, ``factors`` (one contract per
+        boundary), ``mpg``, ``job_product``, ``loss_shares``, ``marginal_value``, ``windows_mixed``,
+        ``notes``, ``lever_ranking`` (list, best first), ``price_per_device_hour``,
+        ``cost_per_useful_hour`` and ``held_hours_chargeback`` (in the price's currency per
+        accelerator-hour), ``runtime_model`` (the loss terms) and ``runtime_model_inputs``.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        A parameter the summary needs is missing or is not a number.
+    fleetlib.quality.DomainError
+        A value lies outside the domain of its formula (a factor above one, a ceiling below the
+        current factor, a negative duration ...).
+    """
+    # Imported here: the runtime model is a sibling module and need not load with the accounting.
+    from fleetlib.runtime.model import preemption_tax_s, runtime_loss_terms
+
+    window = Window.nominal(str(_get(params, "window_label")))
+    values = {b: _number(params, f"{b}_goodput") for b in BOUNDARIES}
+    factors = {
+        b: Factor.from_value(b, values[b], window=window, record=STATED_RECORD) for b in BOUNDARIES
+    }
+    product = mpg(factors["scheduling"], factors["runtime"], factors["program"])
+    ceilings = {b: _number(params, f"{b}_ceiling") for b in BOUNDARIES}
+    levers = rank_levers(values, ceilings)
+    price = _number(params, "price_per_device_hour")
+    s, r, p = values["scheduling"], values["runtime"], values["program"]
+
+    inputs = runtime_model_inputs(params)
+    tax_s = preemption_tax_s(inputs["lost_work_s"], inputs["startup_s"])
+    terms = runtime_loss_terms(
+        held_s=inputs["held_s"],
+        startup_s=inputs["startup_s"],
+        data_stall=inputs["data_stall"],
+        checkpoint_write_s=inputs["checkpoint_write_s"],
+        mtbf_s=inputs["mtbf_s"],
+        recovery_s=inputs["recovery_s"],
+        preemptions_per_s=inputs["preemptions_per_s"],
+        preemption_tax_s=tax_s,
+        interval_s=inputs["interval_s"],
+    )
+    product_dict = product.to_dict()
+    summary: dict[str, Any] = {
+        "scenario": {
+            "name": str(_get(params, "scenario_name")),
+            "title": str(params.get("scenario_title", _get(params, "scenario_name"))),
+        },
+        "window": window.to_dict(),
+        "factors": {b: factors[b].to_dict() for b in BOUNDARIES},
+        "mpg": product_dict["mpg"],
+        "job_product": product_dict["job_product"],
+        "loss_shares": product_dict["loss_shares"],
+        "marginal_value": product_dict["marginal_value"],
+        "windows_mixed": product_dict["windows_mixed"],
+        "notes": product_dict["notes"],
+        "lever_ranking": [lever.to_dict() for lever in levers],
+        "price_per_device_hour": price,
+        "cost_per_useful_hour": cost_per_useful_hour(price, s, r, p),
+        "held_hours_chargeback": held_hours_chargeback(price, r, p),
+        "runtime_model_inputs": {**inputs, "preemption_tax_s": tax_s},
+        "runtime_model": terms.to_dict(),
+    }
+    return _plain(summary)
