@@ -9,7 +9,8 @@ other cell is committed without outputs and without an execution count.
 
 Golden outputs are never typed in: :func:`refresh_golden_outputs` executes the notebook with its
 default parameters (papermill, kernel ``python3``, working directory = the project root) and copies
-the golden cells' outputs back into the source notebook.
+the golden cells' outputs back into the source notebook, with consecutive chunks of printed text merged
+(:func:`coalesce_streams`), so that refreshing an unchanged notebook changes nothing.
 
 Command line::
 
@@ -36,6 +37,7 @@ __all__ = [
     "KEEP_OUTPUT_TAG",
     "PROJECT_ROOT",
     "check_committed",
+    "coalesce_streams",
     "is_golden_cell",
     "main",
     "refresh_golden_outputs",
@@ -163,6 +165,39 @@ def check_committed(nb: nbformat.NotebookNode, *, course: bool = True) -> list[s
     return problems
 
 
+def coalesce_streams(outputs: Sequence[Any]) -> list[Any]:
+    """Merge consecutive stream outputs of the same stream into one, keeping every other output.
+
+    A kernel may deliver one cell's printed text in chunks that split differently on every run;
+    merging them makes the committed golden output depend only on the text, so refreshing an unchanged
+    notebook leaves it byte-for-byte unchanged.
+
+    Parameters
+    ----------
+    outputs
+        A code cell's outputs (``nbformat.NotebookNode`` or plain dicts); not modified.
+
+    Returns
+    -------
+    list
+        Copies of the outputs, with each run of same-named ``stream`` outputs joined into one whose
+        text is the concatenation (stored as a single string).
+    """
+    merged: list[Any] = []
+    for output in outputs:
+        out = copy.deepcopy(output)
+        if out.get("output_type") == "stream":
+            text = out.get("text", "")
+            out["text"] = "".join(text) if isinstance(text, list) else str(text)
+            last = merged[-1] if merged else None
+            if (last is not None and last.get("output_type") == "stream"
+                    and last.get("name") == out.get("name")):
+                last["text"] += out["text"]
+                continue
+        merged.append(out)
+    return merged
+
+
 def _execute(path: Path, *, cwd: Path, timeout_s: float) -> nbformat.NotebookNode:
     import papermill as pm  # imported here: papermill is heavy and only this step needs it
 
@@ -181,8 +216,8 @@ def refresh_golden_outputs(path: str | Path, *, cwd: str | Path | None = None,
 
     The notebook runs under papermill (kernel ``python3``) with no parameters injected, in ``cwd``
     (default: the project root).  The source notebook is then rewritten: golden cells get the outputs
-    and execution counts just computed, every other cell is stripped (:func:`strip_outputs`).  Cells
-    are matched by cell id.
+    and execution counts just computed (printed chunks merged by :func:`coalesce_streams`), every other
+    cell is stripped (:func:`strip_outputs`).  Cells are matched by cell id.
 
     Parameters
     ----------
@@ -223,7 +258,7 @@ def refresh_golden_outputs(path: str | Path, *, cwd: str | Path | None = None,
         if not ran.outputs or not kinds <= _TEXT_OUTPUTS:
             raise DomainError(f"{path}: golden cell {i} must print plain text; it produced "
                               f"{sorted(kinds) or 'nothing'}")
-        cell.outputs = copy.deepcopy(ran.outputs)
+        cell.outputs = coalesce_streams(ran.outputs)
         cell.execution_count = ran.execution_count
         printed.append("".join(o.get("text", "") for o in ran.outputs))
     stripped = strip_outputs(source)

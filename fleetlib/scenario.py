@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,13 +29,18 @@ from fleetlib.accounting import (
     mpg,
     rank_levers,
 )
-from fleetlib.quality import InputError
+from fleetlib.quality import DomainError, InputError
+
+if TYPE_CHECKING:
+    from fleetlib.runtime.model import RuntimeLossTerms
 
 __all__ = [
+    "RUNTIME_MODEL_KEYS",
     "SECONDS_PER_DAY",
     "STATED_RECORD",
     "load_parameters",
     "runtime_model_inputs",
+    "runtime_terms",
     "scenario_summary",
 ]
 
@@ -44,6 +49,19 @@ SECONDS_PER_DAY = 86_400.0
 
 #: The record named on factors that a scenario file states rather than measures.
 STATED_RECORD = "stated in the scenario file"
+
+#: Scenario keys the runtime model of equation 4 reads (see :func:`runtime_model_inputs`).
+RUNTIME_MODEL_KEYS = (
+    "held_days",
+    "startup_min",
+    "data_stall",
+    "checkpoint_write_s",
+    "mtbf_h",
+    "recovery_min",
+    "preemptions_per_day",
+    "lost_work_per_preemption_min",
+    "checkpoint_interval_min",
+)
 
 
 class _ScenarioLoader(yaml.SafeLoader):
@@ -213,14 +231,79 @@ def runtime_model_inputs(params: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossTerms:
+    """Evaluate equation 4 for a scenario, optionally with some of its runtime inputs replaced.
+
+    The three steps every caller would otherwise repeat are done here: the scenario's units (days,
+    minutes, hours, per day) are converted to seconds by :func:`runtime_model_inputs`, the
+    preemption tax is composed from the lost work and one restart
+    (:func:`fleetlib.runtime.model.preemption_tax_s`), and
+    :func:`fleetlib.runtime.model.runtime_loss_terms` is evaluated at the scenario's checkpoint
+    interval.  Overrides are given in the scenario's own units, under the scenario's key names, so
+    a variant reads like an edit of the parameter file.
+
+    Parameters
+    ----------
+    params
+        Scenario parameters holding every key of :data:`RUNTIME_MODEL_KEYS` (other keys are
+        ignored), e.g. the result of :func:`load_parameters`.
+    **overrides
+        Replacement values for some of :data:`RUNTIME_MODEL_KEYS`, in the scenario's units,
+        e.g. ``preemptions_per_day=12.0`` or ``held_days=1 / 24``.
+
+    Returns
+    -------
+    fleetlib.runtime.model.RuntimeLossTerms
+        The five shares of held time, their total, the runtime goodput they leave, the interval used
+        and any first-order warnings.
+
+    Raises
+    ------
+    fleetlib.quality.DomainError
+        An override names a key the runtime model does not read (a typo would otherwise be ignored
+        silently), or a value lies outside the domain of equation 4 (a negative duration, a data stall
+        of one or more, an interval longer than the MTBF ...).
+    fleetlib.quality.InputError
+        A key the model needs is missing from ``params`` or is not a number.
+
+    Examples
+    --------
+    >>> params = load_parameters("parameters/running_example.yaml")  # doctest: +SKIP
+    >>> round(runtime_terms(params).runtime_goodput, 3)  # doctest: +SKIP
+    0.904
+    >>> round(runtime_terms(params, preemptions_per_day=12.0).preemption, 3)  # doctest: +SKIP
+    0.168
+    """
+    # Imported here: the runtime model is a sibling module and need not load with the accounting.
+    from fleetlib.runtime.model import preemption_tax_s, runtime_loss_terms
+
+    unknown = sorted(set(overrides) - set(RUNTIME_MODEL_KEYS))
+    if unknown:
+        raise DomainError(f"runtime_terms cannot override {', '.join(map(repr, unknown))}: the runtime "
+                          f"model reads only {', '.join(RUNTIME_MODEL_KEYS)}")
+    inputs = runtime_model_inputs({**params, **overrides})
+    tax_s = preemption_tax_s(inputs["lost_work_s"], inputs["startup_s"])
+    return runtime_loss_terms(
+        held_s=inputs["held_s"],
+        startup_s=inputs["startup_s"],
+        data_stall=inputs["data_stall"],
+        checkpoint_write_s=inputs["checkpoint_write_s"],
+        mtbf_s=inputs["mtbf_s"],
+        recovery_s=inputs["recovery_s"],
+        preemptions_per_s=inputs["preemptions_per_s"],
+        preemption_tax_s=tax_s,
+        interval_s=inputs["interval_s"],
+    )
+
+
 def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
     """Summarise a scenario: its stated product, levers, cost and runtime loss terms.
 
     The three stated factors share the scenario's nominal window (``window_label``) and are
     recorded as stated in the scenario file; they are multiplied with :func:`fleetlib.accounting.mpg`.
     Levers are ranked by the relative gain each reaches at the scenario's ceiling.  The runtime
-    loss terms come from :func:`fleetlib.runtime.model.runtime_loss_terms` at the scenario's
-    checkpoint interval, with the preemption tax built from the lost work and the startup time.
+    loss terms come from :func:`runtime_terms`: equation 4 at the scenario's checkpoint interval,
+    with the preemption tax built from the lost work and the startup time.
 
     Parameters
     ----------
@@ -245,7 +328,7 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
         current factor, a negative duration ...).
     """
     # Imported here: the runtime model is a sibling module and need not load with the accounting.
-    from fleetlib.runtime.model import preemption_tax_s, runtime_loss_terms
+    from fleetlib.runtime.model import preemption_tax_s
 
     window = Window.nominal(str(_get(params, "window_label")))
     values = {b: _number(params, f"{b}_goodput") for b in BOUNDARIES}
@@ -260,17 +343,7 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
 
     inputs = runtime_model_inputs(params)
     tax_s = preemption_tax_s(inputs["lost_work_s"], inputs["startup_s"])
-    terms = runtime_loss_terms(
-        held_s=inputs["held_s"],
-        startup_s=inputs["startup_s"],
-        data_stall=inputs["data_stall"],
-        checkpoint_write_s=inputs["checkpoint_write_s"],
-        mtbf_s=inputs["mtbf_s"],
-        recovery_s=inputs["recovery_s"],
-        preemptions_per_s=inputs["preemptions_per_s"],
-        preemption_tax_s=tax_s,
-        interval_s=inputs["interval_s"],
-    )
+    terms = runtime_terms(params)
     product_dict = product.to_dict()
     summary: dict[str, Any] = {
         "scenario": {

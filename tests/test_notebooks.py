@@ -25,7 +25,7 @@ import nbformat
 import pytest
 import yaml
 
-from fleetlib.golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, is_golden_cell
+from fleetlib.golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "notebooks" / "course"
@@ -164,6 +164,8 @@ def test_course_outputs_only_in_golden_cells(path: Path) -> None:
     for cell in golden:
         text = "".join(o.get("text", "") for o in cell.outputs)
         assert text.strip(), "golden cell printed nothing"
+        # Printed chunks are merged on refresh, so a re-run cannot reshuffle the committed outputs.
+        assert len(coalesce_streams(cell.outputs)) == len(cell.outputs), f"{path.name}: unmerged chunks"
         assert "object at 0x" not in text, "object repr in golden output"
         assert not any(line.lstrip().startswith(("<", "{", "[", "(")) for line in text.splitlines()), (
             f"{path.name}: golden output should be plain printed numbers, not reprs:\n{text}")
@@ -293,6 +295,29 @@ def test_strip_outputs_keeps_only_golden_cells() -> None:
         "cell 3: golden cell has no execution count (nbval needs one)",
     ]
     assert check_committed(strip_outputs(nb, keep_golden=False), course=False) == []
+
+
+def test_coalesce_streams_merges_consecutive_chunks_of_one_stream() -> None:
+    from nbformat.v4 import new_output
+
+    outputs = [
+        new_output("stream", name="stdout", text="a = 1"),
+        new_output("stream", name="stdout", text="\nb = 2\n"),
+        new_output("stream", name="stderr", text="warned\n"),
+        new_output("stream", name="stdout", text="c = 3\n"),
+        new_output("display_data", data={"text/plain": "x"}),
+        new_output("stream", name="stdout", text=["d = 4\n", "e = 5\n"]),
+    ]
+    merged = coalesce_streams(outputs)
+    assert [(o["output_type"], o.get("name"), o.get("text")) for o in merged] == [
+        ("stream", "stdout", "a = 1\nb = 2\n"),
+        ("stream", "stderr", "warned\n"),
+        ("stream", "stdout", "c = 3\n"),
+        ("display_data", None, None),
+        ("stream", "stdout", "d = 4\ne = 5\n"),
+    ]
+    assert outputs[0]["text"] == "a = 1" and len(outputs) == 6  # input untouched
+    assert coalesce_streams([]) == []
 
 
 def test_check_committed_requires_a_golden_cell_and_plain_text() -> None:

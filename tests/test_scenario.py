@@ -7,9 +7,17 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.scenario import load_parameters, runtime_model_inputs, scenario_summary
+from fleetlib.scenario import (
+    RUNTIME_MODEL_KEYS,
+    load_parameters,
+    runtime_model_inputs,
+    runtime_terms,
+    scenario_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNING = ROOT / "parameters" / "running_example.yaml"
@@ -131,7 +139,7 @@ def test_summary_runtime_model_terms(summary):
     # Napkin Math 9.3, recomputed by hand from the running example's inputs.
     held_s, mtbf_s, tau_s = 7 * 86400, 302 * 3600, 77 * 60
     assert terms["startup"] == pytest.approx(5.2 * 60 / held_s, rel=1e-12)
-    assert terms["input_wait"] == pytest.approx(0.0769, rel=1e-12)
+    assert terms["input_wait"] == 0.05 / 0.65
     assert terms["checkpoint"] == pytest.approx(9.8 / tau_s + tau_s / (2 * mtbf_s), rel=1e-12)
     assert terms["recovery"] == pytest.approx(6.2 * 60 / mtbf_s, rel=1e-12)
     assert terms["preemption"] == pytest.approx((15 + 5.2) * 60 / 86400, rel=1e-12)
@@ -194,3 +202,142 @@ def test_runtime_model_inputs_units(running):
     assert inputs["mtbf_s"] == 302 * 3600
     assert inputs["preemptions_per_s"] == pytest.approx(1 / 86400)
     assert inputs["interval_s"] == 77 * 60
+
+
+# --- runtime_terms --------------------------------------------------------------------------------
+
+
+def test_runtime_terms_match_equation_4_by_hand(running):
+    t = runtime_terms(running)
+    held_s, mtbf_s, tau_s = 7 * 86400, 302 * 3600, 77 * 60
+    tax_s = (15 + 5.2) * 60  # lost work + one restart
+    assert t.startup == pytest.approx(5.2 * 60 / held_s, rel=1e-12)
+    assert t.input_wait == 0.05 / 0.65
+    assert t.checkpoint_write == pytest.approx(9.8 / tau_s, rel=1e-12)
+    assert t.checkpoint_rework == pytest.approx(tau_s / (2 * mtbf_s), rel=1e-12)
+    assert t.recovery == pytest.approx(6.2 * 60 / mtbf_s, rel=1e-12)
+    assert t.preemption == pytest.approx(tax_s / 86400, rel=1e-12)
+    assert t.interval_s == tau_s
+    assert t.total == pytest.approx(sum(t.terms().values()), rel=1e-12)
+    assert round(t.runtime_goodput, 3) == 0.904  # Napkin Math 9.3: "about 0.90"
+    assert t.warnings == ()
+    # The report's summary uses the same helper, so the two cannot drift apart.
+    assert scenario_summary(running)["runtime_model"] == t.to_dict()
+
+
+def test_runtime_terms_overrides_are_scenario_keys_in_scenario_units(running):
+    # The chapter's uncapped low-priority run: 12 evictions a day at 20.2 min each -> 16.8 %.
+    uncapped = runtime_terms(running, preemptions_per_day=12.0)
+    assert uncapped.preemption == pytest.approx(12 * 20.2 * 60 / 86400, rel=1e-12)
+    assert round(uncapped.preemption, 3) == 0.168
+    assert len(uncapped.warnings) == 1 and "preemption" in uncapped.warnings[0]
+    # A one-hour job: the 5.2-minute cold start is about 9 % of held time.
+    one_hour = runtime_terms(running, held_days=1 / 24)
+    assert one_hour.startup == pytest.approx(5.2 / 60, rel=1e-12)
+    # Only the overridden term moves.
+    base = runtime_terms(running)
+    assert one_hour.checkpoint == base.checkpoint and one_hour.preemption == base.preemption
+    # Input waits removed: the runtime ceiling of section 9.8.1.
+    assert round(runtime_terms(running, data_stall=0.0).runtime_goodput, 2) == 0.98
+    assert running["preemptions_per_day"] == 1.0 and running["held_days"] == 7.0  # params untouched
+
+
+def test_runtime_terms_refuses_unknown_overrides(running):
+    with pytest.raises(DomainError, match="'preemption_per_day'"):
+        runtime_terms(running, preemption_per_day=12.0)
+    with pytest.raises(DomainError, match="held_days"):  # the message lists the keys it accepts
+        runtime_terms(running, price_per_device_hour=3.0)
+
+
+def test_runtime_terms_missing_or_bad_inputs(running):
+    params = {k: v for k, v in running.items() if k != "mtbf_h"}
+    with pytest.raises(InputError, match="mtbf_h"):
+        runtime_terms(params)
+    with pytest.raises(InputError, match="data_stall"):
+        runtime_terms(running, data_stall="7.7 %")
+    with pytest.raises(DomainError, match="data_stall"):
+        runtime_terms(running, data_stall=1.0)
+    with pytest.raises(DomainError, match="MTBF"):  # a 77-min interval against a 1-hour MTBF
+        runtime_terms(running, mtbf_h=1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rate=st.floats(min_value=0.0, max_value=6.0), stall=st.floats(min_value=0.0, max_value=0.5))
+def test_runtime_terms_preemption_is_linear_and_stall_passes_through(running, rate, stall):
+    t = runtime_terms(running, preemptions_per_day=rate, data_stall=stall)
+    assert t.preemption == pytest.approx(rate * 20.2 * 60 / 86400, rel=1e-12, abs=1e-15)
+    assert t.input_wait == stall
+    assert t.runtime_goodput == pytest.approx(1 - sum(t.terms().values()), rel=1e-12)
+
+
+def test_runtime_model_keys_are_what_runtime_model_inputs_reads(running):
+    subset = {k: running[k] for k in RUNTIME_MODEL_KEYS}
+    assert runtime_model_inputs(subset) == runtime_model_inputs(running)
+    for key in RUNTIME_MODEL_KEYS:
+        with pytest.raises(InputError, match=key):
+            runtime_model_inputs({k: v for k, v in subset.items() if k != key})
+
+
+# --- what the scenario files say --------------------------------------------------------------------
+
+
+def test_running_example_data_stall_is_the_unrounded_ratio(running):
+    from fleetlib.runtime.model import crossover_devices
+
+    assert running["data_stall"] == 0.05 / 0.65
+    kwargs = {"base_devices": running["devices"], "mtbf_h_at_base": running["mtbf_h"],
+              "checkpoint_write_s": running["checkpoint_write_s"], "recovery_s": running["recovery_min"] * 60}
+    # Figure 5's crossover (reference case fig_5_runtime_loss_vs_job_size computes 12,857.1).
+    assert round(crossover_devices(data_stall=running["data_stall"], **kwargs)) == 12857
+    # The rounded 0.0769 would move it by five GPUs: the reason the file keeps full precision.
+    assert round(crossover_devices(data_stall=0.0769, **kwargs)) == 12852
+
+
+def test_llama3_program_inputs_are_the_labelled_reconstruction():
+    from fleetlib.program import flops
+
+    p = load_parameters(LLAMA3)
+    useful_flops = p["useful_pflop_per_step"] * 1e15
+    assert useful_flops == pytest.approx(6 * 405e9 * 16e6, rel=1e-12)  # 6 N x 16M tokens per step
+    peak = p["peak_tflops_per_device"] * 1e12
+    fleet = flops.mfu(useful_flops, p["devices"], peak, p["step_time_ms"] / 1e3)
+    baseline = flops.mfu(useful_flops, p["devices"], peak, p["node_step_time_ms"] / 1e3)
+    # Back-solved, so they reproduce the reported MFUs (0.41 at 16,384 GPUs, 0.43 at 8,192) by construction;
+    # the step times are given to 0.1 ms, so agreement is to about 1e-5.
+    assert fleet == pytest.approx(p["program_goodput"], abs=1e-5)
+    assert fleet == pytest.approx(0.41, abs=1e-5)
+    assert baseline == pytest.approx(p["program_ceiling"], abs=1e-5)
+    assert baseline == pytest.approx(0.43, abs=1e-5)
+    # Not the running example's 14.9 PFLOP / 245 ms, which gave an MFU of 0.004 on 16,384 devices.
+    assert fleet > 100 * flops.mfu(14.9e15, p["devices"], peak, 0.245)
+
+
+@pytest.mark.parametrize("path", [RUNNING, LLAMA3], ids=lambda p: p.stem)
+def test_spot_runtime_factor_reproduces_figure_12(path):
+    from fleetlib.frontier import efficiency_frontier, elastic_strategies
+
+    p = load_parameters(path)
+    factor = p["spot_runtime_factor"]
+    assert factor == 0.9 and isinstance(factor, float)
+    strategies = elastic_strategies(
+        target_devices=p["elastic_target_devices"], small_devices=p["elastic_small_devices"],
+        step_devices=p["elastic_step_devices"], wait_h=p["elastic_wait_h"], step_up_h=p["elastic_step_up_h"],
+        rescale_pause_min=p["elastic_rescale_pause_min"],
+        efficiency={p["elastic_step_devices"]: p["elastic_efficiency_256"],
+                    p["elastic_target_devices"]: p["elastic_efficiency_512"]},
+        window_h=p["elastic_window_h"],
+    )
+    tiers = {"fleet": 1.0, "spot": p["spot_price_fraction"]}
+
+    def frontier(f):
+        frame = efficiency_frontier(strategies, tiers, runtime_factor={"spot": f})
+        return set(map(tuple, frame.loc[frame["on_frontier"], ["tier", "label"]].to_numpy().tolist()))
+
+    spot_all = {("spot", "small now"), ("spot", "wait for full"), ("spot", "step up")}
+    chapter = spot_all | {("fleet", "wait for full")}  # every spot point and only the fastest fleet point
+    assert frontier(factor) == chapter
+    # The range the file's comment states: from 20/33.5 (about 0.597) up to, not including, 1.
+    threshold = 20 / 33.5
+    assert frontier(threshold) == chapter
+    assert frontier(threshold - 1e-6) != chapter
+    assert frontier(1.0) == spot_all
