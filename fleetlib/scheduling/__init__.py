@@ -1,18 +1,95 @@
 """Rung 1: scheduler records -> scheduling goodput S and its loss partition.
 
-For now this package holds only the snapshot arithmetic (:mod:`fleetlib.scheduling.snapshot`): scheduling
-goodput from the shares of a pool snapshot, the loss split, and the atomic-admission ceiling.  The
-records-based rung (canonical tables, readers, measured factor) grows alongside it.
+* :mod:`fleetlib.scheduling.records` -- the canonical tables (allocations, capacity, queue,
+  reservations, occupancy) and their validation into a row ledger;
+* :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
+  capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
+  pools, unattributed), availability, held time and queue wait per job, size cohorts, an hourly time
+  series and the fragmentation index;
+* :mod:`fleetlib.scheduling.synth` -- synthetic fleets with injected ground truth, and the
+  canonical Parquet file;
+* :mod:`fleetlib.scheduling.snapshot` -- the snapshot arithmetic (S from the shares of a pool
+  snapshot, the atomic-admission ceiling).
 """
 
+from fleetlib.scheduling.goodput import (
+    LOSS_KEYS,
+    PARTITION_COLUMNS,
+    SchedulingPartition,
+    cohort_goodput,
+    derive_queue,
+    fragmentation_index,
+    goodput_timeseries,
+    held_time,
+    occupancy,
+    queue_waits,
+    scheduling_goodput,
+    scheduling_partition,
+    scheduling_summary,
+    stranded_devices,
+)
+from fleetlib.scheduling.records import (
+    ALLOCATION_COLUMNS,
+    CAPACITY_COLUMNS,
+    END_STATES,
+    OCCUPANCY_COLUMNS,
+    QUEUE_COLUMNS,
+    RESERVATION_COLUMNS,
+    SchedulerRecords,
+    infer_gang_complete,
+    validate_allocations,
+    validate_capacity,
+    validate_occupancy,
+    validate_queue,
+    validate_reservations,
+)
 from fleetlib.scheduling.snapshot import (
     SnapshotScheduling,
     data_stall_from_capacity_share,
     snapshot_scheduling_goodput,
 )
+from fleetlib.scheduling.synth import (
+    SyntheticFleet,
+    read_canonical,
+    synth_allocations_command,
+    synthetic_fleet,
+    write_allocations,
+)
 
 __all__ = [
+    "ALLOCATION_COLUMNS",
+    "CAPACITY_COLUMNS",
+    "END_STATES",
+    "LOSS_KEYS",
+    "OCCUPANCY_COLUMNS",
+    "PARTITION_COLUMNS",
+    "QUEUE_COLUMNS",
+    "RESERVATION_COLUMNS",
+    "SchedulerRecords",
+    "SchedulingPartition",
     "SnapshotScheduling",
+    "SyntheticFleet",
+    "cohort_goodput",
     "data_stall_from_capacity_share",
+    "derive_queue",
+    "fragmentation_index",
+    "goodput_timeseries",
+    "held_time",
+    "infer_gang_complete",
+    "occupancy",
+    "queue_waits",
+    "read_canonical",
+    "scheduling_goodput",
+    "scheduling_partition",
+    "scheduling_summary",
     "snapshot_scheduling_goodput",
+    "stranded_devices",
+    "synth_allocations_command",
+    "synthetic_fleet",
+    "validate_allocations",
+    "validate_capacity",
+    "validate_occupancy",
+    "validate_queue",
+    "validate_reservations",
+    "write_allocations",
 ]

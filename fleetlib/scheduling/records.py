@@ -1,0 +1,747 @@
+"""Canonical scheduler tables and their validation.
+
+Every scheduler format fleetlib reads (Slurm, Kueue, Volcano, Helios sequences, openb pod lists, the
+canonical Parquet file) is turned into the tables below.  Times are timezone-aware UTC pandas
+timestamps, device counts are integers, and every interval is half-open ``[start, end)``.
+
+``allocations`` -- one row per allocation attempt, or per size segment of an elastic job
+    ``job_id, attempt, pool, devices, submit, first_assigned, gang_complete, release, priority,
+    elastic, end_state, requested_devices``.
+
+    * ``submit``: when this attempt (or this resize of an elastic job) entered the queue.
+    * ``first_assigned``: when the first device of the attempt was bound; from then on the row's
+      ``devices`` are out of the free pool.
+    * ``gang_complete``: when the gang became complete (every member needed for one synchronous
+      step held).  ``first_assigned -> gang_complete`` is a partial-gang hold.
+    * ``release``: when the devices went back to the pool.  ``gang_complete -> release`` is the
+      held time of a complete allocation, the scheduling numerator and the runtime denominator.
+    * A row that never got a device (waited, then left the queue) has ``first_assigned`` and
+      ``gang_complete`` missing (NaT); it only counts as queue demand from ``submit`` to
+      ``release``.
+    * A gang that never completed has ``gang_complete == release``: its whole hold is partial.
+    * Elastic jobs: ``devices`` is the active gang size of the segment.  Held intervals
+      (``gang_complete -> release``) of one elastic job never overlap; a partial piece (new
+      members arriving for a grow while the old gang still runs) may overlap the previous
+      segment, because it holds different devices.  Attempts of a rigid job never overlap at all.
+
+``capacity`` -- a step function per pool
+    ``pool, start, end, devices_in_service, devices_out_of_service``.  Rows of one pool do not
+    overlap; time not covered by any row has no capacity (nothing installed).
+
+``queue`` (optional) -- a step function per pool
+    ``pool, start, end, pending_jobs, pending_devices``; when absent it is derived from the
+    allocations (a row is pending from ``submit`` to ``gang_complete``, or to ``release`` when it
+    never completed).
+
+``reservations`` (optional)
+    ``pool, start, end, devices, for_job_id``: free devices kept idle so that a waiting gang can
+    assemble (a head-of-line reservation), not a reserved block granted as an allocation (that is
+    an allocation and its idleness a runtime loss).
+
+``occupancy`` -- the step function the sweep produces, and what aggregate formats provide directly
+    ``pool, start, end, in_service, out_of_service, held_complete, partial_gang, reserved,
+    pending_jobs, pending_devices``: device counts (and pending jobs) over ``[start, end)``.
+
+The ``validate_*`` functions check a table, repair what has a named repair and reject what cannot
+be used, and return the clean table with a :class:`~fleetlib.quality.Ledger`.  Ledger rows are
+0-based positions in the table handed in.  Structural problems (a missing column, naive or mixed
+times, an elastic allocation without a gang-complete time) raise
+:class:`~fleetlib.quality.InputError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.quality import InputError, Ledger
+
+__all__ = [
+    "ALLOCATION_COLUMNS",
+    "ALLOCATION_TIME_COLUMNS",
+    "CAPACITY_COLUMNS",
+    "END_STATES",
+    "OCCUPANCY_COLUMNS",
+    "QUEUE_COLUMNS",
+    "RESERVATION_COLUMNS",
+    "SchedulerRecords",
+    "infer_gang_complete",
+    "times_ns",
+    "validate_allocations",
+    "validate_capacity",
+    "validate_occupancy",
+    "validate_queue",
+    "validate_reservations",
+]
+
+ALLOCATION_COLUMNS: tuple[str, ...] = (
+    "job_id", "attempt", "pool", "devices", "submit", "first_assigned", "gang_complete", "release",
+    "priority", "elastic", "end_state", "requested_devices",
+)
+ALLOCATION_TIME_COLUMNS: tuple[str, ...] = ("submit", "first_assigned", "gang_complete", "release")
+CAPACITY_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "devices_in_service", "devices_out_of_service")
+QUEUE_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "pending_jobs", "pending_devices")
+RESERVATION_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "devices", "for_job_id")
+OCCUPANCY_COLUMNS: tuple[str, ...] = (
+    "pool", "start", "end", "in_service", "out_of_service", "held_complete", "partial_gang", "reserved",
+    "pending_jobs", "pending_devices",
+)
+
+#: Canonical end states of an allocation; anything else is kept as ``"unknown"`` (a named repair).
+#: ``"running"`` and ``"pending"`` mark rows censored at the end of the record (still holding, still
+#: waiting).
+END_STATES: tuple[str, ...] = (
+    "completed", "failed", "cancelled", "timeout", "preempted", "node_fail", "out_of_memory",
+    "running", "pending", "unknown",
+)
+
+_NAT = np.iinfo(np.int64).min
+_AWARE_TEXT = r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The bundle of tables
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SchedulerRecords:
+    """The canonical tables read from one source, ready for :mod:`fleetlib.scheduling.goodput`.
+
+    Attributes
+    ----------
+    allocations, capacity, queue, reservations, occupancy
+        Canonical tables (see the module docstring); any may be None.  Scheduling goodput needs
+        either ``allocations`` with ``capacity``, or ``occupancy``.
+    source
+        Where the tables came from (file name or format), for reports.
+    """
+
+    allocations: pd.DataFrame | None = None
+    capacity: pd.DataFrame | None = None
+    queue: pd.DataFrame | None = None
+    reservations: pd.DataFrame | None = None
+    occupancy: pd.DataFrame | None = None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def tables(self) -> dict[str, pd.DataFrame | None]:
+        """Return the tables as keyword arguments for the goodput functions."""
+        return {"allocations": self.allocations, "capacity": self.capacity, "queue": self.queue,
+                "reservations": self.reservations, "occupancy": self.occupancy}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers shared by the validators (and by goodput.py)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _require_columns(df: pd.DataFrame, columns: tuple[str, ...], file: str, table: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"the {table} table must be a pandas DataFrame; got {type(df).__name__}", file=file)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"the {table} table lacks column(s) {missing}; canonical columns are "
+                         f"{list(columns)}", file=file, field=missing[0])
+
+
+def _first_row(mask: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def times_ns(values: pd.Series | pd.Index | np.ndarray, *, file: str = "<table>",
+             field: str = "time") -> np.ndarray:
+    """Return timezone-aware times as int64 UTC nanoseconds (NaT as the int64 minimum).
+
+    Parameters
+    ----------
+    values
+        A datetime column.  Timezone-aware datetimes (any zone) are converted to UTC; text or
+        objects are parsed and must carry their zone.
+    file, field
+        Named in the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 nanoseconds since the Unix epoch, UTC; missing times are ``numpy.iinfo(int64).min``.
+
+    Raises
+    ------
+    InputError
+        Naive times (the zone is unknown), or naive and aware times mixed in one column.
+    """
+    s = pd.Series(values) if not isinstance(values, pd.Series) else values
+    dtype = s.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        if dtype.unit != "ns" or str(dtype.tz) != "UTC":
+            s = s.dt.tz_convert("UTC").dt.as_unit("ns")
+        out = s.array.asi8.view()
+        out.flags.writeable = False
+        return out
+    if pd.api.types.is_datetime64_dtype(dtype):
+        raise InputError(
+            "naive timestamps: canonical scheduler tables carry timezone-aware UTC times; localize the "
+            "column with the zone the source defines (e.g. .dt.tz_localize('UTC'))",
+            file=file, row=0 if len(s) else None, field=field)
+    nonnull = s.notna().to_numpy()
+    if not nonnull.any():
+        return np.full(len(s), _NAT, dtype=np.int64)
+    is_text = s[nonnull].map(lambda x: isinstance(x, str)).to_numpy()
+    if is_text.all():
+        aware = s.astype("string").str.strip().str.contains(_AWARE_TEXT, regex=True)
+        aware = aware.to_numpy(dtype=bool, na_value=False)
+    elif not is_text.any():
+        aware = s.map(lambda x: getattr(x, "tzinfo", None) is not None).to_numpy(dtype=bool)
+    else:
+        raise InputError("times mix text and datetime objects", file=file,
+                         row=_first_row(nonnull), field=field)
+    if not (aware | ~nonnull).all():
+        if not (aware & nonnull).any():
+            raise InputError("naive timestamps: the zone is unknown; give timezone-aware UTC times",
+                             file=file, row=_first_row(nonnull), field=field)
+        first = _first_row(nonnull)
+        disagree = nonnull & (aware != aware[first])
+        raise InputError("naive and timezone-aware times mixed in one column; the zone of the naive "
+                         "ones is unknown", file=file, row=_first_row(disagree), field=field)
+    try:
+        if is_text.all():
+            parsed = pd.to_datetime(s, utc=True, format="ISO8601")
+        else:
+            parsed = pd.to_datetime(s, utc=True)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"times cannot be parsed ({exc})", file=file, field=field) from exc
+    return parsed.dt.as_unit("ns").array.asi8.copy()
+
+
+def _to_utc_series(ns: np.ndarray) -> pd.Series:
+    return pd.Series(pd.to_datetime(ns, unit="ns", utc=True))
+
+
+def _int_column(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Return (int64 values with 0 for bad, ok mask) for a count column."""
+    if values.dtype.kind in "iu":
+        return values.to_numpy(dtype=np.int64), np.ones(len(values), dtype=bool)
+    num = pd.to_numeric(values, errors="coerce")
+    arr = num.to_numpy(dtype=float, na_value=np.nan)
+    ok = np.isfinite(arr) & (np.floor(arr) == arr)
+    out = np.where(ok, arr, 0).astype(np.int64)
+    return out, ok
+
+
+class _RowLog:
+    """Collects at most one outcome per row: rejected (first reason wins) or repaired (reasons joined)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.reject_code = np.zeros(n, dtype=np.int32)  # 0 = not rejected
+        self.reject_reasons: list[tuple[str, str]] = [("", "")]
+        self.reject_detail: dict[int, str] = {}
+        self.repairs: list[tuple[np.ndarray, str, str]] = []
+
+    def reject(self, mask: np.ndarray, fld: str, reason: str) -> None:
+        mask = np.asarray(mask, dtype=bool)
+        if not mask.any():
+            return
+        mask = mask & (self.reject_code == 0)
+        if mask.any():
+            self.reject_reasons.append((fld, reason))
+            self.reject_code[mask] = len(self.reject_reasons) - 1
+
+    def reject_rows(self, rows: np.ndarray, fld: str, reasons: list[str]) -> None:
+        for r, why in zip(rows.tolist(), reasons, strict=True):
+            if self.reject_code[r] == 0:
+                self.reject_reasons.append((fld, why))
+                self.reject_code[r] = len(self.reject_reasons) - 1
+
+    def repair(self, mask: np.ndarray, fld: str, repair: str) -> None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.any():
+            self.repairs.append((mask, fld, repair))
+
+    @property
+    def rejected(self) -> np.ndarray:
+        return self.reject_code > 0
+
+    def write(self, ledger: Ledger, file: str) -> np.ndarray:
+        """Write one entry per rejected or repaired row; return the keep mask."""
+        ledger.read += self.n
+        rejected = self.rejected
+        for r in np.flatnonzero(rejected).tolist():
+            fld, why = self.reject_reasons[self.reject_code[r]]
+            ledger.reject(file, r, fld, why)
+        repaired = np.zeros(self.n, dtype=bool)
+        for mask, _, _ in self.repairs:
+            repaired |= mask
+        repaired &= ~rejected
+        for r in np.flatnonzero(repaired).tolist():
+            fields = [f for m, f, _ in self.repairs if m[r]]
+            names = [t for m, _, t in self.repairs if m[r]]
+            ledger.repair(file, r, ",".join(dict.fromkeys(fields)), "; ".join(names))
+        ledger.kept += int(self.n - rejected.sum() - repaired.sum())
+        return ~rejected
+
+
+# ---------------------------------------------------------------------------------------------------
+# Allocations
+# ---------------------------------------------------------------------------------------------------
+
+
+def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_end: Any = None,
+                         ledger: Ledger | None = None) -> tuple[pd.DataFrame, Ledger]:
+    """Check a canonical allocations table, repair what has a named repair, reject the rest.
+
+    Repairs (the row is kept, the ledger names the repair):
+
+    * a rigid allocation without ``gang_complete`` -- the gang-complete time is inferred from the
+      requested size: an allocation that holds its ``requested_devices`` is taken as complete at
+      ``first_assigned``; one that holds fewer never completed (``gang_complete := release``,
+      its whole hold is partial);
+    * ``first_assigned`` missing while ``gang_complete`` is known -- atomic allocation,
+      ``first_assigned := gang_complete``;
+    * ``submit`` missing -- ``submit := first_assigned`` (queue wait unknown, counted as zero);
+    * ``release`` missing (still holding at the end of the record) -- ``release := open_end`` when
+      ``open_end`` is given;
+    * ``requested_devices`` missing -- ``requested_devices := devices``;
+    * an end state outside :data:`END_STATES` -- kept as ``"unknown"``.
+
+    Rejections (the row is dropped, the ledger names the field and the reason): missing pool, job
+    id, attempt or elastic flag; a device count that is not a non-negative integer (or zero on an
+    assigned row); times out of order (assigned before submit, gang complete before first
+    assignment, release before gang completion or before submit); a duplicate row or a second
+    row for the same ``(job_id, attempt)``; an attempt that overlaps an earlier attempt of the
+    same rigid job, or an elastic segment whose held interval overlaps an earlier one.
+
+    Parameters
+    ----------
+    df
+        The table; every column of :data:`ALLOCATION_COLUMNS` is required.
+    file
+        Source name used in ledger entries and errors.
+    open_end
+        Timezone-aware time that closes allocations still holding at the end of the record; when
+        None, such rows are rejected.
+    ledger
+        Ledger to add to (a new one when None).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, Ledger)
+        The clean table (canonical dtypes, times as ``datetime64[ns, UTC]``, original index
+        reset) and the ledger.
+
+    Raises
+    ------
+    InputError
+        A missing column, naive or mixed times, or an elastic allocation without a gang-complete
+        time: elastic jobs change their valid size, so completeness cannot be inferred.
+    """
+    _require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
+    ledger = ledger if ledger is not None else Ledger()
+    n = len(df)
+    log = _RowLog(n)
+    t = {c: times_ns(df[c], file=file, field=c) for c in ALLOCATION_TIME_COLUMNS}
+    sub, fa, gc, rel = t["submit"], t["first_assigned"], t["gang_complete"], t["release"]
+    nat = {c: v == _NAT for c, v in t.items()}
+
+    pool_codes, pool_names = _factorize_pool(df["pool"])
+    log.reject(pool_codes < 0, "pool", "pool missing")
+    log.reject(df["job_id"].isna().to_numpy(), "job_id", "job_id missing")
+    log.reject(df["attempt"].isna().to_numpy(), "attempt", "attempt missing")
+    attempt, attempt_ok = _int_column(df["attempt"])
+    log.reject(~attempt_ok, "attempt", "attempt is not an integer")
+
+    el_raw = df["elastic"]
+    el_na = el_raw.isna().to_numpy()
+    log.reject(el_na, "elastic",
+               "elastic flag missing: rigid or elastic decides how gang completeness is read")
+    elastic = el_raw.fillna(False).astype(bool).to_numpy()
+
+    devices, dev_ok = _int_column(df["devices"])
+    log.reject(~dev_ok | (devices < 0), "devices", "devices must be a non-negative integer")
+    req_raw = df["requested_devices"]
+    req_na = req_raw.isna().to_numpy()
+    requested, req_ok = _int_column(req_raw)
+    log.reject(~req_na & (~req_ok | (requested < 0)), "requested_devices",
+               "requested_devices must be a non-negative integer")
+    log.repair(req_na, "requested_devices", "requested_devices missing: set to devices")
+    requested = np.where(req_na, devices, requested)
+
+    # elastic allocation without a gang-complete marker: refuse (cannot be inferred)
+    bad_el = elastic & ~nat["first_assigned"] & nat["gang_complete"] & ~log.rejected
+    if bad_el.any():
+        r = _first_row(bad_el)
+        raise InputError(
+            "elastic allocation without a gang-complete time: an elastic job's valid gang size changes, "
+            "so completeness cannot be inferred from its size; the scheduler must log the moment the gang "
+            "became complete", file=file, row=r, field="gang_complete")
+
+    # first_assigned missing while gang_complete known: atomic allocation
+    m = nat["first_assigned"] & ~nat["gang_complete"]
+    log.repair(m, "first_assigned", "first_assigned missing: atomic allocation, set to gang_complete")
+    fa = np.where(m, gc, fa)
+    # rigid allocation without gang-complete marker: infer from requested size
+    m = ~elastic & ~nat["first_assigned"] & nat["gang_complete"]
+    full = m & (devices >= requested)
+    short = m & (devices < requested)
+    log.repair(full, "gang_complete", "gang_complete inferred from requested size (rigid, flagged): the "
+               "allocation holds its requested devices, taken as complete at first_assigned")
+    log.repair(short, "gang_complete", "gang_complete inferred from requested size (rigid, flagged): fewer "
+               "devices than requested, the gang never completed; gang_complete set to release")
+    gc = np.where(full, fa, gc)
+    gc = np.where(short, rel, gc)
+    # release missing
+    m = rel == _NAT
+    if open_end is not None:
+        end_ns = int(times_ns(pd.Series([pd.Timestamp(open_end)]), file=file, field="open_end")[0])
+        log.repair(m, "release", f"release missing (still holding at the end of the record): set to "
+                   f"open_end {pd.Timestamp(end_ns, unit='ns', tz='UTC').isoformat()}")
+        rel = np.where(m, end_ns, rel)
+        gc = np.where(short & m, rel, gc)
+    else:
+        log.reject(m, "release", "release missing: pass open_end= to close allocations still holding at "
+                   "the end of the record")
+    # submit missing
+    m = sub == _NAT
+    log.repair(m & (fa != _NAT), "submit", "submit missing: set to first_assigned (queue wait unknown, "
+               "counted as zero)")
+    log.reject(m & (fa == _NAT), "submit", "submit missing on a row that never got a device")
+    sub = np.where(m, fa, sub)
+
+    assigned = fa != _NAT
+    log.reject(assigned & (devices == 0), "devices", "an assigned allocation holds at least one device")
+    log.reject(assigned & (fa < sub), "first_assigned", "first_assigned before submit")
+    log.reject(assigned & (gc < fa), "gang_complete", "gang_complete before first_assigned")
+    log.reject(assigned & (rel < gc), "release", "release before gang completion")
+    log.reject(~assigned & (rel < sub), "release", "release before submit")
+
+    st_codes, st_uniques = pd.factorize(df["end_state"], use_na_sentinel=True)
+    norm = np.array([str(u).strip().lower() for u in st_uniques] + ["unknown"], dtype=object)
+    norm_known = np.isin(norm, END_STATES)
+    st_codes = np.where(st_codes < 0, len(norm) - 1, st_codes)
+    for k in np.flatnonzero(~norm_known).tolist():
+        log.repair(st_codes == k, "end_state", f"end state {str(st_uniques[k])!r} not recognised: kept as "
+                   "'unknown'")
+    log.repair(np.asarray(df["end_state"].isna()), "end_state", "end state missing: kept as 'unknown'")
+    canon = {v: i for i, v in enumerate(END_STATES)}
+    to_canon = np.array([canon[v] if k else canon["unknown"] for v, k in zip(norm, norm_known, strict=True)],
+                        dtype=np.int8)
+    state_codes = to_canon[st_codes]
+
+    _reject_duplicates_and_overlaps(df, log, elastic, attempt, fa, gc, rel)
+
+    keep = log.write(ledger, file)
+    every = bool(keep.all())
+
+    def take(x: Any) -> Any:
+        return x if every else x[keep]
+
+    def utc(name: str, values: np.ndarray) -> Any:
+        col = df[name]
+        same = bool(np.array_equal(values, t[name])) and isinstance(col.dtype, pd.DatetimeTZDtype)
+        if same and str(col.dtype.tz) == "UTC" and col.dtype.unit == "ns":
+            return take(col.array)
+        return _to_utc_series(take(values)).array
+
+    out = pd.DataFrame({
+        "job_id": take(df["job_id"].to_numpy()),
+        "attempt": take(attempt),
+        "pool": pd.Categorical.from_codes(take(np.maximum(pool_codes, 0)), categories=pool_names)
+        if len(pool_names) else pd.Categorical([]),
+        "devices": take(devices),
+        "submit": utc("submit", sub),
+        "first_assigned": utc("first_assigned", fa),
+        "gang_complete": utc("gang_complete", gc),
+        "release": utc("release", rel),
+        "priority": take(df["priority"].to_numpy()),
+        "elastic": take(elastic),
+        "end_state": pd.Categorical.from_codes(take(state_codes), categories=list(END_STATES)),
+        "requested_devices": take(requested),
+    }, copy=False)
+    return out, ledger
+
+
+def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.ndarray,
+                                    attempt: np.ndarray, fa: np.ndarray, gc: np.ndarray,
+                                    rel: np.ndarray) -> None:
+    """Reject duplicate keys and overlapping attempts; only jobs with several rows are examined."""
+    alive = ~log.rejected
+    jid = df["job_id"].to_numpy()
+    if jid.dtype.kind in "iu" and jid.size > 1 and bool(np.all(jid[1:] >= jid[:-1])):
+        # sorted integer ids (as fleetlib writes them): a job's rows are neighbours
+        same_next = jid[1:] == jid[:-1]
+        multi = np.r_[same_next, False] | np.r_[False, same_next]
+        rows = np.flatnonzero(multi & alive)
+        jr = jid[rows]
+        codes_rows = np.cumsum(np.r_[True, jr[1:] != jr[:-1]]) - 1 if rows.size else rows
+    else:
+        codes, _ = pd.factorize(df["job_id"], use_na_sentinel=True)
+        ok = alive & (codes >= 0)
+        counts = np.bincount(codes[ok]) if ok.any() else np.zeros(1, np.int64)
+        multi = ok.copy()
+        multi[ok] = counts[codes[ok]] > 1
+        rows = np.flatnonzero(multi)
+        codes_rows = codes[rows]
+    if rows.size < 2:
+        return
+    codes = np.full(len(df), -1, dtype=np.int64)
+    codes[rows] = codes_rows
+    # duplicates of the key (job_id, attempt)
+    a_rows = attempt[rows] - attempt[rows].min()
+    key = pd.Series(codes_rows.astype(np.int64) * (int(a_rows.max()) + 1) + a_rows)
+    dup = key.duplicated(keep="first").to_numpy()
+    if dup.any():
+        sub = df.iloc[rows]
+        first_of = pd.factorize(key)[0]
+        first_row: dict[int, int] = {}
+        for g, r in zip(first_of.tolist(), rows.tolist(), strict=True):
+            first_row.setdefault(g, r)
+        identical = sub.astype(str).duplicated(keep="first").to_numpy()
+        reasons = []
+        for i in np.flatnonzero(dup).tolist():
+            orig = first_row[first_of[i]]
+            reasons.append(f"duplicate of row {orig}" if identical[i]
+                           else f"second row for the same job_id and attempt as row {orig}")
+        log.reject_rows(rows[dup], "attempt", reasons)
+    alive_rows = rows[~log.rejected[rows] & (fa[rows] != _NAT)]
+    if alive_rows.size < 2:
+        return
+    c = codes[alive_rows]
+    el = elastic[alive_rows]
+    # rigid: [first_assigned, release) must not overlap; elastic: [gang_complete, release)
+    start = np.where(el, gc[alive_rows], fa[alive_rows])
+    end = rel[alive_rows]
+    in_order = (c[1:] > c[:-1]) | ((c[1:] == c[:-1]) & (start[1:] >= start[:-1]))
+    order = np.arange(c.size) if bool(np.all(in_order)) else np.lexsort((start, c))
+    c_o, s_o, e_o, r_o = c[order], start[order], end[order], alive_rows[order]
+    # running max of end within each job
+    same = np.r_[False, c_o[1:] == c_o[:-1]]
+    group = np.cumsum(~same)
+    cm = pd.Series(e_o).groupby(group).cummax().to_numpy()
+    # position (in sorted order) of the row that set the running maximum of release
+    setter = pd.Series(np.where(e_o == cm, np.arange(len(e_o)), np.nan)).ffill().to_numpy()
+    prev_end = np.r_[_NAT, cm[:-1]]
+    overlap = same & (s_o < prev_end) & (e_o > s_o)
+    if overlap.any():
+        idx = np.flatnonzero(overlap)
+        el_o = el[order]
+        reasons = [
+            (f"held interval overlaps an earlier segment (row {int(r_o[int(setter[i - 1])])}) of the same "
+             "elastic job: one active gang size at a time") if el_o[i] else
+            (f"overlaps an earlier attempt (row {int(r_o[int(setter[i - 1])])}) of the same job: attempts "
+             "of a job hold devices one after another")
+            for i in idx.tolist()]
+        log.reject_rows(r_o[idx], "first_assigned", reasons)
+
+
+def _factorize_pool(pool: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Return pool codes (-1 for missing or empty names) and the pool names as strings."""
+    codes, uniques = pd.factorize(pool, use_na_sentinel=True)
+    names = pd.Index([str(u) for u in uniques], dtype=object)
+    empty = np.flatnonzero(names == "")
+    if empty.size:
+        codes = np.where(np.isin(codes, empty), -1, codes)
+    return codes.astype(np.int64), names
+
+
+def infer_gang_complete(bindings: pd.DataFrame, requested: pd.DataFrame, *,
+                        file: str = "<bindings>") -> pd.DataFrame:
+    """Infer gang-complete times of rigid jobs from individual device bindings.
+
+    When a scheduler logs node or pod bindings but no gang-complete event, a rigid job's gang is
+    complete at the first binding that brings its bound devices up to the requested size.  Elastic
+    jobs cannot be inferred this way (their valid size changes); pass only rigid attempts.
+
+    Parameters
+    ----------
+    bindings
+        Columns ``job_id, attempt, time, devices``: each row binds ``devices`` devices at ``time``.
+    requested
+        Columns ``job_id, attempt, requested_devices``.
+    file
+        Source name for errors.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``job_id, attempt, first_assigned, gang_complete, bound_devices``: first binding, the
+        inferred gang-complete time (NaT when the bound devices never reach the requested size)
+        and the total devices bound.
+    """
+    _require_columns(bindings, ("job_id", "attempt", "time", "devices"), file, "bindings")
+    _require_columns(requested, ("job_id", "attempt", "requested_devices"), file, "requested")
+    b = bindings[["job_id", "attempt", "devices"]].copy()
+    b["time"] = times_ns(bindings["time"], file=file, field="time")
+    b = b.sort_values(["job_id", "attempt", "time"], kind="stable")
+    b["bound"] = b.groupby(["job_id", "attempt"], sort=False)["devices"].cumsum()
+    b = b.merge(requested[["job_id", "attempt", "requested_devices"]], on=["job_id", "attempt"], how="left")
+    first = b.groupby(["job_id", "attempt"], sort=False).agg(first_assigned=("time", "min"),
+                                                              bound_devices=("bound", "max"))
+    reached = b[b["bound"] >= b["requested_devices"]]
+    done = reached.groupby(["job_id", "attempt"], sort=False)["time"].min().rename("gang_complete")
+    out = first.join(done, how="left").reset_index()
+    out["first_assigned"] = _to_utc_series(out["first_assigned"].to_numpy(np.int64))
+    gcv = out["gang_complete"].to_numpy(dtype=float, na_value=np.nan)
+    out["gang_complete"] = _to_utc_series(np.where(np.isnan(gcv), _NAT, np.nan_to_num(gcv)).astype(np.int64))
+    return out[["job_id", "attempt", "first_assigned", "gang_complete", "bound_devices"]]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Interval tables: capacity, queue, reservations, occupancy
+# ---------------------------------------------------------------------------------------------------
+
+
+def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapping[str, str], *,
+                        table: str, file: str, ledger: Ledger | None, no_overlap: bool,
+                        positive: tuple[str, ...] = ()) -> tuple[pd.DataFrame, Ledger]:
+    _require_columns(df, columns, file, table)
+    ledger = ledger if ledger is not None else Ledger()
+    n = len(df)
+    log = _RowLog(n)
+    start = times_ns(df["start"], file=file, field="start")
+    end = times_ns(df["end"], file=file, field="end")
+    log.reject(df["pool"].isna().to_numpy(), "pool", "pool missing")
+    log.reject(start == _NAT, "start", "start missing")
+    log.reject(end == _NAT, "end", "end missing")
+    log.reject((start != _NAT) & (end != _NAT) & (end <= start), "end", "end not after start")
+    ints = {}
+    for col, what in counts.items():
+        v, ok = _int_column(df[col])
+        log.reject(~ok | (v < 0), col, f"{what} must be a non-negative integer")
+        if col in positive:
+            log.reject(ok & (v == 0), col, f"{what} must be at least 1")
+        ints[col] = v
+    alive = ~log.rejected
+    if n and alive.any():
+        key = pd.DataFrame({"pool": df["pool"].astype(str).to_numpy(), "start": start, "end": end,
+                            **{c: ints[c] for c in counts},
+                            **{c: df[c].astype(str).to_numpy() for c in columns
+                               if c not in counts and c not in ("pool", "start", "end")}})
+        dup = key.duplicated(keep="first").to_numpy() & alive
+        if dup.any():
+            log.reject(dup, "start", f"duplicate {table} row")
+        alive = ~log.rejected
+        if no_overlap and alive.sum() > 1:
+            rows = np.flatnonzero(alive)
+            pc, _ = pd.factorize(key["pool"].to_numpy()[rows])
+            order = np.lexsort((start[rows], pc))
+            p_o, s_o, e_o, r_o = pc[order], start[rows][order], end[rows][order], rows[order]
+            same = np.r_[False, p_o[1:] == p_o[:-1]]
+            cm = pd.Series(e_o).groupby(np.cumsum(~same)).cummax().to_numpy()
+            prev_end = np.r_[_NAT, cm[:-1]]
+            ov = same & (s_o < prev_end)
+            if ov.any():
+                idx = np.flatnonzero(ov)
+                pools = key["pool"].to_numpy()
+                log.reject_rows(r_o[idx], "start", [
+                    f"overlaps an earlier {table} row of pool {pools[int(r_o[i - 1])]!r} "
+                    f"(row {int(r_o[i - 1])}); a pool's {table} is one step function" for i in idx.tolist()])
+    keep = log.write(ledger, file)
+    out = {"pool": df["pool"].to_numpy()[keep], "start": _to_utc_series(start[keep]),
+           "end": _to_utc_series(end[keep])}
+    for c in columns:
+        if c in out:
+            continue
+        out[c] = ints[c][keep] if c in ints else df[c].to_numpy()[keep]
+    return pd.DataFrame(out, columns=list(columns)), ledger
+
+
+def validate_capacity(df: pd.DataFrame, *, file: str = "<capacity>",
+                      ledger: Ledger | None = None) -> tuple[pd.DataFrame, Ledger]:
+    """Check a capacity step function; reject bad, duplicate and overlapping rows.
+
+    Parameters
+    ----------
+    df
+        Columns :data:`CAPACITY_COLUMNS`.
+    file
+        Source name for the ledger.
+    ledger
+        Ledger to add to (a new one when None).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, Ledger)
+        Clean table and ledger.  A row that overlaps an earlier row of its pool is rejected: a
+        pool's capacity is one step function.
+    """
+    return _validate_intervals(df, CAPACITY_COLUMNS,
+                               {"devices_in_service": "devices_in_service",
+                                "devices_out_of_service": "devices_out_of_service"},
+                               table="capacity", file=file, ledger=ledger, no_overlap=True)
+
+
+def validate_queue(df: pd.DataFrame, *, file: str = "<queue>",
+                   ledger: Ledger | None = None) -> tuple[pd.DataFrame, Ledger]:
+    """Check a queue step function (``pool, start, end, pending_jobs, pending_devices``).
+
+    Parameters
+    ----------
+    df
+        Columns :data:`QUEUE_COLUMNS`.
+    file
+        Source name for the ledger.
+    ledger
+        Ledger to add to (a new one when None).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, Ledger)
+        Clean table and ledger.
+    """
+    return _validate_intervals(df, QUEUE_COLUMNS, {"pending_jobs": "pending_jobs",
+                                                    "pending_devices": "pending_devices"},
+                               table="queue", file=file, ledger=ledger, no_overlap=True)
+
+
+def validate_reservations(df: pd.DataFrame, *, file: str = "<reservations>",
+                          ledger: Ledger | None = None) -> tuple[pd.DataFrame, Ledger]:
+    """Check a reservations table (devices kept idle for a waiting gang).
+
+    Parameters
+    ----------
+    df
+        Columns :data:`RESERVATION_COLUMNS`; reservations may overlap each other.
+    file
+        Source name for the ledger.
+    ledger
+        Ledger to add to (a new one when None).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, Ledger)
+        Clean table and ledger.
+    """
+    return _validate_intervals(df, RESERVATION_COLUMNS, {"devices": "devices"}, table="reservations",
+                               file=file, ledger=ledger, no_overlap=False, positive=("devices",))
+
+
+def validate_occupancy(df: pd.DataFrame, *, file: str = "<occupancy>",
+                       ledger: Ledger | None = None) -> tuple[pd.DataFrame, Ledger]:
+    """Check an occupancy step function (device counts per pool over intervals).
+
+    Allocated counts above in-service capacity are kept: the goodput computation reports them
+    (negative ``unattributed`` and a flag) instead of clipping them.
+
+    Parameters
+    ----------
+    df
+        Columns :data:`OCCUPANCY_COLUMNS`.
+    file
+        Source name for the ledger.
+    ledger
+        Ledger to add to (a new one when None).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, Ledger)
+        Clean table and ledger.
+    """
+    counts = {c: c for c in OCCUPANCY_COLUMNS[3:]}
+    return _validate_intervals(df, OCCUPANCY_COLUMNS, counts, table="occupancy", file=file, ledger=ledger,
+                               no_overlap=True)
