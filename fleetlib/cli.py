@@ -1,4 +1,4 @@
-"""Command line: ``fleetlib mpg | model young|daly|ettr | report``.
+"""Command line: ``fleetlib mpg | model young|daly|ettr | report | synth ...`` and the rungs' commands.
 
 Every subcommand prints a short human-readable answer with units, or, with ``--json``, exactly one
 JSON object with full-precision numbers.  Arguments outside a formula's domain (a factor outside
@@ -17,6 +17,8 @@ Examples
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -26,6 +28,10 @@ from typing import Any, NoReturn
 from fleetlib.quality import DomainError, FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_FAILED", "build_parser", "main"]
+
+#: Modules that add a rung's subcommands: each defines ``register(subparsers, synth_subparsers,
+#: add_json)`` and sets ``func`` / ``render`` on its leaf parsers like the commands here.
+RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.scheduling.commands", "fleetlib.runtime.commands")
 
 #: Exit status for arguments outside a formula's domain or unreadable input (argparse's own code).
 EXIT_BAD_ARGUMENTS = 2
@@ -292,6 +298,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_json(p)
     p.set_defaults(func=_cmd_report, render=_render_report)
+
+    synth = sub.add_parser("synth", help="write synthetic records with known ground truth",
+                           description="Generate canonical records whose losses are known exactly, "
+                                       "for tests, demonstrations and scale runs.")
+    synth_sub = synth.add_subparsers(dest="synth", metavar="RECORD", parser_class=_Parser)
+    synth_sub.required = True
+    for module_name in RUNG_COMMAND_MODULES:
+        if importlib.util.find_spec(module_name) is not None:
+            importlib.import_module(module_name).register(sub, synth_sub, add_json)
     return parser
 
 
@@ -313,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_ARGUMENTS
-    command = " ".join(filter(None, ["fleetlib", args.command, getattr(args, "model", None)]))
+    command = " ".join(filter(None, ["fleetlib", args.command, getattr(args, "model", None),
+                                      getattr(args, "synth", None)]))
     try:
         result = args.func(args)
         _emit(result, args.json, args.render)
