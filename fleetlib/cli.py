@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleetlib.quality import DomainError, FleetlibError
+from fleetlib.quality import FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_FAILED", "build_parser", "main"]
 
@@ -168,12 +168,6 @@ def _render_daly(res: dict[str, Any]) -> str:
 def _cmd_ettr(args: argparse.Namespace) -> dict[str, Any]:
     from fleetlib.runtime.model import expected_ettr
 
-    if args.interval_min * 60.0 > args.mttf_h * 3600.0 and args.mttf_h > 0 and args.interval_min > 0:
-        raise DomainError(
-            f"checkpoint interval {args.interval_min:g} min is longer than the MTTF "
-            f"({args.mttf_h * 60.0:g} min): the expected-ETTR model assumes at most one failure per "
-            "interval and has no meaning there"
-        )
     ettr = expected_ettr(mttf_s=args.mttf_h * 3600.0, restart_s=args.restart_min * 60.0,
                          checkpoint_write_s=args.checkpoint_write_s, interval_s=args.interval_min * 60.0,
                          queue_s=args.queue_min * 60.0)

@@ -377,7 +377,9 @@ def test_expected_ettr_write_and_queue_factors():
     ({"checkpoint_write_s": -1.0}, "checkpoint_write_s"),
     ({"interval_s": 0.0}, "interval_s"),
     ({"queue_s": -1.0}, "queue_s"),
-    ({"interval_s": 20 * HOUR}, "no progress"),
+    ({"interval_s": 20 * HOUR}, "longer than the MTTF"),
+    ({"interval_s": 10 * HOUR + 1.0}, "longer than the MTTF"),
+    ({"interval_s": 10 * HOUR, "restart_s": 5 * HOUR}, "no progress"),
     ({"restart_s": 10 * HOUR}, "no progress"),
 ])
 def test_expected_ettr_rejects(kw, match):
@@ -393,7 +395,8 @@ def test_ettr_optimum_maximises_expected_ettr(mttf_h, w, u0, q):
     """Second method: a numeric scan of expected_ettr over admissible intervals."""
     m = mttf_h * HOUR
     best = model.ettr_optimal_interval_s(mttf_s=m, checkpoint_write_s=w, restart_s=u0, queue_s=q)
-    grid = np.geomspace(1.0, 2 * (m - u0) * (1 - 1e-9), 4001)
+    # admissible intervals: at most the MTTF, and restart + half an interval below it
+    grid = np.geomspace(1.0, min(m, 2 * (m - u0) * (1 - 1e-9)), 4001)
     values = np.array([model.expected_ettr(mttf_s=m, restart_s=u0, checkpoint_write_s=w, interval_s=x,
                                            queue_s=q) for x in grid])
     at_best = model.expected_ettr(mttf_s=m, restart_s=u0, checkpoint_write_s=w, interval_s=best, queue_s=q)

@@ -845,7 +845,8 @@ def expected_ettr(*, mttf_s: float, restart_s: float, checkpoint_write_s: float,
     Raises
     ------
     DomainError
-        On negative durations, non-positive MTTF or interval, or when restart plus half an interval
+        On negative durations, non-positive MTTF or interval, an interval longer than the MTTF
+        (the model assumes at most one failure per interval), or when restart plus half an interval
         reaches the MTTF (the model would predict no progress).
 
     Examples
@@ -859,6 +860,11 @@ def expected_ettr(*, mttf_s: float, restart_s: float, checkpoint_write_s: float,
     w = check_nonnegative("checkpoint_write_s", checkpoint_write_s)
     dt = check_positive("interval_s", interval_s)
     q = check_nonnegative("queue_s", queue_s)
+    if dt > m:
+        raise DomainError(
+            f"checkpoint interval ({_hours(dt)}) is longer than the MTTF ({_hours(m)}): the expected-ETTR "
+            "model assumes at most one failure per interval and has no meaning there"
+        )
     lost = u0 + dt / 2.0
     if lost >= m:
         raise DomainError(
