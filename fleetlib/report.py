@@ -42,6 +42,7 @@ __all__ = [
     "COURSE_NOTEBOOKS",
     "FIGURE_DPI",
     "KERNEL_NAME",
+    "RUNG_NOTEBOOKS",
     "ReportError",
     "declared_parameters",
     "project_root",
@@ -49,8 +50,12 @@ __all__ = [
     "save_figure",
 ]
 
+#: The rung notebooks: measurements from records (scheduler records, then the job timeline, then step
+#: traces), run before the course.  Paths are relative to the project root; later rungs append here.
+RUNG_NOTEBOOKS: list[str] = ["notebooks/01_scheduler_records.ipynb"]
+
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
-#: relative to the project root; later rungs append their notebooks here.
+#: relative to the project root.
 COURSE_NOTEBOOKS: list[str] = [
     "notebooks/course/01_napkin_maths.ipynb",
     "notebooks/course/02_whole_fleet_and_cost.ipynb",
@@ -229,7 +234,7 @@ def _write_html(executed: Path, html_path: Path) -> None:
 
 
 def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
-    chain = COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
+    chain = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
     if not chain:
         raise ReportError("the notebook chain is empty: give at least one notebook")
     paths = [p if p.is_absolute() else root / p for p in map(Path, chain)]
@@ -286,8 +291,8 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     out_dir
         Report folder; created when missing.
     notebooks
-        The chain to run, in order; default :data:`COURSE_NOTEBOOKS`.  Relative paths are taken
-        from the project root.
+        The chain to run, in order; default :data:`RUNG_NOTEBOOKS` followed by
+        :data:`COURSE_NOTEBOOKS`.  Relative paths are taken from the project root.
     progress
         Print one line per notebook to standard error.
 

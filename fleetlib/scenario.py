@@ -1,8 +1,9 @@
 """Scenario files: read one ``parameters/*.yaml`` and summarise what it says about the fleet.
 
 A scenario file is a flat YAML mapping whose keys are the notebooks' parameter names.  Every value
-is a plain literal -- text, a whole number, a real number, a boolean, or a list of numbers -- so
-the same file can be handed to papermill unchanged and read here without surprises.
+is a plain literal -- text, a whole number, a real number, a boolean, a list of numbers or a list of
+texts (file paths, say) -- so the same file can be handed to papermill unchanged and read here
+without surprises.
 
 :func:`scenario_summary` turns the stated factors and model inputs of a scenario into the content
 of a report's ``summary.json``: the product and its loss shares, the levers ranked by what their
@@ -93,7 +94,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, Mapping):
         return "a nested mapping"
     if isinstance(value, list):
-        return "a list that is not all numbers"
+        return "a list that is neither all numbers nor all text"
     return f"a {type(value).__name__} ({value!r})"
 
 
@@ -104,9 +105,10 @@ def _is_number(value: Any) -> bool:
 def load_parameters(path: str | Path) -> dict[str, Any]:
     """Read a scenario file: a YAML mapping of parameter names to plain typed literals.
 
-    Accepted values are text, whole numbers, real numbers, booleans and lists of numbers (the
-    types a notebook's ``parameters`` cell declares).  Anything else -- an empty value, a nested
-    mapping, a date, a list holding text, a non-finite number -- is refused rather than guessed at.
+    Accepted values are text, whole numbers, real numbers, booleans, lists of numbers and non-empty
+    lists of texts (the types a notebook's ``parameters`` cell declares).  Anything else -- an empty
+    value, a nested mapping, a date, a list mixing text with numbers or holding booleans, a non-finite
+    number -- is refused rather than guessed at.
 
     Parameters
     ----------
@@ -162,9 +164,12 @@ def load_parameters(path: str | Path) -> dict[str, Any]:
             if not all(math.isfinite(v) for v in value):
                 raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
             params[key] = list(value)
+        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            params[key] = list(value)
         else:
             raise InputError(
-                f"expected text, a number, a boolean or a list of numbers; got {_describe(value)}",
+                f"expected text, a number, a boolean, a list of numbers or a list of texts; got "
+                f"{_describe(value)}",
                 file=file, field=key,
             )
     return params

@@ -142,8 +142,10 @@ def test_every_declared_parameter_is_used(path: Path) -> None:
 
 
 def test_every_parameter_key_is_used_by_a_notebook(parameter_keys: set[str]) -> None:
+    from fleetlib.report import RUNG_NOTEBOOKS
+
     used: set[str] = set()
-    for path in COURSE_NOTEBOOKS:
+    for path in COURSE_NOTEBOOKS + [ROOT / name for name in RUNG_NOTEBOOKS]:
         used |= set(_declared(_read(path)))
     assert parameter_keys - used == set()
 

@@ -147,7 +147,7 @@ def test_missing_notebook_is_named_before_anything_runs(tmp_path):
 
 def test_bad_scenario_fails_before_any_notebook(tmp_path, chain):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("scheduling_goodput: [a, b]\n")
+    bad.write_text("scheduling_goodput: [a, 1]\n")  # a list mixing text and numbers is refused
     with pytest.raises(InputError, match=r"bad\.yaml"):
         run_report(bad, tmp_path / "out", notebooks=[chain["good"]], progress=False)
     assert not (tmp_path / "out").exists()

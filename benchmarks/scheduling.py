@@ -1,0 +1,173 @@
+"""Benchmark: scheduling goodput on N synthetic allocations against the floor measured in the same run.
+
+* **floor** -- read the canonical Parquet file (every column, into Arrow) and sort all its timestamps
+  once (one ``numpy.sort`` over every non-null time of every table).  No computation of the factor
+  can be cheaper than reading its input and ordering its events once.
+* **factor** -- :func:`fleetlib.scheduling.synth.read_canonical` (read, convert to pandas, validate every
+  row into a ledger) followed by :func:`fleetlib.scheduling.goodput.scheduling_summary` (the sweep, the
+  per-pool and cross-pool partition, the JSON-ready summary).
+
+The file is generated once (``fleetlib.scheduling.synth``) in a child process, so the peak resident
+memory printed is that of reading and computing, not of generating, and cached at ``--path`` (default
+under the system temporary folder, keyed by N and seed).  After one warm-up of each, floor and factor
+run alternately ``--repeats`` times and the medians are compared.  Target: factor / floor <= 3.
+Two noise-robust readings are printed beside it: the ratio of the fastest runs, and the median of the
+ratios of each interleaved pair (on a shared or small machine single runs vary by a factor of two).
+
+Usage::
+
+    .venv/bin/python benchmarks/scheduling.py                 # 10 million allocations
+    .venv/bin/python benchmarks/scheduling.py --n 1000000 --repeats 3 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TARGET_RATIO = 3.0
+
+
+def default_path(n: int, seed: int) -> Path:
+    return Path(tempfile.gettempdir()) / "fleetlib_bench" / f"scheduling_n{n}_seed{seed}.parquet"
+
+
+def generate(n: int, seed: int, path: Path) -> dict[str, Any]:
+    """Write the synthetic fleet's canonical Parquet file (run in a child process)."""
+    from fleetlib.scheduling.synth import synth_allocations_command
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    started = time.perf_counter()
+    res = synth_allocations_command(n, seed, tmp)
+    tmp.replace(path)
+    res["path"] = str(path)
+    res["seconds"] = time.perf_counter() - started
+    return res
+
+
+def floor(path: Path) -> int:
+    """Read the whole file and sort every timestamp in it once; return how many were sorted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    times = [pc.drop_null(table.column(i)).cast(pa.int64()).to_numpy()
+             for i, field in enumerate(table.schema) if pa.types.is_timestamp(field.type)]
+    ordered = np.sort(np.concatenate(times))
+    return int(ordered.size)
+
+
+def factor(path: Path) -> dict[str, Any]:
+    """Read, validate and compute the scheduling summary."""
+    from fleetlib.scheduling.goodput import scheduling_summary
+    from fleetlib.scheduling.synth import read_canonical
+
+    records, ledger = read_canonical(path)
+    return scheduling_summary(**records.tables(), ledger=ledger)
+
+
+def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - started, out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10_000_000, help="allocation rows (default 10 million)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the synthetic fleet")
+    parser.add_argument("--path", type=Path, help="Parquet file to reuse or create (default: a cache file "
+                                                  "under the temporary folder, keyed by n and seed)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats after the warm-up")
+    parser.add_argument("--regenerate", action="store_true", help="write the file even if it exists")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.repeats < 1:
+        parser.error("--n and --repeats must be at least 1")
+    path = args.path or default_path(args.n, args.seed)
+
+    if args.generate_only:
+        print(json.dumps(generate(args.n, args.seed, path)))
+        return 0
+
+    generated = None
+    if args.regenerate or not path.is_file():
+        child = subprocess.run([sys.executable, __file__, "--generate-only", "--n", str(args.n), "--seed",
+                                str(args.seed), "--path", str(path)], capture_output=True, text=True,
+                               check=False)
+        if child.returncode != 0:
+            print(child.stderr, file=sys.stderr)
+            return 1
+        generated = json.loads(child.stdout)
+        if not args.json:
+            print(f"generated {args.n:,} allocations in {generated['seconds']:.1f} s -> {path}")
+    elif not args.json:
+        print(f"reusing {path}")
+
+    # warm-up: imports, page cache, allocator
+    t_floor0, n_times = _timed(floor, path)
+    t_factor0, summary = _timed(factor, path)
+    floors, factors = [], []
+    for _ in range(args.repeats):
+        floors.append(_timed(floor, path)[0])
+        factors.append(_timed(factor, path)[0])
+    floor_s, factor_s = statistics.median(floors), statistics.median(factors)
+    ratio = factor_s / floor_s
+    ratio_of_minima = min(factors) / min(floors)
+    paired_ratio = statistics.median(f / g for f, g in zip(factors, floors, strict=True))
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    led = summary["ledger"]
+    result = {
+        "allocations": args.n,
+        "rows_read": led["read"],
+        "file": str(path),
+        "file_mb": path.stat().st_size / 2**20,
+        "timestamps_sorted": n_times,
+        "repeats": args.repeats,
+        "warmup_s": {"floor": t_floor0, "factor": t_factor0},
+        "floor_s": floor_s,
+        "factor_s": factor_s,
+        "floor_runs_s": floors,
+        "factor_runs_s": factors,
+        "ratio": ratio,
+        "ratio_of_minima": ratio_of_minima,
+        "median_paired_ratio": paired_ratio,
+        "target_ratio": TARGET_RATIO,
+        "meets_target": ratio <= TARGET_RATIO,
+        "peak_rss_mb": peak_rss_mb,
+        "scheduling_goodput": summary["scheduling_goodput"],
+        "unattributed_device_s": summary["losses"]["unattributed"],
+        "generated": generated is not None,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.n:,} allocations ({led['read']:,} rows in {result['file_mb']:.0f} MiB of Parquet), "
+          f"{n_times:,} timestamps; median of {args.repeats} interleaved runs after one warm-up")
+    print(f"  floor  (read the file, sort every timestamp once)  {floor_s:8.3f} s")
+    print(f"  factor (read_canonical + scheduling_summary)        {factor_s:8.3f} s")
+    print(f"  ratio factor / floor  {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: "
+          f"{'met' if result['meets_target'] else 'NOT met'})")
+    print(f"    fastest runs {min(factors):.3f} s / {min(floors):.3f} s = {ratio_of_minima:.2f}x; "
+          f"median of the {args.repeats} paired ratios {paired_ratio:.2f}x")
+    print(f"  peak resident memory  {peak_rss_mb:,.0f} MiB")
+    print(f"  S = {summary['scheduling_goodput']:.6f}, "
+          f"unattributed {summary['losses']['unattributed']:g} device-s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

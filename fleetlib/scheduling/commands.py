@@ -1,0 +1,368 @@
+"""Command line of rung 1: ``fleetlib scheduling FILE...`` and ``fleetlib synth allocations``.
+
+:func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
+work is done by :func:`fleetlib.scheduling.readers.scheduling_command` and
+:func:`fleetlib.scheduling.synth.synth_allocations_command`; this module parses the arguments,
+turns malformed arguments (a window time that is not a time, a window without a zone, an output
+folder that cannot be written) into :class:`~fleetlib.quality.DomainError` /
+:class:`~fleetlib.quality.InputError` -- which the command line prints as one line and exit
+status 2 -- and renders the result as text with units.
+
+Examples
+--------
+.. code-block:: console
+
+    $ fleetlib scheduling data/scheduler/helios_earth_may2020/vc*.csv.gz --format helios-sequence
+    $ fleetlib scheduling data/scheduler/slurm_sample/*.txt --format slurm --tz UTC --json
+    $ fleetlib synth allocations --n 100000 --seed 1 --out /tmp/fleet.parquet
+    $ fleetlib scheduling /tmp/fleet.parquet --format canonical --json
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fleetlib.quality import DomainError, InputError
+from fleetlib.scheduling.goodput import LOSS_KEYS
+from fleetlib.scheduling.readers import FORMATS
+
+__all__ = [
+    "DENOMINATORS",
+    "parse_window",
+    "register",
+    "render_scheduling",
+    "render_synth_allocations",
+    "run_scheduling",
+    "run_synth_allocations",
+]
+
+#: Denominators of ``--denominator``: in-service capacity (the accounting's) or installed capacity.
+DENOMINATORS: tuple[str, ...] = ("in_service", "installed")
+
+_S_PER_H = 3600.0
+
+#: Row labels of the loss partition in the text rendering.
+_LOSS_LABELS = {
+    "partial_gang_hold": "partial-gang hold",
+    "reservation": "reservation for a waiting gang",
+    "idle_with_queue": "idle while jobs queued (policy)",
+    "idle_empty_queue": "idle, queue empty (demand)",
+    "unattributed": "unattributed",
+    "out_of_service": "out of service",
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Argument handling
+# ---------------------------------------------------------------------------------------------------
+
+
+def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """Parse a ``--window START END`` pair of ISO 8601 times that carry a zone.
+
+    Parameters
+    ----------
+    start, end
+        Times such as ``"2024-03-04T00:00Z"`` or ``"2020-05-10T00:00+08:00"``.
+
+    Returns
+    -------
+    tuple of pandas.Timestamp
+        ``(start, end)`` in UTC.
+
+    Raises
+    ------
+    DomainError
+        A time that cannot be parsed, a time without a zone, or an end not after the start.
+    """
+    out = []
+    for name, text in (("start", start), ("end", end)):
+        try:
+            t = pd.Timestamp(text)
+        except (ValueError, TypeError) as exc:
+            raise DomainError(f"window {name} {text!r} is not an ISO 8601 time (for example "
+                              "'2024-03-04T00:00Z')") from exc
+        if t is pd.NaT or pd.isna(t):
+            raise DomainError(f"window {name} {text!r} is not a time")
+        if t.tzinfo is None:
+            raise DomainError(f"window {name} {text!r} has no zone; write it with one, for example "
+                              f"'{text}Z' for UTC")
+        out.append(t.tz_convert("UTC"))
+    if out[1] <= out[0]:
+        raise DomainError(f"window end {end!r} must be after its start {start!r}")
+    return out[0], out[1]
+
+
+def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
+                   tz: str | None = None, denominator: str = "in_service") -> dict[str, Any]:
+    """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
+
+    Parameters
+    ----------
+    paths
+        Input files.
+    format
+        One of :data:`fleetlib.scheduling.readers.FORMATS`.
+    window
+        ``(start, end)`` ISO 8601 text with zones, or None for the whole record.
+    tz
+        Zone of naive input times (Slurm needs one; Helios defaults to ``Asia/Shanghai``).
+    denominator
+        ``"in_service"`` (default) or ``"installed"``.
+
+    Returns
+    -------
+    dict
+        :func:`fleetlib.scheduling.readers.scheduling_command`'s object.
+
+    Raises
+    ------
+    DomainError
+        An unknown format or denominator, or a malformed window.
+    InputError
+        A file that cannot be read.
+    """
+    from fleetlib.scheduling.readers import scheduling_command
+
+    if format not in FORMATS:
+        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
+    if denominator not in DENOMINATORS:
+        raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
+    win = None if window is None else parse_window(*window)
+    for p in map(Path, paths):
+        if p.is_dir():
+            raise InputError("is a folder; give the files in it", file=str(p))
+    return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator)
+
+
+def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | None = None) -> dict[str, Any]:
+    """Write a synthetic fleet as a canonical Parquet file; return its description and ground truth.
+
+    Parameters
+    ----------
+    n
+        Allocation rows (at least 1).
+    seed
+        Random seed.
+    out
+        Output ``.parquet`` file; its folder must exist.
+    days
+        Record length in days (default: the generator's).
+
+    Returns
+    -------
+    dict
+        :func:`fleetlib.scheduling.synth.synth_allocations_command`'s object.
+
+    Raises
+    ------
+    DomainError
+        ``n`` below 1 or ``days`` not positive.
+    InputError
+        The output file cannot be written.
+    """
+    from fleetlib.scheduling.synth import synth_allocations_command
+
+    if days is not None and not days > 0:
+        raise DomainError(f"days must be positive; got {days!r}")
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write the output file: folder {str(path.parent)!r} does not exist",
+                         file=str(path))
+    if path.is_dir():
+        raise InputError("cannot write the output file: it is a folder", file=str(path))
+    try:
+        return synth_allocations_command(n, seed, path, days=days)
+    except OSError as exc:
+        raise InputError(f"cannot write the output file ({exc})", file=str(path)) from exc
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text rendering
+# ---------------------------------------------------------------------------------------------------
+
+
+def _h(device_s: float) -> str:
+    return f"{device_s / _S_PER_H:,.1f}"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:5.1f} %" if whole else "    - "
+
+
+def _opt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100.0 * x:.2f} %"
+
+
+def _render_openb(res: Mapping[str, Any]) -> str:
+    lines = [f"openb: {res['note']}", "size cohorts (waits from creation to scheduling, seconds; "
+             "statistics over scheduled pods):",
+             f"  {'cohort':<16} {'pods':>6} {'never sched.':>12} {'GPUs asked':>10} {'p50 s':>9} "
+             f"{'p90 s':>9} {'max s':>10} {'waited':>7}"]
+
+    def num(x: Any, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    for c in res["cohorts"]:
+        lines.append(f"  {c['cohort']:<16} {c['pods']:>6} {c['never_scheduled']:>12} "
+                     f"{num(c['devices_requested'], ',.1f'):>10} {num(c['wait_p50_s'], ',.0f'):>9} "
+                     f"{num(c['wait_p90_s'], ',.0f'):>9} {num(c['wait_max_s'], ',.0f'):>10} "
+                     f"{num(None if c['share_waited'] is None else 100 * c['share_waited'], '.1f'):>5} %")
+    if res["installed"]:
+        total = sum(int(r["devices"]) for r in res["installed"])
+        models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
+        lines.append(f"installed GPUs: {total:,} ({models})")
+    lines.append(_render_ledger(res["ledger"]))
+    return "\n".join(lines)
+
+
+def _render_ledger(led: Mapping[str, Any]) -> str:
+    line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
+            f"{led['rejected']:,} rejected")
+    flags = list(led.get("flags", []))
+    return line + "".join(f"\n  flag: {f}" for f in flags)
+
+
+def render_scheduling(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib scheduling``'s result as text with units.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_scheduling` returns.
+
+    Returns
+    -------
+    str
+        Scheduling goodput, the loss partition in device-hours and as shares of the denominator, the
+        cross-pool view of idle capacity, one line per pool, and the ledger's counts (for openb: the
+        size cohorts and their waits).
+    """
+    if res.get("format") == "openb":
+        return _render_openb(res)
+    installed = "out_of_service" in res["losses"]
+    den_name = "installed" if installed else "in-service"
+    cap = float(res["capacity_device_s"])
+    lines = [
+        f"scheduling goodput S     {res['scheduling_goodput']:.4f}  (held by complete gangs / {den_name} "
+        "capacity-time)",
+        f"{den_name + ' capacity':<24} {_h(cap)} device-h",
+        f"{'held (gang complete)':<24} {_h(res['held_device_s'])} device-h",
+        f"{'availability':<24} {_opt_pct(res['availability'])} (in-service / installed capacity-time)",
+        f"losses (device-h, share of {den_name} capacity):",
+    ]
+    keys = [*LOSS_KEYS, *(["out_of_service"] if installed else [])]
+    for k in keys:
+        v = float(res["losses"][k])
+        lines.append(f"  {_LOSS_LABELS[k]:<34} {_h(v):>16}  {_share(v, cap)}")
+    cp = res["cross_pool_losses"]
+    lines.append("idle capacity, cross-pool view (any pool had pending GPU work):")
+    lines.append(f"  {'idle while any pool queued':<34} {_h(cp['idle_with_queue']):>16}  "
+                 f"{_share(cp['idle_with_queue'], cap)}")
+    lines.append(f"  {'idle, every queue empty':<34} {_h(cp['idle_empty_queue']):>16}  "
+                 f"{_share(cp['idle_empty_queue'], cap)}")
+    pools = res.get("pools", {})
+    if pools:
+        width = max(8, *(len(p) for p in pools))
+        lines.append("per pool (device-h):")
+        lines.append(f"  {'pool':<{width}} {'S':>7} {'capacity':>14} {'held':>14} {'partial':>11} "
+                     f"{'reserved':>10} {'idle+queue':>12} {'idle empty':>12} {'unattr.':>9}")
+        for name, p in pools.items():
+            s = "-" if p["scheduling_goodput"] is None else f"{p['scheduling_goodput']:.4f}"
+            lo = p["losses"]
+            lines.append(f"  {name:<{width}} {s:>7} {_h(p['capacity_device_s']):>14} "
+                         f"{_h(p['held_device_s']):>14} {_h(lo['partial_gang_hold']):>11} "
+                         f"{_h(lo['reservation']):>10} {_h(lo['idle_with_queue']):>12} "
+                         f"{_h(lo['idle_empty_queue']):>12} {_h(lo['unattributed']):>9}")
+    lines.append(_render_ledger(res["ledger"]))
+    return "\n".join(lines)
+
+
+def render_synth_allocations(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib synth allocations``' result as text.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_synth_allocations` returns.
+
+    Returns
+    -------
+    str
+        What was written where, the window and pools, and the injected scheduling goodput.
+    """
+    truth = res["truth"]
+    return "\n".join([
+        f"wrote {res['allocations']:,} allocations, {res['capacity_rows']:,} capacity rows and "
+        f"{res['reservation_rows']:,} reservation rows to {res['path']}",
+        f"window {res['window']['start']} .. {res['window']['end']}; pools: {', '.join(res['pools'])}",
+        f"injected scheduling goodput S = {truth['scheduling_goodput']:.6f} (--json gives the injected "
+        "loss partition per pool, in device-s)",
+        f"measure it: fleetlib scheduling {res['path']} --format canonical",
+    ])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------------------
+
+
+def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
+    return run_scheduling(args.files, args.format, window=args.window, tz=args.tz,
+                          denominator=args.denominator)
+
+
+def _cmd_synth_allocations(args: argparse.Namespace) -> dict[str, Any]:
+    return run_synth_allocations(args.n, args.seed, args.out, days=args.days)
+
+
+def register(subparsers: Any, synth_subparsers: Any,
+             add_json: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``fleetlib scheduling`` and ``fleetlib synth allocations`` to the command line.
+
+    Parameters
+    ----------
+    subparsers
+        The ``fleetlib`` sub-command action (``add_parser`` is called on it).
+    synth_subparsers
+        The ``fleetlib synth`` sub-command action.
+    add_json
+        Adds the common ``--json`` flag to a parser.
+    """
+    p = subparsers.add_parser(
+        "scheduling", help="scheduling goodput and its loss partition from scheduler records",
+        description="Read scheduler records, compute scheduling goodput S (device-time held by complete "
+                    "allocations over in-service capacity-time) and its loss partition in device-seconds: "
+                    "partial-gang hold, reservation, idle with / without a queue (per pool and "
+                    "cross-pool), unattributed; plus availability and the reader's row ledger. For openb "
+                    "pod lists: waits and size cohorts (no time-based goodput).")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input files of one format")
+    p.add_argument("--format", required=True, choices=FORMATS, help="record format")
+    p.add_argument("--window", nargs=2, metavar=("START", "END"),
+                   help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="IANA zone of naive input times (Slurm: required; Helios: Asia/Shanghai)")
+    p.add_argument("--denominator", choices=DENOMINATORS, default="in_service",
+                   help="capacity in the denominator (default in_service; installed adds an "
+                        "out_of_service loss)")
+    add_json(p)
+    p.set_defaults(func=_cmd_scheduling, render=render_scheduling)
+
+    p = synth_subparsers.add_parser(
+        "allocations", help="a synthetic fleet's allocations with known losses (canonical Parquet)",
+        description="Generate a synthetic fleet (pools, rigid and elastic gangs, partial holds, "
+                    "reservations, out-of-service devices, diurnal demand) and write its canonical "
+                    "allocations, capacity and reservations to one Parquet file; print the injected "
+                    "loss partition.")
+    p.add_argument("--n", type=int, required=True, metavar="N", help="allocation rows")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.parquet", help="output file")
+    p.add_argument("--days", type=float, metavar="D",
+                   help="record length, days (default 7 up to 100,000 rows, else 28)")
+    add_json(p)
+    p.set_defaults(func=_cmd_synth_allocations, render=render_synth_allocations)
