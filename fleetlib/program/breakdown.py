@@ -1,0 +1,527 @@
+"""Per rank, per step partition of step wall time, and the program goodput factor built on it.
+
+A step trace gives, for every rank, the device activities (kernels, copies, collectives) on each
+stream and the step windows.  :func:`step_partition` splits each rank's step wall time into six
+parts that never overlap and always add up to the wall time:
+
+``compute``
+    Time at least one compute kernel runs on any stream of the rank.
+``exposed_comm``
+    Time a collective is moving data while no compute kernel runs.
+``peer_wait``
+    Time the rank sits inside a collective only waiting for a later peer to arrive (no compute, no
+    collective transferring).  The wait of a rank in a matched collective comes from
+    :func:`fleetlib.program.collectives.collective_waits`; it occupies the *start* of the rank's
+    collective kernel, because the rank enters early and everyone leaves together.
+``exposed_memcpy``
+    Time a memory copy or memset runs with neither compute nor a collective running.
+``host_dispatch``
+    Time no activity runs because the host had not yet launched the next one.
+``idle``
+    Every other moment without device activity (waiting on an event or another resource, the end
+    of a step after the last kernel, a rank with no work).
+
+Beside the partition, ``overlapped_comm_us`` reports collective time (waiting or transferring)
+hidden under compute; it is not a part of the sum.
+
+How the sweep works
+-------------------
+Activities are clipped to each step window and turned into start/end boundaries carrying a +1 or
+-1 in one of four layers (compute, collective transfer, collective wait, copy).  After sorting the
+boundaries of every window together, a cumulative sum gives, between consecutive boundaries, how
+many activities of each layer are running; each such segment is charged to the first part whose
+layer is non-empty in the order above.  Segments with nothing running are split between
+``host_dispatch`` and ``idle`` as described in :func:`step_partition`.  Everything is computed in
+integer nanoseconds relative to each rank's first window, so the six parts add up to the wall time
+exactly; the reported microseconds are those integers divided by 1000.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.accounting import Factor, Window
+from fleetlib.program.flops import (
+    FlopConvention,
+    PeakRate,
+    ProgramGoodputConvention,
+    mfu,
+    mfu_convention,
+)
+from fleetlib.quality import DomainError
+
+__all__ = [
+    "DEFAULT_DISPATCH_GAP_US",
+    "DEFAULT_KIND_LAYERS",
+    "KERNEL_COLUMNS",
+    "PARTITION_PARTS",
+    "STEP_COLUMNS",
+    "program_goodput_factor",
+    "step_partition",
+]
+
+#: The six parts of a step, in the order they are charged.
+PARTITION_PARTS: tuple[str, ...] = ("compute", "exposed_comm", "peer_wait", "exposed_memcpy",
+                                    "host_dispatch", "idle")
+
+#: Columns :func:`step_partition` needs from the kernel table (``launch_us`` and ``cuda_graph`` are used
+#: when present).
+KERNEL_COLUMNS: tuple[str, ...] = ("rank", "stream", "start_us", "end_us", "kind")
+
+#: Columns of the step-window table.
+STEP_COLUMNS: tuple[str, ...] = ("rank", "step", "start_us", "end_us")
+
+#: Without launch times, a device-idle gap between the end of one activity and the start of the next
+#: is charged to host dispatch when it is at most this long.  10 us is the order of the host cost of
+#: one eager kernel launch (a few microseconds for the runtime call plus framework overhead); longer
+#: gaps are taken to be something else (synchronisation, Python, input) and charged to idle.  This is
+#: an approximation and every row that used it says so in ``dispatch_rule``.
+DEFAULT_DISPATCH_GAP_US: float = 10.0
+
+#: How each kernel ``kind`` enters the sweep: as compute, as a collective, as a copy, or not at all.
+#: Synchronisation events (``sync``) mark a stream waiting, not work, and ``other`` (unclassified
+#: device activity such as annotations) is not assumed to be work either; both are left out so that
+#: the time under them falls to the gap rules.
+DEFAULT_KIND_LAYERS: Mapping[str, str | None] = {
+    "compute": "compute",
+    "comm": "comm",
+    "memcpy": "memcpy",
+    "memset": "memcpy",
+    "sync": None,
+    "other": None,
+}
+
+_LAYERS = ("compute", "comm", "memcpy")
+# Sweep layer codes; the collective layer is split into transfer and wait.
+_C, _T, _W, _M = 0, 1, 2, 3
+# Order of boundaries at one instant: window start, activity ends, activity starts, window end.
+_WIN_START, _END, _START, _WIN_END = 0, 1, 2, 3
+_NS_PER_US = 1000.0
+#: Peer waits may exceed the kernel duration by this much (float round-off of the wait arithmetic).
+_WAIT_SLACK_US = 1e-3
+
+
+# ---------------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------------
+
+
+def _require(frame: Any, columns: tuple[str, ...], what: str) -> pd.DataFrame:
+    if not isinstance(frame, pd.DataFrame):
+        raise DomainError(f"{what} must be a pandas DataFrame; got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DomainError(f"{what} lacks column(s) {missing}; it needs {list(columns)}")
+    return frame
+
+
+def _float_col(frame: pd.DataFrame, col: str, what: str, *, allow_na: bool = False) -> np.ndarray:
+    try:
+        arr = pd.to_numeric(frame[col], errors="raise").to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError) as exc:
+        raise DomainError(f"{what} column {col!r} must be numeric") from exc
+    bad = ~np.isfinite(arr)
+    if allow_na:
+        bad &= ~np.isnan(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DomainError(f"{what} column {col!r} must be finite; row {frame.index[i]!r} has {arr[i]!r}")
+    return arr
+
+
+def _int_col(frame: pd.DataFrame, col: str, what: str) -> np.ndarray:
+    arr = _float_col(frame, col, what)
+    bad = arr != np.round(arr)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DomainError(f"{what} column {col!r} must hold whole numbers; row {frame.index[i]!r} has "
+                          f"{arr[i]!r}")
+    return arr.astype(np.int64)
+
+
+def _layers_of(kinds: pd.Series, kind_layers: Mapping[str, str | None]) -> np.ndarray:
+    for kind, layer in kind_layers.items():
+        if layer is not None and layer not in _LAYERS:
+            raise DomainError(f"kind_layers maps {kind!r} to {layer!r}; layers are {_LAYERS} or None")
+    kinds = kinds.astype("string")
+    unknown = sorted(set(kinds.dropna().unique()) - set(kind_layers))
+    if unknown or kinds.isna().any():
+        raise DomainError(f"kernel kinds {unknown or ['<missing>']} are not in kind_layers "
+                          f"{sorted(kind_layers)}; classify them or extend kind_layers")
+    code = {"compute": _C, "comm": _T, "memcpy": _M}
+    mapping = {k: (code[v] if v is not None else -1) for k, v in kind_layers.items()}
+    return kinds.map(mapping).to_numpy(dtype=np.int64)
+
+
+def _check_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    _require(steps, STEP_COLUMNS, "steps")
+    if steps.empty:
+        raise DomainError("steps has no windows; a partition needs at least one step window")
+    out = pd.DataFrame({
+        "rank": _int_col(steps, "rank", "steps"),
+        "step": _int_col(steps, "step", "steps"),
+        "start_us": _float_col(steps, "start_us", "steps"),
+        "end_us": _float_col(steps, "end_us", "steps"),
+    })
+    bad = out["end_us"].to_numpy() <= out["start_us"].to_numpy()
+    if bad.any():
+        r = out[bad].iloc[0]
+        raise DomainError(f"step window of rank {int(r['rank'])} step {int(r['step'])} has end "
+                          f"{r['end_us']!r} us not after start {r['start_us']!r} us")
+    dup = out.duplicated(["rank", "step"])
+    if dup.any():
+        r = out[dup].iloc[0]
+        raise DomainError(f"rank {int(r['rank'])} has more than one window for step {int(r['step'])}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The partition
+# ---------------------------------------------------------------------------------------------------
+
+
+def _pairs(k_rank: np.ndarray, ks: np.ndarray, ke: np.ndarray, w_rank: np.ndarray, w0: np.ndarray,
+           w1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (kernel, window) index pairs whose intervals overlap; windows sorted by (rank, start).
+
+    Within a rank the windows' starts and ends are both non-decreasing (checked by the caller), so
+    the windows overlapping one activity form a contiguous run found with two binary searches on a
+    key that places every rank in its own block of the time axis.
+    """
+    ranks, w_pos = np.unique(w_rank, return_inverse=True)
+    k_pos = np.searchsorted(ranks, k_rank)
+    known = (k_pos < ranks.size) & (ranks[np.minimum(k_pos, ranks.size - 1)] == k_rank)
+    lo_t = min(int(w0.min()), int(ks.min()) if ks.size else 0)
+    hi_t = max(int(w1.max()), int(ke.max()) if ke.size else 0)
+    span = hi_t - lo_t + 1
+    if span * (ranks.size + 1) >= 2**62:
+        raise DomainError("the trace spans too long a time for nanosecond arithmetic across its ranks; "
+                          "partition fewer ranks or a shorter window at a time")
+    w_start_key = w_pos * span + (w0 - lo_t)
+    w_end_key = w_pos * span + (w1 - lo_t)
+    idx = np.flatnonzero(known)
+    kb = k_pos[idx] * span
+    lo = np.searchsorted(w_end_key, kb + (ks[idx] - lo_t), side="right")
+    hi = np.searchsorted(w_start_key, kb + (ke[idx] - lo_t), side="left")
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    kern = np.repeat(idx, counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    win = np.repeat(lo, counts) + offsets
+    return kern, win
+
+
+def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
+                   collective_wait: pd.DataFrame | None = None,
+                   dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
+                   kind_layers: Mapping[str, str | None] | None = None) -> pd.DataFrame:
+    """Partition every rank's step wall time into compute, exposed comm, peer wait, copies, dispatch, idle.
+
+    Each (rank, step) window is swept on its own; activities are clipped to the window by time
+    (a kernel's ``step`` column is not used, so time of a kernel that runs past its step's window
+    falls in the window it actually ran in).  At every instant the rank is charged to exactly one
+    part, the first that applies:
+
+    1. ``compute`` -- a compute kernel runs on some stream of the rank;
+    2. ``exposed_comm`` -- a collective runs and is past its wait, i.e. moving data;
+    3. ``peer_wait`` -- the only collectives running are still waiting for a later peer; the wait
+       of each matched collective is ``collective_wait`` (the first ``peer_wait_us`` of the kernel);
+    4. ``exposed_memcpy`` -- only a memory copy or memset runs;
+    5. ``host_dispatch`` or ``idle`` -- nothing runs.  A gap that ends when an activity starts is
+       ``host_dispatch`` when the activity's host launch (``launch_us``) came at or after the moment
+       the device went idle (the device drained and waited for the host); it is ``idle`` when the
+       activity was already launched (it waited on something else) and when the gap runs to the
+       window's end.  Activities without a launch time fall back to a gap rule: a gap between the
+       end of one activity and the start of the next lasting at most ``dispatch_gap_us`` is
+       ``host_dispatch``, longer ones are ``idle`` -- an approximation, named in ``dispatch_rule``.
+
+    ``overlapped_comm_us`` (beside the partition) is collective time, waiting or transferring, under
+    compute.
+
+    Parameters
+    ----------
+    kernels
+        Kernel table: ``rank, stream, start_us, end_us, kind`` (``compute | comm | memcpy | memset |
+        sync | other``), rank-local microseconds; optional ``launch_us`` (host launch of each
+        activity, same clock; missing values allowed) and ``cuda_graph`` (bool).  The index labels
+        identify kernels for ``collective_wait`` and must be unique.
+    steps
+        Step windows: ``rank, step, start_us, end_us`` in the same rank-local clock.  Within a rank,
+        windows may overlap but not nest.
+    collective_wait
+        Per-kernel peer waits: columns ``kernel_index`` (an index label of ``kernels``, a ``comm``
+        kernel) and ``peer_wait_us`` in ``[0, dur]``, as returned by
+        :func:`fleetlib.program.collectives.collective_waits`.  ``None``: no wait is known and all
+        exposed collective time is ``exposed_comm``.
+    dispatch_gap_us
+        Longest gap charged to ``host_dispatch`` by the fallback rule, microseconds.
+    kind_layers
+        How each ``kind`` enters the sweep (``"compute"``, ``"comm"``, ``"memcpy"`` or ``None`` to
+        leave it out); default :data:`DEFAULT_KIND_LAYERS`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (rank, step), sorted: ``rank, step``, the six parts of
+        :data:`PARTITION_PARTS` in microseconds, ``step_wall_us`` (their exact sum, at 1 ns
+        resolution), ``overlapped_comm_us``, ``cuda_graph`` (a CUDA-graph launch ran in the window:
+        the profiler under-records graph kernels, so the split is less reliable) and
+        ``dispatch_rule`` (``"launch_us"``, the fallback's label, or ``"mixed: ..."``).
+
+    Examples
+    --------
+    >>> k = pd.DataFrame({"rank": [0, 0], "stream": [7, 9], "start_us": [0.0, 8.0],
+    ...                   "end_us": [8.0, 14.0], "kind": ["compute", "comm"]})
+    >>> s = pd.DataFrame({"rank": [0], "step": [1], "start_us": [0.0], "end_us": [16.0]})
+    >>> p = step_partition(k, s)
+    >>> p.loc[0, ["compute", "exposed_comm", "idle", "step_wall_us"]].tolist()
+    [8.0, 6.0, 2.0, 16.0]
+    """
+    layers = dict(DEFAULT_KIND_LAYERS if kind_layers is None else kind_layers)
+    gap_us = float(dispatch_gap_us)
+    if not np.isfinite(gap_us) or gap_us < 0:
+        raise DomainError(f"dispatch_gap_us must be a finite number >= 0; got {dispatch_gap_us!r}")
+    _require(kernels, KERNEL_COLUMNS, "kernels")
+    if not kernels.index.is_unique:
+        raise DomainError("kernels index labels must be unique (they identify kernels for peer waits)")
+    win = _check_steps(steps).sort_values(["rank", "start_us", "end_us"], kind="stable")
+    win = win.reset_index(drop=True)
+
+    k_rank = _int_col(kernels, "rank", "kernels")
+    k_start = _float_col(kernels, "start_us", "kernels")
+    k_end = _float_col(kernels, "end_us", "kernels")
+    neg = k_end < k_start
+    if neg.any():
+        i = int(np.flatnonzero(neg)[0])
+        raise DomainError(f"kernel {kernels.index[i]!r} (rank {k_rank[i]}) ends at {k_end[i]!r} us before "
+                          f"it starts at {k_start[i]!r} us: a negative duration")
+    layer = _layers_of(kernels["kind"], layers)
+    has_launch = "launch_us" in kernels.columns
+    launch = (_float_col(kernels, "launch_us", "kernels", allow_na=True) if has_launch
+              else np.full(k_rank.size, np.nan))
+    graph = (kernels["cuda_graph"].fillna(False).astype(bool).to_numpy() if "cuda_graph" in kernels.columns
+             else np.zeros(k_rank.size, dtype=bool))
+
+    # Peer waits per kernel, microseconds.
+    wait_us = np.zeros(k_rank.size)
+    if collective_wait is not None:
+        _require(collective_wait, ("kernel_index", "peer_wait_us"), "collective_wait")
+        pos = kernels.index.get_indexer(collective_wait["kernel_index"])
+        if (pos < 0).any():
+            lab = collective_wait["kernel_index"].iloc[int(np.flatnonzero(pos < 0)[0])]
+            raise DomainError(f"collective_wait names kernel {lab!r}, which is not in the kernel table")
+        if pd.Index(pos).duplicated().any():
+            raise DomainError("collective_wait names a kernel more than once")
+        w = _float_col(collective_wait, "peer_wait_us", "collective_wait")
+        not_comm = layer[pos] != _T
+        if not_comm.any():
+            raise DomainError(f"collective_wait gives a wait for kernel {kernels.index[pos[not_comm][0]]!r}, "
+                              "which is not a communication kernel")
+        dur = k_end[pos] - k_start[pos]
+        bad = (w < 0) | (w > dur + _WAIT_SLACK_US)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DomainError(f"peer wait {w[i]!r} us of kernel {kernels.index[pos[i]]!r} lies outside "
+                              f"[0, its duration {dur[i]!r} us]")
+        wait_us[pos] = w
+
+    # Window checks: within a rank, ends must not decrease when starts increase (no nesting).
+    w_rank = win["rank"].to_numpy()
+    w_s, w_e = win["start_us"].to_numpy(), win["end_us"].to_numpy()
+    same_rank = w_rank[1:] == w_rank[:-1]
+    nested = same_rank & (w_e[1:] < w_e[:-1])
+    if nested.any():
+        i = int(np.flatnonzero(nested)[0])
+        raise DomainError(f"rank {w_rank[i]}: step window {int(win['step'].iloc[i + 1])} lies inside step "
+                          f"window {int(win['step'].iloc[i])}; step windows may not nest")
+
+    # Integer nanoseconds relative to each rank's first window start.
+    ranks = np.unique(w_rank)
+    origin_by_rank = pd.Series(w_s, index=w_rank).groupby(level=0).min()
+    w_origin = origin_by_rank.to_numpy()[np.searchsorted(ranks, w_rank)]
+    w0 = np.rint((w_s - w_origin) * _NS_PER_US).astype(np.int64)
+    w1 = np.rint((w_e - w_origin) * _NS_PER_US).astype(np.int64)
+
+    k_pos = np.searchsorted(ranks, k_rank)
+    k_known = (k_pos < ranks.size) & (ranks[np.minimum(k_pos, ranks.size - 1)] == k_rank)
+    keep = np.flatnonzero(k_known & (layer >= 0))
+    k_origin = origin_by_rank.to_numpy()[k_pos[keep]]
+    ks = np.rint((k_start[keep] - k_origin) * _NS_PER_US).astype(np.int64)
+    ke = np.rint((k_end[keep] - k_origin) * _NS_PER_US).astype(np.int64)
+    kl = (launch[keep] - k_origin) * _NS_PER_US
+    kw = np.minimum(np.rint(wait_us[keep] * _NS_PER_US).astype(np.int64), ke - ks)
+    klayer = layer[keep]
+
+    kern, wid = _pairs(k_rank[keep], ks, ke, w_rank, w0, w1)
+
+    # Clip to windows; a collective with a wait becomes a wait piece then a transfer piece.
+    ps, pe, pw = ks[kern], ke[kern], kw[kern]
+    a0, a1 = w0[wid], w1[wid]
+    pl = klayer[kern]
+    split = pl == _T
+    mid = ps + np.where(split, pw, 0)
+    # piece 1: [ps, mid) as wait (collectives) -- empty for others; piece 2: [mid, pe) as the layer.
+    p1s, p1e = np.maximum(ps, a0), np.minimum(mid, a1)
+    p2s, p2e = np.maximum(mid, a0), np.minimum(pe, a1)
+    one = split & (p1e > p1s)
+    two = p2e > p2s
+    # The launch of a kernel belongs to its first piece only.
+    first_is_one = one
+    seg_start = np.concatenate([p1s[one], p2s[two]])
+    seg_end = np.concatenate([p1e[one], p2e[two]])
+    seg_win = np.concatenate([wid[one], wid[two]])
+    seg_layer = np.concatenate([np.full(int(one.sum()), _W), pl[two]])
+    seg_launch = np.concatenate([kl[kern][one], np.where(first_is_one[two], np.nan, kl[kern][two])])
+
+    n_win = len(win)
+    n_seg = seg_start.size
+    g = np.concatenate([seg_win, seg_win, np.arange(n_win), np.arange(n_win)])
+    t = np.concatenate([seg_start, seg_end, w0, w1])
+    lay = np.concatenate([seg_layer, seg_layer, np.full(2 * n_win, -1)])
+    delta = np.concatenate([np.ones(n_seg, np.int64), -np.ones(n_seg, np.int64),
+                            np.zeros(2 * n_win, np.int64)])
+    order = np.concatenate([np.full(n_seg, _START), np.full(n_seg, _END),
+                            np.full(n_win, _WIN_START), np.full(n_win, _WIN_END)])
+    lau = np.concatenate([seg_launch, np.full(n_seg + 2 * n_win, np.nan)])
+    lau_key = np.where(np.isnan(lau), np.inf, lau)
+    o = np.lexsort((lau_key, order, t, g))
+    g, t, lay, delta, order, lau = g[o], t[o], lay[o], delta[o], order[o], lau[o]
+
+    cnt = {c: np.cumsum(np.where(lay == c, delta, 0))[:-1] for c in (_C, _T, _W, _M)}
+    dt = np.where(g[1:] == g[:-1], t[1:] - t[:-1], 0)
+    gg = g[:-1]
+    comp = cnt[_C] > 0
+    xfer = ~comp & (cnt[_T] > 0)
+    wait = ~comp & ~xfer & (cnt[_W] > 0)
+    copy = ~comp & (cnt[_T] == 0) & (cnt[_W] == 0) & (cnt[_M] > 0)
+    gap = ~comp & (cnt[_T] == 0) & (cnt[_W] == 0) & (cnt[_M] == 0) & (dt > 0)
+    next_start = order[1:] == _START
+    nxt_launch = lau[1:]
+    by_launch = gap & next_start & ~np.isnan(nxt_launch)
+    by_rule = gap & next_start & np.isnan(nxt_launch)
+    dispatch = (by_launch & (nxt_launch >= t[:-1])) | (
+        by_rule & (order[:-1] == _END) & (dt <= gap_us * _NS_PER_US))
+    overlapped = comp & ((cnt[_T] > 0) | (cnt[_W] > 0))
+
+    def total(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(gg[mask], weights=dt[mask], minlength=n_win).astype(np.int64)
+
+    parts_ns = {
+        "compute": total(comp),
+        "exposed_comm": total(xfer),
+        "peer_wait": total(wait),
+        "exposed_memcpy": total(copy),
+        "host_dispatch": total(dispatch),
+    }
+    wall_ns = w1 - w0
+    parts_ns["idle"] = total(gap & ~dispatch)
+    covered = sum(parts_ns.values())
+    if not np.array_equal(covered, wall_ns):  # pragma: no cover - the sweep telescopes by construction
+        raise AssertionError("internal error: step partition does not add up to the wall time")
+
+    n_launch = np.bincount(gg[by_launch], minlength=n_win)
+    n_rule = np.bincount(gg[by_rule], minlength=n_win)
+    rule_label = f"gap<={gap_us:g}us (approximation)"
+    base = "launch_us" if has_launch else rule_label
+    rule = np.where((n_launch > 0) & (n_rule > 0), f"mixed: launch_us and {rule_label}",
+                    np.where(n_rule > 0, rule_label, np.where(n_launch > 0, "launch_us", base)))
+    graph_win = np.bincount(wid[graph[keep][kern]], minlength=n_win) > 0
+
+    out = pd.DataFrame({"rank": win["rank"].to_numpy(), "step": win["step"].to_numpy()})
+    for name in PARTITION_PARTS:
+        out[name] = parts_ns[name] / _NS_PER_US
+    out["step_wall_us"] = wall_ns / _NS_PER_US
+    out["overlapped_comm_us"] = total(overlapped) / _NS_PER_US
+    out["cuda_graph"] = graph_win
+    out["dispatch_rule"] = rule
+    return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Program goodput from the partition
+# ---------------------------------------------------------------------------------------------------
+
+
+def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: float, devices: int,
+                           peak: PeakRate,
+                           convention: FlopConvention | ProgramGoodputConvention | str,
+                           window: Window, causal: bool | None = None) -> Factor:
+    """Program goodput of the traced steps under the arithmetic ideal, with the partition as its losses.
+
+    Every row of ``partition`` is one rank's share of one traced step.  The factor is kept in
+    device-seconds:
+
+    * denominator -- the traced device time, the sum of ``step_wall_us`` over all rows;
+    * numerator -- the ideal device time of the same rows: each row would need
+      ``useful_flops_per_step / (devices x peak)`` seconds at peak (the step's required work spread
+      evenly over the job's devices), so the value equals :func:`fleetlib.program.flops.mfu` at the
+      mean traced step time;
+    * losses -- the partition's non-compute parts (``exposed_comm``, ``peer_wait``,
+      ``exposed_memcpy``, ``host_dispatch``, ``idle``) summed over rows and converted to seconds,
+      entered unchanged (they are already in the denominator's unit, so no rescaling is needed),
+      plus ``compute_below_peak`` = compute time minus ideal time, the time compute kernels ran
+      beyond what the required FLOPs need at peak.  These add up to the gap exactly; the factor's
+      computed ``unattributed`` is then zero up to rounding.  If the ideal time exceeds the measured
+      compute time (FLOPs overcounted, or arithmetic inside kernels classified as non-compute),
+      ``compute_below_peak`` is zero and ``unattributed`` shows the over-explained remainder as a
+      negative number -- shown, not clipped.
+
+    Parameters
+    ----------
+    partition
+        Output of :func:`step_partition` (the rows to count: retained, traced steps).
+    useful_flops_per_step
+        Required model FLOPs of one step, summed over all devices of the job.
+    devices
+        Devices of the job (at least the number of ranks in ``partition``).
+    peak
+        Dense peak of one device (:data:`fleetlib.program.flops.PEAK_RATES`).
+    convention
+        A FLOP-counting convention name (``"palm"``, ``"megatron"``, ``"6n"``), combined with ``peak``
+        into the label, or a full MFU :class:`~fleetlib.program.flops.ProgramGoodputConvention` /
+        label whose reference names ``peak``.
+    window
+        Calendar window the traced steps belong to.
+    causal
+        Passed to :func:`fleetlib.program.flops.mfu_convention` for a convention name.
+
+    Returns
+    -------
+    Factor
+        Program factor in device-s, its convention naming the FLOP rule and the peak.
+    """
+    _require(partition, (*PARTITION_PARTS, "step_wall_us", "rank"), "partition")
+    if partition.empty:
+        raise DomainError("partition has no rows; trace at least one step")
+    if not isinstance(peak, PeakRate):
+        raise DomainError(f"peak must be a PeakRate with its source; got {type(peak).__name__}")
+    if isinstance(convention, str) and convention in ("palm", "megatron", "6n"):
+        conv = mfu_convention(convention, peak, causal=causal)  # type: ignore[arg-type]
+    else:
+        conv = ProgramGoodputConvention.parse(convention)
+        if conv.ideal != "MFU":
+            raise DomainError(f"the step partition measures against the arithmetic ideal; convention "
+                              f"{conv.label!r} is {conv.ideal}-based")
+        if conv.reference != peak.arithmetic_label:
+            raise DomainError(f"convention reference {conv.reference!r} does not name the peak used "
+                              f"({peak.arithmetic_label!r})")
+    n_ranks = int(partition["rank"].nunique())
+    if int(devices) != devices or devices < n_ranks:
+        raise DomainError(f"devices must be a whole number >= the {n_ranks} traced ranks; got {devices!r}")
+    wall_us = _float_col(partition, "step_wall_us", "partition")
+    if (wall_us <= 0).any():
+        raise DomainError("partition has a step with no wall time")
+    rows = len(partition)
+    wall_s = float(wall_us.sum()) / 1e6
+    value = float(mfu(useful_flops_per_step, devices, peak.peak_flops_per_s, wall_s / rows))
+    ideal_s = value * wall_s
+    parts_s = {p: float(_float_col(partition, p, "partition").sum()) / 1e6 for p in PARTITION_PARTS}
+    losses = {p: parts_s[p] for p in PARTITION_PARTS if p != "compute"}
+    losses["compute_below_peak"] = max(parts_s["compute"] - ideal_s, 0.0)
+    return Factor(boundary="program", numerator=ideal_s, denominator=wall_s, window=window,
+                  record="step traces", convention=conv.label, numerator_unit="device-s",
+                  denominator_unit="device-s", losses=losses)
