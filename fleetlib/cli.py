@@ -31,7 +31,8 @@ __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_FAILED", "build_parser", "main"]
 
 #: Modules that add a rung's subcommands: each defines ``register(subparsers, synth_subparsers,
 #: add_json)`` and sets ``func`` / ``render`` on its leaf parsers like the commands here.
-RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.scheduling.commands", "fleetlib.runtime.commands")
+RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.scheduling.commands", "fleetlib.runtime.commands",
+                                          "fleetlib.program.commands")
 
 #: Exit status for arguments outside a formula's domain or unreadable input (argparse's own code).
 EXIT_BAD_ARGUMENTS = 2
@@ -283,12 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_ettr, render=_render_ettr)
 
     p = sub.add_parser("report", help="run the notebook chain on a scenario file into a report folder",
-                       description="Run the course notebooks with papermill on one scenario file and "
-                                   "write executed notebooks, HTML, figures and summary.json.")
+                       description="Run the report chain (rung notebooks, then the course) with "
+                                   "papermill on one scenario file and write executed notebooks, "
+                                   "HTML, figures and summary.json.")
     p.add_argument("--params", type=Path, required=True, metavar="FILE", help="scenario YAML file")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report folder")
     p.add_argument("--notebook", action="append", metavar="IPYNB",
-                   help="run this notebook instead of the course chain (repeatable, in order)")
+                   help="run this notebook instead of the report chain (repeatable, in order)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_json(p)
     p.set_defaults(func=_cmd_report, render=_render_report)
