@@ -324,8 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_ARGUMENTS
-    command = " ".join(filter(None, ["fleetlib", args.command, getattr(args, "model", None),
-                                      getattr(args, "synth", None)]))
+    # The leaf command's name: groups (model, synth) store their chosen subcommand under their own name.
+    group_choice = {"model": "model", "synth": "synth"}.get(args.command)
+    command = " ".join(filter(None, ["fleetlib", args.command,
+                                      getattr(args, group_choice, None) if group_choice else None]))
     try:
         result = args.func(args)
         _emit(result, args.json, args.render)

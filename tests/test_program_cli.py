@@ -1,0 +1,240 @@
+"""``fleetlib program``: the bundled DLRM step through the command, model configurations, bad input.
+
+Independent figures for the 8-rank DLRM step come from the raw trace events (see
+tests/test_program_dlrm.py): the first all-to-all kernel lasts 10 us on rank 7 and 7,635 us on rank 1,
+and each rank's ``ProfilerStep#10`` lasts the ``STEP_US`` below.  Every test points the trace cache at
+a temporary folder or disables it, so nothing is written to the home cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetlib.cli import EXIT_BAD_ARGUMENTS, main
+from fleetlib.program.breakdown import PARTITION_PARTS
+from fleetlib.program.commands import load_model_config, render_program, run_program
+from fleetlib.quality import DomainError, FleetlibError, InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+DLRM = ROOT / "data" / "traces" / "dlrm_8rank"
+DLRM_MODEL = ROOT / "data" / "traces" / "models" / "dlrm_example.yaml"
+PP_PAIR = [ROOT / "data" / "traces" / f"hta_pp_pair_rank-{r}.json.gz" for r in (0, 1)]
+CORPUS = ROOT / "tests" / "corpus" / "traces"
+
+#: ProfilerStep#10 duration per rank, microseconds, from the raw trace events.
+STEP_US = {0: 14455, 1: 19901, 2: 13017, 3: 19313, 4: 17979, 5: 17797, 6: 13091, 7: 12509}
+#: V100 SXM dense FP16 peak, FLOP/s (NVIDIA datasheet, 125 TFLOP/s).
+V100_PEAK = 125e12
+
+
+@pytest.fixture(autouse=True)
+def _tmp_cache(tmp_path, monkeypatch):
+    """Keep every test away from the home trace cache."""
+    monkeypatch.setenv("FLEETLIB_TRACE_CACHE", str(tmp_path / "cache"))
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """Run ``fleetlib`` in-process; return (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def dlrm_json(tmp_path_factory):
+    """The DLRM directory through ``fleetlib program --json`` with the sample model configuration."""
+    rc, out, err = run_cli("program", str(DLRM), "--model", str(DLRM_MODEL), "--no-cache", "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_dlrm_through_the_command(dlrm_json):
+    res = dlrm_json
+    assert set(res) >= {"ranks", "stragglers", "collectives", "flags", "ledger", "program_goodput"}
+    assert sorted(res["ranks"], key=int) == [str(r) for r in range(8)]
+    first = next(f for f in res["collectives"]["first"] if f["collective"] == "alltoall")
+    assert first["ranks"] == 8
+    assert first["last_arriver"] == 7
+    assert first["longest_waiter"] == 1
+    assert first["longest_wait_us"] == 7635.0 - 10.0  # ~7.6 ms: rank 1's kernel minus rank 7's
+    # rank 7 is the last arriver most often and caused the most waiting
+    stragglers = {s["rank"]: s for s in res["stragglers"]}
+    assert max(stragglers, key=lambda r: stragglers[r]["arrived_last_share"]) == 7
+    assert max(stragglers, key=lambda r: stragglers[r]["wait_caused_us"]) == 7
+
+
+def test_partitions_sum_to_step_wall_time(dlrm_json):
+    for rank, entry in dlrm_json["ranks"].items():
+        assert entry["steps"] == 1
+        assert set(entry["partition_us"]) == set(PARTITION_PARTS)
+        assert entry["step_wall_us"] == STEP_US[int(rank)]
+        assert sum(entry["partition_us"].values()) == pytest.approx(entry["step_wall_us"], abs=1e-6)
+        assert min(entry["partition_us"].values()) >= 0.0
+        assert entry["overlapped_comm_us"] >= 0.0
+    for row in dlrm_json["partition"]:
+        assert sum(row[p] for p in PARTITION_PARTS) == pytest.approx(row["step_wall_us"], abs=1e-6)
+
+
+def test_ledger_accounts_for_every_row(dlrm_json):
+    led = dlrm_json["ledger"]
+    assert led["read"] > 0
+    assert led["read"] == led["kept"] + led["repaired"] + led["rejected"]
+    assert led["entries_not_shown"] == 0 and len(led["entries"]) == led["repaired"] + led["rejected"]
+
+
+def test_model_config_gives_program_goodput_with_convention(dlrm_json):
+    pg = dlrm_json["program_goodput"]
+    assert pg["convention"] == "MFU, illustrative DLRM MLP count, V100 SXM dense FP16 125 TFLOP/s"
+    # MFU at the mean traced step: 5e11 FLOP / (8 devices x 125 TFLOP/s x mean step time)
+    mean_step_s = sum(STEP_US.values()) / len(STEP_US) / 1e6
+    assert pg["value"] == pytest.approx(5.0e11 / (8 * V100_PEAK * mean_step_s), rel=1e-12)
+    assert 0.0 < pg["value"] < 0.05
+    factor = pg["factor"]
+    assert factor["convention"] == pg["convention"]
+    assert factor["denominator"] == pytest.approx(sum(STEP_US.values()) / 1e6, rel=1e-12)
+    # the partition's losses explain the gap, up to rounding
+    assert factor["losses"]["unattributed"] == pytest.approx(0.0, abs=1e-9)
+    assert factor["losses"]["peer_wait"] == pytest.approx(
+        sum(r["partition_us"]["peer_wait"] for r in dlrm_json["ranks"].values()) / 1e6, rel=1e-12)
+
+
+def test_text_rendering(dlrm_json):
+    text = render_program(dlrm_json)
+    assert "first alltoall" in text
+    assert "last arriver rank 7; longest waiter rank 1 (7.625 ms)" in text
+    assert "program goodput P" in text and "V100 SXM dense FP16 125 TFLOP/s" in text
+    assert "peer wait" in text and "ledger:" in text
+    # rank 1's row in ms: step wall 19.901
+    assert any(line.split()[:3] == ["1", "1", "19.901"] for line in text.splitlines())
+    rc, out, err = run_cli("program", str(DLRM), "--no-cache")
+    assert rc == 0 and err == ""
+    assert "longest waiter rank 1 (7.625 ms)" in out and "program goodput" not in out
+
+
+def test_n_params_config_counts_palm_flops(tmp_path):
+    cfg = tmp_path / "model.yaml"
+    cfg.write_text("accelerator: h100 sxm\ndevices: 2\nn_params: 1e6\ntokens_per_step: 1000\n"
+                   "convention: palm\nn_layers: 2\nn_heads: 4\nhead_dim: 8\nseq_len: 16\n", encoding="utf-8")
+    res = run_program(PP_PAIR, model=cfg, cache=False)
+    pg = res["program_goodput"]
+    assert pg["convention"] == "MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s"
+    per_token = 6 * 1e6 + 12 * 2 * 4 * 8 * 16  # PaLM: 6N + 12 L H Q T, by hand
+    assert pg["flops_per_token"] == per_token
+    assert pg["useful_flops_per_step"] == per_token * 1000
+    rows = res["partition"]
+    mean_step_s = sum(r["step_wall_us"] for r in rows) / len(rows) / 1e6
+    assert pg["value"] == pytest.approx(per_token * 1000 / (2 * 989e12 * mean_step_s), rel=1e-12)
+
+
+def test_megatron_config_halves_attention_when_causal(tmp_path):
+    cfg = tmp_path / "model.yaml"
+    cfg.write_text("accelerator: A100 SXM\ndevices: 2\nn_params: 1e6\ntokens_per_step: 10\n"
+                   "convention: megatron\nn_layers: 2\nn_heads: 4\nhead_dim: 8\nseq_len: 16\n",
+                   encoding="utf-8")
+    conf = load_model_config(cfg)
+    assert conf["flops_per_token"] == 6 * 1e6 + 6 * 2 * 4 * 8 * 16  # causal halves the attention term
+    assert conf["convention"].label == "MFU, Megatron causal 6N+6LHQT, A100 SXM dense BF16 312 TFLOP/s"
+
+
+def test_cache_goes_to_the_configured_folder(tmp_path):
+    cache = tmp_path / "cache"  # FLEETLIB_TRACE_CACHE (autouse fixture)
+    first = run_program(PP_PAIR, cache=True)
+    written = sorted(cache.rglob("*"))
+    assert any(p.is_file() for p in written)
+    again = run_program(PP_PAIR, cache=True)
+    assert again["ranks"] == first["ranks"] and again["stragglers"] == first["stragglers"]
+    none = run_program(PP_PAIR, cache=False)
+    assert none["ranks"] == first["ranks"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad input: exit status 2 and one line on stderr
+# ---------------------------------------------------------------------------------------------------
+
+
+def assert_one_line_error(argv: list[str], *needles: str) -> str:
+    rc, out, err = run_cli(*argv)
+    assert rc == EXIT_BAD_ARGUMENTS
+    assert out == ""
+    assert err.startswith("fleetlib program: error: ")
+    assert err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err
+    return err
+
+
+def test_bad_paths_exit_2(tmp_path):
+    assert_one_line_error(["program", str(tmp_path / "missing.json.gz"), "--no-cache"], "file not found")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(["program", str(empty), "--no-cache"], "holds no")
+    assert_one_line_error(["program", str(CORPUS / "invalid_json.json"), "--no-cache"], "invalid_json.json")
+    assert_one_line_error(["program", str(CORPUS / "truncated.json.gz"), "--no-cache"], "truncated.json.gz")
+
+
+def test_usage_error_exit_2():
+    rc, out, err = run_cli("program")
+    assert rc == EXIT_BAD_ARGUMENTS and out == ""
+    assert "FILE_OR_DIR" in err
+
+
+BAD_CONFIGS = {
+    "unknown_key": ("accelerator: V100 SXM\ndevices: 8\nuseful_flops_per_step: 1e11\nconvention: x\n"
+                    "flop_per_step: 3\n", "flop_per_step"),
+    "missing_accelerator": ("devices: 8\nuseful_flops_per_step: 1e11\nconvention: x\n", "accelerator"),
+    "unknown_accelerator": ("accelerator: Z9000\ndevices: 8\nuseful_flops_per_step: 1e11\nconvention: x\n",
+                            "Z9000"),
+    "both_flop_sources": ("accelerator: V100 SXM\ndevices: 8\nuseful_flops_per_step: 1e11\nn_params: 1e6\n"
+                          "tokens_per_step: 10\nconvention: 6n\n", "either"),
+    "no_flop_source": ("accelerator: V100 SXM\ndevices: 8\nconvention: 6n\n", "either"),
+    "palm_without_shape": ("accelerator: V100 SXM\ndevices: 8\nn_params: 1e6\ntokens_per_step: 10\n"
+                           "convention: palm\n", "n_layers"),
+    "free_convention_with_params": ("accelerator: V100 SXM\ndevices: 8\nn_params: 1e6\ntokens_per_step: 10\n"
+                                    "convention: my rule\n", "convention"),
+    "negative_devices": ("accelerator: V100 SXM\ndevices: -8\nuseful_flops_per_step: 1e11\nconvention: x\n",
+                         "devices"),
+    "fractional_devices": ("accelerator: V100 SXM\ndevices: 2.5\nuseful_flops_per_step: 1e11\n"
+                           "convention: x\n", "devices"),
+    "text_flops": ("accelerator: V100 SXM\ndevices: 8\nuseful_flops_per_step: lots\nconvention: x\n",
+                   "useful_flops_per_step"),
+    "comma_in_convention": ("accelerator: V100 SXM\ndevices: 8\nuseful_flops_per_step: 1e11\n"
+                            "convention: 'a, b'\n", "comma"),
+    "not_a_mapping": ("- accelerator\n- devices\n", "mapping"),
+    "invalid_yaml": ("accelerator: [V100\n", "YAML"),
+    "fewer_devices_than_ranks": ("accelerator: V100 SXM\ndevices: 4\nuseful_flops_per_step: 1e11\n"
+                                 "convention: x\n", "devices"),
+    "mfu_above_one": ("accelerator: V100 SXM\ndevices: 8\nuseful_flops_per_step: 1e20\nconvention: x\n",
+                      "exceeds 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_model_config_exit_2(tmp_path, case):
+    text, needle = BAD_CONFIGS[case]
+    cfg = tmp_path / "model.yaml"
+    cfg.write_text(text, encoding="utf-8")
+    # DLRM has 8 ranks; the two late checks need the traces, the others fail before they are read
+    err = assert_one_line_error(["program", str(DLRM), "--model", str(cfg), "--no-cache"], needle)
+    assert f"file {cfg}" in err  # the message names the configuration file
+
+
+def test_missing_model_config_exit_2(tmp_path):
+    assert_one_line_error(["program", str(DLRM), "--model", str(tmp_path / "nope.yaml"), "--no-cache"],
+                          "nope.yaml", "not found")
+
+
+def test_run_program_raises_fleetlib_errors(tmp_path):
+    with pytest.raises(DomainError, match="no trace"):
+        run_program([], cache=False)
+    with pytest.raises(InputError, match="file not found"):
+        run_program([tmp_path / "missing.json"], cache=False)
+    cfg = tmp_path / "model.yaml"
+    cfg.write_text("accelerator: V100 SXM\n", encoding="utf-8")
+    with pytest.raises(FleetlibError, match="devices"):
+        run_program([DLRM], model=cfg, cache=False)
