@@ -104,8 +104,10 @@ from fleetlib.runtime.timeline import JobTimeline, TimelineLedger, job_timelines
 __all__ = [
     "BREAKDOWN",
     "CATEGORIES",
+    "HELD_INTERVAL_COLUMNS",
     "ISSUE_TERMS",
     "RuntimeMeasurement",
+    "held_intervals",
     "runtime_goodput",
     "runtime_goodput_windows",
     "runtime_summary",
@@ -1077,3 +1079,73 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
         "convention": m.convention(),
         "interruptions": {str(k): int(v) for k, v in kinds.items()},
     }
+
+
+#: Columns of :func:`held_intervals` (the input of :func:`fleetlib.plots.attempt_gantt`).
+HELD_INTERVAL_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "start", "end", "category", "record", "phase",
+                                          "duration_s")
+
+
+def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
+                   fault_free_step_s: float | None = None, estimator: str = "median",
+                   warmup_tolerance: float = 0.1) -> pd.DataFrame:
+    """Label every stretch of a job's timeline with the category it is charged to (for a Gantt chart).
+
+    The same charging as :func:`runtime_goodput` over the whole timeline, kept as intervals rather than
+    summed: one row per executed step (``record="step"``), per gap between steps inside held time
+    (``record="gap"``), and per stretch between two attempts that is not held time, such as the queue
+    wait after an eviction (``record="between"``, category ``"not_held"``).  A step is labelled
+    ``productive`` when a commit retains it, ``progress_at_risk`` when nothing has committed it yet,
+    or with the loss it was charged to (rework, recovery warm-up ...); ``phase`` says whether it ran
+    in steady state, in a warm-up after a restart, or was erased.  Pieces shorter than the
+    timestamps' nanosecond resolution are rounding, not time, and are dropped (steps are always kept).
+
+    Parameters
+    ----------
+    steps, events
+        Canonical timeline tables (:mod:`fleetlib.runtime.timeline`).
+    job_id
+        One job to draw; default every job.
+    fault_free_step_s, estimator, warmup_tolerance
+        As in :func:`runtime_goodput`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`HELD_INTERVAL_COLUMNS`, sorted by job and start time.
+    """
+    if estimator not in ("median", "mean"):
+        raise DomainError(f"estimator must be 'median' or 'mean'; got {estimator!r}")
+    tol = check_nonnegative("warmup_tolerance", warmup_tolerance)
+    category_of = np.array([BREAKDOWN[f] for f in _FINE], dtype=object)
+    frames = []
+    for job in job_timelines(steps, events, job_id=job_id)[0]:
+        parts = _job_parts(job, fault_free_step_s, estimator, tol)
+        n = parts.dur.size
+        label = np.where(np.isfinite(parts.retained_at), "productive", "progress_at_risk").astype(object)
+        label[parts.x_idx] = category_of[parts.x_lab]
+        phase = np.full(n, "steady", dtype=object)
+        phase[parts.x_idx] = np.where(parts.kept[parts.x_idx], "warm-up", "erased")
+        start = np.concatenate([parts.start, parts.gap_start, parts.between_start])
+        end = np.concatenate([parts.start + parts.dur, parts.gap_end, parts.between_end])
+        which = np.clip(np.searchsorted(job.attempt_gang, start, side="right") - 1, 0, None)
+        attempt = job.attempt_number[which]
+        # a queue wait between attempts belongs to the attempt it leads to
+        attempt[n + parts.gap_start.size:] = job.attempt_number[1:]
+        frame = pd.DataFrame({
+            "job_id": job.job_id,
+            "attempt": attempt,
+            "start": job.origin + pd.to_timedelta(np.round(start * 1e9).astype(np.int64), unit="ns"),
+            "end": job.origin + pd.to_timedelta(np.round(end * 1e9).astype(np.int64), unit="ns"),
+            "category": np.concatenate([label, category_of[parts.gap_label],
+                                        np.full(parts.between_start.size, "not_held")]),
+            "record": np.repeat(["step", "gap", "between"],
+                                [n, parts.gap_start.size, parts.between_start.size]),
+            "phase": np.concatenate([phase, np.full(start.size - n, "")]),
+        })
+        frame["duration_s"] = (frame["end"] - frame["start"]).dt.total_seconds()
+        frames.append(frame[(frame["record"] == "step") | (frame["duration_s"] > 0)])
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_INTERVAL_COLUMNS})
+    out = pd.concat(frames, ignore_index=True)
+    return out.sort_values(["job_id", "start"], kind="stable", ignore_index=True)[list(HELD_INTERVAL_COLUMNS)]

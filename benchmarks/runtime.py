@@ -1,0 +1,197 @@
+"""Benchmark: runtime goodput of an N-step synthetic job timeline against the floor measured in the same run.
+
+* **floor** -- read the one-file Parquet timeline (every column, into Arrow) and sort all its
+  timestamps once (step starts, step ends and event times together, one ``numpy.sort``).  Nothing that
+  measures the timeline can do less than read it and put its instants in order.
+* **factor** -- :func:`fleetlib.runtime.synth.runtime_summary_file`: read the file, validate every row
+  into a ledger, build the restart structure, partition held time and return the JSON-ready summary
+  (what ``fleetlib runtime FILE --format canonical --json`` prints).
+
+The timeline is generated once, in a child process (so the peak resident memory printed is that of
+measuring, not of generating), with failures, preemptions, periodic checkpoints, input waits and
+evaluations, and cached at ``--path`` (default: under the system temporary folder, keyed by the step
+count and seed).  After one warm-up of each, floor and factor run alternately ``--repeats`` times;
+the medians and their ratio are printed.  Target: factor / floor <= 3.
+
+Usage::
+
+    .venv/bin/python benchmarks/runtime.py                       # 10 million steps
+    .venv/bin/python benchmarks/runtime.py --steps 1000000 --repeats 3 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TARGET_RATIO = 3.0
+
+#: Shape of the simulated job (besides its length and seed): a failure every ~5 running hours, a
+#: preemption every ~20, a checkpoint every 500 steps, 5 % of steps waiting for input, an evaluation
+#: every 20,000 steps.
+TIMELINE_OPTIONS: dict[str, Any] = {
+    "step_s": 1.0, "failure_rate_per_h": 0.2, "preemption_rate_per_h": 0.05, "checkpoint_every_steps": 500,
+    "checkpoint_write_s": 10.0, "input_wait_prob": 0.05, "eval_every_steps": 20_000, "eval_s": 60.0,
+}
+
+
+def default_path(steps: int, seed: int) -> Path:
+    """Return the cache file of a timeline of ``steps`` steps and ``seed``."""
+    return Path(tempfile.gettempdir()) / "fleetlib_bench" / f"runtime_steps{steps}_seed{seed}.parquet"
+
+
+def generate(steps: int, seed: int, path: Path) -> dict[str, Any]:
+    """Write the synthetic timeline's Parquet file (run in a child process); return its description."""
+    from fleetlib.runtime.synth import synth_timeline_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial.parquet")
+    started = time.perf_counter()
+    res = synth_timeline_file(steps, seed=seed, out=partial, **TIMELINE_OPTIONS)
+    partial.replace(path)
+    res["path"] = str(path)
+    res["seconds"] = time.perf_counter() - started
+    return res
+
+
+def floor(path: Path) -> int:
+    """Read the whole file and sort every timestamp in it once; return how many were sorted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    stamps = [pc.drop_null(table.column(i)).cast(pa.int64()).to_numpy()
+              for i, f in enumerate(table.schema) if pa.types.is_timestamp(f.type)]
+    return int(np.sort(np.concatenate(stamps)).size)
+
+
+def factor(path: Path) -> dict[str, Any]:
+    """Measure the timeline: read, validate, partition held time, summarise."""
+    from fleetlib.runtime.synth import runtime_summary_file
+
+    return runtime_summary_file(path)
+
+
+def _timed(fn: Callable[[Path], Any], path: Path) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn(path)
+    return time.perf_counter() - started, out
+
+
+def _timed_cpu(fn: Callable[[Path], Any], path: Path) -> tuple[float, float, float]:
+    """Wall-clock, user-CPU and system-CPU seconds of one call."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    wall, _ = _timed(fn, path)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print the timings, their ratio and the peak resident memory."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=10_000_000, help="steps to retain (default 10 million)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the synthetic timeline")
+    parser.add_argument("--path", type=Path, help="Parquet file to reuse or create (default: a cache file "
+                                                  "under the temporary folder, keyed by steps and seed)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats after the warm-up")
+    parser.add_argument("--regenerate", action="store_true", help="write the file even if it exists")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be at least 1")
+    path = args.path or default_path(args.steps, args.seed)
+
+    if args.generate_only:
+        print(json.dumps(generate(args.steps, args.seed, path)))
+        return 0
+
+    generated = None
+    if args.regenerate or not path.is_file():
+        command = [sys.executable, __file__, "--generate-only", "--steps", str(args.steps), "--seed",
+                   str(args.seed), "--path", str(path)]
+        child = subprocess.run(command, capture_output=True, text=True, check=False)
+        if child.returncode != 0:
+            print(child.stderr, file=sys.stderr)
+            return 1
+        generated = json.loads(child.stdout)
+        if not args.json:
+            print(f"generated {generated['steps']:,} step rows and {generated['events']:,} event rows in "
+                  f"{generated['seconds']:.1f} s -> {path}")
+    elif not args.json:
+        print(f"reusing {path}")
+
+    # warm-up: imports, page cache, allocator
+    floor_warm, n_stamps = _timed(floor, path)
+    factor_warm, summary = _timed(factor, path)
+    floor_runs, factor_runs = [], []
+    for _ in range(args.repeats):
+        floor_runs.append(_timed_cpu(floor, path))
+        factor_runs.append(_timed_cpu(factor, path))
+    floors, factors = [r[0] for r in floor_runs], [r[0] for r in factor_runs]
+    floor_s, factor_s = statistics.median(floors), statistics.median(factors)
+    # CPU time split: system time is the kernel mapping and zeroing fresh memory pages, the part of a
+    # run that varies most from one run to the next on a shared machine
+    cpu = {name: {"user_s": statistics.median(r[1] for r in runs),
+                  "sys_s": statistics.median(r[2] for r in runs)}
+           for name, runs in (("floor", floor_runs), ("factor", factor_runs))}
+    ratio = factor_s / floor_s
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    led = summary["ledger"]
+    result = {
+        "steps": args.steps,
+        "rows_read": led["read"],
+        "file": str(path),
+        "file_mib": path.stat().st_size / 2**20,
+        "timestamps_sorted": n_stamps,
+        "repeats": args.repeats,
+        "warmup_s": {"floor": floor_warm, "factor": factor_warm},
+        "floor_s": floor_s,
+        "factor_s": factor_s,
+        "floor_runs_s": floors,
+        "factor_runs_s": factors,
+        "cpu_median_s": cpu,
+        "ratio": ratio,
+        "target_ratio": TARGET_RATIO,
+        "meets_target": ratio <= TARGET_RATIO,
+        "peak_rss_mib": peak_rss_mib,
+        "runtime_goodput": summary["runtime_goodput"],
+        "held_s": summary["held_s"],
+        "unattributed_s": summary["terms"]["unattributed"],
+        "interruptions": summary["interruptions"],
+        "generated": generated is not None,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.steps:,} retained steps ({led['read']:,} rows in {result['file_mib']:.0f} MiB of Parquet), "
+          f"{n_stamps:,} timestamps; median of {args.repeats} interleaved runs after one warm-up")
+    print(f"  floor  (read the file, sort every timestamp once)  {floor_s:8.3f} s")
+    print(f"  factor (runtime_summary_file)                      {factor_s:8.3f} s")
+    print(f"  ratio factor / floor  {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: "
+          f"{'met' if result['meets_target'] else 'NOT met'})")
+    print(f"  runs (s): floor {' '.join(f'{t:.2f}' for t in floors)}; "
+          f"factor {' '.join(f'{t:.2f}' for t in factors)}")
+    print(f"  median CPU (s): floor user {cpu['floor']['user_s']:.2f} + sys {cpu['floor']['sys_s']:.2f}; "
+          f"factor user {cpu['factor']['user_s']:.2f} + sys {cpu['factor']['sys_s']:.2f}")
+    print(f"  peak resident memory  {peak_rss_mib:,.0f} MiB")
+    counts = ", ".join(f"{n} {k}" for k, n in summary["interruptions"].items()) or "none"
+    print(f"  R = {summary['runtime_goodput']:.6f} over {summary['held_s'] / 3600.0:,.1f} held hours; "
+          f"interruptions: {counts}; unattributed {summary['terms']['unattributed']:.3g} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,439 @@
+"""Command line of rung 2: ``fleetlib runtime FILE...`` and ``fleetlib synth timeline``.
+
+:func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
+measuring is done by :mod:`fleetlib.runtime` (readers, :func:`fleetlib.runtime.goodput.runtime_summary`,
+:func:`fleetlib.runtime.readers.mlperf_runtime_json`, :func:`fleetlib.runtime.synth.runtime_summary_file`,
+:func:`fleetlib.runtime.synth.synth_timeline_file`); this module picks the reader for ``--format``, checks
+the paths and options, turns what cannot be read into :class:`~fleetlib.quality.InputError` or
+:class:`~fleetlib.quality.DomainError` -- which the command line prints as one line with exit status 2 --
+and renders the result as text with units.
+
+Examples
+--------
+.. code-block:: console
+
+    $ fleetlib runtime data/timelines/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt --format mlperf
+    $ fleetlib runtime data/timelines/maxtext-llama3-8b-demo_timeline.jsonl --format mlgoodput --json
+    $ fleetlib synth timeline --steps 100000 --seed 1 --failure-rate-per-h 0.2 --out /tmp/job.parquet
+    $ fleetlib runtime /tmp/job.parquet --format canonical --definition retrospective --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetlib.quality import DomainError, InputError
+
+__all__ = [
+    "DEFINITIONS",
+    "FORMATS",
+    "register",
+    "render_runtime",
+    "render_synth_timeline",
+    "run_runtime",
+    "run_synth_timeline",
+]
+
+#: Input formats of ``fleetlib runtime``.
+FORMATS: tuple[str, ...] = ("mlperf", "mlgoodput", "canonical")
+
+#: Definitions of productive time (see :mod:`fleetlib.runtime.goodput`).
+DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
+
+#: Row labels of the loss terms in the text rendering.
+_TERM_LABELS = {
+    "startup": "startup (cold launches)",
+    "input_wait": "input wait",
+    "checkpoint": "checkpoint pauses",
+    "recovery": "failure recovery",
+    "rework": "rework after failures",
+    "preemption": "preemption",
+    "evaluation": "evaluation",
+    "idle": "idle (held, no progress)",
+    "unattributed": "unattributed",
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Argument handling
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_files(paths: Sequence[str | Path]) -> list[Path]:
+    files = [Path(p) for p in paths]
+    if not files:
+        raise DomainError("no input file was given")
+    for p in files:
+        if p.is_dir():
+            raise InputError("is a folder; give the files in it", file=str(p))
+        if not p.is_file():
+            raise InputError("file not found", file=str(p))
+    return files
+
+
+def _is_timeline_parquet(path: Path) -> bool:
+    """Tell whether a file is a Parquet timeline in the one-file layout of ``write_timeline``."""
+    if path.suffix.lower() not in (".parquet", ".pq"):
+        return False
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fleetlib.runtime.synth import PARQUET_COLUMNS
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
+    return all(c in schema.names for c in PARQUET_COLUMNS)
+
+
+def _merge_ledgers(reader: Mapping[str, Any], timeline: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the reader's ledger (input records) with the measurement's flags added to its own."""
+    out = dict(reader)
+    flags = list(reader.get("flags", []))
+    flags += [f for f in timeline.get("flags", []) if f not in flags]
+    out["flags"] = flags
+    # rows of the canonical tables the reader produced, as the measurement validated them
+    out["canonical_rows"] = {k: timeline[k] for k in ("read", "kept", "repaired", "rejected")}
+    return out
+
+
+def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = None,
+                window: Sequence[str] | None = None, definition: str = "committed") -> dict[str, Any]:
+    """Compute the object ``fleetlib runtime`` prints, from command-line style arguments.
+
+    Parameters
+    ----------
+    paths
+        Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
+        ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
+        (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
+        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).
+    format
+        One of :data:`FORMATS`.
+    job
+        Measure only this job; None for every job in the input.  For an MLPerf log (one run, job id =
+        the file name without suffix) it must name that run.
+    window
+        ``(start, end)``: ISO 8601 times with a zone, e.g. ``"2024-01-01T00:00Z"``; None for the whole
+        timeline.  Not available for MLPerf logs, whose result is the raw interval sums of one run.
+    definition
+        ``"committed"`` (default) or ``"retrospective"``.
+
+    Returns
+    -------
+    dict
+        ``runtime_goodput`` (None when the window holds no held time), ``held_s``, ``productive_s``,
+        ``terms`` (seconds: startup, input_wait, checkpoint, recovery, rework, preemption, evaluation,
+        idle, unattributed), ``fault_free_step_s``, ``definition`` and ``ledger``, plus ``format``,
+        ``files`` and what the measurement adds (see :func:`fleetlib.runtime.goodput.runtime_summary`).
+        For MLPerf: held = ``init_start`` -> ``run_stop``, productive = the training blocks, runtime
+        goodput = productive / held.  For formats read through a reader, ``ledger`` accounts for the
+        input records and carries the measurement's flags too (``canonical_rows`` counts the rows of the
+        canonical tables the measurement validated).
+
+    Raises
+    ------
+    DomainError
+        An unknown format or definition, a malformed window, or an option the format cannot honour.
+    InputError
+        A file that is missing, a folder, or cannot be read as the format.
+    """
+    if format not in FORMATS:
+        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
+    if definition not in DEFINITIONS:
+        raise DomainError(f"definition must be one of {list(DEFINITIONS)}; got {definition!r}")
+    if window is not None and len(window) != 2:
+        raise DomainError(f"window needs a start and an end; got {list(window)!r}")
+    win = None if window is None else (str(window[0]), str(window[1]))
+    files = _check_files(paths)
+    names = [str(p) for p in files]
+    try:
+        if format == "mlperf":
+            return _run_mlperf(files, job=job, window=win, definition=definition)
+        from fleetlib.runtime.goodput import runtime_summary
+
+        if format == "canonical" and len(files) == 1 and _is_timeline_parquet(files[0]):
+            from fleetlib.runtime.synth import runtime_summary_file
+
+            res = runtime_summary_file(files[0], job_id=job, window=win, definition=definition)
+            return {"format": format, "files": names, **res}
+        from fleetlib.runtime.readers import read_canonical, read_mlgoodput
+
+        tables, ledger = read_mlgoodput(files) if format == "mlgoodput" else read_canonical(files)
+        if tables.steps.empty and tables.events.empty:
+            raise InputError(f"no {format} record could be read (rows read {ledger.read}, rejected "
+                             f"{ledger.rejected})", file=names[0])
+        res = runtime_summary(tables.steps, tables.events, job_id=job, window=win, definition=definition,
+                              source=", ".join(names))
+        res["ledger"] = _merge_ledgers(ledger.to_dict(), res["ledger"])
+        return {"format": format, "files": names, **res}
+    except OSError as exc:  # a file that vanished or cannot be opened between the checks and the read
+        raise InputError(f"cannot read the file ({exc.strerror or exc})",
+                         file=getattr(exc, "filename", None) or names[0]) from exc
+
+
+def _run_mlperf(files: list[Path], *, job: str | None, window: tuple[str, str] | None,
+                definition: str) -> dict[str, Any]:
+    from fleetlib.runtime.readers import mlperf_runtime_json
+
+    if len(files) != 1:
+        raise DomainError(f"--format mlperf measures one result log (one run); got {len(files)} files -- "
+                          "run the command once per log")
+    if window is not None:
+        raise DomainError("--window is not available for --format mlperf: a result log is measured as the "
+                          "raw interval sums of its one run (init_start -> run_stop)")
+    res = mlperf_runtime_json(files[0], definition=definition)
+    if job is not None and job != res["job_id"]:
+        raise DomainError(f"job {job!r} is not in {str(files[0])!r}: an MLPerf log holds one run, "
+                          f"{res['job_id']!r}")
+    return {"files": [str(files[0])], **res}
+
+
+def run_synth_timeline(steps: int, seed: int, out: str | Path, **options: Any) -> dict[str, Any]:
+    """Write a synthetic job timeline as a one-file canonical Parquet; return it with its ground truth.
+
+    Parameters
+    ----------
+    steps
+        Steps the job must retain (at least 1).
+    seed
+        Random seed.
+    out
+        Output ``.parquet`` file; its folder must exist.
+    **options
+        Keyword arguments of :func:`fleetlib.runtime.synth.synth_timeline` (rates, checkpoint cadence,
+        step time, ...); None values are left at the generator's defaults.
+
+    Returns
+    -------
+    dict
+        :func:`fleetlib.runtime.synth.synth_timeline_file`'s object: ``path``, ``steps``, ``events``,
+        ``seed`` and ``truth`` (the injected seconds per category, held time, counts).
+
+    Raises
+    ------
+    DomainError
+        ``steps`` below 1 or an option outside its domain.
+    InputError
+        The output file cannot be written.
+    """
+    from fleetlib.runtime.synth import synth_timeline_file
+
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write the output file: folder {str(path.parent)!r} does not exist",
+                         file=str(path))
+    if path.is_dir():
+        raise InputError("cannot write the output file: it is a folder", file=str(path))
+    if path.suffix.lower() not in (".parquet", ".pq"):
+        raise DomainError(f"the output file must end in .parquet; got {str(path)!r}")
+    kwargs = {k: v for k, v in options.items() if v is not None}
+    try:
+        return synth_timeline_file(steps, seed=seed, out=path, **kwargs)
+    except OSError as exc:
+        raise InputError(f"cannot write the output file ({exc.strerror or exc})", file=str(path)) from exc
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text rendering
+# ---------------------------------------------------------------------------------------------------
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:6.2f} %" if whole else "     - "
+
+
+def _seconds(x: float) -> str:
+    return f"{x:,.1f} s" if abs(x) < 36_000 else f"{x:,.0f} s ({x / 3600.0:,.1f} h)"
+
+
+def _render_ledger(led: Mapping[str, Any]) -> list[str]:
+    lines = [f"ledger: {led['read']:,} records read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
+             f"{led['rejected']:,} rejected"]
+    entries = list(led.get("entries", []))
+    for e in entries[:5]:
+        where = f"{e['file']}" + (f" row {e['row']}" if e.get("row") is not None else "")
+        lines.append(f"  {e['action']}: {where}: {e['reason']}")
+    if len(entries) > 5:
+        lines.append(f"  ... {len(entries) - 5} more entries (--json lists them all)")
+    flags = list(led.get("flags", []))
+    for f in flags[:5]:
+        lines.append(f"  flag {f['code']}: {f['message']}")
+    if len(flags) > 5:
+        lines.append(f"  ... {len(flags) - 5} more flags (--json lists them all)")
+    return lines
+
+
+def render_runtime(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib runtime``'s result as text with units.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_runtime` returns.
+
+    Returns
+    -------
+    str
+        Runtime goodput, held and productive seconds, each loss term in seconds and as a share of held
+        time, the fault-free step time and definition, and the ledger's counts and first entries.
+    """
+    held = float(res["held_s"])
+    r = res["runtime_goodput"]
+    head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else
+                                         f"{r:.4f}  (productive / held, {res['definition']} definition)")
+    lines = [head]
+    if res.get("format") == "mlperf":
+        lines.append(f"MLPerf run {res['job_id']}: held = init_start -> run_stop, productive = training "
+                     "blocks")
+    elif "window" in res:
+        lines.append(f"window                   {res['window']['start']} .. {res['window']['end']}")
+    lines += [
+        f"{'held':<24} {_seconds(held)}",
+        f"{'productive':<24} {_seconds(float(res['productive_s']))}  {_share(res['productive_s'], held)}",
+        "loss terms (seconds, share of held time):",
+    ]
+    for k, label in _TERM_LABELS.items():
+        v = float(res["terms"][k])
+        lines.append(f"  {label:<26} {_seconds(v):>22}  {_share(v, held)}")
+    rnp = res.get("retained_not_productive")
+    if rnp:
+        lines.append("retained steps not counted as productive:")
+        lines.append(f"  {'progress at risk':<26} {_seconds(float(rnp['progress_at_risk'])):>22}  "
+                     f"{_share(rnp['progress_at_risk'], held)}  (finished, no checkpoint yet)")
+        above = float(rnp["step_time_above_baseline"])
+        lines.append(f"  {'step time above baseline':<26} {_seconds(above):>22}  {_share(above, held)}  "
+                     "(program goodput's, rule 17)")
+    ff = res.get("fault_free_step_s")
+    if ff is None:
+        lines.append("fault-free step time     - (the format has no steps)")
+    elif isinstance(ff, Mapping):
+        lines.append("fault-free step time     " + ", ".join(
+            f"{j}: {'-' if v is None else f'{v:.6g} s'}" for j, v in ff.items()))
+    else:
+        lines.append(f"fault-free step time     {ff:.6g} s")
+    if res.get("queue_after_interruption_s"):
+        lines.append(f"queue after interruptions {_seconds(float(res['queue_after_interruption_s']))} "
+                     "(not held: a time-to-result cost)")
+    if res.get("interruptions"):
+        counts = ", ".join(f"{n} {k}" for k, n in res["interruptions"].items())
+        lines.append(f"interruptions            {counts}")
+    lines += _render_ledger(res["ledger"])
+    return "\n".join(lines)
+
+
+def render_synth_timeline(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib synth timeline``'s result as text.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_synth_timeline` returns.
+
+    Returns
+    -------
+    str
+        What was written where, the injected runtime goodput and the command that measures it.
+    """
+    t = res["truth"]
+    held = float(t["held_s"])
+    r = t["productive"] / held if held > 0 else math.nan
+    lines = [
+        f"wrote {res['steps']:,} step rows and {res['events']:,} event rows to {res['path']} "
+        f"(seed {res['seed']})",
+        f"injected: held {_seconds(held)}, productive {_seconds(t['productive'])} (committed), "
+        f"runtime goodput R = {r:.6f}",
+        f"  {int(t['n_failures'])} failures, {int(t['n_preemptions'])} preemptions, "
+        f"{int(t['n_checkpoints'])} checkpoint commits; --json gives every injected category in seconds",
+        f"measure it: fleetlib runtime {res['path']} --format canonical",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------------------------
+
+#: ``fleetlib synth timeline`` options passed through to :func:`fleetlib.runtime.synth.synth_timeline`:
+#: (flag, keyword, type, metavar, help).
+_SYNTH_OPTIONS: tuple[tuple[str, str, type, str, str], ...] = (
+    ("--step-s", "step_s", float, "S", "fault-free step time, seconds (default 1)"),
+    ("--failure-rate-per-h", "failure_rate_per_h", float, "RATE", "failures per running hour (default 0)"),
+    ("--preemption-rate-per-h", "preemption_rate_per_h", float, "RATE",
+     "preemptions per running hour (default 0)"),
+    ("--checkpoint-every-steps", "checkpoint_every_steps", int, "N",
+     "steps between checkpoints (default 100)"),
+    ("--checkpoint-write-s", "checkpoint_write_s", float, "S",
+     "checkpoint begin -> commit, seconds (default 10)"),
+    ("--input-wait-prob", "input_wait_prob", float, "P",
+     "probability that a step waits for input (default 0)"),
+    ("--eval-every-steps", "eval_every_steps", int, "N", "steps between evaluations; 0 for none (default 0)"),
+    ("--hang-s", "hang_s", float, "S", "zombie time held at the end, seconds (default 0)"),
+)
+
+
+def _cmd_runtime(args: argparse.Namespace) -> dict[str, Any]:
+    return run_runtime(args.files, args.format, job=args.job, window=args.window, definition=args.definition)
+
+
+def _cmd_synth_timeline(args: argparse.Namespace) -> dict[str, Any]:
+    options = {kw: getattr(args, kw) for _, kw, _, _, _ in _SYNTH_OPTIONS}
+    if args.async_checkpoint:
+        options["async_checkpoint"] = True
+    return run_synth_timeline(args.steps, args.seed, args.out, **options)
+
+
+def register(subparsers: Any, synth_subparsers: Any,
+             add_json: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``fleetlib runtime`` and ``fleetlib synth timeline`` to the command line.
+
+    Parameters
+    ----------
+    subparsers
+        The ``fleetlib`` sub-command action (``add_parser`` is called on it).
+    synth_subparsers
+        The ``fleetlib synth`` sub-command action.
+    add_json
+        Adds the common ``--json`` flag to a parser.
+    """
+    p = subparsers.add_parser(
+        "runtime", help="runtime goodput and its partition of held time from a job timeline",
+        description="Read a job timeline and compute runtime goodput R (retained steps x fault-free step "
+                    "time over held time) with every held second charged once: startup, input wait, "
+                    "checkpoint, recovery, rework, preemption, evaluation, idle, unattributed; plus the "
+                    "fault-free step time, the definition of productive time and the reader's ledger. "
+                    "For an MLPerf result log: held = init_start -> run_stop, productive = the training "
+                    "blocks.")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                   help="input file(s) of one format (canonical: a one-file Parquet timeline, or steps and "
+                        "events CSV/Parquet files)")
+    p.add_argument("--format", required=True, choices=FORMATS, help="timeline format")
+    p.add_argument("--job", metavar="ID", help="measure only this job (default: every job in the input)")
+    p.add_argument("--window", nargs=2, metavar=("START", "END"),
+                   help="ISO 8601 times with a zone, e.g. 2024-01-01T00:00Z (default: the whole timeline)")
+    p.add_argument("--definition", choices=DEFINITIONS, default="committed",
+                   help="productive steps: retained by a checkpoint (committed, default) or not erased by a "
+                        "restart (retrospective)")
+    add_json(p)
+    p.set_defaults(func=_cmd_runtime, render=render_runtime)
+
+    p = synth_subparsers.add_parser(
+        "timeline", help="a synthetic job timeline with known losses (canonical Parquet)",
+        description="Simulate one training job (cold launch, steps, checkpoints, Poisson failures and "
+                    "preemptions with restarts to the last commit, input waits, evaluations) and write its "
+                    "canonical steps and events to one Parquet file; print the injected partition of held "
+                    "time.")
+    p.add_argument("--steps", type=int, required=True, metavar="N", help="steps the job must retain")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.parquet", help="output file")
+    for flag, kw, typ, metavar, text in _SYNTH_OPTIONS:
+        p.add_argument(flag, dest=kw, type=typ, metavar=metavar, help=text)
+    p.add_argument("--async-checkpoint", action="store_true",
+                   help="asynchronous periodic checkpoints (a short staging pause; the write continues)")
+    add_json(p)
+    p.set_defaults(func=_cmd_synth_timeline, render=render_synth_timeline)

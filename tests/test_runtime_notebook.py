@@ -1,0 +1,233 @@
+"""The rung-2 notebook ``notebooks/02_job_timeline.ipynb``: static checks (fast) and papermill runs.
+
+Static checks read the committed ``.ipynb`` only: outputs stripped (``fleetlib.golden.check_committed``
+with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
+are ``timeline_*`` keys of *both* parameter files with the running example's values as defaults, every
+``timeline_*`` key of the files declared, every declared parameter used, figures saved under unique names
+through ``fleetlib.report.save_figure``, and the notebook in the report chain right after the scheduler
+records notebook.
+
+The papermill runs (marked ``notebook``) execute it with each parameter file, checking the figures it
+writes and numbers it prints against values computed here (the MLPerf logs' raw markers, parsed with
+``json``; the synthetic job's injected truth as the printed comparison states it), and once on the
+ml-goodput-measurement sample with an extra MLPerf folder and the widgets.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from fleetlib.golden import check_committed
+from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
+SCHEDULER = "notebooks/01_scheduler_records.ipynb"
+PARAMETER_FILES = sorted((ROOT / "parameters").glob("*.yaml"))
+EXTRA_PARAMETERS = {"output_dir", "interactive"}
+SAVE_CALL = re.compile(r"save_figure\(\s*[\w.]+\s*,\s*[\"']([A-Za-z0-9_\-]+)[\"']\s*,\s*output_dir\s*\)")
+MLPERF_LOGS = sorted((ROOT / "data" / "timelines").glob("*_result_0.txt"))
+
+
+def _source(cell: nbformat.NotebookNode) -> str:
+    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
+def _parameter_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+
+
+def _declared(nb: nbformat.NotebookNode) -> dict[str, object]:
+    (cell,) = _parameter_cells(nb)
+    out: dict[str, object] = {}
+    for node in ast.parse(_source(cell)).body:
+        assert isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name), ast.dump(node)
+        value = ast.literal_eval(node.value)  # raises on anything but a literal
+        assert ast.unparse(node.annotation) == type(value).__name__, ast.unparse(node)
+        out[node.target.id] = value
+    return out
+
+
+def _yaml(path: Path) -> dict[str, object]:
+    return yaml.safe_load(path.read_text())
+
+
+def _figure_names(nb: nbformat.NotebookNode) -> list[str]:
+    return [n for c in nb.cells if c.cell_type == "code" for n in SAVE_CALL.findall(_source(c))]
+
+
+@pytest.fixture(scope="module")
+def nb() -> nbformat.NotebookNode:
+    return nbformat.read(NOTEBOOK, as_version=4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Static checks
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_committed_without_outputs(nb):
+    assert check_committed(nb, course=False) == []
+    assert all(c.execution_count is None and not c.outputs for c in nb.cells if c.cell_type == "code")
+    assert "papermill" not in nb.metadata and "widgets" not in nb.metadata
+
+
+@pytest.mark.skipif(shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin")) is None,
+                    reason="nbstripout is not installed in .venv")
+def test_nbstripout_would_change_nothing():
+    tool = shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin"))
+    done = subprocess.run([tool, "--verify", str(NOTEBOOK)], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
+    declared = _declared(nb)
+    assert declared["output_dir"] == "" and declared["interactive"] is False
+    scenarios = {p.name: _yaml(p) for p in PARAMETER_FILES}
+    assert len(scenarios) >= 2
+    for name, default in declared.items():
+        if name in EXTRA_PARAMETERS:
+            continue
+        assert name.startswith("timeline_"), name
+        for file, scenario in scenarios.items():
+            assert name in scenario, f"{name} missing from {file}"
+            assert type(scenario[name]) is type(default), (file, name)
+        assert default == scenarios["running_example.yaml"][name], name
+    for file, scenario in scenarios.items():  # and every timeline_* key of the files is declared here
+        assert {k for k in scenario if k.startswith("timeline_")} == set(declared) - EXTRA_PARAMETERS, file
+
+
+def test_parameter_files_name_bundled_data(nb):
+    declared = _declared(nb)
+    assert declared["timeline_format"] in ("canonical", "mlgoodput", "mlperf")
+    assert declared["timeline_definition"] in ("committed", "retrospective")
+    for scenario in map(_yaml, PARAMETER_FILES):
+        files = scenario["timeline_files"]
+        assert files and all((ROOT / p).is_file() and p.startswith("data/timelines/") for p in files)
+        folder = scenario["timeline_mlperf_folder"]
+        assert folder == "" or (ROOT / folder).is_dir()
+
+
+def test_every_declared_parameter_is_used(nb):
+    (param_cell,) = _parameter_cells(nb)
+    later = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code" and c is not param_cell)
+    names = {n.id for n in ast.walk(ast.parse(later)) if isinstance(n, ast.Name)}
+    assert set(_declared(nb)) - names == set()
+
+
+def test_figures_saved_through_save_figure(nb):
+    code = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code")
+    assert "fleetlib.plots.use_theme()" in code and "if output_dir:" in code
+    for plot in ("attempt_gantt", "cumulative_goodput", "step_time_distribution"):
+        assert f"fleetlib.plots.{plot}(" in code
+    names = _figure_names(nb)
+    assert len(names) >= 7 and len(names) == len(set(names))
+    assert all(n.startswith("timeline_") for n in names)
+    others = {n for p in [*COURSE_NOTEBOOKS, SCHEDULER] if (ROOT / p).is_file()
+              for n in _figure_names(nbformat.read(ROOT / p, as_version=4))}
+    assert not set(names) & others
+    assert code.count("save_figure(") == len(names)  # every save names output_dir
+
+
+def test_notebook_follows_the_scheduler_notebook_in_the_report_chain():
+    rel = NOTEBOOK.relative_to(ROOT).as_posix()
+    assert rel in RUNG_NOTEBOOKS
+    if SCHEDULER in RUNG_NOTEBOOKS:
+        assert RUNG_NOTEBOOKS.index(rel) == RUNG_NOTEBOOKS.index(SCHEDULER) + 1
+    chain = _resolve_notebooks(None, project_root())
+    assert NOTEBOOK in chain and chain.index(NOTEBOOK) < len(RUNG_NOTEBOOKS)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Papermill runs
+# ---------------------------------------------------------------------------------------------------
+
+
+def _run(tmp_path: Path, params: dict[str, object]) -> nbformat.NotebookNode:
+    import papermill as pm
+
+    executed = tmp_path / NOTEBOOK.name
+    pm.execute_notebook(str(NOTEBOOK), str(executed), parameters=params, kernel_name="python3", cwd=str(ROOT),
+                        execution_timeout=300, progress_bar=False)
+    result = nbformat.read(executed, as_version=4)
+    errors = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    return result
+
+
+def _printed(result: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
+                   if o.get("output_type") == "stream")
+
+
+def _displayed(result: nbformat.NotebookNode) -> str:
+    return "".join(o.get("data", {}).get("text/plain", "") for c in result.cells if c.cell_type == "code"
+                   for o in c.outputs if o.get("output_type") in ("execute_result", "display_data"))
+
+
+def _held_s(log: Path) -> float:
+    """init_start -> run_stop of an MLPerf log, from its markers, with nothing but json."""
+    t = {}
+    for line in log.read_text().splitlines():
+        if ":::MLLOG" in line:
+            rec = json.loads(line.split(":::MLLOG", 1)[1])
+            if rec["key"] in ("init_start", "run_stop"):
+                t[rec["key"]] = rec["time_ms"] / 1000.0
+    return t["run_stop"] - t["init_start"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("params_path", PARAMETER_FILES, ids=lambda p: p.stem)
+def test_runs_with_each_parameter_file(params_path, tmp_path, nb):
+    declared = _declared(nb)
+    params = {k: v for k, v in _yaml(params_path).items() if k in declared}  # as the report passes them
+    params["output_dir"] = str(tmp_path / "figures")
+    result = _run(tmp_path, params)
+    for name in _figure_names(nb):
+        for ext in ("png", "svg"):
+            written = tmp_path / "figures" / f"{name}.{ext}"
+            assert written.is_file() and written.stat().st_size > 1000, written
+    text = _printed(result)
+    # the synthetic job: measured and injected R agree, and no category differs by more than rounding
+    measured, injected = re.search(r"R = ([\d.]+) measured, ([\d.]+) injected", text).groups()
+    assert measured == injected
+    assert float(re.search(r"largest difference in any category: (\S+) s", text).group(1)) < 1e-6
+    # the cumulative pieces and the rolling windows add up to the whole
+    held_gap = float(re.search(r"add up to the whole: held (\S+) s", text).group(1))
+    assert held_gap == pytest.approx(0.0, abs=1e-6)
+    assert float(re.search(r"add up to the whole's within (\S+) s", text).group(1)) < 1e-6
+    shown = _displayed(result)
+    for log in MLPERF_LOGS:  # held time of each bundled MLPerf log, to the millisecond
+        assert f"{_held_s(log):.3f}" in shown, log.name
+
+
+@pytest.mark.notebook
+def test_runs_on_mlgoodput_with_extra_mlperf_folder_and_widgets(tmp_path):
+    extra = tmp_path / "more_logs"
+    extra.mkdir()
+    shutil.copy(MLPERF_LOGS[0], extra / "copy_of_a_bundled_log.txt")
+    params = {
+        "timeline_format": "mlgoodput",
+        "timeline_files": ["data/timelines/maxtext-llama3-8b-demo_timeline.jsonl"],
+        "timeline_definition": "retrospective",
+        "timeline_synth_steps": 5000,
+        "timeline_mlperf_folder": str(extra),
+        "interactive": True,
+    }
+    result = _run(tmp_path, params)
+    text = _printed(result)
+    assert "mlgoodput: 159 records read" in text and "retrospective definition" in text
+    assert _displayed(result).count("llama2_70b_lora") >= 3  # two bundled logs and the added one
+    state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    assert state.get("state"), "no widget was created"
