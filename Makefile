@@ -1,5 +1,5 @@
 # fleetlib -- two commands on a fresh machine:
-#   make report   set up .venv, run the course notebooks on the bundled running example -> reports/
+#   make report   set up .venv, run the report chain (rung notebooks, then the course) -> reports/
 #   make test     set up .venv, lint, run every test and execute the course notebooks under nbval
 # Set-up is a stamp file: it re-runs only when pyproject.toml or constraints.txt change.
 # VENV may point anywhere (make VENV=/tmp/venvcheck test builds a throwaway environment).
@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 
 setup: $(STAMP) ## create the virtual environment and install fleetlib with its dev tools (pinned)
 
-report: $(STAMP) ## run the course notebooks on PARAMS into REPORT_DIR (notebooks, HTML, figures, summary.json)
+report: $(STAMP) ## run the report chain on PARAMS into REPORT_DIR (notebooks, HTML, figures, summary.json)
 	$(VENV)/bin/fleetlib report --params $(PARAMS) --out $(REPORT_DIR)
 
 test: $(STAMP) ## ruff, then pytest tests/, then the course notebooks under nbval
