@@ -25,15 +25,14 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _timing import add_arguments, check_arguments, generate_in_child, interleaved, timed_cpu
 
 TARGET_RATIO = 3.0
 
@@ -84,34 +83,13 @@ def factor(path: Path) -> dict[str, Any]:
     return runtime_summary_file(path)
 
 
-def _timed(fn: Callable[[Path], Any], path: Path) -> tuple[float, Any]:
-    started = time.perf_counter()
-    out = fn(path)
-    return time.perf_counter() - started, out
-
-
-def _timed_cpu(fn: Callable[[Path], Any], path: Path) -> tuple[float, float, float]:
-    """Wall-clock, user-CPU and system-CPU seconds of one call."""
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    wall, _ = _timed(fn, path)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the timings, their ratio and the peak resident memory."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10_000_000, help="steps to retain (default 10 million)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the synthetic timeline")
-    parser.add_argument("--path", type=Path, help="Parquet file to reuse or create (default: a cache file "
-                                                  "under the temporary folder, keyed by steps and seed)")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats after the warm-up")
-    parser.add_argument("--regenerate", action="store_true", help="write the file even if it exists")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser, "steps", 10_000_000, "steps to retain (default 10 million)",
+                  "random seed of the synthetic timeline")
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.repeats < 1:
-        parser.error("--steps and --repeats must be at least 1")
+    check_arguments(parser, args, "steps")
     path = args.path or default_path(args.steps, args.seed)
 
     if args.generate_only:
@@ -120,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     generated = None
     if args.regenerate or not path.is_file():
-        command = [sys.executable, __file__, "--generate-only", "--steps", str(args.steps), "--seed",
-                   str(args.seed), "--path", str(path)]
-        child = subprocess.run(command, capture_output=True, text=True, check=False)
+        child = generate_in_child(__file__, "steps", args, path)
         if child.returncode != 0:
             print(child.stderr, file=sys.stderr)
             return 1
@@ -133,13 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.json:
         print(f"reusing {path}")
 
-    # warm-up: imports, page cache, allocator
-    floor_warm, n_stamps = _timed(floor, path)
-    factor_warm, summary = _timed(factor, path)
-    floor_runs, factor_runs = [], []
-    for _ in range(args.repeats):
-        floor_runs.append(_timed_cpu(floor, path))
-        factor_runs.append(_timed_cpu(factor, path))
+    runs = interleaved(floor, factor, path, args.repeats, timed_cpu)
+    floor_warm, n_stamps = runs["floor_warm"], runs["floor_out"]
+    factor_warm, summary = runs["factor_warm"], runs["factor_out"]
+    floor_runs, factor_runs = runs["floor_runs"], runs["factor_runs"]
     floors, factors = [r[0] for r in floor_runs], [r[0] for r in factor_runs]
     floor_s, factor_s = statistics.median(floors), statistics.median(factors)
     # CPU time split: system time is the kernel mapping and zeroing fresh memory pages, the part of a

@@ -26,7 +26,6 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _timing import add_arguments, check_arguments, generate_in_child, interleaved, timed
 
 TARGET_RATIO = 3.0
 
@@ -78,25 +78,12 @@ def factor(path: Path) -> dict[str, Any]:
     return scheduling_summary(**records.tables(), ledger=ledger)
 
 
-def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    started = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - started, out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=10_000_000, help="allocation rows (default 10 million)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the synthetic fleet")
-    parser.add_argument("--path", type=Path, help="Parquet file to reuse or create (default: a cache file "
-                                                  "under the temporary folder, keyed by n and seed)")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats after the warm-up")
-    parser.add_argument("--regenerate", action="store_true", help="write the file even if it exists")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser, "n", 10_000_000, "allocation rows (default 10 million)",
+                  "random seed of the synthetic fleet")
     args = parser.parse_args(argv)
-    if args.n < 1 or args.repeats < 1:
-        parser.error("--n and --repeats must be at least 1")
+    check_arguments(parser, args, "n")
     path = args.path or default_path(args.n, args.seed)
 
     if args.generate_only:
@@ -105,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     generated = None
     if args.regenerate or not path.is_file():
-        child = subprocess.run([sys.executable, __file__, "--generate-only", "--n", str(args.n), "--seed",
-                                str(args.seed), "--path", str(path)], capture_output=True, text=True,
-                               check=False)
+        child = generate_in_child(__file__, "n", args, path)
         if child.returncode != 0:
             print(child.stderr, file=sys.stderr)
             return 1
@@ -117,13 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.json:
         print(f"reusing {path}")
 
-    # warm-up: imports, page cache, allocator
-    t_floor0, n_times = _timed(floor, path)
-    t_factor0, summary = _timed(factor, path)
-    floors, factors = [], []
-    for _ in range(args.repeats):
-        floors.append(_timed(floor, path)[0])
-        factors.append(_timed(factor, path)[0])
+    runs = interleaved(floor, factor, path, args.repeats, lambda fn, p: timed(fn, p)[0])
+    t_floor0, n_times = runs["floor_warm"], runs["floor_out"]
+    t_factor0, summary = runs["factor_warm"], runs["factor_out"]
+    floors, factors = runs["floor_runs"], runs["factor_runs"]
     floor_s, factor_s = statistics.median(floors), statistics.median(factors)
     ratio = factor_s / floor_s
     ratio_of_minima = min(factors) / min(floors)

@@ -24,45 +24,25 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
+from notebook_support import (
+    EXTRA_PARAMETERS,
+    PARAMETER_FILES,
+    ROOT,
+    declared_parameters,
+    figure_names,
+    load_yaml,
+    parameter_cells,
+    printed,
+    run_notebook,
+    source,
+)
 
 from fleetlib.golden import check_committed
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
 SCHEDULER = "notebooks/01_scheduler_records.ipynb"
-PARAMETER_FILES = sorted((ROOT / "parameters").glob("*.yaml"))
-EXTRA_PARAMETERS = {"output_dir", "interactive"}
-SAVE_CALL = re.compile(r"save_figure\(\s*[\w.]+\s*,\s*[\"']([A-Za-z0-9_\-]+)[\"']\s*,\s*output_dir\s*\)")
 MLPERF_LOGS = sorted((ROOT / "data" / "timelines").glob("*_result_0.txt"))
-
-
-def _source(cell: nbformat.NotebookNode) -> str:
-    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
-
-
-def _parameter_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
-    return [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-
-
-def _declared(nb: nbformat.NotebookNode) -> dict[str, object]:
-    (cell,) = _parameter_cells(nb)
-    out: dict[str, object] = {}
-    for node in ast.parse(_source(cell)).body:
-        assert isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name), ast.dump(node)
-        value = ast.literal_eval(node.value)  # raises on anything but a literal
-        assert ast.unparse(node.annotation) == type(value).__name__, ast.unparse(node)
-        out[node.target.id] = value
-    return out
-
-
-def _yaml(path: Path) -> dict[str, object]:
-    return yaml.safe_load(path.read_text())
-
-
-def _figure_names(nb: nbformat.NotebookNode) -> list[str]:
-    return [n for c in nb.cells if c.cell_type == "code" for n in SAVE_CALL.findall(_source(c))]
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +71,9 @@ def test_nbstripout_would_change_nothing():
 
 
 def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
-    declared = _declared(nb)
+    declared = declared_parameters(nb)
     assert declared["output_dir"] == "" and declared["interactive"] is False
-    scenarios = {p.name: _yaml(p) for p in PARAMETER_FILES}
+    scenarios = {p.name: load_yaml(p) for p in PARAMETER_FILES}
     assert len(scenarios) >= 2
     for name, default in declared.items():
         if name in EXTRA_PARAMETERS:
@@ -108,10 +88,10 @@ def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
 
 
 def test_parameter_files_name_bundled_data(nb):
-    declared = _declared(nb)
+    declared = declared_parameters(nb)
     assert declared["timeline_format"] in ("canonical", "mlgoodput", "mlperf")
     assert declared["timeline_definition"] in ("committed", "retrospective")
-    for scenario in map(_yaml, PARAMETER_FILES):
+    for scenario in map(load_yaml, PARAMETER_FILES):
         files = scenario["timeline_files"]
         assert files and all((ROOT / p).is_file() and p.startswith("data/timelines/") for p in files)
         folder = scenario["timeline_mlperf_folder"]
@@ -119,22 +99,22 @@ def test_parameter_files_name_bundled_data(nb):
 
 
 def test_every_declared_parameter_is_used(nb):
-    (param_cell,) = _parameter_cells(nb)
-    later = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code" and c is not param_cell)
+    (param_cell,) = parameter_cells(nb)
+    later = "\n".join(source(c) for c in nb.cells if c.cell_type == "code" and c is not param_cell)
     names = {n.id for n in ast.walk(ast.parse(later)) if isinstance(n, ast.Name)}
-    assert set(_declared(nb)) - names == set()
+    assert set(declared_parameters(nb)) - names == set()
 
 
 def test_figures_saved_through_save_figure(nb):
-    code = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code")
+    code = "\n".join(source(c) for c in nb.cells if c.cell_type == "code")
     assert "fleetlib.plots.use_theme()" in code and "if output_dir:" in code
     for plot in ("attempt_gantt", "cumulative_goodput", "step_time_distribution"):
         assert f"fleetlib.plots.{plot}(" in code
-    names = _figure_names(nb)
+    names = figure_names(nb)
     assert len(names) >= 7 and len(names) == len(set(names))
     assert all(n.startswith("timeline_") for n in names)
     others = {n for p in [*COURSE_NOTEBOOKS, SCHEDULER] if (ROOT / p).is_file()
-              for n in _figure_names(nbformat.read(ROOT / p, as_version=4))}
+              for n in figure_names(nbformat.read(ROOT / p, as_version=4))}
     assert not set(names) & others
     assert code.count("save_figure(") == len(names)  # every save names output_dir
 
@@ -151,24 +131,6 @@ def test_notebook_follows_the_scheduler_notebook_in_the_report_chain():
 # ---------------------------------------------------------------------------------------------------
 # Papermill runs
 # ---------------------------------------------------------------------------------------------------
-
-
-def _run(tmp_path: Path, params: dict[str, object]) -> nbformat.NotebookNode:
-    import papermill as pm
-
-    executed = tmp_path / NOTEBOOK.name
-    pm.execute_notebook(str(NOTEBOOK), str(executed), parameters=params, kernel_name="python3", cwd=str(ROOT),
-                        execution_timeout=300, progress_bar=False)
-    result = nbformat.read(executed, as_version=4)
-    errors = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    return result
-
-
-def _printed(result: nbformat.NotebookNode) -> str:
-    return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
-                   if o.get("output_type") == "stream")
 
 
 def _displayed(result: nbformat.NotebookNode) -> str:
@@ -190,15 +152,15 @@ def _held_s(log: Path) -> float:
 @pytest.mark.notebook
 @pytest.mark.parametrize("params_path", PARAMETER_FILES, ids=lambda p: p.stem)
 def test_runs_with_each_parameter_file(params_path, tmp_path, nb):
-    declared = _declared(nb)
-    params = {k: v for k, v in _yaml(params_path).items() if k in declared}  # as the report passes them
+    declared = declared_parameters(nb)
+    params = {k: v for k, v in load_yaml(params_path).items() if k in declared}  # as the report passes them
     params["output_dir"] = str(tmp_path / "figures")
-    result = _run(tmp_path, params)
-    for name in _figure_names(nb):
+    result = run_notebook(NOTEBOOK, tmp_path, params)
+    for name in figure_names(nb):
         for ext in ("png", "svg"):
             written = tmp_path / "figures" / f"{name}.{ext}"
             assert written.is_file() and written.stat().st_size > 1000, written
-    text = _printed(result)
+    text = printed(result)
     # the synthetic job: measured and injected R agree, and no category differs by more than rounding
     measured, injected = re.search(r"R = ([\d.]+) measured, ([\d.]+) injected", text).groups()
     assert measured == injected
@@ -225,8 +187,8 @@ def test_runs_on_mlgoodput_with_extra_mlperf_folder_and_widgets(tmp_path):
         "timeline_mlperf_folder": str(extra),
         "interactive": True,
     }
-    result = _run(tmp_path, params)
-    text = _printed(result)
+    result = run_notebook(NOTEBOOK, tmp_path, params)
+    text = printed(result)
     assert "mlgoodput: 159 records read" in text and "retrospective definition" in text
     assert _displayed(result).count("llama2_70b_lora") >= 3  # two bundled logs and the added one
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})

@@ -14,54 +14,32 @@ printed numbers against values computed here from the raw Helios files.
 from __future__ import annotations
 
 import ast
-import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
-import yaml
+from notebook_support import (
+    EXTRA_PARAMETERS,
+    PARAMETER_FILES,
+    ROOT,
+    declared_parameters,
+    figure_names,
+    load_yaml,
+    parameter_cells,
+    printed,
+    run_notebook,
+    source,
+)
 
 from fleetlib.golden import check_committed
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "01_scheduler_records.ipynb"
-PARAMETER_FILES = sorted((ROOT / "parameters").glob("*.yaml"))
-EXTRA_PARAMETERS = {"output_dir", "interactive"}
-SAVE_CALL = re.compile(r"save_figure\(\s*[\w.]+\s*,\s*[\"']([A-Za-z0-9_\-]+)[\"']\s*,\s*output_dir\s*\)")
 HELIOS = ROOT / "data" / "scheduler" / "helios_earth_may2020"
 #: Keys of the parameter files that belong to the course, not to this notebook, despite the prefix.
 COURSE_SCHEDULING_KEYS = {"scheduling_goodput", "scheduling_ceiling"}
-
-
-def _source(cell: nbformat.NotebookNode) -> str:
-    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
-
-
-def _parameter_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
-    return [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-
-
-def _declared(nb: nbformat.NotebookNode) -> dict[str, object]:
-    (cell,) = _parameter_cells(nb)
-    out: dict[str, object] = {}
-    for node in ast.parse(_source(cell)).body:
-        assert isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name), ast.dump(node)
-        value = ast.literal_eval(node.value)  # raises on anything but a literal
-        assert ast.unparse(node.annotation) == type(value).__name__, ast.unparse(node)
-        out[node.target.id] = value
-    return out
-
-
-def _yaml(path: Path) -> dict[str, object]:
-    return yaml.safe_load(path.read_text())
-
-
-def _figure_names(nb: nbformat.NotebookNode) -> list[str]:
-    return [n for c in nb.cells if c.cell_type == "code" for n in SAVE_CALL.findall(_source(c))]
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +68,9 @@ def test_nbstripout_would_change_nothing():
 
 
 def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
-    declared = _declared(nb)
+    declared = declared_parameters(nb)
     assert declared["output_dir"] == "" and declared["interactive"] is False
-    scenarios = {p.name: _yaml(p) for p in PARAMETER_FILES}
+    scenarios = {p.name: load_yaml(p) for p in PARAMETER_FILES}
     assert len(scenarios) >= 2
     for name, default in declared.items():
         if name in EXTRA_PARAMETERS:
@@ -109,7 +87,7 @@ def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
 
 
 def test_parameter_files_name_bundled_data(nb):
-    declared = _declared(nb)
+    declared = declared_parameters(nb)
     for key in ("scheduling_files", "scheduling_openb_files"):
         assert declared[key] and all((ROOT / p).is_file() for p in declared[key])
         assert all(p.startswith("data/scheduler/") for p in declared[key])
@@ -117,18 +95,18 @@ def test_parameter_files_name_bundled_data(nb):
 
 
 def test_every_declared_parameter_is_used(nb):
-    (param_cell,) = _parameter_cells(nb)
-    later = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code" and c is not param_cell)
+    (param_cell,) = parameter_cells(nb)
+    later = "\n".join(source(c) for c in nb.cells if c.cell_type == "code" and c is not param_cell)
     names = {n.id for n in ast.walk(ast.parse(later)) if isinstance(n, ast.Name)}
-    assert set(_declared(nb)) - names == set()
+    assert set(declared_parameters(nb)) - names == set()
 
 
 def test_figures_saved_through_save_figure(nb):
-    code = "\n".join(_source(c) for c in nb.cells if c.cell_type == "code")
+    code = "\n".join(source(c) for c in nb.cells if c.cell_type == "code")
     assert "fleetlib.plots.use_theme()" in code and "if output_dir:" in code
-    names = _figure_names(nb)
+    names = figure_names(nb)
     assert len(names) >= 5 and len(names) == len(set(names))
-    course = {n for p in COURSE_NOTEBOOKS for n in _figure_names(nbformat.read(ROOT / p, as_version=4))}
+    course = {n for p in COURSE_NOTEBOOKS for n in figure_names(nbformat.read(ROOT / p, as_version=4))}
     assert not set(names) & course
     assert code.count("save_figure(") == len(names)  # every save names output_dir
 
@@ -145,36 +123,18 @@ def test_notebook_heads_the_report_chain():
 # ---------------------------------------------------------------------------------------------------
 
 
-def _run(tmp_path: Path, params: dict[str, object]) -> nbformat.NotebookNode:
-    import papermill as pm
-
-    executed = tmp_path / NOTEBOOK.name
-    pm.execute_notebook(str(NOTEBOOK), str(executed), parameters=params, kernel_name="python3", cwd=str(ROOT),
-                        execution_timeout=300, progress_bar=False)
-    result = nbformat.read(executed, as_version=4)
-    errors = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    return result
-
-
-def _printed(result: nbformat.NotebookNode) -> str:
-    return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
-                   if o.get("output_type") == "stream")
-
-
 @pytest.mark.notebook
 @pytest.mark.parametrize("params_path", PARAMETER_FILES, ids=lambda p: p.stem)
 def test_runs_with_each_parameter_file(params_path, tmp_path, nb):
-    declared = _declared(nb)
-    params = {k: v for k, v in _yaml(params_path).items() if k in declared}  # as the report passes them
+    declared = declared_parameters(nb)
+    params = {k: v for k, v in load_yaml(params_path).items() if k in declared}  # as the report passes them
     params["output_dir"] = str(tmp_path / "figures")
-    result = _run(tmp_path, params)
-    for name in _figure_names(nb):
+    result = run_notebook(NOTEBOOK, tmp_path, params)
+    for name in figure_names(nb):
         for ext in ("png", "svg"):
             written = tmp_path / "figures" / f"{name}.{ext}"
             assert written.is_file() and written.stat().st_size > 1000, written
-    text = _printed(result)
+    text = printed(result)
     # S over the whole May record from the raw minute files: running / total GPUs, all five VCs
     raw = [pd.read_csv(p) for p in sorted(HELIOS.glob("vc*.csv.gz"))]
     s_raw = sum(r["running_gpu_num"].sum() for r in raw) / sum(r["total_gpu_num"].sum() for r in raw)
@@ -196,8 +156,8 @@ def test_runs_on_slurm_with_window_cross_pool_view_and_widgets(tmp_path):
         "scheduling_synth_allocations": 2000,
         "interactive": True,
     }
-    result = _run(tmp_path, params)
-    text = _printed(result)
+    result = run_notebook(NOTEBOOK, tmp_path, params)
+    text = printed(result)
     assert "cross-pool idle view" in text and "2024-03-04T00:00:00+00:00 .. 2024-03-05T00:00:00+00:00" in text
     assert "held time of" in text and "(records)" in text  # Slurm has jobs: its own held time is handed on
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})

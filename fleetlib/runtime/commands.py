@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -224,12 +225,7 @@ def run_synth_timeline(steps: int, seed: int, out: str | Path, **options: Any) -
     """
     from fleetlib.runtime.synth import synth_timeline_file
 
-    path = Path(out)
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write the output file: folder {str(path.parent)!r} does not exist",
-                         file=str(path))
-    if path.is_dir():
-        raise InputError("cannot write the output file: it is a folder", file=str(path))
+    path = writable_output_path(out)
     if path.suffix.lower() not in (".parquet", ".pq"):
         raise DomainError(f"the output file must end in .parquet; got {str(path)!r}")
     kwargs = {k: v for k, v in options.items() if v is not None}

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.scheduling.goodput import LOSS_KEYS
 from fleetlib.scheduling.readers import FORMATS
@@ -170,12 +171,7 @@ def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | N
 
     if days is not None and not days > 0:
         raise DomainError(f"days must be positive; got {days!r}")
-    path = Path(out)
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write the output file: folder {str(path.parent)!r} does not exist",
-                         file=str(path))
-    if path.is_dir():
-        raise InputError("cannot write the output file: it is a folder", file=str(path))
+    path = writable_output_path(out)
     try:
         return synth_allocations_command(n, seed, path, days=days)
     except OSError as exc:

@@ -1,0 +1,64 @@
+"""Helpers shared by the rung-notebook tests: reading a notebook's parameters cell and running it.
+
+Imported as ``from notebook_support import ...``: pytest's rootdir-based import mode puts ``tests/`` on
+``sys.path`` (the folder has no ``__init__.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMETER_FILES = sorted((ROOT / "parameters").glob("*.yaml"))
+EXTRA_PARAMETERS = {"output_dir", "interactive"}
+SAVE_CALL = re.compile(r"save_figure\(\s*[\w.]+\s*,\s*[\"']([A-Za-z0-9_\-]+)[\"']\s*,\s*output_dir\s*\)")
+
+
+def source(cell: nbformat.NotebookNode) -> str:
+    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
+def parameter_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+
+
+def declared_parameters(nb: nbformat.NotebookNode) -> dict[str, object]:
+    (cell,) = parameter_cells(nb)
+    out: dict[str, object] = {}
+    for node in ast.parse(source(cell)).body:
+        assert isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name), ast.dump(node)
+        value = ast.literal_eval(node.value)  # raises on anything but a literal
+        assert ast.unparse(node.annotation) == type(value).__name__, ast.unparse(node)
+        out[node.target.id] = value
+    return out
+
+
+def load_yaml(path: Path) -> dict[str, object]:
+    return yaml.safe_load(path.read_text())
+
+
+def figure_names(nb: nbformat.NotebookNode) -> list[str]:
+    return [n for c in nb.cells if c.cell_type == "code" for n in SAVE_CALL.findall(source(c))]
+
+
+def run_notebook(notebook: Path, tmp_path: Path, params: dict[str, object]) -> nbformat.NotebookNode:
+    import papermill as pm
+
+    executed = tmp_path / notebook.name
+    pm.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3", cwd=str(ROOT),
+                        execution_timeout=300, progress_bar=False)
+    result = nbformat.read(executed, as_version=4)
+    errors = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    return result
+
+
+def printed(result: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
+                   if o.get("output_type") == "stream")
