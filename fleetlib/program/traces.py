@@ -1660,19 +1660,7 @@ def _steps_table(s: Mapping[str, np.ndarray], origin: int, scale: float, marker:
     if not is_step.any():
         return empty_steps()
     sub = {k: v[is_step] for k, v in s.items()}
-    rows = sub["row"]
-    book.read += len(rows)
-    ts, du, ok = _times(sub, book)
-    start = _to_us(ts, origin, scale)
-    dur = du.astype(np.float64) / scale
-    neg = ok & (dur < 0)
-    if neg.any():
-        book.reject(rows[neg], "dur", "step annotation with a negative duration")
-    ok &= ~neg
-    long_ = ok & (dur > opts.max_event_us)
-    if long_.any():
-        book.reject(rows[long_], "dur", f"step annotation longer than max_event_us={opts.max_event_us:g}")
-    ok &= ~long_
+    start, dur, ok = _timed_rows(sub, book, origin, scale, opts, "step annotation")
     if not ok.any():
         return empty_steps()
     start, dur = start[ok], dur[ok]
@@ -1727,19 +1715,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
     if not is_sync.any():
         return empty_host_syncs()
     sub = {k: v[is_sync] for k, v in r.items()}
-    rows = sub["row"]
-    book.read += len(rows)
-    ts, du, ok = _times(sub, book)
-    start = _to_us(ts, origin, scale)
-    dur = du.astype(np.float64) / scale
-    neg = ok & (dur < 0)
-    if neg.any():
-        book.reject(rows[neg], "dur", "sync call with a negative duration")
-    ok &= ~neg
-    long_ = ok & (dur > opts.max_event_us)
-    if long_.any():
-        book.reject(rows[long_], "dur", f"sync call longer than max_event_us={opts.max_event_us:g}")
-    ok &= ~long_
+    start, dur, ok = _timed_rows(sub, book, origin, scale, opts, "sync call")
     tids = _map_unique(sub["tid"][ok], _small_int, None)
     frame = pd.DataFrame({
         "rank": np.zeros(int(ok.sum()), dtype=np.int64),
@@ -2100,3 +2076,25 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     h_all = _concat(syncs, empty_host_syncs(), ("name", "sync_kind")).sort_values(
         ["rank", "start_us"], kind="stable", ignore_index=True)
     return TraceSet(k_all, s_all, h_all, {tr.rank: tr.metadata for tr in reads}, ledger, base, reads)
+
+
+def _timed_rows(sub: dict[str, np.ndarray], book: _Book, origin: Any, scale: float, opts: _Options,
+                what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Count ``sub``'s rows as read; return start (µs), duration (µs) and the rows still valid.
+
+    Rows with a negative duration, or one longer than ``opts.max_event_us``, are rejected in the
+    ledger with ``what`` naming the kind of event.
+    """
+    rows = sub["row"]
+    book.read += len(rows)
+    ts, du, ok = _times(sub, book)
+    start = _to_us(ts, origin, scale)
+    dur = du.astype(np.float64) / scale
+    neg = ok & (dur < 0)
+    if neg.any():
+        book.reject(rows[neg], "dur", f"{what} with a negative duration")
+    ok &= ~neg
+    long_ = ok & (dur > opts.max_event_us)
+    if long_.any():
+        book.reject(rows[long_], "dur", f"{what} longer than max_event_us={opts.max_event_us:g}")
+    return start, dur, ok & ~long_
