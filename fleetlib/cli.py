@@ -20,6 +20,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, NoReturn
 
 from fleetlib.quality import FleetlibError
 
-__all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_FAILED", "build_parser", "main"]
+__all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parser", "main"]
 
 #: Modules that add a rung's subcommands: each defines ``register(subparsers, synth_subparsers,
 #: add_json)`` and sets ``func`` / ``render`` on its leaf parsers like the commands here.
@@ -39,6 +40,9 @@ EXIT_BAD_ARGUMENTS = 2
 
 #: Exit status when a well-formed command fails while running (a notebook raises).
 EXIT_FAILED = 1
+
+#: Exit status when stdout's reader closed the pipe early (as a shell reports SIGPIPE: 128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +56,16 @@ class _Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------------------------------------------
 # Output
 # ---------------------------------------------------------------------------------------------------
+
+
+def _silence_stdout() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (e.g. captured by a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
@@ -317,7 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 for bad arguments or unreadable input, 1 when a report notebook fails.
+        0 on success, 2 for bad arguments or unreadable input, 1 when a report notebook fails,
+        141 when the reader of stdout closed the pipe early (`fleetlib ... | head`).
     """
     parser = build_parser()
     try:
@@ -331,6 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.func(args)
         _emit(result, args.json, args.render)
+    except BrokenPipeError:
+        # The reader went away (``fleetlib ... | head``): not an error of ours.  Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again, and exit quietly.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except FleetlibError as exc:
         from fleetlib.report import ReportError
 

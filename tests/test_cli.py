@@ -190,3 +190,37 @@ def test_python_m_fleetlib_runs_the_same_cli():
     assert bad.stdout == ""
     assert "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
     assert "scheduling" in bad.stderr
+
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone away: every write raises BrokenPipeError."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_closed_pipe_exits_quietly(monkeypatch, capsys):
+    # `fleetlib ... --json | head -c 1`: the reader closes the pipe; main returns 141 and prints nothing.
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    status = main(["mpg", "--scheduling", "0.65", "--runtime", "0.9", "--program", "0.48", "--json"])
+    assert status == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_closed_pipe_from_a_real_pipe():
+    # The same through a real pipe, with output far larger than the pipe buffer so the write must block
+    # until the reader has gone: no traceback on stderr.
+    code = ("import sys; from fleetlib.cli import main; "
+            "import fleetlib.cli as c; c._emit = lambda r, j, f: print('x' * 1_000_000); "
+            "sys.exit(main(['mpg', '--scheduling', '0.65', '--runtime', '0.9', '--program', '0.48']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=ROOT)
+    assert proc.stdout is not None and proc.stdout.read(1) == b"x"
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
