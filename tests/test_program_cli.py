@@ -238,3 +238,82 @@ def test_run_program_raises_fleetlib_errors(tmp_path):
     cfg.write_text("accelerator: V100 SXM\n", encoding="utf-8")
     with pytest.raises(FleetlibError, match="devices"):
         run_program([DLRM], model=cfg, cache=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# fleetlib synth rank-timers / fleetlib stragglers (fleetlib.program.fleet)
+# ---------------------------------------------------------------------------------------------------
+
+FLEET_CORPUS = ROOT / "tests" / "corpus" / "fleet"
+
+
+@pytest.fixture(scope="module")
+def timers(tmp_path_factory):
+    """40 ranks x 30 steps with rank 7 slowed 1.6x, through ``fleetlib synth rank-timers --json``."""
+    out = tmp_path_factory.mktemp("timers") / "timers.parquet"
+    rc, text, err = run_cli("synth", "rank-timers", "--ranks", "40", "--steps", "30", "--seed", "4",
+                            "--stragglers", "7:1.6", "--out", str(out), "--json")
+    assert rc == 0, err
+    return json.loads(text)
+
+
+def test_synth_rank_timers_command(timers):
+    assert timers["truth"]["stragglers"] == [{"rank": 7, "slowdown": 1.6}]
+    assert (timers["rows"], timers["ranks"], timers["steps"]) == (1200, 40, 30)
+    assert Path(timers["path"]).stat().st_size == timers["bytes"]
+
+
+def test_stragglers_command_finds_the_injected_rank(timers):
+    rc, text, err = run_cli("stragglers", timers["path"], "--top", "3", "--json")
+    assert rc == 0, err
+    res = json.loads(text)
+    assert set(res) >= {"stragglers", "last_arriver_counts", "wait_totals", "steps", "ranks", "engine",
+                        "ledger"}
+    assert (res["engine"], res["workers"]) == ("pandas", None)
+    assert (res["ranks"], res["steps"], res["rows"]) == (40, 30, 1200)
+    assert len(res["stragglers"]) == 3
+    assert res["stragglers"][0]["rank"] == 7 and res["stragglers"][0]["straggler"] is True
+    assert res["straggler_ranks"] == [7]
+    assert next(iter(res["last_arriver_counts"])) == "7"  # most often last
+    assert sum(res["last_arriver_counts"].values()) <= 30
+    assert res["ledger"]["read"] == res["ledger"]["kept"] == 1200
+
+
+def test_stragglers_text_rendering(timers):
+    rc, text, err = run_cli("stragglers", timers["path"], "--top", "2", "--threshold", "0.5")
+    assert rc == 0, err
+    assert "40 rank(s) x 30 step(s), 1,200 timers" in text
+    assert "stragglers: none below the threshold" in text  # 1/1.6 = 0.625 is above 0.5
+    lines = text.splitlines()
+    assert lines[3].split()[0] == "7"  # the first ranked row
+    rc, text, _ = run_cli("synth", "rank-timers", "--ranks", "3", "--steps", "2", "--stragglers", "none",
+                          "--out", str(Path(timers["path"]).with_name("small.parquet")))
+    assert rc == 0 and "injected persistent stragglers: none" in text
+
+
+def test_stragglers_ledger_rejections_are_printed():
+    rc, text, err = run_cli("stragglers", str(FLEET_CORPUS / "negative_duration.csv"), "--json")
+    assert rc == 0, err
+    led = json.loads(text)["ledger"]
+    assert (led["read"], led["kept"], led["rejected"]) == (4, 3, 1)
+    assert led["entries"][0]["row"] == 4 and led["entries"][0]["field"] == "duration_s"
+
+
+@pytest.mark.parametrize(("argv", "needles"), [
+    (["stragglers", "MISSING"], ("fleetlib stragglers: error:", "no such file")),
+    (["stragglers", str(FLEET_CORPUS / "duplicate_rank_step.csv")], ("row 5", "rank 1 at step 0")),
+    (["stragglers", str(FLEET_CORPUS / "wrong_dtype.csv")], ("row 3", "duration_s")),
+    (["stragglers", str(FLEET_CORPUS / "negative_duration.csv"), "--engine", "dask"], ("Parquet",)),
+    (["stragglers", str(FLEET_CORPUS / "negative_duration.csv"), "--top", "0"], ("top must be",)),
+    (["synth", "rank-timers", "--ranks", "4", "--steps", "2", "--stragglers", "5-1.5", "--out", "x.parquet"],
+     ("fleetlib synth rank-timers: error:", "RANK:SLOWDOWN")),
+    (["synth", "rank-timers", "--ranks", "4", "--steps", "2", "--out", "/no/such/folder/x.parquet"],
+     ("does not exist",)),
+])
+def test_fleet_commands_bad_input_exit_2(argv, needles, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(*argv)
+    assert rc == EXIT_BAD_ARGUMENTS and out == ""
+    assert err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err

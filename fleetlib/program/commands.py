@@ -1,6 +1,11 @@
-"""Command line of rung 3: ``fleetlib program FILE_OR_DIR... [--model CONFIG.yaml] [--no-cache]``.
+"""Command line of rung 3: ``fleetlib program``, ``fleetlib stragglers`` and ``fleetlib synth rank-timers``.
 
-:func:`register` adds the command to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The work
+``fleetlib program FILE_OR_DIR... [--model CONFIG.yaml] [--no-cache]`` reads step traces;
+``fleetlib stragglers PATH [--engine pandas|dask] [--workers N] [--top K]`` finds stragglers from
+per-rank step timers (:func:`run_stragglers`, :mod:`fleetlib.program.fleet`); ``fleetlib synth
+rank-timers`` writes synthetic timers with injected stragglers (:func:`run_synth_rank_timers`).
+
+:func:`register` adds the commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The work
 is done by :func:`fleetlib.program.traces.read_traces` (Kineto traces -> kernel and step tables, with
 a ledger), :func:`fleetlib.program.collectives.program_summary` (per-rank partition of step wall time,
 stragglers, collective audit) and, when a model configuration gives the useful FLOPs,
@@ -38,6 +43,8 @@ Examples
     $ fleetlib program data/traces/dlrm_8rank
     $ fleetlib program data/traces/dlrm_8rank --model data/traces/models/dlrm_example.yaml --json
     $ fleetlib program data/traces/hta_pp_pair_rank-*.json.gz --no-cache
+    $ fleetlib synth rank-timers --ranks 16384 --steps 10000 --seed 0 --out /tmp/timers.parquet
+    $ fleetlib stragglers /tmp/timers.parquet --engine dask --workers 2 --top 5 --json
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from fleetlib.commands_common import writable_output_path
 from fleetlib.program.breakdown import PARTITION_PARTS
 from fleetlib.quality import DomainError, InputError
 
@@ -57,9 +65,14 @@ __all__ = [
     "MAX_LEDGER_ENTRIES",
     "MODEL_KEYS",
     "load_model_config",
+    "parse_stragglers",
     "register",
     "render_program",
+    "render_stragglers",
+    "render_synth_rank_timers",
     "run_program",
+    "run_stragglers",
+    "run_synth_rank_timers",
 ]
 
 #: Keys a model configuration may hold.
@@ -378,8 +391,233 @@ def render_program(res: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
+# fleetlib stragglers / fleetlib synth rank-timers
+# ---------------------------------------------------------------------------------------------------
+
+
+def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int = 2, top: int = 10,
+                   threshold: float | None = None, client: Any = None,
+                   progress: bool = False) -> dict[str, Any]:
+    """Compute the object ``fleetlib stragglers`` prints, from command-line style arguments.
+
+    Parameters
+    ----------
+    path
+        A Parquet or CSV file of per-rank step timers (``rank, step, duration_s``), or a folder of
+        such files.
+    engine
+        ``"pandas"`` or ``"dask"``; None picks pandas up to
+        :data:`fleetlib.program.fleet.AUTO_DASK_ROWS` rows and Dask above.
+    workers
+        Worker processes of the local Dask cluster (Dask engine, when ``client`` is None).
+    top
+        Ranks listed (at least 1).
+    threshold
+        Relative score below which a rank is a straggler (default
+        :data:`fleetlib.program.collectives.DEFAULT_STRAGGLER_THRESHOLD`).
+    client
+        An existing :class:`distributed.Client` for the Dask engine.
+    progress
+        Progress bars on standard error (Dask engine).
+
+    Returns
+    -------
+    dict
+        :meth:`fleetlib.program.fleet.FleetStragglers.to_dict` (``engine``, ``files``, ``rows``,
+        ``ranks``, ``steps``, ``threshold``, ``top``, ``stragglers``, ``straggler_ranks``,
+        ``last_arriver_counts``, ``last_arriver_ranks``, ``wait_totals``, ``ledger``) plus
+        ``workers`` (None for pandas) and ``path``.
+
+    Raises
+    ------
+    InputError
+        A missing or unreadable path or row (see :func:`fleetlib.program.fleet.read_rank_timers`).
+    DomainError
+        ``top`` or ``workers`` below 1, an unknown engine, a threshold outside [0, 1], or CSV with
+        the Dask engine.
+    """
+    from fleetlib.program.collectives import DEFAULT_STRAGGLER_THRESHOLD
+    from fleetlib.program.fleet import straggler_analysis
+
+    for name, v in (("top", top), ("workers", workers)):
+        if isinstance(v, bool) or int(v) != v or v < 1:
+            raise DomainError(f"{name} must be a whole number >= 1; got {v!r}")
+    thr = DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold
+    res = straggler_analysis(path, engine=engine, client=client, workers=int(workers),  # type: ignore[arg-type]
+                             threshold=thr, progress=progress)
+    out = res.to_dict(int(top), max_ledger_entries=MAX_LEDGER_ENTRIES)
+    out["workers"] = None if res.engine == "pandas" else (int(workers) if client is None else
+                                                          len(client.scheduler_info().get("workers", {})))
+    out["path"] = str(path)
+    return out
+
+
+def render_stragglers(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib stragglers``' result as text with units.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_stragglers` returns.
+
+    Returns
+    -------
+    str
+        Size and engine, the top ranks (steps, times last, share, wait caused and own wait in
+        seconds, mean duration, relative score), the most frequent last arrivers, the wait totals and
+        the ledger's counts.
+    """
+    engine = res["engine"] + (f", {res['workers']} worker(s)" if res.get("workers") else "")
+    lines = [f"{res['ranks']:,} rank(s) x {res['steps']:,} step(s), {res['rows']:,} timers from "
+             f"{len(res['files'])} file(s) ({engine})",
+             f"top {len(res['stragglers'])} by relative score (best rank mean / rank mean; straggler below "
+             f"{res['threshold']:g}):",
+             f"  {'rank':>7} {'steps':>7} {'last':>7} {'share':>7} {'caused s':>12} {'wait s':>12} "
+             f"{'mean s':>9} {'score':>6}"]
+    for s in res["stragglers"]:
+        mark = "  straggler" if s["straggler"] else ""
+        lines.append(f"  {s['rank']:>7} {s['steps']:>7,} {s['arrived_last']:>7,} "
+                     f"{s['arrived_last_share']:>7.1%} {s['wait_caused_s']:>12,.3f} {s['wait_s']:>12,.3f} "
+                     f"{s['mean_duration_s']:>9.4f} {s['relative_score']:>6.3f}{mark}")
+    counts = ", ".join(f"rank {r} ({c:,})" for r, c in res["last_arriver_counts"].items())
+    lines.append(f"last arrivers ({res['last_arriver_ranks']:,} distinct rank(s)): {counts}")
+    wt = res["wait_totals"]
+    lines.append(f"barrier wait, all ranks: {wt['all_ranks_s']:,.3f} s ({wt['per_step_mean_s']:,.3f} s "
+                 "per step); longest waiters: " + ", ".join(f"rank {w['rank']} ({w['wait_s']:,.3f} s)"
+                                                 for w in wt["top_waiters"][:3]))
+    flagged = res["straggler_ranks"]
+    lines.append(f"stragglers: {', '.join(map(str, flagged[:20]))}" + (" ..." if len(flagged) > 20 else "")
+                 if flagged else "stragglers: none below the threshold")
+    led = res["ledger"]
+    lines.append(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
+                 f"{led['rejected']:,} rejected")
+    lines += [f"  rejected: file {e['file']}, row {e['row']}, field {e['field']!r}: {e['reason']}"
+              for e in led["entries"][:5]]
+    return "\n".join(lines)
+
+
+def parse_stragglers(text: str | None) -> dict[int, float] | None:
+    """Parse ``--stragglers``: ``RANK:SLOWDOWN[,RANK:SLOWDOWN...]``, ``none``, or None (the default set).
+
+    Parameters
+    ----------
+    text
+        E.g. ``"17:1.5,4242:1.2"``; ``"none"`` injects no straggler; None keeps the generator's
+        default (:data:`fleetlib.program.fleet.DEFAULT_STRAGGLERS` on ranks drawn from the seed).
+
+    Returns
+    -------
+    dict or None
+        ``{rank: slowdown}``, ``{}`` or None.
+
+    Raises
+    ------
+    DomainError
+        A malformed item or a rank given twice.
+    """
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return {}
+    out: dict[int, float] = {}
+    for item in text.split(","):
+        rank, sep, slow = item.strip().partition(":")
+        try:
+            r, s = int(rank), float(slow)
+        except ValueError:
+            r, s = -1, float("nan")
+        if not sep or r < 0 or s != s:
+            raise DomainError(f"--stragglers items are RANK:SLOWDOWN (e.g. 17:1.5); got {item.strip()!r}")
+        if r in out:
+            raise DomainError(f"--stragglers names rank {r} twice")
+        out[r] = s
+    return out
+
+
+def run_synth_rank_timers(ranks: int, steps: int, seed: int, out: str | Path, *,
+                          stragglers: str | Mapping[int, float] | None = None, transient_rate: float = 0.0,
+                          noise_sigma: float = 0.05, progress: bool = False) -> dict[str, Any]:
+    """Write synthetic per-rank step timers with injected stragglers; return the description.
+
+    Parameters
+    ----------
+    ranks, steps
+        Grid size (each at least 1).
+    seed
+        Random seed.
+    out
+        Output ``.parquet`` file; its folder must exist.
+    stragglers
+        ``--stragglers`` text (see :func:`parse_stragglers`) or a ``{rank: slowdown}`` mapping;
+        None: the default set.
+    transient_rate
+        Probability of a transient slow (rank, step).
+    noise_sigma
+        Per-rank log-normal noise.
+    progress
+        A progress bar over row groups on standard error.
+
+    Returns
+    -------
+    dict
+        :func:`fleetlib.program.fleet.synth_rank_timers`' object (``path``, ``rows``, ``ranks``,
+        ``steps``, ``row_groups``, ``bytes``, ``parameters``, ``truth``).
+
+    Raises
+    ------
+    DomainError
+        Sizes below 1, a malformed straggler list, a rank outside the grid, a slowdown below 1.
+    InputError
+        The output file cannot be written.
+    """
+    from fleetlib.program.fleet import synth_rank_timers
+
+    slow = parse_stragglers(stragglers) if isinstance(stragglers, str) else stragglers
+    path = writable_output_path(out)
+    try:
+        return synth_rank_timers(path, ranks=ranks, steps=steps, seed=seed, stragglers=slow,
+                                 transient_rate=transient_rate, noise_sigma=noise_sigma, progress=progress)
+    except OSError as exc:
+        raise InputError(f"cannot write the output file ({exc})", file=str(path)) from exc
+
+
+def render_synth_rank_timers(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib synth rank-timers``' result as text.
+
+    Parameters
+    ----------
+    res
+        The object :func:`run_synth_rank_timers` returns.
+
+    Returns
+    -------
+    str
+        What was written where and the injected stragglers.
+    """
+    truth = res["truth"]
+    slow = ", ".join(f"rank {s['rank']} x{s['slowdown']:g}" for s in truth["stragglers"]) or "none"
+    return "\n".join([
+        f"wrote {res['rows']:,} step timers ({res['ranks']:,} ranks x {res['steps']:,} steps, "
+        f"{res['row_groups']:,} row group(s), {res['bytes'] / 1e6:,.1f} MB) to {res['path']}",
+        f"injected persistent stragglers: {slow}; transient slow rank-steps: {truth['transient']:,}",
+        f"measure it: fleetlib stragglers {res['path']}",
+    ])
+
+
+# ---------------------------------------------------------------------------------------------------
 # Registration
 # ---------------------------------------------------------------------------------------------------
+
+
+def _cmd_stragglers(args: argparse.Namespace) -> dict[str, Any]:
+    return run_stragglers(args.path, engine=args.engine, workers=args.workers, top=args.top,
+                          threshold=args.threshold, progress=not args.json and sys.stderr.isatty())
+
+
+def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
+    return run_synth_rank_timers(args.ranks, args.steps, args.seed, args.out, stragglers=args.stragglers,
+                                 transient_rate=args.transient_rate,
+                                 progress=not args.json and sys.stderr.isatty())
 
 
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
@@ -389,18 +627,17 @@ def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
 
 def register(subparsers: Any, synth_subparsers: Any,
              add_json: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add ``fleetlib program`` to the command line.
+    """Add ``fleetlib program``, ``fleetlib stragglers`` and ``fleetlib synth rank-timers``.
 
     Parameters
     ----------
     subparsers
         The ``fleetlib`` sub-command action (``add_parser`` is called on it).
     synth_subparsers
-        The ``fleetlib synth`` sub-command action (unused here).
+        The ``fleetlib synth`` sub-command action.
     add_json
         Adds the common ``--json`` flag to a parser.
     """
-    del synth_subparsers
     p = subparsers.add_parser(
         "program", help="step-time partition, stragglers and program goodput from step traces",
         description="Read PyTorch profiler (Kineto) traces, one file per rank, and split each rank's "
@@ -418,3 +655,40 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="neither read nor write the Parquet trace cache ($FLEETLIB_TRACE_CACHE)")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)
+
+    p = subparsers.add_parser(
+        "stragglers", help="stragglers from per-rank step timers (pandas, or out of core on Dask)",
+        description="Read per-rank step timers (rank, step, duration_s; Parquet or CSV) and find the "
+                    "stragglers: each step's last arriver (longest duration), every rank's barrier wait "
+                    "(step max - own duration), the share of steps each rank arrived last and a relative "
+                    "score against the best rank.  --engine dask analyses Parquet out of core on a local "
+                    "Dask cluster.")
+    p.add_argument("path", type=Path, metavar="PATH", help="a Parquet/CSV file or a folder of them")
+    p.add_argument("--engine", choices=("pandas", "dask"),
+                   help="pandas (in memory) or dask (out of core, Parquet); default: pandas up to 20 "
+                        "million rows, dask above")
+    p.add_argument("--workers", type=int, default=2, metavar="N",
+                   help="Dask worker processes (default 2; dask engine only)")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="ranks listed (default 10)")
+    p.add_argument("--threshold", type=float, metavar="SCORE",
+                   help="relative score below which a rank is a straggler (default 0.75)")
+    add_json(p)
+    p.set_defaults(func=_cmd_stragglers, render=render_stragglers)
+
+    p = synth_subparsers.add_parser(
+        "rank-timers", help="synthetic per-rank step timers with injected stragglers (Parquet)",
+        description="Write per-rank step timers (rank, step, duration_s) of a synchronous job: "
+                    "log-normal per-rank noise, a per-step common component, persistent stragglers "
+                    "with given slowdowns and optional transient slow steps; written a row group at a "
+                    "time, so the file may be far larger than memory.")
+    p.add_argument("--ranks", type=int, required=True, metavar="R", help="ranks")
+    p.add_argument("--steps", type=int, required=True, metavar="S", help="steps")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    p.add_argument("--stragglers", metavar="RANK:SLOWDOWN,...",
+                   help="persistent stragglers, e.g. 17:1.5,4242:1.2, or 'none' (default: three ranks "
+                        "drawn from the seed, slowdowns 1.5, 1.35, 1.2)")
+    p.add_argument("--transient-rate", type=float, default=0.0, metavar="P",
+                   help="probability of a transient 3x slow rank-step (default 0)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.parquet", help="output file")
+    add_json(p)
+    p.set_defaults(func=_cmd_synth_rank_timers, render=render_synth_rank_timers)
