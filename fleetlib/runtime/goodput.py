@@ -99,7 +99,7 @@ import pandas as pd
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, check_nonnegative
-from fleetlib.runtime.timeline import JobTimeline, TimelineLedger, job_timelines
+from fleetlib.runtime.timeline import _BLOCK, JobTimeline, TimelineLedger, _blocks, job_timelines
 
 __all__ = [
     "BREAKDOWN",
@@ -170,9 +170,11 @@ _INTERRUPTION_LABELS = {
 class _JobParts:
     """A job's partition, computed once; :func:`_window_sums` clips it to any window.
 
-    Steps are kept dense only where every step needs a value (start, duration, input wait, compute
-    time, masks); what only some steps carry -- warm-up excess and erased time -- is stored sparsely
-    as (index, seconds, fine label, owning interruption).
+    Steps are kept dense only where every step needs a value (start, duration, input wait, masks);
+    what only some steps carry -- warm-up excess and erased time -- is stored sparsely as (index,
+    seconds, fine label, owning interruption).  Retention is stored per commit: the never-erased steps
+    form one chain in step order, and commit ``j`` (in landing order) retains its first
+    ``commit_reach[j]`` elements, the steps before index ``commit_cut[j]``.
     """
 
     job: JobTimeline
@@ -180,10 +182,11 @@ class _JobParts:
     start: np.ndarray          # per step
     dur: np.ndarray
     wait: np.ndarray
-    compute: np.ndarray
     kept: np.ndarray           # not erased
     steady: np.ndarray         # kept and not warm-up
-    retained_at: np.ndarray    # when the commit covering the step landed (inf: never, or erased)
+    commit_at: np.ndarray      # per commit, sorted: when it landed
+    commit_reach: np.ndarray   # never-erased steps retained once it landed (non-decreasing)
+    commit_cut: np.ndarray     # ... which are the never-erased steps with index below this
     x_idx: np.ndarray          # sparse: warm-up excess of kept steps, whole time of erased steps
     x_amt: np.ndarray
     x_lab: np.ndarray
@@ -253,10 +256,24 @@ def _first_fast(dur: np.ndarray, threshold: float, starts: np.ndarray, run_end: 
     return out
 
 
-def _estimate_fault_free(compute: np.ndarray, first_of_run: np.ndarray, estimator: str) -> float | None:
-    if compute.size == 0:
+def _estimate_fault_free(dur: np.ndarray, wait: np.ndarray, first_of_run: np.ndarray,
+                         estimator: str) -> float | None:
+    """Median (or mean) compute time of the steps other than the first of each run.
+
+    ``first_of_run`` holds the (sorted, distinct) indices left out.  Neither statistic depends on the
+    order of the sample, so it is built in one buffer -- compute times, with the left-out slots
+    filled from the tail -- and partitioned in place.
+    """
+    n = dur.size
+    if n == 0:
         return None
-    sample = compute[~first_of_run] if (~first_of_run).any() else compute.copy()
+    sample = np.subtract(dur, wait)
+    m = n - first_of_run.size
+    if m > 0:
+        holes = first_of_run[first_of_run < m]
+        donors = np.setdiff1d(np.arange(m, n), first_of_run, assume_unique=True)
+        sample[holes] = sample[donors]
+        sample = sample[:m]
     if estimator == "median":
         value = float(np.median(sample, overwrite_input=True))
     else:
@@ -267,10 +284,46 @@ def _estimate_fault_free(compute: np.ndarray, first_of_run: np.ndarray, estimato
     return value
 
 
+def _chain_index(pos: np.ndarray, erased_idx: np.ndarray, shifted: np.ndarray | None = None) -> np.ndarray:
+    """Step index of each position in the chain of never-erased steps (the chain length: past the end).
+
+    With erased indices ``e_0 < e_1 < ...``, chain position ``p`` is step ``p + #{j : e_j - j <= p}``
+    (``shifted``: the ``e_j - j``, when already at hand).
+    """
+    pos = np.asarray(pos, dtype=np.int64)
+    if erased_idx.size == 0:
+        return pos
+    if shifted is None:
+        shifted = erased_idx - np.arange(erased_idx.size)
+    return pos + np.searchsorted(shifted, pos, side="right")
+
+
+def _chain_searchsorted(values: np.ndarray, erased_idx: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``searchsorted(values[chain], targets, side="right")`` without gathering ``values[chain]``.
+
+    ``values`` restricted to the never-erased steps must be non-decreasing (the live chain's step
+    numbers are); a vectorised bisection over chain positions.
+    """
+    m = values.size - erased_idx.size
+    if erased_idx.size == 0:
+        return np.searchsorted(values, targets, side="right")
+    shifted = erased_idx - np.arange(erased_idx.size)
+    lo = np.zeros(targets.size, dtype=np.int64)
+    hi = np.full(targets.size, m, dtype=np.int64)
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        right = active & (values[_chain_index(np.minimum(mid, m - 1), erased_idx, shifted)] <= targets)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
+
+
 def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: float) -> _JobParts:
     n = job.n_steps
     s0, s1 = job.step_start, job.step_end
-    dur = s1 - s0
+    dur = job.step_duration  # exact to the nanosecond (not s1 - s0 in floating point)
     wait = job.step_input_wait
     gang, release = job.attempt_gang, job.attempt_release
     it, ikind = job.int_time, job.int_kind
@@ -296,11 +349,7 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
         # the latest interruption whose resume is a run's first step triggers that run
         trigger[np.searchsorted(starts, resume[has])] = np.flatnonzero(has)
         trigger[np.searchsorted(starts, run_bounds[job.attempt_cold[run_att]])] = -1
-    compute = dur - wait
-    first_of_run = np.zeros(n, dtype=bool)
-    first_of_run[starts] = True
-    ff = ff_given if ff_given is not None else _estimate_fault_free(compute, first_of_run, estimator)
-    del first_of_run
+    ff = ff_given if ff_given is not None else _estimate_fault_free(dur, wait, starts, estimator)
 
     # --- warm-up: the leading run of slow steps after each (re)start ------------------------------
     erased_idx = np.flatnonzero(job.erased_by >= 0)
@@ -333,24 +382,19 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
     x_lab = np.concatenate([w_lab, e_lab]).astype(np.int64)
     x_owner = np.concatenate([warm_owner, e_owner]).astype(np.int64)
 
-    # --- retention: when the commit covering each never-erased step landed ------------------------
-    retained_at = np.full(n, np.inf)
-    if n and job.commit_time.size:
-        chain = np.flatnonzero(kept) if erased_idx.size else None
-        chain_steps = job.step_number[chain] if chain is not None else job.step_number
-        chain_ends = s1[chain] if chain is not None else s1
-        c_order = np.argsort(job.commit_time, kind="stable")
-        ct, cs = job.commit_time[c_order], job.commit_step[c_order]
+    # --- retention: how much of the chain of never-erased steps each commit covers -----------------
+    c_order = np.argsort(job.commit_time, kind="stable")
+    ct = job.commit_time[c_order]
+    reach = np.zeros(ct.size, dtype=np.int64)
+    if n and ct.size:
+        cs = job.commit_step[c_order]
         # commit j retains the prefix of the chain with step <= its step that ended before it landed;
-        # the first commit whose running reach covers chain element k retains it
-        covered = np.minimum(np.searchsorted(chain_steps, cs, side="right"),
-                             np.searchsorted(chain_ends, ct, side="right"))
+        # the first commit whose running reach covers chain element k retains it.  The chain (step
+        # numbers increasing, ends increasing) is searched through its positions, never gathered.
+        ends_done = np.searchsorted(s1, ct, side="right") - np.searchsorted(s1[erased_idx], ct, side="right")
+        covered = np.minimum(_chain_searchsorted(job.step_number, erased_idx, cs), ends_done)
         reach = np.maximum.accumulate(covered)
-        at = np.repeat(ct, np.diff(np.concatenate([[0], reach])))
-        if chain is None:
-            retained_at[:at.size] = at
-        else:
-            retained_at[chain[:at.size]] = at
+    cut = _chain_index(reach, erased_idx)
 
     # --- labelled overlays on held time outside steps ----------------------------------------------
     next_int_after = np.concatenate([it[1:], [np.inf]]) if n_int else it
@@ -382,10 +426,11 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
     # the next interruption, the release, or the next pause marker -- whichever comes first
     markers = np.sort(np.concatenate([job.ckpt_begin_time, job.eval_begin_time, job.idle_begin_time]))
 
-    def pause_end(b: np.ndarray, paired_end: np.ndarray | None, logged: np.ndarray) -> np.ndarray:
+    def pause_end(b: np.ndarray, paired_end: np.ndarray | None, logged_end: np.ndarray) -> np.ndarray:
         end = np.full(b.size, np.inf) if paired_end is None else np.where(np.isnan(paired_end), np.inf,
                                                                            paired_end)
-        end = np.minimum(end, np.where(np.isfinite(logged), b + logged, np.inf))
+        # begin + logged duration, summed in nanoseconds by the timeline (NaN: none logged)
+        end = np.minimum(end, np.where(np.isnan(logged_end), np.inf, logged_end))
         end = np.minimum(end, _next_at_or_after(s0, b))
         end = np.minimum(end, _next_at_or_after(it, b))
         end = np.minimum(end, release[att_index(b)] if b.size else end)
@@ -396,15 +441,16 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
             end = np.minimum(end, nxt)
         return end
 
-    def pause_windows(b: np.ndarray, paired_end: np.ndarray | None, logged: np.ndarray, ds: np.ndarray,
+    def pause_windows(b: np.ndarray, paired_end: np.ndarray | None, logged_end: np.ndarray, ds: np.ndarray,
                       de: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return _merge(np.concatenate([b, ds]), np.concatenate([pause_end(b, paired_end, logged), de]))
+        return _merge(np.concatenate([b, ds]), np.concatenate([pause_end(b, paired_end, logged_end), de]))
 
-    ck_s, ck_e = pause_windows(job.ckpt_begin_time, job.ckpt_begin_commit, job.ckpt_begin_duration,
+    ck_s, ck_e = pause_windows(job.ckpt_begin_time, job.ckpt_begin_commit, job.ckpt_begin_logged_end,
                                job.ckpt_duration_start, job.ckpt_duration_end)
-    ev_s, ev_e = pause_windows(job.eval_begin_time, job.eval_begin_end, job.eval_begin_duration,
+    ev_s, ev_e = pause_windows(job.eval_begin_time, job.eval_begin_end, job.eval_begin_logged_end,
                                job.eval_duration_start, job.eval_duration_end)
-    id_s, id_e = pause_windows(job.idle_begin_time, None, job.idle_begin_duration, np.zeros(0), np.zeros(0))
+    id_s, id_e = pause_windows(job.idle_begin_time, None, job.idle_begin_logged_end, np.zeros(0),
+                               np.zeros(0))
 
     # startup and trailing idle per attempt
     a_first = np.searchsorted(s0, gang, side="left")
@@ -421,13 +467,17 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
 
     # --- held time outside steps, cut at every overlay boundary, labelled by priority ---------------
     if n:
-        # after each step, held time runs to the next step of its attempt, or to the release
-        after_end = np.empty(n)
-        after_end[:-1] = s0[1:]
+        # after each step, held time runs to the next step of its attempt, or to the release; only
+        # the steps followed by a gap are gathered (in step order)
         last_of_run = np.concatenate([run_bounds[1:] - 1, [n - 1]])
-        after_end[last_of_run] = release[run_att]
-        g0 = np.concatenate([gang, s1])
-        g1 = np.concatenate([np.minimum(first_start, release), after_end])
+        g_idx = np.unique(np.concatenate([np.flatnonzero(s0[lo + 1:hi + 1] > s1[lo:hi]) + lo
+                                          for lo, hi in _blocks(n - 1)] + [last_of_run]))
+        g_next = np.empty(g_idx.size)
+        inner_gap = g_idx < n - 1
+        g_next[inner_gap] = s0[g_idx[inner_gap] + 1]
+        g_next[np.searchsorted(g_idx, last_of_run)] = release[run_att]
+        g0 = np.concatenate([gang, s1[g_idx]])
+        g1 = np.concatenate([np.minimum(first_start, release), g_next])
     else:
         g0, g1 = gang.copy(), release.copy()
     keep = g1 > g0
@@ -479,8 +529,8 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
     ok[ok] = resume_start[cand[ok]] >= b_s[ok]
     b_owner[ok] = cand[ok]
 
-    return _JobParts(job=job, ff=ff, start=s0, dur=dur, wait=wait, compute=compute, kept=kept,
-                     steady=steady, retained_at=retained_at, x_idx=x_idx, x_amt=x_amt, x_lab=x_lab,
+    return _JobParts(job=job, ff=ff, start=s0, dur=dur, wait=wait, kept=kept, steady=steady,
+                     commit_at=ct, commit_reach=reach, commit_cut=cut, x_idx=x_idx, x_amt=x_amt, x_lab=x_lab,
                      x_owner=x_owner, gap_start=p0, gap_end=p1, gap_label=label, gap_owner=owner,
                      between_start=b_s, between_end=b_e, between_owner=b_owner, pause_start=ck_s,
                      pause_end=ck_e)
@@ -511,15 +561,23 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
     ff = parts.ff or 0.0
     fine = np.zeros(_NFINE)
     per_int = np.zeros((n_int + 1, _NFINE))
-    committed = parts.retained_at <= as_of  # never true for an erased step
+    # the commits landed by as_of retain the never-erased steps with index below `cut`
+    last = int(np.searchsorted(parts.commit_at, as_of, side="right")) - 1
+    cut = int(parts.commit_cut[last]) if last >= 0 else 0
     if n == 0:
         n_com = n_kept = wait_sum = above = 0.0
         fx = np.zeros(0)
     elif ws <= job.start_s and we >= job.end_s:
-        n_com = float(np.count_nonzero(committed))
+        n_com = float(parts.commit_reach[last]) if last >= 0 else 0.0
         n_kept = float(np.count_nonzero(parts.kept))
         wait_sum = float(np.sum(parts.wait, where=parts.steady))
-        above = float(np.sum(parts.compute - ff, where=parts.steady))
+        above = 0.0
+        buf = np.empty(min(n, _BLOCK))
+        for lo, hi in _blocks(n):
+            # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
+            excess = np.subtract(parts.dur[lo:hi], parts.wait[lo:hi], out=buf[:hi - lo])
+            excess -= ff
+            above += float(np.sum(excess, where=parts.steady[lo:hi]))
         fx = np.ones(parts.x_idx.size)
     else:
         # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
@@ -529,10 +587,10 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.where(zero, ((parts.start >= ws) & (parts.start < we)).astype(float),
                          ov / np.where(zero, 1.0, parts.dur))
-        n_com = float(np.sum(f, where=committed))
+        n_com = float(np.sum(f[:cut], where=parts.kept[:cut]))
         n_kept = float(np.sum(f, where=parts.kept))
         wait_sum = float(np.sum(f * parts.wait, where=parts.steady))
-        above = float(np.sum(f * (parts.compute - ff), where=parts.steady))
+        above = float(np.sum(f * (parts.dur - parts.wait - ff), where=parts.steady))
         fx = f[parts.x_idx]
     p_com = ff * n_com
     p_all = ff * n_kept
@@ -1122,7 +1180,9 @@ def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | N
     for job in job_timelines(steps, events, job_id=job_id)[0]:
         parts = _job_parts(job, fault_free_step_s, estimator, tol)
         n = parts.dur.size
-        label = np.where(np.isfinite(parts.retained_at), "productive", "progress_at_risk").astype(object)
+        label = np.full(n, "progress_at_risk", dtype=object)
+        ever = int(parts.commit_cut[-1]) if parts.commit_cut.size else 0
+        label[:ever][parts.kept[:ever]] = "productive"  # retained by a commit, whenever it landed
         label[parts.x_idx] = category_of[parts.x_lab]
         phase = np.full(n, "steady", dtype=object)
         phase[parts.x_idx] = np.where(parts.kept[parts.x_idx], "warm-up", "erased")

@@ -52,6 +52,8 @@ import pandas as pd
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.timeline import (
+    AUXILIARY_EVENT_KINDS,
+    AUXILIARY_KIND_PREFIXES,
     EVENT_COLUMNS,
     EVENT_KINDS,
     STEP_COLUMNS,
@@ -84,13 +86,9 @@ __all__ = [
 
 PathLike = str | Path
 
-#: Phase markers some readers emit on purpose; kept, not flagged, ignored by the partition.
-AUXILIARY_EVENT_KINDS: tuple[str, ...] = (
-    "tpu_init_begin", "tpu_init_end", "training_prep_begin", "training_prep_end",
-    "data_loading_begin", "data_loading_end", "elastic_reinit",
-)
-#: Kind prefixes of auxiliary events that carry a free-form type after the colon.
-AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:", "elastic_wait:")
+# AUXILIARY_EVENT_KINDS and AUXILIARY_KIND_PREFIXES (phase markers some readers emit on purpose; kept,
+# not flagged, ignored by the partition) are defined beside the canonical kinds in
+# fleetlib.runtime.timeline, whose validation leaves them unflagged too, and re-exported here.
 
 #: Accepted alternative column names of a steps file (lower case), by canonical column.
 STEP_ALIASES: dict[str, tuple[str, ...]] = {
@@ -669,7 +667,7 @@ def _check_events(events: pd.DataFrame, books: Mapping[str, _RowBook], *, reorde
         if unknown.any():
             u = events[unknown]
             _flag(books, u, "unknown_event_kind",
-                  [f"event kind {k!r} is not one the runtime partition knows: kept, not charged to any "
+                  [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                    "category" for k in u["kind"]], "time")
     late = _out_of_order(events, ["job_id"], "time")
     if reorder_is_repair and late.any():

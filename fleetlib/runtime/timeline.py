@@ -20,7 +20,10 @@ column            meaning
 
 **events** -- lifecycle records: ``job_id, attempt, time`` (UTC), ``kind`` (text), ``step``
 (nullable integer) and ``duration_s`` (nullable float).  The kinds, and what the partition does with
-each, are listed in :data:`EVENT_KINDS`.  A kind not listed there is kept and flagged, never dropped.
+each, are listed in :data:`EVENT_KINDS`.  The documented auxiliary phase markers some readers emit
+(:data:`AUXILIARY_EVENT_KINDS`, and kinds starting with one of :data:`AUXILIARY_KIND_PREFIXES`) are
+kept and ignored by the partition without a flag; any other kind is kept and flagged
+(``unknown_event_kind``), never dropped.
 
 Step-number convention: a ``checkpoint_commit`` or ``restore`` with ``step = k`` refers to the model
 state *after* step ``k`` finished, so a job restored to ``k`` next runs step ``k + 1``.  A ``restore``
@@ -49,6 +52,8 @@ import pandas as pd
 from fleetlib.quality import InputError, Ledger
 
 __all__ = [
+    "AUXILIARY_EVENT_KINDS",
+    "AUXILIARY_KIND_PREFIXES",
     "EVENT_COLUMNS",
     "EVENT_KINDS",
     "INTERRUPTION_KINDS",
@@ -101,10 +106,21 @@ EVENT_KINDS: dict[str, str] = {
                   "next step, interruption, release or `duration_s`",
 }
 
+#: Phase markers readers emit on purpose (:mod:`fleetlib.runtime.readers`): kept, not flagged, ignored
+#: by the partition.
+AUXILIARY_EVENT_KINDS: tuple[str, ...] = (
+    "tpu_init_begin", "tpu_init_end", "training_prep_begin", "training_prep_end",
+    "data_loading_begin", "data_loading_end", "elastic_reinit",
+)
+#: Kind prefixes of auxiliary events that carry a free-form type after the colon (kept, not flagged).
+AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:", "elastic_wait:")
+
 #: Event kinds that interrupt progress and are followed by a recovery outage.
 INTERRUPTION_KINDS: tuple[str, ...] = ("failure", "preempt")
 
 _NS = 1_000_000_000
+#: Logged durations shorter than this (about 32 years) are added to instants in integer nanoseconds.
+_EXACT_DURATION_S = 1e9
 _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
 
 
@@ -172,6 +188,36 @@ class TimelineLedger(Ledger):
 # ---------------------------------------------------------------------------------------------------
 
 
+class _RowIndex:
+    """Input rows of a run of validated steps, looked up one at a time (for messages).
+
+    ``rows`` is the input row of every step, or None when the steps kept their input order -- then a
+    step's row is its position and no full-length index array is ever built.
+    """
+
+    __slots__ = ("hi", "lo", "rows")
+
+    def __init__(self, rows: np.ndarray | None, lo: int, hi: int) -> None:
+        self.rows, self.lo, self.hi = rows, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def __getitem__(self, i: Any) -> int:
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"step {i} out of range")
+        return self.lo + i if self.rows is None else int(self.rows[self.lo + i])
+
+    def to_array(self) -> np.ndarray:
+        """Return every row as an int64 array."""
+        if self.rows is None:
+            return np.arange(self.lo, self.hi, dtype=np.int64)
+        return np.asarray(self.rows[self.lo:self.hi], dtype=np.int64)
+
+
 @dataclass
 class JobTimeline:
     """One job's timeline as arrays of seconds since ``origin`` (the first gang completion).
@@ -183,8 +229,10 @@ class JobTimeline:
     ----------
     job_id, origin
         The job and the UTC instant that is time 0.
-    step_attempt, step_number, step_start, step_end, step_input_wait, step_row
-        One entry per executed step (``step_row``: the row in the input steps table).
+    step_attempt, step_number, step_start, step_end, step_duration, step_input_wait, step_row
+        One entry per executed step (``step_row``, a property: the row in the input steps table;
+        ``step_duration``: end minus start, computed in integer nanoseconds, so it is exact to the
+        nanosecond even far from the origin).
     erased_by
         Per step: index of the interruption whose restart erased it, or -1 if it was never erased.
     attempt_number, attempt_gang, attempt_release, attempt_cold
@@ -199,17 +247,28 @@ class JobTimeline:
         implies): when, to which step (-inf: the initial state) and which interruption caused it.
     commit_time, commit_step
         Durable checkpoint commits, by time.
-    ckpt_begin_time, ckpt_begin_commit, ckpt_begin_duration
-        Checkpoint begins, the time their commit landed (NaN when it never did) and their logged
-        blocking duration (NaN when not logged).
+    ckpt_begin_time, ckpt_begin_commit, ckpt_begin_duration, ckpt_begin_logged_end
+        Checkpoint begins, the time their commit landed (NaN when it never did), their logged
+        blocking duration (NaN when not logged) and begin plus that duration (NaN when not logged).
     ckpt_duration_start, ckpt_duration_end
         Pauses known only from a commit's ``duration_s``.
-    eval_begin_time, eval_begin_end, eval_begin_duration, eval_duration_start, eval_duration_end
+    eval_begin_time, eval_begin_end, eval_begin_duration, eval_begin_logged_end, eval_duration_start,
+    eval_duration_end
         The same for evaluation pauses.
-    idle_begin_time, idle_begin_duration
-        ``hang_begin`` / ``idle_begin`` markers and their logged durations.
+    idle_begin_time, idle_begin_duration, idle_begin_logged_end
+        ``hang_begin`` / ``idle_begin`` markers, their logged durations and where those end.
     first_step_time
         ``first_step`` markers (a step began after a gang completion or restart).
+
+    Notes
+    -----
+    Every instant derived from a logged duration (``*_logged_end``, ``*_duration_start``) is summed
+    in integer nanoseconds (the duration rounded to the nanosecond) before it is turned into seconds
+    since the origin, so a pause that ends exactly when the next step starts lands on the same float
+    as that step's start and leaves no sliver of rounding between them.
+
+    ``step_row`` is built on request from ``step_rows`` (steps that kept their input order need no
+    index array); ``erased_by`` uses the narrowest integer type that holds its indices.
     """
 
     job_id: str
@@ -218,8 +277,9 @@ class JobTimeline:
     step_number: np.ndarray
     step_start: np.ndarray
     step_end: np.ndarray
+    step_duration: np.ndarray
     step_input_wait: np.ndarray
-    step_row: np.ndarray
+    step_rows: _RowIndex = field(repr=False)
     erased_by: np.ndarray
     attempt_number: np.ndarray
     attempt_gang: np.ndarray
@@ -239,16 +299,24 @@ class JobTimeline:
     ckpt_begin_time: np.ndarray
     ckpt_begin_commit: np.ndarray
     ckpt_begin_duration: np.ndarray
+    ckpt_begin_logged_end: np.ndarray
     ckpt_duration_start: np.ndarray
     ckpt_duration_end: np.ndarray
     eval_begin_time: np.ndarray
     eval_begin_end: np.ndarray
     eval_begin_duration: np.ndarray
+    eval_begin_logged_end: np.ndarray
     eval_duration_start: np.ndarray
     eval_duration_end: np.ndarray
     idle_begin_time: np.ndarray
     idle_begin_duration: np.ndarray
+    idle_begin_logged_end: np.ndarray
     first_step_time: np.ndarray
+
+    @property
+    def step_row(self) -> np.ndarray:
+        """Row of each step in the input steps table (built on request)."""
+        return self.step_rows.to_array()
 
     @property
     def n_steps(self) -> int:
@@ -451,7 +519,7 @@ class _Tables:
     s_start: np.ndarray
     s_end: np.ndarray
     s_wait: np.ndarray
-    s_row: np.ndarray
+    s_row: np.ndarray | None  # None: the input order
     e_job: np.ndarray
     e_attempt: np.ndarray
     e_time: np.ndarray
@@ -483,7 +551,8 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
         raise InputError(f"expected seconds (float), got column dtype {wait_col.dtype}", file=steps_file,
                          row=0, field="input_wait_s")
     s_wait = wait_col.to_numpy(dtype=np.float64, na_value=np.nan)
-    rows = np.arange(len(steps), dtype=np.int64)
+    # input row of each step: None while the steps are still in input order (no index array needed)
+    rows: np.ndarray | None = None
     bad = s_end < s_start
     if bad.any():
         i = int(np.argmax(bad))
@@ -495,12 +564,18 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
         i = int(np.argmax(bad))
         raise InputError(f"input wait must be a finite number of seconds >= 0, got {s_wait[i]!r}",
                          file=steps_file, row=i, field="input_wait_s")
-    dur = (s_end - s_start) / _NS
-    bad = s_wait > dur * (1 + 1e-9) + 1e-9
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"input wait {s_wait[i]!r} s is longer than the step itself ({dur[i]!r} s)",
-                         file=steps_file, row=i, field="input_wait_s")
+    ns_buf, dur_buf = np.empty(min(len(steps), _BLOCK), np.int64), np.empty(min(len(steps), _BLOCK))
+    for lo, hi in _blocks(len(steps)):
+        # in blocks, in two reused buffers: the durations are never a full-length temporary
+        dur = dur_buf[:hi - lo]
+        np.divide(np.subtract(s_end[lo:hi], s_start[lo:hi], out=ns_buf[:hi - lo]), _NS, out=dur)
+        np.multiply(dur, 1 + 1e-9, out=dur)
+        bad = s_wait[lo:hi] > np.add(dur, 1e-9, out=dur)
+        if bad.any():
+            i = int(np.argmax(bad))
+            step_s = float((s_end[lo + i] - s_start[lo + i]) / _NS)
+            raise InputError(f"input wait {s_wait[lo + i]!r} s is longer than the step itself ({step_s!r} s)",
+                             file=steps_file, row=lo + i, field="input_wait_s")
 
     # --- events ---------------------------------------------------------------------------------
     e_jobtext = _text_column(events["job_id"], file=events_file, field="job_id")
@@ -535,24 +610,26 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
         e_dur = np.full(len(events), np.nan)
     e_rows = np.arange(len(events), dtype=np.int64)
 
-    known = np.isin(e_kind, list(EVENT_KINDS))
+    known = np.isin(e_kind, [*EVENT_KINDS, *AUXILIARY_EVENT_KINDS])
+    if not known.all():
+        other = np.flatnonzero(~known)
+        known[other] = [str(k).startswith(AUXILIARY_KIND_PREFIXES) for k in e_kind[other]]
     if not known.all():
         kinds, counts = np.unique(e_kind[~known].astype(str), return_counts=True)
-        for k, c in zip(kinds, counts, strict=True):
+        for k, c in zip(kinds.tolist(), counts.tolist(), strict=True):
             first = int(e_rows[~known][np.argmax(e_kind[~known] == k)])
             ledger.flag("unknown_event_kind",
                         f"{c} event(s) of unknown kind {k!r} (first at row {first}) kept in the table "
                         "and not used by the partition")
 
-    # --- job codes ------------------------------------------------------------------------------
-    s_codes_raw, s_uni = pd.factorize(s_jobtext)
-    e_codes_raw, e_uni = pd.factorize(e_jobtext)
+    # --- job codes: the narrowest integer type that holds every job (one byte per step for < 127 jobs)
+    s_codes_raw, s_uni = _text_codes(s_jobtext)
+    e_codes_raw, e_uni = _text_codes(e_jobtext)
     job_ids = sorted({str(u) for u in s_uni} | {str(u) for u in e_uni})
     codes = {j: i for i, j in enumerate(job_ids)}
-    s_job = np.array([codes[str(u)] for u in s_uni], dtype=np.int64)[s_codes_raw] if len(s_uni) else \
-        np.zeros(0, dtype=np.int64)
-    e_job = np.array([codes[str(u)] for u in e_uni], dtype=np.int64)[e_codes_raw] if len(e_uni) else \
-        np.zeros(0, dtype=np.int64)
+    code_type = _code_dtype(len(job_ids) + 1)
+    s_job = _recode(s_codes_raw, np.array([codes[str(u)] for u in s_uni], dtype=code_type))
+    e_job = _recode(e_codes_raw, np.array([codes[str(u)] for u in e_uni], dtype=code_type))
 
     # --- events out of order within an attempt: sort, and record each moved row as a repair -----
     if len(events):
@@ -570,13 +647,11 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     # --- steps: sort by (job, start, end, step) and reject exact duplicates ----------------------
     steps_untouched = True
     if len(steps):
-        key_sorted = (np.all(np.diff(s_job) >= 0) and
-                      np.all((np.diff(s_start) > 0) | (np.diff(s_job) > 0)))
-        if not key_sorted:
+        if not _sorted_by_job_and_start(s_job, s_start):
             steps_untouched = False
             order = np.lexsort((s_attempt, s_step, s_end, s_start, s_job))
             s_job, s_attempt, s_step = s_job[order], s_attempt[order], s_step[order]
-            s_start, s_end, s_wait, rows = s_start[order], s_end[order], s_wait[order], rows[order]
+            s_start, s_end, s_wait, rows = s_start[order], s_end[order], s_wait[order], order
             same = ((s_job[1:] == s_job[:-1]) & (s_attempt[1:] == s_attempt[:-1])
                     & (s_step[1:] == s_step[:-1]) & (s_start[1:] == s_start[:-1])
                     & (s_end[1:] == s_end[:-1]) & (s_wait[1:] == s_wait[:-1]))
@@ -589,14 +664,14 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
-        overlap = (s_job[1:] == s_job[:-1]) & (s_start[1:] < s_end[:-1])
-        if overlap.any():
-            i = int(np.argmax(overlap)) + 1
+        i = _first_overlap(s_job, s_start, s_end)
+        if i >= 0:
+            row_of = _RowIndex(rows, 0, s_job.size)
             raise InputError(
                 f"step {int(s_step[i])} (attempt {int(s_attempt[i])}) starts before step "
-                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, row {int(rows[i - 1])}) ends: "
+                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, row {row_of[i - 1]}) ends: "
                 "steps of one job must not overlap in time (a conflicting duplicate step record?)",
-                file=steps_file, row=int(rows[i]), field="start")
+                file=steps_file, row=row_of[i], field="start")
 
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
 
@@ -627,6 +702,84 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     return _Tables(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end, s_wait,
                    rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file,
                    events_file)
+
+
+#: Rows per block where a full-length pass would otherwise allocate a temporary per operation.
+_BLOCK = 1 << 20
+
+
+def _blocks(n: int, size: int = _BLOCK) -> list[tuple[int, int]]:
+    """Split ``range(n)`` into consecutive ``(lo, hi)`` blocks of at most ``size`` rows."""
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
+def _sorted_by_job_and_start(job: np.ndarray, start: np.ndarray) -> bool:
+    """Whether rows are sorted by job, and by strictly increasing start within a job (in blocks)."""
+    n = job.size
+    up, job_up = np.empty(min(n, _BLOCK), dtype=bool), np.empty(min(n, _BLOCK), dtype=bool)
+    for lo, hi in _blocks(n - 1):
+        m = hi - lo
+        j0, j1 = job[lo:hi], job[lo + 1:hi + 1]
+        if not np.greater_equal(j1, j0, out=up[:m]).all():
+            return False
+        np.greater(start[lo + 1:hi + 1], start[lo:hi], out=up[:m])
+        if not np.logical_or(up[:m], np.greater(j1, j0, out=job_up[:m]), out=up[:m]).all():
+            return False
+    return True
+
+
+def _first_overlap(job: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Index of the first row that starts before the previous row of its job ends, or -1 (in blocks)."""
+    n = job.size
+    same, early = np.empty(min(n, _BLOCK), dtype=bool), np.empty(min(n, _BLOCK), dtype=bool)
+    for lo, hi in _blocks(n - 1):
+        m = hi - lo
+        np.equal(job[lo + 1:hi + 1], job[lo:hi], out=same[:m])
+        hit = np.logical_and(same[:m], np.less(start[lo + 1:hi + 1], end[lo:hi], out=early[:m]), out=same[:m])
+        if hit.any():
+            return lo + int(np.argmax(hit)) + 1
+    return -1
+
+
+def _code_dtype(n_codes: int) -> np.dtype:
+    """Return the narrowest signed integer type that holds ``-1 .. n_codes``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_codes < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _text_codes(col: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """Codes into the distinct values of a text column, and those values (only the ones used).
+
+    A categorical column hands over its own codes (no copy); a plain text column is factorized.
+    """
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        cats = list(col.cat.categories)
+        used = np.zeros(len(cats), dtype=bool)
+        for lo, hi in _blocks(codes.size):
+            used |= np.bincount(codes[lo:hi], minlength=len(cats)).astype(bool)
+        if used.all():
+            return codes, cats
+        keep = np.flatnonzero(used)
+        remap = np.full(len(cats), -1, dtype=_code_dtype(len(cats)))
+        remap[keep] = np.arange(keep.size)
+        return _recode(codes, remap), [cats[i] for i in keep]
+    codes, uniques = pd.factorize(col)
+    return codes, list(uniques)
+
+
+def _recode(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
+    """``lookup[codes]`` in the lookup's (narrow) type, without a full-length index temporary."""
+    if codes.size == 0:
+        return np.zeros(0, dtype=lookup.dtype)
+    if np.array_equal(lookup, np.arange(lookup.size)):
+        return codes.astype(lookup.dtype, copy=False)
+    out = np.empty(codes.size, dtype=lookup.dtype)
+    for lo, hi in _blocks(codes.size):
+        np.take(lookup, codes[lo:hi], out=out[lo:hi])
+    return out
 
 
 def _canonical_step_dtypes(steps: pd.DataFrame) -> bool:
@@ -660,7 +813,7 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
     s_att = t.s_attempt[s_lo:s_hi]
     s_num = t.s_step[s_lo:s_hi]
     s_wait = t.s_wait[s_lo:s_hi]
-    s_row = t.s_row[s_lo:s_hi]
+    s_row = _RowIndex(t.s_row, s_lo, s_hi)
     n = int(s_num.size)
 
     gang_mask = kind == "gang_complete"
@@ -676,8 +829,31 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         return origin + pd.Timedelta(seconds=float(seconds))
 
     e_t = (e_ns - origin_ns) / _NS
-    s_t0 = (t.s_start[s_lo:s_hi] - origin_ns) / _NS
-    s_t1 = (t.s_end[s_lo:s_hi] - origin_ns) / _NS
+    # step times and durations from integer nanoseconds relative to the origin, in blocks: a duration
+    # is its exact nanosecond count in seconds, not the difference of two rounded instants
+    s_t0, s_t1, s_dur = np.empty(n), np.empty(n), np.empty(n)
+    start_ns, end_ns = t.s_start[s_lo:s_hi], t.s_end[s_lo:s_hi]
+    a_buf, b_buf = np.empty(min(n, _BLOCK), np.int64), np.empty(min(n, _BLOCK), np.int64)
+    for lo, hi in _blocks(n):
+        a = np.subtract(start_ns[lo:hi], origin_ns, out=a_buf[:hi - lo])
+        np.divide(a, _NS, out=s_t0[lo:hi])
+        b = np.subtract(end_ns[lo:hi], origin_ns, out=b_buf[:hi - lo])
+        np.divide(b, _NS, out=s_t1[lo:hi])
+        np.divide(np.subtract(b, a, out=b), _NS, out=s_dur[lo:hi])
+    del start_ns, end_ns, a_buf, b_buf
+
+    def rel_ns(ns: np.ndarray, add_s: np.ndarray | None = None) -> np.ndarray:
+        # seconds since the origin of an instant (plus a logged duration), summed in nanoseconds so
+        # that one instant always maps to one float, however it was reached
+        if add_s is None:
+            return (ns - origin_ns) / _NS
+        out = np.full(ns.size, np.nan)
+        fin = np.isfinite(add_s)
+        exact = fin & (np.abs(add_s) < _EXACT_DURATION_S)
+        out[exact] = (ns[exact] + np.rint(add_s[exact] * _NS).astype(np.int64) - origin_ns) / _NS
+        huge = fin & ~exact  # beyond int64 nanoseconds: plain float seconds
+        out[huge] = (ns[huge] - origin_ns) / _NS + add_s[huge]
+        return out
 
     # --- attempts: held interval [gang_complete, release) -----------------------------------------
     g_att, g_idx, g_cnt = np.unique(e_att[gang_mask], return_index=True, return_counts=True)
@@ -692,7 +868,10 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         a = r_att[np.argmax(r_cnt > 1)]
         raise InputError(f"attempt {int(a)} of job {job_id!r} is released twice", file=ef,
                          row=int(e_row[rel_mask][e_att[rel_mask] == a][1]), field="kind")
-    s_att_values = s_att[np.concatenate([[True], s_att[1:] != s_att[:-1]])] if n else s_att
+    # first step of each block of one attempt's steps (steps are in time order)
+    blk = np.concatenate([[0], np.flatnonzero(s_att[1:] != s_att[:-1]) + 1]).astype(np.int64) if n else \
+        np.zeros(0, np.int64)
+    s_att_values = s_att[blk]
     missing = np.setdiff1d(np.unique(np.concatenate([e_att, s_att_values])), g_att)
     if missing.size:
         a = int(missing[0])
@@ -730,7 +909,6 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
     e_pos = by_number[np.searchsorted(att_num[by_number], e_att)]
     # steps are in time order, so each block of one attempt's steps lies inside its held interval iff
     # its first start and last end do (the ends increase, since steps do not overlap)
-    blk = np.concatenate([[0], np.flatnonzero(s_att[1:] != s_att[:-1]) + 1]) if n else np.zeros(0, np.int64)
     blk_end = np.concatenate([blk[1:], [n]]) - 1 if n else blk
     blk_pos = by_number[np.searchsorted(att_num[by_number], s_att[blk])]
     bad_blk = (s_t0[blk] < gang[blk_pos]) | (s_t1[blk_end] > release[blk_pos])
@@ -774,9 +952,12 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
     if commit_t.size:
         idx = np.searchsorted(s_t1, commit_t, side="right") - 1
         done = np.full(commit_t.size, -np.inf)
-        if n:
-            runmax = np.maximum.accumulate(s_num).astype(float)
-            done[idx >= 0] = runmax[idx[idx >= 0]]
+        if n and (idx >= 0).any():
+            # the highest step finished by each commit: running maxima of the segments between the
+            # (sorted) commit positions, never a full-length running maximum
+            ends, inv = np.unique(idx[idx >= 0] + 1, return_inverse=True)
+            seg_max = np.maximum.reduceat(s_num[:ends[-1]], np.concatenate([[0], ends[:-1]]))
+            done[idx >= 0] = np.maximum.accumulate(seg_max)[inv]
         bad = commit_s > done
         if bad.any():
             i = int(np.argmax(bad))
@@ -839,18 +1020,23 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
 
     # --- inferred restarts: a step number that does not increase, with no restore in between -------
     # step i and i + 1 are in one segment unless a restore falls between them
-    seg_start = np.zeros(n, dtype=bool)
     first_after = np.searchsorted(s_t0, rs_time, side="left")
-    seg_start[first_after[first_after < n]] = True
-    same_seg = ~seg_start[1:]
-    step_diff = np.diff(s_num)
-    inf_idx = np.flatnonzero(same_seg & (step_diff <= 0)) + 1
+    seg_first = np.unique(first_after[(first_after > 0) & (first_after < n)])
+    inf_parts, jumps = [], 0
+    for lo, hi in _blocks(max(n - 1, 0)):
+        # in blocks: step i + 1 against step i, a restore between them excepted
+        step_diff = s_num[lo + 1:hi + 1] - s_num[lo:hi]
+        same_seg = np.ones(hi - lo, dtype=bool)
+        cut = seg_first[(seg_first > lo) & (seg_first <= hi)]
+        same_seg[cut - 1 - lo] = False
+        inf_parts.append(np.flatnonzero(same_seg & (step_diff <= 0)) + lo + 1)
+        jumps += int(np.count_nonzero(same_seg & (step_diff > 1)))
+    inf_idx = np.concatenate(inf_parts) if inf_parts else np.zeros(0, np.int64)
     for i in inf_idx:
         ledger.flag("restart_inferred_from_step_numbers",
                     f"step {int(s_num[i])} runs again after step {int(s_num[i - 1])} with no restore event: "
                     f"a restart to step {int(s_num[i]) - 1} is inferred (fallback; log restore events)",
                     job_id=job_id, attempt=int(s_att[i]), time=utc(s_t0[i]))
-    jumps = int(np.count_nonzero(same_seg & (step_diff > 1)))
     if jumps:
         ledger.flag("step_records_missing", f"step numbers skip ahead {jumps} time(s) with no restart "
                     "(missing step records?); the skipped time is not counted as a step", job_id=job_id)
@@ -902,7 +1088,8 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
     cause[ok] = cand[ok]
 
     # --- erasure: the live chain of executions as a stack of segments, unwound at each restart -----
-    erased_by = np.full(n, -1, dtype=np.int64)
+    # a restart or interruption index: the narrowest integer type that holds them all
+    erased_by = np.full(n, -1, dtype=_code_dtype(r_time.size + int_time.size + 1))
     # segment k holds the steps that start after restart k - 1 and before restart k
     bounds = np.concatenate([[0], np.searchsorted(s_t0, r_time, side="left"), [n]]).astype(np.int64)
     stack: list[list[int]] = []
@@ -914,7 +1101,10 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         erased_any = False
         while stack:
             a_, b_ = stack[-1]
-            cut = a_ + int(np.searchsorted(s_num[a_:b_], r_roll[k], side="right"))
+            roll = r_roll[k]
+            # an integer target keeps the search on the integer steps (a float one copies them)
+            cut = (a_ + int(np.searchsorted(s_num[a_:b_], np.int64(roll), side="right")) if np.isfinite(roll)
+                   else (a_ if roll < 0 else b_))
             if cut < b_:
                 erased_by[cut:b_] = k  # restart index for now
                 erased_any = True
@@ -995,22 +1185,26 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         lone = x_idx[~used]
         dur = e_dur[lone]
         fin = np.isfinite(dur)
-        return e_t[b_idx], pair_end, e_dur[b_idx], e_t[lone][fin] - dur[fin], e_t[lone][fin]
+        return (e_t[b_idx], pair_end, e_dur[b_idx], rel_ns(e_ns[b_idx], e_dur[b_idx]),
+                rel_ns(e_ns[lone][fin], -dur[fin]), e_t[lone][fin])
 
-    ck_b, ck_end, ck_bd, ck_ds, ck_de = paired("checkpoint_begin", "checkpoint_commit")
-    ev_b, ev_end, ev_bd, ev_ds, ev_de = paired("eval_begin", "eval_end")
+    ck_b, ck_end, ck_bd, ck_bl, ck_ds, ck_de = paired("checkpoint_begin", "checkpoint_commit")
+    ev_b, ev_end, ev_bd, ev_bl, ev_ds, ev_de = paired("eval_begin", "eval_end")
     idle_mask = np.isin(kind, ("hang_begin", "idle_begin"))
 
     return JobTimeline(
         job_id=job_id, origin=origin, step_attempt=s_att, step_number=s_num, step_start=s_t0, step_end=s_t1,
-        step_input_wait=s_wait, step_row=s_row, erased_by=erased_by, attempt_number=att_num,
+        step_duration=s_dur, step_input_wait=s_wait, step_rows=s_row, erased_by=erased_by,
+        attempt_number=att_num,
         attempt_gang=gang, attempt_release=release, attempt_cold=cold, int_time=int_time, int_kind=int_kind,
         int_detected=int_det, int_inferred=inferred, int_attempt=int_att, int_restore_step=int_restore,
         restart_time=r_time, restart_rollback=r_roll, restart_cause=cause, commit_time=commit_t,
         commit_step=commit_s, ckpt_begin_time=ck_b, ckpt_begin_commit=ck_end, ckpt_begin_duration=ck_bd,
-        ckpt_duration_start=ck_ds, ckpt_duration_end=ck_de, eval_begin_time=ev_b, eval_begin_end=ev_end,
-        eval_begin_duration=ev_bd, eval_duration_start=ev_ds, eval_duration_end=ev_de,
-        idle_begin_time=e_t[idle_mask], idle_begin_duration=e_dur[idle_mask], first_step_time=fs_t,
+        ckpt_begin_logged_end=ck_bl, ckpt_duration_start=ck_ds, ckpt_duration_end=ck_de,
+        eval_begin_time=ev_b, eval_begin_end=ev_end, eval_begin_duration=ev_bd, eval_begin_logged_end=ev_bl,
+        eval_duration_start=ev_ds, eval_duration_end=ev_de, idle_begin_time=e_t[idle_mask],
+        idle_begin_duration=e_dur[idle_mask], idle_begin_logged_end=rel_ns(e_ns[idle_mask], e_dur[idle_mask]),
+        first_step_time=fs_t,
     )
 
 
@@ -1021,8 +1215,9 @@ def _jobs_from_tables(t: _Tables, job_id: str | None) -> list[JobTimeline]:
             raise InputError(f"job {job_id!r} is not in the timeline (jobs: {t.job_ids[:10]})",
                              file=t.events_file, field="job_id")
         codes = [t.job_ids.index(str(job_id))]
-    s_b = np.searchsorted(t.s_job, np.arange(len(t.job_ids) + 1), side="left")
-    e_b = np.searchsorted(t.e_job, np.arange(len(t.job_ids) + 1), side="left")
+    # job codes in the tables' own (narrow) type, so the search does not widen the code arrays
+    s_b = np.searchsorted(t.s_job, np.arange(len(t.job_ids) + 1, dtype=t.s_job.dtype), side="left")
+    e_b = np.searchsorted(t.e_job, np.arange(len(t.job_ids) + 1, dtype=t.e_job.dtype), side="left")
     return [_build_job(t, c, int(s_b[c]), int(s_b[c + 1]), int(e_b[c]), int(e_b[c + 1])) for c in codes]
 
 
@@ -1047,9 +1242,10 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     Named repairs (recorded in the ledger, row kept): events out of time order within an attempt are
     moved into order; a ``failure_detected`` with no ``failure`` before it is taken as the fault.
     Rejections (row dropped, reason recorded): exact duplicate step records.  Flags (no row changed):
-    unknown event kinds (kept), restarts inferred from repeated step numbers, rollback points inferred
-    without a restore event, missing releases, interruptions the job never recovered from, step
-    records missing, restarts that erased work with no logged interruption.
+    unknown event kinds (kept; the documented auxiliary kinds are kept without a flag), restarts
+    inferred from repeated step numbers, rollback points inferred without a restore event, missing
+    releases, interruptions the job never recovered from, step records missing, restarts that erased
+    work with no logged interruption.
 
     Parameters
     ----------
