@@ -28,11 +28,13 @@ from fleetlib.program.traces import (
     HOST_SYNC_COLUMNS,
     KERNEL_COLUMNS,
     KERNEL_EXTRA_COLUMNS,
+    OPS_COLUMNS,
     STEP_COLUMNS,
     TraceLedger,
     default_cache_dir,
     empty_host_syncs,
     empty_kernels,
+    empty_ops,
     empty_steps,
     rank_from_file_name,
     read_trace,
@@ -166,6 +168,13 @@ def test_empty_tables_have_the_canonical_columns_and_dtypes():
     assert str(k["cuda_graph"].dtype) == "bool" and str(k["start_us"].dtype) == "float64"
     assert tuple(empty_steps().columns) == STEP_COLUMNS
     assert tuple(empty_host_syncs().columns) == HOST_SYNC_COLUMNS
+    assert str(k["external_id"].dtype) == "Int64"
+    o = empty_ops()
+    assert tuple(o.columns) == OPS_COLUMNS
+    assert {c: str(o[c].dtype) for c in o.columns} == {
+        "rank": "int64", "external_id": "Int64", "name": "category", "start_us": "float64",
+        "dur_us": "float64", "input_dims": "object", "input_types": "object",
+    }
 
 
 def test_modern_object_form_with_base_time(tmp_path, cache_dir):
@@ -824,6 +833,7 @@ def test_cache_round_trip_is_identical_and_keyed_by_content(tmp_path, cache_dir)
         (first.kernels, second.kernels),
         (first.steps, second.steps),
         (first.host_syncs, second.host_syncs),
+        (first.ops, second.ops),
     ):
         pd.testing.assert_frame_equal(a, b)
     assert first.metadata == second.metadata and first.ledger.to_dict() == second.ledger.to_dict()
@@ -1029,7 +1039,9 @@ def test_dlrm_eight_ranks_from_distributed_info(dlrm):
     )
     assert all(m["world_size"] == 8 for m in dlrm.metadata.values())
     assert dlrm.ledger.rejected == 0 and dlrm.ledger.repaired == 0 and balanced(dlrm.ledger)
-    assert dlrm.ledger.flags == []
+    # these traces write each kernel's correlation id as its External id: the launching op is found
+    # by enclosure instead (flagged, no row changed)
+    assert dlrm.ledger.codes() == ["external_id_from_launch"]
     files = sorted(DLRM.glob("*.json.gz"))
     for path in files:
         raw = _raw_events(path)
@@ -1075,9 +1087,22 @@ def test_dlrm_all_to_all_kernels_are_classified_from_the_host_annotation(dlrm):
     assert (first["launch_us"] < first["start_us"]).all()
 
 
-def test_hta_nccl_trace_collectives_come_from_kernel_args():
-    tr = read_trace(NCCL, cache=False)
-    raw = [e for e in _raw_events(NCCL) if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+@pytest.fixture(scope="module")
+def nccl():
+    """The AllReduce trace read once (typed decoder watched), and its raw events."""
+    spy = mock.Mock(wraps=traces._DECODER)
+    text = mock.Mock(wraps=traces._text)  # the stdlib path's decoding step
+    with mock.patch.object(traces, "_DECODER", spy), mock.patch.object(traces, "_text", text):
+        tr = read_trace(NCCL, cache=False)
+    stdlib_bytes = sum(len(c.args[0]) for c in text.call_args_list)
+    assert stdlib_bytes < 10_000  # only the top-level keys around the events went through json
+    return tr, _raw_events(NCCL), spy.decode.call_count
+
+
+def test_hta_nccl_trace_collectives_come_from_kernel_args(nccl):
+    tr, events, typed_calls = nccl
+    assert typed_calls >= 16  # the file is decoded in pieces, all by the typed decoder
+    raw = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
     k = tr.kernels[tr.kernels["kind"] == "comm"].sort_values("start_us")
     raw.sort(key=lambda e: e["ts"])
     assert len(k) == len(raw) == 21
@@ -1100,3 +1125,269 @@ def test_hta_pipeline_pair_is_two_of_128_ranks():
     assert ts.steps.groupby("rank")["step"].apply(list).to_dict() == {0: [551, 552], 1: [551, 552]}
     comm = ts.kernels[ts.kernels["kind"] == "comm"]
     assert comm["name"].astype(str).str.startswith("ncclKernel_SendRecv").all() and len(comm) > 0
+
+
+# --- CPU operators with shapes (ops) and kernel -> op links ------------------------------------------
+
+
+def cpu_op(name, ts, dur, ext, *, dims=None, types=None, tid=100, cat="cpu_op") -> dict:
+    args = {"External id": ext}
+    if dims is not None:
+        args["Input Dims"] = dims
+    if types is not None:
+        args["Input type"] = types
+    return span(name, ts, dur, tid=tid, cat=cat, args=args)
+
+
+def test_ops_table_and_external_id_from_kernel_args(tmp_path, cache_dir):
+    # modern Kineto: the kernel's External id names the op (it differs from the correlation id)
+    events = [
+        step(1, 0.0, 1000.0),
+        cpu_op("aten::linear", 10.0, 200.0, 7, dims=[[64, 128], [256, 128], [256]],
+               types=["float", "float", "float"]),
+        cpu_op("aten::addmm", 20.0, 100.0, 8, dims=[[256], [64, 128], [128, 256], [], []],
+               types=["float", "float", "float", "Scalar", "Scalar"]),
+        cpu_op("aten::empty", 30.0, 1.0, 9),  # no shapes recorded: not a row
+        cpu_op("aten::mm", 300.0, -5.0, 10, dims=[[1, 2], [2, 3]]),  # negative duration: rejected
+        cpu_op("aten::mm", 400.0, 50.0, 2**70, dims=[[1, 2], [2, 3]], types=["c10::Half", "c10::Half"]),
+        runtime(40.0, 5.0, "cudaLaunchKernel", corr=501),
+        kernel(60.0, 30.0, "ampere_sgemm_64x64_tn", corr=501, args={"External id": 8}),
+        kernel(100.0, 5.0, "memset", corr=502),  # no External id arg and no launch call: <NA>
+    ]
+    path = write_trace(tmp_path / "t.json", events, top=info())
+    tr = read_trace(path, cache_dir=cache_dir)
+    o = tr.ops
+    assert tuple(o.columns) == OPS_COLUMNS and len(o) == 3
+    assert o["name"].tolist() == ["aten::linear", "aten::addmm", "aten::mm"]
+    assert o["external_id"].tolist()[:2] == [7, 8]
+    assert o["external_id"].isna().tolist() == [False, False, True]
+    assert o["start_us"].tolist() == [10.0, 20.0, 400.0] and o["dur_us"].tolist() == [200.0, 100.0, 50.0]
+    assert o["input_dims"].tolist() == [
+        "[[64, 128], [256, 128], [256]]", "[[256], [64, 128], [128, 256], [], []]", "[[1, 2], [2, 3]]",
+    ]
+    assert json.loads(o["input_types"][1]) == ["float", "float", "float", "Scalar", "Scalar"]
+    assert o["input_types"][2] == '["c10::Half", "c10::Half"]'
+    assert str(o["input_dims"].dtype) == "object" and str(o["input_types"].dtype) == "object"
+    k = tr.kernels
+    assert k["external_id"].tolist()[0] == 8 and pd.isna(k["external_id"][1])
+    assert "external_id_from_launch" not in tr.ledger.codes()
+    joined = k.dropna(subset=["external_id"]).merge(o, on=["rank", "external_id"], suffixes=("", "_op"))
+    assert joined["name_op"].tolist() == ["aten::addmm"]  # (drop <NA> first: pandas joins NA to NA)
+    # ledger: 3 kernels/steps + 4 ops with shapes read; the negative one rejected, the huge id repaired
+    rejected = {(e.row, e.field) for e in tr.ledger.entries if e.action == "rejected"}
+    assert rejected == {(5, "dur")}
+    repaired = [e for e in tr.ledger.entries if e.action == "repaired"]
+    assert [e.row for e in repaired] == [6] and str(2**70) in repaired[0].reason
+    assert tr.ledger.read == 1 + 2 + 4 and balanced(tr.ledger)
+    # the cache keeps the table exactly
+    again = read_trace(path, cache_dir=cache_dir)
+    assert again.from_cache
+    pd.testing.assert_frame_equal(tr.ops, again.ops)
+    pd.testing.assert_frame_equal(tr.kernels, again.kernels)
+
+
+def test_external_id_from_the_op_enclosing_the_launch(tmp_path):
+    # older Kineto: External id == correlation on every kernel; the innermost CPU op that encloses
+    # the launch call on the launching thread is the launching op (nested ops, siblings, threads)
+    events = [
+        step(1, 0.0, 1000.0),
+        cpu_op("aten::linear", 10.0, 300.0, 1, dims=[[8, 4], [2, 4]]),
+        cpu_op("aten::t", 12.0, 3.0, 2, dims=[[2, 4]]),  # a finished sibling before the launch
+        cpu_op("aten::addmm", 20.0, 100.0, 3, dims=[[2], [8, 4], [4, 2]]),
+        cpu_op("aten::empty", 25.0, 2.0, 4),  # finished before the launch
+        runtime(40.0, 5.0, "cudaLaunchKernel", corr=900),  # inside addmm
+        runtime(200.0, 5.0, "cudaLaunchKernel", corr=901),  # inside linear only
+        runtime(500.0, 5.0, "cudaLaunchKernel", corr=902),  # inside no op
+        cpu_op("aten::mul", 40.0, 10.0, 5, dims=[[3]], tid=101),  # same time, other thread
+        kernel(60.0, 10.0, corr=900, args={"External id": 900}),
+        kernel(210.0, 10.0, corr=901, args={"External id": 901}),
+        kernel(510.0, 10.0, corr=902, args={"External id": 902}),
+    ]
+    tr = read_trace(write_trace(tmp_path / "t.json", events, top=info()), cache=False)
+    ext = tr.kernels["external_id"]
+    assert ext.tolist()[:2] == [3, 1] and pd.isna(ext[2])
+    assert tr.ledger.codes() == ["external_id_from_launch"]
+
+
+def _innermost_op(ops: list[dict], tid, t: float):
+    inside = [o for o in ops if o["tid"] == tid and o["ts"] <= t <= o["ts"] + o["dur"]]
+    if not inside:
+        return None
+    best = max(inside, key=lambda o: (o["ts"], -o["dur"]))
+    return best["args"]["External id"]
+
+
+def test_dlrm_ops_and_kernel_links_match_a_brute_force_search(dlrm):
+    path = sorted(DLRM.glob("*.json.gz"))[0]
+    raw = _raw_events(path)
+    ops_raw = [e for e in raw if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    shaped = [e for e in ops_raw if "Input Dims" in e.get("args", {})]
+    o = dlrm.ops[dlrm.ops["rank"] == 0]
+    assert len(o) == len(shaped) > 1000
+    base = min(e["ts"] for e in raw if "ts" in e) // 10**6 * 10**6
+    expect = sorted((e["ts"] - base, e["args"]["External id"], e["name"], json.dumps(e["args"]["Input Dims"]))
+                    for e in shaped)
+    got = sorted(zip(o["start_us"], o["external_id"], o["name"].astype(str), o["input_dims"], strict=True))
+    assert got == expect
+    mm = o[o["name"].isin(["aten::addmm", "aten::mm"])]
+    assert len(mm) >= 20 and mm["input_dims"].map(lambda t: len(json.loads(t)) >= 2).all()
+    # every kernel's link, recomputed by brute force from the raw JSON (launch call -> innermost op)
+    calls = {e["args"]["correlation"]: e for e in raw if e.get("cat") == "cuda_runtime"}
+    k = dlrm.kernels[dlrm.kernels["rank"] == 0]
+    for corr, ext in zip(k["correlation"], k["external_id"], strict=True):
+        call = calls.get(corr)
+        want = None if call is None else _innermost_op(ops_raw, call["tid"], call["ts"])
+        assert (pd.isna(ext) and want is None) or ext == want
+    # every GEMM kernel joins to a matrix-multiply op with its shapes
+    gemm = k[k["name"].astype(str).str.contains("sgemm|gemmSN", regex=True)].dropna(subset=["external_id"])
+    joined = gemm.merge(o, on=["rank", "external_id"], how="left", suffixes=("", "_op"))
+    assert len(gemm) >= 20 and len(joined) == len(gemm)
+    assert set(joined["name_op"].astype(str)) == {"aten::mm", "aten::addmm", "aten::bmm"}
+    assert ((joined["launch_us"] >= joined["start_us_op"])
+            & (joined["launch_us"] <= joined["start_us_op"] + joined["dur_us_op"])).all()
+    # TraceSet.ops is every rank's table on the common time base
+    assert sorted(dlrm.ops["rank"].unique()) == list(range(8))
+    assert len(dlrm.ops) == sum(len(tr.ops) for tr in dlrm.reads)
+
+
+def test_hta_allreduce_trace_links_kernels_by_their_own_external_id(nccl):
+    tr, raw, _ = nccl
+    first = next(e for e in raw if e.get("cat") == "kernel")
+    assert tr.ops.empty and tuple(tr.ops.columns) == OPS_COLUMNS  # recorded without shapes
+    k = tr.kernels
+    assert int(k["external_id"].notna().sum()) == len(k)
+    assert first["args"]["External id"] != first["args"]["correlation"]
+    mine = k[k["correlation"] == first["args"]["correlation"]]
+    assert mine["external_id"].tolist() == [first["args"]["External id"]]
+    assert "external_id_from_launch" not in tr.ledger.codes()
+
+
+# --- parallel parse on Dask -------------------------------------------------------------------------
+
+
+def test_read_traces_on_a_dask_cluster_equals_the_serial_path(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    bad = tmp_path / "rank_9.json"
+    bad.write_bytes(b'{"traceEvents": [{"ph": "X", ')
+    files = [sorted(DLRM.glob("*.json.gz"))[0], PP[1], bad]
+    ranks = {p.name: i for i, p in enumerate(files)}  # the two pairs would otherwise both claim ranks
+    serial = read_traces(files, cache=False, progress=False, errors="skip", ranks=ranks)
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
+        as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        par = read_traces(files, cache=False, progress=True, errors="skip", ranks=ranks, client=client)
+        with pytest.raises(InputError, match=r"rank_9\.json"):
+            read_traces([bad], cache=False, progress=False, client=client)
+    for table in ("kernels", "steps", "host_syncs", "ops"):
+        pd.testing.assert_frame_equal(getattr(serial, table), getattr(par, table))
+    assert serial.ledger.to_dict() == par.ledger.to_dict()
+    assert par.ledger.rejected == 1 and par.ledger.entries[-1].field == "file"
+    assert par.base_time_ns == serial.base_time_ns and par.ranks == [0, 1]
+    assert [tr.path for tr in par.reads] == files[:2]
+    assert "time_base_shifted" in par.ledger.codes() and len(par.ops) > 0
+    with pytest.raises(DomainError, match="client"):
+        read_traces(files, cache=False, client="localhost:8786")
+
+
+# --- typed (msgspec) decoding is exactly the stdlib path ----------------------------------------------
+
+
+def _outcome(path: Path, **kw):
+    """Tables, ledger and metadata of a read -- or the error it raised -- for comparing two decoders."""
+    try:
+        tr = read_trace(path, cache=False, **kw)
+    except InputError as exc:
+        return ("error", str(exc), exc.row, exc.field)
+    return (tr.kernels, tr.steps, tr.host_syncs, tr.ops, tr.ledger.to_dict(), tr.metadata)
+
+
+def _same(a, b) -> None:
+    assert type(a[0]) is type(b[0])
+    if isinstance(a[0], str):  # both raised
+        assert a == b
+        return
+    for x, y in zip(a[:4], b[:4], strict=True):
+        pd.testing.assert_frame_equal(x, y)
+    assert a[4] == b[4] and a[5] == b[5]
+
+
+def _both(path: Path, **kw):
+    spy = mock.Mock(wraps=traces._DECODER)
+    with mock.patch.object(traces, "_DECODER", spy):
+        typed = _outcome(path, **kw)
+    with mock.patch.object(traces, "_DECODER", None):
+        plain = _outcome(path, **kw)
+    _same(typed, plain)
+    return typed, spy.decode.call_count
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*.json*")))
+def test_typed_decoding_matches_the_stdlib_path_on_the_corpus(name):
+    _both(CORPUS / name)
+
+
+def test_typed_decoding_is_used_and_exact_on_the_bundled_traces():
+    for path in (sorted(DLRM.glob("*.json.gz"))[3], PP[1]):
+        out, calls = _both(path)
+        assert calls > 0 and len(out[0]) > 100
+
+
+_W = st.sampled_from([0, 7, 2.5, "3.5", "x", None, True, 2**70, -5, [1], {"a": 1}, float("nan"), 1e300])
+_ARGS = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "stream": _W, "correlation": _W, "External id": _W, "device": _W, "Seq": _W,
+            "Input Dims": st.sampled_from([[[1, 2], []], "x", None]),
+            "Input type": st.sampled_from([["float"], 3]),
+            "labels": st.sampled_from(["GPU 0", None, "@@BAD@@"]),
+            "name": st.sampled_from(["stream 7", None]),
+            "Collective name": st.sampled_from(["allreduce", "bogus"]),
+        },
+    ),
+    st.sampled_from([[1], "text", None]),
+)
+_RAW_EVENT = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "ph": st.sampled_from(["X", "X", "X", "M", "i", "B"]),
+            "cat": st.sampled_from(
+                ["kernel", "cpu_op", "cuda_runtime", "user_annotation", "Kernel", "odd", None]
+            ),
+            "name": st.sampled_from(["k", "ProfilerStep#1", "nccl:all_reduce", "@@BAD@@", "process_labels",
+                                     "thread_name", "cudaDeviceSynchronize", None]),
+            "pid": st.sampled_from([0, 1, "GPU 0"]),
+            "tid": st.sampled_from([7, "stream 9", 100]),
+            "ts": st.one_of(st.floats(0, 1e4, allow_nan=False), _W),
+            "dur": st.one_of(st.floats(0, 1e3, allow_nan=False), _W),
+            "args": _ARGS,
+        }
+    ),
+    st.sampled_from([5, "entry", [], None]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(_RAW_EVENT, min_size=0, max_size=20), chunk=st.integers(1, 300), bare=st.booleans())
+def test_typed_decoding_matches_the_stdlib_path_on_adversarial_events(events, chunk, bare):
+    doc = events if bare else {**info(), "traceEvents": events, "baseTimeNanoseconds": 5}
+    data = json.dumps(doc).encode().replace(b"@@BAD@@", b"bad\xff\xfe")  # invalid UTF-8 where marked
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.json"
+        path.write_bytes(data)
+        with mock.patch.object(traces, "_CHUNK_BYTES", chunk):
+            _both(path)
+
+
+@pytest.mark.parametrize("cut", [0.9, 0.5, 0.1])
+def test_gunzip_presized_buffer_is_exact_for_one_or_many_members(cut):
+    text = json.dumps({"traceEvents": [kernel(float(i), 1.0) for i in range(300)]}).encode()
+    k = int(len(text) * cut)
+    for raw in (gzip.compress(text), gzip.compress(text[:k]) + gzip.compress(text[k:])):
+        out = traces._gunzip(raw, "x.json.gz")
+        assert bytes(out) == text == gzip.decompress(raw)
+    with pytest.raises(InputError, match="truncated"):  # the trailer of a cut file is arbitrary bytes
+        whole = gzip.compress(text)
+        traces._gunzip(whole[: len(whole) // 2], "x.json.gz")

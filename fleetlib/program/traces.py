@@ -1,8 +1,8 @@
 """Read PyTorch profiler (Kineto) Chrome-trace JSON into the canonical kernel and step tables.
 
 One file is one rank.  :func:`read_trace` reads a file, :func:`read_traces` a directory or list of
-files (one rank at a time, with a progress bar), both with a Parquet cache keyed by the file's
-content.  What comes back:
+files (one rank at a time with a progress bar, or one Dask task per file given a
+``distributed.Client``), both with a Parquet cache keyed by the file's content.  What comes back:
 
 ``kernels`` -- one row per GPU activity (:data:`KERNEL_COLUMNS`, then :data:`KERNEL_EXTRA_COLUMNS`)
     ``rank`` (int64), ``step`` (Int64: the ``ProfilerStep`` window the activity *starts* in;
@@ -16,9 +16,10 @@ content.  What comes back:
     ``bytes`` arg; ``<NA>`` otherwise), ``cuda_graph`` (bool: launched by a graph replay).
     Extra columns: ``device`` (int64 GPU index), ``correlation`` (Int64 launch correlation id),
     ``launch_us`` (float64 start of the runtime call that launched it; NaN when the trace has no
-    such call -- needed to tell a host-dispatch gap from a dependency wait) and
-    ``collective_source`` (category: ``args``, ``host_annotation``, ``name`` or ``none``).
-    Sorted by rank, start, end, stream.
+    such call -- needed to tell a host-dispatch gap from a dependency wait),
+    ``collective_source`` (category: ``args``, ``host_annotation``, ``name`` or ``none``) and
+    ``external_id`` (Int64: the ``External id`` of the innermost CPU op that launched it, the key
+    into ``ops``; see *Operators*).  Sorted by rank, start, end, stream.
 
 ``steps`` -- step windows (:data:`STEP_COLUMNS`): ``rank, step, start_us, end_us, source``.
     ``source`` is ``profiler_step`` (CPU ``ProfilerStep#N`` annotations), ``marker`` (user
@@ -29,6 +30,26 @@ content.  What comes back:
 ``host_syncs`` -- host runtime calls that synchronise with the device (:data:`HOST_SYNC_COLUMNS`):
     ``cudaDeviceSynchronize``, ``cudaStreamSynchronize``, ``cudaEventSynchronize``,
     ``cudaStreamWaitEvent`` (not blocking), synchronous ``cudaMemcpy``, HIP and driver equivalents.
+
+``ops`` -- CPU operators with recorded input shapes (:data:`OPS_COLUMNS`): one row per CPU op
+    (category ``cpu_op``, legacy ``Operator``) whose args carry ``Input Dims`` (the profiler ran
+    with ``record_shapes=True``): ``rank`` (int64), ``external_id`` (Int64, the op's
+    ``External id``), ``name`` (category), ``start_us``, ``dur_us`` (float64, the kernels' time
+    base), ``input_dims`` and ``input_types`` (object: the JSON text of the ``Input Dims`` and
+    ``Input type`` lists as ``json.dumps`` writes them, e.g. ``"[[64, 128], [128, 256]]"``;
+    ``input_types`` is None when the op has no ``Input type``).  Sorted by rank and start.  Empty
+    (with these dtypes) when the trace recorded no shapes.
+
+Operators
+---------
+A kernel's ``external_id`` joins it to the ``ops`` row of the operator that launched it.  Kineto
+writes that id into the kernel's args (``External id``), and that value is used -- except in
+traces where every kernel's ``External id`` equals its ``correlation`` (PyTorch 2.0-2.1 era
+Kineto, e.g. the bundled DLRM traces): there the id names the launch call, not the operator, so
+``external_id`` is taken from the innermost CPU op whose span encloses the launching runtime call
+on the launching thread (flag ``external_id_from_launch``).  A kernel with no ``External id`` arg
+takes the enclosing op's id the same way; with neither it is ``<NA>``.  The enclosing op may
+have no recorded shapes (then the id matches no ``ops`` row).
 
 Time base
 ---------
@@ -59,40 +80,49 @@ of such a trace is less reliable.
 Ledger and flags
 ----------------
 The rows a reader accounts for are the entries that become table rows -- GPU activities, step
-annotations, host sync calls -- plus entries of ``traceEvents`` that are not JSON objects (always
-rejected).  ``ledger.read == kept + repaired + rejected``; a row is the entry's position in
-``traceEvents`` counting from 1 (for a JSON syntax error, the :class:`InputError` row is the
-line).  Rejected: a missing or non-numeric ``ts`` / ``dur``, a negative duration, or a duration
-above ``max_event_us`` (default one hour: no profiler window records one GPU activity that long;
-corrupt CUPTI records show durations of days or more).  Repaired (one entry per row, naming the
-repair): overlaps of at most ``overlap_tolerance_us`` (default 1 µs) between consecutive
-activities on one stream -- a stream runs one activity at a time, so this is timestamp rounding
-(pytorch#122425) -- by ending the earlier activity where the next begins
-(``ns_rounding_overlap``); numeric text converted to numbers; invalid UTF-8 bytes replaced by
-U+FFFD; an integer beyond int64 in an id column set to missing with its exact digits kept in the
-ledger (never wrapped); a missing name replaced by ``<unnamed>``.  Flags (``ledger.flags``) note
-interpretations that change no row: ``legacy_format``, ``timestamps_in_ns``,
+annotations, host sync calls, CPU ops with ``Input Dims`` (the ``ops`` rows; CPU ops without
+shapes, used only to find a kernel's launching op, are not counted) -- plus entries of
+``traceEvents`` that are not JSON objects (always rejected).  ``ledger.read == kept + repaired +
+rejected``; a row is the entry's position in ``traceEvents`` counting from 1 (for a JSON syntax
+error, the :class:`InputError` row is the line).  Rejected: a missing or non-numeric ``ts`` /
+``dur``, a negative duration, or a duration above ``max_event_us`` (default one hour: no profiler
+window records one GPU activity that long; corrupt CUPTI records show durations of days or more).
+Repaired (one entry per row, naming the repair): overlaps of at most ``overlap_tolerance_us``
+(default 1 µs) between consecutive activities on one stream -- a stream runs one activity at a
+time, so this is timestamp rounding (pytorch#122425) -- by ending the earlier activity where the
+next begins (``ns_rounding_overlap``); numeric text converted to numbers; invalid UTF-8 bytes
+replaced by U+FFFD; an integer beyond int64 in an id column (``correlation``, ``Seq``,
+``External id``) set to missing with its exact digits kept in the ledger (never wrapped); a
+missing name replaced by ``<unnamed>`` (GPU and ``ops`` rows alike).  Flags (``ledger.flags``)
+note interpretations that change no row: ``legacy_format``, ``timestamps_in_ns``,
 ``rank_from_file_name`` / ``rank_from_mapping`` / ``rank_override`` / ``rank_assumed_zero``,
 ``no_profiler_step`` / ``steps_from_markers``, ``cuda_graph``, ``unknown_category`` (once per
 category), ``stream_overlap`` (overlaps above the tolerance, kept as recorded), ``invalid_utf8``,
-``integer_beyond_int64``, ``unknown_collective_name``, ``unknown_dtype``, ``no_gpu_activity``, and
-from :func:`read_traces` ``missing_ranks``, ``world_size_mismatch``, ``time_base_shifted``.
+``integer_beyond_int64``, ``external_id_from_launch``, ``unknown_collective_name``,
+``unknown_dtype``, ``no_gpu_activity``, and from :func:`read_traces` ``missing_ranks``,
+``world_size_mismatch``, ``time_base_shifted``.
 Input nothing can make sense of (a truncated gzip stream, invalid JSON, no events at all)
 raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 
 Decoding and cache
 ------------------
-Without a typed decoder installed, the stdlib ``json`` C scanner is the fastest route.  gzip is
-recognised by its magic bytes and decompressed slice by slice into one buffer.  The event array is
-then decoded in pieces of a sixteenth of the file (64 KiB to 1 MiB), cut between top-level events
-(a cut anywhere else fails to decode and is moved on, so only valid cuts are used), and each piece
-is reduced to numpy columns of the few fields the tables need before the next is decoded; equal
-names share one string.  Peak memory therefore stays near the size of the JSON text plus one
-piece's objects (about 1.5-2x the text on the bundled traces; decoding the whole document at once
-takes about 4x plus the text).  The Parquet cache (one file per trace under
-:func:`default_cache_dir`) is keyed by the SHA-256 of the file's bytes, :data:`READER_VERSION` and
-the options that change the tables; the rank is resolved after loading, so a renamed copy of a
-file is a cache hit that still takes its rank from its own name.
+gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  The event
+array is then decoded in pieces of a sixteenth of the file (256 KiB to 1 MiB), cut between
+top-level events (a cut anywhere else fails to decode and is moved on, so only valid cuts are
+used), and each piece is reduced to numpy columns of the few fields the tables need before the
+next is decoded; equal names share one string.  A piece is decoded by ``msgspec`` into typed
+records that declare only the fields the tables use (``ph``, ``cat``, ``name``, ``pid``, ``tid``,
+``ts``, ``dur`` and a few ``args`` keys): every other field is skipped without building Python
+objects.  Wherever the typed decoder could differ from the standard library -- invalid UTF-8
+anywhere in the piece, malformed JSON, ``NaN`` or lone-surrogate escapes, a non-object entry or
+``args`` -- that piece is decoded by :mod:`json` instead, so rows, ledger entries and errors are
+the same either way (without ``msgspec`` installed every piece takes the :mod:`json` path).  Peak
+memory stays near the size of the JSON text plus one piece's objects (about 1.5-1.9x the text on
+the 9.8 MB bundled trace; the first read in a process adds some one-time initialisation).  The
+Parquet cache (one file per trace under :func:`default_cache_dir`, holding all four tables as
+plain uncompressed columns, the metadata and the ledger) is keyed by the SHA-256 of the file's
+bytes, :data:`READER_VERSION` and the options that change the tables; the rank is resolved after
+loading, so a renamed copy of a file is a cache hit that still takes its rank from its own name.
 """
 
 from __future__ import annotations
@@ -108,11 +138,17 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+try:  # typed, column-projected decoding; the stdlib path below is complete without it
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is a declared dependency
+    msgspec = None
 
 from fleetlib.program.classify import (
     COLLECTIVES,
@@ -135,6 +171,7 @@ __all__ = [
     "HOST_SYNC_COLUMNS",
     "KERNEL_COLUMNS",
     "KERNEL_EXTRA_COLUMNS",
+    "OPS_COLUMNS",
     "READER_VERSION",
     "STEP_COLUMNS",
     "STEP_SOURCES",
@@ -145,6 +182,7 @@ __all__ = [
     "default_cache_dir",
     "empty_host_syncs",
     "empty_kernels",
+    "empty_ops",
     "empty_steps",
     "rank_from_file_name",
     "read_trace",
@@ -153,7 +191,7 @@ __all__ = [
 ]
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "1"
+READER_VERSION = "2"
 #: Environment variable naming the cache directory (default ``~/.cache/fleetlib/traces``).
 CACHE_ENV = "FLEETLIB_TRACE_CACHE"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
@@ -167,7 +205,11 @@ KERNEL_COLUMNS: tuple[str, ...] = (
     "process_group", "seq", "bytes", "cuda_graph",
 )
 #: Columns the reader adds after the canonical ones.
-KERNEL_EXTRA_COLUMNS: tuple[str, ...] = ("device", "correlation", "launch_us", "collective_source")
+KERNEL_EXTRA_COLUMNS: tuple[str, ...] = ("device", "correlation", "launch_us", "collective_source",
+                                         "external_id")
+#: CPU-operator table columns (ops with recorded input shapes).
+OPS_COLUMNS: tuple[str, ...] = ("rank", "external_id", "name", "start_us", "dur_us", "input_dims",
+                                "input_types")
 #: Step-window table columns.
 STEP_COLUMNS: tuple[str, ...] = ("rank", "step", "start_us", "end_us", "source")
 #: Where a step window came from.
@@ -181,7 +223,7 @@ _COLLECTIVE_SOURCES = ("args", "host_annotation", "name", "none")
 PathLike = str | os.PathLike[str]
 
 _CHUNK_BYTES = 1 << 20        # largest piece of the event array decoded at once
-_MIN_CHUNK_BYTES = 64 << 10   # smallest (a file is cut into about 16 pieces between the two)
+_MIN_CHUNK_BYTES = 256 << 10  # smallest (a file is cut into about 16 pieces between the two)
 _KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT_RE = re.compile(rb"\}\s*,\s*\{")
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -211,6 +253,39 @@ _ROLE_IGNORE, _ROLE_GPU, _ROLE_RUNTIME, _ROLE_SPAN, _ROLE_UNKNOWN = 0, 1, 2, 3, 
 _SEQ_KEYS = ("Seq", "seq", "Seq num", "seq_num", "sequence_num")
 _GRAPH_KEYS = ("graph id", "graphId", "graph_id", "graph node id", "graphNodeId")
 _INT64_MAX = np.iinfo(np.int64).max
+
+# The keys of an event's args that the tables use (JSON key -> attribute of the typed record)
+_ARG_KEYS: dict[str, str] = {
+    "device": "device", "stream": "stream", "correlation": "correlation",
+    "Collective name": "collective_name", "In msg nelems": "in_msg_nelems", "dtype": "dtype",
+    "Process Group Name": "pg_name", "Process Group Description": "pg_desc", "bytes": "bytes",
+    "External id": "external_id", "Input Dims": "input_dims", "Input type": "input_type",
+    "Seq": "seq_", "seq": "seq", "Seq num": "seq_num_", "seq_num": "seq_num", "sequence_num": "sequence_num",
+    "graph id": "graph_id_", "graphId": "graphid", "graph_id": "graph_id", "graph node id": "graph_node_id_",
+    "graphNodeId": "graphnodeid",
+}
+_EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+_ATTRS: dict[str, Any] = {k: attrgetter(a) for k, a in {**_ARG_KEYS, **{k: k for k in _EVENT_KEYS}}.items()}
+
+if msgspec is not None:
+    _ArgsStruct = msgspec.defstruct(
+        "_ArgsStruct",
+        [(a, Any, msgspec.field(default=None, name=k)) for k, a in _ARG_KEYS.items()]
+        # metadata events: GPU labels and thread names (UNSET tells an absent key from a null)
+        + [("labels", Any, msgspec.UNSET), ("name", Any, msgspec.UNSET)],
+        gc=False,
+    )
+    _EventStruct = msgspec.defstruct(
+        "_EventStruct", [(k, Any, None) for k in _EVENT_KEYS[:-1]] + [("args", _ArgsStruct | None, None)],
+        gc=False,
+    )
+    _DECODER: Any = msgspec.json.Decoder(list[_EventStruct])
+    _NO_ARGS: Any = _ArgsStruct()
+    _TYPED: tuple[type, ...] = (_EventStruct,)
+else:  # pragma: no cover
+    _DECODER = _NO_ARGS = None
+    _TYPED = ()
+_TRAILING_RE = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -286,7 +361,7 @@ class TraceRead:
         The file read.
     rank
         The rank the rows carry.
-    kernels, steps, host_syncs
+    kernels, steps, host_syncs, ops
         The tables described in the module docstring.
     metadata
         ``distributed_info``, ``device_properties``, ``base_time_ns``, ``time_unit``,
@@ -310,6 +385,7 @@ class TraceRead:
     ledger: TraceLedger
     from_cache: bool = False
     read_s: float = 0.0
+    ops: pd.DataFrame = field(default_factory=lambda: empty_ops())
 
     @property
     def flags(self) -> list[TraceFlag]:
@@ -323,7 +399,7 @@ class TraceSet:
 
     Attributes
     ----------
-    kernels, steps, host_syncs
+    kernels, steps, host_syncs, ops
         The per-rank tables concatenated (times shifted onto ``base_time_ns``).
     metadata
         Per rank, the :attr:`TraceRead.metadata` of its file.
@@ -342,6 +418,7 @@ class TraceSet:
     ledger: TraceLedger
     base_time_ns: int
     reads: list[TraceRead]
+    ops: pd.DataFrame = field(default_factory=lambda: empty_ops())
 
     @property
     def ranks(self) -> list[int]:
@@ -366,13 +443,15 @@ def _dtypes(table: str) -> dict[str, Any]:
             "kind": pd.CategoricalDtype(KINDS), "collective": pd.CategoricalDtype(COLLECTIVES),
             "process_group": "category", "seq": "Int64", "bytes": "Int64", "cuda_graph": "bool",
             "device": "int64", "correlation": "Int64", "launch_us": "float64",
-            "collective_source": pd.CategoricalDtype(_COLLECTIVE_SOURCES),
+            "collective_source": pd.CategoricalDtype(_COLLECTIVE_SOURCES), "external_id": "Int64",
         }
         _DTYPES["steps"] = {"rank": "int64", "step": "Int64", "start_us": "float64", "end_us": "float64",
                             "source": pd.CategoricalDtype(STEP_SOURCES)}
         _DTYPES["host_syncs"] = {"rank": "int64", "step": "Int64", "tid": "Int64", "start_us": "float64",
                                  "end_us": "float64", "dur_us": "float64", "name": "category",
                                  "sync_kind": "category", "blocking": "bool"}
+        _DTYPES["ops"] = {"rank": "int64", "external_id": "Int64", "name": "category", "start_us": "float64",
+                          "dur_us": "float64", "input_dims": "object", "input_types": "object"}
     return _DTYPES[table]
 
 
@@ -404,8 +483,31 @@ def _has_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> bool:
     return True
 
 
+def _categorical(values: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.Categorical:
+    """``pd.Categorical(values)`` (or with a fixed ``dtype``), built from codes: several times faster.
+
+    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them.
+    """
+    if dtype is not None:
+        return pd.Categorical.from_codes(dtype.categories.get_indexer(values), dtype=dtype, validate=False)
+    codes, uniques = pd.factorize(values, sort=True)
+    if not all(isinstance(u, str) for u in uniques):
+        return pd.Categorical(values)
+    cats = pd.Index(uniques, dtype="str")
+    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)  # distinct by construction: no re-check
+    return pd.Categorical.from_codes(codes, dtype=fast(cats, False) if fast else pd.CategoricalDtype(cats),
+                                     validate=False)
+
+
+_EMPTY: dict[tuple[str, ...], pd.DataFrame] = {}
+
+
 def _empty(dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
+    """Return a table with no rows (built once per column set -- milliseconds -- then copied)."""
+    key = tuple(dtypes)
+    if key not in _EMPTY:
+        _EMPTY[key] = pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
+    return _EMPTY[key].copy()
 
 
 def empty_kernels() -> pd.DataFrame:
@@ -421,6 +523,11 @@ def empty_steps() -> pd.DataFrame:
 def empty_host_syncs() -> pd.DataFrame:
     """Return a host-sync table with no rows."""
     return _empty(_sync_dtypes())
+
+
+def empty_ops() -> pd.DataFrame:
+    """Return a CPU-operator table (:data:`OPS_COLUMNS`) with no rows."""
+    return _empty(_dtypes("ops"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -518,11 +625,15 @@ def _gunzip(raw: bytes, file: str) -> bytes | bytearray:
     """Decompress gzip (all members) into one growing buffer, a slice of input at a time.
 
     ``gzip.decompress`` joins its output blocks at the end, briefly holding the text twice; this
-    keeps peak memory near the decompressed size.
+    keeps peak memory near the decompressed size.  The buffer is sized up front from the gzip
+    trailer's length field (exact for a single member under 4 GiB, capped at 64x the compressed
+    size; a growing buffer over-allocates by an eighth), and written in place.
     """
     if raw[:2] != b"\x1f\x8b":
         return raw
-    out = bytearray()
+    # trust the trailer only within a plausible ratio: a truncated file ends in arbitrary bytes
+    out = bytearray(min(int.from_bytes(raw[-4:], "little"), 64 * len(raw)) if len(raw) >= 18 else 0)
+    size = 0
     view = memoryview(raw)
     pos, n, step = 0, len(raw), 1 << 16
     try:
@@ -532,7 +643,9 @@ def _gunzip(raw: bytes, file: str) -> bytes | bytearray:
                 if pos >= n:
                     raise EOFError("compressed file ended before the end-of-stream marker was reached")
                 piece = view[pos:pos + step]
-                out += member.decompress(piece)
+                data = member.decompress(piece)
+                out[size:size + len(data)] = data  # in place while it fits, then it extends
+                size += len(data)
                 pos += len(piece)
             pos -= len(member.unused_data)
             while pos < n and raw[pos] == 0:  # zero padding between members is allowed
@@ -542,6 +655,7 @@ def _gunzip(raw: bytes, file: str) -> bytes | bytearray:
     except (EOFError, zlib.error) as exc:
         raise InputError(f"truncated or corrupt gzip stream ({exc}); expected a complete gzip file",
                          file=file, field="gzip") from exc
+    del out[size:]  # a multi-member file's trailer gives only the last member's length
     return out
 
 
@@ -605,15 +719,51 @@ def _skip_ws(buf: bytes | bytearray, pos: int) -> int:
     return pos
 
 
+def _valid_utf8(data: bytes | bytearray) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _typed_events(data: bytes | bytearray) -> list[Any] | None:
+    """Decode a JSON array of events into typed records holding only the fields the tables use.
+
+    Returns None where the typed decoder cannot stand in exactly for the stdlib one -- invalid
+    UTF-8 anywhere (the stdlib path counts and repairs it), malformed JSON, a value of another
+    shape (``args`` not an object, a non-object entry), ``NaN`` or lone-surrogate escapes --
+    and the caller decodes the same text with :mod:`json`.
+    """
+    if _DECODER is None or not _valid_utf8(data):
+        return None
+    try:
+        return _DECODER.decode(data)
+    except msgspec.DecodeError:  # ValidationError is a DecodeError too
+        return None
+
+
+def _bracketed(buf: bytes | bytearray, start: int, end: int, close: bool = True) -> bytearray:
+    """``[`` + ``buf[start:end]`` (+ ``]``) built with a single copy of the slice."""
+    data = bytearray(b"[")
+    data += memoryview(buf)[start:end]
+    if close:
+        data += b"]"
+    return data
+
+
 class _Source:
     """Splits a trace document into chunks of events; keeps the top-level keys and the format."""
 
-    def __init__(self, buf: bytes | bytearray, file: str) -> None:
+    def __init__(self, buf: bytes | bytearray, file: str, typed: bool = True) -> None:
         self.buf = buf
         self.file = file
         self.format = "object"
         self.top: dict[str, Any] = {}
         self.replaced = 0
+        self.typed = typed and _DECODER is not None
 
     def chunks(self) -> Iterator[list[Any]]:
         buf = self.buf
@@ -659,6 +809,11 @@ class _Source:
             m = _CUT_RE.search(buf, target) if target < n else None
             misses = 0
             while m is not None:
+                events = _typed_events(_bracketed(buf, pos, m.start() + 1)) if self.typed else None
+                if events is not None:
+                    yield events
+                    pos = m.end() - 1
+                    break
                 text, bad = _text(buf[pos:m.start() + 1])
                 try:
                     events = json.loads("[" + text + "]")
@@ -677,17 +832,21 @@ class _Source:
             else:
                 break
         # the last piece: decode up to the array's closing bracket, then the rest of the object
-        text, bad = _text(buf[pos:])
-        text = "[" + text
-        try:
-            events, end = json.JSONDecoder().raw_decode(text)
-        except ValueError as exc:
-            err = int(getattr(exc, "pos", 1) or 1)
-            raise _json_error(buf, pos + _byte_offset(text[1:], max(0, err - 1)), exc, self.file,
-                              "traceEvents") from exc
-        self.replaced += bad
-        tail = pos + _byte_offset(text[1:], end - 1)
-        del text
+        last = self._typed_last(pos)
+        if last is not None:
+            events, tail = last
+        else:
+            text, bad = _text(buf[pos:])
+            text = "[" + text
+            try:
+                events, end = json.JSONDecoder().raw_decode(text)
+            except ValueError as exc:
+                err = int(getattr(exc, "pos", 1) or 1)
+                raise _json_error(buf, pos + _byte_offset(text[1:], max(0, err - 1)), exc, self.file,
+                                  "traceEvents") from exc
+            self.replaced += bad
+            tail = pos + _byte_offset(text[1:], end - 1)
+            del text
         yield events
         rest = buf[tail:]
         if self.format == "bare_array":
@@ -710,6 +869,26 @@ class _Source:
                               self.file, "the document")
         self.replaced += bad
         self.top.update(more)
+
+    def _typed_last(self, pos: int) -> tuple[list[Any], int] | None:
+        """Typed decode of the last piece: the events and the offset just past the array's end."""
+        if not self.typed:
+            return None
+        data = _bracketed(self.buf, pos, len(self.buf), close=False)
+        if not _valid_utf8(data):
+            return None
+        try:
+            return _DECODER.decode(data), len(self.buf)  # a bare array ends the document
+        except msgspec.DecodeError as exc:
+            m = _TRAILING_RE.search(str(exc))  # the array ended before the document did
+            if m is None:
+                return None
+        end = int(m.group(1)) - 1  # msgspec names the byte after the first trailing character
+        del data[end:]  # in place: no second copy of the piece
+        try:
+            return _DECODER.decode(data), pos + end - 1
+        except msgspec.DecodeError:
+            return None
 
     def _whole(self) -> Iterator[list[Any]]:
         """Decode the whole document at once (fallback; also names the place of a syntax error)."""
@@ -747,8 +926,22 @@ def _objects(values: Iterable[Any], n: int) -> np.ndarray:
     return np.fromiter(values, dtype=object, count=n)
 
 
-def _get(dicts: Sequence[dict[str, Any]] | np.ndarray, key: str) -> np.ndarray:
-    return _objects(map(dict.get, dicts, repeat(key)), len(dicts))
+def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
+    """Return the value of ``key`` in each event or args record (None where absent).
+
+    Items are all dicts (the stdlib decoder) or all typed records (msgspec), never mixed.
+    """
+    n = len(items)
+    if n and not isinstance(items[0], dict):
+        return _objects(map(_ATTRS[key], items), n)
+    return _objects(map(dict.get, items, repeat(key)), n)
+
+
+def _present(args: np.ndarray) -> set[str]:
+    """Return the arg keys any of these records carries (typed records: every key they declare)."""
+    if len(args) and not isinstance(args[0], dict):
+        return set(_ARG_KEYS)
+    return set().union(*args)  # one C-level pass over the dicts
 
 
 _NUM_OK, _NUM_MISSING, _NUM_TEXT, _NUM_BAD, _NUM_HUGE = 0, 1, 2, 3, 4
@@ -812,11 +1005,13 @@ def _numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, status
 
 
-def _args(evs: np.ndarray) -> tuple[np.ndarray, int]:
-    """Return the ``args`` objects of events ({} when missing) and how many were not objects."""
-    args = _get(evs, "args")
-    if set(map(type, args)) <= {dict}:
+def _args(args: np.ndarray) -> tuple[np.ndarray, int]:
+    """Return events' ``args`` values as objects ({} when missing) and how many were not objects."""
+    kinds = set(map(type, args))
+    if kinds <= {dict}:
         return args, 0
+    if _TYPED and kinds - {type(None)} <= {type(_NO_ARGS)}:  # typed records: args was an object or absent
+        return np.where(np.equal(args, None), _NO_ARGS, args), 0
     is_dict = np.fromiter(map(isinstance, args, repeat(dict)), dtype=bool, count=len(args))
     odd = int((~is_dict & ~np.equal(args, None)).sum())
     fixed = args.copy()
@@ -837,32 +1032,48 @@ def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
 def _shared(values: np.ndarray) -> np.ndarray:
     """Point equal values at one object (the decoder makes a new string per event; names are long)."""
     try:
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
     except TypeError:  # unhashable values in a malformed trace: keep them as they are
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
     return table[np.where(codes < 0, len(uniques), codes)]
 
 
-def _timing(evs: np.ndarray) -> dict[str, np.ndarray]:
-    """``ts`` and ``dur`` as numbers with their parse status (see :func:`_numbers`), per chunk."""
-    ts, ts_status = _numbers(_get(evs, "ts"))
-    dur, dur_status = _numbers(_get(evs, "dur"))
+def _timing(x: Mapping[str, np.ndarray], pos: np.ndarray) -> dict[str, np.ndarray]:
+    """``ts`` and ``dur`` of the events at ``pos`` as numbers with their parse status.
+
+    Converted per role and chunk (see :func:`_numbers`: integers stay exact int64 when a group
+    holds nothing else).
+    """
+    ts, ts_status = _numbers(x["ts"][pos])
+    dur, dur_status = _numbers(x["dur"][pos])
     return {"ts": ts, "ts_status": ts_status, "dur": dur, "dur_status": dur_status}
+
+
+def _meta_dict(event: Any) -> dict[str, Any]:
+    """Return a metadata event as a dict (a typed record: only the keys :func:`_device_maps` reads)."""
+    if isinstance(event, dict):
+        return event
+    out = {"ph": event.ph, "name": event.name, "pid": event.pid, "tid": event.tid}
+    if event.args is not None:
+        out["args"] = {k: v for k, v in (("labels", event.args.labels), ("name", event.args.name))
+                       if v is not msgspec.UNSET}
+    return out
 
 
 class _Collector:
     """Reduces chunks of events to the columns the tables need (per chunk, then concatenated)."""
 
     _GPU_ARGS = ("device", "stream", "correlation", "Collective name", "In msg nelems", "dtype",
-                 "Process Group Name", "Process Group Description", "bytes")
+                 "Process Group Name", "Process Group Description", "bytes", "External id")
     _SPAN_ARGS = ("Collective name", "In msg nelems", "dtype", "Process Group Name",
                   "Process Group Description", "Input Dims", "Input type")
 
     def __init__(self, step_marker: re.Pattern[str] | None) -> None:
         self.step_marker = step_marker
         self.offset = 0
-        self.parts: dict[str, list[dict[str, np.ndarray]]] = {"gpu": [], "runtime": [], "spans": []}
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {"gpu": [], "runtime": [], "spans": [],
+                                                              "ops": []}
         self.meta_events: list[dict[str, Any]] = []
         self.cat_counts: Counter[str] = Counter()
         self.phase_counts: Counter[str] = Counter()
@@ -882,20 +1093,20 @@ class _Collector:
             return
         evs = _objects(events, n)
         rows = np.arange(base + 1, base + n + 1, dtype=np.int64)
-        if set(map(type, events)) != {dict}:
+        kinds = set(map(type, events))
+        if kinds != {dict} and not (_TYPED and kinds <= set(_TYPED)):
             is_dict = np.fromiter(map(isinstance, events, repeat(dict)), dtype=bool, count=n)
             self.not_objects.extend(rows[~is_dict].tolist())
             evs, rows = evs[is_dict], rows[is_dict]
             if not len(evs):
                 return
         ph = _get(evs, "ph")
-        ph_codes, ph_uniques = pd.factorize(pd.Series(ph, dtype=object), use_na_sentinel=True)
+        ph_codes, ph_uniques = pd.factorize(ph, use_na_sentinel=True)
         for u, c in zip(ph_uniques, np.bincount(ph_codes[ph_codes >= 0], minlength=len(ph_uniques)),
                         strict=True):
             self.phase_counts[str(u)] += int(c)
         is_x = ph == "X"
-        cat_codes, cat_uniques = pd.factorize(pd.Series(_get(evs, "cat"), dtype=object),
-                                              use_na_sentinel=True)
+        cat_codes, cat_uniques = pd.factorize(_get(evs, "cat"), use_na_sentinel=True)
         counts = np.bincount(cat_codes[cat_codes >= 0], minlength=len(cat_uniques))
         norm = np.empty(len(cat_uniques) + 1, dtype=object)
         role = np.zeros(len(cat_uniques) + 1, dtype=np.int8)
@@ -916,38 +1127,46 @@ class _Collector:
         self.cat_counts["<none>"] += int((cat_codes < 0).sum())
         ev_role = np.where(is_x, role[code], _ROLE_IGNORE)
         cat_norm = norm[code]
-        # the span of all timed events, and a sample of timestamps for the unit check
-        if is_x.any():
-            xs = evs[is_x]
-            ts, st = _numbers(_get(xs, "ts"))
-            du, sd = _numbers(_get(xs, "dur"))
-            ok = (st == _NUM_OK) | (st == _NUM_TEXT)
-            if not np.issubdtype(ts.dtype, np.integer):
-                ok &= np.isfinite(ts)
-            self.n_timed += int(ok.sum())
-            if ok.any():
-                tsf = ts[ok].astype(np.float64)
-                d_ok = ((sd[ok] == _NUM_OK) | (sd[ok] == _NUM_TEXT))
-                duf = np.where(d_ok, du[ok].astype(np.float64), 0.0)
-                duf = np.where(np.isfinite(duf) & (duf > 0), duf, 0.0)
-                self.window[0] = min(self.window[0], float(tsf.min()))
-                self.window[1] = max(self.window[1], float((tsf + duf).max()))
-                self.ts_samples.append(tsf[:: max(1, len(tsf) // 64)])
         m_idx = np.flatnonzero(ph == "M")
         if len(m_idx):
-            self.meta_events.extend(evs[m_idx].tolist())
-        sel = np.flatnonzero((ev_role == _ROLE_GPU) | (ev_role == _ROLE_UNKNOWN))
+            self.meta_events.extend(map(_meta_dict, evs[m_idx].tolist()))
+        xi = np.flatnonzero(is_x)
+        if not len(xi):
+            return
+        # the fields every role uses, taken once for all complete events
+        xs = evs[xi]
+        x = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
+             "tid": _get(xs, "tid"), "args": _get(xs, "args")}
+        # the span of all timed events, and a sample of timestamps for the unit check
+        ts, st = _numbers(x["ts"])
+        du, sd = _numbers(x["dur"])
+        ok = (st == _NUM_OK) | (st == _NUM_TEXT)
+        if not np.issubdtype(ts.dtype, np.integer):
+            ok &= np.isfinite(ts)
+        self.n_timed += int(ok.sum())
+        if ok.any():
+            tsf = ts[ok].astype(np.float64)
+            d_ok = ((sd[ok] == _NUM_OK) | (sd[ok] == _NUM_TEXT))
+            duf = np.where(d_ok, du[ok].astype(np.float64), 0.0)
+            duf = np.where(np.isfinite(duf) & (duf > 0), duf, 0.0)
+            self.window[0] = min(self.window[0], float(tsf.min()))
+            self.window[1] = max(self.window[1], float((tsf + duf).max()))
+            self.ts_samples.append(tsf[:: max(1, len(tsf) // 64)])
+        x_role, x_cat, x_rows = ev_role[xi], cat_norm[xi], rows[xi]
+        sel = np.flatnonzero((x_role == _ROLE_GPU) | (x_role == _ROLE_UNKNOWN))
         if len(sel):
-            self.parts["gpu"].append(self._gpu(evs[sel], rows[sel], cat_norm[sel]))
-        sel = np.flatnonzero(ev_role == _ROLE_RUNTIME)
+            self.parts["gpu"].append(self._gpu(x, sel, x_rows[sel], x_cat[sel], _get(xs[sel], "pid")))
+        sel = np.flatnonzero(x_role == _ROLE_RUNTIME)
         if len(sel):
-            self.parts["runtime"].append(self._runtime(evs[sel], rows[sel]))
-        sel = np.flatnonzero(ev_role == _ROLE_SPAN)
+            self.parts["runtime"].append(self._runtime(x, sel, x_rows[sel]))
+        sel = np.flatnonzero((x_role == _ROLE_SPAN) & (x_cat == "cpu_op"))
         if len(sel):
-            names = _get(evs[sel], "name")
-            keep = _map_unique(names, self._wanted_span, False).astype(bool)
+            self.parts["ops"].append(self._op(x, sel, x_rows[sel]))
+        sel = np.flatnonzero(x_role == _ROLE_SPAN)
+        if len(sel):
+            keep = _map_unique(x["name"][sel], self._wanted_span, False).astype(bool)
             if keep.any():
-                self.parts["spans"].append(self._span(evs[sel][keep], rows[sel][keep], names[keep]))
+                self.parts["spans"].append(self._span(x, sel[keep], x_rows[sel][keep]))
 
     def _wanted_span(self, name: Any) -> bool:
         if not isinstance(name, str):
@@ -955,12 +1174,13 @@ class _Collector:
         return (name.startswith(("ProfilerStep#", "nccl:", "rccl:")) or name == "record_param_comms"
                 or (self.step_marker is not None and self.step_marker.search(name) is not None))
 
-    def _gpu(self, evs: np.ndarray, rows: np.ndarray, cat_norm: np.ndarray) -> dict[str, np.ndarray]:
-        args, odd = _args(evs)
+    def _gpu(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray, cat_norm: np.ndarray,
+             pid: np.ndarray) -> dict[str, np.ndarray]:
+        args, odd = _args(x["args"][pos])
         self.odd_args += odd
-        cols = {"row": rows, "cat": cat_norm, "name": _shared(_get(evs, "name")), **_timing(evs),
-                "pid": _get(evs, "pid"), "tid": _get(evs, "tid")}
-        present = set().union(*args)  # the arg keys any of these events carries (one C-level pass)
+        cols = {"row": rows, "cat": cat_norm, "name": x["name"][pos], **_timing(x, pos), "pid": pid,
+                "tid": x["tid"][pos]}
+        present = _present(args)
         none = np.full(len(args), None, dtype=object)
         for key in self._GPU_ARGS:
             cols[key] = _get(args, key) if key in present else none
@@ -973,18 +1193,29 @@ class _Collector:
         cols["graph_arg"] = graph
         return cols
 
-    def _runtime(self, evs: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
-        args, _ = _args(evs)
-        return {"row": rows, "name": _shared(_get(evs, "name")), **_timing(evs), "tid": _get(evs, "tid"),
+    def _runtime(self, x: Mapping[str, np.ndarray], pos: np.ndarray,
+                 rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos],
                 "correlation": _get(args, "correlation")}
 
-    def _span(self, evs: np.ndarray, rows: np.ndarray, names: np.ndarray) -> dict[str, np.ndarray]:
-        args, _ = _args(evs)
-        cols = {"row": rows, "name": _shared(names), **_timing(evs),
-                "tid": _get(evs, "tid")}
+    def _span(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
         for key in self._SPAN_ARGS:
             cols[key] = _get(args, key)
         cols["seq"] = _first_present(args, _SEQ_KEYS)
+        return cols
+
+    def _op(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        present = _present(args)
+        none = np.full(len(args), None, dtype=object)
+        cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
+        typed = len(args) > 0 and not isinstance(args[0], dict)
+        cols["External id"] = _get(args, "External id") if "External id" in present else none
+        for key in ("Input Dims", "Input type"):
+            cols[key] = _json_texts(_get(args, key), typed) if key in present else none
         return cols
 
     def table(self, which: str) -> dict[str, np.ndarray]:
@@ -1127,7 +1358,7 @@ def _small_int(value: Any) -> int | None:
 def _map_unique(values: np.ndarray, fn: Any, missing: Any) -> np.ndarray:
     """Apply ``fn`` once per distinct value; missing values get ``missing``."""
     try:
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
     except TypeError:  # unhashable values (lists, objects) in a malformed trace
         return _objects((missing if isinstance(v, (list, dict)) or v is None else fn(v) for v in values),
                         len(values))
@@ -1255,13 +1486,15 @@ class _Built:
     steps: pd.DataFrame
     host_syncs: pd.DataFrame
     metadata: dict[str, Any]
+    ops: pd.DataFrame
 
 
-def _parse(raw: bytes, file: str, sha: str, opts: _Options) -> tuple[_Built, _Book]:
+def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Built, _Book]:
+    """Parse the file's bytes, handed over in ``held`` (emptied once decompressed, to free them)."""
     book = _Book(file)
     marker = re.compile(opts.step_marker) if opts.step_marker else None
     col = _Collector(marker)
-    source = _Source(_gunzip(raw, file), file)
+    source = _Source(_gunzip(held.pop(), file), file)
     for events in source.chunks():
         if not isinstance(events, list):
             raise InputError("traceEvents is not an array", file=file, field="traceEvents")
@@ -1334,7 +1567,7 @@ def _parse(raw: bytes, file: str, sha: str, opts: _Options) -> tuple[_Built, _Bo
 
     comm = _comm_semantics(gk, kind, names, rows_k, book, n_k)
     corr = _ids(gk["correlation"], rows_k, book, "correlation") if n_k else pd.array([], dtype="Int64")
-    launch_us, graph = _launches(r, origin, scale, corr, gk, n_k, comm, s, book)
+    launch_us, graph, launch_tid = _launches(r, origin, scale, corr, gk, n_k, comm, s, book)
     dur = dur_all[keep]
     end, trimmed = _repair_overlaps(start, end, stream, device, kind, rows_k, book, opts.overlap_tolerance_us)
     dur = np.where(trimmed, end - start, dur)  # untouched rows keep their recorded duration exactly
@@ -1346,21 +1579,24 @@ def _parse(raw: bytes, file: str, sha: str, opts: _Options) -> tuple[_Built, _Bo
     if not n_k or not np.isin(kind, ("compute", "comm", "memcpy", "memset")).any():
         book.flag("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
     host_syncs = _host_sync_table(r, origin, scale, steps, book, opts)
+    ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
+    external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
     kernels = pd.DataFrame({
         "rank": np.zeros(n_k, dtype=np.int64),
         "step": _assign_steps(start, steps),
         "stream": stream,
         "start_us": start, "end_us": end, "dur_us": dur,
-        "name": pd.Categorical(names),
-        "kind": pd.Categorical(kind, categories=KINDS),
-        "collective": pd.Categorical(comm["collective"], categories=COLLECTIVES),
-        "process_group": pd.Categorical(comm["pg"]),
+        "name": _categorical(names),
+        "kind": _categorical(kind, _kernel_dtypes()["kind"]),
+        "collective": _categorical(comm["collective"], _kernel_dtypes()["collective"]),
+        "process_group": _categorical(comm["pg"]),
         "seq": comm["seq"],
         "bytes": comm["bytes"],
         "cuda_graph": graph,
         "device": device, "correlation": corr, "launch_us": launch_us,
-        "collective_source": pd.Categorical(comm["source"], categories=_COLLECTIVE_SOURCES),
+        "collective_source": _categorical(comm["source"], _kernel_dtypes()["collective_source"]),
+        "external_id": external_id,
     })
     kernels = kernels.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
 
@@ -1380,7 +1616,163 @@ def _parse(raw: bytes, file: str, sha: str, opts: _Options) -> tuple[_Built, _Bo
             "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName", "schemaVersion",
             "displayTimeUnit")},
     }
-    return _Built(kernels, steps, host_syncs, metadata), book
+    return _Built(kernels, steps, host_syncs, metadata, ops), book
+
+
+_NOT_INTEGER_LISTS = re.compile(rb'["{.eEtfn]')  # text, objects, floats, true / false / null
+
+
+def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
+    """JSON text of each value (``json.dumps`` separators), None where the value is missing.
+
+    Values are grouped by an exact key (the typed decoder's values by their compact JSON encoding,
+    others by ``repr``) and each distinct value is written once: lists of integers (shapes) by
+    spacing the compact encoding, anything else by ``json.dumps``.  Escaped invalid UTF-8 bytes
+    (lone surrogates, stdlib path only) pass through as they are, for :func:`_clean`.
+    """
+    n = len(values)
+    if not n:
+        return _objects([], 0)
+    have = ~np.equal(values, None)
+    if not have.all():  # most CPU ops carry no shapes (or the trace recorded none): skip them
+        out = np.full(n, None, dtype=object)
+        if have.any():
+            out[have] = _json_texts(values[have], typed)
+        return out
+    keys = _objects(map(msgspec.json.encode if typed else repr, values), n)
+    codes, uniques = pd.factorize(keys)
+    first = np.zeros(len(uniques), dtype=np.int64)
+    first[codes[::-1]] = np.arange(n)[::-1]  # a row holding each distinct value
+    texts = np.empty(len(uniques), dtype=object)
+    for j, (key, i) in enumerate(zip(uniques, first, strict=True)):  # distinct values: a handful
+        v = values[i]
+        if v is None:
+            texts[j] = None
+        elif typed and not _NOT_INTEGER_LISTS.search(key):
+            texts[j] = key.decode().replace(",", ", ")
+        else:
+            texts[j] = json.dumps(v, ensure_ascii=False)
+    return texts[codes]
+
+
+def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book, opts: _Options,
+               replaced: bool) -> tuple[pd.DataFrame, dict[str, np.ndarray] | None]:
+    """Build the ``ops`` table (CPU ops with ``Input Dims``); return it with all CPU ops' spans.
+
+    The spans (start, end, thread, External id) locate the op that launched a kernel.
+    """
+    if not o:
+        return empty_ops(), None
+    ts, du, ok_all = _times(o, None)
+    start_all = _to_us(ts, origin, scale)
+    end_all = start_all + du.astype(np.float64) / scale
+    ext_all = _ids(o["External id"], o["row"], None, "External id")
+    use = ok_all & (end_all >= start_all) & ~np.asarray(pd.isna(ext_all))
+    links = {"start": start_all[use], "end": end_all[use], "tid": o["tid"][use],
+             "ext": ext_all[use].to_numpy(dtype=np.int64)} if use.any() else None
+    has_dims = ~np.equal(o["Input Dims"], None)
+    if not has_dims.any():
+        return empty_ops(), links
+    sub = {k: v[has_dims] for k, v in o.items()}
+    start, dur, ok = _timed_rows(sub, book, origin, scale, opts, "CPU op")
+    rows = sub["row"][ok]
+    ext = _ids(sub["External id"][ok], rows, book, "External id")
+    names = sub["name"][ok]
+    dims = sub["Input Dims"][ok]  # JSON text already (see _Collector._op)
+    types = sub["Input type"][ok]
+    if replaced:
+        dirty = np.zeros(len(rows), dtype=bool)
+        for values in (names, dims, types):
+            dirty |= _map_unique(values, lambda v: isinstance(v, str) and bool(_ESCAPED_RE.search(v)),
+                                 False).astype(bool)
+        names, dims, types = _clean(names), _clean(dims), _clean(types)
+        if dirty.any():
+            book.repair(rows[dirty], "name,Input Dims,Input type", "invalid UTF-8 bytes replaced by U+FFFD")
+    bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
+    if bad_name.any():
+        book.repair(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
+        names = np.where(bad_name, "<unnamed>", names)
+    frame = pd.DataFrame({
+        "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext,
+        "name": _categorical(names), "start_us": start[ok], "dur_us": dur[ok],
+        "input_dims": pd.Series(dims, dtype=object), "input_types": pd.Series(types, dtype=object),
+    })
+    return frame.sort_values("start_us", kind="stable", ignore_index=True), links
+
+
+def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of each span's innermost enclosing span (-1 for none); spans sorted by start, end desc.
+
+    The parent is the nearest earlier span that ends no earlier; found by pointer jumping (each
+    pass at least doubles the distance skipped), so the passes are logarithmic in the span count.
+    """
+    cand = np.arange(len(start)) - 1
+    while True:
+        c = np.maximum(cand, 0)
+        open_ = (cand >= 0) & (end[c] < end)
+        if not open_.any():
+            return cand
+        cand[open_] = cand[cand[open_]]
+
+
+def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarray]) -> pd.arrays.IntegerArray:
+    """External id of the innermost CPU op that encloses time ``t`` on thread ``tid`` (<NA> if none)."""
+    n = len(t)
+    out = np.zeros(n, dtype=np.int64)
+    found = np.zeros(n, dtype=bool)
+    q = np.flatnonzero(np.isfinite(t) & ~np.equal(tid, None))
+    if not len(q):
+        return pd.arrays.IntegerArray(out, ~found)
+    try:
+        codes, _ = pd.factorize(np.concatenate([tid[q], links["tid"]]))
+    except TypeError:  # unhashable thread ids in a malformed trace
+        return pd.arrays.IntegerArray(out, ~found)
+    lt, at = codes[:len(q)], codes[len(q):]
+    for thread in np.unique(lt):  # a handful of host threads
+        qi = q[lt == thread]
+        aj = np.flatnonzero(at == thread)
+        if not len(aj):
+            continue
+        aj = aj[np.lexsort((-links["end"][aj], links["start"][aj]))]
+        s_, e_ = links["start"][aj], links["end"][aj]
+        parent = _parents(s_, e_)
+        tq = t[qi]
+        k = np.searchsorted(s_, tq, side="right") - 1
+        while True:  # climb to the first ancestor still open at t (at most the nesting depth)
+            up = (k >= 0) & (e_[np.maximum(k, 0)] < tq)
+            if not up.any():
+                break
+            k[up] = parent[k[up]]
+        hit = k >= 0
+        out[qi[hit]] = links["ext"][aj[k[hit]]]
+        found[qi[hit]] = True
+    return pd.arrays.IntegerArray(out, ~found)
+
+
+def _external_ids(gk: Mapping[str, np.ndarray], rows_k: np.ndarray, corr: pd.arrays.IntegerArray,
+                  launch_us: np.ndarray, launch_tid: np.ndarray, links: Mapping[str, np.ndarray] | None,
+                  book: _Book, n_k: int) -> pd.arrays.IntegerArray:
+    """Each kernel's launching CPU op: its ``External id`` arg, else the op enclosing its launch call."""
+    if not n_k:
+        return pd.array([], dtype="Int64")
+    ext = _ids(gk["External id"], rows_k, book, "External id")
+    both = ~np.asarray(pd.isna(ext)) & ~np.asarray(pd.isna(corr))
+    from_launch = bool(both.any()) and bool(
+        (ext[both].to_numpy(dtype=np.int64) == corr[both].to_numpy(dtype=np.int64)).all())
+    if from_launch:
+        book.flag("external_id_from_launch", "every kernel's 'External id' equals its correlation id (older "
+                                             "Kineto): external_id taken from the innermost CPU op enclosing "
+                                             "each launch call instead")
+        ext = pd.array(np.zeros(n_k, dtype=np.int64), dtype="Int64")
+        ext[:] = pd.NA
+    missing = np.asarray(pd.isna(ext))
+    if links is not None and missing.any():
+        idx = np.flatnonzero(missing)
+        got = _enclosing_ids(launch_us[idx], launch_tid[idx], links)
+        have = ~np.asarray(pd.isna(got))
+        if have.any():
+            ext[idx[have]] = got[have].to_numpy(dtype=np.int64)
+    return ext
 
 
 _TEXT_KEYS = ("name", "cat", "tid", "Collective name", "dtype", "Process Group Name",
@@ -1465,8 +1857,8 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
 
 def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.arrays.IntegerArray,
               gk: Mapping[str, np.ndarray], n_k: int, comm: dict[str, Any], s: Mapping[str, np.ndarray],
-              book: _Book) -> tuple[np.ndarray, np.ndarray]:
-    """Launch time of each kernel (by correlation), graph-replay flags, host-annotation semantics.
+              book: _Book) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Launch time and thread of each kernel (by correlation), graph-replay flags, host-annotation semantics.
 
     Completes ``comm`` in place: collectives still without a source take the innermost enclosing
     host annotation of their launch, then the kernel name; bytes become Int64, process groups text.
@@ -1522,7 +1914,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
     comm["bytes"] = pd.array(np.where(np.isfinite(nbytes), np.round(nbytes), np.nan),
                              dtype="Float64").astype("Int64")
     comm["pg"] = np.where(np.equal(pg, None), "", pg).astype(str) if n_k else np.zeros(0, dtype=str)
-    return launch_us, graph
+    return launch_us, graph, launch_tid
 
 
 def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
@@ -1611,7 +2003,7 @@ def _match_annotations(launch_us: np.ndarray, launch_tid: np.ndarray, need: np.n
     if not len(q):
         return out
     try:
-        codes, _ = pd.factorize(pd.Series(np.concatenate([launch_tid[q], ann["tid"]]), dtype=object))
+        codes, _ = pd.factorize(np.concatenate([launch_tid[q], ann["tid"]]))
     except TypeError:
         return out
     lt, at = codes[:len(q)], codes[len(q):]
@@ -1674,19 +2066,32 @@ def _steps_table(s: Mapping[str, np.ndarray], origin: int, scale: float, marker:
             number = captured.astype(np.int64)
         book.flag("steps_from_markers", f"no ProfilerStep#N annotation: {len(start)} step windows from "
                                         f"annotations matching {opts.step_marker!r}")
-    frame = pd.DataFrame({"step": number, "start_us": start, "end_us": start + dur})
-    dup = frame["step"].duplicated(keep=False)
-    if dup.any():
-        book.flag("duplicate_step_annotation", f"steps {sorted(set(frame.loc[dup, 'step'].tolist()))} are "
-                                               f"annotated more than once: each window is their union")
-    frame = frame.groupby("step", as_index=False).agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
-    frame = frame.sort_values("start_us", ignore_index=True)
-    if (frame["start_us"].to_numpy()[1:] < frame["end_us"].to_numpy()[:-1]).any():
+    return _step_frame(number, start, start + dur, source, book)
+
+
+def _step_frame(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: str,
+                book: _Book | None) -> pd.DataFrame:
+    """Step windows, one per step number (a step annotated twice is their union), sorted by start."""
+    steps, inverse, counts = np.unique(number, return_inverse=True, return_counts=True)
+    if book is not None and (counts > 1).any():
+        book.flag("duplicate_step_annotation", f"steps {steps[counts > 1].tolist()} are annotated more than "
+                                               f"once: each window is their union")
+    lo = np.full(len(steps), np.inf)
+    hi = np.full(len(steps), -np.inf)
+    np.minimum.at(lo, inverse, start)
+    np.maximum.at(hi, inverse, end)
+    order = np.argsort(lo, kind="stable")
+    steps, lo, hi = steps[order].astype(np.int64), lo[order], hi[order]
+    if book is not None and (lo[1:] < hi[:-1]).any():
         book.flag("overlapping_steps", "step windows overlap: an activity belongs to the latest window that "
                                        "starts at or before it")
-    frame.insert(0, "rank", 0)
-    frame["source"] = source
-    return frame.astype(_step_dtypes())
+    n = len(steps)
+    dtypes = _step_dtypes()
+    return pd.DataFrame({
+        "rank": np.zeros(n, dtype=np.int64), "step": pd.arrays.IntegerArray(steps, np.zeros(n, dtype=bool)),
+        "start_us": lo, "end_us": hi,
+        "source": pd.Categorical.from_codes(np.full(n, STEP_SOURCES.index(source)), dtype=dtypes["source"]),
+    }, copy=False)
 
 
 def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _Collector, origin: int,
@@ -1702,8 +2107,7 @@ def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _
         lo, hi, source = (col.window[0] - origin) / scale, (col.window[1] - origin) / scale, "trace_span"
         book.flag("no_profiler_step", f"no ProfilerStep#N annotation{also} and no GPU activity: step 0 is "
                                       f"the span of all timed events")
-    return pd.DataFrame({"rank": [0], "step": [0], "start_us": [lo], "end_us": [hi],
-                         "source": [source]}).astype(_step_dtypes())
+    return _step_frame(np.zeros(1, dtype=np.int64), np.array([lo]), np.array([hi]), source, None)
 
 
 def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, steps: pd.DataFrame,
@@ -1716,17 +2120,19 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
         return empty_host_syncs()
     sub = {k: v[is_sync] for k, v in r.items()}
     start, dur, ok = _timed_rows(sub, book, origin, scale, opts, "sync call")
-    tids = _map_unique(sub["tid"][ok], _small_int, None)
-    frame = pd.DataFrame({
-        "rank": np.zeros(int(ok.sum()), dtype=np.int64),
-        "step": _assign_steps(start[ok], steps),
-        "tid": pd.array(tids.tolist(), dtype="Int64"),
-        "start_us": start[ok], "end_us": start[ok] + dur[ok], "dur_us": dur[ok],
-        "name": pd.Categorical(sub["name"][ok].astype(str)),
-        "sync_kind": pd.Categorical(sync_kind[is_sync][ok].astype(str)),
-        "blocking": blocking[is_sync][ok],
-    })
-    return frame.sort_values("start_us", kind="stable", ignore_index=True).astype(_sync_dtypes())
+    order = np.flatnonzero(ok)
+    order = order[np.argsort(start[order], kind="stable")]
+    tids = _map_unique(sub["tid"][order], _small_int, None)
+    missing = np.equal(tids, None)
+    return pd.DataFrame({
+        "rank": np.zeros(len(order), dtype=np.int64),
+        "step": _assign_steps(start[order], steps),
+        "tid": pd.arrays.IntegerArray(np.where(missing, 0, tids).astype(np.int64), missing),
+        "start_us": start[order], "end_us": start[order] + dur[order], "dur_us": dur[order],
+        "name": _categorical(sub["name"][order].astype(str)),
+        "sync_kind": _categorical(sync_kind[is_sync][order].astype(str)),
+        "blocking": blocking[is_sync][order].astype(bool),
+    }, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1734,33 +2140,61 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
 # ---------------------------------------------------------------------------------------------------
 
 
-def _frame_to_json(frame: pd.DataFrame) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
-    for c in frame.columns:
-        col = frame[c]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            out[c] = col.astype(object).tolist()
-        elif isinstance(col.dtype, pd.Int64Dtype):
-            out[c] = [None if v is pd.NA else int(v) for v in col.tolist()]
-        else:
-            out[c] = col.to_numpy().tolist()
+_TABLES = ("kernels", "steps", "host_syncs", "ops")
+
+
+def _column_to_arrow(pa: Any, values: pd.Series, dtype: Any, length: int) -> dict[str, Any]:
+    """One table column as Arrow arrays padded with nulls to ``length`` rows.
+
+    A categorical becomes its int32 codes (null where missing); a free-form categorical also
+    stores its categories, in order, as a second string column -- exact, unused ones included.
+    """
+    n = len(values)
+    pad = length - n
+    mask = np.zeros(length, dtype=bool)
+    mask[n:] = True
+    out: dict[str, Any] = {}
+    if isinstance(dtype, pd.CategoricalDtype) or dtype == "category":
+        codes = np.zeros(length, dtype=np.int32)
+        codes[:n] = values.cat.codes.to_numpy()
+        out[""] = pa.array(codes, mask=mask | (codes < 0))
+        if not isinstance(dtype, pd.CategoricalDtype):
+            cats = values.cat.categories.to_numpy(dtype=object).tolist()
+            out[".categories"] = pa.array(cats + [None] * (length - len(cats)), type=pa.string())
+    elif dtype == "Int64":
+        data = np.zeros(length, dtype=np.int64)
+        data[:n] = values.to_numpy(dtype=np.int64, na_value=0)
+        mask[:n] = values.isna().to_numpy()
+        out[""] = pa.array(data, mask=mask)
+    elif dtype == "object":
+        out[""] = pa.array(values.tolist() + [None] * pad, type=pa.string())
+    else:
+        data = np.zeros(length, dtype=dtype)
+        data[:n] = values.to_numpy(dtype=dtype)
+        out[""] = pa.array(data, mask=mask) if pad else pa.array(data)
     return out
 
 
-def _typed(values: list[Any], dtype: Any) -> Any:
-    if dtype in ("int64", "float64", "bool"):
-        return np.asarray(values, dtype=dtype)
+def _column_from_arrow(table: Any, name: str, dtype: Any, n: int) -> Any:
+    """Return the first ``n`` rows of a column written by :func:`_column_to_arrow`, as pandas."""
+    chunked = table.column(name)
+    col = (chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()).slice(0, n)
+    if isinstance(dtype, pd.CategoricalDtype) or dtype == "category":
+        codes = col.fill_null(-1).to_numpy(zero_copy_only=False) if col.null_count else col.to_numpy()
+        if not isinstance(dtype, pd.CategoricalDtype):
+            cats = pd.Index(table.column(name + ".categories").drop_null().to_pylist(), dtype="str")
+            # written from a valid categorical: skip re-validating the categories (a third of the cost)
+            fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)
+            dtype = fast(cats, False) if fast is not None else pd.CategoricalDtype(cats)
+        return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
     if dtype == "Int64":
-        return pd.array(values, dtype="Int64")
-    if isinstance(dtype, pd.CategoricalDtype):
-        return pd.Categorical(values, categories=dtype.categories)
-    return pd.Categorical(values)
-
-
-def _frame_from_json(data: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    if not data or not len(next(iter(data.values()), [])):
-        return _empty(dtypes)
-    return pd.DataFrame({c: _typed(data[c], d) for c, d in dtypes.items()})
+        if not col.null_count:
+            return pd.arrays.IntegerArray(col.to_numpy(), np.zeros(n, dtype=bool))
+        mask = col.is_null().to_numpy(zero_copy_only=False)
+        return pd.arrays.IntegerArray(col.fill_null(0).to_numpy(), mask)
+    if dtype == "object":
+        return pd.Series(col.to_numpy(zero_copy_only=False), dtype=object)  # a bare array would infer str
+    return col.to_numpy(zero_copy_only=False)
 
 
 def _cache_path(cache_dir: Path, sha: str, opts: _Options) -> Path:
@@ -1768,38 +2202,49 @@ def _cache_path(cache_dir: Path, sha: str, opts: _Options) -> Path:
 
 
 def _write_cache(path: Path, built: _Built, book: _Book) -> None:
+    """Write all four tables to one Parquet file (columns ``table.column``, padded to one length).
+
+    Metadata and ledger travel as JSON in the file's key-value metadata.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    frames = {t: getattr(built, t) for t in _TABLES}
+    length = max(len(f) for f in frames.values())
+    arrays: dict[str, Any] = {}
+    for t, frame in frames.items():
+        for c, d in _dtypes(t).items():
+            for suffix, arr in _column_to_arrow(pa, frame[c], d, length).items():
+                arrays[f"{t}.{c}{suffix}"] = arr
     payload = {
-        "steps": _frame_to_json(built.steps), "host_syncs": _frame_to_json(built.host_syncs),
+        "lengths": {t: len(f) for t, f in frames.items()},
         "metadata": built.metadata, "read": book.read,
         "rejected": [[r, f, t] for r, (f, t) in book.rejected.items()],
         "repaired": [[r, items] for r, items in book.repaired.items()],
         "flags": [[f.code, f.message] for f in book.flags],
     }
-    table = pa.Table.from_pandas(built.kernels, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[b"fleetlib.trace"] = json.dumps(payload, default=str).encode()
+    table = pa.table(arrays).replace_schema_metadata(
+        {b"fleetlib.trace": json.dumps(payload, default=str).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table.replace_schema_metadata(meta), tmp)
+    # uncompressed, plain-encoded, no statistics: a larger file that decodes several times faster
+    pq.write_table(table, tmp, compression="none", use_dictionary=False, write_statistics=False)
     os.replace(tmp, path)
 
 
 def _read_cache(path: Path, file: str) -> tuple[_Built, _Book] | None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path, use_threads=False)
+        table = pq.ParquetFile(pa.BufferReader(path.read_bytes())).read(use_threads=False)
         payload = json.loads(table.schema.metadata[b"fleetlib.trace"])
-        kernels = table.to_pandas(use_threads=False)
-        if not len(kernels):
-            kernels = empty_kernels()
-        elif not _has_dtypes(kernels, _kernel_dtypes()):
-            return None
-        steps = _frame_from_json(payload["steps"], _step_dtypes())
-        syncs = _frame_from_json(payload["host_syncs"], _sync_dtypes())
+        frames = {}
+        for t in _TABLES:
+            n = int(payload["lengths"][t])
+            dtypes = _dtypes(t)
+            columns = {c: _column_from_arrow(table, f"{t}.{c}", d, n) for c, d in dtypes.items()} if n else {}
+            frames[t] = pd.DataFrame(columns, copy=False) if n else _empty(dtypes)
         book = _Book(file)
         book.read = int(payload["read"])
         book.rejected = {int(r): (f, t) for r, f, t in payload["rejected"]}
@@ -1807,7 +2252,8 @@ def _read_cache(path: Path, file: str) -> tuple[_Built, _Book] | None:
         book.flags = [TraceFlag(c, m, file) for c, m in payload["flags"]]
     except Exception:  # a damaged or foreign cache entry is ignored and rewritten
         return None
-    return _Built(kernels, steps, syncs, payload["metadata"]), book
+    return _Built(frames["kernels"], frames["steps"], frames["host_syncs"], payload["metadata"],
+                  frames["ops"]), book
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1901,7 +2347,7 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
     Returns
     -------
     TraceRead
-        The kernel, step and host-sync tables, metadata and ledger.
+        The kernel, step, host-sync and CPU-operator (``ops``) tables, metadata and ledger.
 
     Raises
     ------
@@ -1930,7 +2376,9 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         collecting = gc.isenabled()
         gc.disable()  # decoding builds many containers and no cycles: collections would only cost time
         try:
-            built, book = _parse(raw, file, sha, opts)
+            held = [raw]
+            del raw  # _parse drops the compressed bytes once they are decompressed
+            built, book = _parse(held, file, sha, opts)
         finally:
             if collecting:
                 gc.enable()
@@ -1943,22 +2391,65 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         built, book = hit
     r, source = _resolve_rank(p, built.metadata, rank, book)
     metadata = {**built.metadata, "rank": r, "rank_source": source, "file": file}
-    for frame in (built.kernels, built.steps, built.host_syncs):
+    for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
         frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     ledger = book.ledger()
     ledger.flags = [TraceFlag(f.code, f.message, f.file, r) for f in ledger.flags]
     return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
-                     time.perf_counter() - t0)
+                     time.perf_counter() - t0, built.ops)
 
 
-def _progress(items: list[Path], enabled: bool) -> Iterable[Path]:
+def _progress(items: Iterable[Any], enabled: bool, total: int) -> Iterable[Any]:
     if not enabled:
         return items
     try:
         from tqdm.auto import tqdm
     except ImportError:  # the bar is a convenience: reading works without it
         return items
-    return tqdm(items, desc="traces", unit="file")
+    return tqdm(items, desc="traces", unit="file", total=total)
+
+
+def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, errors: str,
+              client: Any) -> tuple[list[TraceRead], TraceLedger]:
+    """Read every file, serially or as one Dask task per file; return the reads in file order.
+
+    An :class:`InputError` raises (``errors="raise"``) or becomes a rejected ``file`` row.
+    """
+    results: list[TraceRead | InputError | None] = [None] * len(files)
+    if client is None:
+        for i in _progress(range(len(files)), progress, len(files)):
+            try:
+                results[i] = read_trace(files[i], **kwargs[i])
+            except InputError as exc:
+                if errors == "raise":
+                    raise
+                results[i] = exc
+    else:
+        from distributed import as_completed
+
+        futures = [client.submit(read_trace, f, pure=False, **kw)
+                   for f, kw in zip(files, kwargs, strict=True)]
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for fut in _progress(as_completed(futures), progress, len(futures)):
+                i = index[fut.key]
+                try:
+                    results[i] = fut.result()
+                except InputError as exc:
+                    if errors == "raise":
+                        raise
+                    results[i] = exc
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+    reads: list[TraceRead] = []
+    failures = TraceLedger()
+    for p, res in zip(files, results, strict=True):
+        if isinstance(res, TraceRead):
+            reads.append(res)
+        else:
+            failures.read += 1
+            failures.reject(str(p), getattr(res, "row", None), "file", str(res))
+    return reads, failures
 
 
 def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame, free_categories: Sequence[str]) -> pd.DataFrame:
@@ -1976,8 +2467,8 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
                 ranks: Mapping[str, int] | None = None, cache_dir: PathLike | None = None,
                 errors: str = "raise", classifier: Classifier | None = None, step_marker: str | None = None,
                 time_unit: str = "auto", max_event_us: float = DEFAULT_MAX_EVENT_US,
-                overlap_tolerance_us: float = DEFAULT_OVERLAP_TOLERANCE_US) -> TraceSet:
-    """Read many trace files (one per rank), one at a time, onto one time base.
+                overlap_tolerance_us: float = DEFAULT_OVERLAP_TOLERANCE_US, client: Any = None) -> TraceSet:
+    """Read many trace files (one per rank), one at a time or in parallel on Dask, onto one time base.
 
     Parameters
     ----------
@@ -1997,6 +2488,12 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         files are read.
     classifier, step_marker, time_unit, max_event_us, overlap_tolerance_us
         As in :func:`read_trace`.
+    client
+        A ``distributed.Client``: each file becomes one task (:func:`read_trace` on a worker, which
+        also reads and fills the cache there -- a shared cache directory lets workers and later
+        serial reads reuse it), gathered as they complete with the same progress bar; the merge,
+        time-base shift and flags are those of the serial path, so the result is identical.
+        None (default) reads the files one at a time in this process.
 
     Returns
     -------
@@ -2010,25 +2507,21 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         Two files claim the same rank (the message names them; pass ``ranks=`` to resolve), or no
         file could be read.
     DomainError
-        ``errors`` is not ``"raise"`` or ``"skip"``, or no file was given.
+        ``errors`` is not ``"raise"`` or ``"skip"``, ``client`` has no ``submit`` method, or no
+        file was given.
     """
     if errors not in ("raise", "skip"):
         raise DomainError(f"errors must be 'raise' or 'skip'; got {errors!r}")
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise DomainError(f"client must be a distributed.Client (or None); got {type(client).__name__}")
     files = trace_files(paths_or_dir)
     mapping = {str(k): int(v) for k, v in (ranks or {}).items()}
-    reads: list[TraceRead] = []
-    failures = TraceLedger()
-    for p in _progress(files, progress):
-        given = mapping.get(str(p), mapping.get(p.name))
-        try:
-            reads.append(read_trace(p, cache=cache, rank=given, cache_dir=cache_dir, classifier=classifier,
-                                    step_marker=step_marker, time_unit=time_unit, max_event_us=max_event_us,
-                                    overlap_tolerance_us=overlap_tolerance_us))
-        except InputError as exc:
-            if errors == "raise":
-                raise
-            failures.read += 1
-            failures.reject(str(p), exc.row, "file", str(exc))
+    _options(classifier, step_marker, time_unit, max_event_us, overlap_tolerance_us)  # fail before any task
+    common = {"cache": cache, "cache_dir": cache_dir, "classifier": classifier, "step_marker": step_marker,
+              "time_unit": time_unit, "max_event_us": max_event_us,
+              "overlap_tolerance_us": overlap_tolerance_us}
+    kwargs = [{**common, "rank": mapping.get(str(p), mapping.get(p.name))} for p in files]
+    reads, failures = _read_all(files, kwargs, progress, errors, client)
     if not reads:
         raise InputError(f"none of the {len(files)} trace files could be read", file=str(files[0]))
     by_rank: dict[int, list[str]] = {}
@@ -2044,18 +2537,20 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         ledger.extend(tr.ledger)
     ledger.extend(failures)
     base = min(int(tr.metadata["base_time_ns"]) for tr in reads)
-    kernels, steps, syncs = [], [], []
+    kernels, steps, syncs, ops = [], [], [], []
     for tr in reads:
         shift = (int(tr.metadata["base_time_ns"]) - base) / 1000.0
-        k, s, h = tr.kernels, tr.steps, tr.host_syncs
+        k, s, h, o = tr.kernels, tr.steps, tr.host_syncs, tr.ops
         if shift:
             k = k.assign(start_us=k["start_us"] + shift, end_us=k["end_us"] + shift,
                          launch_us=k["launch_us"] + shift)
             s = s.assign(start_us=s["start_us"] + shift, end_us=s["end_us"] + shift)
             h = h.assign(start_us=h["start_us"] + shift, end_us=h["end_us"] + shift)
+            o = o.assign(start_us=o["start_us"] + shift)
         kernels.append(k)
         steps.append(s)
         syncs.append(h)
+        ops.append(o)
     shifted = sum(int(tr.metadata["base_time_ns"]) != base for tr in reads)
     if shifted:
         ledger.flag("time_base_shifted", f"{shifted} file(s) moved onto the common time base {base} ns (no "
@@ -2075,7 +2570,9 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     s_all = _concat(steps, empty_steps(), ()).sort_values(["rank", "start_us"], ignore_index=True)
     h_all = _concat(syncs, empty_host_syncs(), ("name", "sync_kind")).sort_values(
         ["rank", "start_us"], kind="stable", ignore_index=True)
-    return TraceSet(k_all, s_all, h_all, {tr.rank: tr.metadata for tr in reads}, ledger, base, reads)
+    o_all = _concat(ops, empty_ops(), ("name",)).sort_values(["rank", "start_us"], kind="stable",
+                                                             ignore_index=True)
+    return TraceSet(k_all, s_all, h_all, {tr.rank: tr.metadata for tr in reads}, ledger, base, reads, o_all)
 
 
 def _timed_rows(sub: dict[str, np.ndarray], book: _Book, origin: Any, scale: float, opts: _Options,
