@@ -52,7 +52,8 @@ __all__ = [
 
 #: The rung notebooks: measurements from records (scheduler records, then the job timeline, then step
 #: traces), run before the course.  Paths are relative to the project root; later rungs append here.
-RUNG_NOTEBOOKS: list[str] = ["notebooks/01_scheduler_records.ipynb", "notebooks/02_job_timeline.ipynb"]
+RUNG_NOTEBOOKS: list[str] = ["notebooks/01_scheduler_records.ipynb", "notebooks/02_job_timeline.ipynb",
+                             "notebooks/03_step_traces.ipynb"]
 
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
 #: relative to the project root.

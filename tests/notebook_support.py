@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -62,3 +64,54 @@ def run_notebook(notebook: Path, tmp_path: Path, params: dict[str, object]) -> n
 def printed(result: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
                    if o.get("output_type") == "stream")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Static checks every rung notebook passes (each test file calls them with its notebook and prefix)
+# ---------------------------------------------------------------------------------------------------
+
+NBSTRIPOUT = shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin"))
+
+
+def check_stripped(nb: nbformat.NotebookNode) -> None:
+    """Assert the committed notebook carries no outputs, counts, papermill or widget metadata."""
+    from fleetlib.golden import check_committed
+
+    assert check_committed(nb, course=False) == []
+    assert all(c.execution_count is None and not c.outputs for c in nb.cells if c.cell_type == "code")
+    assert "papermill" not in nb.metadata and "widgets" not in nb.metadata
+
+
+def check_nbstripout_clean(notebook: Path) -> None:
+    """Assert ``nbstripout --verify`` would change nothing in the file."""
+    assert NBSTRIPOUT is not None
+    done = subprocess.run([NBSTRIPOUT, "--verify", str(notebook)], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def check_parameters_match_files(nb: nbformat.NotebookNode, prefix: str, *,
+                                 not_ours: frozenset[str] = frozenset()) -> dict[str, object]:
+    """Assert the parameters cell and both scenario files agree on the ``prefix`` keys.
+
+    Every declared parameter (bar ``output_dir`` / ``interactive``) starts with ``prefix``, is a key of
+    every file in ``parameters/`` with the same type, and defaults to the running example's value; every
+    ``prefix`` key of the files (bar ``not_ours``, keys another notebook owns) is declared.  Returns the
+    declared parameters.
+    """
+    declared = declared_parameters(nb)
+    assert declared["output_dir"] == "" and declared["interactive"] is False
+    scenarios = {p.name: load_yaml(p) for p in PARAMETER_FILES}
+    assert len(scenarios) >= 2
+    for name, default in declared.items():
+        if name in EXTRA_PARAMETERS:
+            continue
+        assert name.startswith(prefix), name
+        for file, scenario in scenarios.items():
+            assert name in scenario, f"{name} missing from {file}"
+            assert type(scenario[name]) is type(default), (file, name)
+        assert default == scenarios["running_example.yaml"][name], name
+    for file, scenario in scenarios.items():
+        ours = {k for k in scenario if k.startswith(prefix)} - not_ours
+        assert ours == set(declared) - EXTRA_PARAMETERS, file
+    return declared

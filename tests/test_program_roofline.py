@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetlib.program.flops import PEAK_RATES
+from fleetlib.program.flops import PEAK_RATES, PeakRate
 from fleetlib.program.iron_law import (
     attention_hbm_traffic_bytes,
     collective_time_s,
@@ -28,15 +33,23 @@ from fleetlib.program.iron_law import (
     trace_volume_bytes,
 )
 from fleetlib.program.roofline import (
+    BAD_SHAPES,
+    NO_RULE,
+    OP_FLOP_RULES,
+    UNKNOWN_DTYPE,
     arithmetic_intensity,
     attainable_flops,
     bandwidth_fraction,
     bandwidth_headroom,
     compute_fraction,
+    gemm_time_split,
+    kernel_roofline,
     measured_intensity,
+    op_flops_bytes,
     place_kernels,
     ridge_point,
     roofline_diagnosis,
+    roofline_placement,
     roofline_regime,
 )
 from fleetlib.quality import DomainError
@@ -315,3 +328,183 @@ def test_dispatch_ratio():
     assert dispatch_to_floor_ratio(12e-3, 6e-3) == 2.0
     with pytest.raises(DomainError):
         dispatch_to_floor_ratio(12e-3, 0.0)
+
+
+
+# ============================================================================ roofline from op shapes
+
+
+def _ops(rows):
+    """Ops table from (name, dims, types) rows, ranks 0 and external ids 1.."""
+    return pd.DataFrame({"rank": 0, "external_id": np.arange(1, len(rows) + 1),
+                         "name": [r[0] for r in rows],
+                         "input_dims": [json.dumps(r[1]) for r in rows],
+                         "input_types": [json.dumps(r[2]) for r in rows],
+                         "start_us": 0.0, "dur_us": 1.0})
+
+
+# (name, Input Dims, Input type, FLOPs by hand, bytes by hand)
+HAND = [
+    # A[8,16] @ B[16,32]: 2*8*16*32 = 8192; (128 + 512 + 256 out) * 2 bytes (half)
+    ("aten::mm", [[8, 16], [16, 32]], ["c10::Half", "c10::Half"], 8192.0, (128 + 512 + 256) * 2.0),
+    # bias[32] + A[8,16] @ B[16,32]: 8192 + 8*32 = 8448; (32 + 128 + 512 + 256) * 4
+    ("aten::addmm", [[32], [8, 16], [16, 32], [], []], ["float", "float", "float", "Scalar", "Scalar"],
+     8448.0, (32 + 128 + 512 + 256) * 4.0),
+    # A[4,8,16] @ B[4,16,2]: 2*4*8*16*2 = 2048; (512 + 128 + 64) * 2 (bf16)
+    ("aten::bmm", [[4, 8, 16], [4, 16, 2]], ["BFloat16", "BFloat16"], 2048.0, (512 + 128 + 64) * 2.0),
+    # C[4,8,2] + A[4,8,16] @ B[4,16,2]: 2048 + 64 = 2112; (64 + 512 + 128 + 64) * 4
+    ("aten::baddbmm", [[4, 8, 2], [4, 8, 16], [4, 16, 2], [], []],
+     ["float", "float", "float", "Scalar", "Scalar"], 2112.0, (64 + 512 + 128 + 64) * 4.0),
+    # matmul broadcast: A[3,1,5,6] @ B[7,6,2] -> out [3,7,5,2]: 2*21*5*6*2 = 2520; (90 + 84 + 210) * 4
+    ("aten::matmul", [[3, 1, 5, 6], [7, 6, 2]], ["float", "float"], 2520.0, (90 + 84 + 210) * 4.0),
+    # matmul vector @ matrix: v[6] @ B[6,2] -> [2]: 2*6*2 = 24; (6 + 12 + 2) * 4
+    ("aten::matmul", [[6], [6, 2]], ["float", "float"], 24.0, (6 + 12 + 2) * 4.0),
+    # linear x[2,3,10] W[4,10] b[4]: rows 6: 2*6*10*4 + 6*4 = 504; (60 + 40 + 4 + 24) * 4
+    ("aten::linear", [[2, 3, 10], [4, 10], [4]], ["float", "float", "float"], 504.0,
+     (60 + 40 + 4 + 24) * 4.0),
+    # linear without bias: 2*6*10*4 = 480; (60 + 40 + 24) * 4
+    ("aten::linear", [[2, 3, 10], [4, 10], []], ["float", "float", ""], 480.0, (60 + 40 + 24) * 4.0),
+]
+
+
+@pytest.mark.parametrize(("name", "dims", "types", "flops", "nbytes"), HAND,
+                         ids=[f"{h[0]}-{i}" for i, h in enumerate(HAND)])
+def test_op_flops_and_bytes_by_hand(name, dims, types, flops, nbytes):
+    out = op_flops_bytes(_ops([(name, dims, types)])).iloc[0]
+    assert out["flops"] == flops
+    assert out["bytes_moved"] == nbytes
+    assert out["flops_rule"] == OP_FLOP_RULES[name]
+
+
+def test_unknown_ops_are_nan_and_counted_never_guessed():
+    rows = [("aten::relu", [[8, 16]], ["float"]),
+            ("aten::convolution", [[1, 3, 8, 8], [4, 3, 3, 3], [4]], ["float", "float", "float"]),
+            ("aten::mm", [[8, 16], [15, 32]], ["float", "float"]),       # inner dims differ
+            ("aten::mm", [[8, 16], [16, 32]], ["complex32", "float"]),   # unknown dtype
+            ("aten::mm", [[8, 16], [16, 32]], ["float", "float"])]
+    ops = _ops(rows)
+    ops.loc[5, ["input_dims", "input_types"]] = [None, None]  # row without recorded shapes
+    ops.loc[5, "name"] = "aten::addmm"
+    out = op_flops_bytes(ops)
+    assert out["flops_rule"].tolist()[:4] == [NO_RULE, NO_RULE, BAD_SHAPES, UNKNOWN_DTYPE]
+    assert out["flops_rule"].iloc[5] == BAD_SHAPES
+    assert out["flops"].isna().tolist() == [True, True, True, True, False, True]
+    assert out.attrs["unknown_ops"] == {NO_RULE: 2, BAD_SHAPES: 2, UNKNOWN_DTYPE: 1}
+    with pytest.raises(DomainError, match="input_dims"):
+        op_flops_bytes(ops.drop(columns="input_dims"))
+
+
+def _kernels():
+    # op 1 (mm, 8192 FLOPs) launched two kernels of 3 and 1 us; op 2 (relu) one; one kernel without op
+    return pd.DataFrame({"rank": 0, "external_id": pd.array([1, 1, 2, pd.NA], dtype="Int64"),
+                         "start_us": [0.0, 3.0, 5.0, 7.0], "end_us": [3.0, 4.0, 6.0, 9.0],
+                         "name": ["gemm_kernel", "splitk_reduce", "relu_kernel", "elementwise"],
+                         "kind": "compute", "step": 1})
+
+
+def test_kernel_roofline_splits_an_op_by_duration_or_to_its_longest_kernel():
+    ops = op_flops_bytes(_ops([HAND[0][:3], ("aten::relu", [[8, 16]], ["float"])]))
+    table = kernel_roofline(_kernels(), ops)
+    np.testing.assert_allclose(table["flops"].to_numpy(), [6144.0, 2048.0, np.nan, np.nan])
+    np.testing.assert_allclose(table["bytes_moved"].to_numpy()[:2], [1344.0, 448.0])
+    # both kernels of the op run at the op's average rate: 8192 FLOP over 4 us
+    np.testing.assert_allclose(table["achieved_flops_per_s"].to_numpy()[:2], [8192 / 4e-6] * 2)
+    np.testing.assert_allclose(table["intensity_flop_per_byte"].to_numpy()[:2], [8192 / 1792] * 2)
+    assert table.attrs["kernels_with_flops"] == 2 and table.attrs["kernels_without_op"] == 1
+    assert table.attrs["kernels_with_unknown_op"] == 1
+    longest = kernel_roofline(_kernels(), ops, split="longest")
+    np.testing.assert_allclose(longest["flops"].to_numpy()[:2], [8192.0, 0.0])
+    with pytest.raises(DomainError, match="split"):
+        kernel_roofline(_kernels(), ops, split="evenly")
+    with pytest.raises(DomainError, match="op_flops_bytes"):
+        kernel_roofline(_kernels(), _ops([HAND[0][:3]]))
+    dup = pd.concat([ops, ops.iloc[[0]]], ignore_index=True)
+    with pytest.raises(DomainError, match="repeats"):
+        kernel_roofline(_kernels(), dup)
+
+
+#: A round-number device: ridge at 100 FLOP/byte.
+TOY = PeakRate("toy", 100.0, 1.0, "FP32", "made-up ceilings for a test")
+
+
+def test_placement_puts_constructed_kernels_in_each_of_the_three_regimes():
+    # rates chosen against the toy ceilings: 100 TFLOP/s and 1 TB/s
+    table = pd.DataFrame({
+        "achieved_flops_per_s": [9e11, 9.5e13, 1e11, 5e12],
+        "achieved_bytes_per_s": [9e11, 1e11, 1e10, np.nan],   # the last kernel has no known bytes
+        "dtype": ["float", "float", "c10::Half", None]})
+    placed = roofline_placement(table, TOY)
+    assert placed["ridge_flop_per_byte"].iloc[0] == pytest.approx(100.0)
+    # intensity 1 < ridge, at 90 % of the slope's 1e12 ceiling -> near the bandwidth ceiling
+    # intensity 950 > ridge, at 95 % of peak -> near the compute ceiling
+    # intensity 10 < ridge, at 1 % of its 1e13 ceiling -> below both
+    assert placed["regime"].tolist()[:3] == ["near bandwidth ceiling", "near compute ceiling",
+                                             "below both ceilings"]
+    assert pd.isna(placed["regime"].iloc[3]) and np.isnan(placed["fraction_of_attainable"].iloc[3])
+    assert placed["side"].tolist()[:3] == ["memory-bound", "compute-bound", "memory-bound"]
+    np.testing.assert_allclose(placed["fraction_of_attainable"].to_numpy()[:3], [0.9, 0.95, 0.01])
+    assert placed["precision_matches"].tolist()[:3] == [True, True, False]
+    assert placed.attrs["peak_source"] == TOY.source
+    with pytest.raises(DomainError, match="PeakRate"):
+        roofline_placement(table, 1e14)
+    too_fast = table.assign(achieved_flops_per_s=[2e14, 1.0, 1.0, 1.0])
+    with pytest.raises(DomainError):
+        roofline_placement(too_fast, TOY)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 64), k=st.integers(1, 64), n=st.integers(1, 64), b=st.integers(1, 8))
+def test_bmm_equals_b_times_mm_and_matmul_agrees(m, k, n, b):
+    rows = [("aten::mm", [[m, k], [k, n]], ["float", "float"]),
+            ("aten::bmm", [[b, m, k], [b, k, n]], ["float", "float"]),
+            ("aten::matmul", [[b, m, k], [b, k, n]], ["float", "float"])]
+    f = op_flops_bytes(_ops(rows))["flops"].to_numpy()
+    assert f[1] == b * f[0] == f[2] == 2 * b * m * k * n
+
+
+def test_gemm_time_split_by_op_and_by_name():
+    kernels = _kernels()
+    steps = pd.DataFrame({"rank": [0], "step": [1], "start_us": [0.0], "end_us": [10.0]})
+    ops = _ops([HAND[0][:3], ("aten::relu", [[8, 16]], ["float"])])
+    by_op = gemm_time_split(kernels, steps, ops=ops).iloc[0]
+    # op 1's two kernels (3 + 1 us) are GEMM time; relu (1 us) and the unclaimed kernel (2 us) are not
+    assert (by_op["gemm_us"], by_op["non_gemm_us"]) == (4.0, 3.0)
+    assert by_op["non_gemm_share"] == pytest.approx(3.0 / 7.0)
+    assert by_op["non_gemm_share_of_step"] == pytest.approx(0.3)
+    by_name = gemm_time_split(kernels, steps).iloc[0]   # only "gemm_kernel" matches the name pattern
+    assert (by_name["gemm_us"], by_name["non_gemm_us"]) == (3.0, 4.0)
+    with pytest.raises(DomainError, match="regular expression"):
+        gemm_time_split(kernels, steps, pattern="(")
+
+
+# ------------------------------------------------------------------------------- on the DLRM trace
+
+DLRM = Path(__file__).resolve().parents[1] / "data" / "traces" / "dlrm_8rank"
+
+
+def _first_addmm(path: Path) -> dict:
+    with gzip.open(path, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    return next(e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::addmm")
+
+
+def test_dlrm_addmm_flops_from_its_recorded_shapes():
+    from fleetlib.program.traces import read_trace
+
+    path = sorted(DLRM.glob("worker0_*.json.gz"))[0]
+    tr = read_trace(path, cache=False)
+    if not hasattr(tr, "ops"):
+        pytest.skip("the trace reader does not return host ops yet")
+    raw = _first_addmm(path)
+    bias, a, b = raw["args"]["Input Dims"][:3]           # [[256], [16, 13], [13, 256]] in this trace
+    hand = 2 * a[0] * a[1] * b[1] + a[0] * b[1]
+    ops = op_flops_bytes(tr.ops)
+    row = ops[ops["external_id"] == raw["args"]["External id"]].iloc[0]
+    assert row["name"] == "aten::addmm" and row["flops"] == hand
+    assert row["bytes_moved"] == 4 * (bias[0] + a[0] * a[1] + b[0] * b[1] + a[0] * b[1])
+    table = kernel_roofline(tr.kernels, ops)
+    assert table.attrs["kernels_with_flops"] > 0
+    placed = roofline_placement(table, PEAK_RATES["V100 SXM"])
+    known = placed.dropna(subset=["regime"])
+    assert len(known) == table.attrs["kernels_with_flops"] - int((table["achieved_flops_per_s"] == 0).sum())
+    assert set(known["regime"]) <= {"below both ceilings", "near bandwidth ceiling", "near compute ceiling"}

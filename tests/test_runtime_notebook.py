@@ -19,15 +19,17 @@ import ast
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 from notebook_support import (
-    EXTRA_PARAMETERS,
+    NBSTRIPOUT,
     PARAMETER_FILES,
     ROOT,
+    check_nbstripout_clean,
+    check_parameters_match_files,
+    check_stripped,
     declared_parameters,
     figure_names,
     load_yaml,
@@ -37,7 +39,6 @@ from notebook_support import (
     source,
 )
 
-from fleetlib.golden import check_committed
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
 
 NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
@@ -56,35 +57,16 @@ def nb() -> nbformat.NotebookNode:
 
 
 def test_committed_without_outputs(nb):
-    assert check_committed(nb, course=False) == []
-    assert all(c.execution_count is None and not c.outputs for c in nb.cells if c.cell_type == "code")
-    assert "papermill" not in nb.metadata and "widgets" not in nb.metadata
+    check_stripped(nb)
 
 
-@pytest.mark.skipif(shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin")) is None,
-                    reason="nbstripout is not installed in .venv")
+@pytest.mark.skipif(NBSTRIPOUT is None, reason="nbstripout is not installed in .venv")
 def test_nbstripout_would_change_nothing():
-    tool = shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin"))
-    done = subprocess.run([tool, "--verify", str(NOTEBOOK)], capture_output=True, text=True, check=False,
-                          timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
+    check_nbstripout_clean(NOTEBOOK)
 
 
 def test_parameters_are_keys_of_both_files_with_running_example_defaults(nb):
-    declared = declared_parameters(nb)
-    assert declared["output_dir"] == "" and declared["interactive"] is False
-    scenarios = {p.name: load_yaml(p) for p in PARAMETER_FILES}
-    assert len(scenarios) >= 2
-    for name, default in declared.items():
-        if name in EXTRA_PARAMETERS:
-            continue
-        assert name.startswith("timeline_"), name
-        for file, scenario in scenarios.items():
-            assert name in scenario, f"{name} missing from {file}"
-            assert type(scenario[name]) is type(default), (file, name)
-        assert default == scenarios["running_example.yaml"][name], name
-    for file, scenario in scenarios.items():  # and every timeline_* key of the files is declared here
-        assert {k for k in scenario if k.startswith("timeline_")} == set(declared) - EXTRA_PARAMETERS, file
+    check_parameters_match_files(nb, "timeline_")
 
 
 def test_parameter_files_name_bundled_data(nb):

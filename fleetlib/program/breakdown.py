@@ -39,6 +39,7 @@ exactly; the reported microseconds are those integers divided by 1000.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,16 @@ from fleetlib.quality import DomainError
 __all__ = [
     "DEFAULT_DISPATCH_GAP_US",
     "DEFAULT_KIND_LAYERS",
+    "HTA_BREAKDOWN_COLUMNS",
+    "HTA_REFERENCE_PATH",
+    "HTA_SOURCES",
     "KERNEL_COLUMNS",
     "PARTITION_PARTS",
     "STEP_COLUMNS",
+    "hta_comparison_table",
+    "hta_reference_differences",
+    "hta_style_temporal_breakdown",
+    "load_hta_reference",
     "program_goodput_factor",
     "step_partition",
 ]
@@ -525,3 +533,295 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
     return Factor(boundary="program", numerator=ideal_s, denominator=wall_s, window=window,
                   record="step traces", convention=conv.label, numerator_unit="device-s",
                   denominator_unit="device-s", losses=losses)
+
+
+# ---------------------------------------------------------------------------------------------------
+# HTA-style temporal breakdown (for comparison with Holistic Trace Analysis)
+# ---------------------------------------------------------------------------------------------------
+
+#: Columns of :func:`hta_style_temporal_breakdown`.
+HTA_BREAKDOWN_COLUMNS: tuple[str, ...] = ("rank", "kernels", "window_us", "idle_us", "compute_us",
+                                          "non_compute_us", "idle_pct", "compute_pct", "non_compute_pct",
+                                          "comm_us", "comm_comp_overlap_pct")
+
+
+def _union_us(rank: np.ndarray, start: np.ndarray, end: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Length of the union of intervals per rank (one value per entry of sorted ``ranks``)."""
+    out = np.zeros(ranks.size)
+    if rank.size == 0:
+        return out
+    order = np.lexsort((start, rank))
+    r, s, e = rank[order], start[order], end[order]
+    reach = pd.Series(e).groupby(r).cummax().to_numpy()
+    prev = np.concatenate([[-np.inf], reach[:-1]])
+    new = np.concatenate([[True], r[1:] != r[:-1]]) | (s > prev)
+    seg = np.cumsum(new) - 1
+    seg_start = s[new]
+    seg_end = pd.Series(e).groupby(seg).max().to_numpy()
+    seg_rank = r[new]
+    lengths = pd.Series(seg_end - seg_start).groupby(seg_rank).sum()
+    out[np.searchsorted(ranks, lengths.index.to_numpy())] = lengths.to_numpy()
+    return out
+
+
+def hta_style_temporal_breakdown(kernels: pd.DataFrame, steps: pd.DataFrame | None = None, *,
+                                 include_last_step: bool = True, classify: str = "hta") -> pd.DataFrame:
+    """Idle / compute / non-compute shares per rank, as HTA 0.5's temporal breakdown defines them.
+
+    Holistic Trace Analysis (``TraceAnalysis.get_temporal_breakdown`` and
+    ``get_comm_comp_overlap``) does not partition a step.  Per rank it takes every GPU activity on a
+    stream (device-wide records excluded) and:
+
+    * the *window* runs from the first activity's start to the last activity's end -- so gaps
+      between profiled steps, and the time before the first kernel of a step, are outside or inside
+      it by accident of where kernels fall;
+    * ``idle`` = window - |union of all activities|;
+    * ``compute`` = |union of compute activities|, where "compute" is decided by the *kernel name*:
+      communication is a name starting with ``nccl`` (or containing ``gloo:``), memory is a name
+      containing ``Memcpy`` or ``Memset``, and everything else -- including synchronisation records,
+      custom all-reduce kernels and any non-NCCL communication -- is compute;
+    * ``non_compute`` = window - compute - idle: communication and copies not hidden under compute
+      (peer waits and transfers together, with no split);
+    * comm-comp overlap = |union of communication ∩ union of compute| / |union of communication|.
+
+    Shares are percentages of the window.  Compare with :func:`step_partition`, which works per
+    step window, classifies kernels by :mod:`fleetlib.program.classify`, splits collective time into
+    peer wait and transfer, and charges device-idle time to host dispatch or idle.
+
+    Parameters
+    ----------
+    kernels
+        Kernel table: ``rank, stream, start_us, end_us, name`` (``kind`` with ``classify="kind"``;
+        ``step`` with ``steps``).
+    steps
+        Optional step windows (``rank, step``): only activities whose ``step`` is one of the rank's
+        listed steps are counted, like HTA restricted to its kept iterations.  None: every activity.
+    include_last_step
+        With ``steps``: keep each rank's last step (HTA's ``include_last_profiler_step=True``).
+        HTA's default drops it (the last step of a profiler window is often cut short); pass False
+        to do the same.  A rank with a single step keeps it only when this is True.
+    classify
+        ``"hta"``: HTA's name rule above.  ``"kind"``: the kernel table's ``kind`` (``compute`` is
+        compute, ``comm`` is communication, everything else non-compute), to isolate the effect of
+        the classification.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank with activities, columns :data:`HTA_BREAKDOWN_COLUMNS` (``comm_comp_overlap_pct``
+        is NaN for a rank without communication).
+
+    Raises
+    ------
+    DomainError
+        Missing columns, an unknown ``classify``, a negative duration, or no activity on a stream.
+    """
+    if classify not in ("hta", "kind"):
+        raise DomainError(f"classify must be 'hta' or 'kind'; got {classify!r}")
+    need = ("rank", "stream", "start_us", "end_us", "name") + (("kind",) if classify == "kind" else ())
+    _require(kernels, need, "kernels")
+    k = kernels[_int_col(kernels, "stream", "kernels") != -1]
+    if steps is not None:
+        _require(steps, ("rank", "step"), "steps")
+        _require(k, ("step",), "kernels")
+        s_rank, s_step = _int_col(steps, "rank", "steps"), _int_col(steps, "step", "steps")
+        if not include_last_step:
+            last = pd.Series(s_step).groupby(s_rank).transform("max").to_numpy()
+            s_rank, s_step = s_rank[s_step < last], s_step[s_step < last]
+        keep = pd.MultiIndex.from_arrays([s_rank, s_step])
+        has_step = k["step"].notna().to_numpy()
+        k = k[has_step]
+        mine = pd.MultiIndex.from_arrays([_int_col(k, "rank", "kernels"),
+                                          k["step"].astype("int64").to_numpy()])
+        k = k[mine.isin(keep)]
+    if k.empty:
+        raise DomainError("no GPU activity on a stream to break down (after the step filter)")
+    rank = _int_col(k, "rank", "kernels")
+    start = _float_col(k, "start_us", "kernels")
+    end = _float_col(k, "end_us", "kernels")
+    if (end < start).any():
+        raise DomainError("kernels has an activity with a negative duration")
+    if classify == "hta":
+        names = k["name"].astype("string").fillna("")
+        comm = (names.str.startswith("nccl") | names.str.contains("gloo:", regex=False)).to_numpy(dtype=bool)
+        memory = ~comm & (names.str.contains("Memcpy", regex=False)
+                          | names.str.contains("Memset", regex=False)).to_numpy(dtype=bool)
+        compute = ~comm & ~memory
+    else:
+        kind = k["kind"].astype("string").fillna("")
+        compute = (kind == "compute").to_numpy(dtype=bool)
+        comm = (kind == "comm").to_numpy(dtype=bool)
+    ranks = np.unique(rank)
+    window = (pd.Series(end).groupby(rank).max() - pd.Series(start).groupby(rank).min()).to_numpy()
+    busy = _union_us(rank, start, end, ranks)
+    comp = _union_us(rank[compute], start[compute], end[compute], ranks)
+    comm_u = _union_us(rank[comm], start[comm], end[comm], ranks)
+    both = comm | compute
+    either = _union_us(rank[both], start[both], end[both], ranks)
+    overlap = comp + comm_u - either
+    idle = window - busy
+    non_compute = window - comp - idle
+    pct = np.divide(100.0, window, out=np.full(window.size, np.nan), where=window > 0)
+    out = pd.DataFrame({
+        "rank": ranks, "kernels": np.bincount(np.searchsorted(ranks, rank), minlength=ranks.size),
+        "window_us": window, "idle_us": idle, "compute_us": comp, "non_compute_us": non_compute,
+        "idle_pct": idle * pct, "compute_pct": comp * pct, "non_compute_pct": non_compute * pct,
+        "comm_us": comm_u,
+        "comm_comp_overlap_pct": np.divide(100.0 * overlap, comm_u, out=np.full(window.size, np.nan),
+                                           where=comm_u > 0),
+    })
+    out.attrs["classify"] = classify
+    return out
+
+
+#: The bundled HTA 0.5 outputs (cross-checks, not ground truth).
+HTA_REFERENCE_PATH: Path = Path(__file__).resolve().parents[2] / "data" / "traces" / "hta_reference.yaml"
+
+#: Sources of :func:`hta_comparison_table`, in drawing order.
+HTA_SOURCES: tuple[str, ...] = ("HTA 0.5 (published)", "HTA definitions (fleetlib)",
+                                "step partition (fleetlib)")
+
+
+def load_hta_reference(name: str, path: str | Path | None = None) -> dict[str, Any]:
+    """One trace set's entry of the HTA reference file (``data/traces/hta_reference.yaml``).
+
+    Parameters
+    ----------
+    name
+        Key of the trace set (``dlrm_8rank``, ``hta_pp_pair``, ``hta_nccl_allreduce``).
+    path
+        Reference file; default :data:`HTA_REFERENCE_PATH`.
+
+    Returns
+    -------
+    dict
+        The entry as written (``files``, ``hta_options``, ``temporal_breakdown_pct`` lists per rank,
+        ``comm_comp_overlap_pct`` ...).
+
+    Raises
+    ------
+    InputError
+        The file is missing or not a mapping.
+    DomainError
+        ``name`` is not in the file.
+    """
+    import yaml
+
+    from fleetlib.quality import InputError
+
+    p = Path(path) if path is not None else HTA_REFERENCE_PATH
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read the HTA reference ({exc})", file=str(p)) from exc
+    if not isinstance(data, Mapping):
+        raise InputError("the HTA reference must be a mapping of trace sets", file=str(p))
+    if name not in data:
+        raise DomainError(f"no HTA reference for {name!r}; the file has {sorted(data)}")
+    return dict(data[name])
+
+
+def hta_comparison_table(hta_style: pd.DataFrame, partition: pd.DataFrame | None = None, *,
+                         reference: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Long table of per-rank shares (%) from HTA, from HTA's definitions in fleetlib, and the partition.
+
+    Parameters
+    ----------
+    hta_style
+        Output of :func:`hta_style_temporal_breakdown`.
+    partition
+        Optional output of :func:`step_partition`; each rank's parts are summed over its steps and
+        shown as percentages of its summed step wall time.
+    reference
+        Optional entry of :func:`load_hta_reference`.  Its ``temporal_breakdown_pct`` lists are per
+        rank in rank order (rank ``i`` is the ``i``-th rank of ``hta_style``); where the reference
+        gives no ``compute``, it is derived as ``100 - idle - non_compute`` and marked ``derived``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, source`` (one of :data:`HTA_SOURCES`), ``category`` (``idle``, ``compute``,
+        ``non_compute`` for HTA; the six parts for the partition), ``pct`` and ``derived`` (bool).
+
+    Raises
+    ------
+    DomainError
+        Missing columns, or a reference whose lists do not have one value per rank.
+    """
+    _require(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct"), "hta_style")
+    ranks = _int_col(hta_style, "rank", "hta_style")
+    cats = ("idle", "compute", "non_compute")
+    frames = []
+    if reference is not None:
+        ref = reference.get("temporal_breakdown_pct")
+        if not isinstance(ref, Mapping) or "idle" not in ref or "non_compute" not in ref:
+            raise DomainError("reference needs temporal_breakdown_pct with idle and non_compute lists")
+        values: dict[str, np.ndarray] = {}
+        for c in cats:
+            if c in ref:
+                v = np.asarray(ref[c], dtype=float)
+                if v.size != ranks.size:
+                    raise DomainError(f"reference {c} has {v.size} values for {ranks.size} ranks")
+                values[c] = v
+        derived = "compute" not in values
+        if derived:
+            values["compute"] = 100.0 - values["idle"] - values["non_compute"]
+        for c in cats:
+            frames.append(pd.DataFrame({"rank": ranks, "source": HTA_SOURCES[0], "category": c,
+                                        "pct": values[c], "derived": derived and c == "compute"}))
+    for c in cats:
+        frames.append(pd.DataFrame({"rank": ranks, "source": HTA_SOURCES[1], "category": c,
+                                    "pct": _float_col(hta_style, f"{c}_pct", "hta_style"), "derived": False}))
+    if partition is not None:
+        _require(partition, ("rank", *PARTITION_PARTS, "step_wall_us"), "partition")
+        sums = partition.groupby("rank")[[*PARTITION_PARTS, "step_wall_us"]].sum()
+        for c in PARTITION_PARTS:
+            frames.append(pd.DataFrame({"rank": sums.index.to_numpy(), "source": HTA_SOURCES[2],
+                                        "category": c, "derived": False,
+                                        "pct": 100.0 * sums[c].to_numpy() / sums["step_wall_us"].to_numpy()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def hta_reference_differences(hta_style: pd.DataFrame, reference: Mapping[str, Any]) -> pd.DataFrame:
+    """Per rank and measure, HTA's published figure beside fleetlib's HTA-style figure and the gap.
+
+    Parameters
+    ----------
+    hta_style
+        Output of :func:`hta_style_temporal_breakdown` (one row per rank, in rank order).
+    reference
+        Entry of :func:`load_hta_reference`; its per-rank lists are matched to ``hta_style``'s ranks in
+        order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, measure`` (``idle_pct``, ``compute_pct``, ``non_compute_pct``,
+        ``comm_comp_overlap_pct`` -- those the reference gives), ``published``, ``fleetlib`` and
+        ``difference`` (fleetlib - published, percentage points).
+
+    Raises
+    ------
+    DomainError
+        Missing columns, or a reference list without one value per rank.
+    """
+    _require(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"),
+             "hta_style")
+    ranks = _int_col(hta_style, "rank", "hta_style")
+    table = dict(reference.get("temporal_breakdown_pct") or {})
+    given: dict[str, Any] = {f"{k}_pct": v for k, v in table.items()}
+    if reference.get("comm_comp_overlap_pct") is not None:
+        given["comm_comp_overlap_pct"] = reference["comm_comp_overlap_pct"]
+    frames = []
+    for measure in ("idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"):
+        if measure not in given:
+            continue
+        pub = np.asarray(given[measure], dtype=float)
+        if pub.size != ranks.size:
+            raise DomainError(f"reference {measure} has {pub.size} values for {ranks.size} ranks")
+        ours = _float_col(hta_style, measure, "hta_style", allow_na=True)
+        frames.append(pd.DataFrame({"rank": ranks, "measure": measure, "published": pub, "fleetlib": ours,
+                                    "difference": ours - pub}))
+    if not frames:
+        raise DomainError("reference gives no temporal breakdown or overlap figures")
+    return pd.concat(frames, ignore_index=True)
