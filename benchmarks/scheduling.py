@@ -13,6 +13,10 @@ under the system temporary folder, keyed by N and seed).  After one warm-up of e
 run alternately ``--repeats`` times and the medians are compared.  Target: factor / floor <= 3.
 Two noise-robust readings are printed beside it: the ratio of the fastest runs, and the median of the
 ratios of each interleaved pair (on a shared or small machine single runs vary by a factor of two).
+Wall-clock, user-CPU and system-CPU seconds are printed per part (the floor; the factor's reading and
+validating; its computing), with the ratio of median CPU time (user + system): other processes on a
+shared machine disturb it less than wall-clock time.  It is a reading beside the target, not the
+target.
 
 Usage::
 
@@ -33,9 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import add_arguments, check_arguments, generate_in_child, interleaved, timed
+from _timing import add_arguments, check_arguments, generate_in_child, interleaved, timed_cpu
 
 TARGET_RATIO = 3.0
+
+#: (wall, user, sys) seconds of the two parts of every call of :func:`factor`, in call order.
+_FACTOR_PARTS: list[dict[str, tuple[float, float, float]]] = []
 
 
 def default_path(n: int, seed: int) -> Path:
@@ -74,8 +81,17 @@ def factor(path: Path) -> dict[str, Any]:
     from fleetlib.scheduling.goodput import scheduling_summary
     from fleetlib.scheduling.synth import read_canonical
 
-    records, ledger = read_canonical(path)
-    return scheduling_summary(**records.tables(), ledger=ledger)
+    box: dict[str, Any] = {}
+
+    def read(p: Path) -> None:
+        box["records"], box["ledger"] = read_canonical(p)
+
+    def compute(p: Path) -> None:
+        box["summary"] = scheduling_summary(**box.pop("records").tables(), ledger=box.pop("ledger"))
+
+    parts = {"read": timed_cpu(read, path), "compute": timed_cpu(compute, path)}
+    _FACTOR_PARTS.append(parts)
+    return box["summary"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,10 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.json:
         print(f"reusing {path}")
 
-    runs = interleaved(floor, factor, path, args.repeats, lambda fn, p: timed(fn, p)[0])
+    _FACTOR_PARTS.clear()
+    runs = interleaved(floor, factor, path, args.repeats, timed_cpu)
     t_floor0, n_times = runs["floor_warm"], runs["floor_out"]
     t_factor0, summary = runs["factor_warm"], runs["factor_out"]
-    floors, factors = runs["floor_runs"], runs["factor_runs"]
+    floor_cpu, factor_cpu = runs["floor_runs"], runs["factor_runs"]
+    floors, factors = [r[0] for r in floor_cpu], [r[0] for r in factor_cpu]
+    parts = _FACTOR_PARTS[1:]  # after the warm-up
+    cpu = {name: {"wall_s": statistics.median(r[0] for r in rs),
+                  "user_s": statistics.median(r[1] for r in rs),
+                  "sys_s": statistics.median(r[2] for r in rs)}
+           for name, rs in (("floor", floor_cpu), ("factor", factor_cpu),
+                            ("factor_read", [q["read"] for q in parts]),
+                            ("factor_compute", [q["compute"] for q in parts]))}
+    cpu_s = {name: statistics.median(r[1] + r[2] for r in rs)
+             for name, rs in (("floor", floor_cpu), ("factor", factor_cpu))}
+    cpu_ratio = cpu_s["factor"] / cpu_s["floor"] if cpu_s["floor"] > 0 else None
     floor_s, factor_s = statistics.median(floors), statistics.median(factors)
     ratio = factor_s / floor_s
     ratio_of_minima = min(factors) / min(floors)
@@ -127,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": ratio,
         "ratio_of_minima": ratio_of_minima,
         "median_paired_ratio": paired_ratio,
+        "cpu_ratio": cpu_ratio,
+        "median_parts_s": cpu,
         "target_ratio": TARGET_RATIO,
         "meets_target": ratio <= TARGET_RATIO,
         "peak_rss_mb": peak_rss_mb,
@@ -145,6 +175,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{'met' if result['meets_target'] else 'NOT met'})")
     print(f"    fastest runs {min(factors):.3f} s / {min(floors):.3f} s = {ratio_of_minima:.2f}x; "
           f"median of the {args.repeats} paired ratios {paired_ratio:.2f}x")
+    print("  medians (s)                         wall     user      sys")
+    for name, label in (("floor", "floor"), ("factor", "factor"), ("factor_read", "  read_canonical"),
+                        ("factor_compute", "  scheduling_summary")):
+        c = cpu[name]
+        print(f"    {label:<30}{c['wall_s']:8.3f} {c['user_s']:8.3f} {c['sys_s']:8.3f}")
+    cpu_text = f"{cpu_ratio:.2f}x" if cpu_ratio is not None else "n/a"
+    print(f"  median CPU time (user + sys) factor / floor  {cpu_text}  (a reading less disturbed by other "
+          "processes; not the target)")
     print(f"  peak resident memory  {peak_rss_mb:,.0f} MiB")
     print(f"  S = {summary['scheduling_goodput']:.6f}, "
           f"unattributed {summary['losses']['unattributed']:g} device-s")

@@ -387,3 +387,67 @@ def test_fragmentation_index_from_node_data():
     assert fi1.loc["p", "stranded_device_s"] == 0
     fi0 = fragmentation_index(nf, allocs((1, "p", 1, 0, 0, 0, 8))).set_index("pool")
     assert pd.isna(fi0.loc["p", "fragmentation_index"])
+
+
+def _block_fleet(sub_ns: bool) -> dict:
+    """A few hundred rows over 4 pools: retries, elastic segments, partial gangs, reservations, plus
+    never-assigned rows and (with ``sub_ns``) one time off the whole second in the middle."""
+    from fleetlib.scheduling.synth import synthetic_fleet
+
+    f = synthetic_fleet(300, seed=7, days=1, partial_share=0.5, reservation_share=0.5, elastic_share=0.3)
+    a = f.allocations.copy()
+    # rows 10..14 waited and left the queue without a device
+    for c in ("first_assigned", "gang_complete"):
+        a.loc[10:14, c] = pd.NaT
+    if sub_ns:
+        a.loc[150, "release"] = a.loc[150, "release"] + pd.Timedelta(nanoseconds=3)
+    return {"allocations": a, "capacity": f.capacity, "reservations": f.reservations}
+
+
+@pytest.mark.parametrize("sub_ns", [False, True])
+@pytest.mark.parametrize("force_argsort", [False, True])
+def test_blocked_passes_give_the_same_partition_as_one_block(monkeypatch, sub_ns, force_argsort):
+    # the sweep writes, sorts and decodes its events in blocks of gp._BLOCK; blocks of 7 events cut
+    # runs, pools and the time-unit check at arbitrary places and must change nothing
+    fleet = _block_fleet(sub_ns)
+    whole = scheduling_partition(**fleet, _force_argsort=force_argsort)
+    monkeypatch.setattr(gp, "_BLOCK", 7)
+    seen = []
+    split = gp._idle_split_blocks
+
+    def spy(blocks, n, unit, sweep=None):
+        out = split(blocks, n, unit, sweep)
+        seen.append((sweep.key is not None, len(sweep._kept), sweep._spill is not None))
+        return out
+
+    monkeypatch.setattr(gp, "_idle_split_blocks", spy)
+    cut = scheduling_partition(**fleet, _force_argsort=force_argsort)
+    monkeypatch.setattr(gp, "_idle_split_blocks", split)
+    # with packed keys the second pass read blocks back from the keys and decoded the rest again;
+    # without (argsort, or ns times too wide for the key) it decoded every block again
+    ((packed, kept, spilled),) = seen
+    assert packed == (not force_argsort and not sub_ns)
+    assert spilled and (kept > 0) == packed
+    if sub_ns:  # sums in another order: equal to rounding
+        pd.testing.assert_frame_equal(cut.table, whole.table, check_exact=False, rtol=1e-12)
+    else:  # whole seconds: every partial sum is an exact integer
+        pd.testing.assert_frame_equal(cut.table, whole.table, check_exact=True)
+    assert cut.flags == whole.flags
+    # and the one-block result is what the occupancy path (a second method) gives
+    monkeypatch.setattr(gp, "_BLOCK", 1 << 20)
+    occ = occupancy(**fleet)
+    pd.testing.assert_frame_equal(scheduling_partition(occupancy=occ).table, whole.table, rtol=1e-12)
+
+
+def test_blocked_sweep_reports_over_allocation_in_its_first_block(monkeypatch):
+    # pool a holds 12 devices on 10 from hour 4: flagged once, at hour 4, whichever block sees it
+    fleet = dict(allocations=allocs(*[(j, "a", 3, 0, 0, 0, 10) for j in range(2)],
+                                    *[(j, "a", 3, 4, 4, 4, 10) for j in range(2, 4)],
+                                    (9, "b", 1, 0, 1, 1, 2)),
+                 capacity=caps(("a", 0, 10, 10, 0), ("b", 0, 10, 2, 0)))
+    whole = scheduling_partition(**fleet)
+    monkeypatch.setattr(gp, "_BLOCK", 2)
+    cut = scheduling_partition(**fleet)
+    pd.testing.assert_frame_equal(cut.table, whole.table, check_exact=True)
+    assert cut.table.loc["a", "over_allocated_device_s"] == 2 * 6 * H
+    assert cut.flags == whole.flags and len(cut.flags) == 1 and t(4).isoformat() in cut.flags[0]

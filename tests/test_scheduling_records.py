@@ -312,3 +312,50 @@ def test_scheduler_records_bundle():
     recs = SchedulerRecords(capacity=cap_rows(("a", 0, 1, 1, 0)))
     assert set(recs.tables()) == {"allocations", "capacity", "queue", "reservations", "occupancy"}
     assert recs.tables()["allocations"] is None
+
+
+def _ledger_rows(led: Ledger) -> list[tuple]:
+    return [(e.action, e.row, e.field, e.reason) for e in led.entries]
+
+
+def test_categorical_columns_and_blocked_checks_match_the_plain_path(monkeypatch):
+    # read_canonical hands categorical pool and end_state columns; they take a faster path (category
+    # codes, first occurrences found block by block) that must give the same table and ledger as
+    # text columns.  Blocks of 3 rows put first occurrences and the sorted-id check across blocks.
+    from fleetlib.scheduling import records as rec
+
+    rows = [{"job_id": 1, "pool": "p"}, {"job_id": 1, "attempt": 1, "submit": 5, "first_assigned": 5,
+                                          "gang_complete": 5, "release": 8},
+            {"job_id": 2, "pool": "q", "end_state": "ZOMBIE"}, {"job_id": 3, "end_state": None},
+            {"job_id": 3},  # duplicate of the row above
+            {"job_id": 4, "pool": None},
+            # a long attempt, then one inside it that ends earlier, then one overlapping the first
+            {"job_id": 5, "release": 20}, {"job_id": 5, "attempt": 1, "submit": 6, "first_assigned": 6,
+                                            "gang_complete": 6, "release": 7},
+            {"job_id": 5, "attempt": 2, "submit": 9, "first_assigned": 9, "gang_complete": 9,
+             "release": 21},
+            {"job_id": 6, "pool": "r", "end_state": "FAILED"}]
+    plain = alloc_rows(*rows)
+    cat = plain.copy()
+    cat["pool"] = pd.Categorical(cat["pool"], categories=["unused", "r", "q", "p"])
+    cat["end_state"] = pd.Categorical(cat["end_state"], categories=["FAILED", "ZOMBIE", "completed", "x"])
+    want, led_want = validate_allocations(plain)
+    monkeypatch.setattr(rec, "_BLOCK", 3)
+    got, led_got = validate_allocations(cat)
+    pd.testing.assert_frame_equal(got, want)
+    assert list(got["pool"].cat.categories) == ["p", "q", "r"]  # order of first occurrence
+    assert _ledger_rows(led_got) == _ledger_rows(led_want)
+    assert [e.row for e in led_want.entries if e.action == "rejected"] == [4, 5, 7, 8]
+    assert (led_want.read, led_want.kept, led_want.repaired, led_want.rejected) == (10, 4, 2, 4)
+
+
+def test_reservation_duplicates_by_category_codes_match_text():
+    df = pd.DataFrame({"pool": ["a", "b", "a", None, "a"], "start": [t(0)] * 5, "end": [t(1)] * 5,
+                       "devices": [1, 1, 1, 1, 1], "for_job_id": [7, 7, 7, 7, 8]})
+    want, led_want = validate_reservations(df)
+    cat = df.copy()
+    cat["pool"] = pd.Categorical(cat["pool"], categories=["b", "a"])
+    got, led_got = validate_reservations(cat)
+    assert _ledger_rows(led_got) == _ledger_rows(led_want)
+    assert [e.row for e in led_want.entries] == [2, 3]  # row 2 repeats row 0; row 3 has no pool
+    assert got["pool"].astype(str).tolist() == want["pool"].astype(str).tolist() == ["a", "b", "a"]

@@ -154,6 +154,43 @@ def _first_row(mask: np.ndarray) -> int | None:
     return int(idx[0]) if idx.size else None
 
 
+def _replace(mask: np.ndarray, other: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return ``numpy.where(mask, other, values)``, or ``values`` itself when the mask is all False."""
+    return np.where(mask, other, values) if bool(mask.any()) else values
+
+
+#: Rows per block of the blocked checks (only small temporaries are made).
+_BLOCK = 1 << 16
+
+
+def _factorize(col: pd.Series) -> tuple[np.ndarray, Any]:
+    """Return what ``pandas.factorize(col, use_na_sentinel=True)`` returns, cheaply for categoricals.
+
+    For a categorical column the codes come from the category codes (compact integers, no
+    hashing): uniques are the categories that occur, in order of first occurrence, found block by
+    block, so no full-length temporary is made but the codes themselves.
+    """
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return pd.factorize(col, use_na_sentinel=True)
+    cats = col.cat.categories
+    raw = col.cat.codes.to_numpy()
+    k = len(cats)
+    first = np.full(k, -1, dtype=np.int64)
+    for lo in range(0, raw.size, _BLOCK):
+        blk = raw[lo:lo + _BLOCK]
+        seen = np.bincount(blk[blk >= 0], minlength=k) > 0 if k else np.zeros(0, dtype=bool)
+        for c in np.flatnonzero(seen & (first < 0)).tolist():
+            first[c] = lo + int(np.argmax(blk == c))
+        if bool((first >= 0).all()):
+            break
+    used = np.flatnonzero(first >= 0)
+    used = used[np.argsort(first[used], kind="stable")]
+    dtype = np.int8 if used.size < 127 else np.int16 if used.size < 32767 else np.int32
+    mapping = np.full(k + 1, -1, dtype=dtype)  # the last entry serves code -1 (missing)
+    mapping[used] = np.arange(used.size, dtype=dtype)
+    return mapping[raw], cats[used]
+
+
 def times_ns(values: pd.Series | pd.Index | np.ndarray, *, file: str = "<table>",
              field: str = "time") -> np.ndarray:
     """Return timezone-aware times as int64 UTC nanoseconds (NaT as the int64 minimum).
@@ -347,7 +384,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log = _RowLog(n)
     t = {c: times_ns(df[c], file=file, field=c) for c in ALLOCATION_TIME_COLUMNS}
     sub, fa, gc, rel = t["submit"], t["first_assigned"], t["gang_complete"], t["release"]
-    nat = {c: v == _NAT for c, v in t.items()}
+    nat = {c: t[c] == _NAT for c in ("first_assigned", "gang_complete")}
 
     pool_codes, pool_names = _factorize_pool(df["pool"])
     log.reject(pool_codes < 0, "pool", "pool missing")
@@ -370,7 +407,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log.reject(~req_na & (~req_ok | (requested < 0)), "requested_devices",
                "requested_devices must be a non-negative integer")
     log.repair(req_na, "requested_devices", "requested_devices missing: set to devices")
-    requested = np.where(req_na, devices, requested)
+    requested = _replace(req_na, devices, requested)
 
     # elastic allocation without a gang-complete marker: refuse (cannot be inferred)
     bad_el = elastic & ~nat["first_assigned"] & nat["gang_complete"] & ~log.rejected
@@ -384,7 +421,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     # first_assigned missing while gang_complete known: atomic allocation
     m = nat["first_assigned"] & ~nat["gang_complete"]
     log.repair(m, "first_assigned", "first_assigned missing: atomic allocation, set to gang_complete")
-    fa = np.where(m, gc, fa)
+    fa = _replace(m, gc, fa)
     # rigid allocation without gang-complete marker: infer from requested size
     m = ~elastic & ~nat["first_assigned"] & nat["gang_complete"]
     full = m & (devices >= requested)
@@ -393,8 +430,8 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
                "allocation holds its requested devices, taken as complete at first_assigned")
     log.repair(short, "gang_complete", "gang_complete inferred from requested size (rigid, flagged): fewer "
                "devices than requested, the gang never completed; gang_complete set to release")
-    gc = np.where(full, fa, gc)
-    gc = np.where(short, rel, gc)
+    gc = _replace(full, fa, gc)
+    gc = _replace(short, rel, gc)
     # release missing
     m = rel == _NAT
     if open_end is not None:
@@ -411,7 +448,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log.repair(m & (fa != _NAT), "submit", "submit missing: set to first_assigned (queue wait unknown, "
                "counted as zero)")
     log.reject(m & (fa == _NAT), "submit", "submit missing on a row that never got a device")
-    sub = np.where(m, fa, sub)
+    sub = _replace(m, fa, sub)
 
     assigned = fa != _NAT
     log.reject(assigned & (devices == 0), "devices", "an assigned allocation holds at least one device")
@@ -420,10 +457,11 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log.reject(assigned & (rel < gc), "release", "release before gang completion")
     log.reject(~assigned & (rel < sub), "release", "release before submit")
 
-    st_codes, st_uniques = pd.factorize(df["end_state"], use_na_sentinel=True)
+    st_codes, st_uniques = _factorize(df["end_state"])
     norm = np.array([str(u).strip().lower() for u in st_uniques] + ["unknown"], dtype=object)
     norm_known = np.isin(norm, END_STATES)
-    st_codes = np.where(st_codes < 0, len(norm) - 1, st_codes)
+    if bool(np.any(st_codes < 0)):
+        st_codes = np.where(st_codes < 0, len(norm) - 1, st_codes)
     for k in np.flatnonzero(~norm_known).tolist():
         log.repair(st_codes == k, "end_state", f"end state {str(st_uniques[k])!r} not recognised: kept as "
                    "'unknown'")
@@ -443,7 +481,8 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
 
     def utc(name: str, values: np.ndarray) -> Any:
         col = df[name]
-        same = bool(np.array_equal(values, t[name])) and isinstance(col.dtype, pd.DatetimeTZDtype)
+        same = ((values is t[name] or bool(np.array_equal(values, t[name])))
+                and isinstance(col.dtype, pd.DatetimeTZDtype))
         if same and str(col.dtype.tz) == "UTC" and col.dtype.unit == "ns":
             return take(col.array)
         return _to_utc_series(take(values)).array
@@ -472,11 +511,14 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
     """Reject duplicate keys and overlapping attempts; only jobs with several rows are examined."""
     alive = ~log.rejected
     jid = df["job_id"].to_numpy()
-    if jid.dtype.kind in "iu" and jid.size > 1 and bool(np.all(jid[1:] >= jid[:-1])):
+    if jid.dtype.kind in "iu" and jid.size > 1 and _is_sorted(jid):
         # sorted integer ids (as fleetlib writes them): a job's rows are neighbours
-        same_next = jid[1:] == jid[:-1]
-        multi = np.r_[same_next, False] | np.r_[False, same_next]
-        rows = np.flatnonzero(multi & alive)
+        multi = np.zeros(jid.size, dtype=bool)
+        np.equal(jid[1:], jid[:-1], out=multi[1:])
+        multi[:-1] |= multi[1:]
+        multi &= alive
+        rows = np.flatnonzero(multi)
+        del multi
         jr = jid[rows]
         codes_rows = np.cumsum(np.r_[True, jr[1:] != jr[:-1]]) - 1 if rows.size else rows
     else:
@@ -489,13 +531,13 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
         codes_rows = codes[rows]
     if rows.size < 2:
         return
-    codes = np.full(len(df), -1, dtype=np.int64)
-    codes[rows] = codes_rows
     # duplicates of the key (job_id, attempt)
     a_rows = attempt[rows] - attempt[rows].min()
     key = pd.Series(codes_rows.astype(np.int64) * (int(a_rows.max()) + 1) + a_rows)
-    dup = key.duplicated(keep="first").to_numpy()
-    if dup.any():
+    kv = key.to_numpy()
+    # keys that strictly increase (each job's attempts in order, as usual) cannot repeat
+    dup = None if bool(np.all(kv[1:] > kv[:-1])) else key.duplicated(keep="first").to_numpy()
+    if dup is not None and dup.any():
         sub = df.iloc[rows]
         first_of = pd.factorize(key)[0]
         first_row: dict[int, int] = {}
@@ -511,25 +553,28 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
     alive_rows = rows[~log.rejected[rows] & (fa[rows] != _NAT)]
     if alive_rows.size < 2:
         return
-    c = codes[alive_rows]
+    c = codes_rows[np.searchsorted(rows, alive_rows)]  # rows is ascending, alive_rows a subset
     el = elastic[alive_rows]
     # rigid: [first_assigned, release) must not overlap; elastic: [gang_complete, release)
     start = np.where(el, gc[alive_rows], fa[alive_rows])
     end = rel[alive_rows]
     in_order = (c[1:] > c[:-1]) | ((c[1:] == c[:-1]) & (start[1:] >= start[:-1]))
-    order = np.arange(c.size) if bool(np.all(in_order)) else np.lexsort((start, c))
-    c_o, s_o, e_o, r_o = c[order], start[order], end[order], alive_rows[order]
-    # running max of end within each job
+    order = None if bool(np.all(in_order)) else np.lexsort((start, c))
+    c_o, s_o, e_o, r_o = ((c, start, end, alive_rows) if order is None
+                          else (c[order], start[order], end[order], alive_rows[order]))
+    # running max of end within each job (the ends themselves when they never decrease in a job)
     same = np.r_[False, c_o[1:] == c_o[:-1]]
-    group = np.cumsum(~same)
-    cm = pd.Series(e_o).groupby(group).cummax().to_numpy()
-    # position (in sorted order) of the row that set the running maximum of release
-    setter = pd.Series(np.where(e_o == cm, np.arange(len(e_o)), np.nan)).ffill().to_numpy()
+    if bool(np.all((e_o[1:] >= e_o[:-1]) | ~same[1:])):
+        cm = e_o
+    else:
+        cm = pd.Series(e_o).groupby(np.cumsum(~same)).cummax().to_numpy()
     prev_end = np.r_[_NAT, cm[:-1]]
     overlap = same & (s_o < prev_end) & (e_o > s_o)
     if overlap.any():
+        # position (in sorted order) of the row that set the running maximum of release
+        setter = pd.Series(np.where(e_o == cm, np.arange(len(e_o)), np.nan)).ffill().to_numpy()
         idx = np.flatnonzero(overlap)
-        el_o = el[order]
+        el_o = el if order is None else el[order]
         reasons = [
             (f"held interval overlaps an earlier segment (row {int(r_o[int(setter[i - 1])])}) of the same "
              "elastic job: one active gang size at a time") if el_o[i] else
@@ -539,14 +584,23 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
         log.reject_rows(r_o[idx], "first_assigned", reasons)
 
 
+def _is_sorted(x: np.ndarray) -> bool:
+    """Return True when ``x`` is non-decreasing (checked block by block)."""
+    for lo in range(0, max(x.size - 1, 0), _BLOCK):
+        hi = min(lo + _BLOCK, x.size - 1)
+        if not bool(np.all(x[lo + 1:hi + 1] >= x[lo:hi])):
+            return False
+    return True
+
+
 def _factorize_pool(pool: pd.Series) -> tuple[np.ndarray, pd.Index]:
     """Return pool codes (-1 for missing or empty names) and the pool names as strings."""
-    codes, uniques = pd.factorize(pool, use_na_sentinel=True)
+    codes, uniques = _factorize(pool)
     names = pd.Index([str(u) for u in uniques], dtype=object)
     empty = np.flatnonzero(names == "")
     if empty.size:
         codes = np.where(np.isin(codes, empty), -1, codes)
-    return codes.astype(np.int64), names
+    return codes, names
 
 
 def infer_gang_complete(bindings: pd.DataFrame, requested: pd.DataFrame, *,
@@ -596,6 +650,21 @@ def infer_gang_complete(bindings: pd.DataFrame, requested: pd.DataFrame, *,
 # ---------------------------------------------------------------------------------------------------
 
 
+def _text_key(col: pd.Series) -> np.ndarray:
+    """Values that are equal exactly where ``col.astype(str)`` is equal (missing values equal to each other).
+
+    Integer and boolean columns are their own key, a categorical column compares the text of its
+    categories through its codes; only other columns are turned into text.
+    """
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iub":
+        return col.to_numpy()
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        text = pd.Index([str(c) for c in col.cat.categories], dtype=object)
+        ids = np.append(pd.factorize(text)[0], -1)  # the last entry serves code -1 (missing)
+        return ids[col.cat.codes.to_numpy()]
+    return col.astype(str).to_numpy()
+
+
 def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapping[str, str], *,
                         table: str, file: str, ledger: Ledger | None, no_overlap: bool,
                         positive: tuple[str, ...] = ()) -> tuple[pd.DataFrame, Ledger]:
@@ -618,9 +687,9 @@ def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapp
         ints[col] = v
     alive = ~log.rejected
     if n and alive.any():
-        key = pd.DataFrame({"pool": df["pool"].astype(str).to_numpy(), "start": start, "end": end,
+        key = pd.DataFrame({"pool": _text_key(df["pool"]), "start": start, "end": end,
                             **{c: ints[c] for c in counts},
-                            **{c: df[c].astype(str).to_numpy() for c in columns
+                            **{c: _text_key(df[c]) for c in columns
                                if c not in counts and c not in ("pool", "start", "end")}})
         dup = key.duplicated(keep="first").to_numpy() & alive
         if dup.any():
@@ -637,7 +706,7 @@ def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapp
             ov = same & (s_o < prev_end)
             if ov.any():
                 idx = np.flatnonzero(ov)
-                pools = key["pool"].to_numpy()
+                pools = df["pool"].astype(str).to_numpy()
                 log.reject_rows(r_o[idx], "start", [
                     f"overlaps an earlier {table} row of pool {pools[int(r_o[i - 1])]!r} "
                     f"(row {int(r_o[i - 1])}); a pool's {table} is one step function" for i in idx.tolist()])
