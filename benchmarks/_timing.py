@@ -2,11 +2,20 @@
 
 The scripts are run as ``python benchmarks/NAME.py``, which puts this folder first on ``sys.path``, so
 they import this module as ``_timing``.
+
+By default every timed call runs in a fresh interpreter (``multiprocessing``'s spawn start method, with
+the named modules imported before the clock starts).  In one long-lived process the floor and the factor
+disturb each other: whichever runs second inherits the first one's heap and the allocator's and the
+kernel's state of its freed pages, and on a small virtual machine that moved the floor's system time
+by a factor of two or more from run to run.  A fresh process is also how a user meets the library
+(one command, one notebook kernel).  ``--in-process`` restores the old single-process timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import multiprocessing
 import resource
 import subprocess
 import sys
@@ -26,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser, size: str, size_default: int,
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats after the warm-up")
     parser.add_argument("--regenerate", action="store_true", help="write the file even if it exists")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--in-process", action="store_true",
+                        help="time every call in this one process instead of a fresh interpreter per call")
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -58,15 +69,64 @@ def timed_cpu(fn: Callable[[Path], Any], path: Path) -> tuple[float, float, floa
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
+def _timed_result(fn: Callable[[Path], Any], path: Path,
+                  timer: Callable[[Callable[[Path], Any], Path], Any]) -> tuple[Any, Any]:
+    box: list[Any] = []
+    timing = timer(lambda p: box.append(fn(p)), path)
+    return timing, box[0]
+
+
+def _child(conn: Any, fn: Callable[[Path], Any], path: Path,
+           timer: Callable[[Callable[[Path], Any], Path], Any], imports: tuple[str, ...]) -> None:
+    for name in imports:  # before the clock starts, as a warmed-up notebook kernel would have them
+        importlib.import_module(name)
+    conn.send(_timed_result(fn, path, timer))
+    conn.close()
+
+
+def _isolated(fn: Callable[[Path], Any], path: Path, timer: Callable[[Callable[[Path], Any], Path], Any],
+              imports: tuple[str, ...]) -> tuple[Any, Any]:
+    """Time ``fn(path)`` in a fresh spawned interpreter; return (timing, result)."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, fn, path, timer, imports))
+    child.start()
+    send.close()
+    try:
+        out = receive.recv()
+    except EOFError:
+        child.join()
+        raise RuntimeError(f"the timed child process died (exit code {child.exitcode})") from None
+    child.join()
+    return out
+
+
 def interleaved(floor: Callable[[Path], Any], factor: Callable[[Path], Any], path: Path, repeats: int,
-                timer: Callable[[Callable[[Path], Any], Path], Any]) -> dict[str, Any]:
-    """One warm-up of each, then ``repeats`` alternating runs of floor and factor, each timed by ``timer``."""
-    # warm-up: imports, page cache, allocator
-    floor_warm, floor_out = timed(floor, path)
-    factor_warm, factor_out = timed(factor, path)
-    floor_runs, factor_runs = [], []
+                timer: Callable[[Callable[[Path], Any], Path], Any], *, isolate: bool = True,
+                imports: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One warm-up of each, then ``repeats`` alternating runs of floor and factor, each timed by ``timer``.
+
+    With ``isolate`` every call (warm-ups included) runs in its own fresh interpreter that has imported
+    ``imports`` first; the warm-ups then only fill the page cache.  ``factor_results`` holds what each
+    timed factor call returned.
+    """
+    def run(fn: Callable[[Path], Any]) -> tuple[Any, Any]:
+        return _isolated(fn, path, timer, imports) if isolate else _timed_result(fn, path, timer)
+
+    (floor_warm, *_), floor_out = run(floor)
+    (factor_warm, *_), factor_out = run(factor)
+    floor_runs, factor_runs, factor_results = [], [], []
     for _ in range(repeats):
-        floor_runs.append(timer(floor, path))
-        factor_runs.append(timer(factor, path))
+        floor_runs.append(run(floor)[0])
+        timing, result = run(factor)
+        factor_runs.append(timing)
+        factor_results.append(result)
     return {"floor_warm": floor_warm, "floor_out": floor_out, "factor_warm": factor_warm,
-            "factor_out": factor_out, "floor_runs": floor_runs, "factor_runs": factor_runs}
+            "factor_out": factor_out, "floor_runs": floor_runs, "factor_runs": factor_runs,
+            "factor_results": factor_results}
+
+
+def peak_rss_mib(isolated: bool) -> float:
+    """Peak resident memory in MiB: of the largest timed child process, or of this process."""
+    who = resource.RUSAGE_CHILDREN if isolated else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_maxrss / 1024.0  # Linux reports KiB

@@ -11,6 +11,9 @@ The file is generated once (``fleetlib.scheduling.synth``) in a child process, s
 memory printed is that of reading and computing, not of generating, and cached at ``--path`` (default
 under the system temporary folder, keyed by N and seed).  After one warm-up of each, floor and factor
 run alternately ``--repeats`` times and the medians are compared.  Target: factor / floor <= 3.
+Each call runs in a fresh interpreter that has imported the libraries before its clock starts
+(``--in-process`` times them all in this one process instead; see ``_timing`` for why the default
+changed).  The peak resident memory printed is then that of the largest timed child.
 Two noise-robust readings are printed beside it: the ratio of the fastest runs, and the median of the
 ratios of each interleaved pair (on a shared or small machine single runs vary by a factor of two).
 Wall-clock, user-CPU and system-CPU seconds are printed per part (the floor; the factor's reading and
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
 import tempfile
@@ -37,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import add_arguments, check_arguments, generate_in_child, interleaved, timed_cpu
+from _timing import add_arguments, check_arguments, generate_in_child, interleaved, peak_rss_mib, timed_cpu
+
+#: Imported in each timed child before its clock starts (a user's kernel has them loaded already).
+IMPORTS = ("pyarrow.parquet", "pyarrow.compute", "fleetlib.scheduling.goodput", "fleetlib.scheduling.synth")
 
 TARGET_RATIO = 3.0
-
-#: (wall, user, sys) seconds of the two parts of every call of :func:`factor`, in call order.
-_FACTOR_PARTS: list[dict[str, tuple[float, float, float]]] = []
 
 
 def default_path(n: int, seed: int) -> Path:
@@ -90,8 +92,7 @@ def factor(path: Path) -> dict[str, Any]:
         box["summary"] = scheduling_summary(**box.pop("records").tables(), ledger=box.pop("ledger"))
 
     parts = {"read": timed_cpu(read, path), "compute": timed_cpu(compute, path)}
-    _FACTOR_PARTS.append(parts)
-    return box["summary"]
+    return {**box["summary"], "benchmark_parts": parts}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,13 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.json:
         print(f"reusing {path}")
 
-    _FACTOR_PARTS.clear()
-    runs = interleaved(floor, factor, path, args.repeats, timed_cpu)
+    runs = interleaved(floor, factor, path, args.repeats, timed_cpu, isolate=not args.in_process,
+                       imports=IMPORTS)
     t_floor0, n_times = runs["floor_warm"], runs["floor_out"]
     t_factor0, summary = runs["factor_warm"], runs["factor_out"]
     floor_cpu, factor_cpu = runs["floor_runs"], runs["factor_runs"]
     floors, factors = [r[0] for r in floor_cpu], [r[0] for r in factor_cpu]
-    parts = _FACTOR_PARTS[1:]  # after the warm-up
+    parts = [r["benchmark_parts"] for r in runs["factor_results"]]
     cpu = {name: {"wall_s": statistics.median(r[0] for r in rs),
                   "user_s": statistics.median(r[1] for r in rs),
                   "sys_s": statistics.median(r[2] for r in rs)}
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = factor_s / floor_s
     ratio_of_minima = min(factors) / min(floors)
     paired_ratio = statistics.median(f / g for f, g in zip(factors, floors, strict=True))
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    peak_rss_mb = peak_rss_mib(not args.in_process)
     led = summary["ledger"]
     result = {
         "allocations": args.n,
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{args.n:,} allocations ({led['read']:,} rows in {result['file_mb']:.0f} MiB of Parquet), "
-          f"{n_times:,} timestamps; median of {args.repeats} interleaved runs after one warm-up")
+          f"{n_times:,} timestamps; median of {args.repeats} interleaved runs after one warm-up, "
+          f"{'all in this process' if args.in_process else 'each in a fresh interpreter'}")
     print(f"  floor  (read the file, sort every timestamp once)  {floor_s:8.3f} s")
     print(f"  factor (read_canonical + scheduling_summary)        {factor_s:8.3f} s")
     print(f"  ratio factor / floor  {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: "
