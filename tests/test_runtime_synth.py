@@ -223,3 +223,99 @@ def test_generation_is_vectorised():
     assert len(steps) >= 200_000 and elapsed < 5.0
     assert math.isclose(truth["productive"], 200_000.0)
     assert np.all(np.diff(steps["start"].array.asi8) > 0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fast Parquet path (batch-wise decoding into preallocated arrays) against the general one
+# ---------------------------------------------------------------------------------------------------
+
+
+def _two_job_file(tmp_path):
+    """A two-job timeline file, rewritten with 97-row row groups whose job dictionaries differ."""
+    s1, e1, _ = synth_timeline(400, seed=5, failure_rate_per_h=30.0, input_wait_prob=0.2)
+    s2, e2, _ = synth_timeline(300, seed=6, preemption_rate_per_h=30.0, checkpoint_every_steps=40)
+    steps = pd.concat([s1.assign(job_id="job-a"), s2.assign(job_id="job-b")], ignore_index=True)
+    events = pd.concat([e1.assign(job_id="job-a"), e2.assign(job_id="job-b")], ignore_index=True)
+    one = write_timeline(steps, events, tmp_path / "one.parquet")
+    table = pq.read_table(one)
+    jobs = table.column("job_id").cast(pa.string()).combine_chunks()
+    # per-chunk dictionaries in first-appearance order: one job, both jobs, the other job first ...
+    chunks = [jobs.slice(lo, 97).dictionary_encode() for lo in range(0, len(jobs), 97)]
+    table = table.set_column(1, "job_id", pa.chunked_array(chunks))
+    many = tmp_path / "many.parquet"
+    pq.write_table(table, many, row_group_size=97)
+    return one, many, table
+
+
+def test_fast_parquet_path_matches_the_general_path(tmp_path, monkeypatch):
+    from fleetlib.runtime import synth as synth_module
+
+    one, many, table = _two_job_file(tmp_path)
+    with pq.ParquetFile(many) as pf:
+        assert pf.metadata.num_row_groups > 10
+        groups = [pf.read_row_group(i, columns=["job_id"]) for i in range(pf.metadata.num_row_groups)]
+    dictionaries = {tuple(g.column(0).chunk(0).dictionary.to_pylist()) for g in groups}
+    assert ("job-a",) in dictionaries and ("job-b",) in dictionaries  # the job dictionary changes
+    # batches that cut across row groups and across the step/event boundary
+    monkeypatch.setattr(synth_module, "_READ_BATCH_ROWS", 13)
+    for path in (one, many):
+        with pq.ParquetFile(path) as pf:
+            fast = synth_module._read_parquet_fast(pf)
+        assert fast is not None
+        general = synth_module._read_parquet_general(path)
+        for got, want in zip(fast, general, strict=True):
+            pd.testing.assert_frame_equal(got, want, check_categorical=False)
+    n_steps = int(np.count_nonzero(np.asarray(table.column("record").to_pylist()) == "step"))
+    assert len(fast[0]) == n_steps and len(fast[1]) == table.num_rows - n_steps
+    assert list(fast[0]["job_id"].astype(str).unique()) == ["job-a", "job-b"]
+    a, b = runtime_summary_file(one), runtime_summary_file(many)
+    for key in ("runtime_goodput", "held_s", "productive_s", "terms", "interruptions", "ledger"):
+        assert a[key] == b[key], key
+
+
+def test_fast_parquet_path_falls_back_with_the_same_errors(tmp_path):
+    from fleetlib.runtime import synth as synth_module
+
+    one, _, _ = _two_job_file(tmp_path)
+    table = pq.read_table(one)
+    record = table.column("record").cast(pa.string()).to_pylist()
+    n_steps = record.count("step")
+    # events stored before the steps: not the fast layout; the general path splits them the same way
+    flipped = pa.concat_tables([table.slice(n_steps), table.slice(0, n_steps)])
+    pq.write_table(flipped, tmp_path / "flipped.parquet")
+    with pq.ParquetFile(tmp_path / "flipped.parquet") as pf:
+        assert synth_module._read_parquet_fast(pf) is None
+    a, b = runtime_summary_file(one), runtime_summary_file(tmp_path / "flipped.parquet")
+    assert a["terms"] == b["terms"] and a["held_s"] == b["held_s"]
+    # a dictionary-encoded record column with a third value: the general path names its row
+    record[n_steps + 3] = "other"
+    odd = table.set_column(0, "record", pa.array(record).dictionary_encode())
+    pq.write_table(odd, tmp_path / "odd.parquet")
+    with pytest.raises(InputError, match="record") as err:
+        read_canonical_timeline(tmp_path / "odd.parquet")
+    assert err.value.row == n_steps + 3
+    # a null attempt on a step row
+    attempt = table.column("attempt").to_pylist()
+    attempt[5] = None
+    holed = table.set_column(2, "attempt", pa.array(attempt, pa.int64()))
+    pq.write_table(holed, tmp_path / "holed.parquet")
+    with pytest.raises(InputError, match="missing value") as err:
+        runtime_summary_file(tmp_path / "holed.parquet")
+    assert err.value.row == 5 and err.value.field == "attempt"
+    # a missing column is named as such, not reported as an unreadable file
+    pq.write_table(table.drop_columns(["duration_s"]), tmp_path / "short.parquet")
+    with pytest.raises(InputError, match="missing column") as err:
+        runtime_summary_file(tmp_path / "short.parquet")
+    assert "cannot read" not in str(err.value) and err.value.field == "duration_s"
+
+
+def test_read_canonical_timeline_returns_editable_tables(tmp_path):
+    steps, events, _ = synth_timeline(50, seed=2)
+    path = write_timeline(steps, events, tmp_path / "t.parquet")
+    s1, e1, _ = read_canonical_timeline(path)
+    s1.loc[0, "attempt"] = 9
+    s1["input_wait_s"] += 1.0
+    e1.loc[0, "attempt"] = 9
+    s2, _, _ = read_canonical_timeline(path)
+    assert s1.loc[0, "attempt"] == 9 and s2.loc[0, "attempt"] == steps["attempt"].iloc[0]
+    np.testing.assert_array_equal(s1["input_wait_s"].to_numpy(), s2["input_wait_s"].to_numpy() + 1.0)
