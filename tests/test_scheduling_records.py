@@ -73,6 +73,18 @@ def test_clean_table_is_kept_unchanged_with_canonical_dtypes():
     assert list(out["end_state"].cat.categories) == list(END_STATES)
 
 
+
+def test_validated_table_is_editable_and_separate_from_the_input():
+    # pandas' copy-on-write gives read-only views of the input's columns; the validated table must still
+    # be the caller's own: editable, and editing it leaves the input as it was
+    df = alloc_rows({"job_id": 1}, {"job_id": 2, "devices": 4, "requested_devices": 4})
+    df["job_id"] = df["job_id"].astype(np.int64)
+    out, _ = validate_allocations(df)
+    for col in ("job_id", "attempt", "devices", "priority", "elastic", "requested_devices"):
+        out.loc[0, col] = out.loc[1, col]
+    assert df["job_id"].tolist() == [1, 2] and df["devices"].tolist() == [8, 4]
+    assert out["job_id"].tolist() == [2, 2] and out["devices"].tolist() == [4, 4]
+
 def test_missing_column_raises_naming_the_field():
     df = alloc_rows({}).drop(columns=["gang_complete"])
     with pytest.raises(InputError, match="gang_complete") as exc:

@@ -477,7 +477,12 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     every = bool(keep.all())
 
     def take(x: Any) -> Any:
-        return x if every else x[keep]
+        x = x if every else x[keep]
+        # pandas' copy-on-write hands out read-only views of the input's columns (to_numpy); a column
+        # passed through unchanged is copied once so the caller gets an editable table of its own
+        if isinstance(x, np.ndarray) and not x.flags.writeable:
+            x = x.copy()
+        return x
 
     def utc(name: str, values: np.ndarray) -> Any:
         col = df[name]

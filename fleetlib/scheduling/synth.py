@@ -548,7 +548,7 @@ def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = N
             raise InputError(f"unknown table {name!r} in the metadata", file=str(p))
         cols = list(_TABLE_COLUMNS[name])
         tab = pf.read_row_groups(list(range(g0, g1)), columns=cols) if g1 > g0 else None
-        df = (tab.to_pandas(split_blocks=True, categories=["pool", "end_state"] if name == "allocations" else ["pool"])
+        df = (tab.to_pandas(categories=["pool", "end_state"] if name == "allocations" else ["pool"])
               if tab is not None else pd.DataFrame(columns=cols))
         df = df.iloc[:rows] if len(df) > rows else df
         where = f"{p}#{name}"
