@@ -28,6 +28,7 @@ from fleetlib.scheduling.goodput import (
     scheduling_goodput,
     scheduling_partition,
     scheduling_summary,
+    silent_stretches,
     stranded_devices,
 )
 from fleetlib.scheduling.records import ALLOCATION_COLUMNS
@@ -451,3 +452,60 @@ def test_blocked_sweep_reports_over_allocation_in_its_first_block(monkeypatch):
     pd.testing.assert_frame_equal(cut.table, whole.table, check_exact=True)
     assert cut.table.loc["a", "over_allocated_device_s"] == 2 * 6 * H
     assert cut.flags == whole.flags and len(cut.flags) == 1 and t(4).isoformat() in cut.flags[0]
+
+
+def _minutes(pool: str, n: int, held: np.ndarray, pending: np.ndarray, in_service: int = 8) -> pd.DataFrame:
+    start = pd.date_range(t(0), periods=n, freq="1min")
+    return pd.DataFrame({"pool": pool, "start": start, "end": start + pd.Timedelta(minutes=1),
+                         "in_service": in_service, "out_of_service": 0, "held_complete": held,
+                         "partial_gang": 0, "reserved": 0, "pending_jobs": pending,
+                         "pending_devices": pending})
+
+
+def _spans(found: pd.DataFrame) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    return list(zip(found["start"], found["end"], strict=True))
+
+
+def test_silent_stretches_need_every_pool_silent_at_once():
+    # pool a is silent in minutes [60, 150), pool b in [30, 120): the fleet is silent in [60, 120) only
+    n = 180
+    held_a = np.where((np.arange(n) >= 60) & (np.arange(n) < 150), 0, 3)
+    held_b = np.where((np.arange(n) >= 30) & (np.arange(n) < 120), 0, 5)
+    occ = pd.concat([_minutes("a", n, held_a, np.zeros(n, int)),
+                     _minutes("b", n, held_b, np.zeros(n, int), in_service=16)], ignore_index=True)
+    found = silent_stretches(occ, min_duration="1h")
+    assert _spans(found) == [(t(1), t(2))]
+    assert found["duration_h"].tolist() == [1.0] and found["pools"].tolist() == [2]
+    assert found["in_service_device_s"].iloc[0] == (8 + 16) * 3600.0
+    held_s = (held_a.sum() + held_b.sum()) * 60.0
+    assert found["scheduling_goodput_without"].iloc[0] == pytest.approx(held_s / ((8 + 16) * 60.0 * (n - 60)))
+    # the factor itself still counts the stretch as idle with an empty queue
+    part = scheduling_partition(occupancy=occ).totals
+    assert part["held_device_s"] / part["capacity_device_s"] < found["scheduling_goodput_without"].iloc[0]
+    assert silent_stretches(occ, min_duration="61min").empty
+
+
+def test_a_queued_job_or_a_missing_pool_breaks_the_silence():
+    n = 120
+    quiet = np.zeros(n, int)
+    pending = np.where(np.arange(n) == 70, 1, 0)  # one queued job in minute 70 splits the stretch
+    occ = pd.concat([_minutes("a", n, quiet, pending), _minutes("b", n, quiet, quiet)], ignore_index=True)
+    found = silent_stretches(occ, min_duration="10min")
+    assert _spans(found) == [(t(0), t(70 / 60)), (t(71 / 60), t(2))]
+    # pool b has no rows in the second hour: not known to be silent there
+    gap = pd.concat([_minutes("a", n, quiet, quiet), _minutes("b", 60, quiet[:60], quiet[:60])],
+                    ignore_index=True)
+    assert _spans(silent_stretches(gap, min_duration="10min")) == [(t(0), t(1))]
+
+
+def test_silent_stretches_refuse_bad_arguments():
+    n = 90
+    busy = _minutes("a", n, np.ones(n, int), np.zeros(n, int))
+    assert silent_stretches(busy).empty
+    assert list(silent_stretches(busy).columns) == ["start", "end", "duration_h", "pools",
+                                                    "in_service_device_s", "scheduling_goodput_without"]
+    for bad in ("0s", "-5min", "soon"):
+        with pytest.raises(DomainError, match="min_duration"):
+            silent_stretches(busy, min_duration=bad)
+    with pytest.raises(DomainError, match="silent from end to end"):
+        silent_stretches(_minutes("a", n, np.zeros(n, int), np.zeros(n, int)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 from notebook_support import (
@@ -120,6 +121,17 @@ def test_runs_with_each_parameter_file(params_path, tmp_path, nb):
     assert f"S = {s_raw:.4f}" in text
     assert "largest per-pool difference, any column: 0 device-s" in text  # synthetic truth reproduced
     assert "1 repaired" in text  # the quota glitch day
+    # the silent stretches (logging gap of 2020-05-09/10 and a shorter one): S with them taken out of the
+    # denominator, from the raw files -- minutes in which every VC has zero running and zero pending GPU jobs
+    quiet = np.logical_and.reduce([(r["running_gpu_num"] == 0) & (r["pending_gpujob_num"] == 0) for r in raw])
+    edges = np.diff(np.r_[0, quiet.astype(int), 0])
+    runs = [(a, b) for a, b in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True)
+            if b - a >= 60]
+    silent_total = sum(sum(r["total_gpu_num"].iloc[a:b].sum() for a, b in runs) for r in raw)
+    s_without = sum(r["running_gpu_num"].sum() for r in raw) / (
+        sum(r["total_gpu_num"].sum() for r in raw) - silent_total)
+    assert f"{len(runs)} silent stretch(es)" in text
+    assert f"{s_without:.4f} without them" in text
 
 
 @pytest.mark.notebook

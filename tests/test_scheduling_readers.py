@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.goodput import scheduling_partition
+from fleetlib.scheduling.goodput import scheduling_partition, silent_stretches
 from fleetlib.scheduling.readers import (
     FORMATS,
     KUEUE_EVICTED_STATES,
@@ -1012,3 +1012,36 @@ def test_scheduling_command_json(slurm):
     text = json.dumps(o, allow_nan=False)
     assert o["format"] == "openb" and sum(c["pods"] for c in o["cohorts"]) == 8152 and o["installed"] == []
     assert "no time-based goodput" in o["note"]
+
+
+def test_helios_silent_stretches_match_a_plain_pass_over_the_raw_files(helios):
+    # The logging gap of 2020-05-09/10 (every VC at zero running and zero pending while its quota stays):
+    # found by silent_stretches on the occupancy table and, independently, by a minute-by-minute pass
+    # over the five raw files (all share the same 44,640 minute stamps, China time, UTC+8).
+    rec, _ = helios
+    found = silent_stretches(rec.occupancy, min_duration="1h")
+    raw = [pd.read_csv(p) for p in VCS]
+    stamps = raw[0]["time"]
+    assert all((r["time"] == stamps).all() for r in raw)
+    quiet = np.logical_and.reduce([(r["running_gpu_num"] == 0) & (r["pending_gpujob_num"] == 0) for r in raw])
+    edges = np.diff(np.r_[0, quiet.astype(int), 0])
+    first, stop = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # minute rows [first, stop)
+    long_runs = (stop - first) >= 60
+    first, stop = first[long_runs], stop[long_runs]
+    local = pd.to_datetime(stamps)
+    expected_start = (local.iloc[first] - pd.Timedelta(hours=8)).dt.tz_localize("UTC").tolist()
+    expected_end = (local.iloc[stop - 1] + pd.Timedelta(minutes=1) - pd.Timedelta(hours=8)).dt.tz_localize(
+        "UTC").tolist()
+    assert found["start"].tolist() == expected_start and found["end"].tolist() == expected_end
+    assert found["start"].iloc[0] == T("2020-05-09 15:56")  # 23:56 on May 9, China time
+    assert found["duration_h"].iloc[0] > 24
+    total = np.sum([r["total_gpu_num"].to_numpy() for r in raw], axis=0)
+    running = np.sum([r["running_gpu_num"].to_numpy() for r in raw], axis=0)
+    in_stretch = np.zeros(len(stamps), dtype=bool)
+    for a, b in zip(first, stop, strict=True):
+        in_stretch[a:b] = True
+    assert found["in_service_device_s"].sum() == pytest.approx(total[in_stretch].sum() * 60.0, rel=1e-12)
+    without = running.sum() / (total.sum() - total[in_stretch].sum())
+    assert found["scheduling_goodput_without"].iloc[0] == pytest.approx(without, rel=1e-12)
+    s = running.sum() / total.sum()
+    assert without > s  # the gap counted as idle lowers S; taken out, S rises

@@ -5,7 +5,7 @@
 * :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
   capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
   pools, unattributed), availability, held time and queue wait per job, size cohorts, an hourly time
-  series and the fragmentation index;
+  series, the fragmentation index and the stretches in which the whole fleet reports nothing;
 * :mod:`fleetlib.scheduling.synth` -- synthetic fleets with injected ground truth, and the
   canonical Parquet file;
 * :mod:`fleetlib.scheduling.snapshot` -- the snapshot arithmetic (S from the shares of a pool
@@ -26,6 +26,7 @@ from fleetlib.scheduling.goodput import (
     scheduling_goodput,
     scheduling_partition,
     scheduling_summary,
+    silent_stretches,
     stranded_devices,
 )
 from fleetlib.scheduling.records import (
@@ -82,6 +83,7 @@ __all__ = [
     "scheduling_goodput",
     "scheduling_partition",
     "scheduling_summary",
+    "silent_stretches",
     "snapshot_scheduling_goodput",
     "stranded_devices",
     "synth_allocations_command",

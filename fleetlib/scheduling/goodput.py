@@ -68,6 +68,7 @@ __all__ = [
     "DEFAULT_COHORT_EDGES",
     "LOSS_KEYS",
     "PARTITION_COLUMNS",
+    "SILENT_CHANNELS",
     "SchedulingPartition",
     "cohort_goodput",
     "derive_queue",
@@ -79,6 +80,7 @@ __all__ = [
     "scheduling_goodput",
     "scheduling_partition",
     "scheduling_summary",
+    "silent_stretches",
     "stranded_devices",
 ]
 
@@ -1739,3 +1741,104 @@ def fragmentation_index(node_free: pd.DataFrame, allocations: pd.DataFrame, *,
     den = out["free_device_s_while_pending"].astype("Float64")
     out["fragmentation_index"] = (out["stranded_device_s"].astype("Float64") / den).where(den > 0, pd.NA)
     return out
+
+
+#: Occupancy channels that must all be zero, in every pool at once, for an instant to count as silent.
+SILENT_CHANNELS: tuple[str, ...] = ("held_complete", "partial_gang", "reserved", "pending_jobs")
+
+_SILENT_COLUMNS: tuple[str, ...] = ("start", "end", "duration_h", "pools", "in_service_device_s",
+                                    "scheduling_goodput_without")
+
+
+def _coverage_count(edges: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """How many of the intervals [start, end) cover each elementary interval between sorted ``edges``."""
+    delta = np.zeros(edges.size, dtype=np.int64)
+    np.add.at(delta, np.searchsorted(edges, start), 1)
+    np.add.at(delta, np.searchsorted(edges, end), -1)
+    return np.cumsum(delta)[:-1]
+
+
+def silent_stretches(occupancy_table: pd.DataFrame, *,
+                     min_duration: str | pd.Timedelta = "1h") -> pd.DataFrame:
+    """Find stretches in which every pool reports nothing held, nothing reserved and nothing queued.
+
+    A whole fleet that holds no device and has no pending job for hours while its capacity stays in
+    service is more often a gap in the record (a collector that stopped) than a real lull.  This does
+    not change the accounting -- such time stays idle with an empty queue -- but it shows the stretch
+    and how much the factor depends on it.
+
+    Parameters
+    ----------
+    occupancy_table
+        An occupancy table (:data:`fleetlib.scheduling.records.OCCUPANCY_COLUMNS`), e.g. from the Helios
+        sequence reader.
+    min_duration
+        Shortest stretch reported (a pandas time-delta string or ``Timedelta``; must be positive).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per maximal stretch, in time order: ``start``, ``end`` (UTC), ``duration_h``, ``pools``
+        (the number of pools, all silent), ``in_service_device_s`` (capacity-time inside the stretch,
+        counted by the factor as idle with an empty queue) and ``scheduling_goodput_without`` (the
+        factor of the whole table with every reported stretch taken out of the denominator -- held time
+        inside a silent stretch is zero by definition; the same value on every row).  Empty, with these
+        columns, when there is no such stretch.
+
+    Raises
+    ------
+    DomainError
+        A non-positive or unreadable ``min_duration``, a table without the occupancy columns, or a
+        table that is silent from end to end (the factor without it has no denominator).
+    """
+    _require_columns(occupancy_table, OCCUPANCY_COLUMNS, "<occupancy>", "occupancy")
+    try:
+        min_ns = int(pd.Timedelta(min_duration).value)
+    except (ValueError, TypeError) as exc:
+        raise DomainError(f"min_duration must be a duration such as '1h'; got {min_duration!r}") from exc
+    if min_ns <= 0:
+        raise DomainError(f"min_duration must be a positive duration; got {min_duration!r}")
+    empty = pd.DataFrame({c: pd.Series([], dtype=float) for c in _SILENT_COLUMNS})
+    occ = occupancy_table
+    if occ.empty:
+        return empty
+    start = times_ns(occ["start"], field="start")
+    end = times_ns(occ["end"], field="end")
+    pools = pd.factorize(occ["pool"])[0]
+    silent = np.ones(len(occ), dtype=bool)
+    for name in SILENT_CHANNELS:
+        silent &= occ[name].to_numpy() == 0
+    # An elementary interval between two boundaries is quiet when every pool has a silent row over it
+    # and no row that is not silent (a pool with no row there is not known to be silent).
+    edges = np.unique(np.concatenate([start, end]))
+    quiet = np.ones(edges.size - 1, dtype=bool)
+    for p in range(int(pools.max()) + 1):  # a loop over the pools: a handful
+        mine = pools == p
+        loud = mine & ~silent
+        quiet &= _coverage_count(edges, start[mine & silent], end[mine & silent]) > 0
+        quiet &= _coverage_count(edges, start[loud], end[loud]) == 0
+    change = np.diff(np.r_[0, quiet.astype(np.int8), 0])
+    t0, t1 = edges[np.flatnonzero(change == 1)], edges[np.flatnonzero(change == -1)]
+    keep = (t1 - t0) >= min_ns
+    t0, t1 = t0[keep], t1[keep]
+    if t0.size == 0:
+        return empty
+    in_service = occ["in_service"].to_numpy(dtype=np.float64)
+    row_s = (end - start) / _NS
+    capacity_s = float(np.dot(in_service, row_s))
+    held_s = float(np.dot(occ["held_complete"].to_numpy(dtype=np.float64), row_s))
+    inside = np.array([float(np.dot(np.clip(np.minimum(end, b) - np.maximum(start, a), 0, None) / _NS,
+                                    in_service))
+                       for a, b in zip(t0, t1, strict=True)])  # a loop over the stretches: a handful
+    remaining = capacity_s - float(inside.sum())
+    if remaining <= 0:
+        raise DomainError("the occupancy table is silent from end to end: no capacity-time is left once the "
+                          "silent stretches are taken out")
+    return pd.DataFrame({
+        "start": pd.to_datetime(t0, utc=True),
+        "end": pd.to_datetime(t1, utc=True),
+        "duration_h": (t1 - t0) / (3600 * _NS),
+        "pools": int(pools.max()) + 1,
+        "in_service_device_s": inside,
+        "scheduling_goodput_without": held_s / remaining,
+    })
