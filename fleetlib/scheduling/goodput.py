@@ -1266,13 +1266,13 @@ def derive_queue(allocations: pd.DataFrame, *, window: Any = None) -> pd.DataFra
     return _frame(tb, pool, start, end, vals)[list(QUEUE_COLUMNS)]
 
 
-def _freq_ns(freq: str | pd.Timedelta) -> int:
+def _freq_ns(freq: str | pd.Timedelta, name: str = "freq") -> int:
     try:
         f = int(pd.Timedelta(freq).value)
     except (ValueError, TypeError) as exc:
-        raise DomainError(f"freq must be a duration such as '1h'; got {freq!r}") from exc
+        raise DomainError(f"{name} must be a duration such as '1h'; got {freq!r}") from exc
     if f <= 0:
-        raise DomainError(f"freq must be a positive duration; got {freq!r}")
+        raise DomainError(f"{name} must be a positive duration; got {freq!r}")
     return f
 
 
@@ -1792,12 +1792,7 @@ def silent_stretches(occupancy_table: pd.DataFrame, *,
         table that is silent from end to end (the factor without it has no denominator).
     """
     _require_columns(occupancy_table, OCCUPANCY_COLUMNS, "<occupancy>", "occupancy")
-    try:
-        min_ns = int(pd.Timedelta(min_duration).value)
-    except (ValueError, TypeError) as exc:
-        raise DomainError(f"min_duration must be a duration such as '1h'; got {min_duration!r}") from exc
-    if min_ns <= 0:
-        raise DomainError(f"min_duration must be a positive duration; got {min_duration!r}")
+    min_ns = _freq_ns(min_duration, "min_duration")
     empty = pd.DataFrame({c: pd.Series([], dtype=float) for c in _SILENT_COLUMNS})
     occ = occupancy_table
     if occ.empty:
