@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import multiprocessing
 import resource
 import subprocess
@@ -52,6 +53,27 @@ def generate_in_child(script: str, size: str, args: argparse.Namespace,
     command = [sys.executable, script, "--generate-only", f"--{size}", str(getattr(args, size)), "--seed",
                str(args.seed), "--path", str(path)]
     return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def ensure_input(script: str, size: str, args: argparse.Namespace, path: Path,
+                 describe: Callable[[dict[str, Any]], str]) -> tuple[bool, dict[str, Any] | None]:
+    """Generate the input in a child process unless it exists (or ``--regenerate``); say which.
+
+    Returns ``(ok, generated)``: ``ok`` is False when generation failed (its stderr is printed);
+    ``generated`` is the child's report, or None when the file was reused.
+    """
+    if not (args.regenerate or not path.is_file()):
+        if not args.json:
+            print(f"reusing {path}")
+        return True, None
+    child = generate_in_child(script, size, args, path)
+    if child.returncode != 0:
+        print(child.stderr, file=sys.stderr)
+        return False, None
+    generated = json.loads(child.stdout)
+    if not args.json:
+        print(f"generated {describe(generated)} in {generated['seconds']:.1f} s -> {path}")
+    return True, generated
 
 
 def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import add_arguments, check_arguments, generate_in_child, interleaved, peak_rss_mib, timed_cpu
+from _timing import add_arguments, check_arguments, ensure_input, interleaved, peak_rss_mib, timed_cpu
 
 #: Imported in each timed child before its clock starts (a user's kernel has them loaded already).
 IMPORTS = ("pyarrow.parquet", "pyarrow.compute", "fleetlib.scheduling.goodput", "fleetlib.scheduling.synth")
@@ -107,17 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(generate(args.n, args.seed, path)))
         return 0
 
-    generated = None
-    if args.regenerate or not path.is_file():
-        child = generate_in_child(__file__, "n", args, path)
-        if child.returncode != 0:
-            print(child.stderr, file=sys.stderr)
-            return 1
-        generated = json.loads(child.stdout)
-        if not args.json:
-            print(f"generated {args.n:,} allocations in {generated['seconds']:.1f} s -> {path}")
-    elif not args.json:
-        print(f"reusing {path}")
+    ok, generated = ensure_input(__file__, "n", args, path, lambda g: f"{args.n:,} allocations")
+    if not ok:
+        return 1
 
     runs = interleaved(floor, factor, path, args.repeats, timed_cpu, isolate=not args.in_process,
                        imports=IMPORTS)
