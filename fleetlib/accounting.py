@@ -135,6 +135,54 @@ class Window:
         s, e = pd.Timestamp(start), pd.Timestamp(end)
         return cls(label=label or f"{s.isoformat()} .. {e.isoformat()}", start=s, end=e)
 
+    @classmethod
+    def parse(cls, value: Any, *, label: str | None = None) -> Window | None:
+        """Return ``value`` as a window: the one window parser of the library, CLI and notebooks.
+
+        Parameters
+        ----------
+        value
+            ``None`` (no window: returns None); a :class:`Window` (returned as it is); a
+            ``(start, end)`` pair of ISO 8601 texts, timestamps or datetimes, each with a zone; or
+            one ISO 8601 interval text ``"START/END"`` (``"START .. END"`` is taken too).
+        label
+            Label of the returned window (default: ``"START .. END"`` in UTC).
+
+        Returns
+        -------
+        Window or None
+            A measured window in UTC, or None when ``value`` is None.
+
+        Raises
+        ------
+        DomainError
+            A time that cannot be parsed, a time without a zone, an end not after its start, or a
+            value of another shape.
+        """
+        if value is None:
+            return None
+        if isinstance(value, Window):
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            for sep in ("/", " .. ", ".."):
+                if sep in text:
+                    parts = [t.strip() for t in text.split(sep)]
+                    break
+            else:
+                parts = [text]
+            if len(parts) != 2:
+                raise DomainError(f"window {value!r} must be 'START/END' (ISO 8601 times with a zone, for "
+                                  "example '2024-03-04T00:00Z/2024-03-11T00:00Z')")
+            value = parts
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise DomainError(f"window must be None, a Window, a (start, end) pair or 'START/END' text; "
+                              f"got {value!r}")
+        start, end = (_parse_instant(name, v) for name, v in zip(("start", "end"), value, strict=True))
+        if end <= start:
+            raise DomainError(f"window end {value[1]!r} must be after its start {value[0]!r}")
+        return cls(label=label or f"{start.isoformat()} .. {end.isoformat()}", start=start, end=end)
+
     @property
     def is_nominal(self) -> bool:
         """True when the window has no timestamps."""
@@ -170,6 +218,22 @@ class Window:
             "start": None if self.start is None else self.start.isoformat(),
             "end": None if self.end is None else self.end.isoformat(),
         }
+
+
+def _parse_instant(name: str, value: Any) -> pd.Timestamp:
+    """Return one window bound as a UTC timestamp; it must carry a zone."""
+    try:
+        t = pd.Timestamp(value.strip() if isinstance(value, str) else value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise DomainError(f"window {name} {value!r} is not an ISO 8601 time (for example "
+                          "'2024-03-04T00:00Z')") from exc
+    if t is pd.NaT or pd.isna(t):
+        raise DomainError(f"window {name} {value!r} is not a time")
+    if t.tzinfo is None:
+        hint = f"{value}Z" if "T" in str(value) else f"{value}T00:00Z"
+        raise DomainError(f"window {name} {value!r} has no zone; write it with one, for example "
+                          f"{hint!r} for UTC")
+    return t.tz_convert("UTC")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -155,7 +155,8 @@ def test_ledger_unbalanced_when_a_row_is_lost_or_counted_twice():
 def test_empty_ledger_is_balanced():
     led = Ledger()
     assert led.balanced()
-    assert led.to_dict() == {"read": 0, "kept": 0, "repaired": 0, "rejected": 0, "entries": []}
+    assert led.to_dict() == {"read": 0, "kept": 0, "repaired": 0, "rejected": 0, "entries": [],
+                             "flags": [], "unused": {}}
 
 
 def test_ledger_to_dict_is_json_ready():

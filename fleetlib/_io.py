@@ -1,0 +1,211 @@
+"""One way in: open any input by its bytes, whatever its name.
+
+Every reader of every rung opens its files through this module, so that a file is handled the same
+way everywhere:
+
+* plain or gzip-compressed input is recognised by its first bytes, never by its suffix
+  (``log.txt.gz``, ``log.gz`` and a gzip file named ``log.txt`` all read the same);
+* other compressions (bzip2, xz, zstd, zip, lz4) are refused with one clear line naming the format,
+  rather than decoded as garbage text;
+* a path that is not a regular file (a folder, ``/dev/zero``, a FIFO) is refused before any byte is
+  read, and decompressed input is bounded (``max_bytes``);
+* text must be UTF-8 (a byte-order mark is dropped); an undecodable byte is reported with its line.
+
+:func:`confined` resolves a path named inside a manifest or scenario file against that file's
+folder and refuses one that leaves it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import zlib
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
+
+from fleetlib.quality import DomainError, InputError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "GZIP_MAGIC",
+    "as_paths",
+    "compression_of",
+    "confined",
+    "read_bytes",
+    "read_text",
+]
+
+#: The most bytes one input may hold once decompressed (16 GiB): far above any real log or trace
+#: file of one rank, far below what would exhaust memory silently.
+DEFAULT_MAX_BYTES = 16 * 1024**3
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+#: Compressions recognised by their leading bytes and refused with their name.
+_REFUSED = (
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"PK\x03\x04", "zip"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+)
+
+PathArg = str | PathLike[str]
+
+
+def as_paths(path_or_paths: PathArg | Iterable[PathArg]) -> list[Path]:
+    """Return one path or an iterable of paths as a non-empty list of :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    DomainError
+        No path was given.
+    """
+    if isinstance(path_or_paths, (str, PathLike)):
+        paths = [Path(path_or_paths)]
+    else:
+        paths = [Path(p) for p in path_or_paths]
+    if not paths:
+        raise DomainError("no input files given")
+    return paths
+
+
+def compression_of(head: bytes) -> str | None:
+    """Return ``"gzip"``, the name of a refused compression, or None for plain bytes."""
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    for magic, name in _REFUSED:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def _check_regular(path: Path) -> None:
+    try:
+        st = path.stat()
+    except FileNotFoundError as exc:
+        raise InputError("file not found", file=str(path)) from exc
+    except OSError as exc:
+        raise InputError(f"cannot open the file ({exc.strerror or exc})", file=str(path)) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a folder, not a file (name the files inside it)", file=str(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("is not a regular file (a device, pipe or socket is never read)", file=str(path))
+
+
+def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """Return the content of ``path``, gunzipped when its bytes say gzip.
+
+    Parameters
+    ----------
+    path
+        The input file.
+    max_bytes
+        The most bytes the (decompressed) content may hold.
+
+    Returns
+    -------
+    bytes
+        The plain content.
+
+    Raises
+    ------
+    InputError
+        A missing file or not a regular file; a compression other than gzip; a truncated or corrupt
+        gzip stream; content beyond ``max_bytes``.
+    """
+    p = Path(path)
+    _check_regular(p)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
+    kind = compression_of(raw[:8])
+    if kind is None:
+        if len(raw) > max_bytes:
+            raise InputError(f"larger than the {max_bytes:,}-byte input limit", file=str(p))
+        return raw
+    if kind != "gzip":
+        raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
+                         file=str(p))
+    return _gunzip(raw, str(p), max_bytes)
+
+
+def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytes:
+    """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit)."""
+    out = bytearray()
+    data = raw
+    try:
+        while data:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            buf = data
+            while True:
+                out += d.decompress(buf, 1 << 24)  # at most 16 MiB of output per call
+                if len(out) > max_bytes:
+                    raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit",
+                                     file=file, field="gzip")
+                buf = d.unconsumed_tail
+                if d.eof:
+                    break
+                if not buf:
+                    raise EOFError("the gzip stream ends before its end marker")
+            data = d.unused_data
+            if data and not data.startswith(GZIP_MAGIC):
+                if data.strip(b"\x00"):
+                    raise EOFError(f"{len(data)} bytes of trailing garbage after the gzip stream")
+                break
+    except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"truncated or corrupt gzip stream ({exc}); expected a complete gzip file",
+                         file=file, field="gzip") from exc
+    return bytes(out)
+
+
+def read_text(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
+
+    Raises
+    ------
+    InputError
+        As :func:`read_bytes`, or a byte that is not UTF-8 (the message gives its line).
+    """
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8 text; "
+                         "expected UTF-8, optionally gzipped", file=str(path), row=line) from exc
+
+
+def confined(base: PathArg, name: PathArg, *, what: str = "path") -> Path:
+    """Resolve ``name`` against the folder ``base`` and refuse it if it leaves that folder.
+
+    Parameters
+    ----------
+    base
+        The folder of the manifest or scenario file that names the path.
+    name
+        The path as written there (relative; an absolute path must still lie inside ``base``).
+    what
+        What the path is, for the message (``"scheduler file"``).
+
+    Returns
+    -------
+    Path
+        The resolved path (existence is not checked).
+
+    Raises
+    ------
+    InputError
+        The path resolves outside ``base`` (``..``, an absolute path elsewhere, a link out).
+    """
+    root = Path(base).resolve()
+    target = (root / Path(name)).resolve() if not Path(name).is_absolute() else Path(name).resolve()
+    if target != root and root not in target.parents:
+        raise InputError(f"{what} {os.fspath(name)!r} lies outside {root} (only paths inside the "
+                         "folder that names them are read)", file=str(name))
+    return target
