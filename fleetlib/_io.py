@@ -96,7 +96,7 @@ def _check_regular(path: Path) -> None:
         raise InputError("is not a regular file (a device, pipe or socket is never read)", file=str(path))
 
 
-def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | bytearray:
     """Return the content of ``path``, gunzipped when its bytes say gzip.
 
     Parameters
@@ -108,8 +108,8 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
 
     Returns
     -------
-    bytes
-        The plain content.
+    bytes or bytearray
+        The plain content (a bytearray when it was decompressed, to avoid a copy).
 
     Raises
     ------
@@ -135,7 +135,7 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     return _gunzip(raw, str(p), max_bytes)
 
 
-def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytes:
+def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
     """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit)."""
     out = bytearray()
     data = raw
@@ -161,7 +161,7 @@ def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytes:
     except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"truncated or corrupt gzip stream ({exc}); expected a complete gzip file",
                          file=file, field="gzip") from exc
-    return bytes(out)
+    return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
 def read_text(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
