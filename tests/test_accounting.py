@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import ClassVar
 
 import numpy as np
@@ -634,3 +635,31 @@ class TestSnapshot:
         assert data_stall_from_capacity_share(0.05, snap) == pytest.approx(0.05 / 0.65)
         with pytest.raises(DomainError, match="inside complete"):
             data_stall_from_capacity_share(0.70, 0.65)
+
+
+# --- Window.parse: the one window parser ------------------------------------------------------------
+
+def test_window_parse_takes_every_documented_shape():
+    from fleetlib.accounting import Window
+
+    w = Window.parse(("2024-03-04T00:00Z", "2024-03-05T08:00+08:00"))
+    assert w is not None and w.duration_s == 86_400.0
+    assert Window.parse("2024-03-04T00:00Z/2024-03-05T00:00Z").same_as(w)
+    assert Window.parse("2024-03-04T00:00Z .. 2024-03-05T00:00Z").same_as(w)
+    assert Window.parse(w) is w
+    assert Window.parse(None) is None
+    assert str(w.start.tz) == "UTC"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (("2024-03-04", "2024-03-05T00:00Z"), "has no zone; write it with one, for example '2024-03-04T00:00Z'"),
+    (("2024-03-05T00:00Z", "2024-03-04T00:00Z"), "must be after its start"),
+    ("2024-03-04T00:00Z", "must be 'START/END'"),
+    (("not a time", "2024-03-04T00:00Z"), "is not an ISO 8601 time"),
+    (3, "must be None, a Window"),
+])
+def test_window_parse_refuses_with_a_clear_message(value, message):
+    from fleetlib.accounting import Window
+
+    with pytest.raises(DomainError, match=re.escape(message)):
+        Window.parse(value)
