@@ -36,6 +36,7 @@ import pandas as pd
 from fleetlib._boundaries import BOUNDARIES, DEFAULT_RECORD, Boundary
 from fleetlib._boundaries import PARTITION_RTOL as _PARTITION_RTOL
 from fleetlib.quality import (
+    ChainMismatchError,
     DomainError,
     WindowMismatchError,
     check_fraction,
@@ -45,6 +46,7 @@ from fleetlib.quality import (
 
 __all__ = [
     "BOUNDARIES",
+    "CHAIN_RTOL",
     "LEVER_COLUMNS",
     "OVERHEAD_FACTOR",
     "PRODUCTIVE_REFERENCES",
@@ -742,6 +744,10 @@ class GoodputProduct:
         True when the caller allowed factors from different windows; the product is then an estimate.
     notes
         Caveats a reader of the number must see.
+    chain
+        One entry per boundary crossing (``"scheduling->runtime"``, ``"runtime->program"``): the
+        previous numerator, the next denominator, their unit, the residual (next denominator less
+        previous numerator) and whether it was checked; empty when the factors are stated fractions.
     """
 
     value: float
@@ -751,6 +757,7 @@ class GoodputProduct:
     factors: dict[str, Factor]
     windows_mixed: bool
     notes: tuple[str, ...]
+    chain: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def cost_per_useful_hour(self, price_per_hour: float) -> float:
         """Price of one ideal-rate accelerator-hour at ``price_per_hour`` (equation 6)."""
@@ -768,18 +775,34 @@ class GoodputProduct:
             "factors": {k: f.to_dict() for k, f in self.factors.items()},
             "windows_mixed": self.windows_mixed,
             "notes": list(self.notes),
+            "chain": {k: dict(v) for k, v in self.chain.items()},
         }
 
 
+#: Relative tolerance of the chain check in :func:`mpg`: adjacent numerator and denominator are the
+#: same sum of the same intervals, so they differ only by floating-point summation order.
+CHAIN_RTOL = 1e-9
+
+
 def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
-        allow_mixed_windows: bool = False) -> GoodputProduct:
+        allow_mixed_windows: bool = False, chain_rtol: float = CHAIN_RTOL) -> GoodputProduct:
     """Multiply three factors into ML productivity goodput, enforcing the measurement contract.
 
-    The scheduling and runtime factors must share one window, and the program factor's window must
-    be that window or lie inside it (program goodput may be sampled within the window).  Otherwise a
-    :class:`~fleetlib.quality.WindowMismatchError` is raised -- unless ``allow_mixed_windows`` is
-    True, in which case the result carries ``windows_mixed=True`` and a note saying the product is
-    an estimate.
+    **Windows.** The scheduling and runtime factors must share one window, and the program factor's
+    window must be that window or lie inside it (program goodput may be sampled within the window).
+    Stated factors (fractions of 1) may use nominal windows, matched by label; a *measured* factor
+    (numerator and denominator in a time unit such as ``"device-s"``) needs a measured window, so
+    two measured factors never match by a label alone.  A mismatch raises
+    :class:`~fleetlib.quality.WindowMismatchError` -- unless ``allow_mixed_windows`` is True, in
+    which case the result carries ``windows_mixed=True`` and a note saying the product is an
+    estimate.
+
+    **The chain.** When adjacent factors carry numerators and denominators in one unit, each
+    denominator must be the previous numerator: the scheduling numerator (held device-time) is the
+    runtime denominator, and the runtime numerator (productive device-time) is the program
+    denominator, within ``chain_rtol`` relative.  Only then does S x R x P telescope to ideal-rate
+    useful device-time over in-service capacity-time.  A break raises
+    :class:`~fleetlib.quality.ChainMismatchError` naming the boundary and the residual.
 
     Parameters
     ----------
@@ -787,11 +810,20 @@ def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
         Factors for the three boundaries, each with the matching ``boundary``.
     allow_mixed_windows
         Accept factors from different windows and say so in the result.
+    chain_rtol
+        Relative tolerance of the chain check (default :data:`CHAIN_RTOL`).
 
     Returns
     -------
     GoodputProduct
-        MPG with job product, loss shares and marginal values.
+        MPG with job product, loss shares, marginal values and the chain as checked.
+
+    Raises
+    ------
+    WindowMismatchError
+        Windows differ (and ``allow_mixed_windows`` is False).
+    ChainMismatchError
+        A denominator is not the previous numerator, or adjacent measured factors use different units.
     """
     given = {"scheduling": scheduling, "runtime": runtime, "program": program}
     for slot, f in given.items():
@@ -807,6 +839,10 @@ def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
     if not scheduling.window.contains(program.window):
         mismatches.append(f"program window {program.window.label!r} is not inside the scheduling "
                           f"window {scheduling.window.label!r}")
+    for slot, f in given.items():
+        if _is_measured(f) and f.window.is_nominal:
+            mismatches.append(f"the {slot} factor is measured in {f.denominator_unit} but its window "
+                              f"{f.window.label!r} is nominal; a measured factor needs a measured window")
     mixed = bool(mismatches)
     if mixed and not allow_mixed_windows:
         raise WindowMismatchError(
@@ -817,6 +853,7 @@ def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
     if mixed:
         notes.append("ESTIMATE: factors come from different windows (" + "; ".join(mismatches)
                      + "); the product is not a measured MPG.")
+    chain = _check_chain(scheduling, runtime, program, chain_rtol)
     s, r, p = scheduling.value, runtime.value, program.value
     return GoodputProduct(
         value=s * r * p,
@@ -826,7 +863,43 @@ def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
         factors=given,
         windows_mixed=mixed,
         notes=tuple(notes),
+        chain=chain,
     )
+
+
+def _is_measured(f: Factor) -> bool:
+    return f.denominator_unit != "fraction" or f.numerator_unit != "fraction"
+
+
+def _check_chain(scheduling: Factor, runtime: Factor, program: Factor,
+                 rtol: float) -> dict[str, dict[str, Any]]:
+    """Check that each denominator is the previous numerator; return the crossings as checked."""
+    check_nonnegative("chain_rtol", rtol)
+    out: dict[str, dict[str, Any]] = {}
+    for before, after in ((scheduling, runtime), (runtime, program)):
+        name = f"{before.boundary}->{after.boundary}"
+        if not (_is_measured(before) and _is_measured(after)):
+            continue
+        if before.numerator_unit != after.denominator_unit:
+            raise ChainMismatchError(
+                f"{name}: the {before.boundary} numerator is in {before.numerator_unit} but the "
+                f"{after.boundary} denominator is in {after.denominator_unit}; the chain can only be "
+                "checked in one unit (device-s)")
+        residual = after.denominator - before.numerator
+        scale = max(abs(after.denominator), abs(before.numerator))
+        ok = abs(residual) <= rtol * scale
+        out[name] = {"previous_numerator": before.numerator, "next_denominator": after.denominator,
+                     "unit": before.numerator_unit, "residual": residual, "rtol": rtol, "holds": ok}
+        if not ok:
+            raise ChainMismatchError(
+                f"{name}: the {after.boundary} denominator ({after.denominator:.6g} "
+                f"{after.denominator_unit}) is not the {before.boundary} numerator "
+                f"({before.numerator:.6g} {before.numerator_unit}); residual {residual:+.6g} "
+                f"{before.numerator_unit} ({residual / scale:+.3g} relative, tolerance {rtol:g}). "
+                f"Time reached the {after.boundary} boundary that did not cross the {before.boundary} "
+                "boundary, or the other way round: join the records on one window and one set of jobs"
+            )
+    return out
 
 
 # Orchestrator tiers, the planning shortfall and mixed overhead budgets live in fleetlib.budgets;

@@ -8,8 +8,9 @@ Three kinds of failure are kept apart so that a caller can tell them apart:
   above one, a negative duration, a checkpoint interval longer than the MTBF).  Raised instead of
   returning NaN or a silently clipped number.
 * :class:`WindowMismatchError` -- factors measured over different calendar windows were multiplied.
+* :class:`ChainMismatchError` -- a factor's denominator is not the previous factor's numerator.
 
-All three derive from :class:`FleetlibError` and from :class:`ValueError`.
+All four derive from :class:`FleetlibError` and from :class:`ValueError`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "LEDGER_ACTIONS",
+    "ChainMismatchError",
     "DomainError",
     "Flag",
     "FleetlibError",
@@ -73,6 +75,10 @@ class DomainError(FleetlibError):
 
 class WindowMismatchError(FleetlibError):
     """Factors measured over different calendar windows were combined without saying so."""
+
+
+class ChainMismatchError(FleetlibError):
+    """A factor's denominator is not the previous factor's numerator, so the product does not telescope."""
 
 
 def check_fraction(name: str, value: float, *, allow_zero: bool = True) -> float:

@@ -14,6 +14,8 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetlib.accounting import (
     BOUNDARIES,
@@ -663,3 +665,73 @@ def test_window_parse_refuses_with_a_clear_message(value, message):
 
     with pytest.raises(DomainError, match=re.escape(message)):
         Window.parse(value)
+
+
+# --- mpg(): the chain check --------------------------------------------------------------------------
+
+def _chain(capacity=1000.0, held=700.0, productive=560.0, ideal=280.0, *, r_den=None, p_den=None,
+           window=None):
+    from fleetlib.accounting import Factor, Window
+
+    w = window or Window.between("2024-03-04T00:00Z", "2024-03-11T00:00Z")
+    unit = {"numerator_unit": "device-s", "denominator_unit": "device-s"}
+    s = Factor("scheduling", held, capacity, w, **unit)
+    r = Factor("runtime", productive, held if r_den is None else r_den, w, **unit)
+    p = Factor("program", ideal, productive if p_den is None else p_den, w, **unit)
+    return s, r, p
+
+
+def test_a_chained_product_telescopes_to_ideal_over_capacity():
+    from fleetlib.accounting import mpg
+
+    g = mpg(*_chain())
+    assert g.value == pytest.approx(280.0 / 1000.0, rel=1e-12)
+    assert set(g.chain) == {"scheduling->runtime", "runtime->program"}
+    assert all(c["holds"] and c["residual"] == 0.0 for c in g.chain.values())
+    assert g.to_dict()["chain"]["runtime->program"]["unit"] == "device-s"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1.0, 1e12), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_chained_mpg_equals_the_direct_ratio(capacity, s, r, p):
+    """Property: with each denominator the previous numerator, S x R x P = ideal / capacity to 1e-9."""
+    from fleetlib.accounting import mpg
+
+    held = capacity * s
+    productive = held * r
+    ideal = productive * p
+    if held <= 0 or productive <= 0:
+        return  # a zero numerator cannot be the next factor's (positive) denominator
+    g = mpg(*_chain(capacity, held, productive, ideal))
+    assert g.value == pytest.approx(ideal / capacity, rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize(("kwargs", "where"), [
+    ({"r_den": 690.0}, "scheduling->runtime"),
+    ({"p_den": 600.0}, "runtime->program"),
+])
+def test_a_broken_chain_names_its_boundary_and_residual(kwargs, where):
+    from fleetlib.accounting import mpg
+    from fleetlib.quality import ChainMismatchError
+
+    with pytest.raises(ChainMismatchError, match=rf"^{where}: .* residual [+-]") as exc:
+        mpg(*_chain(**kwargs))
+    assert ("-10" if where.startswith("sched") else "+40") in str(exc.value)
+
+
+def test_the_chain_is_checked_in_one_unit():
+    from fleetlib.accounting import Factor, mpg
+    from fleetlib.quality import ChainMismatchError
+
+    s, r, p = _chain()
+    r_hours = Factor("runtime", r.numerator / 3600, r.denominator / 3600, r.window,
+                     numerator_unit="device-h", denominator_unit="device-h")
+    with pytest.raises(ChainMismatchError, match="in device-s but the runtime denominator is in device-h"):
+        mpg(s, r_hours, p)
+
+
+def test_measured_factors_do_not_match_by_a_nominal_label():
+    from fleetlib.accounting import Window, mpg
+
+    with pytest.raises(WindowMismatchError, match="is nominal; a measured factor needs a measured window"):
+        mpg(*_chain(window=Window.nominal("one week")))
