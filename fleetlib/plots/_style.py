@@ -219,3 +219,22 @@ def _fraction_columns(frame: pd.DataFrame, columns: Sequence[str], name: str) ->
     return arr
 
 
+def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarray], colors: Sequence[Any],
+                  hatches: Sequence[str], *, horizontal: bool = False, width: float = 0.8) -> None:
+    """Draw one bar per (group, series), side by side, each series in its own colour and hatch."""
+    n = len(series)
+    step = width / max(n, 1)
+    pos = np.arange(len(groups), dtype=float)
+    for i, (name, values) in enumerate(series.items()):
+        offset = pos - width / 2 + step * (i + 0.5)
+        style = {"color": colors[i % len(colors)], "hatch": hatches[i % len(hatches)], "edgecolor": "black",
+                 "label": name}
+        if horizontal:
+            ax.barh(offset, values, height=step, **style)
+        else:
+            ax.bar(offset, values, width=step, **style)
+    if horizontal:
+        ax.set_yticks(pos, list(groups))
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(pos, list(groups))

@@ -23,6 +23,7 @@ from fleetlib.plots._style import (
     _UNATTRIBUTED,
     _darker,
     _fractions,
+    _grouped_bars,
     _new_axes,
     _numeric,
     _positive,
@@ -83,6 +84,8 @@ def _event_style(kinds: Sequence[str]) -> dict[str, tuple[Any, str, str]]:
              "failure_detected": (c[6], "D", "-."), "release": (c[7], "s", (0, (1, 3))),
              "gang_complete": (c[9], "o", (0, (5, 2, 1, 2)))}
     spare = [(c[i], _MARKERS[j], ls) for i, j, ls in ((5, 7, "-"), (1, 5, "--"), (0, 6, ":"), (2, 4, "-."))]
+    spare += [(c[i], m, ls) for i, m, ls in ((7, "p", (0, (3, 1))), (9, "*", (0, (1, 1))), (3, "<", "--"),
+                                              (6, ">", ":"))]
     out: dict[str, tuple[Any, str, Any]] = {}
     for kind in kinds:
         n_spare = len([k for k in out if k not in known])
@@ -422,3 +425,162 @@ def step_time_distribution(steps: pd.DataFrame, *, fault_free_step_s: float,
     return ax
 
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# Measured versus modelled, a chronicle of events, held time of result logs
+# ---------------------------------------------------------------------------------------------------
+
+
+def model_terms_bars(terms: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Draw equation 4's terms, measured beside modelled, as shares of held time.
+
+    Parameters
+    ----------
+    terms
+        Indexed by term, with ``measured`` and ``modelled`` shares of held time (fractions), e.g.
+        ``compare_measurement(m).frame().loc[list(EQ4_TERMS), ["measured", "modelled"]]``.  A term
+        the model has no value for (NaN) draws no modelled bar.
+    ax
+        Axes to draw into; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    data = _require_frame(terms, "terms", ("measured", "modelled"))
+    c = palette()
+    ax = _new_axes(ax, (8.0, 4.2))
+    series = {"measured": data["measured"].to_numpy(dtype=float),
+              "modelled": data["modelled"].to_numpy(dtype=float)}
+    _grouped_bars(ax, [str(k).replace("_", " ") for k in data.index], series, (c[0], c[7]), ("", ".."),
+                  horizontal=True)
+    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.set_xlabel("share of held time (%)")
+    ax.legend(title="runtime loss", fontsize="small")
+    return ax
+
+
+def checkpoint_interval_bars(intervals_min: pd.Series, *, ax: Axes | None = None) -> Axes:
+    """Draw the checkpoint interval in use beside the optima (Young, Daly), in minutes.
+
+    Parameters
+    ----------
+    intervals_min
+        Interval name -> minutes (NaN for one that could not be computed; it is left out).
+    ax
+        Axes to draw into; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    shown = pd.Series(intervals_min, dtype=float).dropna()
+    if shown.empty:
+        raise DomainError("intervals_min has no finite interval; nothing to draw")
+    values = _positive(shown.to_numpy(), "intervals_min")
+    c = palette()
+    ax = _new_axes(ax, (6.0, 3.2))
+    colors = [c[i] for i in (2, 4, 5, 6, 8, 9)]
+    hatches = ("", "//", "\\\\", "xx", "..", "++")
+    bars = ax.barh(range(len(values)), values, color=[colors[i % len(colors)] for i in range(len(values))],
+                   hatch=None, edgecolor="black")
+    for bar, i in zip(bars, range(len(values)), strict=True):
+        bar.set_hatch(hatches[i % len(hatches)])
+    ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], padding=3, fontsize="small")
+    ax.set_yticks(range(len(values)), [str(k).replace("_", " ") for k in shown.index])
+    ax.invert_yaxis()
+    ax.set_xlim(0.0, 1.15 * float(values.max()))
+    ax.set_xlabel("checkpoint interval (min)")
+    return ax
+
+
+def event_chronicle(events: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Draw a chronicle of events: one row per kind, colour and marker per kind, lost work beside it.
+
+    Parameters
+    ----------
+    events
+        Canonical events with ``time`` (UTC) and ``kind``; an optional ``lost_work_s`` column
+        (seconds of training a failure cost) is written beside its marker in hours.
+    ax
+        Axes to draw into; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    data = _require_frame(events, "events", ("time", "kind"))
+    times = _utc_times(data["time"], "events['time']")
+    kinds = list(dict.fromkeys(data["kind"].astype(str)))
+    style = _event_style(kinds)
+    ax = _new_axes(ax, (11.0, 4.2))
+    kind_of = data["kind"].astype(str).to_numpy()
+    for y, kind in enumerate(kinds):
+        color, marker, _line = style[kind]
+        at = kind_of == kind
+        ax.scatter(times[at].dt.tz_localize(None), np.full(int(at.sum()), y), s=90, color=color,
+                   marker=marker, edgecolor="black", linewidth=0.6, label=kind, zorder=3)
+    if "lost_work_s" in data.columns:
+        lost = pd.to_numeric(data["lost_work_s"], errors="coerce").to_numpy(dtype=float)
+        rows = np.array([kinds.index(k) for k in kind_of])
+        for t, y, seconds in zip(times[np.isfinite(lost)], rows[np.isfinite(lost)], lost[np.isfinite(lost)],
+                                 strict=True):
+            ax.annotate(f"{round(seconds / 3600.0, 1):g} h", xy=(t.tz_localize(None), y), xytext=(7, 0),
+                        textcoords="offset points", ha="left", va="center", fontsize="small",
+                        fontweight="bold")
+    ax.set_yticks(range(len(kinds)), kinds)
+    ax.set_ylim(len(kinds) - 0.5, -0.5)
+    ax.set_xlabel("date (UTC)")
+    ax.set_ylabel("event kind (colour and marker)")
+    ax.tick_params(axis="x", labelrotation=20)
+    return ax
+
+
+#: Parts of an MLPerf result log's held time, drawn in this order, with their labels.
+RESULT_LOG_PARTS: dict[str, str] = {"startup_s": "startup (init)",
+                                    "productive_s": "productive (training blocks)",
+                                    "evaluation_s": "evaluation", "unattributed_s": "unattributed"}
+
+
+def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes | None = None) -> Axes:
+    """Draw each run's held time split into startup, training blocks, evaluation and unattributed.
+
+    Parameters
+    ----------
+    summary
+        :func:`fleetlib.runtime.readers.mlperf_summary_table`'s frame: ``held_s`` and the seconds of
+        :data:`RESULT_LOG_PARTS`, one row per run; each bar is drawn as shares of its ``held_s``.
+    label
+        Column that names each bar.
+    ax
+        Axes to draw into; a new figure when omitted.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    data = _require_frame(summary, "summary", (label, "held_s", *RESULT_LOG_PARTS))
+    held = _positive(data["held_s"].to_numpy(), "summary['held_s']")
+    c = palette()
+    styles = {"startup_s": (c[4], ".."), "productive_s": (c[9], ""), "evaluation_s": (c[8], "**"),
+              "unattributed_s": (c[7], "oo")}
+    ax = _new_axes(ax, (10.0, 1.6 + 0.6 * len(data)))
+    y = np.arange(len(data))
+    left = np.zeros(len(data))
+    for part, name in RESULT_LOG_PARTS.items():
+        share = _numeric(data[part].to_numpy(), f"summary[{part!r}]") / held
+        color, hatch = styles[part]
+        ax.barh(y, share, left=left, height=0.6, color=color, hatch=hatch, edgecolor="black", label=name)
+        left += share
+    for i, (h, s) in enumerate(zip(held, data["startup_s"].to_numpy(dtype=float), strict=True)):
+        ax.annotate(f"held {h:,.0f} s\ninit {s:,.0f} s", xy=(1.0, i), xytext=(8, 0),
+                    textcoords="offset points", va="center", fontsize="small", annotation_clip=False)
+    ax.set_yticks(y, [str(v) for v in data[label]])
+    ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("share of held time, init_start → run_stop (%)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=4.6, ncol=4, fontsize="small",
+              frameon=False)
+    return ax

@@ -20,7 +20,15 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.ticker import PercentFormatter
 
-from fleetlib.plots._style import _HATCHES, _MARKERS, _new_axes, _numeric, _require_frame, palette
+from fleetlib.plots._style import (
+    _HATCHES,
+    _MARKERS,
+    _grouped_bars,
+    _new_axes,
+    _numeric,
+    _require_frame,
+    palette,
+)
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -45,27 +53,6 @@ _LINES = ("-", "--", ":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3)))
 
 def _label(name: str) -> str:
     return name.removesuffix("_device_s").replace("_", " ")
-
-
-def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarray], colors: Sequence[Any],
-                  hatches: Sequence[str], *, horizontal: bool = False, width: float = 0.8) -> None:
-    """Draw one bar per (group, series), side by side, each series in its own colour and hatch."""
-    n = len(series)
-    step = width / max(n, 1)
-    pos = np.arange(len(groups), dtype=float)
-    for i, (name, values) in enumerate(series.items()):
-        offset = pos - width / 2 + step * (i + 0.5)
-        style = {"color": colors[i % len(colors)], "hatch": hatches[i % len(hatches)], "edgecolor": "black",
-                 "label": name}
-        if horizontal:
-            ax.barh(offset, values, height=step, **style)
-        else:
-            ax.bar(offset, values, width=step, **style)
-    if horizontal:
-        ax.set_yticks(pos, list(groups))
-        ax.invert_yaxis()
-    else:
-        ax.set_xticks(pos, list(groups))
 
 
 def _lines(ax: Axes, frame: pd.DataFrame, *, x: str, y: str, by: str) -> None:
