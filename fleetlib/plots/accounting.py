@@ -87,12 +87,10 @@ _AXIS_LABEL = {
 }
 
 
-
 def _boundary_style() -> dict[str, tuple[Any, str]]:
     c = palette()
     return {"scheduling": (c[0], "//"), "runtime": (c[1], "\\\\"), "program": (c[2], "xx"),
             "useful": (c[4], "..")}
-
 
 
 def _contour_cmap() -> mpl.colors.Colormap:
@@ -128,7 +126,6 @@ def _check_shares(shares: Any, name: str) -> np.ndarray:
         raise DomainError(f"{name} must sum to 1 (every unit of capacity charged once); "
                           f"got {float(arr.sum())!r} from {given}")
     return arr
-
 
 
 # ---------------------------------------------------------------------------------------------------

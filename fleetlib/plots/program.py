@@ -52,7 +52,7 @@ ROOFLINE_REGIMES: tuple[str, ...] = tuple(reversed(DIAGNOSES))
 def _part_style() -> dict[str, tuple[Any, str]]:
     c = palette()
     return {"compute": (c[2], ""), "exposed_comm": (c[3], "//"), "peer_wait": (c[1], "xx"),
-            "exposed_memcpy": (c[4], ".."), "host_dispatch": (c[8], "\\\\"), "idle": (c[7], ""),
+            "exposed_memcpy": (c[4], ".."), "host_dispatch": (c[8], "\\\\"), "idle": (c[7], "--"),
             "non_compute": (c[0], "++")}
 
 

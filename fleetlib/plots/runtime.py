@@ -425,8 +425,6 @@ def step_time_distribution(steps: pd.DataFrame, *, fault_free_step_s: float,
     return ax
 
 
-
-
 # ---------------------------------------------------------------------------------------------------
 # Measured versus modelled, a chronicle of events, held time of result logs
 # ---------------------------------------------------------------------------------------------------
