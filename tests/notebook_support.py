@@ -115,3 +115,37 @@ def check_parameters_match_files(nb: nbformat.NotebookNode, prefix: str, *,
         ours = {k for k in scenario if k.startswith(prefix)} - not_ours
         assert ours == set(declared) - EXTRA_PARAMETERS, file
     return declared
+
+
+def defined_functions(nb: nbformat.NotebookNode) -> list[str]:
+    """Return ``"cell N: kind name"`` for every function, lambda or class a code cell defines.
+
+    Notebooks hold no logic the library should own: a cell calls the library, draws a figure or shows
+    a table, and never defines a function or class (a widget's callback lives in :mod:`fleetlib.widgets`).
+    """
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(source(cell))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+                found.append(f"cell {i}: {type(node).__name__} {getattr(node, 'name', '')}".rstrip())
+    return found
+
+
+#: pyplot / seaborn calls a notebook may make itself: creating a figure or axes, and showing it.
+FIGURE_CALLS = frozenset({"subplots", "figure", "subplot_mosaic", "show", "close"})
+
+
+def direct_plotting_calls(nb: nbformat.NotebookNode) -> list[str]:
+    """Return ``"cell N: plt.name"`` for every pyplot or seaborn call other than figure/axes creation."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(source(cell))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in ("plt", "sns")
+                    and not (node.func.value.id == "plt" and node.func.attr in FIGURE_CALLS)):
+                found.append(f"cell {i}: {node.func.value.id}.{node.func.attr}")
+    return found

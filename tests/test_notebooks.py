@@ -8,7 +8,8 @@ Static checks read the ``.ipynb`` files only:
 * every key of the parameter files is declared by at least one course notebook;
 * committed outputs exist only in golden cells of course notebooks, and every course notebook has
   golden cells;
-* every figure a notebook saves is drawn by a ``fleetlib.plots`` function first.
+* every figure a notebook saves is drawn by a ``fleetlib.plots`` function first;
+* no code cell of any notebook (rung or course) defines a function, lambda or class.
 
 The papermill runs execute every course notebook with each parameter file (only the keys the notebook
 declares are passed, as the report pipeline does) into ``tmp_path`` with ``output_dir`` set, and
@@ -195,6 +196,24 @@ def test_figures_drawn_by_fleetlib_plots_and_saved(path: Path) -> None:
 def test_figure_names_unique_across_course() -> None:
     names = [n for p in COURSE_NOTEBOOKS for n in _figure_names(_read(p))]
     assert len(names) == len(set(names))
+
+
+#: Course notebooks whose widget cell still defines its ``redraw`` callback (they are not this branch's to
+#: edit); each should move its wiring into :mod:`fleetlib.widgets` and leave this set.
+COURSE_WITH_REDRAW = frozenset(EXPECTED_COURSE)
+ALL_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + COURSE_NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
+def test_no_code_cell_defines_a_function_or_class(path: Path) -> None:
+    from notebook_support import defined_functions
+
+    found = defined_functions(_read(path))
+    if path.parent == COURSE and path.name in COURSE_WITH_REDRAW:
+        assert all(f.endswith("FunctionDef redraw") for f in found), found  # only the known callback
+        if found:
+            pytest.xfail(f"{path.name}: widget callback still in the notebook: {found}")
+    assert found == [], f"{path.name}: {found}"
 
 
 # ---------------------------------------------------------------------------------------------------

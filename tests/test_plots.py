@@ -199,7 +199,10 @@ def test_import_leaves_rcparams_unchanged():
 
 
 def test_plots_module_never_sets_backend():
-    source = open(plots.__file__, encoding="utf-8").read()
+    from pathlib import Path
+
+    package = Path(plots.__file__).parent
+    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted(package.glob("*.py")))
     assert "matplotlib.use(" not in source and "mpl.use(" not in source and "switch_backend" not in source
 
 

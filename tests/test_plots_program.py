@@ -37,6 +37,13 @@ def partition() -> pd.DataFrame:
     return frame
 
 
+def test_partition_parts_distinguished_by_colour_and_hatch():
+    ax = plots.step_partition_bars(partition())
+    colours = {tuple(c.patches[0].get_facecolor()) for c in ax.containers[:len(PARTS)]}
+    hatches = {c.patches[0].get_hatch() or "" for c in ax.containers[:len(PARTS)]}
+    assert len(colours) == len(PARTS) and len(hatches) == len(PARTS)
+
+
 def test_partition_bars_stack_to_the_wall_time():
     data = partition()
     ax = plots.step_partition_bars(data)

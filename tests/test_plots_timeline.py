@@ -339,3 +339,46 @@ def test_step_times_log_axis(ax):
 def test_step_times_reject_bad_input(frame, kwargs, match, ax):
     with pytest.raises(DomainError, match=match):
         plots.step_time_distribution(frame, ax=ax, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Measured versus modelled, event chronicle, held time of result logs
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_model_terms_bars_pairs_measured_and_modelled(ax):
+    terms = pd.DataFrame({"measured": [0.02, 0.07, 0.0], "modelled": [0.021, np.nan, 0.001]},
+                         index=["startup", "input_wait", "recovery"])
+    plots.model_terms_bars(terms, ax=ax)
+    assert len(ax.containers) == 2 and "(%)" in ax.get_xlabel()
+    assert {c.patches[0].get_hatch() or "" for c in ax.containers} == {"", ".."}
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["startup", "input wait", "recovery"]
+
+
+def test_checkpoint_interval_bars_leave_out_missing_optima(ax):
+    plots.checkpoint_interval_bars(pd.Series({"used": 17.7, "young": np.nan, "daly": 20.1}), ax=ax)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["used", "daly"]
+    assert len({p.get_hatch() for p in ax.patches}) == 2 and "(min)" in ax.get_xlabel()
+    with pytest.raises(DomainError):
+        plots.checkpoint_interval_bars(pd.Series({"used": np.nan}))
+
+
+def test_event_chronicle_gives_every_kind_its_own_colour_and_marker(ax):
+    kinds = ["failure", "restore", "a", "b", "c", "d", "e", "f"]
+    events = pd.DataFrame({"time": pd.date_range("2022-03-11", periods=len(kinds), freq="D", tz="UTC"),
+                           "kind": kinds, "lost_work_s": [3600.0] + [np.nan] * (len(kinds) - 1)})
+    plots.event_chronicle(events, ax=ax)
+    styles = {(tuple(c.get_facecolor()[0]), c.get_paths()[0].vertices.tobytes()) for c in ax.collections}
+    assert len(styles) == len(kinds)
+    assert any(t.get_text() == "1 h" for t in ax.texts) and "(UTC)" in ax.get_xlabel()
+
+
+def test_held_time_shares_stack_to_one(ax):
+    summary = pd.DataFrame({"platform": ["small", "large"], "held_s": [100.0, 50.0], "startup_s": [5.0, 20.0],
+                            "productive_s": [85.0, 25.0], "evaluation_s": [10.0, 5.0],
+                            "unattributed_s": [0.0, 0.0]})
+    plots.held_time_shares(summary, ax=ax)
+    assert len(ax.containers) == len(plots.RESULT_LOG_PARTS)
+    right = [max(b.get_x() + b.get_width() for b in bars) for bars in zip(*ax.containers, strict=True)]
+    assert right == pytest.approx([1.0, 1.0])
+    assert len({c.patches[0].get_hatch() or "" for c in ax.containers}) == len(ax.containers)

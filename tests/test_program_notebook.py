@@ -333,3 +333,35 @@ def test_runs_on_the_pipeline_pair_with_widgets(tmp_path):
     assert "not placed against V100 SXM dense FP32" in text
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     assert state.get("state"), "no widget was created"
+
+
+# ---------------------------------------------------------------------------------------------------
+# fleetlib.program.views: the pipelines the notebook runs
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_measure_step_traces_recovers_the_injected_partition(tmp_path):
+    from fleetlib.program.synth import synth_step_traces
+    from fleetlib.program.views import StepTraceMeasurement, measure_step_traces
+
+    synth = synth_step_traces(tmp_path, ranks=4, steps=2, seed=1, straggler_rank=2)
+    traces = read_traces(tmp_path, cache=False, progress=False)
+    measured = measure_step_traces(traces.kernels, traces.steps)
+    assert isinstance(measured, StepTraceMeasurement)
+    matched, waits, partition = measured  # unpacks as the notebook's three tables
+    assert matched.attrs["matched_by"] and set(waits["rank"]) == {0, 1, 2, 3}
+    columns = ["rank", "step", *PARTITION_PARTS, "step_wall_us"]
+    got = partition[columns].set_index(["rank", "step"]).sort_index()
+    want = synth.partition[columns].set_index(["rank", "step"]).sort_index()
+    assert (got - want).abs().to_numpy().max() == 0
+
+
+def test_model_program_factor_names_its_convention():
+    from fleetlib.program.views import measure_step_traces, model_program_factor
+
+    traces = read_traces(_files("dlrm_8rank"), cache=False, progress=False)
+    partition = measure_step_traces(traces.kernels, traces.steps).partition
+    model = ROOT / "data" / "traces" / "models" / "dlrm_example.yaml"
+    factor, config = model_program_factor(partition, model)
+    assert 0 < factor.value < 1 and factor.convention == config["convention"].label
+    assert factor.window.label == config["name"]

@@ -175,3 +175,57 @@ def test_runs_on_mlgoodput_with_extra_mlperf_folder_and_widgets(tmp_path):
     assert _displayed(result).count("llama2_70b_lora") >= 3  # two bundled logs and the added one
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     assert state.get("state"), "no widget was created"
+
+
+# ---------------------------------------------------------------------------------------------------
+# fleetlib.runtime.views: the tables the notebook shows
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def synth_job():
+    from fleetlib.runtime.goodput import runtime_goodput
+    from fleetlib.runtime.synth import synth_timeline
+
+    steps, events, _truth = synth_timeline(3000, seed=2, step_s=0.5, failure_rate_per_h=1.0,
+                                           checkpoint_every_steps=200, checkpoint_write_s=2.0)
+    return steps, events, runtime_goodput(steps, events, fault_free_step_s=0.5)
+
+
+def test_partition_table_adds_up_to_held(synth_job):
+    from fleetlib.runtime.views import partition_table
+
+    table = partition_table(synth_job[2])
+    assert table["seconds"].sum() == pytest.approx(synth_job[2].held_s)
+    assert table["share of held"].sum() == pytest.approx(1.0)
+
+
+def test_cumulative_series_and_rolling_windows_add_up_to_the_whole(synth_job):
+    from fleetlib.runtime.views import cumulative_series, rolling_windows, windows_gap_s
+
+    steps, events, whole = synth_job
+    series = cumulative_series(steps, events, start=whole.window_start, end=whole.window_end, points=50,
+                               fault_free_step_s=0.5)
+    assert len(series) == 50 and list(series.columns[:2]) == ["time", "cumulative_goodput"]
+    assert series["held_s"].iloc[-1] == pytest.approx(whole.held_s, abs=1e-6)
+    assert series["productive_s"].iloc[-1] == pytest.approx(whole.productive_s, abs=1e-6)
+    windows = rolling_windows(steps, events, start=whole.window_start, end=whole.window_end, window_min=10.0,
+                              fault_free_step_s=0.5)
+    assert windows["end"].iloc[-1] >= whole.window_end
+    assert windows["held_s"].sum() == pytest.approx(whole.held_s)
+    assert windows_gap_s(windows, whole) < 1e-6
+
+
+def test_read_timeline_reads_each_format_through_the_readers():
+    from fleetlib.quality import DomainError
+    from fleetlib.runtime.readers import read_canonical
+    from fleetlib.runtime.views import read_timeline
+
+    files = ["data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv"]
+    tables, ledger = read_timeline([str(ROOT / f) for f in files], "canonical")
+    direct, direct_ledger = read_canonical([str(ROOT / f) for f in files])
+    assert tables.steps.equals(direct.steps) and ledger.read == direct_ledger.read
+    mlperf, _ = read_timeline(MLPERF_LOGS[0], "mlperf")
+    assert len(mlperf.steps) > 0
+    with pytest.raises(DomainError):
+        read_timeline(files, "csv")

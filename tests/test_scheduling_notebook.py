@@ -27,6 +27,7 @@ from notebook_support import (
     check_parameters_match_files,
     check_stripped,
     declared_parameters,
+    direct_plotting_calls,
     figure_names,
     load_yaml,
     parameter_cells,
@@ -89,6 +90,17 @@ def test_figures_saved_through_save_figure(nb):
     course = {n for p in COURSE_NOTEBOOKS for n in figure_names(nbformat.read(ROOT / p, as_version=4))}
     assert not set(names) & course
     assert code.count("save_figure(") == len(names)  # every save names output_dir
+
+
+def test_figures_are_drawn_by_fleetlib_plots(nb):
+    """The notebook's code makes figures and axes, and fleetlib.plots draws on them; nothing else plots."""
+    assert direct_plotting_calls(nb) == []
+    code = "\n".join(source(c) for c in nb.cells if c.cell_type == "code")
+    assert "import seaborn" not in code and "matplotlib.ticker" not in code
+    for plot in ("partition_waterfall", "pool_shares", "idle_views", "goodput_by_hour", "idle_by_hour",
+                 "daily_series", "injected_vs_computed", "openb_wait_bars", "cohort_goodput_bars"):
+        assert f"fleetlib.plots.{plot}(" in code
+    assert "fleetlib.widgets.scheduling_explorer(" in code
 
 
 def test_notebook_heads_the_report_chain():

@@ -1,0 +1,179 @@
+"""Axes-level figures for the fleet-goodput workbook.
+
+Every public plot function has the shape ``f(data, *, ax=None, **options) -> Axes``.  Given an
+``ax`` it draws into that axes and touches nothing else; without one it makes a fresh figure with
+:func:`matplotlib.pyplot.subplots`.  The functions *draw* numbers that other modules computed
+(:mod:`fleetlib.accounting`, :mod:`fleetlib.runtime`, :mod:`fleetlib.frontier`): they place bars,
+stack bar bottoms, contour a given grid and sort points along an axis, but they never derive a
+goodput, a share, a Pareto set or a model value.
+
+Conventions kept by every function:
+
+* units (or "fraction" for a dimensionless ratio) appear in every axis label;
+* colours come from seaborn's ``colorblind`` palette, and each series is told apart a second way
+  (hatch, marker shape or line style), so a grey-scale print still reads;
+* iso-goodput contours carry their value on the line (``clabel``) rather than in a colour bar;
+* importing this module changes no rcParams; :func:`use_theme` (global) and :func:`theme`
+  (scoped) apply the project look only when asked.
+
+The backend is never chosen here; tests and headless reports select ``Agg`` themselves.
+
+The figures live in one module per rung plus the accounting chapter: :mod:`fleetlib.plots.accounting`,
+:mod:`fleetlib.plots.scheduling`, :mod:`fleetlib.plots.runtime`, :mod:`fleetlib.plots.program`; the
+palette, hatches, markers, formatters and theme in :mod:`fleetlib.plots._style`.  Every name is
+re-exported here, so ``fleetlib.plots.X`` works for all of them.
+"""
+from __future__ import annotations
+
+from fleetlib.plots._style import (  # noqa: F401 -- private names plots.py had, kept importable
+    _HATCHES,
+    _MARKERS,
+    _PALETTE_NAME,
+    _PERCENT_AXIS,
+    _POW10,
+    _SUPERSCRIPT,
+    _UNATTRIBUTED,
+    _darker,
+    _device_count,
+    _fraction_columns,
+    _fractions,
+    _new_axes,
+    _numeric,
+    _pct,
+    _positive,
+    _pow10_label,
+    _require_frame,
+    _require_mapping,
+    _term_style,
+    palette,
+    theme,
+    use_theme,
+)
+from fleetlib.plots.accounting import (  # noqa: F401 -- private names plots.py had, kept importable
+    _AXIS_LABEL,
+    _BOUNDARY_LABEL,
+    _ROW_LABEL,
+    _TERM_LABEL,
+    BOUNDARY_ORDER,
+    EFFICIENCY_FRONTIER_COLUMNS,
+    LEVER_COLUMNS,
+    RUNTIME_BY_SIZE_COLUMNS,
+    RUNTIME_TERMS,
+    _boundary_style,
+    _check_shares,
+    _contour_cmap,
+    _label_spot,
+    capacity_waterfall,
+    efficiency_frontier,
+    factor_chain,
+    iso_goodput,
+    lever_ranking,
+    runtime_loss_by_size,
+    runtime_terms_bar,
+)
+from fleetlib.plots.program import (  # noqa: F401 -- private names plots.py had, kept importable
+    _PART_LABEL,
+    _STRAGGLER_VALUES,
+    PARTITION_PARTS,
+    ROOFLINE_REGIMES,
+    _bar_labels,
+    _part_style,
+    collective_audit_bars,
+    hta_comparison_bars,
+    rank_step_heatmap,
+    roofline_scatter,
+    step_partition_bars,
+    straggler_bars,
+)
+from fleetlib.plots.runtime import (  # noqa: F401 -- private names plots.py had, kept importable
+    _EVENT_STYLE_KINDS,
+    _TIMELINE_LABEL,
+    CUMULATIVE_COLUMNS,
+    GANTT_COLUMNS,
+    RESTART_COLUMNS,
+    RESULT_LOG_PARTS,
+    STEP_TIME_COLUMNS,
+    TIMELINE_CATEGORIES,
+    WINDOW_COLUMNS,
+    _event_style,
+    _hours_since,
+    _optional_frame,
+    _origin,
+    _time_axis_label,
+    _timeline_style,
+    _touching_spans,
+    _utc_times,
+    attempt_gantt,
+    checkpoint_interval_bars,
+    cumulative_goodput,
+    event_chronicle,
+    held_time_shares,
+    model_terms_bars,
+    step_time_distribution,
+)
+from fleetlib.plots.scheduling import (
+    TRUTH_CATEGORIES,
+    cohort_goodput_bars,
+    daily_capacity_table,
+    daily_series,
+    goodput_by_hour,
+    hour_of_day_profile,
+    idle_by_hour,
+    idle_views,
+    injected_vs_computed,
+    openb_wait_bars,
+    partition_waterfall,
+    pool_shares,
+)
+
+__all__ = [
+    "BOUNDARY_ORDER",
+    "CUMULATIVE_COLUMNS",
+    "EFFICIENCY_FRONTIER_COLUMNS",
+    "GANTT_COLUMNS",
+    "LEVER_COLUMNS",
+    "PARTITION_PARTS",
+    "RESTART_COLUMNS",
+    "RESULT_LOG_PARTS",
+    "ROOFLINE_REGIMES",
+    "RUNTIME_BY_SIZE_COLUMNS",
+    "RUNTIME_TERMS",
+    "STEP_TIME_COLUMNS",
+    "TIMELINE_CATEGORIES",
+    "TRUTH_CATEGORIES",
+    "WINDOW_COLUMNS",
+    "attempt_gantt",
+    "capacity_waterfall",
+    "checkpoint_interval_bars",
+    "cohort_goodput_bars",
+    "collective_audit_bars",
+    "cumulative_goodput",
+    "daily_capacity_table",
+    "daily_series",
+    "efficiency_frontier",
+    "event_chronicle",
+    "factor_chain",
+    "goodput_by_hour",
+    "held_time_shares",
+    "hour_of_day_profile",
+    "hta_comparison_bars",
+    "idle_by_hour",
+    "idle_views",
+    "injected_vs_computed",
+    "iso_goodput",
+    "lever_ranking",
+    "model_terms_bars",
+    "openb_wait_bars",
+    "palette",
+    "partition_waterfall",
+    "pool_shares",
+    "rank_step_heatmap",
+    "roofline_scatter",
+    "runtime_loss_by_size",
+    "runtime_terms_bar",
+    "step_partition_bars",
+    "step_time_distribution",
+    "straggler_bars",
+    "theme",
+    "use_theme",
+]
