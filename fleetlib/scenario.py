@@ -148,7 +148,7 @@ DERIVED_PARAMETERS: tuple[DerivedParameter, ...] = (
     # Input waits are 5 % of capacity, measured inside S = 0.65 of it: the share of held time is the ratio
     # (Napkin Math 9.2 -> 9.3), kept at full precision.
     DerivedParameter("data_stall", ("input_wait_share", "scheduling_goodput"),
-                     "input_wait_share / scheduling_goodput", lambda wait, s: wait / s),
+                     "input_wait_share / scheduling_goodput", lambda wait, s: _held_share(wait, s)),
     # The synthetic job's synchronous checkpoint pause is the scenario's.
     DerivedParameter("timeline_synth_checkpoint_write_s", ("checkpoint_write_s",), "checkpoint_write_s",
                      lambda write_s: write_s),
@@ -175,6 +175,13 @@ DATA_KEY = "data"
 DATA_FOLDER = "data"
 
 _DATA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _held_share(capacity_share: float, scheduling_goodput: float) -> float:
+    """Re-express a share of capacity as a share of held time (the runtime model's own conversion)."""
+    from fleetlib.runtime.model import held_share_from_capacity_share  # the runtime model loads on use
+
+    return held_share_from_capacity_share(capacity_share, scheduling_goodput)
 
 
 @dataclass
@@ -328,8 +335,8 @@ def _derive(layer: _Layer) -> None:
             args.append(value)
         try:
             value = derived.compute(*args)
-        except ZeroDivisionError:
-            raise InputError(f"cannot derive {derived.key} = {derived.rule}: a divisor is zero",
+        except (DomainError, ZeroDivisionError) as exc:
+            raise InputError(f"cannot derive {derived.key} = {derived.rule}: {exc}",
                              file=layer.stated_in[derived.sources[-1]], field=derived.sources[-1]) from None
         layer.values[derived.key] = value
         layer.stated_in[derived.key] = layer.stated_in[derived.sources[0]]

@@ -187,8 +187,12 @@ def test_derived_value_sources_must_be_numbers(tmp_path):
     err = refused(write(tmp_path, "s.yaml", "input_wait_share: '5 %'\nscheduling_goodput: 0.65\n"),
                   match="data_stall")
     assert err.field == "input_wait_share"
-    err = refused(write(tmp_path, "t.yaml", "input_wait_share: 0.05\nscheduling_goodput: 0\n"), match="zero")
+    err = refused(write(tmp_path, "t.yaml", "input_wait_share: 0.05\nscheduling_goodput: 0\n"),
+                  match="cannot derive data_stall")
     assert err.field == "scheduling_goodput"
+    err = refused(write(tmp_path, "u.yaml", "input_wait_share: 0.7\nscheduling_goodput: 0.65\n"),
+                  match="cannot exceed")
+    assert err.field == "scheduling_goodput" and "\n" not in str(err)
 
 
 # --- paths --------------------------------------------------------------------------------------------
