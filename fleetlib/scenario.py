@@ -53,6 +53,7 @@ __all__ = [
     "STATED_RECORD",
     "DerivedParameter",
     "load_parameters",
+    "parameter_sources",
     "runtime_model_inputs",
     "runtime_terms",
     "scenario_summary",
@@ -426,6 +427,34 @@ def load_parameters(path: str | Path) -> dict[str, Any]:
     _derive(layer)
     _check_paths(layer)
     return layer.values
+
+
+def parameter_sources(path: str | Path) -> dict[str, str]:
+    """Say which file states each parameter of a scenario (for reports that label stated values).
+
+    Parameters
+    ----------
+    path
+        The scenario file, as for :func:`load_parameters`.
+
+    Returns
+    -------
+    dict
+        Parameter name -> the path of the file that states it, in the order of
+        :func:`load_parameters`; a derived parameter maps to ``"derived: KEY = RULE"``.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        As :func:`load_parameters`.
+    """
+    layer = _read_layer(Path(path), (), scenario=True)
+    stated = set(layer.values)
+    _derive(layer)
+    _check_paths(layer)
+    rules = {d.key: d.rule for d in DERIVED_PARAMETERS}
+    return {key: (file if key in stated else f"derived: {key} = {rules[key]}")
+            for key, file in layer.stated_in.items()}
 
 
 def _get(params: Mapping[str, Any], key: str) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleetlib.quality import InputError
-from fleetlib.scenario import DERIVED_PARAMETERS, PATH_KEYS, load_parameters
+from fleetlib.scenario import DERIVED_PARAMETERS, PATH_KEYS, load_parameters, parameter_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = ROOT / "parameters"
@@ -213,3 +213,16 @@ def test_paths_are_returned_as_written(tmp_path):
     assert params["traces_model"] == "data/traces/models/dlrm_example.yaml"
     assert params["timeline_mlperf_folder"] == ""  # empty: none
     assert params["traces_files"] == [str(ROOT / "data" / "traces" / "dlrm_8rank")]  # absolute, inside
+
+
+# --- where each value comes from ----------------------------------------------------------------------
+
+
+def test_parameter_sources_name_the_file_of_every_key():
+    running = PARAMETERS / "running_example.yaml"
+    sources = parameter_sources(running)
+    assert list(sources) == list(load_parameters(running))
+    assert sources["scheduling_goodput"] == str(running)
+    assert sources["startup_min"] == str(PARAMETERS / "shared" / "defaults.yaml")
+    assert sources["timeline_files"] == str(PARAMETERS / "data" / "bundled.yaml")
+    assert sources["data_stall"] == "derived: data_stall = input_wait_share / scheduling_goodput"
