@@ -288,7 +288,8 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     Parameters
     ----------
     params_path
-        Scenario file (see :func:`fleetlib.scenario.load_parameters`).
+        Scenario file (see :func:`fleetlib.scenario.load_parameters`: its includes and data locations are
+        flattened into the one mapping each notebook takes its declared parameters from).
     out_dir
         Report folder; created when missing.
     notebooks
@@ -305,7 +306,8 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     Raises
     ------
     fleetlib.quality.InputError
-        The scenario file cannot be read.
+        The scenario file, or a file it includes or names as its data locations, cannot be read or holds
+        a refused value (see :func:`fleetlib.scenario.load_parameters`); nothing has run yet.
     ReportError
         A notebook is missing, or fails; the message names the notebook, the failing cell and its
         error, and the partially executed notebook (and its HTML) is still written.

@@ -1,9 +1,14 @@
 """Scenario files: read one ``parameters/*.yaml`` and summarise what it says about the fleet.
 
-A scenario file is a flat YAML mapping whose keys are the notebooks' parameter names.  Every value
-is a plain literal -- text, a whole number, a real number, a boolean, a list of numbers or a list of
-texts (file paths, say) -- so the same file can be handed to papermill unchanged and read here
-without surprises.
+A scenario file is a YAML mapping whose keys are the notebooks' parameter names.  Every value is a
+plain literal -- text, a whole number, a real number, a boolean, a list of numbers or a list of texts
+(file paths, say) -- so the mapping can be handed to papermill unchanged and read here without
+surprises.  The values several scenarios share live once, in a file each of them includes
+(``include: shared/defaults.yaml``), and where the records are lives apart from what the scenario
+states (``data: bundled`` reads ``parameters/data/bundled.yaml``).  :func:`load_parameters` flattens a
+scenario, its includes and its data locations into the one mapping the notebooks receive, computes the
+values that would otherwise be stated twice (:data:`DERIVED_PARAMETERS`) and checks that every path
+stays inside the project root (:data:`PATH_KEYS`).
 
 :func:`scenario_summary` turns the stated factors and model inputs of a scenario into the content
 of a report's ``summary.json``: the product and its loss shares, the levers ranked by what their
@@ -15,12 +20,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from fleetlib._io import confined
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -36,10 +43,17 @@ if TYPE_CHECKING:
     from fleetlib.runtime.model import RuntimeLossTerms
 
 __all__ = [
+    "DATA_FOLDER",
+    "DATA_KEY",
+    "DERIVED_PARAMETERS",
+    "INCLUDE_KEY",
+    "PATH_KEYS",
     "RUNTIME_MODEL_KEYS",
     "SECONDS_PER_DAY",
     "STATED_RECORD",
+    "DerivedParameter",
     "load_parameters",
+    "parameter_sources",
     "runtime_model_inputs",
     "runtime_terms",
     "scenario_summary",
@@ -102,41 +116,90 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def load_parameters(path: str | Path) -> dict[str, Any]:
-    """Read a scenario file: a YAML mapping of parameter names to plain typed literals.
+# ---------------------------------------------------------------------------------------------------
+# Scenario files: one file, its includes and its data locations, flattened into one mapping
+# ---------------------------------------------------------------------------------------------------
 
-    Accepted values are text, whole numbers, real numbers, booleans, lists of numbers and non-empty
-    lists of texts (the types a notebook's ``parameters`` cell declares).  Anything else -- an empty
-    value, a nested mapping, a date, a list mixing text with numbers or holding booleans, a non-finite
-    number -- is refused rather than guessed at.
+
+@dataclass(frozen=True)
+class DerivedParameter:
+    """A parameter computed from others when a scenario is loaded, so that the two cannot disagree.
 
     Parameters
     ----------
-    path
-        The YAML file, e.g. ``parameters/running_example.yaml``.
-
-    Returns
-    -------
-    dict
-        Parameter name -> value, in file order.
-
-    Raises
-    ------
-    fleetlib.quality.InputError
-        When the file is missing, is not valid YAML, is not a mapping, or holds a value of a type
-        listed above as refused; the message names the file and the key.
-
-    Examples
-    --------
-    >>> params = load_parameters("parameters/running_example.yaml")  # doctest: +SKIP
-    >>> params["scheduling_goodput"]  # doctest: +SKIP
-    0.65
+    key
+        The parameter the notebooks receive.
+    sources
+        The parameters it is computed from, in the order ``compute`` takes them.
+    rule
+        The formula in words, for messages and the scenario files' comments.
+    compute
+        The formula.
     """
+
+    key: str
+    sources: tuple[str, ...]
+    rule: str
+    compute: Callable[..., float]
+
+
+#: Parameters that restated another value exactly; :func:`load_parameters` derives them and refuses a file
+#: that states them alongside their sources.
+DERIVED_PARAMETERS: tuple[DerivedParameter, ...] = (
+    # Input waits are 5 % of capacity, measured inside S = 0.65 of it: the share of held time is the ratio
+    # (Napkin Math 9.2 -> 9.3), kept at full precision.
+    DerivedParameter("data_stall", ("input_wait_share", "scheduling_goodput"),
+                     "input_wait_share / scheduling_goodput", lambda wait, s: _held_share(wait, s)),
+    # The synthetic job's synchronous checkpoint pause is the scenario's.
+    DerivedParameter("timeline_synth_checkpoint_write_s", ("checkpoint_write_s",), "checkpoint_write_s",
+                     lambda write_s: write_s),
+)
+
+#: Keys whose values name files or folders, relative to the project root (the notebooks' working
+#: directory).  :func:`load_parameters` refuses a path that leaves it; an empty text means "none".
+PATH_KEYS: tuple[str, ...] = (
+    "scheduling_files",
+    "scheduling_openb_files",
+    "timeline_files",
+    "timeline_mlperf_folder",
+    "traces_files",
+    "traces_model",
+)
+
+#: Key naming further files whose values a file takes (relative to that file's folder, inside it).
+INCLUDE_KEY = "include"
+
+#: Key of a scenario file naming its data locations: ``data: NAME`` reads ``data/NAME.yaml`` beside it.
+DATA_KEY = "data"
+
+#: Folder, beside a scenario file, holding the sets of data locations its ``data`` key names.
+DATA_FOLDER = "data"
+
+_DATA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _held_share(capacity_share: float, scheduling_goodput: float) -> float:
+    """Re-express a share of capacity as a share of held time (the runtime model's own conversion)."""
+    from fleetlib.runtime.model import held_share_from_capacity_share  # the runtime model loads on use
+
+    return held_share_from_capacity_share(capacity_share, scheduling_goodput)
+
+
+@dataclass
+class _Layer:
+    """The values one file contributes, each with the file that stated it."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    stated_in: dict[str, str] = field(default_factory=dict)
+
+
+def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
+    """Read one YAML file that must hold a mapping."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"cannot read the scenario file ({exc.strerror or exc})", file=file) from exc
+        raise InputError(f"cannot read the {what} ({exc.strerror or exc})", file=file) from exc
     try:
         data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -144,35 +207,254 @@ def load_parameters(path: str | Path) -> dict[str, Any]:
         line = None if mark is None else mark.line + 1
         raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file, row=line) from exc
     if data is None:
-        raise InputError("the scenario file is empty; expected a mapping of parameter names to values",
-                         file=file)
+        raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)
     if not isinstance(data, dict):
         raise InputError(f"expected a mapping of parameter names to values; got {_describe(data)}",
                          file=file)
-    params: dict[str, Any] = {}
+    return data
+
+
+def _checked_value(value: Any, *, file: str, key: str) -> Any:
+    """Return a parameter value if it is a plain typed literal; raise :class:`InputError` otherwise."""
+    if isinstance(value, bool | str):
+        return value
+    if _is_number(value):
+        if not math.isfinite(value):
+            raise InputError(f"expected a finite number; got {value!r}", file=file, field=key)
+        return value
+    if isinstance(value, list) and all(_is_number(v) for v in value):
+        if not all(math.isfinite(v) for v in value):
+            raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
+        return list(value)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InputError(
+        f"expected text, a number, a boolean, a list of numbers or a list of texts; got {_describe(value)}",
+        file=file, field=key,
+    )
+
+
+def _texts(value: Any, *, file: str, key: str) -> list[str]:
+    """Return ``value`` (one text or a non-empty list of texts) as a list of texts."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise InputError(f"expected a file name or a list of file names; got {_describe(value)}", file=file,
+                     field=key)
+
+
+def _included_path(folder: Path, name: str, *, file: str, key: str) -> Path:
+    """Resolve a file named by ``include`` or ``data`` inside ``folder``; refuse one outside or missing."""
+    try:
+        path = confined(folder, name, what=f"the file named by {key!r}")
+    except InputError as exc:
+        raise InputError(str(exc).split(": ", 1)[-1], file=file, field=key) from None
+    if not path.is_file():
+        raise InputError(f"names {name!r}, but there is no such file ({path})", file=file, field=key)
+    return path
+
+
+def _data_path(folder: Path, value: Any, *, file: str) -> Path:
+    """Resolve ``data: NAME`` to ``data/NAME.yaml`` beside the scenario file."""
+    if not isinstance(value, str) or not _DATA_NAME.fullmatch(value):
+        raise InputError(f"expected the name of a set of data locations (a file stem such as 'bundled'); "
+                         f"got {_describe(value)}", file=file, field=DATA_KEY)
+    base = folder / DATA_FOLDER
+    path = base / f"{value}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
+        listed = f"known: {', '.join(known)}" if known else f"{base} holds none"
+        raise InputError(f"no data locations named {value!r} (looked for {path}; {listed})",
+                         file=file, field=DATA_KEY)
+    return path
+
+
+def _read_layer(path: Path, chain: tuple[Path, ...], *, scenario: bool) -> _Layer:
+    """Read one file and everything it includes; its own keys replace included ones.
+
+    ``chain`` holds the files that include this one (outermost first), to refuse a cycle.  Two included
+    files stating the same key are refused: neither would clearly win.
+    """
+    file = str(path)
+    data = _read_mapping(path, what="scenario file" if scenario else "included parameter file")
+    own = _Layer()
     for key, value in data.items():
         if not isinstance(key, str) or not key.isidentifier():
             raise InputError(f"parameter names must be Python identifiers; got {key!r}", file=file,
                              field=str(key))
-        if isinstance(value, bool | str):
-            params[key] = value
-        elif _is_number(value):
-            if not math.isfinite(value):
-                raise InputError(f"expected a finite number; got {value!r}", file=file, field=key)
-            params[key] = value
-        elif isinstance(value, list) and all(_is_number(v) for v in value):
-            if not all(math.isfinite(v) for v in value):
-                raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
-            params[key] = list(value)
-        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            params[key] = list(value)
-        else:
-            raise InputError(
-                f"expected text, a number, a boolean, a list of numbers or a list of texts; got "
-                f"{_describe(value)}",
-                file=file, field=key,
-            )
-    return params
+        if key in (INCLUDE_KEY, DATA_KEY):
+            continue
+        own.values[key] = _checked_value(value, file=file, key=key)
+        own.stated_in[key] = file
+
+    included: list[Path] = []
+    if INCLUDE_KEY in data:
+        names = _texts(data[INCLUDE_KEY], file=file, key=INCLUDE_KEY)
+        included += [_included_path(path.parent, name, file=file, key=INCLUDE_KEY) for name in names]
+    if DATA_KEY in data:
+        if not scenario:
+            raise InputError("only a scenario file names its data locations; move 'data' there", file=file,
+                             field=DATA_KEY)
+        included.append(_data_path(path.parent, data[DATA_KEY], file=file))
+
+    merged = _Layer()
+    for sub in included:
+        resolved = sub.resolve()
+        if resolved in chain or resolved == path.resolve():
+            cycle = " -> ".join(p.name for p in (*chain, path.resolve(), resolved))
+            raise InputError(f"include cycle: {cycle}", file=file, field=INCLUDE_KEY)
+        layer = _read_layer(sub, (*chain, path.resolve()), scenario=False)
+        for key, value in layer.values.items():
+            if key in merged.values:
+                raise InputError(f"{key!r} is stated by two included files, {merged.stated_in[key]} and "
+                                 f"{layer.stated_in[key]}; state it in one of them or in {path.name}",
+                                 file=file, field=key)
+            merged.values[key] = value
+            merged.stated_in[key] = layer.stated_in[key]
+    for key in own.values:  # the file's own keys first, in file order; then the included keys it keeps
+        merged.values.pop(key, None)
+        merged.stated_in.pop(key, None)
+    return _Layer({**own.values, **merged.values}, {**own.stated_in, **merged.stated_in})
+
+
+def _derive(layer: _Layer) -> None:
+    """Add every :data:`DERIVED_PARAMETERS` entry whose sources are all present."""
+    for derived in DERIVED_PARAMETERS:
+        if not all(source in layer.values for source in derived.sources):
+            continue
+        if derived.key in layer.values:
+            raise InputError(f"{derived.key!r} is derived when the scenario is loaded ({derived.key} = "
+                             f"{derived.rule}); remove it from the file or change its sources",
+                             file=layer.stated_in[derived.key], field=derived.key)
+        args = []
+        for source in derived.sources:
+            value = layer.values[source]
+            if not _is_number(value):
+                raise InputError(f"expected a number ({derived.key} = {derived.rule} is derived from it); "
+                                 f"got {_describe(value)}", file=layer.stated_in[source], field=source)
+            args.append(value)
+        try:
+            value = derived.compute(*args)
+        except (DomainError, ZeroDivisionError) as exc:
+            raise InputError(f"cannot derive {derived.key} = {derived.rule}: {exc}",
+                             file=layer.stated_in[derived.sources[-1]], field=derived.sources[-1]) from None
+        layer.values[derived.key] = value
+        layer.stated_in[derived.key] = layer.stated_in[derived.sources[0]]
+
+
+def _project_root() -> Path:
+    """Return the folder the notebooks run in: the fleetlib checkout, or else the current directory."""
+    from fleetlib.report import ReportError, project_root  # imported here: report imports this module
+
+    try:
+        return project_root()
+    except ReportError:
+        return Path.cwd().resolve()
+
+
+def _check_paths(layer: _Layer) -> None:
+    """Refuse a path under one of :data:`PATH_KEYS` that leaves the project root."""
+    present = [key for key in PATH_KEYS if key in layer.values]
+    if not present:
+        return
+    root = _project_root()
+    for key in present:
+        value = layer.values[key]
+        for name in value if isinstance(value, list) else [value]:
+            if not isinstance(name, str):
+                raise InputError(f"expected a path (text) or a list of paths; got {_describe(value)}",
+                                 file=layer.stated_in[key], field=key)
+            if not name:
+                continue
+            try:
+                confined(root, name, what="path")
+            except InputError:
+                raise InputError(f"path {name!r} lies outside the project root {root} (paths here are "
+                                 "relative to it, and only paths inside it are read)",
+                                 file=layer.stated_in[key], field=key) from None
+
+
+def load_parameters(path: str | Path) -> dict[str, Any]:
+    """Read a scenario file, with the files it includes, as one flat mapping of parameter names to values.
+
+    A scenario file is a YAML mapping of parameter names to plain typed literals: text, whole numbers,
+    real numbers, booleans, lists of numbers and non-empty lists of texts (the types a notebook's
+    ``parameters`` cell declares).  Anything else -- an empty value, a nested mapping, a date, a list
+    mixing text with numbers or holding booleans, a non-finite number -- is refused rather than guessed at.
+
+    Two keys assemble a scenario from several files, and are not parameters themselves:
+
+    ``include``
+        A file name or a list of them, relative to the including file's folder and inside it (e.g.
+        ``shared/defaults.yaml``); their keys are taken, and included files may include others.  A key the
+        including file states itself replaces the included one; two included files stating the same key
+        are refused.
+    ``data``
+        In the scenario file only: the name of a set of data locations, ``data/NAME.yaml`` beside the
+        scenario file (e.g. ``data: bundled``), read like an include.
+
+    Then every :data:`DERIVED_PARAMETERS` entry is computed from its sources, and every path under
+    :data:`PATH_KEYS` is checked to lie inside the project root, against which the notebooks resolve it
+    (the values are returned as written).
+
+    Parameters
+    ----------
+    path
+        The scenario file, e.g. ``parameters/running_example.yaml``.
+
+    Returns
+    -------
+    dict
+        Parameter name -> value: the scenario file's own keys in file order, then the included ones in
+        include order, then the derived ones.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        When a file is missing, is not valid YAML, is not a mapping, or holds a value of a type listed above
+        as refused; an include or data name names no file or one outside its folder; the includes form a
+        cycle; a derived key is stated; or a path leaves the project root.  The one-line message names the
+        file and the key.
+
+    Examples
+    --------
+    >>> params = load_parameters("parameters/running_example.yaml")  # doctest: +SKIP
+    >>> params["scheduling_goodput"]  # doctest: +SKIP
+    0.65
+    """
+    layer = _read_layer(Path(path), (), scenario=True)
+    _derive(layer)
+    _check_paths(layer)
+    return layer.values
+
+
+def parameter_sources(path: str | Path) -> dict[str, str]:
+    """Say which file states each parameter of a scenario (for reports that label stated values).
+
+    Parameters
+    ----------
+    path
+        The scenario file, as for :func:`load_parameters`.
+
+    Returns
+    -------
+    dict
+        Parameter name -> the path of the file that states it, in the order of
+        :func:`load_parameters`; a derived parameter maps to ``"derived: KEY = RULE"``.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        As :func:`load_parameters`.
+    """
+    layer = _read_layer(Path(path), (), scenario=True)
+    stated = set(layer.values)
+    _derive(layer)
+    _check_paths(layer)
+    rules = {d.key: d.rule for d in DERIVED_PARAMETERS}
+    return {key: (file if key in stated else f"derived: {key} = {rules[key]}")
+            for key, file in layer.stated_in.items()}
 
 
 def _get(params: Mapping[str, Any], key: str) -> Any:
