@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import nbformat
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETER_FILES = sorted((ROOT / "parameters").glob("*.yaml"))
@@ -41,7 +40,10 @@ def declared_parameters(nb: nbformat.NotebookNode) -> dict[str, object]:
 
 
 def load_yaml(path: Path) -> dict[str, object]:
-    return yaml.safe_load(path.read_text())
+    # a scenario file includes shared defaults and a data-locations file: read it as the report does
+    from fleetlib.scenario import load_parameters
+
+    return load_parameters(path)
 
 
 def figure_names(nb: nbformat.NotebookNode) -> list[str]:

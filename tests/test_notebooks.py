@@ -24,7 +24,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from fleetlib.golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
 
@@ -67,7 +66,10 @@ def _declared(nb: nbformat.NotebookNode) -> dict[str, object]:
 
 
 def _yaml(path: Path) -> dict[str, object]:
-    return yaml.safe_load(path.read_text())
+    # a scenario file includes shared defaults and a data-locations file: read it as the report does
+    from fleetlib.scenario import load_parameters
+
+    return load_parameters(path)
 
 
 def _figure_names(nb: nbformat.NotebookNode) -> list[str]:
