@@ -55,6 +55,10 @@ _REFUSED = (
 
 PathArg = str | PathLike[str]
 
+#: gunzip works through its input and output in slices this large, so memory stays near the output.
+_IN_SLICE = 1 << 18
+_OUT_SLICE = 1 << 20
+
 
 def as_paths(path_or_paths: PathArg | Iterable[PathArg]) -> list[Path]:
     """Return one path or an iterable of paths as a non-empty list of :class:`~pathlib.Path`.
@@ -83,7 +87,8 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _check_regular(path: Path) -> None:
+def _check_regular(path: Path) -> int:
+    """Refuse anything but an existing regular file; return its size in bytes."""
     try:
         st = path.stat()
     except FileNotFoundError as exc:
@@ -94,6 +99,7 @@ def _check_regular(path: Path) -> None:
         raise InputError("is a folder, not a file (name the files inside it)", file=str(path))
     if not stat.S_ISREG(st.st_mode):
         raise InputError("is not a regular file (a device, pipe or socket is never read)", file=str(path))
+    return int(st.st_size)
 
 
 def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | bytearray:
@@ -118,10 +124,12 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
         gzip stream; content beyond ``max_bytes``.
     """
     p = Path(path)
-    _check_regular(p)
+    size = _check_regular(p)
     try:
         with open(p, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
+            # read what the file holds (one byte more shows growth past the limit); never ask the OS
+            # for max_bytes up front
+            raw = fh.read(min(size, max_bytes) + 1)
     except OSError as exc:
         raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
     kind = compression_of(raw[:8])
@@ -136,31 +144,47 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
 
 
 def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
-    """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit)."""
-    out = bytearray()
-    data = raw
+    """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit).
+
+    The output buffer is sized up front from the last member's ISIZE trailer (the uncompressed size
+    modulo 2**32) when that is plausible, so a large trace is held once, not grown by doubling.
+    """
+    hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    out = bytearray(hint if 0 < hint <= max_bytes else 0)
+    filled = 0
+    view = memoryview(raw)
+    pos = 0
+
+    def put(chunk: bytes) -> None:
+        nonlocal filled
+        end = filled + len(chunk)
+        if end > max_bytes:
+            raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit",
+                             file=file, field="gzip")
+        out[filled:end] = chunk
+        filled = end
+
     try:
-        while data:
+        while pos < len(raw):  # one pass per gzip member
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            buf = data
-            while True:
-                out += d.decompress(buf, 1 << 24)  # at most 16 MiB of output per call
-                if len(out) > max_bytes:
-                    raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit",
-                                     file=file, field="gzip")
-                buf = d.unconsumed_tail
-                if d.eof:
-                    break
-                if not buf:
+            while not d.eof:
+                if pos >= len(raw):
                     raise EOFError("the gzip stream ends before its end marker")
-            data = d.unused_data
-            if data and not data.startswith(GZIP_MAGIC):
-                if data.strip(b"\x00"):
-                    raise EOFError(f"{len(data)} bytes of trailing garbage after the gzip stream")
+                piece = view[pos:pos + _IN_SLICE]
+                pos += len(piece)
+                put(d.decompress(piece, _OUT_SLICE))
+                while d.unconsumed_tail and not d.eof:  # a tail is at most one input slice
+                    put(d.decompress(d.unconsumed_tail, _OUT_SLICE))
+            pos -= len(d.unused_data)  # the next member (or trailing bytes) starts here
+            rest = view[pos:]
+            if rest.nbytes and bytes(rest[:2]) != GZIP_MAGIC:
+                if bytes(rest).strip(b"\x00"):
+                    raise EOFError(f"{rest.nbytes} bytes of trailing garbage after the gzip stream")
                 break
     except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"truncated or corrupt gzip stream ({exc}); expected a complete gzip file",
                          file=file, field="gzip") from exc
+    del out[filled:]  # a hint larger than the content (several members, a lying trailer) is trimmed
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
