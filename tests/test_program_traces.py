@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.program import traces
+from fleetlib.program.readers import _decode
 from fleetlib.program.classify import COLLECTIVES, KINDS, Classifier
 from fleetlib.program.traces import (
     HOST_SYNC_COLUMNS,
@@ -402,7 +403,7 @@ def test_unknown_categories_are_kept_as_other_and_flagged_once(tmp_path):
         kernel(30.0, 5.0, "my_accelerator_op", cat="acme_gpu_op"),
         {"ph": "X", "cat": "acme_host_thing", "name": "h", "pid": 999, "tid": 998, "ts": 40.0, "dur": 1.0},
     ]
-    with mock.patch.object(traces, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
+    with mock.patch.object(_decode, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
         tr = read_trace(write_trace(tmp_path / "t.json", events, top=info(), indent=1), cache=False)
     k = tr.kernels
     assert k["kind"].astype(str).tolist() == ["compute", "other", "other", "other"]
@@ -688,7 +689,7 @@ def test_metadata_keys_after_the_events_and_chunked_decoding(tmp_path):
     whole = read_trace(path, cache=False)
     assert whole.metadata["base_time_ns"] == 123_000_000_000 and whole.rank == 1
     for size in (1, 150, 700, 5000):
-        with mock.patch.object(traces, "_CHUNK_BYTES", size):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", size):
             chunked = read_trace(path, cache=False)
         pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
         pd.testing.assert_frame_equal(whole.steps, chunked.steps)
@@ -731,9 +732,9 @@ def test_chunked_decoding_equals_the_whole_document_parse(events, chunk, indent,
     evs.append(step(1, 0.0, 2e6))
     with tempfile.TemporaryDirectory() as d:
         path = write_trace(Path(d) / "t.json", evs, top=info(), indent=indent, bare=bare)
-        with mock.patch.object(traces, "_CHUNK_BYTES", 10**9):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", 10**9):
             whole = read_trace(path, cache=False)
-        with mock.patch.object(traces, "_CHUNK_BYTES", chunk):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
             chunked = read_trace(path, cache=False)
     pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
     assert whole.ledger.to_dict() == chunked.ledger.to_dict()
@@ -1090,9 +1091,9 @@ def test_dlrm_all_to_all_kernels_are_classified_from_the_host_annotation(dlrm):
 @pytest.fixture(scope="module")
 def nccl():
     """The AllReduce trace read once (typed decoder watched), and its raw events."""
-    spy = mock.Mock(wraps=traces._DECODER)
-    text = mock.Mock(wraps=traces._text)  # the stdlib path's decoding step
-    with mock.patch.object(traces, "_DECODER", spy), mock.patch.object(traces, "_text", text):
+    spy = mock.Mock(wraps=_decode._DECODER)
+    text = mock.Mock(wraps=_decode._text)  # the stdlib path's decoding step
+    with mock.patch.object(_decode, "_DECODER", spy), mock.patch.object(_decode, "_text", text):
         tr = read_trace(NCCL, cache=False)
     stdlib_bytes = sum(len(c.args[0]) for c in text.call_args_list)
     assert stdlib_bytes < 10_000  # only the top-level keys around the events went through json
@@ -1314,10 +1315,10 @@ def _same(a, b) -> None:
 
 
 def _both(path: Path, **kw):
-    spy = mock.Mock(wraps=traces._DECODER)
-    with mock.patch.object(traces, "_DECODER", spy):
+    spy = mock.Mock(wraps=_decode._DECODER)
+    with mock.patch.object(_decode, "_DECODER", spy):
         typed = _outcome(path, **kw)
-    with mock.patch.object(traces, "_DECODER", None):
+    with mock.patch.object(_decode, "_DECODER", None):
         plain = _outcome(path, **kw)
     _same(typed, plain)
     return typed, spy.decode.call_count
@@ -1377,7 +1378,7 @@ def test_typed_decoding_matches_the_stdlib_path_on_adversarial_events(events, ch
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.json"
         path.write_bytes(data)
-        with mock.patch.object(traces, "_CHUNK_BYTES", chunk):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
             _both(path)
 
 
