@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.program import traces
-from fleetlib.program.readers import _decode
 from fleetlib.program.classify import COLLECTIVES, KINDS, Classifier
+from fleetlib.program.readers import _decode
 from fleetlib.program.traces import (
     HOST_SYNC_COLUMNS,
     KERNEL_COLUMNS,

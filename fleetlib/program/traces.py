@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fleetlib.program.readers._cache import _cache_path, _read_cache, _write_cache  # noqa: F401
 from fleetlib.program.readers._columns import _Book, _Collector, _numbers  # noqa: F401
-from fleetlib.program.readers._decode import _DECODER, _Source, _gunzip, _text  # noqa: F401
+from fleetlib.program.readers._decode import _DECODER, _gunzip, _Source, _text  # noqa: F401
 from fleetlib.program.readers._tables import _Options, _parse  # noqa: F401
 from fleetlib.program.readers.kineto import (
     CACHE_ENV,
