@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetlib.program import fleet
-from fleetlib.program.fleet import (
+from fleetlib.program import stragglers as fleet
+from fleetlib.program.stragglers import (
     PER_RANK_COLUMNS,
     PER_STEP_COLUMNS,
     local_cluster,
@@ -408,3 +408,14 @@ def test_paths_and_arguments(tmp_path):
 def test_auto_engine_picks_pandas_for_small_files(tmp_path):
     info = synth_rank_timers(tmp_path / "s.parquet", ranks=4, steps=3, seed=0, stragglers={})
     assert straggler_analysis(info["path"], engine=None).engine == "pandas"
+
+
+def test_old_module_path_still_imports_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("fleetlib.program.fleet", None)
+    with pytest.warns(DeprecationWarning, match="fleetlib.program.stragglers"):
+        old = importlib.import_module("fleetlib.program.fleet")
+    assert old.straggler_analysis is fleet.straggler_analysis
+    assert old.read_rank_timers is fleet.read_rank_timers and old.FleetStragglers is fleet.FleetStragglers

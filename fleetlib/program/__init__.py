@@ -4,7 +4,7 @@
 :mod:`fleetlib.program.traces`; the per-step partition in :mod:`fleetlib.program.breakdown`;
 collective matching and stragglers in :mod:`fleetlib.program.collectives`; MFU/MBU in
 :mod:`fleetlib.program.flops`; roofline placement in :mod:`fleetlib.program.roofline`; fleet-scale
-stragglers from per-rank step timers (pandas or Dask) in :mod:`fleetlib.program.fleet`.  They are
+stragglers from per-rank step timers (pandas or Dask) in :mod:`fleetlib.program.stragglers`.  They are
 imported lazily so that ``import fleetlib.program`` stays cheap (Dask in particular).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["read_trace", "read_traces", "straggler_analysis"]
 
-_HOME = {"read_trace": "traces", "read_traces": "traces", "straggler_analysis": "fleet"}
+_HOME = {"read_trace": "traces", "read_traces": "traces", "straggler_analysis": "stragglers"}
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,7 @@
 
 ``fleetlib program FILE_OR_DIR... [--model CONFIG.yaml] [--no-cache]`` reads step traces;
 ``fleetlib stragglers PATH [--engine pandas|dask] [--workers N] [--top K]`` finds stragglers from
-per-rank step timers (:func:`run_stragglers`, :mod:`fleetlib.program.fleet`); ``fleetlib synth
+per-rank step timers (:func:`run_stragglers`, :mod:`fleetlib.program.stragglers`); ``fleetlib synth
 rank-timers`` writes synthetic timers with injected stragglers (:func:`run_synth_rank_timers`).
 
 :func:`register` adds the commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The work
@@ -58,7 +58,7 @@ from typing import Any
 import yaml
 
 from fleetlib.commands_common import writable_output_path
-from fleetlib.program.breakdown import PARTITION_PARTS
+from fleetlib.program.schema import PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -86,15 +86,6 @@ MAX_LEDGER_ENTRIES: int = 100
 _FLOP_NAMES = ("palm", "megatron", "6n")
 _SHAPE_KEYS = ("n_layers", "n_heads", "head_dim", "seq_len")
 
-#: Row labels of the partition in the text rendering.
-_PART_LABELS = {
-    "compute": "compute",
-    "exposed_comm": "exp. comm",
-    "peer_wait": "peer wait",
-    "exposed_memcpy": "exp. copy",
-    "host_dispatch": "dispatch",
-    "idle": "idle",
-}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -359,7 +350,7 @@ def render_program(res: Mapping[str, Any]) -> str:
     lines = [f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
              "each rank's traced steps"]
     head = f"  {'rank':>5} {'steps':>5} {'step wall':>10} " + " ".join(
-        f"{_PART_LABELS[p]:>10}" for p in PARTITION_PARTS) + f" {'overlapped':>10}"
+        f"{PARTITION_SHORT_LABELS[p]:>10}" for p in PARTITION_PARTS) + f" {'overlapped':>10}"
     lines.append(head)
     for rank, r in sorted(res["ranks"].items(), key=lambda kv: int(kv[0])):
         parts = " ".join(f"{_ms(r['partition_us'][p]):>10}" for p in PARTITION_PARTS)
@@ -407,7 +398,7 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
         such files.
     engine
         ``"pandas"`` or ``"dask"``; None picks pandas up to
-        :data:`fleetlib.program.fleet.AUTO_DASK_ROWS` rows and Dask above.
+        :data:`fleetlib.program.stragglers.AUTO_DASK_ROWS` rows and Dask above.
     workers
         Worker processes of the local Dask cluster (Dask engine, when ``client`` is None).
     top
@@ -423,7 +414,7 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
     Returns
     -------
     dict
-        :meth:`fleetlib.program.fleet.FleetStragglers.to_dict` (``engine``, ``files``, ``rows``,
+        :meth:`fleetlib.program.stragglers.FleetStragglers.to_dict` (``engine``, ``files``, ``rows``,
         ``ranks``, ``steps``, ``threshold``, ``top``, ``stragglers``, ``straggler_ranks``,
         ``last_arriver_counts``, ``last_arriver_ranks``, ``wait_totals``, ``ledger``) plus
         ``workers`` (None for pandas) and ``path``.
@@ -431,13 +422,13 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
     Raises
     ------
     InputError
-        A missing or unreadable path or row (see :func:`fleetlib.program.fleet.read_rank_timers`).
+        A missing or unreadable path or row (see :func:`fleetlib.program.stragglers.read_rank_timers`).
     DomainError
         ``top`` or ``workers`` below 1, an unknown engine, a threshold outside [0, 1], or CSV with
         the Dask engine.
     """
     from fleetlib.program.collectives import DEFAULT_STRAGGLER_THRESHOLD
-    from fleetlib.program.fleet import straggler_analysis
+    from fleetlib.program.stragglers import straggler_analysis
 
     for name, v in (("top", top), ("workers", workers)):
         if isinstance(v, bool) or int(v) != v or v < 1:
@@ -503,7 +494,7 @@ def parse_stragglers(text: str | None) -> dict[int, float] | None:
     ----------
     text
         E.g. ``"17:1.5,4242:1.2"``; ``"none"`` injects no straggler; None keeps the generator's
-        default (:data:`fleetlib.program.fleet.DEFAULT_STRAGGLERS` on ranks drawn from the seed).
+        default (:data:`fleetlib.program.stragglers.DEFAULT_STRAGGLERS` on ranks drawn from the seed).
 
     Returns
     -------
@@ -560,7 +551,7 @@ def run_synth_rank_timers(ranks: int, steps: int, seed: int, out: str | Path, *,
     Returns
     -------
     dict
-        :func:`fleetlib.program.fleet.synth_rank_timers`' object (``path``, ``rows``, ``ranks``,
+        :func:`fleetlib.program.stragglers.synth_rank_timers`' object (``path``, ``rows``, ``ranks``,
         ``steps``, ``row_groups``, ``bytes``, ``parameters``, ``truth``).
 
     Raises
@@ -570,7 +561,7 @@ def run_synth_rank_timers(ranks: int, steps: int, seed: int, out: str | Path, *,
     InputError
         The output file cannot be written.
     """
-    from fleetlib.program.fleet import synth_rank_timers
+    from fleetlib.program.stragglers import synth_rank_timers
 
     slow = parse_stragglers(stragglers) if isinstance(stragglers, str) else stragglers
     path = writable_output_path(out)
