@@ -211,7 +211,9 @@ def test_modern_object_form_with_base_time(tmp_path, cache_dir):
     assert (k["rank"] == 2).all() and (k["stream"] == 7).all() and (k["device"] == 0).all()
     assert tr.steps[["step", "start_us", "end_us"]].to_numpy().tolist() == [[7, 1000.5, 1500.5]]
     assert tr.steps["source"].tolist() == ["profiler_step"]
-    assert tr.ledger.read == 4 + 1 and tr.ledger.kept == 5 and balanced(tr.ledger)  # 4 GPU rows, 1 step
+    # every event is a record: 4 GPU rows, 1 step, 1 launch call (kept: it gives launch_us)
+    assert tr.ledger.read == len(events) == 6 and tr.ledger.kept == 6 and balanced(tr.ledger)
+    assert tr.ledger.unused == {}
     assert tr.ledger.flags == []
 
 
@@ -647,7 +649,8 @@ def test_host_sync_table(tmp_path):
     assert h["blocking"].tolist() == [True, False, True, True, True]
     assert h["tid"].tolist() == [100, 100, 101, 101, 100]
     assert h["step"].tolist()[:4] == [1, 1, 1, 1] and pd.isna(h["step"].iloc[4])
-    assert tr.ledger.read == 1 + 1 + 6 and tr.ledger.rejected == 1 and balanced(tr.ledger)
+    # every event is a record (the cudaEventQuery call too); the negative sync is rejected
+    assert tr.ledger.read == len(events) == 9 and tr.ledger.rejected == 1 and balanced(tr.ledger)
 
 
 def test_bad_values_in_rows_are_rejected_or_repaired(tmp_path):
@@ -740,7 +743,7 @@ def test_chunked_decoding_equals_the_whole_document_parse(events, chunk, indent,
     assert whole.ledger.to_dict() == chunked.ledger.to_dict()
     assert balanced(chunked.ledger)
     gpu = sum(e["cat"] in ("kernel", "gpu_memcpy") for e in events)
-    assert len(chunked.kernels) == gpu and chunked.ledger.read == gpu + 1
+    assert len(chunked.kernels) == gpu and chunked.ledger.read == len(evs)  # every event is a record
 
 
 @settings(max_examples=40, deadline=None)
@@ -1174,12 +1177,12 @@ def test_ops_table_and_external_id_from_kernel_args(tmp_path, cache_dir):
     assert "external_id_from_launch" not in tr.ledger.codes()
     joined = k.dropna(subset=["external_id"]).merge(o, on=["rank", "external_id"], suffixes=("", "_op"))
     assert joined["name_op"].tolist() == ["aten::addmm"]  # (drop <NA> first: pandas joins NA to NA)
-    # ledger: 3 kernels/steps + 4 ops with shapes read; the negative one rejected, the huge id repaired
+    # ledger: every event read; the negative op rejected, the huge id repaired
     rejected = {(e.row, e.field) for e in tr.ledger.entries if e.action == "rejected"}
     assert rejected == {(5, "dur")}
     repaired = [e for e in tr.ledger.entries if e.action == "repaired"]
     assert [e.row for e in repaired] == [6] and str(2**70) in repaired[0].reason
-    assert tr.ledger.read == 1 + 2 + 4 and balanced(tr.ledger)
+    assert tr.ledger.read == len(events) == 9 and balanced(tr.ledger)
     # the cache keeps the table exactly
     again = read_trace(path, cache_dir=cache_dir)
     assert again.from_cache
@@ -1392,3 +1395,49 @@ def test_gunzip_presized_buffer_is_exact_for_one_or_many_members(cut):
     with pytest.raises(InputError, match="truncated"):  # the trailer of a cut file is arbitrary bytes
         whole = gzip.compress(text)
         traces._gunzip(whole[: len(whole) // 2], "x.json.gz")
+
+
+def test_the_ledger_counts_every_event_of_a_rank_file():
+    # the DLRM rank 0 file holds 3,290 events; before the one-ledger refactor the ledger counted the
+    # 1,896 that became table rows.  Now every event is a record: the ones no table is built from
+    # are kept and counted by kind.
+    path = sorted(DLRM.glob("*.json.gz"))[0]
+    events = _raw_events(path)
+    tr = read_trace(path, cache=False)
+    led = tr.ledger
+    assert len(events) == 3290 and led.read == 3290 and led.kept == 3290 and balanced(led)
+    assert led.unused == {"metadata": 42, "flow": 786, "instant": 2, "complete:Trace": 1,
+                          "complete:user_annotation": 31}
+    phases = Counter(e.get("ph") for e in events)
+    assert led.unused["metadata"] == phases["M"] and led.unused["flow"] == phases["s"] + phases["f"]
+    assert all(f.rank == 0 and f.file == str(path) for f in led.flags)
+    d = led.to_dict()
+    assert d["unused"] == led.unused and d["flags"][0]["code"] == "external_id_from_launch"
+
+
+@pytest.mark.parametrize("path", [NCCL, *PP], ids=lambda p: p.name)
+def test_every_bundled_trace_ledger_reads_its_event_count(path):
+    tr = read_trace(path, cache=False)
+    assert tr.ledger.read == len(_raw_events(path)) and balanced(tr.ledger)
+    assert set(tr.ledger.unused) >= {"metadata", "complete:Trace"}
+
+
+def test_unused_events_are_counted_by_phase_and_category(tmp_path):
+    events = [
+        step(1, 0.0, 100.0),
+        kernel(10.0, 5.0),
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "s", "id": 1, "pid": 0, "tid": 1, "ts": 1.0, "cat": "ac2g", "name": "flow"},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10.0, "cat": "ac2g", "name": "flow", "bp": "e"},
+        {"ph": "i", "s": "t", "pid": 0, "tid": 1, "ts": 2.0, "name": "mark"},
+        {"ph": "C", "pid": 0, "ts": 3.0, "name": "mem", "args": {"bytes": 5}},
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 0, "tid": 1, "ts": 4.0, "dur": 1.0},
+        {"name": "no phase"},
+        [1, 2],  # not an object: rejected
+    ]
+    tr = read_trace(write_trace(tmp_path / "t.json", events, top=info()), cache=False)
+    led = tr.ledger
+    assert led.read == len(events) and led.rejected == 1 and balanced(led)
+    assert led.unused == {"metadata": 1, "flow": 2, "instant": 1, "counter": 1,
+                          "complete:python_function": 1, "no_phase": 1}
+    assert led.kept == len(events) - 1  # unused events are kept (they are part of kept)

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.program.readers._columns import TraceFlag, _Book
 from fleetlib.program.readers._tables import READER_VERSION, _Built, _empty, _Options
 from fleetlib.program.schema import _dtypes
+from fleetlib.quality import Flag, Ledger, LedgerEntry
 
 #: Environment variable naming the cache directory (default ``~/.cache/fleetlib/traces``).
 CACHE_ENV = "FLEETLIB_TRACE_CACHE"
@@ -87,10 +87,12 @@ def _cache_path(cache_dir: Path, sha: str, opts: _Options) -> Path:
     return cache_dir / f"{sha}-{opts.digest()}-r{READER_VERSION}.parquet"
 
 
-def _write_cache(path: Path, built: _Built, book: _Book) -> None:
+def _write_cache(path: Path, built: _Built, ledger: Ledger) -> None:
     """Write all four tables to one Parquet file (columns ``table.column``, padded to one length).
 
-    Metadata and ledger travel as JSON in the file's key-value metadata.
+    Metadata and ledger travel as JSON in the file's key-value metadata; the ledger's entries and
+    flags without their file name, which is the name of whichever copy is read (a renamed copy of
+    a trace is a cache hit).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -104,10 +106,10 @@ def _write_cache(path: Path, built: _Built, book: _Book) -> None:
                 arrays[f"{t}.{c}{suffix}"] = arr
     payload = {
         "lengths": {t: len(f) for t, f in frames.items()},
-        "metadata": built.metadata, "read": book.read,
-        "rejected": [[r, f, t] for r, (f, t) in book.rejected.items()],
-        "repaired": [[r, items] for r, items in book.repaired.items()],
-        "flags": [[f.code, f.message] for f in book.flags],
+        "metadata": built.metadata, "read": ledger.read, "kept": ledger.kept,
+        "entries": [[e.action, e.row, e.field, e.reason] for e in ledger.entries],
+        "flags": [{k: v for k, v in f.to_dict().items() if k != "file"} for f in ledger.flags],
+        "unused": ledger.unused,
     }
     table = pa.table(arrays).replace_schema_metadata(
         {b"fleetlib.trace": json.dumps(payload, default=str).encode()})
@@ -118,7 +120,8 @@ def _write_cache(path: Path, built: _Built, book: _Book) -> None:
     os.replace(tmp, path)
 
 
-def _read_cache(path: Path, file: str) -> tuple[_Built, _Book] | None:
+def _read_cache(path: Path, file: str) -> tuple[_Built, Ledger] | None:
+    """Return the tables and ledger of a cache file (entries and flags naming ``file``), or None."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -131,12 +134,11 @@ def _read_cache(path: Path, file: str) -> tuple[_Built, _Book] | None:
             dtypes = _dtypes(t)
             columns = {c: _column_from_arrow(table, f"{t}.{c}", d, n) for c, d in dtypes.items()} if n else {}
             frames[t] = pd.DataFrame(columns, copy=False) if n else _empty(dtypes)
-        book = _Book(file)
-        book.read = int(payload["read"])
-        book.rejected = {int(r): (f, t) for r, f, t in payload["rejected"]}
-        book.repaired = {int(r): [(f, t) for f, t in items] for r, items in payload["repaired"]}
-        book.flags = [TraceFlag(c, m, file) for c, m in payload["flags"]]
+        ledger = Ledger(read=int(payload["read"]), kept=int(payload["kept"]),
+                        entries=[LedgerEntry(a, file, r, f, why) for a, r, f, why in payload["entries"]],
+                        flags=[Flag(**{**f, "file": file}) for f in payload["flags"]],
+                        unused={str(k): int(v) for k, v in payload["unused"].items()})
     except Exception:  # a damaged or foreign cache entry is ignored and rewritten
         return None
     return _Built(frames["kernels"], frames["steps"], frames["host_syncs"], payload["metadata"],
-                  frames["ops"]), book
+                  frames["ops"]), ledger

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -23,7 +22,7 @@ except ImportError:  # pragma: no cover - msgspec is a declared dependency
     msgspec = None
 
 from fleetlib.program.readers._decode import _ARG_KEYS, _ATTRS, _NO_ARGS, _TYPED, _map_unique, _objects
-from fleetlib.quality import Ledger
+from fleetlib.quality import Ledger, RowBook
 
 # Kineto activity categories (libkineto ActivityType.h) by role in the tables
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"})
@@ -48,62 +47,6 @@ _GRAPH_KEYS = ("graph id", "graphId", "graph_id", "graph node id", "graphNodeId"
 _INT64_MAX = np.iinfo(np.int64).max
 
 # ---------------------------------------------------------------------------------------------------
-# Ledger with flags
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TraceFlag:
-    """An interpretation the reader made that a user of its tables should know about.
-
-    Attributes
-    ----------
-    code
-        Short machine-readable name (``rank_from_file_name``, ``no_profiler_step``, ``cuda_graph``,
-        ``unknown_category``, ``timestamps_in_ns``, ``legacy_format``, ``missing_ranks`` ...).
-    message
-        What was found and what was done.
-    file
-        The trace file (None for a flag about a set of files).
-    rank
-        The rank concerned, when known.
-    """
-
-    code: str
-    message: str
-    file: str | None = None
-    rank: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the flag as a JSON-ready dictionary."""
-        return {"code": self.code, "message": self.message, "file": self.file, "rank": self.rank}
-
-
-@dataclass
-class TraceLedger(Ledger):
-    """A :class:`fleetlib.quality.Ledger` plus the flags raised while reading traces."""
-
-    flags: list[TraceFlag] = field(default_factory=list)
-
-    def flag(self, code: str, message: str, *, file: str | None = None, rank: int | None = None) -> None:
-        """Record a flag (a note beside the tables; it changes no row count)."""
-        self.flags.append(TraceFlag(code, message, file, None if rank is None else int(rank)))
-
-    def codes(self) -> list[str]:
-        """Return the distinct flag codes, in the order first raised."""
-        return list(dict.fromkeys(f.code for f in self.flags))
-
-    def extend(self, other: Ledger) -> None:
-        """Add another ledger's counts, entries and (if any) flags to this one."""
-        super().extend(other)
-        self.flags.extend(getattr(other, "flags", []))
-
-    def to_dict(self) -> dict[str, object]:
-        """Return counts, entries and flags as a JSON-ready dictionary."""
-        out = super().to_dict()
-        out["flags"] = [f.to_dict() for f in self.flags]
-        return out
-
 # Events -> columns
 # ---------------------------------------------------------------------------------------------------
 
@@ -261,6 +204,7 @@ class _Collector:
         self.phase_counts: Counter[str] = Counter()
         self.legacy_cats: set[str] = set()
         self.unknown_cats: Counter[str] = Counter()
+        self.unused_complete: Counter[str] = Counter()  # complete events no table reads, by category
         self.not_objects: list[int] = []
         self.odd_args = 0
         self.window = [np.inf, -np.inf]
@@ -344,11 +288,17 @@ class _Collector:
         sel = np.flatnonzero((x_role == _ROLE_SPAN) & (x_cat == "cpu_op"))
         if len(sel):
             self.parts["ops"].append(self._op(x, sel, x_rows[sel]))
+        unused = x_role == _ROLE_IGNORE
         sel = np.flatnonzero(x_role == _ROLE_SPAN)
         if len(sel):
             keep = _map_unique(x["name"][sel], self._wanted_span, False).astype(bool)
             if keep.any():
                 self.parts["spans"].append(self._span(x, sel[keep], x_rows[sel][keep]))
+            unused[sel[~keep & (x_cat[sel] != "cpu_op")]] = True  # annotations no table reads
+        if unused.any():
+            cats, counts = np.unique(x_cat[unused].astype(str), return_counts=True)
+            for cat, c in zip(cats.tolist(), counts.tolist(), strict=True):
+                self.unused_complete[cat or "<no category>"] += int(c)
 
     def _wanted_span(self, name: Any) -> bool:
         if not isinstance(name, str):
@@ -412,47 +362,66 @@ class _Collector:
 # ---------------------------------------------------------------------------------------------------
 
 
-class _Book:
-    """Per-row rejections and repairs (one ledger entry per row) and the flags of one file."""
+#: The kind under which the ledger counts the events of each Chrome-trace phase other than ``X``:
+#: read and kept, but no table is built from them (metadata only names GPUs and streams).
+PHASE_KINDS: dict[str, str] = {
+    "M": "metadata", "i": "instant", "I": "instant", "s": "flow", "t": "flow", "f": "flow",
+    "C": "counter", "B": "begin_end", "E": "begin_end", "b": "async", "e": "async", "n": "async",
+    "S": "async", "T": "async", "F": "async", "p": "async", "P": "sample", "N": "object",
+    "O": "object", "D": "object", "R": "mark", "c": "clock_sync", "(": "context", ")": "context",
+}
 
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.rejected: dict[int, tuple[str | None, str]] = {}
-        self.repaired: dict[int, list[tuple[str | None, str]]] = {}
-        self.flags: list[TraceFlag] = []
-        self.read = 0
 
-    @staticmethod
-    def _pairs(rows: Iterable[int], reasons: str | Sequence[str]) -> Iterable[tuple[int, str]]:
-        rows = [int(r) for r in rows]
-        texts = [reasons] * len(rows) if isinstance(reasons, str) else list(reasons)
-        return zip(rows, texts, strict=True)
+def count_unused(col: _Collector, ledger: Ledger) -> None:
+    """Count, by kind, the kept events that no table is built from (see :data:`PHASE_KINDS`).
 
-    def reject(self, rows: Iterable[int], field_: str | None, reasons: str | Sequence[str]) -> None:
-        for r, t in self._pairs(rows, reasons):
-            self.rejected.setdefault(r, (field_, t))
+    Kinds: the phase names of :data:`PHASE_KINDS` (``phase <ph>`` for any other phase,
+    ``no_phase`` for an event without one) and ``complete:<category>`` for complete events whose
+    category no table reads (``python_function``, ``gpu_user_annotation`` ...) or annotations that
+    are neither steps nor collectives.
+    """
+    with_phase = 0
+    for ph, n in sorted(col.phase_counts.items()):
+        with_phase += n
+        if ph != "X":
+            ledger.count_unused(PHASE_KINDS.get(ph, f"phase {ph}"), n)
+    ledger.count_unused("no_phase", col.offset - len(col.not_objects) - with_phase)
+    for cat, n in sorted(col.unused_complete.items()):
+        ledger.count_unused(f"complete:{cat}", n)
 
-    def repair(self, rows: Iterable[int], field_: str | None, reasons: str | Sequence[str]) -> None:
-        for r, t in self._pairs(rows, reasons):
-            self.repaired.setdefault(r, []).append((field_, t))
 
-    def flag(self, code: str, message: str) -> None:
-        self.flags.append(TraceFlag(code, message, self.file))
+class _Book(RowBook):
+    """The :class:`~fleetlib.quality.RowBook` of one trace file, addressed by entry number.
 
-    def ledger(self) -> TraceLedger:
-        led = TraceLedger()
-        led.read = self.read
-        for r in sorted(self.rejected):
-            f, t = self.rejected[r]
-            led.reject(self.file, r, f, t)
-        repaired = sorted(r for r in self.repaired if r not in self.rejected)
-        for r in repaired:
-            items = self.repaired[r]
-            fields = ",".join(dict.fromkeys(f for f, _ in items if f)) or None
-            led.repair(self.file, r, fields, "; ".join(dict.fromkeys(t for _, t in items)))
-        led.kept = led.read - len(self.rejected) - len(repaired)
-        led.flags.extend(self.flags)
-        return led
+    Every entry of ``traceEvents`` is one record: the file row of entry ``k`` (1-based) is ``k``,
+    its position in the book ``k - 1``.  Beside the per-record outcomes the book keeps the file's
+    notes (flags that concern the whole file, not one record), written after them on close.
+    """
+
+    def __init__(self, file: str, n_events: int) -> None:
+        super().__init__(file, int(n_events))
+        self.notes: list[tuple[str, str]] = []
+
+    def reject_rows(self, rows: np.ndarray | Sequence[int], field_: str | None,
+                    reasons: str | Sequence[str]) -> None:
+        """Reject the entries with these 1-based row numbers (the first rejection wins)."""
+        self.reject(np.asarray(rows, dtype=np.int64) - 1, field_, reasons)
+
+    def repair_rows(self, rows: np.ndarray | Sequence[int], field_: str | None,
+                    reasons: str | Sequence[str]) -> None:
+        """Record a named repair of the entries with these 1-based row numbers."""
+        self.repair(np.asarray(rows, dtype=np.int64) - 1, field_, reasons)
+
+    def note(self, code: str, message: str) -> None:
+        """Record a flag about the whole file."""
+        self.notes.append((code, message))
+
+    def close(self, ledger: Ledger) -> np.ndarray:
+        """Settle the entries into ``ledger``, then the file's notes; return the keep mask."""
+        keep = super().close(ledger)
+        for code, message in self.notes:
+            ledger.flag(code, message, file=self.file)
+        return keep
 
 
 def _times(table: Mapping[str, np.ndarray], book: _Book | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -476,11 +445,11 @@ def _times(table: Mapping[str, np.ndarray], book: _Book | None) -> tuple[np.ndar
     for mask, fld, why in checks:
         hit = mask & ok
         if book is not None and hit.any():
-            book.reject(rows[hit], fld, why)
+            book.reject_rows(rows[hit], fld, why)
         ok &= ~mask
     text = ((st == _NUM_TEXT) | (sd == _NUM_TEXT)) & ok
     if book is not None and text.any():
-        book.repair(rows[text], "ts,dur", "numeric text converted to a number")
+        book.repair_rows(rows[text], "ts,dur", "numeric text converted to a number")
     return ts, du, ok
 
 
@@ -497,10 +466,10 @@ def _ids(values: np.ndarray, rows: np.ndarray, book: _Book | None, field_: str) 
         out[valid] = arr[valid].astype(np.int64)
     huge = st == _NUM_HUGE
     if book is not None and huge.any():
-        book.repair(rows[huge], field_, [f"integer {values[i]} in {field_!r} is beyond int64: set to "
+        book.repair_rows(rows[huge], field_, [f"integer {values[i]} in {field_!r} is beyond int64: set to "
                                          f"missing, not wrapped (exact value kept here)"
                                          for i in np.flatnonzero(huge)])
-        book.flag("integer_beyond_int64", f"{int(huge.sum())} value(s) of {field_!r} exceed int64: missing "
+        book.note("integer_beyond_int64", f"{int(huge.sum())} value(s) of {field_!r} exceed int64: missing "
                                           f"in the table, exact digits in the ledger")
     return pd.arrays.IntegerArray(out, ~valid)
 

@@ -26,7 +26,7 @@ from fleetlib.program.classify import (
     message_bytes,
     shape_bytes,
 )
-from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times
+from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
     _clean,
@@ -39,10 +39,10 @@ from fleetlib.program.readers._decode import (
     _Source,
 )
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
-from fleetlib.quality import InputError
+from fleetlib.quality import InputError, Ledger
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "2"
+READER_VERSION = "3"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
 DEFAULT_MAX_EVENT_US = 3.6e9
 #: Same-stream overlaps up to this (µs) are timestamp rounding and are trimmed.
@@ -217,7 +217,7 @@ def _time_base(samples: np.ndarray, earliest: float, top: Mapping[str, Any], tim
     scale = 1000.0 if unit == "ns" else 1.0
     if unit == "ns":
         how = "recognised by magnitude" if time_unit == "auto" else "as requested"
-        book.flag("timestamps_in_ns", f"timestamps are in nanoseconds ({how}); converted to µs")
+        book.note("timestamps_in_ns", f"timestamps are in nanoseconds ({how}); converted to µs")
     if base_ns is not None:
         return scale, 0, unit, "baseTimeNanoseconds", base_ns
     per_second = 1e9 if unit == "ns" else 1e6
@@ -255,9 +255,11 @@ class _Built:
     ops: pd.DataFrame
 
 
-def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Built, _Book]:
-    """Parse the file's bytes, handed over in ``held`` (emptied once decompressed, to free them)."""
-    book = _Book(file)
+def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -> tuple[_Built, Ledger]:
+    """Parse the file's bytes, handed over in ``held`` (emptied once decompressed, to free them).
+
+    Returns the tables and the file's ledger: every entry of ``traceEvents`` is one record read.
+    """
     marker = re.compile(opts.step_marker) if opts.step_marker else None
     col = _Collector(marker)
     source = _Source(_gunzip(held.pop(), file), file)
@@ -274,6 +276,7 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
     if col.n_timed == 0:
         raise InputError(f"the trace has {col.offset} events but none is a complete event with a valid "
                          f"timestamp (ph 'X' with ts); nothing to analyse", file=file, field="traceEvents")
+    book = _Book(file, col.offset)
     _format_flags(col, source, book)
 
     g = col.table("gpu")
@@ -294,14 +297,14 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
         g_ok = np.zeros(0, dtype=bool)
     neg = g_ok & (dur_all < 0)
     if neg.any():
-        book.reject(g_rows[neg], "dur", [f"negative duration ({d:g} µs)" for d in dur_all[neg]])
+        book.reject_rows(g_rows[neg], "dur", [f"negative duration ({d:g} µs)" for d in dur_all[neg]])
     g_ok &= ~neg
     long_ = g_ok & (dur_all > opts.max_event_us)
     if long_.any():
-        book.reject(g_rows[long_], "dur", [f"duration {d:.6g} µs exceeds max_event_us={opts.max_event_us:g} "
-                                           f"(a corrupt record)" for d in dur_all[long_]])
+        book.reject_rows(g_rows[long_], "dur", [f"duration {d:.6g} µs exceeds max_event_us="
+                                                f"{opts.max_event_us:g} (a corrupt record)"
+                                                for d in dur_all[long_]])
     g_ok &= ~long_
-    book.read += len(g_rows)
 
     keep = np.flatnonzero(g_ok)
     n_k = len(keep)
@@ -315,7 +318,7 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
     names = gk["name"] if n_k else _objects([], 0)
     bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
     if bad_name.any():
-        book.repair(rows_k[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
+        book.repair_rows(rows_k[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
     cats = gk["cat"] if n_k else _objects([], 0)
     is_unknown = ~np.isin(cats, list(_GPU_CATS))
@@ -325,11 +328,11 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
         device = stream = np.zeros(0, dtype=np.int64)
         no_stream = np.zeros(0, dtype=bool)
     if no_stream.any():
-        book.flag("stream_unknown", f"{int(no_stream.sum())} GPU activities carry no stream (no args.stream, "
+        book.note("stream_unknown", f"{int(no_stream.sum())} GPU activities carry no stream (no args.stream, "
                                     f"no numeric tid): stream set to -1")
     kind = opts.classifier.kinds(names, cats)
     if col.odd_args:
-        book.flag("args_not_object", f"{col.odd_args} GPU events have 'args' that is not an object: ignored")
+        book.note("args_not_object", f"{col.odd_args} GPU events have 'args' that is not an object: ignored")
 
     comm = _comm_semantics(gk, kind, names, rows_k, book, n_k)
     corr = _ids(gk["correlation"], rows_k, book, "correlation") if n_k else pd.array([], dtype="Int64")
@@ -343,7 +346,7 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
     if steps.empty:
         steps = _fallback_steps(start, end, kind, col, origin, scale, marker, book)
     if not n_k or not np.isin(kind, ("compute", "comm", "memcpy", "memset")).any():
-        book.flag("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
+        book.note("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
     host_syncs = _host_sync_table(r, origin, scale, steps, book, opts)
     ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
@@ -382,7 +385,10 @@ def _parse(held: list[bytes], file: str, sha: str, opts: _Options) -> tuple[_Bui
             "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName", "schemaVersion",
             "displayTimeUnit")},
     }
-    return _Built(kernels, steps, host_syncs, metadata, ops), book
+    ledger = Ledger()
+    book.close(ledger)
+    count_unused(col, ledger)
+    return _Built(kernels, steps, host_syncs, metadata, ops), ledger
 
 
 def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book, opts: _Options,
@@ -417,10 +423,11 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
                                  False).astype(bool)
         names, dims, types = _clean(names), _clean(dims), _clean(types)
         if dirty.any():
-            book.repair(rows[dirty], "name,Input Dims,Input type", "invalid UTF-8 bytes replaced by U+FFFD")
+            book.repair_rows(rows[dirty], "name,Input Dims,Input type",
+                             "invalid UTF-8 bytes replaced by U+FFFD")
     bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
     if bad_name.any():
-        book.repair(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
+        book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
     frame = pd.DataFrame({
         "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext,
@@ -490,7 +497,7 @@ def _external_ids(gk: Mapping[str, np.ndarray], rows_k: np.ndarray, corr: pd.arr
     from_launch = bool(both.any()) and bool(
         (ext[both].to_numpy(dtype=np.int64) == corr[both].to_numpy(dtype=np.int64)).all())
     if from_launch:
-        book.flag("external_id_from_launch", "every kernel's 'External id' equals its correlation id (older "
+        book.note("external_id_from_launch", "every kernel's 'External id' equals its correlation id (older "
                                              "Kineto): external_id taken from the innermost CPU op enclosing "
                                              "each launch call instead")
         ext = pd.array(np.zeros(n_k, dtype=np.int64), dtype="Int64")
@@ -527,26 +534,25 @@ def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[s
             if key in table:
                 table[key] = _clean(table[key])
     if dirty.any():
-        book.repair(rows_k[dirty], ",".join(fields), "invalid UTF-8 bytes replaced by U+FFFD")
-    book.flag("invalid_utf8", f"{replaced} undecodable byte(s) replaced by U+FFFD"
+        book.repair_rows(rows_k[dirty], ",".join(fields), "invalid UTF-8 bytes replaced by U+FFFD")
+    book.note("invalid_utf8", f"{replaced} undecodable byte(s) replaced by U+FFFD"
               + (f"; {int(dirty.sum())} kept GPU rows affected ({', '.join(fields)})" if dirty.any()
                  else " (none in a kept GPU row)"))
 
 
 def _format_flags(col: _Collector, source: _Source, book: _Book) -> None:
     if col.not_objects:
-        book.read += len(col.not_objects)
-        book.reject(col.not_objects, None, "entry of traceEvents is not a JSON object")
+        book.reject_rows(col.not_objects, None, "entry of traceEvents is not a JSON object")
     if source.format == "bare_array" or col.legacy_cats:
         layout = "a bare event array" if source.format == "bare_array" else "the object form"
         cats = f"; capitalised categories {sorted(col.legacy_cats)} normalised" if col.legacy_cats else ""
-        book.flag("legacy_format", f"legacy trace layout ({layout}{cats})")
+        book.note("legacy_format", f"legacy trace layout ({layout}{cats})")
     for cat, count in sorted(col.unknown_cats.items()):
-        book.flag("unknown_category", f"category {cat!r} is not a known Kineto activity type: its {count} "
+        book.note("unknown_category", f"category {cat!r} is not a known Kineto activity type: its {count} "
                                       f"complete events are kept with kind 'other'")
     paired = {p: c for p, c in col.phase_counts.items() if p in ("B", "E")}
     if paired:
-        book.flag("unsupported_phase", f"begin/end events {paired} are not read (only complete 'X' events "
+        book.note("unsupported_phase", f"begin/end events {paired} are not read (only complete 'X' events "
                                        f"are)")
 
 
@@ -565,7 +571,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     unrec = comm & ~np.equal(raw, None) & ~recognised
     if unrec.any():
         values = sorted({str(v) for v in raw[unrec]})
-        book.flag("unknown_collective_name", f"'Collective name' values {values} not recognised: collective "
+        book.note("unknown_collective_name", f"'Collective name' values {values} not recognised: collective "
                                              f"taken from the host annotation or the kernel name instead")
     has_arg = comm & recognised
     collective[has_arg] = from_arg[has_arg]
@@ -573,7 +579,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     nbytes = message_bytes(gk["In msg nelems"], gk["dtype"]).to_numpy(dtype=float, na_value=np.nan)
     unknown_dtype = comm & ~np.equal(gk["In msg nelems"], None) & np.isnan(nbytes)
     if unknown_dtype.any():
-        book.flag("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
+        book.note("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
                                    f"({sorted({str(d) for d in gk['dtype'][unknown_dtype]})}): bytes missing")
     copy_bytes = pd.to_numeric(pd.Series(gk["bytes"], dtype=object), errors="coerce").to_numpy(dtype=float)
     is_copy = (kind == "memcpy") | (kind == "memset")
@@ -616,7 +622,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
             launch_tid[found] = r["tid"][sub[pos[found]]]
             graph[found] |= graph_call[sub[pos[found]]]
     if graph.any() or n_launch:
-        book.flag("cuda_graph", f"{n_launch} graph launch call(s), {int(graph.sum())} kernel(s) attributed "
+        book.note("cuda_graph", f"{n_launch} graph launch call(s), {int(graph.sum())} kernel(s) attributed "
                                 f"to graph replay: the per-kernel breakdown is less reliable (profilers "
                                 f"under-record graph kernels and lose their host linkage)")
     collective, source = comm["collective"], comm["source"]
@@ -681,13 +687,13 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
     if small.any():
         end = end.copy()
         p, q = prev[small], nxt[small]
-        book.repair(rows[p], "dur", [f"ns_rounding_overlap: end moved back {o * 1000:.4g} ns to the start of "
-                                     f"the next activity on stream {st}"
-                                     for o, st in zip(over[small], stream[p], strict=True)])
+        book.repair_rows(rows[p], "dur", [f"ns_rounding_overlap: end moved back {o * 1000:.4g} ns to the "
+                                          f"start of the next activity on stream {st}"
+                                          for o, st in zip(over[small], stream[p], strict=True)])
         end[p] = np.maximum(start[q], start[p])
         trimmed[p] = True
     if large.any():
-        book.flag("stream_overlap", f"{int(large.sum())} activities overlap the next one on the same stream "
+        book.note("stream_overlap", f"{int(large.sum())} activities overlap the next one on the same stream "
                                     f"by more than {tol:g} µs (largest {float(over[large].max()):.6g} µs): "
                                     f"kept as recorded")
     return end, trimmed
@@ -794,7 +800,7 @@ def _steps_table(s: Mapping[str, np.ndarray], origin: int, scale: float, marker:
         captured = _map_unique(sub["name"][ok], lambda v: _marker_number(marker, v), None)
         if not np.equal(captured, None).any() and len(set(captured.tolist())) == len(captured):
             number = captured.astype(np.int64)
-        book.flag("steps_from_markers", f"no ProfilerStep#N annotation: {len(start)} step windows from "
+        book.note("steps_from_markers", f"no ProfilerStep#N annotation: {len(start)} step windows from "
                                         f"annotations matching {opts.step_marker!r}")
     return _step_frame(number, start, start + dur, source, book)
 
@@ -804,7 +810,7 @@ def _step_frame(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: 
     """Step windows, one per step number (a step annotated twice is their union), sorted by start."""
     steps, inverse, counts = np.unique(number, return_inverse=True, return_counts=True)
     if book is not None and (counts > 1).any():
-        book.flag("duplicate_step_annotation", f"steps {steps[counts > 1].tolist()} are annotated more than "
+        book.note("duplicate_step_annotation", f"steps {steps[counts > 1].tolist()} are annotated more than "
                                                f"once: each window is their union")
     lo = np.full(len(steps), np.inf)
     hi = np.full(len(steps), -np.inf)
@@ -813,7 +819,7 @@ def _step_frame(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: 
     order = np.argsort(lo, kind="stable")
     steps, lo, hi = steps[order].astype(np.int64), lo[order], hi[order]
     if book is not None and (lo[1:] < hi[:-1]).any():
-        book.flag("overlapping_steps", "step windows overlap: an activity belongs to the latest window that "
+        book.note("overlapping_steps", "step windows overlap: an activity belongs to the latest window that "
                                        "starts at or before it")
     n = len(steps)
     dtypes = _step_dtypes()
@@ -831,11 +837,11 @@ def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _
     also = " and no annotation matching the step marker" if marker is not None else ""
     if work.any():
         lo, hi, source = float(start[work].min()), float(end[work].max()), "gpu_span"
-        book.flag("no_profiler_step", f"no ProfilerStep#N annotation{also}: step 0 is the span from the "
+        book.note("no_profiler_step", f"no ProfilerStep#N annotation{also}: step 0 is the span from the "
                                       f"first GPU activity's start to the last one's end")
     else:
         lo, hi, source = (col.window[0] - origin) / scale, (col.window[1] - origin) / scale, "trace_span"
-        book.flag("no_profiler_step", f"no ProfilerStep#N annotation{also} and no GPU activity: step 0 is "
+        book.note("no_profiler_step", f"no ProfilerStep#N annotation{also} and no GPU activity: step 0 is "
                                       f"the span of all timed events")
     return _step_frame(np.zeros(1, dtype=np.int64), np.array([lo]), np.array([hi]), source, None)
 
@@ -875,15 +881,14 @@ def _timed_rows(sub: dict[str, np.ndarray], book: _Book, origin: Any, scale: flo
     ledger with ``what`` naming the kind of event.
     """
     rows = sub["row"]
-    book.read += len(rows)
     ts, du, ok = _times(sub, book)
     start = _to_us(ts, origin, scale)
     dur = du.astype(np.float64) / scale
     neg = ok & (dur < 0)
     if neg.any():
-        book.reject(rows[neg], "dur", f"{what} with a negative duration")
+        book.reject_rows(rows[neg], "dur", f"{what} with a negative duration")
     ok &= ~neg
     long_ = ok & (dur > opts.max_event_us)
     if long_.any():
-        book.reject(rows[long_], "dur", f"{what} longer than max_event_us={opts.max_event_us:g}")
+        book.reject_rows(rows[long_], "dur", f"{what} longer than max_event_us={opts.max_event_us:g}")
     return start, dur, ok & ~long_

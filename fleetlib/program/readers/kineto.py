@@ -79,14 +79,21 @@ of such a trace is less reliable.
 
 Ledger and flags
 ----------------
-The rows a reader accounts for are the entries that become table rows -- GPU activities, step
-annotations, host sync calls, CPU ops with ``Input Dims`` (the ``ops`` rows; CPU ops without
-shapes, used only to find a kernel's launching op, are not counted) -- plus entries of
-``traceEvents`` that are not JSON objects (always rejected).  ``ledger.read == kept + repaired +
-rejected``; a row is the entry's position in ``traceEvents`` counting from 1 (for a JSON syntax
-error, the :class:`InputError` row is the line).  Rejected: a missing or non-numeric ``ts`` /
+The ledger is :class:`fleetlib.quality.Ledger` (its flags :class:`fleetlib.quality.Flag`; the old
+names ``TraceLedger`` and ``TraceFlag`` remain as aliases), kept per file by a
+:class:`fleetlib.quality.RowBook`.  Every entry of ``traceEvents`` is one record, so ``ledger.read``
+is the file's event count and ``read == kept + repaired + rejected``; a row is the entry's position
+in ``traceEvents`` counting from 1 (for a JSON syntax error, the :class:`InputError` row is the
+line).  Events no table is built from are kept and counted by kind in ``ledger.unused``: by phase
+(``metadata`` -- read only to name GPUs and streams --, ``flow``, ``instant``, ``counter``,
+``begin_end``, ``async`` ...; ``no_phase``) and, for complete events, ``complete:<category>`` where
+the category is one no table reads (``python_function``, ``gpu_user_annotation``, ``Trace``) or an
+annotation is neither a step nor a collective.  Complete events of the runtime and CPU-operator
+categories are used (launch times, launching operators) and are not ``unused``.  Entries of
+``traceEvents`` that are not JSON objects are rejected.  Rejected: a missing or non-numeric ``ts`` /
 ``dur``, a negative duration, or a duration above ``max_event_us`` (default one hour: no profiler
-window records one GPU activity that long; corrupt CUPTI records show durations of days or more).
+window records one GPU activity that long; corrupt CUPTI records show durations of days or more)
+-- of a GPU activity, step annotation, host sync call or CPU op with ``Input Dims``.
 Repaired (one entry per row, naming the repair): overlaps of at most ``overlap_tolerance_us``
 (default 1 µs) between consecutive activities on one stream -- a stream runs one activity at a
 time, so this is timestamp rounding (pytorch#122425) -- by ending the earlier activity where the
@@ -133,7 +140,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +150,7 @@ import pandas as pd
 from fleetlib.program.classify import (
     Classifier,
 )
-from fleetlib.quality import DomainError, InputError, check_nonnegative, check_positive
+from fleetlib.quality import DomainError, Flag, InputError, Ledger, check_nonnegative, check_positive
 
 try:  # typed, column-projected decoding; the stdlib path below is complete without it
     import msgspec
@@ -156,7 +163,6 @@ from fleetlib.program.readers._cache import (
     _write_cache,
     default_cache_dir,
 )
-from fleetlib.program.readers._columns import TraceFlag, TraceLedger, _Book
 from fleetlib.program.readers._decode import _load_bytes, _small_int
 from fleetlib.program.readers._tables import (
     DEFAULT_MAX_EVENT_US,
@@ -206,6 +212,11 @@ __all__ = [
 
 
 PathLike = str | os.PathLike[str]
+
+#: Old name of :class:`fleetlib.quality.Flag` (the trace reader's flags are the library's flags).
+TraceFlag = Flag
+#: Old name of :class:`fleetlib.quality.Ledger` (the trace reader keeps the library's ledger).
+TraceLedger = Ledger
 
 _RANK_NAME_RE = re.compile(r"(?:^|[^a-z0-9])(?:rank|worker)[-_ ]?(\d+)(?!\d)", re.IGNORECASE)
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
@@ -394,31 +405,36 @@ def _options(classifier: Classifier | None, step_marker: str | None, time_unit: 
     return _Options(classifier, step_marker, time_unit, float(max_event_us), float(overlap_tolerance_us))
 
 
-def _resolve_rank(path: Path, metadata: Mapping[str, Any], rank: int | None, book: _Book) -> tuple[int, str]:
+def _resolve_rank(path: Path, metadata: Mapping[str, Any], rank: int | None,
+                  ledger: Ledger) -> tuple[int, str]:
+    file = str(path)
     dist = metadata.get("distributed_info") or {}
     raw = dist.get("rank") if isinstance(dist, dict) else None
     content = _small_int(raw)
     if content is not None and content < 0:
         content = None
     if raw is not None and content is None:
-        book.flag("invalid_distributed_rank", f"distributedInfo.rank is {raw!r}, not a rank: ignored")
+        ledger.flag("invalid_distributed_rank", f"distributedInfo.rank is {raw!r}, not a rank: ignored",
+                    file=file)
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 0:
             raise DomainError(f"rank must be an integer >= 0; got {rank!r}")
         if content is not None and content != rank:
-            book.flag("rank_override", f"rank {rank} given explicitly; the trace's distributedInfo says "
-                                       f"{content}")
+            ledger.flag("rank_override", f"rank {rank} given explicitly; the trace's distributedInfo says "
+                                         f"{content}", file=file)
         elif content is None:
-            book.flag("rank_from_mapping", f"no distributedInfo.rank: rank {rank} from the explicit mapping")
+            ledger.flag("rank_from_mapping", f"no distributedInfo.rank: rank {rank} from the explicit "
+                                             "mapping", file=file)
         return int(rank), "explicit"
     if content is not None:
         return content, "distributedInfo"
     named = rank_from_file_name(path)
     if named is not None:
-        book.flag("rank_from_file_name", f"no distributedInfo.rank: rank {named} taken from the file name")
+        ledger.flag("rank_from_file_name", f"no distributedInfo.rank: rank {named} taken from the file name",
+                    file=file)
         return named, "file_name"
-    book.flag("rank_assumed_zero", "no distributedInfo.rank, no rank in the file name and no mapping: rank 0 "
-                                   "assumed (pass rank= or ranks= to say otherwise)")
+    ledger.flag("rank_assumed_zero", "no distributedInfo.rank, no rank in the file name and no mapping: "
+                                     "rank 0 assumed (pass rank= or ranks= to say otherwise)", file=file)
     return 0, "assumed"
 
 
@@ -489,23 +505,22 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         try:
             held = [raw]
             del raw  # _parse drops the compressed bytes once they are decompressed
-            built, book = _parse(held, file, sha, opts)
+            built, ledger = _parse(held, file, sha, opts)
         finally:
             if collecting:
                 gc.enable()
         if cache:
             try:
-                _write_cache(cpath, built, book)
+                _write_cache(cpath, built, ledger)
             except OSError as exc:
-                book.flag("cache_not_written", f"could not write the cache file {cpath} ({exc})")
+                ledger.flag("cache_not_written", f"could not write the cache file {cpath} ({exc})", file=file)
     else:
-        built, book = hit
-    r, source = _resolve_rank(p, built.metadata, rank, book)
+        built, ledger = hit
+    r, source = _resolve_rank(p, built.metadata, rank, ledger)
     metadata = {**built.metadata, "rank": r, "rank_source": source, "file": file}
     for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
         frame["rank"] = np.full(len(frame), r, dtype=np.int64)
-    ledger = book.ledger()
-    ledger.flags = [TraceFlag(f.code, f.message, f.file, r) for f in ledger.flags]
+    ledger.flags = [replace(f, rank=r) for f in ledger.flags]
     return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
                      time.perf_counter() - t0, built.ops)
 
@@ -553,7 +568,7 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
         finally:
             client.cancel([f for f in futures if not f.done()])
     reads: list[TraceRead] = []
-    failures = TraceLedger()
+    failures = Ledger()
     for p, res in zip(files, results, strict=True):
         if isinstance(res, TraceRead):
             reads.append(res)
@@ -643,7 +658,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         text = "; ".join(f"rank {r}: {', '.join(fs)}" for r, fs in sorted(dups.items()))
         raise InputError(f"duplicate ranks ({text}); expected one file per rank -- pass ranks={{file: rank}} "
                          f"to say which is which", file=dups[min(dups)][0], field="rank")
-    ledger = TraceLedger()
+    ledger = Ledger()
     for tr in reads:
         ledger.extend(tr.ledger)
     ledger.extend(failures)
