@@ -1441,3 +1441,26 @@ def test_unused_events_are_counted_by_phase_and_category(tmp_path):
     assert led.unused == {"metadata": 1, "flow": 2, "instant": 1, "counter": 1,
                           "complete:python_function": 1, "no_phase": 1}
     assert led.kept == len(events) - 1  # unused events are kept (they are part of kept)
+
+
+def test_input_is_opened_as_every_fleetlib_input(tmp_path):
+    import bz2
+
+    doc = json.dumps({"traceEvents": [step(1, 0.0, 10.0), kernel(1.0, 2.0)]}).encode()
+    (tmp_path / "t.json.bz2").write_bytes(bz2.compress(doc))
+    with pytest.raises(InputError, match="bzip2-compressed input is not read") as err:
+        read_trace(tmp_path / "t.json.bz2", cache=False)
+    assert err.value.file == str(tmp_path / "t.json.bz2")
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(InputError, match="is a folder"):
+        read_trace(tmp_path / "folder.json", cache=False)
+    # gzip is recognised by its bytes, whatever the name
+    (tmp_path / "plain-name.json").write_bytes(gzip.compress(doc))
+    assert len(read_trace(tmp_path / "plain-name.json", cache=False).kernels) == 1
+
+
+def test_gunzip_is_bounded():
+    raw = gzip.compress(b" " * 100_000)
+    with pytest.raises(InputError, match="more than the 1,000-byte input limit"):
+        _decode._gunzip(raw, "bomb.json.gz", max_bytes=1_000)
+    assert len(_decode._gunzip(raw, "ok.json.gz", max_bytes=100_000)) == 100_000
