@@ -419,3 +419,21 @@ def test_old_module_path_still_imports_with_a_deprecation_warning():
         old = importlib.import_module("fleetlib.program.fleet")
     assert old.straggler_analysis is fleet.straggler_analysis
     assert old.read_rank_timers is fleet.read_rank_timers and old.FleetStragglers is fleet.FleetStragglers
+
+
+def test_read_is_the_registry_protocol():
+    from fleetlib.program.readers import READERS, rank_timers
+
+    good = CORPUS / "good_3_ranks_4_steps.csv"
+    assert READERS["rank_timers"].read is rank_timers.read
+    tables, ledger = rank_timers.read(good)
+    assert list(tables) == ["rank_timers"] and tables["rank_timers"].shape == (12, 3)
+    assert (ledger.read, ledger.kept) == (12, 12)
+    listed, led = rank_timers.read([good])
+    pd.testing.assert_frame_equal(listed["rank_timers"], tables["rank_timers"])
+    _, led = rank_timers.read(CORPUS / "negative_duration.csv")
+    assert led.read == 4 and led.rejected == 1 and led.entries[0].row == 4
+    _, led = rank_timers.read(good, window="2024-01-01T00:00Z/2024-01-02T00:00Z")
+    assert led.codes() == ["window_not_applied"]
+    with pytest.raises(DomainError, match="no options"):
+        rank_timers.read(good, engine="dask")

@@ -1464,3 +1464,31 @@ def test_gunzip_is_bounded():
     with pytest.raises(InputError, match="more than the 1,000-byte input limit"):
         _decode._gunzip(raw, "bomb.json.gz", max_bytes=1_000)
     assert len(_decode._gunzip(raw, "ok.json.gz", max_bytes=100_000)) == 100_000
+
+
+def test_read_is_the_registry_protocol_with_a_window():
+    from fleetlib.program.readers import READERS, kineto
+
+    assert READERS["kineto"].read is kineto.read
+    tables, ledger = kineto.read(PP)
+    assert set(tables) == {"kernels", "steps", "host_syncs", "ops"} and ledger.read == 9575
+    assert tables["steps"]["step"].tolist() == [551, 552, 551, 552]  # two ranks, two steps each
+    # the PP traces write absolute unix time: a window selects the steps inside it
+    ts = read_traces(PP, cache=False, progress=False)
+    starts = kineto.utc(ts, ts.steps["start_us"])
+    cut = starts.sort_values()[2]  # the start of step 552 on the earlier rank
+    late = f"{cut.isoformat()}/2030-01-01T00:00Z"
+    tables, ledger = kineto.read(PP, window=late)
+    assert tables["steps"]["step"].tolist() == [552, 552] and "outside_window" in ledger.codes()
+    assert set(tables["kernels"]["step"].dropna().unique()) == {552} and ledger.read == 9575
+    everything, led = kineto.read(PP, window="2023-01-01T00:00Z/2024-01-01T00:00Z")
+    assert "outside_window" not in led.codes() and len(everything["kernels"]) == len(ts.kernels)
+
+
+def test_read_without_a_calendar_clock_selects_nothing(tmp_path):
+    from fleetlib.program.readers import kineto
+
+    path = write_trace(tmp_path / "t.json", [step(1, 0.0, 100.0), kernel(10.0, 5.0)], top=info())
+    tables, ledger = kineto.read(path, window="2024-01-01T00:00Z/2024-01-02T00:00Z")
+    assert len(tables["steps"]) == 1 and "window_not_applied" in ledger.codes()
+    assert not kineto.has_calendar_clock(read_traces(path, cache=False, progress=False))

@@ -44,11 +44,7 @@ from fleetlib.quality import DomainError, Ledger
 if TYPE_CHECKING:
     from fleetlib.program.readers.kineto import TraceSet
 
-__all__ = ["CALENDAR_EPOCH_NS", "NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
-
-#: A time base at or after this instant (2000-01-01 UTC, in unix nanoseconds) is a calendar clock;
-#: an earlier one is a relative clock (seconds since boot, a synthetic origin).
-CALENDAR_EPOCH_NS: int = 946_684_800 * 10**9
+__all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
 
 #: What the label of a nominal window says when the traces carry no calendar clock.
 NO_CLOCK_LABEL: str = "the traces carry no calendar clock"
@@ -168,24 +164,17 @@ def traced_window(traces: TraceSet, *, label: str | None = None) -> Window:
     -------
     Window
         ``[first step start, last step end)`` in UTC when every file's time base is a calendar clock
-        (see :data:`CALENDAR_EPOCH_NS`); otherwise a nominal window.
+        (:func:`fleetlib.program.readers.kineto.has_calendar_clock`); otherwise a nominal window.
     """
+    from fleetlib.program.readers.kineto import has_calendar_clock, utc
+
     steps = traces.steps
-    clocks = [_calendar_base_ns(md) for md in traces.metadata.values()]
-    if steps.empty or any(c is None for c in clocks):
+    if steps.empty or not has_calendar_clock(traces):
         ranks = len(traces.metadata)
         what = label or f"{len(steps)} traced rank-step(s) of {ranks} rank(s)"
         return Window.nominal(f"{what} ({NO_CLOCK_LABEL})")
-    base = int(traces.base_time_ns)
-    start = pd.Timestamp(base + round(float(steps["start_us"].min()) * 1000.0), unit="ns", tz="UTC")
-    end = pd.Timestamp(base + round(float(steps["end_us"].max()) * 1000.0), unit="ns", tz="UTC")
+    start, end = utc(traces, [steps["start_us"].min(), steps["end_us"].max()])
     return Window.between(start, end, label=label)
-
-
-def _calendar_base_ns(metadata: Mapping[str, Any]) -> int | None:
-    """Return the file's time base in unix ns when it is a calendar clock, else None."""
-    base = int(metadata.get("base_time_ns") or 0)
-    return base if base >= CALENDAR_EPOCH_NS else None
 
 
 def _model(model: str | PathLike[str] | Mapping[str, Any] | None) -> Mapping[str, Any] | None:

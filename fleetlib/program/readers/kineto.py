@@ -147,6 +147,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.accounting import Window
 from fleetlib.program.classify import (
     Classifier,
 )
@@ -186,6 +187,7 @@ from fleetlib.program.schema import (
 
 __all__ = [
     "CACHE_ENV",
+    "CALENDAR_EPOCH_NS",
     "DEFAULT_MAX_EVENT_US",
     "DEFAULT_OVERLAP_TOLERANCE_US",
     "HOST_SYNC_COLUMNS",
@@ -195,19 +197,24 @@ __all__ = [
     "READER_VERSION",
     "STEP_COLUMNS",
     "STEP_SOURCES",
+    "TABLES",
     "TraceFlag",
     "TraceLedger",
     "TraceRead",
     "TraceSet",
+    "calendar_base_ns",
     "default_cache_dir",
     "empty_host_syncs",
     "empty_kernels",
     "empty_ops",
     "empty_steps",
+    "has_calendar_clock",
     "rank_from_file_name",
+    "read",
     "read_trace",
     "read_traces",
     "trace_files",
+    "utc",
 ]
 
 
@@ -699,3 +706,116 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     o_all = _concat(ops, empty_ops(), ("name",)).sort_values(["rank", "start_us"], kind="stable",
                                                              ignore_index=True)
     return TraceSet(k_all, s_all, h_all, {tr.rank: tr.metadata for tr in reads}, ledger, base, reads, o_all)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The reader protocol (fleetlib.registry) and the traces' calendar clock
+# ---------------------------------------------------------------------------------------------------
+
+#: A time base at or after this instant (2000-01-01 UTC, in unix nanoseconds) is a calendar clock;
+#: an earlier one is a relative clock (time since boot, a synthetic origin).
+CALENDAR_EPOCH_NS: int = 946_684_800 * 10**9
+
+#: The tables :func:`read` returns.
+TABLES: tuple[str, ...] = ("kernels", "steps", "host_syncs", "ops")
+
+
+def calendar_base_ns(metadata: Mapping[str, Any]) -> int | None:
+    """Return a file's time base in unix nanoseconds when it is a calendar clock, else None.
+
+    A trace carries a calendar clock when its times count from the unix epoch: Kineto's
+    ``baseTimeNanoseconds``, or absolute unix timestamps (then the earliest second is the base).
+    A base before :data:`CALENDAR_EPOCH_NS` is a relative clock.
+
+    Parameters
+    ----------
+    metadata
+        One file's :attr:`TraceRead.metadata`.
+    """
+    base = int(metadata.get("base_time_ns") or 0)
+    return base if base >= CALENDAR_EPOCH_NS else None
+
+
+def has_calendar_clock(traces: TraceSet) -> bool:
+    """Return True when every file of ``traces`` carries a calendar clock."""
+    return bool(traces.metadata) and all(calendar_base_ns(md) is not None for md in traces.metadata.values())
+
+
+def utc(traces: TraceSet, us: Any) -> pd.DatetimeIndex:
+    """Return times in µs on the common time base of ``traces`` as UTC timestamps (to the ns).
+
+    Raises
+    ------
+    DomainError
+        The traces carry no calendar clock (see :func:`has_calendar_clock`).
+    """
+    if not has_calendar_clock(traces):
+        raise DomainError("the traces carry no calendar clock: their times count from an unknown origin")
+    ns = int(traces.base_time_ns) + np.round(np.asarray(us, dtype=np.float64) * 1000.0).astype(np.int64)
+    return pd.to_datetime(ns, unit="ns", utc=True)
+
+
+def _select_window(traces: TraceSet, window: Window) -> None:
+    """Keep the step windows that lie inside ``window``, with their kernels and host syncs (in place)."""
+    steps = traces.steps
+    if steps.empty:
+        return
+    if not has_calendar_clock(traces):
+        traces.ledger.flag("window_not_applied", f"the traces carry no calendar clock, so the window "
+                                                 f"{window.label!r} selects nothing: every step is kept")
+        return
+    inside = ((utc(traces, steps["start_us"]) >= window.start) & (utc(traces, steps["end_us"]) <= window.end))
+    if inside.all():
+        return
+    out = steps.loc[~inside, ["rank", "step"]]
+    dropped = pd.MultiIndex.from_frame(out.astype({"step": "int64"}))
+
+    def outside(frame: pd.DataFrame) -> np.ndarray:
+        have = frame["step"].notna().to_numpy()
+        keys = pd.MultiIndex.from_arrays([frame["rank"].to_numpy(), frame["step"].fillna(-1).astype("int64")])
+        return have & keys.isin(dropped)
+
+    k_out, h_out = outside(traces.kernels), outside(traces.host_syncs)
+    traces.steps = steps.loc[inside].reset_index(drop=True)
+    traces.kernels = traces.kernels.loc[~k_out].reset_index(drop=True)
+    traces.host_syncs = traces.host_syncs.loc[~h_out].reset_index(drop=True)
+    traces.ledger.flag("outside_window", f"{len(out)} of {len(steps)} step window(s) lie outside "
+                                         f"{window.label!r}: left out of the tables with their "
+                                         f"{int(k_out.sum())} GPU activities and {int(h_out.sum())} host "
+                                         f"syncs (the events stay counted as read and kept)")
+
+
+def read(paths: PathLike | Iterable[PathLike], *, tz: Any = None, window: Any = None,
+         **format_options: Any) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read Kineto traces the way every fleetlib reader reads (:mod:`fleetlib.registry`).
+
+    Parameters
+    ----------
+    paths
+        Trace files and/or folders of them (one file per rank), as :func:`read_traces` takes them.
+    tz
+        Not used: Kineto times count from the unix epoch or from an unknown origin, never in a
+        local zone.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes.  When the traces carry a calendar
+        clock, only the step windows that lie inside it are returned, with their GPU activities
+        and host syncs (flag ``outside_window``); without a clock nothing is selected (flag
+        ``window_not_applied``).  The ledger still counts every event read.
+    **format_options
+        Keyword arguments of :func:`read_traces` (``cache`` defaults to False here, ``progress``
+        to False).
+
+    Returns
+    -------
+    tables : dict of DataFrame
+        ``kernels``, ``steps``, ``host_syncs`` and ``ops`` (:data:`TABLES`), all ranks on one time
+        base.
+    ledger : Ledger
+        Every event of every file: read = kept + repaired + rejected.
+    """
+    del tz  # Kineto writes no local times
+    w = Window.parse(window)
+    traces = read_traces(paths, **{"cache": False, "progress": False, **format_options})
+    if w is not None and not w.is_nominal:
+        _select_window(traces, w)
+    return {t: getattr(traces, t) for t in TABLES}, traces.ledger

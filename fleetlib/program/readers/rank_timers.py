@@ -22,8 +22,9 @@ the two is right).  Row numbers are 1-based data rows of the file for Parquet an
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,10 @@ __all__ = [
     "MAX_RANK",
     "MAX_REJECTED_ROWS",
     "RANK_TIMER_COLUMNS",
+    "TABLES",
     "rank_timer_files",
     "rank_timers_dask",
+    "read",
     "read_rank_timers",
 ]
 
@@ -72,25 +75,33 @@ def _is_csv(path: Path) -> bool:
     return path.name.lower().endswith((".csv", ".csv.gz"))
 
 
-def rank_timer_files(path: str | Path) -> list[Path]:
+def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
     """Return the rank-timer files at ``path``: the file itself, or a folder's files in name order.
 
     Parameters
     ----------
     path
         A ``.parquet`` / ``.pq`` / ``.csv`` / ``.csv.gz`` file, or a folder holding such files (not
-        searched recursively; other files are ignored).
+        searched recursively; other files are ignored), or a list of files and folders (each
+        expanded in turn, in the order given).
 
     Returns
     -------
     list of pathlib.Path
-        The files, sorted by name.
+        The files, a folder's sorted by name.
 
     Raises
     ------
     InputError
         The path does not exist, or the folder holds no rank-timer file.
+    DomainError
+        An empty list.
     """
+    if not isinstance(path, (str, PathLike)):
+        items = list(path)
+        if not items:
+            raise DomainError("no rank-timer file was given")
+        return [f for item in items for f in rank_timer_files(item)]
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_SUFFIXES))
@@ -311,14 +322,14 @@ def _duplicate_pair(rank: np.ndarray, step: np.ndarray) -> tuple[int, int] | Non
 # ---------------------------------------------------------------------------------------------------
 
 
-def read_rank_timers(path: str | Path) -> tuple[pd.DataFrame, Ledger]:
+def read_rank_timers(path: str | Path | Iterable[str | Path]) -> tuple[pd.DataFrame, Ledger]:
     """Read rank step timers into the canonical table (pandas, in memory).
 
     Parameters
     ----------
     path
-        A Parquet or CSV file with columns ``rank, step, duration_s``, or a folder of such files
-        (see :func:`rank_timer_files`).  Other columns are ignored.
+        A Parquet or CSV file with columns ``rank, step, duration_s``, a folder of such files, or a
+        list of files and folders (see :func:`rank_timer_files`).  Other columns are ignored.
 
     Returns
     -------
@@ -401,3 +412,47 @@ def _dask_frame(files: Sequence[Path], partition_rows: int) -> tuple[Any, list[_
                          "duration_s": pd.Series(dtype=np.float64)})
     frame = dd.from_map(_read_block, blocks, meta=meta, enforce_metadata=False, label="rank-timers")
     return frame, blocks
+
+
+# ---------------------------------------------------------------------------------------------------
+# The reader protocol (fleetlib.registry)
+# ---------------------------------------------------------------------------------------------------
+
+#: The table :func:`read` returns.
+TABLES: tuple[str, ...] = ("rank_timers",)
+
+
+def read(paths: str | Path | Iterable[str | Path], *, tz: Any = None, window: Any = None,
+         **format_options: Any) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read rank step timers the way every fleetlib reader reads (:mod:`fleetlib.registry`).
+
+    Parameters
+    ----------
+    paths
+        Files and/or folders of rank timers (see :func:`rank_timer_files`).
+    tz
+        Not used: a rank timer holds no time of day.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes.  Rank timers carry no timestamps,
+        so a calendar window selects nothing (flag ``window_not_applied``).
+    **format_options
+        None are defined; any given is refused.
+
+    Returns
+    -------
+    tables : dict of DataFrame
+        ``rank_timers``: columns :data:`RANK_TIMER_COLUMNS`, in file order.
+    ledger : Ledger
+        Every data row of every file: read = kept + rejected.
+    """
+    from fleetlib.accounting import Window
+
+    del tz
+    if format_options:
+        raise DomainError(f"the rank-timer reader takes no options; got {sorted(format_options)}")
+    w = Window.parse(window)
+    table, ledger = read_rank_timers(paths)
+    if w is not None and not w.is_nominal:
+        ledger.flag("window_not_applied", f"rank timers carry no timestamps, so the window {w.label!r} "
+                                          "selects nothing: every row is kept")
+    return {"rank_timers": table}, ledger
