@@ -1,8 +1,8 @@
 """Benchmark: fleet-scale stragglers on Dask within a memory bound, with a pandas anchor from the same run.
 
-* **full run** -- :func:`fleetlib.program.fleet.straggler_analysis` with ``engine="dask"`` on
+* **full run** -- :func:`fleetlib.program.stragglers.straggler_analysis` with ``engine="dask"`` on
   16,384 ranks x 10,000 steps = 163.84 million step timers (one synthetic Parquet file, ~660 MB,
-  written by :func:`fleetlib.program.fleet.synth_rank_timers` a row group at a time), on a
+  written by :func:`fleetlib.program.stragglers.synth_rank_timers` a row group at a time), on a
   :class:`distributed.LocalCluster` of ``--workers`` processes started inside the measured window.
   A thread samples the resident memory (RSS) of this process and of all its child processes (the
   workers, the nanny processes) every 0.2 s; the peak of their sum is printed with its ratio to
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from fleetlib.program.fleet import local_cluster, straggler_analysis, synth_rank_timers
+from fleetlib.program.stragglers import local_cluster, straggler_analysis, synth_rank_timers
 
 BOUND_BYTES = 8e9
 CACHE = Path("/tmp/fleetlib_bench")

@@ -317,3 +317,13 @@ def test_fleet_commands_bad_input_exit_2(argv, needles, tmp_path, monkeypatch):
     assert err.count("\n") == 1, err
     for needle in needles:
         assert needle in err
+
+
+def test_the_command_reports_the_window_of_the_traced_steps(dlrm_json):
+    # fleetlib program runs fleetlib.program.measure: the DLRM traces carry absolute unix time
+    w = dlrm_json["window"]
+    assert w["start"].startswith("2023-09-07T23:10:01") and w["end"] > w["start"]
+    assert dlrm_json["program_goodput"]["factor"]["window"] == w
+    assert dlrm_json["ledger"]["read"] == 26538  # every event of the eight rank files
+    text = render_program(dlrm_json)
+    assert f"window: {w['label']} ({w['start']} .. {w['end']})" in text

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetlib.program import fleet
-from fleetlib.program.fleet import (
+from fleetlib.program import stragglers as fleet
+from fleetlib.program.stragglers import (
     PER_RANK_COLUMNS,
     PER_STEP_COLUMNS,
     local_cluster,
@@ -408,3 +408,32 @@ def test_paths_and_arguments(tmp_path):
 def test_auto_engine_picks_pandas_for_small_files(tmp_path):
     info = synth_rank_timers(tmp_path / "s.parquet", ranks=4, steps=3, seed=0, stragglers={})
     assert straggler_analysis(info["path"], engine=None).engine == "pandas"
+
+
+def test_old_module_path_still_imports_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("fleetlib.program.fleet", None)
+    with pytest.warns(DeprecationWarning, match="fleetlib.program.stragglers"):
+        old = importlib.import_module("fleetlib.program.fleet")
+    assert old.straggler_analysis is fleet.straggler_analysis
+    assert old.read_rank_timers is fleet.read_rank_timers and old.FleetStragglers is fleet.FleetStragglers
+
+
+def test_read_is_the_registry_protocol():
+    from fleetlib.program.readers import READERS, rank_timers
+
+    good = CORPUS / "good_3_ranks_4_steps.csv"
+    assert READERS["rank_timers"].read is rank_timers.read
+    tables, ledger = rank_timers.read(good)
+    assert list(tables) == ["rank_timers"] and tables["rank_timers"].shape == (12, 3)
+    assert (ledger.read, ledger.kept) == (12, 12)
+    listed, led = rank_timers.read([good])
+    pd.testing.assert_frame_equal(listed["rank_timers"], tables["rank_timers"])
+    _, led = rank_timers.read(CORPUS / "negative_duration.csv")
+    assert led.read == 4 and led.rejected == 1 and led.entries[0].row == 4
+    _, led = rank_timers.read(good, window="2024-01-01T00:00Z/2024-01-02T00:00Z")
+    assert led.codes() == ["window_not_applied"]
+    with pytest.raises(DomainError, match="no options"):
+        rank_timers.read(good, engine="dask")

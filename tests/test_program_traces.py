@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from fleetlib.program import traces
 from fleetlib.program.classify import COLLECTIVES, KINDS, Classifier
+from fleetlib.program.readers import _decode
 from fleetlib.program.traces import (
     HOST_SYNC_COLUMNS,
     KERNEL_COLUMNS,
@@ -210,7 +211,9 @@ def test_modern_object_form_with_base_time(tmp_path, cache_dir):
     assert (k["rank"] == 2).all() and (k["stream"] == 7).all() and (k["device"] == 0).all()
     assert tr.steps[["step", "start_us", "end_us"]].to_numpy().tolist() == [[7, 1000.5, 1500.5]]
     assert tr.steps["source"].tolist() == ["profiler_step"]
-    assert tr.ledger.read == 4 + 1 and tr.ledger.kept == 5 and balanced(tr.ledger)  # 4 GPU rows, 1 step
+    # every event is a record: 4 GPU rows, 1 step, 1 launch call (kept: it gives launch_us)
+    assert tr.ledger.read == len(events) == 6 and tr.ledger.kept == 6 and balanced(tr.ledger)
+    assert tr.ledger.unused == {}
     assert tr.ledger.flags == []
 
 
@@ -402,7 +405,7 @@ def test_unknown_categories_are_kept_as_other_and_flagged_once(tmp_path):
         kernel(30.0, 5.0, "my_accelerator_op", cat="acme_gpu_op"),
         {"ph": "X", "cat": "acme_host_thing", "name": "h", "pid": 999, "tid": 998, "ts": 40.0, "dur": 1.0},
     ]
-    with mock.patch.object(traces, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
+    with mock.patch.object(_decode, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
         tr = read_trace(write_trace(tmp_path / "t.json", events, top=info(), indent=1), cache=False)
     k = tr.kernels
     assert k["kind"].astype(str).tolist() == ["compute", "other", "other", "other"]
@@ -646,7 +649,8 @@ def test_host_sync_table(tmp_path):
     assert h["blocking"].tolist() == [True, False, True, True, True]
     assert h["tid"].tolist() == [100, 100, 101, 101, 100]
     assert h["step"].tolist()[:4] == [1, 1, 1, 1] and pd.isna(h["step"].iloc[4])
-    assert tr.ledger.read == 1 + 1 + 6 and tr.ledger.rejected == 1 and balanced(tr.ledger)
+    # every event is a record (the cudaEventQuery call too); the negative sync is rejected
+    assert tr.ledger.read == len(events) == 9 and tr.ledger.rejected == 1 and balanced(tr.ledger)
 
 
 def test_bad_values_in_rows_are_rejected_or_repaired(tmp_path):
@@ -688,7 +692,7 @@ def test_metadata_keys_after_the_events_and_chunked_decoding(tmp_path):
     whole = read_trace(path, cache=False)
     assert whole.metadata["base_time_ns"] == 123_000_000_000 and whole.rank == 1
     for size in (1, 150, 700, 5000):
-        with mock.patch.object(traces, "_CHUNK_BYTES", size):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", size):
             chunked = read_trace(path, cache=False)
         pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
         pd.testing.assert_frame_equal(whole.steps, chunked.steps)
@@ -731,15 +735,15 @@ def test_chunked_decoding_equals_the_whole_document_parse(events, chunk, indent,
     evs.append(step(1, 0.0, 2e6))
     with tempfile.TemporaryDirectory() as d:
         path = write_trace(Path(d) / "t.json", evs, top=info(), indent=indent, bare=bare)
-        with mock.patch.object(traces, "_CHUNK_BYTES", 10**9):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", 10**9):
             whole = read_trace(path, cache=False)
-        with mock.patch.object(traces, "_CHUNK_BYTES", chunk):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
             chunked = read_trace(path, cache=False)
     pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
     assert whole.ledger.to_dict() == chunked.ledger.to_dict()
     assert balanced(chunked.ledger)
     gpu = sum(e["cat"] in ("kernel", "gpu_memcpy") for e in events)
-    assert len(chunked.kernels) == gpu and chunked.ledger.read == gpu + 1
+    assert len(chunked.kernels) == gpu and chunked.ledger.read == len(evs)  # every event is a record
 
 
 @settings(max_examples=40, deadline=None)
@@ -1090,9 +1094,9 @@ def test_dlrm_all_to_all_kernels_are_classified_from_the_host_annotation(dlrm):
 @pytest.fixture(scope="module")
 def nccl():
     """The AllReduce trace read once (typed decoder watched), and its raw events."""
-    spy = mock.Mock(wraps=traces._DECODER)
-    text = mock.Mock(wraps=traces._text)  # the stdlib path's decoding step
-    with mock.patch.object(traces, "_DECODER", spy), mock.patch.object(traces, "_text", text):
+    spy = mock.Mock(wraps=_decode._DECODER)
+    text = mock.Mock(wraps=_decode._text)  # the stdlib path's decoding step
+    with mock.patch.object(_decode, "_DECODER", spy), mock.patch.object(_decode, "_text", text):
         tr = read_trace(NCCL, cache=False)
     stdlib_bytes = sum(len(c.args[0]) for c in text.call_args_list)
     assert stdlib_bytes < 10_000  # only the top-level keys around the events went through json
@@ -1173,12 +1177,12 @@ def test_ops_table_and_external_id_from_kernel_args(tmp_path, cache_dir):
     assert "external_id_from_launch" not in tr.ledger.codes()
     joined = k.dropna(subset=["external_id"]).merge(o, on=["rank", "external_id"], suffixes=("", "_op"))
     assert joined["name_op"].tolist() == ["aten::addmm"]  # (drop <NA> first: pandas joins NA to NA)
-    # ledger: 3 kernels/steps + 4 ops with shapes read; the negative one rejected, the huge id repaired
+    # ledger: every event read; the negative op rejected, the huge id repaired
     rejected = {(e.row, e.field) for e in tr.ledger.entries if e.action == "rejected"}
     assert rejected == {(5, "dur")}
     repaired = [e for e in tr.ledger.entries if e.action == "repaired"]
     assert [e.row for e in repaired] == [6] and str(2**70) in repaired[0].reason
-    assert tr.ledger.read == 1 + 2 + 4 and balanced(tr.ledger)
+    assert tr.ledger.read == len(events) == 9 and balanced(tr.ledger)
     # the cache keeps the table exactly
     again = read_trace(path, cache_dir=cache_dir)
     assert again.from_cache
@@ -1314,10 +1318,10 @@ def _same(a, b) -> None:
 
 
 def _both(path: Path, **kw):
-    spy = mock.Mock(wraps=traces._DECODER)
-    with mock.patch.object(traces, "_DECODER", spy):
+    spy = mock.Mock(wraps=_decode._DECODER)
+    with mock.patch.object(_decode, "_DECODER", spy):
         typed = _outcome(path, **kw)
-    with mock.patch.object(traces, "_DECODER", None):
+    with mock.patch.object(_decode, "_DECODER", None):
         plain = _outcome(path, **kw)
     _same(typed, plain)
     return typed, spy.decode.call_count
@@ -1377,7 +1381,7 @@ def test_typed_decoding_matches_the_stdlib_path_on_adversarial_events(events, ch
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.json"
         path.write_bytes(data)
-        with mock.patch.object(traces, "_CHUNK_BYTES", chunk):
+        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
             _both(path)
 
 
@@ -1391,3 +1395,100 @@ def test_gunzip_presized_buffer_is_exact_for_one_or_many_members(cut):
     with pytest.raises(InputError, match="truncated"):  # the trailer of a cut file is arbitrary bytes
         whole = gzip.compress(text)
         traces._gunzip(whole[: len(whole) // 2], "x.json.gz")
+
+
+def test_the_ledger_counts_every_event_of_a_rank_file():
+    # the DLRM rank 0 file holds 3,290 events; before the one-ledger refactor the ledger counted the
+    # 1,896 that became table rows.  Now every event is a record: the ones no table is built from
+    # are kept and counted by kind.
+    path = sorted(DLRM.glob("*.json.gz"))[0]
+    events = _raw_events(path)
+    tr = read_trace(path, cache=False)
+    led = tr.ledger
+    assert len(events) == 3290 and led.read == 3290 and led.kept == 3290 and balanced(led)
+    assert led.unused == {"metadata": 42, "flow": 786, "instant": 2, "complete:Trace": 1,
+                          "complete:user_annotation": 31}
+    phases = Counter(e.get("ph") for e in events)
+    assert led.unused["metadata"] == phases["M"] and led.unused["flow"] == phases["s"] + phases["f"]
+    assert all(f.rank == 0 and f.file == str(path) for f in led.flags)
+    d = led.to_dict()
+    assert d["unused"] == led.unused and d["flags"][0]["code"] == "external_id_from_launch"
+
+
+@pytest.mark.parametrize("path", [NCCL, *PP], ids=lambda p: p.name)
+def test_every_bundled_trace_ledger_reads_its_event_count(path):
+    tr = read_trace(path, cache=False)
+    assert tr.ledger.read == len(_raw_events(path)) and balanced(tr.ledger)
+    assert set(tr.ledger.unused) >= {"metadata", "complete:Trace"}
+
+
+def test_unused_events_are_counted_by_phase_and_category(tmp_path):
+    events = [
+        step(1, 0.0, 100.0),
+        kernel(10.0, 5.0),
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "s", "id": 1, "pid": 0, "tid": 1, "ts": 1.0, "cat": "ac2g", "name": "flow"},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10.0, "cat": "ac2g", "name": "flow", "bp": "e"},
+        {"ph": "i", "s": "t", "pid": 0, "tid": 1, "ts": 2.0, "name": "mark"},
+        {"ph": "C", "pid": 0, "ts": 3.0, "name": "mem", "args": {"bytes": 5}},
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 0, "tid": 1, "ts": 4.0, "dur": 1.0},
+        {"name": "no phase"},
+        [1, 2],  # not an object: rejected
+    ]
+    tr = read_trace(write_trace(tmp_path / "t.json", events, top=info()), cache=False)
+    led = tr.ledger
+    assert led.read == len(events) and led.rejected == 1 and balanced(led)
+    assert led.unused == {"metadata": 1, "flow": 2, "instant": 1, "counter": 1,
+                          "complete:python_function": 1, "no_phase": 1}
+    assert led.kept == len(events) - 1  # unused events are kept (they are part of kept)
+
+
+def test_input_is_opened_as_every_fleetlib_input(tmp_path):
+    import bz2
+
+    doc = json.dumps({"traceEvents": [step(1, 0.0, 10.0), kernel(1.0, 2.0)]}).encode()
+    (tmp_path / "t.json.bz2").write_bytes(bz2.compress(doc))
+    with pytest.raises(InputError, match="bzip2-compressed input is not read") as err:
+        read_trace(tmp_path / "t.json.bz2", cache=False)
+    assert err.value.file == str(tmp_path / "t.json.bz2")
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(InputError, match="is a folder"):
+        read_trace(tmp_path / "folder.json", cache=False)
+    # gzip is recognised by its bytes, whatever the name
+    (tmp_path / "plain-name.json").write_bytes(gzip.compress(doc))
+    assert len(read_trace(tmp_path / "plain-name.json", cache=False).kernels) == 1
+
+
+def test_gunzip_is_bounded():
+    raw = gzip.compress(b" " * 100_000)
+    with pytest.raises(InputError, match="more than the 1,000-byte input limit"):
+        _decode._gunzip(raw, "bomb.json.gz", max_bytes=1_000)
+    assert len(_decode._gunzip(raw, "ok.json.gz", max_bytes=100_000)) == 100_000
+
+
+def test_read_is_the_registry_protocol_with_a_window():
+    from fleetlib.program.readers import READERS, kineto
+
+    assert READERS["kineto"].read is kineto.read
+    tables, ledger = kineto.read(PP)
+    assert set(tables) == {"kernels", "steps", "host_syncs", "ops"} and ledger.read == 9575
+    assert tables["steps"]["step"].tolist() == [551, 552, 551, 552]  # two ranks, two steps each
+    # the PP traces write absolute unix time: a window selects the steps inside it
+    ts = read_traces(PP, cache=False, progress=False)
+    starts = kineto.utc(ts, ts.steps["start_us"])
+    cut = starts.sort_values()[2]  # the start of step 552 on the earlier rank
+    late = f"{cut.isoformat()}/2030-01-01T00:00Z"
+    tables, ledger = kineto.read(PP, window=late)
+    assert tables["steps"]["step"].tolist() == [552, 552] and "outside_window" in ledger.codes()
+    assert set(tables["kernels"]["step"].dropna().unique()) == {552} and ledger.read == 9575
+    everything, led = kineto.read(PP, window="2023-01-01T00:00Z/2024-01-01T00:00Z")
+    assert "outside_window" not in led.codes() and len(everything["kernels"]) == len(ts.kernels)
+
+
+def test_read_without_a_calendar_clock_selects_nothing(tmp_path):
+    from fleetlib.program.readers import kineto
+
+    path = write_trace(tmp_path / "t.json", [step(1, 0.0, 100.0), kernel(10.0, 5.0)], top=info())
+    tables, ledger = kineto.read(path, window="2024-01-01T00:00Z/2024-01-02T00:00Z")
+    assert len(tables["steps"]) == 1 and "window_not_applied" in ledger.codes()
+    assert not kineto.has_calendar_clock(read_traces(path, cache=False, progress=False))

@@ -1,11 +1,16 @@
 """Rung 3: step traces -> program goodput; analytical FLOP, bandwidth and roofline relations.
 
-``read_trace`` / ``read_traces`` (Kineto Chrome-trace JSON -> kernel table + ledger) live in
-:mod:`fleetlib.program.traces`; the per-step partition in :mod:`fleetlib.program.breakdown`;
+:func:`measure` (:mod:`fleetlib.program.measure`) is the rung's one result: traces (and a model
+configuration) in, a :class:`~fleetlib.program.measure.ProgramMeasurement` with ``.factor()``,
+``.ledger``, ``.window`` and the per-rank per-step partition out.  The readers are in
+:mod:`fleetlib.program.readers` (``kineto``: Chrome-trace JSON -> kernel table + ledger, with
+``read_trace`` / ``read_traces``; ``rank_timers``: per-rank step timers), their tables' columns in
+:mod:`fleetlib.program.schema`; the per-step partition in :mod:`fleetlib.program.breakdown`;
 collective matching and stragglers in :mod:`fleetlib.program.collectives`; MFU/MBU in
 :mod:`fleetlib.program.flops`; roofline placement in :mod:`fleetlib.program.roofline`; fleet-scale
-stragglers from per-rank step timers (pandas or Dask) in :mod:`fleetlib.program.fleet`.  They are
-imported lazily so that ``import fleetlib.program`` stays cheap (Dask in particular).
+stragglers from per-rank step timers (pandas or Dask) in :mod:`fleetlib.program.stragglers`.  The
+readers and analyses are imported lazily so that ``import fleetlib.program`` stays cheap (Dask in
+particular).
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["read_trace", "read_traces", "straggler_analysis"]
+from fleetlib.program.measure import ProgramMeasurement, measure
 
-_HOME = {"read_trace": "traces", "read_traces": "traces", "straggler_analysis": "fleet"}
+__all__ = ["ProgramMeasurement", "measure", "read_trace", "read_traces", "straggler_analysis"]
+
+_HOME = {"read_trace": "readers.kineto", "read_traces": "readers.kineto", "straggler_analysis": "stragglers"}
 
 
 def __getattr__(name: str) -> Any:

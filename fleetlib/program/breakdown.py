@@ -53,6 +53,7 @@ from fleetlib.program.flops import (
     mfu,
     mfu_convention,
 )
+from fleetlib.program.schema import PARTITION_PARTS
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -72,9 +73,6 @@ __all__ = [
     "step_partition",
 ]
 
-#: The six parts of a step, in the order they are charged.
-PARTITION_PARTS: tuple[str, ...] = ("compute", "exposed_comm", "peer_wait", "exposed_memcpy",
-                                    "host_dispatch", "idle")
 
 #: Columns :func:`step_partition` needs from the kernel table (``launch_us`` and ``cuda_graph`` are used
 #: when present).

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from fleetlib.program.schema import COLLECTIVES, KINDS, SYNC_KINDS
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -56,17 +57,6 @@ __all__ = [
     "message_bytes",
     "shape_bytes",
 ]
-
-#: Values of the kernel table's ``kind`` column.
-KINDS: tuple[str, ...] = ("compute", "comm", "memcpy", "memset", "sync", "other")
-
-#: Values of the kernel table's ``collective`` column (``none``: not communication, or unknown).
-COLLECTIVES: tuple[str, ...] = (
-    "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv", "reduce", "none",
-)
-
-#: Values of the host-sync table's ``sync_kind`` column.
-SYNC_KINDS: tuple[str, ...] = ("device", "stream", "event", "stream_wait_event", "sync_memcpy")
 
 _PREFIX = r"^(?:void\s+)?(?:[\w<>]+::)*"
 

@@ -42,6 +42,7 @@ __all__ = [
     "COLLECTIVE_TYPES",
     "DEFAULT_STRAGGLER_THRESHOLD",
     "MATCH_COLUMNS",
+    "analyse_traced_steps",
     "collective_audit",
     "collective_waits",
     "expected_collectives",
@@ -49,6 +50,7 @@ __all__ = [
     "program_summary",
     "step_heatmap_table",
     "straggler_report",
+    "summarise_traced_steps",
 ]
 
 #: Collective types of the kernel table's ``collective`` column.
@@ -554,12 +556,53 @@ def program_summary(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         first instance of each type in each group with its last arriver and longest waiter --
         and ``audit``), ``flags`` (strings) and ``partition`` (one record per rank and step).
     """
+    parts = analyse_traced_steps(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us, threshold=threshold)
+    return summarise_traced_steps(parts, by=by)
+
+
+def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
+                         by: Literal["auto", "seq", "occurrence"] = "auto",
+                         dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
+                         threshold: float = DEFAULT_STRAGGLER_THRESHOLD) -> dict[str, pd.DataFrame]:
+    """Match collectives, measure peer waits, partition every rank's steps, score stragglers.
+
+    Runs :func:`match_collectives`, :func:`collective_waits`,
+    :func:`~fleetlib.program.breakdown.step_partition` (with the waits), :func:`straggler_report`
+    and :func:`collective_audit`.
+
+    Parameters
+    ----------
+    kernels, steps
+        Kernel table and step windows (see :func:`~fleetlib.program.breakdown.step_partition`).
+    by
+        Matching rule for :func:`match_collectives`.
+    dispatch_gap_us
+        Fallback host-dispatch gap, microseconds.
+    threshold
+        Straggler score threshold.
+
+    Returns
+    -------
+    dict of DataFrame
+        ``matched``, ``waits``, ``partition`` (one row per rank and step), ``stragglers`` and
+        ``audit``; :func:`summarise_traced_steps` turns them into one JSON-ready dictionary.
+    """
     matched = match_collectives(kernels, by=by)
     waits = collective_waits(matched)
     part = step_partition(kernels, steps, collective_wait=waits[["kernel_index", "peer_wait_us"]],
                           dispatch_gap_us=dispatch_gap_us)
-    report = straggler_report(waits, part, threshold=threshold)
-    audit = collective_audit(kernels)
+    return {"matched": matched, "waits": waits, "partition": part,
+            "stragglers": straggler_report(waits, part, threshold=threshold),
+            "audit": collective_audit(kernels)}
+
+
+def summarise_traced_steps(parts: Mapping[str, pd.DataFrame], *, by: str = "auto") -> dict[str, Any]:
+    """Return what :func:`analyse_traced_steps` found as one JSON-ready dictionary.
+
+    See :func:`program_summary` for the keys.
+    """
+    matched, waits, part = parts["matched"], parts["waits"], parts["partition"]
+    report, audit = parts["stragglers"], parts["audit"]
 
     sums = part.groupby("rank")[[*PARTITION_PARTS, "step_wall_us", "overlapped_comm_us"]].sum()
     n_steps = part.groupby("rank").size()

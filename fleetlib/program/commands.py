@@ -2,39 +2,20 @@
 
 ``fleetlib program FILE_OR_DIR... [--model CONFIG.yaml] [--no-cache]`` reads step traces;
 ``fleetlib stragglers PATH [--engine pandas|dask] [--workers N] [--top K]`` finds stragglers from
-per-rank step timers (:func:`run_stragglers`, :mod:`fleetlib.program.fleet`); ``fleetlib synth
+per-rank step timers (:func:`run_stragglers`, :mod:`fleetlib.program.stragglers`); ``fleetlib synth
 rank-timers`` writes synthetic timers with injected stragglers (:func:`run_synth_rank_timers`).
 
 :func:`register` adds the commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The work
-is done by :func:`fleetlib.program.traces.read_traces` (Kineto traces -> kernel and step tables, with
-a ledger), :func:`fleetlib.program.collectives.program_summary` (per-rank partition of step wall time,
-stragglers, collective audit) and, when a model configuration gives the useful FLOPs,
-:func:`fleetlib.program.breakdown.program_goodput_factor`.  This module checks the paths and the model
-configuration, turns what cannot be read into :class:`~fleetlib.quality.InputError` or
-:class:`~fleetlib.quality.DomainError` -- which the command line prints as one line with exit
-status 2 -- and renders the result as text with units.
+is done by :func:`fleetlib.program.measure.measure` (the Kineto reader's tables and ledger, the
+per-rank partition of step wall time, stragglers, collective audit, the window of the traced steps
+and, when a model configuration gives the useful FLOPs, the program goodput factor).  This module
+checks the paths and the model configuration, turns what cannot be read into
+:class:`~fleetlib.quality.InputError` or :class:`~fleetlib.quality.DomainError` -- which the command
+line prints as one line with exit status 2 -- and renders the result as text with units.
 
 Model configuration
 -------------------
-A YAML mapping (see ``data/traces/models/dlrm_example.yaml``):
-
-``accelerator`` (required)
-    A key of :data:`fleetlib.program.flops.PEAK_RATES`, e.g. ``"H100 SXM"`` (case-insensitive).
-``devices`` (required)
-    Devices of the whole job (at least the number of traced ranks).
-``useful_flops_per_step``
-    Required model FLOPs of one step over all devices.  With it, ``convention`` is either a FLOP
-    convention name (``palm``, ``megatron``, ``6n``) the count followed, or a short free-text name of
-    the counting rule (no commas), e.g. ``"DLRM MLP count"``.
-``n_params`` and ``tokens_per_step``
-    Instead of ``useful_flops_per_step``: the FLOPs are
-    :func:`fleetlib.program.flops.model_flops_per_token` x ``tokens_per_step``, and ``convention`` must
-    be ``palm``, ``megatron`` or ``6n``; ``palm`` and ``megatron`` also need ``n_layers``, ``n_heads``,
-    ``head_dim`` and ``seq_len``; ``causal`` (bool) is for ``megatron``.
-``name`` (optional)
-    A label for the window the traced steps belong to.
-
-Any other key is refused, so that a misspelt key cannot be silently ignored.
+See :mod:`fleetlib.program.model_config` (``data/traces/models/dlrm_example.yaml`` is an example).
 
 Examples
 --------
@@ -55,10 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fleetlib.commands_common import writable_output_path
-from fleetlib.program.breakdown import PARTITION_PARTS
+from fleetlib.program.model_config import MODEL_KEYS, load_model_config
+from fleetlib.program.schema import PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -75,150 +55,9 @@ __all__ = [
     "run_synth_rank_timers",
 ]
 
-#: Keys a model configuration may hold.
-MODEL_KEYS: tuple[str, ...] = ("accelerator", "devices", "useful_flops_per_step", "n_params",
-                               "tokens_per_step", "convention", "n_layers", "n_heads", "head_dim",
-                               "seq_len", "causal", "name")
-
 #: Ledger entries (repairs and rejections) printed in full; the rest are counted.
 MAX_LEDGER_ENTRIES: int = 100
 
-_FLOP_NAMES = ("palm", "megatron", "6n")
-_SHAPE_KEYS = ("n_layers", "n_heads", "head_dim", "seq_len")
-
-#: Row labels of the partition in the text rendering.
-_PART_LABELS = {
-    "compute": "compute",
-    "exposed_comm": "exp. comm",
-    "peer_wait": "peer wait",
-    "exposed_memcpy": "exp. copy",
-    "host_dispatch": "dispatch",
-    "idle": "idle",
-}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Model configuration
-# ---------------------------------------------------------------------------------------------------
-
-
-def _number(cfg: Mapping[str, Any], key: str, file: str, *, whole: bool = False) -> float:
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"must be a number; got {value!r}", file=file, field=key)
-    if not value > 0 or value != value or value == float("inf"):
-        raise InputError(f"must be a positive finite number; got {value!r}", file=file, field=key)
-    if whole and float(value) != int(value):
-        raise InputError(f"must be a whole number; got {value!r}", file=file, field=key)
-    return float(value)
-
-
-def load_model_config(path: str | Path) -> dict[str, Any]:
-    """Read and check a model configuration for ``fleetlib program --model``.
-
-    Parameters
-    ----------
-    path
-        A YAML file with the keys of :data:`MODEL_KEYS` (see the module docstring).
-
-    Returns
-    -------
-    dict
-        ``peak`` (:class:`fleetlib.program.flops.PeakRate`), ``devices`` (int),
-        ``useful_flops_per_step`` (float), ``flops_per_token`` (float or None), ``tokens_per_step``
-        (float or None), ``n_params`` (float or None), ``convention``
-        (:class:`fleetlib.program.flops.ProgramGoodputConvention`), ``name`` (str) and ``file``.
-
-    Raises
-    ------
-    InputError
-        The file is missing or not YAML, or a key is missing, unknown, of the wrong type, or out
-        of its domain (the message names the file and the key).
-    """
-    from fleetlib.program.flops import (
-        ProgramGoodputConvention,
-        mfu_convention,
-        model_flops_per_token,
-        peak_rate,
-    )
-    from fleetlib.scenario import _ScenarioLoader
-
-    p = Path(path)
-    file = str(p)
-    if p.is_dir():
-        raise InputError("is a folder; give the model configuration file", file=file)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError("model configuration not found", file=file) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the model configuration ({exc})", file=file) from exc
-    try:
-        cfg = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file,
-                         row=None if mark is None else mark.line + 1) from exc
-    if not isinstance(cfg, Mapping):
-        raise InputError("a model configuration is a YAML mapping of keys to values", file=file)
-    unknown = sorted(str(k) for k in cfg if k not in MODEL_KEYS)
-    if unknown:
-        raise InputError(f"unknown key(s) {unknown}; allowed: {list(MODEL_KEYS)}", file=file,
-                         field=unknown[0])
-    for key in ("accelerator", "devices", "convention"):
-        if cfg.get(key) is None:
-            raise InputError("is required", file=file, field=key)
-    try:
-        peak = peak_rate(str(cfg["accelerator"]))
-    except DomainError as exc:
-        raise InputError(str(exc), file=file, field="accelerator") from exc
-    devices = int(_number(cfg, "devices", file, whole=True))
-    conv_text = str(cfg["convention"]).strip()
-    causal = cfg.get("causal")
-    if causal is not None and not isinstance(causal, bool):
-        raise InputError(f"must be true or false; got {causal!r}", file=file, field="causal")
-
-    given_flops = cfg.get("useful_flops_per_step") is not None
-    given_params = cfg.get("n_params") is not None or cfg.get("tokens_per_step") is not None
-    if given_flops == given_params:
-        raise InputError("give either useful_flops_per_step, or n_params with tokens_per_step (not both)",
-                         file=file, field="useful_flops_per_step")
-    flops_per_token = tokens = n_params = None
-    try:
-        if given_flops:
-            useful = _number(cfg, "useful_flops_per_step", file)
-            if conv_text.lower() in _FLOP_NAMES:
-                conv = mfu_convention(conv_text.lower(), peak, causal=causal)  # type: ignore[arg-type]
-            else:
-                conv = ProgramGoodputConvention("MFU", conv_text, peak.arithmetic_label)
-        else:
-            for key in ("n_params", "tokens_per_step"):
-                if cfg.get(key) is None:
-                    raise InputError("is required with n_params / tokens_per_step", file=file, field=key)
-            if conv_text.lower() not in _FLOP_NAMES:
-                raise InputError(f"must be one of {list(_FLOP_NAMES)} when the FLOPs are counted from "
-                                 f"n_params; got {conv_text!r}", file=file, field="convention")
-            name = conv_text.lower()
-            shape: dict[str, int | None] = {}
-            for key in _SHAPE_KEYS:
-                shape[key] = None if cfg.get(key) is None else int(_number(cfg, key, file, whole=True))
-            missing = [k for k, v in shape.items() if v is None]
-            if name != "6n" and missing:
-                raise InputError(f"convention {name!r} counts attention and needs {missing}",
-                                 file=file, field=missing[0])
-            n_params = _number(cfg, "n_params", file)
-            tokens = _number(cfg, "tokens_per_step", file)
-            flops_per_token = float(model_flops_per_token(n_params, convention=name,  # type: ignore[arg-type]
-                                                          causal=causal, **shape))
-            useful = flops_per_token * tokens
-            conv = mfu_convention(name, peak, causal=causal)  # type: ignore[arg-type]
-    except DomainError as exc:
-        raise InputError(str(exc), file=file, field="convention") from exc
-    label = cfg.get("name")
-    return {"peak": peak, "devices": devices, "useful_flops_per_step": useful,
-            "flops_per_token": flops_per_token, "tokens_per_step": tokens, "n_params": n_params,
-            "convention": conv, "name": str(label) if label is not None else f"traced steps ({p.name})",
-            "file": file}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -261,7 +100,9 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     Returns
     -------
     dict
-        ``files``; ``ranks`` ({rank: {``steps``, ``step_wall_us``, ``partition_us`` {compute,
+        ``files``; ``window`` (the calendar window of the traced steps,
+        :func:`fleetlib.program.measure.measure`: their measured UTC span when the traces carry a
+        clock, else nominal); ``ranks`` ({rank: {``steps``, ``step_wall_us``, ``partition_us`` {compute,
         exposed_comm, peer_wait, exposed_memcpy, host_dispatch, idle}, ``overlapped_comm_us``}},
         sums over each rank's steps); ``stragglers`` (one record per rank); ``collectives``
         (``matched_by``, ``instances``, ``first`` -- last arriver and longest waiter of each group's
@@ -280,37 +121,30 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         No path, a directory without trace files, or collectives that cannot be matched across
         ranks.
     """
-    from fleetlib.accounting import Window
-    from fleetlib.program.breakdown import program_goodput_factor
-    from fleetlib.program.collectives import program_summary
-    from fleetlib.program.traces import read_traces, trace_files
+    from fleetlib.program.measure import measure
+    from fleetlib.program.readers.kineto import trace_files
 
     if not paths:
         raise DomainError("no trace file or directory was given")
     config = load_model_config(model) if model is not None else None  # fail fast, before parsing traces
     files = trace_files([Path(p) for p in paths])
-    traces = read_traces(files, cache=cache, cache_dir=cache_dir, progress=progress)
-    summary = program_summary(traces.kernels, traces.steps)
-    flags = [*summary["flags"], *(_flag_line(f) for f in traces.flags)]
+    measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress)
+    summary = measured.summary()
+    flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     result: dict[str, Any] = {
         "files": [str(f) for f in files],
+        "window": measured.window.to_dict(),
         "ranks": summary["ranks"],
         "stragglers": summary["stragglers"],
         "collectives": summary["collectives"],
         "flags": flags,
-        "ledger": _ledger_dict(traces.ledger),
+        "ledger": _ledger_dict(measured.ledger),
         "partition": summary["partition"],
         "program_goodput": None,
     }
     if config is not None:
-        import pandas as pd
-
-        partition = pd.DataFrame.from_records(summary["partition"])
         try:
-            factor = program_goodput_factor(partition, useful_flops_per_step=config["useful_flops_per_step"],
-                                            devices=config["devices"], peak=config["peak"],
-                                            convention=config["convention"].label,
-                                            window=Window.nominal(config["name"]))
+            factor = measured.factor()
         except DomainError as exc:  # the traces are fine; the model configuration does not fit them
             raise InputError(f"does not fit the traces: {exc}", file=config["file"]) from exc
         peak = config["peak"]
@@ -358,8 +192,12 @@ def render_program(res: Mapping[str, Any]) -> str:
     """
     lines = [f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
              "each rank's traced steps"]
+    window = res.get("window")
+    if window is not None:
+        span = f"{window['start']} .. {window['end']}" if window.get("start") else "nominal"
+        lines.append(f"window: {window['label']}" + ("" if span == window["label"] else f" ({span})"))
     head = f"  {'rank':>5} {'steps':>5} {'step wall':>10} " + " ".join(
-        f"{_PART_LABELS[p]:>10}" for p in PARTITION_PARTS) + f" {'overlapped':>10}"
+        f"{PARTITION_SHORT_LABELS[p]:>10}" for p in PARTITION_PARTS) + f" {'overlapped':>10}"
     lines.append(head)
     for rank, r in sorted(res["ranks"].items(), key=lambda kv: int(kv[0])):
         parts = " ".join(f"{_ms(r['partition_us'][p]):>10}" for p in PARTITION_PARTS)
@@ -407,7 +245,7 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
         such files.
     engine
         ``"pandas"`` or ``"dask"``; None picks pandas up to
-        :data:`fleetlib.program.fleet.AUTO_DASK_ROWS` rows and Dask above.
+        :data:`fleetlib.program.stragglers.AUTO_DASK_ROWS` rows and Dask above.
     workers
         Worker processes of the local Dask cluster (Dask engine, when ``client`` is None).
     top
@@ -423,7 +261,7 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
     Returns
     -------
     dict
-        :meth:`fleetlib.program.fleet.FleetStragglers.to_dict` (``engine``, ``files``, ``rows``,
+        :meth:`fleetlib.program.stragglers.FleetStragglers.to_dict` (``engine``, ``files``, ``rows``,
         ``ranks``, ``steps``, ``threshold``, ``top``, ``stragglers``, ``straggler_ranks``,
         ``last_arriver_counts``, ``last_arriver_ranks``, ``wait_totals``, ``ledger``) plus
         ``workers`` (None for pandas) and ``path``.
@@ -431,13 +269,13 @@ def run_stragglers(path: str | Path, *, engine: str | None = None, workers: int 
     Raises
     ------
     InputError
-        A missing or unreadable path or row (see :func:`fleetlib.program.fleet.read_rank_timers`).
+        A missing or unreadable path or row (see :func:`fleetlib.program.stragglers.read_rank_timers`).
     DomainError
         ``top`` or ``workers`` below 1, an unknown engine, a threshold outside [0, 1], or CSV with
         the Dask engine.
     """
     from fleetlib.program.collectives import DEFAULT_STRAGGLER_THRESHOLD
-    from fleetlib.program.fleet import straggler_analysis
+    from fleetlib.program.stragglers import straggler_analysis
 
     for name, v in (("top", top), ("workers", workers)):
         if isinstance(v, bool) or int(v) != v or v < 1:
@@ -503,7 +341,7 @@ def parse_stragglers(text: str | None) -> dict[int, float] | None:
     ----------
     text
         E.g. ``"17:1.5,4242:1.2"``; ``"none"`` injects no straggler; None keeps the generator's
-        default (:data:`fleetlib.program.fleet.DEFAULT_STRAGGLERS` on ranks drawn from the seed).
+        default (:data:`fleetlib.program.stragglers.DEFAULT_STRAGGLERS` on ranks drawn from the seed).
 
     Returns
     -------
@@ -560,7 +398,7 @@ def run_synth_rank_timers(ranks: int, steps: int, seed: int, out: str | Path, *,
     Returns
     -------
     dict
-        :func:`fleetlib.program.fleet.synth_rank_timers`' object (``path``, ``rows``, ``ranks``,
+        :func:`fleetlib.program.stragglers.synth_rank_timers`' object (``path``, ``rows``, ``ranks``,
         ``steps``, ``row_groups``, ``bytes``, ``parameters``, ``truth``).
 
     Raises
@@ -570,7 +408,7 @@ def run_synth_rank_timers(ranks: int, steps: int, seed: int, out: str | Path, *,
     InputError
         The output file cannot be written.
     """
-    from fleetlib.program.fleet import synth_rank_timers
+    from fleetlib.program.stragglers import synth_rank_timers
 
     slow = parse_stragglers(stragglers) if isinstance(stragglers, str) else stragglers
     path = writable_output_path(out)

@@ -24,13 +24,25 @@ kernel) and returns a plain ``float`` for scalar input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from fleetlib.program._arrays import (  # noqa: F401 - roofline and iron_law import them from here
+    _UNIT_SLACK,
+    ArrayLike,
+    FloatOrArray,
+    _at_most_one,
+    _count,
+    _first,
+    _out,
+    _values,
+    _where,
+)
+from fleetlib.program.peaks import PEAK_RATES, PeakRate, _peak_label, peak_rate
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -63,212 +75,13 @@ __all__ = [
     "scaling_efficiency_from_mfu",
 ]
 
-ArrayLike: TypeAlias = float | int | Sequence[float] | np.ndarray
-FloatOrArray: TypeAlias = float | np.ndarray
 FlopConvention = Literal["palm", "megatron", "6n"]
 Ideal = Literal["MFU", "MBU"]
 
 #: FLOP-counting conventions understood by :func:`model_flops_per_token`.
 FLOP_CONVENTIONS: tuple[str, ...] = ("palm", "megatron", "6n")
 
-#: A utilization a hair above one (float round-off) is accepted; anything more is refused.
-_UNIT_SLACK = 1e-9
 
-
-# ---------------------------------------------------------------------------------------------------
-# Validation helpers (shared with roofline.py and iron_law.py)
-# ---------------------------------------------------------------------------------------------------
-
-
-def _values(name: str, value: ArrayLike, *, positive: bool = False, nonnegative: bool = False,
-            fraction: bool = False) -> np.ndarray:
-    """Return ``value`` as a float array after checking it is finite and in the stated domain."""
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise DomainError(f"{name} must be a number or an array of numbers; got {value!r}") from exc
-    if arr.size == 0:
-        raise DomainError(f"{name} is empty; give at least one value")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise DomainError(f"{name} must be finite; got {_first(arr, bad)!r}{_where(arr, bad)}")
-    if positive:
-        bad = arr <= 0.0
-        if bad.any():
-            raise DomainError(f"{name} must be > 0; got {_first(arr, bad)!r}{_where(arr, bad)}")
-    if nonnegative:
-        bad = arr < 0.0
-        if bad.any():
-            raise DomainError(f"{name} must be >= 0; got {_first(arr, bad)!r}{_where(arr, bad)}")
-    if fraction:
-        bad = (arr < 0.0) | (arr > 1.0)
-        if bad.any():
-            raise DomainError(f"{name} must be a fraction in [0, 1]; got {_first(arr, bad)!r}"
-                              f"{_where(arr, bad)}")
-    return arr
-
-
-def _count(name: str, value: ArrayLike, *, minimum: int = 1) -> np.ndarray:
-    """Return ``value`` as an array of whole counts >= ``minimum`` (devices, ranks, layers)."""
-    arr = _values(name, value)
-    bad = (arr != np.round(arr)) | (arr < minimum)
-    if bad.any():
-        raise DomainError(f"{name} must be a whole number >= {minimum}; got {_first(arr, bad)!r}"
-                          f"{_where(arr, bad)}")
-    return arr
-
-
-def _first(arr: np.ndarray, bad: np.ndarray) -> float:
-    return float(arr[bad].flat[0]) if arr.ndim else float(arr)
-
-
-def _where(arr: np.ndarray, bad: np.ndarray) -> str:
-    if arr.ndim == 0:
-        return ""
-    idx = tuple(int(i) for i in np.argwhere(bad)[0])
-    n = int(bad.sum())
-    return f" at index {idx[0] if len(idx) == 1 else idx} ({n} bad value{'s' if n > 1 else ''})"
-
-
-def _out(arr: np.ndarray) -> FloatOrArray:
-    """Return a float for a 0-d result, the array otherwise."""
-    return float(arr) if np.ndim(arr) == 0 else arr
-
-
-def _at_most_one(name: str, arr: np.ndarray, hint: str) -> np.ndarray:
-    """Refuse a utilization above one; it means a numerator or denominator is wrong."""
-    bad = arr > 1.0 + _UNIT_SLACK
-    if bad.any():
-        raise DomainError(f"{name} = {_first(arr, bad):.4g} exceeds 1{_where(arr, bad)}: {hint}")
-    return arr
-
-
-# ---------------------------------------------------------------------------------------------------
-# Peak rates
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PeakRate:
-    """A published dense peak arithmetic rate and HBM bandwidth for one accelerator.
-
-    Attributes
-    ----------
-    accelerator
-        Device name as used in the table, e.g. ``"H100 SXM"``.
-    dense_tflops
-        Dense (no structured sparsity) tensor-core peak in TFLOP/s at ``precision``.
-    hbm_tb_per_s
-        Peak HBM bandwidth in TB/s (decimal, 1 TB = 1e12 bytes).
-    precision
-        Number format of the arithmetic peak, ``"BF16"`` or ``"FP16"``.
-    source
-        Where the numbers come from; always reported with the peak.
-    """
-
-    accelerator: str
-    dense_tflops: float
-    hbm_tb_per_s: float
-    precision: str
-    source: str
-
-    def __post_init__(self) -> None:
-        if not self.accelerator:
-            raise DomainError("a peak rate needs an accelerator name")
-        _values(f"{self.accelerator} dense TFLOP/s", self.dense_tflops, positive=True)
-        _values(f"{self.accelerator} HBM TB/s", self.hbm_tb_per_s, positive=True)
-        for part in (self.accelerator, self.precision):
-            if "," in part:
-                raise DomainError(f"peak-rate names may not contain commas (they separate convention "
-                                  f"fields); got {part!r}")
-
-    @property
-    def peak_flops_per_s(self) -> float:
-        """Dense peak arithmetic rate in FLOP/s."""
-        return self.dense_tflops * 1e12
-
-    @property
-    def hbm_bytes_per_s(self) -> float:
-        """Peak HBM bandwidth in bytes/s."""
-        return self.hbm_tb_per_s * 1e12
-
-    @property
-    def ridge_flop_per_byte(self) -> float:
-        """Roofline ridge point of the device against HBM, FLOP/byte."""
-        return self.peak_flops_per_s / self.hbm_bytes_per_s
-
-    @property
-    def arithmetic_label(self) -> str:
-        """The arithmetic peak as it appears in a convention, e.g. ``"H100 SXM dense BF16 989 TFLOP/s"``."""
-        return f"{self.accelerator} dense {self.precision} {self.dense_tflops:g} TFLOP/s"
-
-    @property
-    def bandwidth_label(self) -> str:
-        """The bandwidth peak as it appears in a convention, e.g. ``"H100 SXM HBM 3.35 TB/s"``."""
-        return f"{self.accelerator} HBM {self.hbm_tb_per_s:g} TB/s"
-
-
-_FIELD_NOTES = "field_notes/step_traces.md section 6 (Peaks)"
-
-#: Dense peak rates with their sources.  Datasheet figures quoted "with sparsity" are halved to the
-#: dense rate; always name the entry (and its source) in a program-goodput convention.
-PEAK_RATES: Mapping[str, PeakRate] = {
-    p.accelerator: p
-    for p in (
-        PeakRate("H100 SXM", 989.0, 3.35, "BF16",
-                 "NVIDIA H100 Tensor Core GPU datasheet: BF16 1,979 TFLOP/s with sparsity -> 989 dense; "
-                 f"HBM3 3.35 TB/s; torchtitan get_peak_flops 989e12; {_FIELD_NOTES}"),
-        PeakRate("H200 SXM", 989.0, 4.8, "BF16",
-                 "NVIDIA H200 datasheet: same Hopper tensor peak as H100 SXM (989 dense BF16; 1,979 is "
-                 f"with sparsity), 141 GB HBM3e at 4.8 TB/s; torchtitan 989e12; {_FIELD_NOTES}"),
-        PeakRate("A100 SXM", 312.0, 2.039, "BF16",
-                 "NVIDIA A100 80GB SXM datasheet: BF16 tensor 312 TFLOP/s dense (624 with sparsity), "
-                 f"HBM2e 2,039 GB/s (40 GB SXM: 1,555 GB/s); nanoGPT/torchtitan 312e12; {_FIELD_NOTES}"),
-        PeakRate("V100 SXM", 125.0, 0.9, "FP16",
-                 "NVIDIA Tesla V100 SXM2 datasheet: 125 tensor TFLOP/s mixed-precision FP16, HBM2 900 GB/s; "
-                 "NVIDIA developer blog 'Programming Tensor Cores in CUDA 9' (125 Tensor TFLOPS) "
-                 "https://developer.nvidia.com/programming-tensor-cores-cuda-9-0"),
-        PeakRate("MI300X", 1307.4, 5.3, "BF16",
-                 "AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity), HBM3 "
-                 f"5.3 TB/s; torchtitan rounds to 1300e12; measured 'achievable' 708 is not a peak; "
-                 f"{_FIELD_NOTES}"),
-        PeakRate("TPU v5e", 197.0, 0.819, "BF16",
-                 f"Google Cloud TPU v5e documentation: 197 TFLOP/s BF16, 819 GB/s HBM; {_FIELD_NOTES}"),
-        PeakRate("TPU v6e", 918.0, 1.64, "BF16",
-                 "Google Cloud TPU v6e (Trillium) documentation: 918 TFLOP/s BF16, about 1,640 GB/s HBM; "
-                 f"{_FIELD_NOTES}"),
-    )
-}
-
-
-def peak_rate(accelerator: str) -> PeakRate:
-    """Look up an accelerator's dense peak rates in :data:`PEAK_RATES` (case-insensitive).
-
-    Parameters
-    ----------
-    accelerator
-        A key of :data:`PEAK_RATES`, e.g. ``"H100 SXM"``.
-
-    Returns
-    -------
-    PeakRate
-        The entry, with its source.
-    """
-    wanted = str(accelerator).strip().lower()
-    for name, rate in PEAK_RATES.items():
-        if name.lower() == wanted:
-            return rate
-    raise DomainError(f"no peak rate for accelerator {accelerator!r}; known: {sorted(PEAK_RATES)}. "
-                      "Build a PeakRate with a cited source for other devices")
-
-
-def _peak_label(peak: PeakRate | str, *, bandwidth: bool) -> str:
-    if isinstance(peak, PeakRate):
-        return peak.bandwidth_label if bandwidth else peak.arithmetic_label
-    text = str(peak).strip()
-    if not text or "," in text:
-        raise DomainError(f"a peak label must be non-empty and contain no commas; got {peak!r}")
-    return text
 
 
 # ---------------------------------------------------------------------------------------------------

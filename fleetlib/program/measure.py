@@ -1,0 +1,264 @@
+"""Program goodput measured from step traces: one result with its factor, ledger and window.
+
+:func:`measure` reads the traces (or takes a :class:`~fleetlib.program.readers.kineto.TraceSet`
+already read), matches collectives across ranks, partitions every rank's traced steps
+(:func:`fleetlib.program.collectives.analyse_traced_steps`) and, given a model configuration,
+builds the program factor against the arithmetic ideal
+(:func:`fleetlib.program.breakdown.program_goodput_factor`).  The
+:class:`ProgramMeasurement` it returns carries the per-rank, per-step partition it used, the
+reader's ledger and the calendar window of the traced steps.
+
+The window
+----------
+A trace carries a calendar clock when its timestamps count from the unix epoch: Kineto's
+``baseTimeNanoseconds`` (the HTA AllReduce trace), or absolute unix microseconds (the bundled DLRM
+and pipeline traces, whose earliest second is their origin).  Then the window is the measured span
+of the traced steps in UTC -- the first step start to the last step end over all ranks, on the
+common time base of :func:`~fleetlib.program.readers.kineto.read_traces` (no clock-skew correction).
+A trace whose timestamps count from an unknown origin (a synthetic trace, a relative clock) has no
+calendar clock: the window is then nominal, and its label says so.  A ``window`` given by the
+caller (anything :meth:`fleetlib.accounting.Window.parse` takes) is the window the sampled steps
+belong to -- the calendar window of the other two factors, say; the measured span must lie inside
+it.
+
+Examples
+--------
+>>> from fleetlib.program import measure  # doctest: +SKIP
+>>> m = measure("data/traces/dlrm_8rank", model="data/traces/models/dlrm_example.yaml")  # doctest: +SKIP
+>>> m.factor().value, m.window.start  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from fleetlib.accounting import Factor, Window
+from fleetlib.quality import DomainError, Ledger
+
+if TYPE_CHECKING:
+    from fleetlib.program.readers.kineto import TraceSet
+
+__all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
+
+#: What the label of a nominal window says when the traces carry no calendar clock.
+NO_CLOCK_LABEL: str = "the traces carry no calendar clock"
+
+
+@dataclass
+class ProgramMeasurement:
+    """What :func:`measure` returns: the partition of the traced steps and what it rests on.
+
+    Attributes
+    ----------
+    partition
+        One row per rank and traced step: the six parts of
+        :data:`fleetlib.program.schema.PARTITION_PARTS`, ``step_wall_us`` (their sum),
+        ``overlapped_comm_us``, ``cuda_graph`` and ``dispatch_rule``.
+    waits
+        Each rank's wait in each matched collective instance.
+    stragglers
+        One row per rank (:func:`fleetlib.program.collectives.straggler_report`).
+    audit
+        The collective audit (:func:`fleetlib.program.collectives.collective_audit`).
+    ledger
+        The reader's ledger (every event of every file accounted for).
+    window
+        The calendar window of the traced steps (see the module docstring).
+    traces
+        The trace set measured.
+    model
+        The model configuration (:func:`fleetlib.program.model_config.load_model_config`), or None.
+    matched_by
+        How collectives were matched across ranks (``seq`` or ``occurrence``).
+    matched
+        The matched collective kernels.
+    """
+
+    partition: pd.DataFrame
+    waits: pd.DataFrame
+    stragglers: pd.DataFrame
+    audit: pd.DataFrame
+    ledger: Ledger
+    window: Window
+    traces: TraceSet
+    model: Mapping[str, Any] | None = None
+    matched_by: str = "auto"
+    matched: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    @property
+    def has_clock(self) -> bool:
+        """True when the window is the measured calendar span of the traced steps."""
+        return not self.window.is_nominal
+
+    def factor(self) -> Factor:
+        """Return program goodput of the traced steps under the arithmetic ideal.
+
+        Built by :func:`fleetlib.program.breakdown.program_goodput_factor` from :attr:`partition`,
+        the model's useful FLOPs per step, devices, peak and convention, over :attr:`window`.
+
+        Raises
+        ------
+        DomainError
+            No model configuration was given, or it does not fit the traces (fewer devices than
+            traced ranks, a step without wall time).
+        """
+        from fleetlib.program.breakdown import program_goodput_factor
+
+        if self.model is None:
+            raise DomainError("program goodput needs the useful FLOPs per step: measure(..., model=CONFIG)")
+        m = self.model
+        conv = m["convention"]
+        return program_goodput_factor(self.partition, useful_flops_per_step=m["useful_flops_per_step"],
+                                      devices=m["devices"], peak=m["peak"],
+                                      convention=getattr(conv, "label", conv), window=self.window)
+
+    def summary(self) -> dict[str, Any]:
+        """Return the per-rank sums, stragglers, collectives, flags and partition records.
+
+        The dictionary :func:`fleetlib.program.collectives.program_summary` returns for the same
+        tables.
+        """
+        from fleetlib.program.collectives import summarise_traced_steps
+
+        parts = {"matched": self.matched, "waits": self.waits, "partition": self.partition,
+                 "stragglers": self.stragglers, "audit": self.audit}
+        return summarise_traced_steps(parts, by=self.matched_by)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the measurement as a JSON-ready dictionary.
+
+        Returns
+        -------
+        dict
+            ``window``, ``has_clock``, ``files``, ``ranks``, ``steps`` (traced rank-steps),
+            the :meth:`summary` keys (``ranks``, ``stragglers``, ``collectives``, ``flags``,
+            ``partition``), ``ledger`` (complete) and ``factor`` (None without a model).
+        """
+        out: dict[str, Any] = {"window": self.window.to_dict(), "has_clock": self.has_clock,
+                               "files": [str(tr.path) for tr in self.traces.reads],
+                               "steps": len(self.partition)}
+        out.update(self.summary())
+        out["ledger"] = self.ledger.to_dict()
+        out["factor"] = self.factor().to_dict() if self.model is not None else None
+        return out
+
+
+def traced_window(traces: TraceSet, *, label: str | None = None) -> Window:
+    """Return the calendar window of the traced steps, or a nominal one when there is no clock.
+
+    Parameters
+    ----------
+    traces
+        What :func:`~fleetlib.program.readers.kineto.read_traces` returned.
+    label
+        The window's label (default: the span itself, or for a nominal window a description of the
+        traced steps that says they carry no calendar clock).
+
+    Returns
+    -------
+    Window
+        ``[first step start, last step end)`` in UTC when every file's time base is a calendar clock
+        (:func:`fleetlib.program.readers.kineto.has_calendar_clock`); otherwise a nominal window.
+    """
+    from fleetlib.program.readers.kineto import has_calendar_clock, utc
+
+    steps = traces.steps
+    if steps.empty or not has_calendar_clock(traces):
+        ranks = len(traces.metadata)
+        what = label or f"{len(steps)} traced rank-step(s) of {ranks} rank(s)"
+        return Window.nominal(f"{what} ({NO_CLOCK_LABEL})")
+    start, end = utc(traces, [steps["start_us"].min(), steps["end_us"].max()])
+    return Window.between(start, end, label=label)
+
+
+def _model(model: str | PathLike[str] | Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if model is None or isinstance(model, Mapping):
+        if model is not None:
+            needed = ("useful_flops_per_step", "devices", "peak", "convention")
+            missing = [k for k in needed if k not in model]
+            if missing:
+                raise DomainError(f"model configuration lacks {missing}; read it with "
+                                  "fleetlib.program.model_config.load_model_config")
+        return model
+    from fleetlib.program.model_config import load_model_config
+
+    return load_model_config(model)
+
+
+def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | PathLike[str]], *,
+            model: str | PathLike[str] | Mapping[str, Any] | None = None, window: Any = None,
+            cache: bool = True, cache_dir: str | PathLike[str] | None = None, progress: bool = False,
+            by: str = "auto", dispatch_gap_us: float | None = None,
+            threshold: float | None = None) -> ProgramMeasurement:
+    """Measure the traced steps: partition, stragglers, ledger, window and (with a model) the factor.
+
+    Parameters
+    ----------
+    traces_or_paths
+        A :class:`~fleetlib.program.readers.kineto.TraceSet`, or trace files and/or folders of
+        them (one file per rank), read with
+        :func:`~fleetlib.program.readers.kineto.read_traces`.
+    model
+        A model configuration file (:func:`fleetlib.program.model_config.load_model_config`) or the
+        mapping it returns; without one, :meth:`ProgramMeasurement.factor` is refused.
+    window
+        The calendar window the traced steps belong to (anything
+        :meth:`fleetlib.accounting.Window.parse` takes).  None: the measured span of the traced
+        steps in UTC, or a nominal window when the traces carry no calendar clock.  When given and
+        the traces carry a clock, their span must lie inside it; its label then names the window.
+    cache, cache_dir, progress
+        Passed to :func:`~fleetlib.program.readers.kineto.read_traces` when paths are given.
+    by, dispatch_gap_us, threshold
+        Collective matching rule, fallback host-dispatch gap (µs) and straggler threshold
+        (:func:`fleetlib.program.collectives.analyse_traced_steps`; None: their defaults).
+
+    Returns
+    -------
+    ProgramMeasurement
+        With ``.factor()``, ``.ledger``, ``.window``, ``.partition`` and ``.to_dict()``.
+
+    Raises
+    ------
+    InputError
+        A trace or the model configuration cannot be read.
+    DomainError
+        The traced steps lie outside the given window, or an option is out of its domain.
+    """
+    from fleetlib.program.collectives import DEFAULT_STRAGGLER_THRESHOLD, analyse_traced_steps
+    from fleetlib.program.readers.kineto import TraceSet, read_traces, trace_files
+
+    config = _model(model)  # fail fast, before parsing traces
+    asked = Window.parse(window)
+    if isinstance(traces_or_paths, TraceSet):
+        traces = traces_or_paths
+    else:
+        paths = [traces_or_paths] if isinstance(traces_or_paths, (str, PathLike)) else list(traces_or_paths)
+        traces = read_traces(trace_files([Path(p) for p in paths]), cache=cache, cache_dir=cache_dir,
+                             progress=progress)
+    name = None if config is None else config.get("name")
+    measured = traced_window(traces, label=name)
+    if asked is None:
+        used = measured
+    elif measured.is_nominal or asked.is_nominal:
+        used = asked
+    elif asked.contains(measured):
+        used = asked
+    else:
+        span = f"{measured.start.isoformat()} .. {measured.end.isoformat()}"  # type: ignore[union-attr]
+        raise DomainError(f"the traced steps span {span}, which is not inside the window {asked.label!r}")
+    from fleetlib.program.breakdown import DEFAULT_DISPATCH_GAP_US
+
+    parts = analyse_traced_steps(
+        traces.kernels, traces.steps, by=by,  # type: ignore[arg-type]
+        dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
+        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold)
+    matched = parts["matched"]
+    return ProgramMeasurement(parts["partition"], parts["waits"], parts["stragglers"], parts["audit"],
+                              traces.ledger, used, traces, config, matched.attrs.get("matched_by", by),
+                              matched)

@@ -1,0 +1,141 @@
+"""Published peak rates of accelerators (dense FLOP/s per precision, HBM bandwidth), with sources.
+
+:data:`PEAK_RATES` is the table; :func:`peak_rate` looks an entry up by name.  A program-goodput
+convention always names the entry it divides by (:mod:`fleetlib.program.flops`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fleetlib.program._arrays import _values
+from fleetlib.quality import DomainError
+
+__all__ = ["PEAK_RATES", "PeakRate", "peak_rate"]
+# ---------------------------------------------------------------------------------------------------
+# Peak rates
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeakRate:
+    """A published dense peak arithmetic rate and HBM bandwidth for one accelerator.
+
+    Attributes
+    ----------
+    accelerator
+        Device name as used in the table, e.g. ``"H100 SXM"``.
+    dense_tflops
+        Dense (no structured sparsity) tensor-core peak in TFLOP/s at ``precision``.
+    hbm_tb_per_s
+        Peak HBM bandwidth in TB/s (decimal, 1 TB = 1e12 bytes).
+    precision
+        Number format of the arithmetic peak, ``"BF16"`` or ``"FP16"``.
+    source
+        Where the numbers come from; always reported with the peak.
+    """
+
+    accelerator: str
+    dense_tflops: float
+    hbm_tb_per_s: float
+    precision: str
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.accelerator:
+            raise DomainError("a peak rate needs an accelerator name")
+        _values(f"{self.accelerator} dense TFLOP/s", self.dense_tflops, positive=True)
+        _values(f"{self.accelerator} HBM TB/s", self.hbm_tb_per_s, positive=True)
+        for part in (self.accelerator, self.precision):
+            if "," in part:
+                raise DomainError(f"peak-rate names may not contain commas (they separate convention "
+                                  f"fields); got {part!r}")
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """Dense peak arithmetic rate in FLOP/s."""
+        return self.dense_tflops * 1e12
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """Peak HBM bandwidth in bytes/s."""
+        return self.hbm_tb_per_s * 1e12
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """Roofline ridge point of the device against HBM, FLOP/byte."""
+        return self.peak_flops_per_s / self.hbm_bytes_per_s
+
+    @property
+    def arithmetic_label(self) -> str:
+        """The arithmetic peak as it appears in a convention, e.g. ``"H100 SXM dense BF16 989 TFLOP/s"``."""
+        return f"{self.accelerator} dense {self.precision} {self.dense_tflops:g} TFLOP/s"
+
+    @property
+    def bandwidth_label(self) -> str:
+        """The bandwidth peak as it appears in a convention, e.g. ``"H100 SXM HBM 3.35 TB/s"``."""
+        return f"{self.accelerator} HBM {self.hbm_tb_per_s:g} TB/s"
+
+
+_FIELD_NOTES = "field_notes/step_traces.md section 6 (Peaks)"
+
+#: Dense peak rates with their sources.  Datasheet figures quoted "with sparsity" are halved to the
+#: dense rate; always name the entry (and its source) in a program-goodput convention.
+PEAK_RATES: Mapping[str, PeakRate] = {
+    p.accelerator: p
+    for p in (
+        PeakRate("H100 SXM", 989.0, 3.35, "BF16",
+                 "NVIDIA H100 Tensor Core GPU datasheet: BF16 1,979 TFLOP/s with sparsity -> 989 dense; "
+                 f"HBM3 3.35 TB/s; torchtitan get_peak_flops 989e12; {_FIELD_NOTES}"),
+        PeakRate("H200 SXM", 989.0, 4.8, "BF16",
+                 "NVIDIA H200 datasheet: same Hopper tensor peak as H100 SXM (989 dense BF16; 1,979 is "
+                 f"with sparsity), 141 GB HBM3e at 4.8 TB/s; torchtitan 989e12; {_FIELD_NOTES}"),
+        PeakRate("A100 SXM", 312.0, 2.039, "BF16",
+                 "NVIDIA A100 80GB SXM datasheet: BF16 tensor 312 TFLOP/s dense (624 with sparsity), "
+                 f"HBM2e 2,039 GB/s (40 GB SXM: 1,555 GB/s); nanoGPT/torchtitan 312e12; {_FIELD_NOTES}"),
+        PeakRate("V100 SXM", 125.0, 0.9, "FP16",
+                 "NVIDIA Tesla V100 SXM2 datasheet: 125 tensor TFLOP/s mixed-precision FP16, HBM2 900 GB/s; "
+                 "NVIDIA developer blog 'Programming Tensor Cores in CUDA 9' (125 Tensor TFLOPS) "
+                 "https://developer.nvidia.com/programming-tensor-cores-cuda-9-0"),
+        PeakRate("MI300X", 1307.4, 5.3, "BF16",
+                 "AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity), HBM3 "
+                 f"5.3 TB/s; torchtitan rounds to 1300e12; measured 'achievable' 708 is not a peak; "
+                 f"{_FIELD_NOTES}"),
+        PeakRate("TPU v5e", 197.0, 0.819, "BF16",
+                 f"Google Cloud TPU v5e documentation: 197 TFLOP/s BF16, 819 GB/s HBM; {_FIELD_NOTES}"),
+        PeakRate("TPU v6e", 918.0, 1.64, "BF16",
+                 "Google Cloud TPU v6e (Trillium) documentation: 918 TFLOP/s BF16, about 1,640 GB/s HBM; "
+                 f"{_FIELD_NOTES}"),
+    )
+}
+
+
+def peak_rate(accelerator: str) -> PeakRate:
+    """Look up an accelerator's dense peak rates in :data:`PEAK_RATES` (case-insensitive).
+
+    Parameters
+    ----------
+    accelerator
+        A key of :data:`PEAK_RATES`, e.g. ``"H100 SXM"``.
+
+    Returns
+    -------
+    PeakRate
+        The entry, with its source.
+    """
+    wanted = str(accelerator).strip().lower()
+    for name, rate in PEAK_RATES.items():
+        if name.lower() == wanted:
+            return rate
+    raise DomainError(f"no peak rate for accelerator {accelerator!r}; known: {sorted(PEAK_RATES)}. "
+                      "Build a PeakRate with a cited source for other devices")
+
+
+def _peak_label(peak: PeakRate | str, *, bandwidth: bool) -> str:
+    if isinstance(peak, PeakRate):
+        return peak.bandwidth_label if bandwidth else peak.arithmetic_label
+    text = str(peak).strip()
+    if not text or "," in text:
+        raise DomainError(f"a peak label must be non-empty and contain no commas; got {peak!r}")
+    return text

@@ -1,0 +1,511 @@
+"""Events -> columns: each decoded piece reduced to numpy columns of the fields the tables use.
+
+Also the row book of one trace file (rejections, repairs, flags) and the timestamp / id parsing
+that writes into it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+try:  # typed, column-projected decoding; the stdlib path is complete without it
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is a declared dependency
+    msgspec = None
+
+from fleetlib.program.readers._decode import _ARG_KEYS, _ATTRS, _NO_ARGS, _TYPED, _map_unique, _objects
+from fleetlib.quality import Ledger, RowBook
+
+# Kineto activity categories (libkineto ActivityType.h) by role in the tables
+_GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"})
+_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "xpu_runtime", "xpu_driver",
+                           "privateuse1_runtime", "privateuse1_driver", "mtia_runtime"})
+_SPAN_CATS = frozenset({"user_annotation", "cpu_op"})
+_IGNORED_CATS = frozenset({
+    "gpu_user_annotation", "external_correlation", "cpu_instant_event", "python_function",
+    "overhead", "mtia_ccp_events", "mtia_insight", "cuda_event", "mtia_counters", "glow_runtime",
+    "cuda_profiler_range", "hpu_op", "collective_comm", "xpu_scope_profiler", "xpu_sync",
+    "hardware_counters", "Trace", "ac2g", "fwdbwd", "async_cpu_to_gpu", "async", "async_gpu",
+    "Python", "python", "Memory", "memory", "",
+})
+# 2021-era capitalised categories and their modern names
+_LEGACY_CATS = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
+                "Runtime": "cuda_runtime", "Driver": "cuda_driver", "Operator": "cpu_op",
+                "User annotation": "user_annotation", "user annotation": "user_annotation"}
+_ROLE_IGNORE, _ROLE_GPU, _ROLE_RUNTIME, _ROLE_SPAN, _ROLE_UNKNOWN = 0, 1, 2, 3, 4
+
+_SEQ_KEYS = ("Seq", "seq", "Seq num", "seq_num", "sequence_num")
+_GRAPH_KEYS = ("graph id", "graphId", "graph_id", "graph node id", "graphNodeId")
+_INT64_MAX = np.iinfo(np.int64).max
+
+# ---------------------------------------------------------------------------------------------------
+# Events -> columns
+# ---------------------------------------------------------------------------------------------------
+
+
+def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
+    """Return the value of ``key`` in each event or args record (None where absent).
+
+    Items are all dicts (the stdlib decoder) or all typed records (msgspec), never mixed.
+    """
+    n = len(items)
+    if n and not isinstance(items[0], dict):
+        return _objects(map(_ATTRS[key], items), n)
+    return _objects(map(dict.get, items, repeat(key)), n)
+
+
+def _present(args: np.ndarray) -> set[str]:
+    """Return the arg keys any of these records carries (typed records: every key they declare)."""
+    if len(args) and not isinstance(args[0], dict):
+        return set(_ARG_KEYS)
+    return set().union(*args)  # one C-level pass over the dicts
+
+
+_NUM_OK, _NUM_MISSING, _NUM_TEXT, _NUM_BAD, _NUM_HUGE = 0, 1, 2, 3, 4
+
+
+def _numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (int64 or float64 array, status) for an object array of JSON scalars.
+
+    Status: 0 number, 1 missing, 2 numeric text converted, 3 not a number, 4 integer beyond int64.
+    Values stay int64 when every present value is an int in range (exact for nanoseconds).
+    """
+    n = len(values)
+    status = np.zeros(n, dtype=np.int8)
+    if not n:
+        return np.zeros(0, dtype=np.float64), status
+    kinds = set(map(type, values))
+    if kinds <= {int}:
+        try:
+            return values.astype(np.int64), status
+        except OverflowError:
+            pass
+    elif kinds <= {int, float}:
+        if int not in kinds or max(map(abs, values)) < 2 ** 53:
+            return values.astype(np.float64), status
+    elif kinds <= {int, type(None)}:
+        miss = np.equal(values, None)
+        try:
+            arr = np.where(miss, 0, values).astype(np.int64)
+            status[miss] = _NUM_MISSING
+            return arr, status
+        except OverflowError:
+            pass
+    elif kinds <= {int, float, type(None)} and (int not in kinds or max(
+            (abs(v) for v in values if v is not None), default=0) < 2 ** 53):
+        miss = np.equal(values, None)
+        arr = np.where(miss, np.nan, values).astype(np.float64)
+        status[miss] = _NUM_MISSING
+        return arr, status
+    # the rare path (text, booleans, huge integers, nested values): value by value
+    out = np.full(n, np.nan)
+    for i, v in enumerate(values):
+        if v is None:
+            status[i] = _NUM_MISSING
+        elif isinstance(v, (bool, list, dict)):
+            status[i] = _NUM_BAD
+        elif isinstance(v, int):
+            if -_INT64_MAX - 1 <= v <= _INT64_MAX:
+                out[i] = float(v)
+            else:
+                status[i] = _NUM_HUGE
+        elif isinstance(v, float):
+            out[i] = v
+        elif isinstance(v, str):
+            try:
+                out[i] = float(v)
+                status[i] = _NUM_TEXT
+            except ValueError:
+                status[i] = _NUM_BAD
+        else:
+            status[i] = _NUM_BAD
+    return out, status
+
+
+def _args(args: np.ndarray) -> tuple[np.ndarray, int]:
+    """Return events' ``args`` values as objects ({} when missing) and how many were not objects."""
+    kinds = set(map(type, args))
+    if kinds <= {dict}:
+        return args, 0
+    if _TYPED and kinds - {type(None)} <= {type(_NO_ARGS)}:  # typed records: args was an object or absent
+        return np.where(np.equal(args, None), _NO_ARGS, args), 0
+    is_dict = np.fromiter(map(isinstance, args, repeat(dict)), dtype=bool, count=len(args))
+    odd = int((~is_dict & ~np.equal(args, None)).sum())
+    fixed = args.copy()
+    fixed[~is_dict] = [{} for _ in range(int((~is_dict).sum()))]
+    return fixed, odd
+
+
+def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+    out = _get(args, keys[0])
+    for key in keys[1:]:
+        miss = np.equal(out, None)
+        if not miss.any():
+            break
+        out = np.where(miss, _get(args, key), out)
+    return out
+
+
+def _shared(values: np.ndarray) -> np.ndarray:
+    """Point equal values at one object (the decoder makes a new string per event; names are long)."""
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:  # unhashable values in a malformed trace: keep them as they are
+        return values
+    table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
+    return table[np.where(codes < 0, len(uniques), codes)]
+
+
+def _timing(x: Mapping[str, np.ndarray], pos: np.ndarray) -> dict[str, np.ndarray]:
+    """``ts`` and ``dur`` of the events at ``pos`` as numbers with their parse status.
+
+    Converted per role and chunk (see :func:`_numbers`: integers stay exact int64 when a group
+    holds nothing else).
+    """
+    ts, ts_status = _numbers(x["ts"][pos])
+    dur, dur_status = _numbers(x["dur"][pos])
+    return {"ts": ts, "ts_status": ts_status, "dur": dur, "dur_status": dur_status}
+
+
+def _meta_dict(event: Any) -> dict[str, Any]:
+    """Return a metadata event as a dict (a typed record: only the keys :func:`_device_maps` reads)."""
+    if isinstance(event, dict):
+        return event
+    out = {"ph": event.ph, "name": event.name, "pid": event.pid, "tid": event.tid}
+    if event.args is not None:
+        out["args"] = {k: v for k, v in (("labels", event.args.labels), ("name", event.args.name))
+                       if v is not msgspec.UNSET}
+    return out
+
+
+class _Collector:
+    """Reduces chunks of events to the columns the tables need (per chunk, then concatenated)."""
+
+    _GPU_ARGS = ("device", "stream", "correlation", "Collective name", "In msg nelems", "dtype",
+                 "Process Group Name", "Process Group Description", "bytes", "External id")
+    _SPAN_ARGS = ("Collective name", "In msg nelems", "dtype", "Process Group Name",
+                  "Process Group Description", "Input Dims", "Input type")
+
+    def __init__(self, step_marker: re.Pattern[str] | None) -> None:
+        self.step_marker = step_marker
+        self.offset = 0
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {"gpu": [], "runtime": [], "spans": [],
+                                                              "ops": []}
+        self.meta_events: list[dict[str, Any]] = []
+        self.cat_counts: Counter[str] = Counter()
+        self.phase_counts: Counter[str] = Counter()
+        self.legacy_cats: set[str] = set()
+        self.unknown_cats: Counter[str] = Counter()
+        self.unused_complete: Counter[str] = Counter()  # complete events no table reads, by category
+        self.not_objects: list[int] = []
+        self.odd_args = 0
+        self.window = [np.inf, -np.inf]
+        self.n_timed = 0
+        self.ts_samples: list[np.ndarray] = []
+
+    def add(self, events: list[Any]) -> None:
+        n = len(events)
+        base = self.offset
+        self.offset += n
+        if not n:
+            return
+        evs = _objects(events, n)
+        rows = np.arange(base + 1, base + n + 1, dtype=np.int64)
+        kinds = set(map(type, events))
+        if kinds != {dict} and not (_TYPED and kinds <= set(_TYPED)):
+            is_dict = np.fromiter(map(isinstance, events, repeat(dict)), dtype=bool, count=n)
+            self.not_objects.extend(rows[~is_dict].tolist())
+            evs, rows = evs[is_dict], rows[is_dict]
+            if not len(evs):
+                return
+        ph = _get(evs, "ph")
+        ph_codes, ph_uniques = pd.factorize(ph, use_na_sentinel=True)
+        for u, c in zip(ph_uniques, np.bincount(ph_codes[ph_codes >= 0], minlength=len(ph_uniques)),
+                        strict=True):
+            self.phase_counts[str(u)] += int(c)
+        is_x = ph == "X"
+        cat_codes, cat_uniques = pd.factorize(_get(evs, "cat"), use_na_sentinel=True)
+        counts = np.bincount(cat_codes[cat_codes >= 0], minlength=len(cat_uniques))
+        norm = np.empty(len(cat_uniques) + 1, dtype=object)
+        role = np.zeros(len(cat_uniques) + 1, dtype=np.int8)
+        norm[-1], role[-1] = "", _ROLE_SPAN  # a complete event with no category: a step candidate
+        for j, (u, c) in enumerate(zip(cat_uniques, counts, strict=True)):
+            key = str(u)
+            self.cat_counts[key] += int(c)
+            if key in _LEGACY_CATS:
+                self.legacy_cats.add(key)
+                key = _LEGACY_CATS[key]
+            norm[j] = key
+            role[j] = (_ROLE_GPU if key in _GPU_CATS else _ROLE_RUNTIME if key in _RUNTIME_CATS
+                       else _ROLE_SPAN if key in _SPAN_CATS else _ROLE_IGNORE if key in _IGNORED_CATS
+                       else _ROLE_UNKNOWN)
+            if role[j] == _ROLE_UNKNOWN:
+                self.unknown_cats[key] += int(np.sum(is_x & (cat_codes == j)))
+        code = np.where(cat_codes < 0, len(cat_uniques), cat_codes)
+        self.cat_counts["<none>"] += int((cat_codes < 0).sum())
+        ev_role = np.where(is_x, role[code], _ROLE_IGNORE)
+        cat_norm = norm[code]
+        m_idx = np.flatnonzero(ph == "M")
+        if len(m_idx):
+            self.meta_events.extend(map(_meta_dict, evs[m_idx].tolist()))
+        xi = np.flatnonzero(is_x)
+        if not len(xi):
+            return
+        # the fields every role uses, taken once for all complete events
+        xs = evs[xi]
+        x = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
+             "tid": _get(xs, "tid"), "args": _get(xs, "args")}
+        # the span of all timed events, and a sample of timestamps for the unit check
+        ts, st = _numbers(x["ts"])
+        du, sd = _numbers(x["dur"])
+        ok = (st == _NUM_OK) | (st == _NUM_TEXT)
+        if not np.issubdtype(ts.dtype, np.integer):
+            ok &= np.isfinite(ts)
+        self.n_timed += int(ok.sum())
+        if ok.any():
+            tsf = ts[ok].astype(np.float64)
+            d_ok = ((sd[ok] == _NUM_OK) | (sd[ok] == _NUM_TEXT))
+            duf = np.where(d_ok, du[ok].astype(np.float64), 0.0)
+            duf = np.where(np.isfinite(duf) & (duf > 0), duf, 0.0)
+            self.window[0] = min(self.window[0], float(tsf.min()))
+            self.window[1] = max(self.window[1], float((tsf + duf).max()))
+            self.ts_samples.append(tsf[:: max(1, len(tsf) // 64)])
+        x_role, x_cat, x_rows = ev_role[xi], cat_norm[xi], rows[xi]
+        sel = np.flatnonzero((x_role == _ROLE_GPU) | (x_role == _ROLE_UNKNOWN))
+        if len(sel):
+            self.parts["gpu"].append(self._gpu(x, sel, x_rows[sel], x_cat[sel], _get(xs[sel], "pid")))
+        sel = np.flatnonzero(x_role == _ROLE_RUNTIME)
+        if len(sel):
+            self.parts["runtime"].append(self._runtime(x, sel, x_rows[sel]))
+        sel = np.flatnonzero((x_role == _ROLE_SPAN) & (x_cat == "cpu_op"))
+        if len(sel):
+            self.parts["ops"].append(self._op(x, sel, x_rows[sel]))
+        unused = x_role == _ROLE_IGNORE
+        sel = np.flatnonzero(x_role == _ROLE_SPAN)
+        if len(sel):
+            keep = _map_unique(x["name"][sel], self._wanted_span, False).astype(bool)
+            if keep.any():
+                self.parts["spans"].append(self._span(x, sel[keep], x_rows[sel][keep]))
+            unused[sel[~keep & (x_cat[sel] != "cpu_op")]] = True  # annotations no table reads
+        if unused.any():
+            cats, counts = np.unique(x_cat[unused].astype(str), return_counts=True)
+            for cat, c in zip(cats.tolist(), counts.tolist(), strict=True):
+                self.unused_complete[cat or "<no category>"] += int(c)
+
+    def _wanted_span(self, name: Any) -> bool:
+        if not isinstance(name, str):
+            return False
+        return (name.startswith(("ProfilerStep#", "nccl:", "rccl:")) or name == "record_param_comms"
+                or (self.step_marker is not None and self.step_marker.search(name) is not None))
+
+    def _gpu(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray, cat_norm: np.ndarray,
+             pid: np.ndarray) -> dict[str, np.ndarray]:
+        args, odd = _args(x["args"][pos])
+        self.odd_args += odd
+        cols = {"row": rows, "cat": cat_norm, "name": x["name"][pos], **_timing(x, pos), "pid": pid,
+                "tid": x["tid"][pos]}
+        present = _present(args)
+        none = np.full(len(args), None, dtype=object)
+        for key in self._GPU_ARGS:
+            cols[key] = _get(args, key) if key in present else none
+        seq_keys = [k for k in _SEQ_KEYS if k in present]
+        cols["seq"] = _first_present(args, seq_keys) if seq_keys else none
+        graph = np.zeros(len(args), dtype=bool)
+        for key in _GRAPH_KEYS:
+            if key in present:
+                graph |= ~np.equal(_get(args, key), None)
+        cols["graph_arg"] = graph
+        return cols
+
+    def _runtime(self, x: Mapping[str, np.ndarray], pos: np.ndarray,
+                 rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos],
+                "correlation": _get(args, "correlation")}
+
+    def _span(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
+        for key in self._SPAN_ARGS:
+            cols[key] = _get(args, key)
+        cols["seq"] = _first_present(args, _SEQ_KEYS)
+        return cols
+
+    def _op(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        args, _ = _args(x["args"][pos])
+        present = _present(args)
+        none = np.full(len(args), None, dtype=object)
+        cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
+        typed = len(args) > 0 and not isinstance(args[0], dict)
+        cols["External id"] = _get(args, "External id") if "External id" in present else none
+        for key in ("Input Dims", "Input type"):
+            cols[key] = _json_texts(_get(args, key), typed) if key in present else none
+        return cols
+
+    def table(self, which: str) -> dict[str, np.ndarray]:
+        parts = self.parts[which]
+        if not parts:
+            return {}
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Row book-keeping
+# ---------------------------------------------------------------------------------------------------
+
+
+#: The kind under which the ledger counts the events of each Chrome-trace phase other than ``X``:
+#: read and kept, but no table is built from them (metadata only names GPUs and streams).
+PHASE_KINDS: dict[str, str] = {
+    "M": "metadata", "i": "instant", "I": "instant", "s": "flow", "t": "flow", "f": "flow",
+    "C": "counter", "B": "begin_end", "E": "begin_end", "b": "async", "e": "async", "n": "async",
+    "S": "async", "T": "async", "F": "async", "p": "async", "P": "sample", "N": "object",
+    "O": "object", "D": "object", "R": "mark", "c": "clock_sync", "(": "context", ")": "context",
+}
+
+
+def count_unused(col: _Collector, ledger: Ledger) -> None:
+    """Count, by kind, the kept events that no table is built from (see :data:`PHASE_KINDS`).
+
+    Kinds: the phase names of :data:`PHASE_KINDS` (``phase <ph>`` for any other phase,
+    ``no_phase`` for an event without one) and ``complete:<category>`` for complete events whose
+    category no table reads (``python_function``, ``gpu_user_annotation`` ...) or annotations that
+    are neither steps nor collectives.
+    """
+    with_phase = 0
+    for ph, n in sorted(col.phase_counts.items()):
+        with_phase += n
+        if ph != "X":
+            ledger.count_unused(PHASE_KINDS.get(ph, f"phase {ph}"), n)
+    ledger.count_unused("no_phase", col.offset - len(col.not_objects) - with_phase)
+    for cat, n in sorted(col.unused_complete.items()):
+        ledger.count_unused(f"complete:{cat}", n)
+
+
+class _Book(RowBook):
+    """The :class:`~fleetlib.quality.RowBook` of one trace file, addressed by entry number.
+
+    Every entry of ``traceEvents`` is one record: the file row of entry ``k`` (1-based) is ``k``,
+    its position in the book ``k - 1``.  Beside the per-record outcomes the book keeps the file's
+    notes (flags that concern the whole file, not one record), written after them on close.
+    """
+
+    def __init__(self, file: str, n_events: int) -> None:
+        super().__init__(file, int(n_events))
+        self.notes: list[tuple[str, str]] = []
+
+    def reject_rows(self, rows: np.ndarray | Sequence[int], field_: str | None,
+                    reasons: str | Sequence[str]) -> None:
+        """Reject the entries with these 1-based row numbers (the first rejection wins)."""
+        self.reject(np.asarray(rows, dtype=np.int64) - 1, field_, reasons)
+
+    def repair_rows(self, rows: np.ndarray | Sequence[int], field_: str | None,
+                    reasons: str | Sequence[str]) -> None:
+        """Record a named repair of the entries with these 1-based row numbers."""
+        self.repair(np.asarray(rows, dtype=np.int64) - 1, field_, reasons)
+
+    def note(self, code: str, message: str) -> None:
+        """Record a flag about the whole file."""
+        self.notes.append((code, message))
+
+    def close(self, ledger: Ledger) -> np.ndarray:
+        """Settle the entries into ``ledger``, then the file's notes; return the keep mask."""
+        keep = super().close(ledger)
+        for code, message in self.notes:
+            ledger.flag(code, message, file=self.file)
+        return keep
+
+
+def _times(table: Mapping[str, np.ndarray], book: _Book | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (ts, dur, ok); rows without a usable ts/dur are rejected when a book is given."""
+    rows = table["row"]
+    ts, st = table["ts"], table["ts_status"]
+    du, sd = table["dur"], table["dur_status"]
+    ok = np.ones(len(rows), dtype=bool)
+    if not np.issubdtype(ts.dtype, np.integer):
+        st = np.where((st <= _NUM_TEXT) & (st != _NUM_MISSING) & ~np.isfinite(ts), _NUM_BAD, st)
+    if not np.issubdtype(du.dtype, np.integer):
+        sd = np.where((sd <= _NUM_TEXT) & (sd != _NUM_MISSING) & ~np.isfinite(du), _NUM_BAD, sd)
+    checks = (
+        (st == _NUM_MISSING, "ts", "no timestamp (ts missing)"),
+        (st == _NUM_BAD, "ts", "timestamp is not a finite number"),
+        (st == _NUM_HUGE, "ts", "timestamp is an integer beyond int64"),
+        (sd == _NUM_MISSING, "dur", "complete event without a duration (dur missing)"),
+        (sd == _NUM_BAD, "dur", "duration is not a finite number"),
+        (sd == _NUM_HUGE, "dur", "duration is an integer beyond int64"),
+    )
+    for mask, fld, why in checks:
+        hit = mask & ok
+        if book is not None and hit.any():
+            book.reject_rows(rows[hit], fld, why)
+        ok &= ~mask
+    text = ((st == _NUM_TEXT) | (sd == _NUM_TEXT)) & ok
+    if book is not None and text.any():
+        book.repair_rows(rows[text], "ts,dur", "numeric text converted to a number")
+    return ts, du, ok
+
+
+def _ids(values: np.ndarray, rows: np.ndarray, book: _Book | None, field_: str) -> pd.arrays.IntegerArray:
+    """Nullable Int64 ids; integers beyond int64 become <NA>, their digits kept in the ledger."""
+    arr, st = _numbers(values)
+    out = np.zeros(len(values), dtype=np.int64)
+    valid = (st == _NUM_OK) | (st == _NUM_TEXT)
+    if np.issubdtype(arr.dtype, np.integer):
+        out[valid] = arr[valid]
+    else:
+        valid &= np.isfinite(arr) & (np.abs(arr) < 2.0 ** 63)
+        valid &= np.floor(np.where(valid, arr, 0.0)) == np.where(valid, arr, 0.0)
+        out[valid] = arr[valid].astype(np.int64)
+    huge = st == _NUM_HUGE
+    if book is not None and huge.any():
+        book.repair_rows(rows[huge], field_, [f"integer {values[i]} in {field_!r} is beyond int64: set to "
+                                         f"missing, not wrapped (exact value kept here)"
+                                         for i in np.flatnonzero(huge)])
+        book.note("integer_beyond_int64", f"{int(huge.sum())} value(s) of {field_!r} exceed int64: missing "
+                                          f"in the table, exact digits in the ledger")
+    return pd.arrays.IntegerArray(out, ~valid)
+
+
+
+_NOT_INTEGER_LISTS = re.compile(rb'["{.eEtfn]')  # text, objects, floats, true / false / null
+
+
+def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
+    """JSON text of each value (``json.dumps`` separators), None where the value is missing.
+
+    Values are grouped by an exact key (the typed decoder's values by their compact JSON encoding,
+    others by ``repr``) and each distinct value is written once: lists of integers (shapes) by
+    spacing the compact encoding, anything else by ``json.dumps``.  Escaped invalid UTF-8 bytes
+    (lone surrogates, stdlib path only) pass through as they are, for :func:`_clean`.
+    """
+    n = len(values)
+    if not n:
+        return _objects([], 0)
+    have = ~np.equal(values, None)
+    if not have.all():  # most CPU ops carry no shapes (or the trace recorded none): skip them
+        out = np.full(n, None, dtype=object)
+        if have.any():
+            out[have] = _json_texts(values[have], typed)
+        return out
+    keys = _objects(map(msgspec.json.encode if typed else repr, values), n)
+    codes, uniques = pd.factorize(keys)
+    first = np.zeros(len(uniques), dtype=np.int64)
+    first[codes[::-1]] = np.arange(n)[::-1]  # a row holding each distinct value
+    texts = np.empty(len(uniques), dtype=object)
+    for j, (key, i) in enumerate(zip(uniques, first, strict=True)):  # distinct values: a handful
+        v = values[i]
+        if v is None:
+            texts[j] = None
+        elif typed and not _NOT_INTEGER_LISTS.search(key):
+            texts[j] = key.decode().replace(",", ", ")
+        else:
+            texts[j] = json.dumps(v, ensure_ascii=False)
+    return texts[codes]
