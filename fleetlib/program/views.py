@@ -77,7 +77,7 @@ def model_program_factor(partition: pd.DataFrame, model: str | Path) -> tuple[Fa
         peak; its window is the nominal window named after the model) and the checked configuration
         (``peak``, ``devices``, ``useful_flops_per_step``, ``convention``, ``name``, ...).
     """
-    from fleetlib.program.commands import load_model_config  # the one reader of model files today
+    from fleetlib.program.model_config import load_model_config  # the one reader of model files today
 
     config = load_model_config(model)
     factor = program_goodput_factor(partition, useful_flops_per_step=config["useful_flops_per_step"],
