@@ -218,7 +218,8 @@ def _parse_instant(name: str, value: Any) -> pd.Timestamp:
     if t is pd.NaT or pd.isna(t):
         raise DomainError(f"window {name} {value!r} is not a time")
     if t.tzinfo is None:
-        hint = f"{value}Z" if "T" in str(value) else f"{value}T00:00Z"
+        text = t.isoformat() if not isinstance(value, str) else value.strip()
+        hint = f"{text}Z" if "T" in text else f"{text}T00:00Z"
         raise DomainError(f"window {name} {value!r} has no zone; write it with one, for example "
                           f"{hint!r} for UTC")
     return t.tz_convert("UTC")
