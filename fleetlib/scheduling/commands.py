@@ -1,7 +1,7 @@
 """Command line of rung 1: ``fleetlib scheduling FILE...`` and ``fleetlib synth allocations``.
 
 :func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
-work is done by :func:`fleetlib.scheduling.readers.scheduling_command` and
+work is done by :func:`scheduling_command` and
 :func:`fleetlib.scheduling.synth.synth_allocations_command`; this module parses the arguments,
 turns malformed arguments (a window time that is not a time, a window without a zone, an output
 folder that cannot be written) into :class:`~fleetlib.quality.DomainError` /
@@ -22,15 +22,19 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.scheduling.goodput import LOSS_KEYS
-from fleetlib.scheduling.readers import FORMATS
+from fleetlib.scheduling.readers import READERS, read_records
+from fleetlib.scheduling.readers._common import _window
+from fleetlib.scheduling.views import openb_cohorts
 
 __all__ = [
     "DENOMINATORS",
@@ -40,6 +44,7 @@ __all__ = [
     "render_synth_allocations",
     "run_scheduling",
     "run_synth_allocations",
+    "scheduling_command",
 ]
 
 #: Denominators of ``--denominator``: in-service capacity (the accounting's) or installed capacity.
@@ -99,6 +104,66 @@ def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     return out[0], out[1]
 
 
+def scheduling_command(
+    paths: Sequence[str | PathLike[str]],
+    format: str,
+    *,
+    window: Sequence[object] | None = None,
+    tz: str | None = None,
+    denominator: str = "in_service",
+) -> dict[str, object]:
+    """Return the JSON-ready object of ``fleetlib scheduling FILE... --format F [--window S E] --json``.
+
+    Parameters
+    ----------
+    paths
+        Input files.
+    format
+        A key of :data:`fleetlib.scheduling.readers.READERS`.
+    window
+        ``(start, end)`` timezone-aware times (ISO 8601 text is accepted): the record window and the
+        window scheduling goodput is computed over.
+    tz
+        Zone of naive input times (see :func:`read_records`).
+    denominator
+        ``"in_service"`` (default) or ``"installed"``, passed to the goodput computation.
+
+    Returns
+    -------
+    dict
+        For every format but openb: :func:`fleetlib.scheduling.goodput.scheduling_summary`'s object
+        (``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
+        cross_pool_losses, pools, ledger``).  For openb, which gives no time-based goodput:
+        ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
+        ``installed`` and ``ledger``.
+    """
+    from fleetlib.scheduling.goodput import scheduling_summary
+
+    records, ledger = read_records(paths, format, tz=tz, window=window)
+    if format == "openb":
+        waits = records.extra.get("waits")
+        installed = records.extra.get("installed")
+
+        def plain(df: pd.DataFrame | None) -> list[dict[str, object]]:
+            if df is None:
+                return []
+            obj = df.astype(object).where(df.notna(), None)
+            return [
+                {k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+                for r in obj.to_dict(orient="records")
+            ]
+
+        return {
+            "format": "openb",
+            "note": records.extra["notes"]["use"],
+            "cohorts": plain(openb_cohorts(waits) if waits is not None else None),
+            "installed": plain(installed),
+            "ledger": ledger.to_dict(),
+        }
+    win = _window(window)
+    return scheduling_summary(**records.tables(), window=win, denominator=denominator, ledger=ledger)
+
+
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
                    tz: str | None = None, denominator: str = "in_service") -> dict[str, Any]:
     """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
@@ -108,7 +173,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     paths
         Input files.
     format
-        One of :data:`fleetlib.scheduling.readers.FORMATS`.
+        A key of :data:`fleetlib.scheduling.readers.READERS`.
     window
         ``(start, end)`` ISO 8601 text with zones, or None for the whole record.
     tz
@@ -119,7 +184,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     Returns
     -------
     dict
-        :func:`fleetlib.scheduling.readers.scheduling_command`'s object.
+        :func:`scheduling_command`'s object.
 
     Raises
     ------
@@ -128,10 +193,8 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     InputError
         A file that cannot be read.
     """
-    from fleetlib.scheduling.readers import scheduling_command
-
-    if format not in FORMATS:
-        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
+    if format not in READERS:
+        raise DomainError(f"format must be one of {list(READERS)}; got {format!r}")
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
     win = None if window is None else parse_window(*window)
@@ -338,7 +401,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "cross-pool), unattributed; plus availability and the reader's row ledger. For openb "
                     "pod lists: waits and size cohorts (no time-based goodput).")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input files of one format")
-    p.add_argument("--format", required=True, choices=FORMATS, help="record format")
+    p.add_argument("--format", required=True, choices=list(READERS), help="record format")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
     p.add_argument("--tz", metavar="ZONE",
