@@ -15,14 +15,13 @@ import pandas as pd
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
-from fleetlib.scheduling.records import (
+from fleetlib.scheduling.records import _require_columns, times_ns
+from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
     CAPACITY_COLUMNS,
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
     RESERVATION_COLUMNS,
-    _require_columns,
-    times_ns,
 )
 
 _NAT = np.iinfo(np.int64).min

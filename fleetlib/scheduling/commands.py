@@ -31,9 +31,9 @@ import pandas as pd
 
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
-from fleetlib.scheduling.goodput import LOSS_KEYS
 from fleetlib.scheduling.readers import READERS, read_records
 from fleetlib.scheduling.readers._common import _window
+from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
 from fleetlib.scheduling.views import openb_cohorts
 
 __all__ = [
@@ -47,20 +47,10 @@ __all__ = [
     "scheduling_command",
 ]
 
-#: Denominators of ``--denominator``: in-service capacity (the accounting's) or installed capacity.
-DENOMINATORS: tuple[str, ...] = ("in_service", "installed")
 
 _S_PER_H = 3600.0
 
-#: Row labels of the loss partition in the text rendering.
-_LOSS_LABELS = {
-    "partial_gang_hold": "partial-gang hold",
-    "reservation": "reservation for a waiting gang",
-    "idle_with_queue": "idle while jobs queued (policy)",
-    "idle_empty_queue": "idle, queue empty (demand)",
-    "unattributed": "unattributed",
-    "out_of_service": "out of service",
-}
+_LOSS_LABELS = LOSS_LABELS  # the old private name
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -57,6 +57,13 @@ from fleetlib.scheduling._tables import (
     _clip,
     _prepare,
     _Tables,
+)
+from fleetlib.scheduling.schema import (
+    DEFAULT_COHORT_EDGES,
+    LOSS_KEYS,
+    PARTITION_COLUMNS,
+    Denominator,
+    IdleView,
 )
 
 __all__ = [
@@ -69,22 +76,9 @@ __all__ = [
     "scheduling_summary",
 ]
 
-Denominator = Literal["in_service", "installed"]
-IdleView = Literal["pool", "cross_pool"]
 
-#: Loss keys of the scheduling partition, in the order a report shows them.
-LOSS_KEYS: tuple[str, ...] = ("partial_gang_hold", "reservation", "idle_with_queue", "idle_empty_queue",
-                              "unattributed")
 
-#: Columns of :attr:`SchedulingPartition.table` (device-seconds, one row per pool).
-PARTITION_COLUMNS: tuple[str, ...] = (
-    "capacity_device_s", "installed_device_s", "out_of_service_device_s", "held_device_s",
-    "partial_gang_hold", "reservation", "idle_with_queue", "idle_empty_queue", "unattributed",
-    "cross_pool_idle_with_queue", "cross_pool_idle_empty_queue", "over_allocated_device_s",
-)
 
-#: Upper bounds (devices, inclusive) of the default job-size cohorts: 1, 2-8, 9-64, 65-512, >512.
-DEFAULT_COHORT_EDGES: tuple[int, ...] = (1, 8, 64, 512)
 
 _NAT = np.iinfo(np.int64).min
 _NS = 1_000_000_000

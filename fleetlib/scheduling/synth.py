@@ -48,17 +48,19 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.goodput import PARTITION_COLUMNS
 from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    CAPACITY_COLUMNS,
-    QUEUE_COLUMNS,
-    RESERVATION_COLUMNS,
     SchedulerRecords,
     validate_allocations,
     validate_capacity,
     validate_queue,
     validate_reservations,
+)
+from fleetlib.scheduling.schema import (
+    ALLOCATION_COLUMNS,
+    CAPACITY_COLUMNS,
+    PARTITION_COLUMNS,
+    QUEUE_COLUMNS,
+    RESERVATION_COLUMNS,
 )
 
 __all__ = [

@@ -35,7 +35,6 @@ from fleetlib.scheduling._tables import (
 from fleetlib.scheduling.goodput import (
     _NAT,
     _NS,
-    DEFAULT_COHORT_EDGES,
     _Block,
     _coverage,
     _inside,
@@ -46,12 +45,13 @@ from fleetlib.scheduling.goodput import (
     _wsum,
     scheduling_partition,
 )
-from fleetlib.scheduling.records import (
+from fleetlib.scheduling.records import _require_columns, times_ns
+from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
+    DEFAULT_COHORT_EDGES,
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
-    _require_columns,
-    times_ns,
+    SILENT_CHANNELS,
 )
 
 __all__ = [
@@ -726,7 +726,6 @@ def fragmentation_index(node_free: pd.DataFrame, allocations: pd.DataFrame, *,
 
 
 #: Occupancy channels that must all be zero, in every pool at once, for an instant to count as silent.
-SILENT_CHANNELS: tuple[str, ...] = ("held_complete", "partial_gang", "reserved", "pending_jobs")
 
 _SILENT_COLUMNS: tuple[str, ...] = ("start", "end", "duration_h", "pools", "in_service_device_s",
                                     "scheduling_goodput_without")

@@ -58,22 +58,20 @@ from typing import Any
 from fleetlib.quality import DomainError, Ledger
 from fleetlib.registry import ReaderSpec, Sample
 from fleetlib.scheduling.readers import canonical, helios, kueue, openb, slurm, volcano
-from fleetlib.scheduling.readers._common import (
-    INSTALLED_COLUMNS,
-    WAIT_COLUMNS,
-    queue_from_pending,
-)
+from fleetlib.scheduling.readers._common import queue_from_pending
 from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
 from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES, read_kueue
 from fleetlib.scheduling.readers.openb import read_openb
 from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, SLURM_STATES, expand_hostlist, read_slurm
 from fleetlib.scheduling.readers.volcano import VOLCANO_PHASES, read_volcano
-from fleetlib.scheduling.records import (
+from fleetlib.scheduling.records import SchedulerRecords
+from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
     CAPACITY_COLUMNS,
+    INSTALLED_COLUMNS,
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
-    SchedulerRecords,
+    WAIT_COLUMNS,
 )
 from fleetlib.scheduling.views import openb_cohorts
 

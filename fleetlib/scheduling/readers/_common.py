@@ -19,37 +19,15 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    QUEUE_COLUMNS,
-    SchedulerRecords,
-)
+from fleetlib.scheduling.records import SchedulerRecords
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, QUEUE_COLUMNS, TIME_DTYPE
 
-#: Columns of the openb waits table (one row per pod; times are seconds from the trace start).
-WAIT_COLUMNS: tuple[str, ...] = (
-    "pod",
-    "pod_phase",
-    "qos",
-    "num_gpu",
-    "gpu_milli",
-    "devices",
-    "cohort",
-    "creation_s",
-    "scheduled_s",
-    "deletion_s",
-    "wait_s",
-    "scheduled",
-)
-#: Columns of the installed-capacity table (openb node list: no times, one row per GPU model).
-INSTALLED_COLUMNS: tuple[str, ...] = ("model", "nodes", "devices")
-
-_TIME = "datetime64[ns, UTC]"
+_TIME = TIME_DTYPE
 _MISSING_TIME = ("", "unknown", "none", "n/a", "nat", "nan", "null")
 _AWARE = r"(?:[Zz]|[+-]\d{2}:?\d{2})$"
 _GPU = "nvidia.com/gpu"
 _LTT = "status.conditions.lastTransitionTime"
-#: End state of a job that was still waiting for devices at the end of the record (records.END_STATES).
-_PENDING = "pending"
+_PENDING = PENDING
 
 
 def _records(source: str, notes: dict[str, str], **tables: object) -> SchedulerRecords:

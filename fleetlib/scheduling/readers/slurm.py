@@ -29,10 +29,8 @@ from fleetlib.scheduling.readers._common import (
     queue_from_pending,
     tables_of,
 )
-from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    SchedulerRecords,
-)
+from fleetlib.scheduling.records import SchedulerRecords
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
 
 # ================================================================================================
 # Slurm: sacct --parsable2, sacctmgr show event -P, sinfo -N
