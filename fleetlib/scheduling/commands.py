@@ -273,8 +273,19 @@ def _render_openb(res: Mapping[str, Any]) -> str:
 def _render_ledger(led: Mapping[str, Any]) -> str:
     line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
             f"{led['rejected']:,} rejected")
-    flags = list(led.get("flags", []))
-    return line + "".join(f"\n  flag: {f}" for f in flags)
+    return line + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
+
+
+def _flag_text(flag: Any) -> str:
+    """One line for a flag: a reader's (a Flag's dictionary) or the partition's (text)."""
+    if not isinstance(flag, Mapping):
+        return str(flag)
+    where = ", ".join(part for part in (
+        str(flag.get("file")) if flag.get("file") else "",
+        f"row {flag['row']}" if flag.get("row") is not None else "",
+        f"field {flag['field']!r}" if flag.get("field") else "",
+    ) if part)
+    return f"{flag.get('code')}: {flag.get('message')}" + (f" ({where})" if where else "")
 
 
 def render_scheduling(res: Mapping[str, Any]) -> str:

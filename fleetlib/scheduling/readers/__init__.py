@@ -16,8 +16,11 @@ input row: rows read = kept + repaired (the repair named) + rejected (file, row 
 reason).  Rows and lines are numbered as the format counts them: text files by 1-based line (the
 header is line 1), YAML/JSON files by object (1-based), JSON-lines files by line.  A row carries at
 most one ledger entry; when several repairs apply they are named together.  A row that is kept but
-carries a warning (an unknown job state, running GPUs above the total) is entered as repaired with a
-reason that starts with ``"flagged:"``, because the ledger has no third action.
+carries a warning (an unknown job state, running GPUs above the total) is *kept* and carries a flag
+(``ledger.flags``: a code such as ``unknown_job_state``, the message, file, row and field).  Flag
+codes: ``unknown_job_state`` (Slurm), ``gang_complete_inferred_at_admission`` and
+``unknown_end_reason`` (Kueue), ``unknown_podgroup_phase`` and ``gang_complete_from_running_count``
+(Volcano), ``allocated_above_capacity`` (Helios), ``unknown_pod_phase`` (openb).
 
 Formats and their gang-complete marker
 --------------------------------------
@@ -127,54 +130,79 @@ class SchedulingReaderSpec(ReaderSpec):
     records: Callable[..., tuple[SchedulerRecords, Ledger]] | None = None
 
 
-def _spec(name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]],
-          *samples: Sample) -> SchedulingReaderSpec:
-    return SchedulingReaderSpec(name=name, read=module.read, summary=summary, tables=tables,
-                                samples=samples, records=module.records)
+def _spec(
+    name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]], *samples: Sample
+) -> SchedulingReaderSpec:
+    return SchedulingReaderSpec(
+        name=name, read=module.read, summary=summary, tables=tables, samples=samples, records=module.records
+    )
 
 
-_HELIOS_VCS = tuple(f"{_DATA}/helios_earth_may2020/{vc}.csv.gz"
-                    for vc in ("vc3sl", "vc6YE", "vcMod", "vchbv", "vcvlY"))
+_HELIOS_VCS = tuple(
+    f"{_DATA}/helios_earth_may2020/{vc}.csv.gz" for vc in ("vc3sl", "vc6YE", "vcMod", "vchbv", "vcvlY")
+)
 
 #: Every scheduler format, keyed by its ``--format`` name.
 READERS: dict[str, SchedulingReaderSpec] = {
     "slurm": _spec(
-        "slurm", slurm, "Slurm sacct --parsable2, sacctmgr show event -P and sinfo -N (zone via tz)",
+        "slurm",
+        slurm,
+        "Slurm sacct --parsable2, sacctmgr show event -P and sinfo -N (zone via tz)",
         {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
-        Sample(tuple(f"{_DATA}/slurm_sample/{n}" for n in ("sacct.txt", "sacctmgr_events.txt",
-                                                             "sinfo_nodes.txt")),
-               {"tz": "UTC"}, records=46 + 4 + 4),  # data lines (headers not counted)
+        Sample(
+            tuple(
+                f"{_DATA}/slurm_sample/{n}" for n in ("sacct.txt", "sacctmgr_events.txt", "sinfo_nodes.txt")
+            ),
+            {"tz": "UTC"},
+            records=46 + 4 + 4,
+        ),  # data lines (headers not counted)
         Sample((f"{_CORPUS}/slurm_truncated.txt",), {"tz": "UTC"}, bad=True),
         Sample((f"{_CORPUS}/slurm_overlapping_attempts.txt",), {"tz": "UTC"}, bad=True),
     ),
     "kueue": _spec(
-        "kueue", kueue, "Kueue Workload objects (YAML or JSON); PodsReady completes the gang",
+        "kueue",
+        kueue,
+        "Kueue Workload objects (YAML or JSON); PodsReady completes the gang",
         {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
         Sample((f"{_DATA}/kueue_sample/workloads.yaml",), records=14),  # Workload objects
         Sample((f"{_CORPUS}/kueue_naive_time.yaml",), bad=True),
     ),
     "volcano": _spec(
-        "volcano", volcano, "Volcano PodGroup watch records (JSON lines); Running completes the gang",
+        "volcano",
+        volcano,
+        "Volcano PodGroup watch records (JSON lines); Running completes the gang",
         {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
         Sample((f"{_DATA}/volcano_sample/podgroups.jsonl",), records=28),  # JSON lines
         Sample((f"{_CORPUS}/volcano_bad_records.jsonl",), bad=True),
     ),
     "helios-sequence": _spec(
-        "helios-sequence", helios, "Helios per-VC minute sequences and daily quota (Asia/Shanghai default)",
+        "helios-sequence",
+        helios,
+        "Helios per-VC minute sequences and daily quota (Asia/Shanghai default)",
         {"occupancy": _OCC},
-        Sample((*_HELIOS_VCS, f"{_DATA}/helios_earth_may2020/Earth_gpu_number.csv"),
-               records=5 * 44_640 + 181),  # data lines
+        Sample(
+            (*_HELIOS_VCS, f"{_DATA}/helios_earth_may2020/Earth_gpu_number.csv"), records=5 * 44_640 + 181
+        ),  # data lines
         Sample((f"{_CORPUS}/helios_row_mismatch.csv",), bad=True),
     ),
     "openb": _spec(
-        "openb", openb, "Alibaba GPU 2023 openb pod and node lists (waits and size cohorts only)",
+        "openb",
+        openb,
+        "Alibaba GPU 2023 openb pod and node lists (waits and size cohorts only)",
         {"waits": WAIT_COLUMNS, "installed": INSTALLED_COLUMNS},
-        Sample((f"{_DATA}/alibaba_openb_2023/openb_pod_list_default.csv.gz",
-                f"{_DATA}/alibaba_openb_2023/openb_node_list_gpu_node.csv"), records=8_152 + 1_213),
+        Sample(
+            (
+                f"{_DATA}/alibaba_openb_2023/openb_pod_list_default.csv.gz",
+                f"{_DATA}/alibaba_openb_2023/openb_node_list_gpu_node.csv",
+            ),
+            records=8_152 + 1_213,
+        ),
         Sample((f"{_CORPUS}/openb_bad_pods.csv",), bad=True),
     ),
     "canonical": _spec(
-        "canonical", canonical, "fleetlib's canonical Parquet file (fleetlib synth allocations)",
+        "canonical",
+        canonical,
+        "fleetlib's canonical Parquet file (fleetlib synth allocations)",
         {"allocations": _ALLOC, "capacity": _CAP},
         Sample((f"{_CORPUS}/canonical_small.parquet",), records=40 + 192 + 4),  # Parquet rows
         Sample((f"{_CORPUS}/canonical_no_metadata.parquet",), bad=True),

@@ -4,7 +4,6 @@ Paths and text, the row ledger, time parsing, step functions, and the Kubernetes
 Kueue and Volcano have in common.
 """
 
-
 from __future__ import annotations
 
 import gzip
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, QUEUE_COLUMNS, TIME_DTYPE
 
@@ -103,54 +102,59 @@ def _window(window: Sequence[object] | None) -> tuple[pd.Timestamp, pd.Timestamp
     return start, end
 
 
-def _issues(file: str, rows: object, field_: object, reason: object) -> pd.DataFrame:
-    """Return ledger issues (file, row, field, reason) as a frame; scalars broadcast over ``rows``."""
-    rows_arr = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-    n = rows_arr.size
-    f = np.full(n, field_, dtype=object) if np.ndim(field_) == 0 else np.asarray(field_, dtype=object)
-    r = np.full(n, reason, dtype=object) if np.ndim(reason) == 0 else np.asarray(reason, dtype=object)
-    return pd.DataFrame({"file": np.full(n, file, dtype=object), "row": rows_arr, "field": f, "reason": r})
-
-
 class _Book:
-    """Collects rejections and repairs for a reader and settles them into one Ledger at the end."""
+    """The row-books of one read: a :class:`fleetlib.quality.RowBook` per input file.
+
+    A reader opens each file's book with the row (or line, or object) number of every record it
+    found there, then rejects, repairs and flags records by those file row numbers; :meth:`settle`
+    closes every book, in the order the files were opened, into one :class:`~fleetlib.quality.Ledger`.
+    A flag on a record that ends up rejected is dropped (the rejection says more).
+    """
 
     def __init__(self) -> None:
-        self.read = 0
-        self.rejects: list[pd.DataFrame] = []
-        self.repairs: list[pd.DataFrame] = []
+        self.books: dict[str, RowBook] = {}
+        self._flags: list[tuple[str, np.ndarray, str, object, str | None]] = []
 
-    def reject(self, file: str, rows: object, field_: object, reason: object) -> None:
-        if np.size(rows):
-            self.rejects.append(_issues(file, rows, field_, reason))
+    def open(self, file: str, rows: object) -> None:
+        """Start the book of ``file`` with the 1-based row numbers of its records."""
+        if file in self.books:
+            raise DomainError(f"the file {file} is given twice; name each input file once")
+        self.books[file] = RowBook(file, np.atleast_1d(np.asarray(rows, dtype=np.int64)))
 
-    def repair(self, file: str, rows: object, field_: object, reason: object) -> None:
+    def _where(self, file: str, rows: object) -> tuple[RowBook, np.ndarray]:
+        book = self.books[file]
+        return book, book.positions_of_rows(rows)
+
+    def reject(self, file: str, rows: object, field_: str | None, reason: object) -> None:
+        """Reject the records at ``rows`` of ``file`` (one reason, or one per record)."""
         if np.size(rows):
-            self.repairs.append(_issues(file, rows, field_, reason))
+            book, pos = self._where(file, rows)
+            book.reject(pos, field_, reason)
+
+    def repair(self, file: str, rows: object, field_: str | None, reason: object) -> None:
+        """Record a named repair of the records at ``rows`` of ``file``."""
+        if np.size(rows):
+            book, pos = self._where(file, rows)
+            book.repair(pos, field_, reason)
+
+    def flag(self, file: str, rows: object, code: str, message: object, *, field: str | None = None) -> None:
+        """Flag the records at ``rows`` of ``file``: kept, with a note (``code`` + ``message``)."""
+        if np.size(rows):
+            self._where(file, rows)  # the rows must be in the book
+            self._flags.append((file, np.atleast_1d(np.asarray(rows, dtype=np.int64)), code, message, field))
 
     def settle(self) -> Ledger:
-        """Give each row at most one entry (a rejection beats repairs; repairs of one row are joined)."""
-        cols = ["file", "row", "field", "reason"]
-        rej = pd.concat(self.rejects, ignore_index=True) if self.rejects else pd.DataFrame(columns=cols)
-        rep = pd.concat(self.repairs, ignore_index=True) if self.repairs else pd.DataFrame(columns=cols)
-        rej = rej.drop_duplicates(["file", "row"], keep="first")
-        if len(rep):
-            rep = rep.merge(rej[["file", "row"]], on=["file", "row"], how="left", indicator=True)
-            rep = rep[rep["_merge"] == "left_only"].drop(columns="_merge")
-            rep = rep.drop_duplicates(cols)
-            rep["field"] = rep["field"].fillna("").astype(str)
-            rep = rep.groupby(["file", "row"], sort=False, as_index=False).agg(
-                field=("field", lambda s: ",".join(dict.fromkeys(x for x in s if x)) or None),
-                reason=("reason", "; ".join),
-            )
-        ledger = Ledger(read=self.read)
-        for f, r, fld, why in rej[cols].itertuples(index=False, name=None):
-            ledger.reject(f, int(r), None if fld is None or fld == "" else str(fld), str(why))
-        for f, r, fld, why in rep[cols].itertuples(index=False, name=None):
-            ledger.repair(f, int(r), None if fld is None or fld == "" else str(fld), str(why))
-        ledger.kept = self.read - len(rej) - len(rep)
-        if ledger.kept < 0:  # pragma: no cover - guards the bookkeeping itself
-            raise AssertionError("ledger bookkeeping: more entries than rows read")
+        """Close every file's book into one ledger (counts, entries and flags)."""
+        ledger = Ledger()
+        for file, book in self.books.items():
+            for f, rows, code, message, fld in self._flags:
+                if f != file:
+                    continue
+                pos = book.positions_of_rows(rows)
+                live = ~book.rejected[pos]
+                texts = message if isinstance(message, str) else np.asarray(list(message), dtype=object)[live]
+                book.flag(pos[live], code, texts, field=fld)
+            book.close(ledger)
         return ledger
 
 
@@ -440,14 +444,19 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
     stripped = text.lstrip()
     if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         lines = text.splitlines()
+        present: list[int] = []
+        broken: list[tuple[int, str]] = []
         for i, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
-            book.read += 1
+            present.append(i)
             try:
                 docs.append((i, json.loads(line)))
             except json.JSONDecodeError as exc:
-                book.reject(file, i, None, f"not valid JSON ({exc.msg}); a truncated line?")
+                broken.append((i, f"not valid JSON ({exc.msg}); a truncated line?"))
+        book.open(file, present)
+        if broken:
+            book.reject(file, [i for i, _ in broken], None, [why for _, why in broken])
         return [(r, o, json.dumps(o, sort_keys=True)) for r, o in docs]
     try:
         if stripped.startswith(("{", "[")):
@@ -480,8 +489,8 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
         )
         for item in items:
             row += 1
-            book.read += 1
             docs.append((row, item))
+    book.open(file, np.arange(1, row + 1))
     return [(r, o, json.dumps(o, sort_keys=True, default=str)) for r, o in docs]
 
 
@@ -542,43 +551,42 @@ def _attempts_from_events(
     return att.reset_index(drop=True), ev
 
 
-class _Verdict:
-    """Per-attempt outcome (kept / repaired / rejected) with the reasons, written to rows at the end."""
+def _on(mask: pd.Series | np.ndarray) -> np.ndarray:
+    """Return a boolean mask as numpy, missing values False (for a RowBook over the attempts)."""
+    if isinstance(mask, pd.Series):
+        return mask.fillna(False).astype(bool).to_numpy()
+    return np.asarray(mask, dtype=bool)
 
-    def __init__(self, index: pd.Index) -> None:
-        self.status = pd.Series("kept", index=index, dtype=object)
-        self.reason = pd.Series("", index=index, dtype=object)
 
-    def reject(self, mask: pd.Series, why: str) -> None:
-        m = mask.fillna(False).astype(bool) & (self.status != "rejected")
-        self.status[m] = "rejected"
-        self.reason[m] = why
+def _settle_attempts(attempts: RowBook, att: pd.DataFrame, ev: pd.DataFrame, book: _Book) -> None:
+    """Write the outcome of each attempt onto the file rows it came from.
 
-    def repair(self, mask: pd.Series, why: str) -> None:
-        m = mask.fillna(False).astype(bool) & (self.status != "rejected")
-        joined = np.where(self.reason[m] != "", self.reason[m] + "; " + why, why)
-        self.reason[m] = joined
-        self.status[m] = "repaired"
-
-    def write(self, att: pd.DataFrame, ev: pd.DataFrame, book: _Book) -> None:
-        """Primary row of each attempt carries its entry; other rows of a rejected attempt point at it."""
-        flagged = (self.status != "kept").to_numpy()
-        for prim, st, why in zip(
-            att["primary_row"][flagged], self.status[flagged], self.reason[flagged], strict=True
-        ):
-            f, r = prim.split("\x00")
-            (book.reject if st == "rejected" else book.repair)(f, int(r), None, why)
-        rej = att.loc[self.status == "rejected", ["key", "attempt", "primary_row"]].assign(
-            _why=self.reason[self.status == "rejected"].to_numpy()
-        )
-        if len(rej):
-            other = ev.merge(rej, on=["key", "attempt"])
-            other = other[other["row"] != other["primary_row"]].drop_duplicates("row")
-            for rid, prim, why in other[["row", "primary_row", "_why"]].itertuples(index=False, name=None):
-                f, r = rid.split("\x00")
-                book.reject(
-                    f, int(r), None, f"part of an attempt rejected at row {prim.split(chr(0))[1]}: {why}"
-                )
+    ``attempts`` is a :class:`~fleetlib.quality.RowBook` over the rows of ``att`` (position i is
+    attempt i).  Each attempt's rejection, repairs and flags land on its primary row (the record
+    that opened it); the other rows of a rejected attempt are rejected as part of it.
+    """
+    scratch = Ledger()
+    attempts.close(scratch)
+    primary = att["primary_row"].to_numpy()
+    rejected_why: dict[int, str] = {}
+    for e in scratch.entries:
+        f, r = primary[e.row - 1].split("\x00")
+        if e.action == "rejected":
+            book.reject(f, int(r), None, e.reason)
+            rejected_why[e.row - 1] = e.reason
+        else:
+            book.repair(f, int(r), None, e.reason)
+    for fl in scratch.flags:
+        f, r = primary[fl.row - 1].split("\x00")
+        book.flag(f, int(r), fl.code, fl.message)
+    if rejected_why:
+        pos = np.fromiter(rejected_why, dtype=np.int64)
+        rej = att.iloc[pos][["key", "attempt", "primary_row"]].assign(_why=list(rejected_why.values()))
+        other = ev.merge(rej, on=["key", "attempt"])
+        other = other[other["row"] != other["primary_row"]].drop_duplicates("row")
+        for rid, prim, why in other[["row", "primary_row", "_why"]].itertuples(index=False, name=None):
+            f, r = rid.split("\x00")
+            book.reject(f, int(r), None, f"part of an attempt rejected at row {prim.split(chr(0))[1]}: {why}")
 
 
 def _requeue_submit(att: pd.DataFrame) -> pd.Series:
@@ -592,8 +600,6 @@ def _requeue_submit(att: pd.DataFrame) -> pd.Series:
     prev_evicted = a.groupby("key")["end_kind"].shift(1).eq("evicted")
     sub = a["submit"].where(~(prev_evicted & prev_rel.notna()), prev_rel)
     return sub.reindex(att.index)
-
-
 
 
 def _row_ids(df: pd.DataFrame) -> pd.Series:
@@ -621,7 +627,7 @@ def _csv_lines(
         )
     body = lines.iloc[header_pos + 1 :][nonblank[header_pos + 1 :]]
     line_no = body.index.to_numpy(dtype=np.int64) + 1
-    book.read += len(body)
+    book.open(file, line_no)
     counts = (body.str.len() - body.str.replace(",", "", regex=False).str.len()).to_numpy(dtype=np.int64) + 1
     wrong = counts != len(header)
     book.reject(

@@ -1,6 +1,5 @@
 """Helios per-VC minute sequences and the daily quota file -> occupancy and capacity tables."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -162,8 +161,6 @@ def read_helios(
     return _records(source, notes, occupancy=occupancy, quota=quota), book.settle()
 
 
-
-
 def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) -> pd.DataFrame:
     file = str(path)
     raw, rows = _csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
@@ -204,11 +201,12 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) ->
     book.reject(file, rows[dup_time], "time", "second row for the same minute with different counts")
     alive &= ~dup_time
     above = (running > total).to_numpy() & alive
-    book.repair(
+    book.flag(
         file,
         rows[above],
-        "running_gpu_num",
-        "flagged: running GPUs above total (allocated above capacity); kept unchanged, never clipped",
+        "allocated_above_capacity",
+        "running GPUs above total (allocated above capacity); kept unchanged, never clipped",
+        field="running_gpu_num",
     )
     pool = _helios_pool(path)
     a = alive
@@ -319,6 +317,7 @@ def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
         f"{int(differ.sum())} of {int(covered.sum())} sequence minutes have a total that differs from the "
         f"daily quota; {int((~covered).sum())} minutes have no quota day"
     )
+
 
 # ================================================================================================
 # The reader protocol (fleetlib.registry)

@@ -1,6 +1,5 @@
 """Kueue Workload objects (YAML or JSON) -> canonical allocations, capacity and queue tables."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -10,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     _GPU,
     _LTT,
@@ -22,6 +21,7 @@ from fleetlib.scheduling.readers._common import (
     _capacity_from_out_of_service,
     _get,
     _load_objects,
+    _on,
     _overlapping,
     _parse_time_columns,
     _paths,
@@ -29,7 +29,7 @@ from fleetlib.scheduling.readers._common import (
     _records,
     _requeue_submit,
     _row_ids,
-    _Verdict,
+    _settle_attempts,
     _window,
     queue_from_pending,
     tables_of,
@@ -220,8 +220,6 @@ def _kueue_workload(
             )
 
 
-
-
 def _kueue_tables(
     wl: pd.DataFrame,
     cond: pd.DataFrame,
@@ -323,49 +321,69 @@ def _kueue_tables(
     att = att.merge(info, on="primary_row", how="left")
     att["pool"] = att["cluster_queue"] if pool_by == "cluster_queue" else att["flavor"]
 
-    v = _Verdict(att.index)
-    v.reject(~(att["devices"] > 0), f"no {gpu} in status.admission.podSetAssignments: not GPU capacity")
-    v.reject(att["pool"].isna(), "admitted Workload without status.admission.clusterQueue (or flavor)")
+    v = RowBook("<attempts>", len(att))  # position i: attempt i
+    v.reject(
+        _on(~(att["devices"] > 0)), None, f"no {gpu} in status.admission.podSetAssignments: not GPU capacity"
+    )
+    v.reject(
+        _on(att["pool"].isna()), None, "admitted Workload without status.admission.clusterQueue (or flavor)"
+    )
     no_gang = att["gang_complete"].isna()
     has_pr = att["key"].isin(podsready_seen)
     ended = att["release"].notna()
     v.reject(
-        no_gang & ~has_pr & att["elastic"],
+        _on(no_gang & ~has_pr & att["elastic"]),
+        None,
         "elastic Workload with no PodsReady condition: the time its gang became complete cannot be inferred",
     )
     partial_adm = att["devices"] < att["requested"]
     v.reject(
-        no_gang & ~has_pr & partial_adm,
+        _on(no_gang & ~has_pr & partial_adm),
+        None,
         "no PodsReady condition and admitted below the requested size: gang completion cannot be inferred",
     )
-    infer = no_gang & ~has_pr & (v.status != "rejected")
-    v.repair(
-        infer,
-        "flagged: no PodsReady condition; gang_complete inferred at admission (a rigid Workload "
-        "admitted at its full requested size)",
+    infer = no_gang & ~has_pr & (~v.rejected)
+    v.flag(
+        _on(infer),
+        "gang_complete_inferred_at_admission",
+        "no PodsReady condition; gang_complete inferred at admission (a rigid Workload admitted at "
+        "its full requested size)",
     )
     att.loc[infer, "gang_complete"] = att.loc[infer, "first_assigned"]
-    never = att["gang_complete"].isna() & ended & (v.status != "rejected")
+    never = att["gang_complete"].isna() & ended & (~v.rejected)
     v.repair(
-        never,
+        _on(never),
+        None,
         "gang never completed (PodsReady never True before release): gang_complete set to release, "
         "the whole hold was partial",
     )
     att.loc[never, "gang_complete"] = att.loc[never, "release"]
-    v.reject(att["release"] < att["gang_complete"], "released before its gang completed")
-    still = ~ended & (v.status != "rejected")
-    v.reject(still & (att["first_assigned"] > win_end), "admitted after the window end and still open")
-    still = ~ended & (v.status != "rejected")
-    v.repair(still, f"still holding at the end of the record: release censored at {win_end.isoformat()}")
+    v.reject(_on(att["release"] < att["gang_complete"]), None, "released before its gang completed")
+    still = ~ended & (~v.rejected)
+    v.reject(
+        _on(still & (att["first_assigned"] > win_end)), None, "admitted after the window end and still open"
+    )
+    still = ~ended & (~v.rejected)
+    v.repair(
+        _on(still), None, f"still holding at the end of the record: release censored at {win_end.isoformat()}"
+    )
     att.loc[still, "release"] = win_end
     att.loc[still, "end_state"] = "running"
     att.loc[still, "end_kind"] = "open"
     open_gang = still & att["gang_complete"].isna()
-    v.repair(open_gang, "gang not complete at the end of the record: gang_complete set to the window end")
+    v.repair(
+        _on(open_gang),
+        None,
+        "gang not complete at the end of the record: gang_complete set to the window end",
+    )
     att.loc[open_gang, "gang_complete"] = win_end
     unknown_end = att["end_state"].eq("unknown") & ended
-    v.repair(unknown_end, "flagged: end reason not recognised; end_state 'unknown'")
-    ok = v.status != "rejected"
+    v.flag(
+        _on(unknown_end),
+        "unknown_end_reason",
+        "end reason not recognised; end_state 'unknown'",
+    )
+    ok = ~v.rejected
     if ok.any():
         sub = att[ok]
         el = sub["elastic"].to_numpy()
@@ -373,11 +391,12 @@ def _kueue_tables(
             sub["job_id"], sub["gang_complete"].where(el, sub["first_assigned"]), sub["release"]
         )
         v.reject(
-            pd.Series(ov, index=sub.index).reindex(att.index, fill_value=False),
+            _on(pd.Series(ov, index=sub.index).reindex(att.index, fill_value=False)),
+            None,
             "overlaps an earlier attempt of the same job (admitted before it was released)",
         )
-    v.write(att, ev, book)
-    keep = att[v.status != "rejected"].copy()
+    _settle_attempts(v, att, ev, book)
+    keep = att[~v.rejected].copy()
     keep["submit"] = _requeue_submit(keep)
 
     # --- never-admitted Workloads, waits, queue
@@ -519,6 +538,7 @@ def _kueue_capacity(
     return _capacity_from_out_of_service(
         pd.Series(quota, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
     )
+
 
 # ================================================================================================
 # The reader protocol (fleetlib.registry)

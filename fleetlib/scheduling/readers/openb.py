@@ -1,6 +1,5 @@
 """Alibaba GPU 2023 ``openb`` pod and node lists -> waits and installed-capacity tables."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -148,11 +147,12 @@ def _openb_pods(path: Path, text: str, book: _Book) -> pd.DataFrame:
     alive &= ~m
     phase = raw["pod_phase"].str.strip()
     unk = ~phase.isin(_OPENB_PHASES).to_numpy() & alive
-    book.repair(
+    book.flag(
         file,
         rows[unk],
-        "pod_phase",
-        ("flagged: unknown pod phase '" + phase + "' kept verbatim").to_numpy(dtype=object)[unk],
+        "unknown_pod_phase",
+        ("unknown pod phase '" + phase + "' kept verbatim").to_numpy(dtype=object)[unk],
+        field="pod_phase",
     )
     a = alive
     devices = np.where(ngpu[a] == 1, milli[a] / 1000.0, ngpu[a]).astype(float)
@@ -203,6 +203,7 @@ def _openb_nodes(path: Path, text: str, book: _Book) -> pd.DataFrame:
             "gpu": gpu[alive].astype("int64").to_numpy(),
         }
     )
+
 
 # ================================================================================================
 # The reader protocol (fleetlib.registry)

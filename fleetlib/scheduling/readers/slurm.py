@@ -1,6 +1,5 @@
 """Slurm: ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` -> canonical tables."""
 
-
 from __future__ import annotations
 
 import re
@@ -168,7 +167,7 @@ def _pipe_table(path: Path, text: str, required: Sequence[str], book: _Book, wha
     body = lines.iloc[header_pos + 1 :]
     body = body[body.str.strip() != ""]
     line_no = body.index.to_numpy(dtype=np.int64) + 1
-    book.read += len(body)
+    book.open(file, line_no)
     if trailing:
         body = body.str.replace(r"\|$", "", regex=True)
     nfields = body.str.count(r"\|").to_numpy() + 1
@@ -405,6 +404,12 @@ def _slurm_jobs(
     def repair(mask: np.ndarray, field_: str | None, reason: object) -> None:
         emit(book.repair, np.asarray(mask, dtype=bool) & alive, field_, reason)
 
+    def flag(mask: np.ndarray, code: str, field_: str | None, message: object) -> None:
+        def add(file: str, rows: np.ndarray, fld: str | None, text: object) -> None:
+            book.flag(file, rows, code, text, field=fld)
+
+        emit(add, np.asarray(mask, dtype=bool) & alive, field_, message)
+
     # duplicates: the same record printed twice (overlapping sacct dumps)
     raw = ["JobID", "Partition", "State", "AllocTRES", "ReqTRES", "Submit", "Eligible", "Start", "End"]
     dup = df.duplicated(subset=raw, keep="first").to_numpy()
@@ -417,10 +422,11 @@ def _slurm_jobs(
     state_word = df["State"].fillna("").astype(str).str.split(" ").str[0].str.upper()
     unknown_state = (~state_word.isin(SLURM_STATES)).to_numpy()
     reject(state_word.eq("").to_numpy(), "State", "empty State")
-    repair(
+    flag(
         unknown_state & state_word.ne("").to_numpy(),
+        "unknown_job_state",
         "State",
-        "flagged: unknown job state '" + df["State"].astype("str") + "': end_state 'unknown'",
+        "unknown job state '" + df["State"].astype("str") + "': end_state 'unknown'",
     )
     submit, eligible, start, end = df["Submit_t"], df["Eligible_t"], df["Start_t"], df["End_t"]
     devices = _tres_gpus(df["AllocTRES"])
@@ -677,6 +683,7 @@ def _merge_intervals(iv: pd.DataFrame, key: str) -> pd.DataFrame:
         .reset_index(level=0)
         .reset_index(drop=True)
     )
+
 
 # ================================================================================================
 # The reader protocol (fleetlib.registry)

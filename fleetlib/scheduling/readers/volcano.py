@@ -1,6 +1,5 @@
 """Volcano PodGroup watch records (JSON lines) -> canonical allocations and queue tables."""
 
-
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -10,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import InputError, Ledger
+from fleetlib.quality import InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     _GPU,
     _PENDING,
@@ -21,13 +20,14 @@ from fleetlib.scheduling.readers._common import (
     _capacity_from_out_of_service,
     _get,
     _load_objects,
+    _on,
     _parse_time_columns,
     _paths,
     _quantity,
     _records,
     _requeue_submit,
     _row_ids,
-    _Verdict,
+    _settle_attempts,
     _window,
     queue_from_pending,
     tables_of,
@@ -164,11 +164,12 @@ def read_volcano(
     keep &= ~no_gpu
     unknown = ~df["phase"].isin(VOLCANO_PHASES).to_numpy() & keep & (df["type"] != "DELETED").to_numpy()
     for file, sub in df[unknown].groupby("file", sort=False):
-        book.repair(
+        book.flag(
             str(file),
             sub["row"].to_numpy(),
-            "object.status.phase",
-            [f"flagged: unknown PodGroup phase {p!r} kept; held while pods run" for p in sub["phase"]],
+            "unknown_podgroup_phase",
+            [f"unknown PodGroup phase {p!r} kept; held while pods run" for p in sub["phase"]],
+            field="object.status.phase",
         )
     df = df[keep].sort_values(["key", "t", "row"], kind="stable").reset_index(drop=True)
     if df.empty:
@@ -226,31 +227,34 @@ def read_volcano(
     att["submit"] = att["key"].map(first_submit)
     att = att.merge(gang_by_count.rename("by_count").reset_index(), on=["key", "attempt"], how="left")
     att["by_count"] = att["by_count"].fillna(False).astype(bool)
-    v = _Verdict(att.index)
+    v = RowBook("<attempts>", len(att))  # position i: attempt i
     no_gang = att["gang_complete"].isna()
     ended = att["release"].notna()
-    v.repair(
-        att["by_count"] & ~no_gang,
-        "flagged: gang_complete taken from status.running reaching minMember "
-        "(the phase had not yet said Running)",
+    v.flag(
+        _on(att["by_count"] & ~no_gang),
+        "gang_complete_from_running_count",
+        "gang_complete taken from status.running reaching minMember (the phase had not yet said Running)",
     )
     m = no_gang & ended
     v.repair(
-        m,
+        _on(m),
+        None,
         "gang never completed (minMember never running): gang_complete set to release, the whole hold "
         "was partial",
     )
     att.loc[m, "gang_complete"] = att.loc[m, "release"]
     still = ~ended
-    v.repair(still, f"still holding at the end of the record: release censored at {win[1].isoformat()}")
+    v.repair(
+        _on(still), None, f"still holding at the end of the record: release censored at {win[1].isoformat()}"
+    )
     att.loc[still, "release"] = win[1]
     att.loc[still, "end_state"] = "running"
     att.loc[still, "end_kind"] = "open"
     m = still & att["gang_complete"].isna()
-    v.repair(m, "gang not complete at the end of the record: gang_complete set to the window end")
+    v.repair(_on(m), None, "gang not complete at the end of the record: gang_complete set to the window end")
     att.loc[m, "gang_complete"] = win[1]
-    v.write(att, ev, book)
-    kept = att[v.status != "rejected"].copy()
+    _settle_attempts(v, att, ev, book)
+    kept = att[~v.rejected].copy()
     kept["submit"] = _requeue_submit(kept)
     # groups that never held devices: waited, then left (completed / deleted) or still wait
     last = df.groupby("key").last()
@@ -323,6 +327,7 @@ def read_volcano(
     return _records(
         ",".join(str(p) for p in paths), notes, allocations=allocations, queue=queue, capacity=capacity
     ), book.settle()
+
 
 # ================================================================================================
 # The reader protocol (fleetlib.registry)
