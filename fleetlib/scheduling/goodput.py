@@ -485,7 +485,8 @@ def _sweep_free_pending(deltas: list[_Delta], w0: int, w1: int, n_pools: int, *,
     if not force_argsort and bp + bt + bq + bf <= 63:
         st, sp = bq + bf, bq + bf + bt
         key = np.empty(total, dtype=np.int64)
-        buf = np.empty(min(_BLOCK, total), dtype=np.int64)
+        # one block of rows, masked ones included (a block may hold more rows than there are events)
+        buf = np.empty(min(_BLOCK, max(int(np.size(d.t)) for d in deltas)), dtype=np.int64)
         pos = 0
         for d in deltas:
             for lo, hi, m in d.ranges():
