@@ -19,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.goodput import scheduling_partition, silent_stretches
 from fleetlib.scheduling.readers import (
@@ -866,7 +867,7 @@ def test_corpus_truncated_files():
     assert row_of(rec.allocations, "ml/pg-a").end_state == "running"  # its end was in the lost line
     with pytest.raises(InputError, match="malformed YAML"):
         read_kueue(CORPUS / "kueue_truncated.yaml")
-    with pytest.raises(InputError, match="cannot read the file"):
+    with pytest.raises(InputError, match="truncated or corrupt gzip stream"):  # fleetlib._io
         read_helios(CORPUS / "helios_truncated.csv.gz")
 
 
@@ -971,6 +972,25 @@ def test_gzipped_sacct_reads_like_plain(tmp_path, slurm):
         fh.write((DATA / "slurm_sample" / "sacct.txt").read_text())
     rec, _ = read_slurm([gz, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
+    # gzip is recognised by its bytes, not its name: a gzipped file named .txt reads the same
+    disguised = tmp_path / "sacct.txt"
+    disguised.write_bytes(gz.read_bytes())
+    rec, _ = read_slurm([disguised, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
+    pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
+    # other compressions are refused with their name
+    bz = tmp_path / "sacct.txt.bz2"
+    bz.write_bytes(b"BZh91AY&SY" + bytes(20))
+    with pytest.raises(InputError, match="bzip2"):
+        read_slurm([bz], tz="UTC")
+
+
+def test_every_window_form_reads_the_same(slurm):
+    # one window parser (Window.parse): a pair of timestamps, a pair of ISO texts, 'START/END' text
+    start, end = (pd.Timestamp(w) for w in SLURM_WINDOW)
+    for window in (SLURM_WINDOW, (start.isoformat(), end.isoformat()),
+                   f"{start.isoformat()}/{end.isoformat()}", Window.between(start, end)):
+        rec, _ = read_records(SLURM, "slurm", tz="UTC", window=window)
+        pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
 
 
 # ------------------------------------------------------------------------------------------------

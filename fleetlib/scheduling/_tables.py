@@ -86,14 +86,10 @@ def _as_window(window: Any, default: tuple[int, int] | None) -> tuple[int, int, 
                               "(a capacity table, or an occupancy table)")
         w0, w1 = default
         win = Window.between(pd.Timestamp(w0, unit="ns", tz="UTC"), pd.Timestamp(w1, unit="ns", tz="UTC"))
-    elif isinstance(window, Window):
-        if window.is_nominal:
-            raise DomainError("scheduling goodput from records needs a measured window (Window.between)")
-        win = window
-    elif isinstance(window, Sequence) and not isinstance(window, str) and len(window) == 2:
-        win = Window.between(window[0], window[1])
     else:
-        raise DomainError(f"window must be a Window or a (start, end) pair; got {window!r}")
+        win = Window.parse(window)  # a Window, a (start, end) pair or 'START/END' text
+        if win is None or win.is_nominal:
+            raise DomainError("scheduling goodput from records needs a measured window (Window.between)")
     assert win.start is not None and win.end is not None
     w0 = int(win.start.as_unit("ns").value)
     w1 = int(win.end.as_unit("ns").value)

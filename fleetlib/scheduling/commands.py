@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.accounting import Window
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.scheduling.readers import READERS, read_records
@@ -61,6 +62,8 @@ _LOSS_LABELS = LOSS_LABELS  # the old private name
 def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     """Parse a ``--window START END`` pair of ISO 8601 times that carry a zone.
 
+    A thin wrapper of :meth:`fleetlib.accounting.Window.parse`, the library's one window parser.
+
     Parameters
     ----------
     start, end
@@ -76,22 +79,9 @@ def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     DomainError
         A time that cannot be parsed, a time without a zone, or an end not after the start.
     """
-    out = []
-    for name, text in (("start", start), ("end", end)):
-        try:
-            t = pd.Timestamp(text)
-        except (ValueError, TypeError) as exc:
-            raise DomainError(f"window {name} {text!r} is not an ISO 8601 time (for example "
-                              "'2024-03-04T00:00Z')") from exc
-        if t is pd.NaT or pd.isna(t):
-            raise DomainError(f"window {name} {text!r} is not a time")
-        if t.tzinfo is None:
-            raise DomainError(f"window {name} {text!r} has no zone; write it with one, for example "
-                              f"'{text}Z' for UTC")
-        out.append(t.tz_convert("UTC"))
-    if out[1] <= out[0]:
-        raise DomainError(f"window end {end!r} must be after its start {start!r}")
-    return out[0], out[1]
+    win = Window.parse((start, end))
+    assert win is not None and win.start is not None and win.end is not None
+    return win.start, win.end
 
 
 def scheduling_command(

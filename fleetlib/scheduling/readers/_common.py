@@ -6,7 +6,6 @@ Kueue and Volcano have in common.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -17,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
+from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, QUEUE_COLUMNS, TIME_DTYPE
@@ -58,27 +59,13 @@ def tables_of(records: SchedulerRecords) -> dict[str, pd.DataFrame]:
 
 
 def _paths(path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[Path]:
-    if isinstance(path_or_paths, (str, PathLike)):
-        paths = [Path(path_or_paths)]
-    else:
-        paths = [Path(p) for p in path_or_paths]
-    if not paths:
-        raise DomainError("no input files given")
-    return paths
+    """Return the input paths as a non-empty list (:func:`fleetlib._io.as_paths`)."""
+    return as_paths(path_or_paths)
 
 
 def _read_text(path: Path) -> str:
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                return fh.read()
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path)) from exc
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"cannot read the file ({exc}); expected UTF-8 text, optionally gzipped", file=str(path)
-        ) from exc
+    """Return a file's UTF-8 text, plain or gzip by its bytes (:func:`fleetlib._io.read_text`)."""
+    return read_text(path)
 
 
 def _first_line(text: str, path: Path) -> str:
@@ -88,18 +75,14 @@ def _first_line(text: str, path: Path) -> str:
     raise InputError("empty file: expected a header line and records", file=str(path), row=1)
 
 
-def _window(window: Sequence[object] | None) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    if window is None:
+def _window(window: object) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """Return the record window as UTC ``(start, end)``, or None (:meth:`Window.parse` takes it)."""
+    win = Window.parse(window)
+    if win is None:
         return None
-    if len(window) != 2:
-        raise DomainError(f"window must be (start, end); got {window!r}")
-    start, end = (pd.Timestamp(w) for w in window)  # type: ignore[arg-type]
-    if start.tzinfo is None or end.tzinfo is None:
-        raise DomainError(f"window times must carry a zone (for example '2024-03-04T00:00Z'); got {window!r}")
-    start, end = start.tz_convert("UTC").as_unit("ns"), end.tz_convert("UTC").as_unit("ns")
-    if end <= start:
-        raise DomainError(f"window end must be after its start; got {window!r}")
-    return start, end
+    if win.start is None or win.end is None:
+        raise DomainError(f"the record window needs a start and an end; got the nominal window {win.label!r}")
+    return win.start.as_unit("ns"), win.end.as_unit("ns")
 
 
 class _Book:
