@@ -7,6 +7,8 @@
 * :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
   capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
   pools, unattributed) and availability;
+* :mod:`fleetlib.scheduling.measure` -- ``measure(records_or_paths, ...)``: S with its partition,
+  ledger and window (the CLI's object);
 * :mod:`fleetlib.scheduling.views` -- derived tables: held time and queue wait per job, size
   cohorts, an hourly time series, the fragmentation index and the stretches in which the whole
   fleet reports nothing;
@@ -24,6 +26,7 @@ from fleetlib.scheduling.goodput import (
     scheduling_partition,
     scheduling_summary,
 )
+from fleetlib.scheduling.measure import SchedulingMeasurement, measure
 from fleetlib.scheduling.readers import (
     FORMATS,
     READERS,
@@ -86,6 +89,7 @@ __all__ = [
     "READERS",
     "RESERVATION_COLUMNS",
     "SchedulerRecords",
+    "SchedulingMeasurement",
     "SchedulingPartition",
     "SnapshotScheduling",
     "SyntheticFleet",
@@ -96,6 +100,7 @@ __all__ = [
     "goodput_timeseries",
     "held_time",
     "infer_gang_complete",
+    "measure",
     "occupancy",
     "openb_cohorts",
     "queue_waits",

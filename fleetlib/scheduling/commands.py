@@ -32,8 +32,8 @@ import pandas as pd
 from fleetlib.accounting import Window
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
+from fleetlib.scheduling.measure import measure
 from fleetlib.scheduling.readers import READERS, read_records
-from fleetlib.scheduling.readers._common import _window
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
 from fleetlib.scheduling.views import openb_cohorts
 
@@ -88,7 +88,7 @@ def scheduling_command(
     paths: Sequence[str | PathLike[str]],
     format: str,
     *,
-    window: Sequence[object] | None = None,
+    window: Any = None,
     tz: str | None = None,
     denominator: str = "in_service",
 ) -> dict[str, object]:
@@ -101,8 +101,9 @@ def scheduling_command(
     format
         A key of :data:`fleetlib.scheduling.readers.READERS`.
     window
-        ``(start, end)`` timezone-aware times (ISO 8601 text is accepted): the record window and the
-        window scheduling goodput is computed over.
+        Anything :meth:`fleetlib.accounting.Window.parse` takes (a ``(start, end)`` pair of
+        timezone-aware times or ISO 8601 texts, ``"START/END"``): the record window and the window
+        scheduling goodput is computed over.
     tz
         Zone of naive input times (see :func:`read_records`).
     denominator
@@ -111,37 +112,32 @@ def scheduling_command(
     Returns
     -------
     dict
-        For every format but openb: :func:`fleetlib.scheduling.goodput.scheduling_summary`'s object
+        For every format but openb: :meth:`fleetlib.scheduling.measure.SchedulingMeasurement.to_dict`
         (``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
         cross_pool_losses, pools, ledger``).  For openb, which gives no time-based goodput:
         ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
         ``installed`` and ``ledger``.
     """
-    from fleetlib.scheduling.goodput import scheduling_summary
-
+    if format != "openb":
+        return measure(paths, format=format, tz=tz, window=window, denominator=denominator).to_dict()
     records, ledger = read_records(paths, format, tz=tz, window=window)
-    if format == "openb":
-        waits = records.extra.get("waits")
-        installed = records.extra.get("installed")
+    waits = records.extra.get("waits")
+    return {
+        "format": "openb",
+        "note": records.extra["notes"]["use"],
+        "cohorts": _plain_rows(openb_cohorts(waits) if waits is not None else None),
+        "installed": _plain_rows(records.extra.get("installed")),
+        "ledger": ledger.to_dict(),
+    }
 
-        def plain(df: pd.DataFrame | None) -> list[dict[str, object]]:
-            if df is None:
-                return []
-            obj = df.astype(object).where(df.notna(), None)
-            return [
-                {k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
-                for r in obj.to_dict(orient="records")
-            ]
 
-        return {
-            "format": "openb",
-            "note": records.extra["notes"]["use"],
-            "cohorts": plain(openb_cohorts(waits) if waits is not None else None),
-            "installed": plain(installed),
-            "ledger": ledger.to_dict(),
-        }
-    win = _window(window)
-    return scheduling_summary(**records.tables(), window=win, denominator=denominator, ledger=ledger)
+def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
+    """Return a table's rows as JSON-ready dictionaries (numpy scalars as Python ones, NaN as None)."""
+    if df is None:
+        return []
+    obj = df.astype(object).where(df.notna(), None)
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+            for r in obj.to_dict(orient="records")]
 
 
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
