@@ -231,7 +231,72 @@ def _kueue_tables(
     book: _Book,
     source: str,
 ) -> SchedulerRecords:
-    # --- times (RFC 3339 required); an object with a bad time is rejected whole
+    wl, cond = _kueue_times(wl, cond, book, source)
+    # --- window
+    times = pd.concat([wl["submit"], cond["t"]]).dropna()
+    if win is None:
+        win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
+    win_end = win[1]
+
+    # --- transition events -> attempts, each judged (rejected, repaired or flagged)
+    att, ev = _kueue_attempts(wl, cond, pool_by)
+    keep = _judge_kueue_attempts(att, ev, cond, gpu, win_end, book)
+    # --- never-admitted Workloads, waits, queue
+    never_adm = _kueue_never_admitted(wl, att, ev, lq_map, pool_by, win_end, book)
+    req_never = never_adm["requested"].where(never_adm["requested"] > 0, 0.0)
+    allocations = _allocations_frame(
+        {
+            "job_id": pd.concat([keep["job_id"], never_adm["job_id"]], ignore_index=True),
+            "attempt": 0,
+            "pool": pd.concat([keep["pool"], never_adm["pool"]], ignore_index=True),
+            "devices": pd.concat([keep["devices"], pd.Series(0.0, index=never_adm.index)], ignore_index=True)
+            .round()
+            .astype("int64"),
+            "submit": pd.concat([keep["submit"], never_adm["submit"]], ignore_index=True),
+            "first_assigned": pd.concat(
+                [keep["first_assigned"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
+                ignore_index=True,
+            ),
+            "gang_complete": pd.concat(
+                [keep["gang_complete"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
+                ignore_index=True,
+            ),
+            "release": pd.concat([keep["release"], never_adm["release"]], ignore_index=True),
+            "priority": pd.concat([keep["priority"], never_adm["priority"]], ignore_index=True),
+            "elastic": pd.concat([keep["elastic"], never_adm["elastic"]], ignore_index=True).astype(bool),
+            "end_state": pd.concat([keep["end_state"], never_adm["end_state"]], ignore_index=True),
+            "requested_devices": pd.concat(
+                [keep["requested"].where(keep["requested"] > 0, keep["devices"]), req_never],
+                ignore_index=True,
+            )
+            .round()
+            .astype("int64"),
+        }
+    )
+    queue = None
+    if pool_by == "cluster_queue":
+        a = allocations
+        end = a["gang_complete"].where(a["gang_complete"].notna(), a["release"])
+        queue = queue_from_pending(a["pool"], a["submit"], end.clip(upper=win_end), a["requested_devices"])
+    capacity = _kueue_capacity(cq_rows, pool_by, gpu, win, book) if cq_rows else None
+    notes = {
+        "gang_complete": "Workload condition PodsReady=True (Admitted=True marks the first assignment)",
+        "time_zone": "RFC 3339 times as written by the API server",
+        "window": f"{win[0].isoformat()} .. {win[1].isoformat()}",
+        "queue": "Workloads waiting from submit (creation, or the last eviction) to gang completion",
+        "capacity": (
+            "ClusterQueue nominalQuota (a quota, not physical nodes; borrowing not modelled)"
+            if cq_rows
+            else "no ClusterQueue objects given: capacity not known"
+        ),
+    }
+    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+
+
+def _kueue_times(
+    wl: pd.DataFrame, cond: pd.DataFrame, book: _Book, source: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Parse creation and transition times (RFC 3339 required); a bad time rejects its object whole."""
     wl = wl.reset_index(drop=True)
     wl["row_id"] = _row_ids(wl)
     bad: set[str] = set()
@@ -277,14 +342,11 @@ def _kueue_tables(
     cond = cond[~cond["row_id"].isin(bad)].reset_index(drop=True)
     if wl.empty:
         raise InputError("every Workload object was rejected; see the ledger", file=source.split(",")[0])
+    return wl, cond
 
-    # --- window
-    times = pd.concat([wl["submit"], cond["t"]]).dropna()
-    if win is None:
-        win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
-    win_end = win[1]
 
-    # --- transition events
+def _kueue_attempts(wl: pd.DataFrame, cond: pd.DataFrame, pool_by: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Turn Workload conditions into transition events and the attempts they delimit."""
     typ, reason = cond["type"].astype(str), cond["reason"].astype(str)
     is_true = cond["status"].str.lower() == "true"
     is_false = cond["status"].str.lower() == "false"
@@ -316,11 +378,27 @@ def _kueue_tables(
     )
     ev = ev[ev["kind"] != ""]
     att, ev = _attempts_from_events(ev, ("end_state", "end_kind", "raw_end"))
-    podsready_seen = set(cond.loc[typ == "PodsReady", "key"])
     info = wl.drop(columns=["key"]).rename(columns={"row_id": "primary_row"})
     att = att.merge(info, on="primary_row", how="left")
     att["pool"] = att["cluster_queue"] if pool_by == "cluster_queue" else att["flavor"]
 
+    return att, ev
+
+
+def _judge_kueue_attempts(
+    att: pd.DataFrame,
+    ev: pd.DataFrame,
+    cond: pd.DataFrame,
+    gpu: str,
+    win_end: pd.Timestamp,
+    book: _Book,
+) -> pd.DataFrame:
+    """Reject, repair or flag each attempt (a RowBook over the attempts); return the kept ones.
+
+    Repairs fill ``gang_complete`` / ``release`` / ``end_state`` of ``att`` in place; the outcomes
+    land on each attempt's primary row in ``book``.
+    """
+    podsready_seen = set(cond.loc[cond["type"].astype(str) == "PodsReady", "key"])
     v = RowBook("<attempts>", len(att))  # position i: attempt i
     v.reject(
         _on(~(att["devices"] > 0)), None, f"no {gpu} in status.admission.podSetAssignments: not GPU capacity"
@@ -398,8 +476,19 @@ def _kueue_tables(
     _settle_attempts(v, att, ev, book)
     keep = att[~v.rejected].copy()
     keep["submit"] = _requeue_submit(keep)
+    return keep
 
-    # --- never-admitted Workloads, waits, queue
+
+def _kueue_never_admitted(
+    wl: pd.DataFrame,
+    att: pd.DataFrame,
+    ev: pd.DataFrame,
+    lq_map: dict,
+    pool_by: str,
+    win_end: pd.Timestamp,
+    book: _Book,
+) -> pd.DataFrame:
+    """Return the Workloads never admitted (waits only), with their pool, release and end state."""
     first = wl.sort_values(["file", "row"]).groupby("key", as_index=False).last()
     learned = first.dropna(subset=["cluster_queue"]).drop_duplicates(["namespace", "queue_name"])
     lq = {
@@ -466,54 +555,7 @@ def _kueue_tables(
     never_adm.loc[waiting, "release"] = win_end
     never_adm.loc[waiting, "end_state"] = _PENDING
     never_adm["end_state"] = never_adm["end_state"].fillna("unknown")
-    req_never = never_adm["requested"].where(never_adm["requested"] > 0, 0.0)
-    allocations = _allocations_frame(
-        {
-            "job_id": pd.concat([keep["job_id"], never_adm["job_id"]], ignore_index=True),
-            "attempt": 0,
-            "pool": pd.concat([keep["pool"], never_adm["pool"]], ignore_index=True),
-            "devices": pd.concat([keep["devices"], pd.Series(0.0, index=never_adm.index)], ignore_index=True)
-            .round()
-            .astype("int64"),
-            "submit": pd.concat([keep["submit"], never_adm["submit"]], ignore_index=True),
-            "first_assigned": pd.concat(
-                [keep["first_assigned"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
-                ignore_index=True,
-            ),
-            "gang_complete": pd.concat(
-                [keep["gang_complete"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
-                ignore_index=True,
-            ),
-            "release": pd.concat([keep["release"], never_adm["release"]], ignore_index=True),
-            "priority": pd.concat([keep["priority"], never_adm["priority"]], ignore_index=True),
-            "elastic": pd.concat([keep["elastic"], never_adm["elastic"]], ignore_index=True).astype(bool),
-            "end_state": pd.concat([keep["end_state"], never_adm["end_state"]], ignore_index=True),
-            "requested_devices": pd.concat(
-                [keep["requested"].where(keep["requested"] > 0, keep["devices"]), req_never],
-                ignore_index=True,
-            )
-            .round()
-            .astype("int64"),
-        }
-    )
-    queue = None
-    if pool_by == "cluster_queue":
-        a = allocations
-        end = a["gang_complete"].where(a["gang_complete"].notna(), a["release"])
-        queue = queue_from_pending(a["pool"], a["submit"], end.clip(upper=win_end), a["requested_devices"])
-    capacity = _kueue_capacity(cq_rows, pool_by, gpu, win, book) if cq_rows else None
-    notes = {
-        "gang_complete": "Workload condition PodsReady=True (Admitted=True marks the first assignment)",
-        "time_zone": "RFC 3339 times as written by the API server",
-        "window": f"{win[0].isoformat()} .. {win[1].isoformat()}",
-        "queue": "Workloads waiting from submit (creation, or the last eviction) to gang completion",
-        "capacity": (
-            "ClusterQueue nominalQuota (a quota, not physical nodes; borrowing not modelled)"
-            if cq_rows
-            else "no ClusterQueue objects given: capacity not known"
-        ),
-    }
-    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+    return never_adm
 
 
 def _kueue_capacity(
