@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,8 +83,116 @@ def read_volcano(
     """
     win = _window(window)
     book = _Book()
-    recs, queues = [], []
     paths = _paths(path_or_paths)
+    recs, queues = _volcano_records(paths, gpu_resource, book)
+    df = _volcano_frame(recs, paths, gpu_resource, book)
+    if win is None:
+        times = pd.concat([df["t"], df["submit"]]).dropna()
+        win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
+    att, kept, first_submit = _volcano_attempts(df, win, book)
+    never = _volcano_never_held(df, att, first_submit, win, book)
+    n_never = len(never)
+    allocations = _allocations_frame(
+        {
+            "job_id": pd.concat([kept["job_id"], never["job_id"]], ignore_index=True),
+            "attempt": 0,
+            "pool": pd.concat([kept["pool"], never["pool"]], ignore_index=True),
+            "devices": np.r_[kept["devices"].round().to_numpy(), np.zeros(n_never)].astype(np.int64),
+            "submit": pd.concat([kept["submit"], never["submit"]], ignore_index=True),
+            "first_assigned": pd.concat(
+                [kept["first_assigned"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
+            ),
+            "gang_complete": pd.concat(
+                [kept["gang_complete"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
+            ),
+            "release": pd.concat([kept["release"], never["release"]], ignore_index=True),
+            "priority": np.nan,
+            "elastic": False,
+            "end_state": pd.concat(
+                [kept["end_state"], pd.Series(never["end_state"].to_numpy())], ignore_index=True
+            ),
+            "requested_devices": np.r_[
+                kept["devices"].round().to_numpy(), never["devices"].round().to_numpy()
+            ].astype(np.int64),
+        }
+    )
+    a = allocations
+    qend = a["gang_complete"].where(a["gang_complete"].notna(), a["release"])
+    queue = queue_from_pending(a["pool"], a["submit"], qend.clip(upper=win[1]), a["requested_devices"])
+    capacity = _volcano_capacity(queues, gpu_resource, win, book) if queues else None
+    notes = {
+        "gang_complete": "PodGroup phase Running (minMember pods running); Unknown is a partial gang",
+        "time_zone": "RFC 3339 times stamped by the watch recorder",
+        "window": f"{win[0].isoformat()} .. {win[1].isoformat()}",
+        "queue": "PodGroups waiting from submit (creation, or the last requeue) to gang completion",
+        "capacity": (
+            "Queue spec.capability (a quota, not physical nodes)"
+            if queues
+            else "no Queue records given: capacity not known"
+        ),
+    }
+    return _records(
+        ",".join(str(p) for p in paths), notes, allocations=allocations, queue=queue, capacity=capacity
+    ), book.settle()
+
+
+# ================================================================================================
+# The reader protocol (fleetlib.registry)
+# ================================================================================================
+
+
+def records(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    *,
+    tz: str | None = None,
+    window: object = None,
+    **options: Any,
+) -> tuple[SchedulerRecords, Ledger]:
+    """Read Volcano PodGroup watch records with the protocol's arguments (see :func:`read_volcano`).
+
+    Parameters
+    ----------
+    paths
+        JSON-lines files of watch events.
+    tz
+        Not used: the recorder's times carry their offset (a naive time is rejected).
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
+        censored at its end.
+    **options
+        ``gpu_resource``, as :func:`read_volcano` takes it.
+
+    Returns
+    -------
+    tuple of (SchedulerRecords, Ledger)
+        As :func:`read_volcano` returns them.
+    """
+    del tz  # RFC 3339 times carry their zone
+    return read_volcano(paths, window=window, **options)
+
+
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    *,
+    tz: str | None = None,
+    window: object = None,
+    **options: Any,
+) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read Volcano PodGroup watch records into canonical tables and a ledger.
+
+    The reader protocol of :mod:`fleetlib.registry`: takes the arguments of :func:`records`;
+    returns ``(tables, ledger)`` with the tables by name (``allocations``, ``capacity``, ``queue``).
+    """
+    recs, ledger = records(paths, tz=tz, window=window, **options)
+    return tables_of(recs), ledger
+
+
+def _volcano_records(
+    paths: list[Path], gpu_resource: str, book: _Book
+) -> tuple[list[dict[str, object]], list[tuple[str, int, dict]]]:
+    """Return the PodGroup watch records (one dict each) and the Queue objects of the files."""
+    recs: list[dict[str, object]] = []
+    queues: list[tuple[str, int, dict]] = []
     for path in paths:
         file = str(path)
         seen: dict[str, int] = {}
@@ -133,6 +242,13 @@ def read_volcano(
                     "failed": _quantity(st.get("failed", 0)),
                 }
             )
+    return recs, queues
+
+
+def _volcano_frame(
+    recs: list[dict[str, object]], paths: list[Path], gpu_resource: str, book: _Book
+) -> pd.DataFrame:
+    """Parse times, reject records without GPU demand, flag unknown phases; return the kept records."""
     if not recs:
         raise InputError("no usable PodGroup records in the input", file=str(paths[0]))
     df = pd.DataFrame(recs)
@@ -175,9 +291,17 @@ def read_volcano(
     if df.empty:
         raise InputError("every PodGroup record was rejected; see the ledger", file=str(paths[0]))
     df["row_id"] = _row_ids(df)
-    if win is None:
-        times = pd.concat([df["t"], df["submit"]]).dropna()
-        win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
+    return df
+
+
+def _volcano_attempts(
+    df: pd.DataFrame, win: tuple[pd.Timestamp, pd.Timestamp], book: _Book
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Turn phases into attempts and judge each (a RowBook over the attempts).
+
+    Returns the attempts, the kept attempts (with their submit times) and each
+    PodGroup's first creation time.
+    """
     deleted = df["type"].eq("DELETED")
     held = (
         df["phase"].isin(["Running", "Unknown"]) | ((df["running"] > 0) & df["phase"].ne("Completed"))
@@ -256,7 +380,17 @@ def read_volcano(
     _settle_attempts(v, att, ev, book)
     kept = att[~v.rejected].copy()
     kept["submit"] = _requeue_submit(kept)
-    # groups that never held devices: waited, then left (completed / deleted) or still wait
+    return att, kept, first_submit
+
+
+def _volcano_never_held(
+    df: pd.DataFrame,
+    att: pd.DataFrame,
+    first_submit: pd.Series,
+    win: tuple[pd.Timestamp, pd.Timestamp],
+    book: _Book,
+) -> pd.DataFrame:
+    """Return the PodGroups that never held devices: waited, then left or still wait (censored)."""
     last = df.groupby("key").last()
     never = last[~last.index.isin(att["key"])].copy()
     gone = never["type"].eq("DELETED") | never["phase"].eq("Completed")
@@ -273,108 +407,24 @@ def read_volcano(
             f"still pending at the end of the record: leaves the queue at {win[1].isoformat()} (censored)",
         )
     never["submit"] = never.index.map(first_submit)
-    n_never = len(never)
-    allocations = _allocations_frame(
-        {
-            "job_id": pd.concat([kept["job_id"], never["job_id"]], ignore_index=True),
-            "attempt": 0,
-            "pool": pd.concat([kept["pool"], never["pool"]], ignore_index=True),
-            "devices": np.r_[kept["devices"].round().to_numpy(), np.zeros(n_never)].astype(np.int64),
-            "submit": pd.concat([kept["submit"], never["submit"]], ignore_index=True),
-            "first_assigned": pd.concat(
-                [kept["first_assigned"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
-            ),
-            "gang_complete": pd.concat(
-                [kept["gang_complete"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
-            ),
-            "release": pd.concat([kept["release"], never["release"]], ignore_index=True),
-            "priority": np.nan,
-            "elastic": False,
-            "end_state": pd.concat(
-                [kept["end_state"], pd.Series(never["end_state"].to_numpy())], ignore_index=True
-            ),
-            "requested_devices": np.r_[
-                kept["devices"].round().to_numpy(), never["devices"].round().to_numpy()
-            ].astype(np.int64),
-        }
+    return never
+
+
+def _volcano_capacity(
+    queues: list[tuple[str, int, dict]],
+    gpu_resource: str,
+    win: tuple[pd.Timestamp, pd.Timestamp],
+    book: _Book,
+) -> pd.DataFrame:
+    """Capacity per Queue from ``spec.capability`` (a quota), constant over the window."""
+    cap: dict[str, float] = {}
+    for file, row, obj in queues:
+        q = _quantity((_get(obj, "spec", "capability") or {}).get(gpu_resource))
+        if np.isnan(q):
+            book.reject(file, row, "object.spec.capability", f"Queue without {gpu_resource} capability")
+            continue
+        cap[str(_get(obj, "metadata", "name"))] = q
+    capacity = _capacity_from_out_of_service(
+        pd.Series(cap, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
     )
-    a = allocations
-    qend = a["gang_complete"].where(a["gang_complete"].notna(), a["release"])
-    queue = queue_from_pending(a["pool"], a["submit"], qend.clip(upper=win[1]), a["requested_devices"])
-    capacity = None
-    if queues:
-        cap: dict[str, float] = {}
-        for file, row, obj in queues:
-            q = _quantity((_get(obj, "spec", "capability") or {}).get(gpu_resource))
-            if np.isnan(q):
-                book.reject(file, row, "object.spec.capability", f"Queue without {gpu_resource} capability")
-                continue
-            cap[str(_get(obj, "metadata", "name"))] = q
-        capacity = _capacity_from_out_of_service(
-            pd.Series(cap, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
-        )
-    notes = {
-        "gang_complete": "PodGroup phase Running (minMember pods running); Unknown is a partial gang",
-        "time_zone": "RFC 3339 times stamped by the watch recorder",
-        "window": f"{win[0].isoformat()} .. {win[1].isoformat()}",
-        "queue": "PodGroups waiting from submit (creation, or the last requeue) to gang completion",
-        "capacity": (
-            "Queue spec.capability (a quota, not physical nodes)"
-            if queues
-            else "no Queue records given: capacity not known"
-        ),
-    }
-    return _records(
-        ",".join(str(p) for p in paths), notes, allocations=allocations, queue=queue, capacity=capacity
-    ), book.settle()
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Volcano PodGroup watch records with the protocol's arguments (see :func:`read_volcano`).
-
-    Parameters
-    ----------
-    paths
-        JSON-lines files of watch events.
-    tz
-        Not used: the recorder's times carry their offset (a naive time is rejected).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
-        censored at its end.
-    **options
-        ``gpu_resource``, as :func:`read_volcano` takes it.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_volcano` returns them.
-    """
-    del tz  # RFC 3339 times carry their zone
-    return read_volcano(paths, window=window, **options)
-
-
-def read(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read Volcano PodGroup watch records into canonical tables and a ledger.
-
-    The reader protocol of :mod:`fleetlib.registry`: takes the arguments of :func:`records`;
-    returns ``(tables, ledger)`` with the tables by name (``allocations``, ``capacity``, ``queue``).
-    """
-    recs, ledger = records(paths, tz=tz, window=window, **options)
-    return tables_of(recs), ledger
+    return capacity
