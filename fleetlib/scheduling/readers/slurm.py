@@ -334,53 +334,12 @@ def read_slurm(
 
 def _slurm_jobs(
     parts: list[pd.DataFrame], tz: str | None, win: tuple[pd.Timestamp, pd.Timestamp] | None, book: _Book
-):
-    frames = []
-    for frame in parts:
-        if frame.empty:
-            continue
-        file = str(frame["_file"].iloc[0])
-        rows = frame["_line"].to_numpy()
-        for opt in ("Eligible", "ReqTRES", "Priority", "NodeList"):
-            if opt not in frame.columns:
-                frame[opt] = ""
-        times, rejected = _parse_time_columns(
-            frame,
-            ["Submit", "Eligible", "Start", "End"],
-            tz=tz,
-            file=file,
-            rows=rows,
-            book=book,
-            format_hint="sacct",
-        )
-        for c in ("Submit", "Eligible", "Start", "End"):
-            frame[c + "_t"] = times.parsed[c]
-        frame["_rejected"] = rejected
-        frames.append(frame)
-    cols_keep = [
-        "_file",
-        "_line",
-        "JobID",
-        "Partition",
-        "State",
-        "AllocTRES",
-        "ReqTRES",
-        "Priority",
-        "NodeList",
-        "Submit",
-        "Eligible",
-        "Start",
-        "End",
-        "Submit_t",
-        "Eligible_t",
-        "Start_t",
-        "End_t",
-        "_rejected",
-    ]
-    if not frames:
-        empty_alloc = pd.DataFrame(columns=[*cols_keep, "devices", "state"])
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """Judge the sacct records row by row; return allocations, pending intervals and the times seen."""
+    df = _sacct_frame(parts, tz, book)
+    if df is None:
+        empty_alloc = pd.DataFrame(columns=[*_SACCT_KEEP, "devices", "state"])
         return empty_alloc, pd.DataFrame(columns=["pool", "start", "end", "devices"]), pd.Series(dtype=_TIME)
-    df = pd.concat([f[cols_keep] for f in frames], ignore_index=True)
     alive = ~df["_rejected"].to_numpy()
 
     files_arr = df["_file"].to_numpy(dtype=object)
@@ -495,7 +454,77 @@ def _slurm_jobs(
         overl[sub] = _overlapping(job_id[sub], start[sub], rel)
     reject(overl, "Start", "overlaps an earlier attempt of the same job (starts before it was released)")
 
-    keep = alive & (started | never)
+    alloc, pending = _sacct_tables(
+        df, alive & (started | never), started, censor, waiting, win_end, devices, req_dev, state_word
+    )
+    return alloc, pending, times
+
+
+_SACCT_KEEP = (
+    "_file",
+    "_line",
+    "JobID",
+    "Partition",
+    "State",
+    "AllocTRES",
+    "ReqTRES",
+    "Priority",
+    "NodeList",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "Submit_t",
+    "Eligible_t",
+    "Start_t",
+    "End_t",
+    "_rejected",
+)
+
+
+def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.DataFrame | None:
+    """Parse the four sacct time columns of every file and stack the files (None when all are empty)."""
+    frames = []
+    for frame in parts:
+        if frame.empty:
+            continue
+        file = str(frame["_file"].iloc[0])
+        rows = frame["_line"].to_numpy()
+        for opt in ("Eligible", "ReqTRES", "Priority", "NodeList"):
+            if opt not in frame.columns:
+                frame[opt] = ""
+        times, rejected = _parse_time_columns(
+            frame,
+            ["Submit", "Eligible", "Start", "End"],
+            tz=tz,
+            file=file,
+            rows=rows,
+            book=book,
+            format_hint="sacct",
+        )
+        for c in ("Submit", "Eligible", "Start", "End"):
+            frame[c + "_t"] = times.parsed[c]
+        frame["_rejected"] = rejected
+        frames.append(frame)
+    if not frames:
+        return None
+    return pd.concat([f[list(_SACCT_KEEP)] for f in frames], ignore_index=True)
+
+
+def _sacct_tables(
+    df: pd.DataFrame,
+    keep: np.ndarray,
+    started: np.ndarray,
+    censor: np.ndarray,
+    waiting: np.ndarray,
+    win_end: pd.Timestamp,
+    devices: pd.Series,
+    req_dev: pd.Series,
+    state_word: pd.Series,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Assemble the kept sacct rows into allocations and pending intervals (Eligible -> Start or leaving)."""
+    job_id = df["JobID"].astype(str)
+    submit, eligible, start, end = df["Submit_t"], df["Eligible_t"], df["Start_t"], df["End_t"]
     st = pd.Series(started, index=df.index)
     release = end.where(end.notna(), win_end)
     end_state = state_word.map(SLURM_END_STATES).fillna("unknown")
@@ -530,7 +559,7 @@ def _slurm_jobs(
             "devices": alloc["requested_devices"],
         }
     )
-    return alloc, pending, times
+    return alloc, pending
 
 
 def _slurm_nodes(parts: list[pd.DataFrame], book: _Book) -> pd.DataFrame:
