@@ -390,7 +390,20 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log.reject(assigned & (rel < gc), "release", "release before gang completion")
     log.reject(~assigned & (rel < sub), "release", "release before submit")
 
-    st_codes, st_uniques = _factorize(df["end_state"])
+    state_codes = _end_state_codes(df["end_state"], log)
+
+    _reject_duplicates_and_overlaps(df, log, elastic, attempt, fa, gc, rel)
+
+    keep = log.close(ledger)
+    out = _kept_allocations(df, keep, t, attempt=attempt, pool_codes=pool_codes, pool_names=pool_names,
+                            devices=devices, sub=sub, fa=fa, gc=gc, rel=rel, elastic=elastic,
+                            state_codes=state_codes, requested=requested)
+    return out, ledger
+
+
+def _end_state_codes(end_state: pd.Series, log: RowBook) -> np.ndarray:
+    """Return each row's code in END_STATES; an unknown or missing state is kept as 'unknown' (a repair)."""
+    st_codes, st_uniques = _factorize(end_state)
     norm = np.array([str(u).strip().lower() for u in st_uniques] + ["unknown"], dtype=object)
     norm_known = np.isin(norm, END_STATES)
     if bool(np.any(st_codes < 0)):
@@ -398,15 +411,19 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     for k in np.flatnonzero(~norm_known).tolist():
         log.repair(st_codes == k, "end_state", f"end state {str(st_uniques[k])!r} not recognised: kept as "
                    "'unknown'")
-    log.repair(np.asarray(df["end_state"].isna()), "end_state", "end state missing: kept as 'unknown'")
+    log.repair(np.asarray(end_state.isna()), "end_state", "end state missing: kept as 'unknown'")
     canon = {v: i for i, v in enumerate(END_STATES)}
     to_canon = np.array([canon[v] if k else canon["unknown"] for v, k in zip(norm, norm_known, strict=True)],
                         dtype=np.int8)
     state_codes = to_canon[st_codes]
+    return state_codes
 
-    _reject_duplicates_and_overlaps(df, log, elastic, attempt, fa, gc, rel)
 
-    keep = log.close(ledger)
+def _kept_allocations(df: pd.DataFrame, keep: np.ndarray, t: dict[str, np.ndarray], *, attempt: np.ndarray,
+                      pool_codes: np.ndarray, pool_names: pd.Index, devices: np.ndarray, sub: np.ndarray,
+                      fa: np.ndarray, gc: np.ndarray, rel: np.ndarray, elastic: np.ndarray,
+                      state_codes: np.ndarray, requested: np.ndarray) -> pd.DataFrame:
+    """Return the validated allocations table: the kept rows, repaired values, UTC times."""
     every = bool(keep.all())
 
     def take(x: Any) -> Any:
@@ -440,7 +457,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
         "end_state": pd.Categorical.from_codes(take(state_codes), categories=list(END_STATES)),
         "requested_devices": take(requested),
     }, copy=False)
-    return out, ledger
+    return out
 
 
 def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: RowBook, elastic: np.ndarray,
