@@ -20,6 +20,8 @@ __all__ = [
     "ALLOCATION_COLUMNS",
     "ALLOCATION_DTYPES",
     "ALLOCATION_TIME_COLUMNS",
+    "CANONICAL_FORMAT",
+    "CANONICAL_TABLES",
     "CAPACITY_COLUMNS",
     "DEFAULT_COHORT_EDGES",
     "DENOMINATORS",
@@ -68,6 +70,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "allocations": ALLOCATION_COLUMNS, "capacity": CAPACITY_COLUMNS, "queue": QUEUE_COLUMNS,
     "reservations": RESERVATION_COLUMNS, "occupancy": OCCUPANCY_COLUMNS,
 }
+
+#: Name written in the ``fleetlib`` metadata of a canonical Parquet file.
+CANONICAL_FORMAT = "fleetlib canonical scheduler records"
+#: The tables of a canonical Parquet file, in the order they are written.
+CANONICAL_TABLES: tuple[str, ...] = ("allocations", "capacity", "reservations", "queue")
 
 #: The dtype of every time column: timezone-aware UTC nanoseconds.
 TIME_DTYPE = "datetime64[ns, UTC]"
