@@ -48,6 +48,19 @@ wall-clock time (sacct, sacctmgr, Helios) are localised with an explicit zone: t
 ``"Asia/Shanghai"``, the zone of SenseTime's clusters, stated in ``extra["notes"]``).  Kubernetes
 objects must carry RFC 3339 offsets; a naive time there is rejected.  A file that mixes naive and
 timezone-aware times has the rows whose style differs from the file's first time rejected.
+
+Adding a format
+---------------
+1. Write ``readers/<format>.py`` with ``read_<format>(paths, ...) -> (SchedulerRecords, Ledger)``:
+   open each file with :func:`~fleetlib.scheduling.readers._common._read_text` (plain or gzip by
+   its bytes), open its row-book with ``book.open(file, rows)`` (the 1-based line / object numbers
+   of its records), and reject, repair or flag records by those numbers; build the canonical tables
+   (:mod:`fleetlib.scheduling.schema`) and return ``_records(...), book.settle()``.
+2. Add ``records(paths, *, tz=None, window=None, **options)`` and ``read(...)`` (copy them from
+   ``slurm.py``; ``read`` returns ``tables_of(records)`` and the ledger).
+3. Register it in :data:`READERS` below with one good sample (its independently counted record
+   count in ``records=``) and one broken corpus file (``bad=True``); ``--format`` and
+   :func:`read_records` pick it up, and ``tests/test_reader_conformance.py -k scheduling`` checks it.
 """
 
 from __future__ import annotations
