@@ -277,3 +277,13 @@ def test_time_series_bins_add_up_to_the_partition(fleet, freq):
               "cross_pool_idle_empty_queue"):
         got = sums[c].reindex(part.table.index, fill_value=0.0)
         np.testing.assert_allclose(got.to_numpy(dtype=float), part.table[c].to_numpy(), atol=1e-6, err_msg=c)
+
+
+def test_sweep_with_more_masked_rows_than_events():
+    # found by hypothesis: five allocations of which only one changes anything inside a one-second
+    # window; the key buffer must hold a whole block of rows, masked ones included
+    fleet = ([("a", 1, 0, 0, 0, 0)] * 4 + [("a", 1, 0, 0, 0, 1)], [("a", 0, 60, 4, 0)], [])
+    allocs, caps, res = fleet
+    window = (T0, T0 + pd.Timedelta(seconds=1))
+    part = scheduling_partition(alloc_frame(allocs), cap_frame(caps), window=window)
+    compare(part.table, brute_force(allocs, caps, res, (0, 1)))

@@ -19,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.goodput import scheduling_partition, silent_stretches
 from fleetlib.scheduling.readers import (
@@ -82,6 +83,11 @@ def only_entry(ledger: Ledger, action: str):
     found = entries(ledger, action)
     assert len(found) == 1, found
     return found[0]
+
+
+def only_flag(ledger: Ledger):
+    assert len(ledger.flags) == 1, ledger.flags
+    return ledger.flags[0]
 
 
 def row_of(alloc: pd.DataFrame, job_id: str, attempt: int = 0) -> pd.Series:
@@ -700,28 +706,32 @@ def test_corpus_helios_duplicate_minute():
 
 
 @pytest.mark.parametrize(
-    ("reader", "path", "field", "reason"),
+    ("reader", "path", "field", "code", "reason"),
     [
         (
             lambda p: read_slurm(p, tz="UTC"),
             "slurm_unknown_state.txt",
             "State",
+            "unknown_job_state",
             "unknown job state 'STAGE_OUT'",
         ),
-        (read_kueue, "kueue_unknown_reason.yaml", None, "end reason not recognised"),
+        (read_kueue, "kueue_unknown_reason.yaml", None, "unknown_end_reason", "end reason not recognised"),
         (
             read_volcano,
             "volcano_unknown_phase.jsonl",
             "object.status.phase",
+            "unknown_podgroup_phase",
             "unknown PodGroup phase 'Scheduling'",
         ),
     ],
 )
-def test_corpus_unknown_states_are_kept_and_flagged(reader, path, field, reason):
+def test_corpus_unknown_states_are_kept_and_flagged(reader, path, field, code, reason):
     rec, ledger = reader(CORPUS / path)
-    assert balanced(ledger) and ledger.rejected == 0
-    e = only_entry(ledger, "repaired")
-    assert e.reason.startswith("flagged:") and reason in e.reason and e.field == field
+    # kept with a flag (not a repair): the row is unchanged, the flag names file, row and field
+    assert balanced(ledger) and ledger.rejected == 0 and ledger.repaired == 0 and not ledger.entries
+    f = only_flag(ledger)
+    assert f.code == code and reason in f.message and f.field == field
+    assert f.file == str(CORPUS / path) and f.row is not None and f.row >= 1
     a = rec.allocations
     assert a["first_assigned"].notna().all()  # the row is kept
     if "slurm" in path or "kueue" in path:
@@ -730,7 +740,7 @@ def test_corpus_unknown_states_are_kept_and_flagged(reader, path, field, reason)
 
 def test_corpus_openb_bad_pods():
     rec, ledger = read_openb(CORPUS / "openb_bad_pods.csv")
-    assert (ledger.read, ledger.kept, ledger.repaired, ledger.rejected) == (10, 4, 1, 5) and balanced(ledger)
+    assert (ledger.read, ledger.kept, ledger.repaired, ledger.rejected) == (10, 5, 0, 5) and balanced(ledger)
     got = {(e.row, e.field) for e in entries(ledger, "rejected")}
     assert got == {
         (4, "name"),
@@ -739,7 +749,9 @@ def test_corpus_openb_bad_pods():
         (8, "creation_time"),
         (10, "deletion_time"),
     }
-    assert only_entry(ledger, "repaired").reason == "flagged: unknown pod phase 'Evicted' kept verbatim"
+    f = only_flag(ledger)
+    assert (f.code, f.field) == ("unknown_pod_phase", "pod_phase")
+    assert f.message == "unknown pod phase 'Evicted' kept verbatim"
     w = rec.extra["waits"].set_index("pod")
     assert w.loc["p-ok-2", "devices"] == 0.5 and w.loc["p-ok-2", "cohort"] == "shared (<1 GPU)"
     assert not w.loc["p-pending", "scheduled"] and np.isnan(w.loc["p-pending", "wait_s"])
@@ -788,8 +800,9 @@ def test_corpus_elastic_without_marker_is_refused_rigid_is_inferred():
     assert "elastic" in e.reason and "cannot be inferred" in e.reason
     assert rec.allocations.empty and balanced(ledger)
     rec, ledger = read_kueue(CORPUS / "kueue_rigid_no_podsready.yaml")
-    e = only_entry(ledger, "repaired")
-    assert e.reason.startswith("flagged:") and "inferred at admission" in e.reason
+    assert (ledger.kept, ledger.repaired) == (1, 0) and not ledger.entries
+    f = only_flag(ledger)
+    assert f.code == "gang_complete_inferred_at_admission" and "inferred at admission" in f.message
     r = rec.allocations.iloc[0]
     assert (
         r.gang_complete == r.first_assigned == T("2024-05-06 09:00")
@@ -820,8 +833,9 @@ def test_corpus_allocated_above_capacity_is_kept_not_clipped():
     assert part.table.loc["gpu", "over_allocated_device_s"] == 8 * 3600
     assert part.flags and "above capacity" in part.flags[0]
     rec, ledger = read_helios(CORPUS / "vcAbove.csv")
-    e = only_entry(ledger, "repaired")
-    assert e.row == 3 and "never clipped" in e.reason and ledger.rejected == 0
+    f = only_flag(ledger)
+    assert f.row == 3 and f.code == "allocated_above_capacity" and "never clipped" in f.message
+    assert (ledger.kept, ledger.repaired, ledger.rejected) == (4, 0, 0) and f.field == "running_gpu_num"
     r = rec.occupancy.iloc[1]
     assert (r.held_complete, r.in_service) == (72, 64)
 
@@ -853,7 +867,7 @@ def test_corpus_truncated_files():
     assert row_of(rec.allocations, "ml/pg-a").end_state == "running"  # its end was in the lost line
     with pytest.raises(InputError, match="malformed YAML"):
         read_kueue(CORPUS / "kueue_truncated.yaml")
-    with pytest.raises(InputError, match="cannot read the file"):
+    with pytest.raises(InputError, match="truncated or corrupt gzip stream"):  # fleetlib._io
         read_helios(CORPUS / "helios_truncated.csv.gz")
 
 
@@ -958,6 +972,25 @@ def test_gzipped_sacct_reads_like_plain(tmp_path, slurm):
         fh.write((DATA / "slurm_sample" / "sacct.txt").read_text())
     rec, _ = read_slurm([gz, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
+    # gzip is recognised by its bytes, not its name: a gzipped file named .txt reads the same
+    disguised = tmp_path / "sacct.txt"
+    disguised.write_bytes(gz.read_bytes())
+    rec, _ = read_slurm([disguised, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
+    pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
+    # other compressions are refused with their name
+    bz = tmp_path / "sacct.txt.bz2"
+    bz.write_bytes(b"BZh91AY&SY" + bytes(20))
+    with pytest.raises(InputError, match="bzip2"):
+        read_slurm([bz], tz="UTC")
+
+
+def test_every_window_form_reads_the_same(slurm):
+    # one window parser (Window.parse): a pair of timestamps, a pair of ISO texts, 'START/END' text
+    start, end = (pd.Timestamp(w) for w in SLURM_WINDOW)
+    for window in (SLURM_WINDOW, (start.isoformat(), end.isoformat()),
+                   f"{start.isoformat()}/{end.isoformat()}", Window.between(start, end)):
+        rec, _ = read_records(SLURM, "slurm", tz="UTC", window=window)
+        pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
 
 
 # ------------------------------------------------------------------------------------------------

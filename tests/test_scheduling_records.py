@@ -107,7 +107,7 @@ def test_mixed_naive_and_aware_text_is_refused_at_the_first_odd_row():
     s = pd.Series(["2025-03-01T00:00:00Z", "2025-03-01 01:00:00", "2025-03-01T02:00:00+02:00"])
     with pytest.raises(InputError, match="mixed") as exc:
         times_ns(s, file="f.csv", field="submit")
-    assert exc.value.row == 1 and exc.value.field == "submit"
+    assert exc.value.row == 2 and exc.value.field == "submit"  # 1-based: the second time
 
 
 def test_aware_text_with_different_offsets_is_converted_to_utc():
@@ -141,7 +141,7 @@ def test_elastic_without_gang_complete_is_refused():
     df = alloc_rows({"job_id": "ok"}, {"job_id": "el", "elastic": True, "gang_complete": None})
     with pytest.raises(InputError, match="elastic") as exc:
         validate_allocations(df, file="kueue.json")
-    assert exc.value.row == 1 and exc.value.field == "gang_complete"
+    assert exc.value.row == 2 and exc.value.field == "gang_complete"  # 1-based: the table's second row
 
 
 def test_first_assigned_missing_is_an_atomic_allocation():
@@ -168,7 +168,7 @@ def test_times_out_of_order_are_rejected_with_field_and_reason(row, field, words
     out, led = validate_allocations(df, file="f")
     assert balanced(led) and led.kept == 1 and led.rejected == 1
     entry = led.entries[0]
-    assert (entry.file, entry.row, entry.field) == ("f", 1, field)
+    assert (entry.file, entry.row, entry.field) == ("f", 2, field)  # 1-based row numbers
     assert words in entry.reason
     assert out["job_id"].tolist() == ["good"]
 
@@ -195,8 +195,8 @@ def test_duplicate_rows_and_conflicting_keys_are_rejected():
     out, led = validate_allocations(df)
     assert balanced(led) and led.kept == 1 and led.rejected == 2 and len(out) == 1
     rej = reasons(led, "rejected")
-    assert rej[0] == "duplicate of row 0"
-    assert "same job_id and attempt as row 0" in rej[1]
+    assert rej[0] == "duplicate of row 1"
+    assert "same job_id and attempt as row 1" in rej[1]
 
 
 def test_overlapping_attempts_of_a_rigid_job_are_rejected():
@@ -206,8 +206,8 @@ def test_overlapping_attempts_of_a_rigid_job_are_rejected():
                     {"job_id": "a", "attempt": 2, "submit": 8, "first_assigned": 8, "gang_complete": 8,
                      "release": 9})
     out, led = validate_allocations(df)
-    assert led.rejected == 1 and led.entries[0].row == 1
-    assert "overlaps an earlier attempt (row 0)" in led.entries[0].reason
+    assert led.rejected == 1 and led.entries[0].row == 2
+    assert "overlaps an earlier attempt (row 1)" in led.entries[0].reason
     assert out["attempt"].tolist() == [0, 2]
 
 
@@ -223,7 +223,7 @@ def test_elastic_segments_may_overlap_only_with_a_partial_piece():
         {"job_id": "e", "attempt": 3, "elastic": True, "submit": 8, "first_assigned": 8, "gang_complete": 8,
          "release": 10})
     out, led = validate_allocations(df)
-    assert led.rejected == 1 and led.entries[0].row == 3
+    assert led.rejected == 1 and led.entries[0].row == 4
     assert "elastic" in led.entries[0].reason
     assert out["attempt"].tolist() == [0, 1, 2]
 
@@ -278,9 +278,9 @@ def test_capacity_overlaps_duplicates_and_bad_rows_are_rejected():
     _, led = validate_capacity(df, file="cap")
     assert balanced(led) and led.kept == 2 and led.rejected == 4
     by_row = {e.row: e for e in led.entries}
-    assert "overlaps an earlier capacity row of pool 'a' (row 0)" in by_row[1].reason
-    assert by_row[3].reason == "duplicate capacity row"
-    assert by_row[4].field == "end" and by_row[5].field == "devices_in_service"
+    assert "overlaps an earlier capacity row of pool 'a' (row 1)" in by_row[2].reason
+    assert by_row[4].reason == "duplicate capacity row"
+    assert by_row[5].field == "end" and by_row[6].field == "devices_in_service"
 
 
 def test_reservations_for_different_jobs_on_the_same_interval_are_both_kept():
@@ -357,7 +357,7 @@ def test_categorical_columns_and_blocked_checks_match_the_plain_path(monkeypatch
     pd.testing.assert_frame_equal(got, want)
     assert list(got["pool"].cat.categories) == ["p", "q", "r"]  # order of first occurrence
     assert _ledger_rows(led_got) == _ledger_rows(led_want)
-    assert [e.row for e in led_want.entries if e.action == "rejected"] == [4, 5, 7, 8]
+    assert [e.row for e in led_want.entries if e.action == "rejected"] == [5, 6, 8, 9]
     assert (led_want.read, led_want.kept, led_want.repaired, led_want.rejected) == (10, 4, 2, 4)
 
 
@@ -369,5 +369,5 @@ def test_reservation_duplicates_by_category_codes_match_text():
     cat["pool"] = pd.Categorical(cat["pool"], categories=["b", "a"])
     got, led_got = validate_reservations(cat)
     assert _ledger_rows(led_got) == _ledger_rows(led_want)
-    assert [e.row for e in led_want.entries] == [2, 3]  # row 2 repeats row 0; row 3 has no pool
+    assert [e.row for e in led_want.entries] == [3, 4]  # row 3 repeats row 1; row 4 has no pool
     assert got["pool"].astype(str).tolist() == want["pool"].astype(str).tolist() == ["a", "b", "a"]

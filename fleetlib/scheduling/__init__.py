@@ -2,10 +2,16 @@
 
 * :mod:`fleetlib.scheduling.records` -- the canonical tables (allocations, capacity, queue,
   reservations, occupancy) and their validation into a row ledger;
+* :mod:`fleetlib.scheduling.readers` -- one module per scheduler format and the ``READERS``
+  registry (``read_records`` dispatches through it);
 * :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
   capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
-  pools, unattributed), availability, held time and queue wait per job, size cohorts, an hourly time
-  series, the fragmentation index and the stretches in which the whole fleet reports nothing;
+  pools, unattributed) and availability;
+* :mod:`fleetlib.scheduling.measure` -- ``measure(records_or_paths, ...)``: S with its partition,
+  ledger and window (the CLI's object);
+* :mod:`fleetlib.scheduling.views` -- derived tables: held time and queue wait per job, size
+  cohorts, an hourly time series, the fragmentation index and the stretches in which the whole
+  fleet reports nothing;
 * :mod:`fleetlib.scheduling.synth` -- synthetic fleets with injected ground truth, and the
   canonical Parquet file;
 * :mod:`fleetlib.scheduling.snapshot` -- the snapshot arithmetic (S from the shares of a pool
@@ -16,18 +22,21 @@ from fleetlib.scheduling.goodput import (
     LOSS_KEYS,
     PARTITION_COLUMNS,
     SchedulingPartition,
-    cohort_goodput,
-    derive_queue,
-    fragmentation_index,
-    goodput_timeseries,
-    held_time,
-    occupancy,
-    queue_waits,
     scheduling_goodput,
     scheduling_partition,
     scheduling_summary,
-    silent_stretches,
-    stranded_devices,
+)
+from fleetlib.scheduling.measure import SchedulingMeasurement, measure
+from fleetlib.scheduling.readers import (
+    FORMATS,
+    READERS,
+    openb_cohorts,
+    read_helios,
+    read_kueue,
+    read_openb,
+    read_records,
+    read_slurm,
+    read_volcano,
 )
 from fleetlib.scheduling.records import (
     ALLOCATION_COLUMNS,
@@ -56,17 +65,31 @@ from fleetlib.scheduling.synth import (
     synthetic_fleet,
     write_allocations,
 )
+from fleetlib.scheduling.views import (
+    cohort_goodput,
+    derive_queue,
+    fragmentation_index,
+    goodput_timeseries,
+    held_time,
+    occupancy,
+    queue_waits,
+    silent_stretches,
+    stranded_devices,
+)
 
 __all__ = [
     "ALLOCATION_COLUMNS",
     "CAPACITY_COLUMNS",
     "END_STATES",
+    "FORMATS",
     "LOSS_KEYS",
     "OCCUPANCY_COLUMNS",
     "PARTITION_COLUMNS",
     "QUEUE_COLUMNS",
+    "READERS",
     "RESERVATION_COLUMNS",
     "SchedulerRecords",
+    "SchedulingMeasurement",
     "SchedulingPartition",
     "SnapshotScheduling",
     "SyntheticFleet",
@@ -77,9 +100,17 @@ __all__ = [
     "goodput_timeseries",
     "held_time",
     "infer_gang_complete",
+    "measure",
     "occupancy",
+    "openb_cohorts",
     "queue_waits",
     "read_canonical",
+    "read_helios",
+    "read_kueue",
+    "read_openb",
+    "read_records",
+    "read_slurm",
+    "read_volcano",
     "scheduling_goodput",
     "scheduling_partition",
     "scheduling_summary",

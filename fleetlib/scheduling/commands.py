@@ -1,7 +1,7 @@
 """Command line of rung 1: ``fleetlib scheduling FILE...`` and ``fleetlib synth allocations``.
 
 :func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
-work is done by :func:`fleetlib.scheduling.readers.scheduling_command` and
+work is done by :func:`scheduling_command` and
 :func:`fleetlib.scheduling.synth.synth_allocations_command`; this module parses the arguments,
 turns malformed arguments (a window time that is not a time, a window without a zone, an output
 folder that cannot be written) into :class:`~fleetlib.quality.DomainError` /
@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from fleetlib.accounting import Window
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
-from fleetlib.scheduling.goodput import LOSS_KEYS
-from fleetlib.scheduling.readers import FORMATS
+from fleetlib.scheduling.measure import measure
+from fleetlib.scheduling.readers import READERS, read_records
+from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
+from fleetlib.scheduling.views import openb_cohorts
 
 __all__ = [
     "DENOMINATORS",
@@ -40,22 +45,13 @@ __all__ = [
     "render_synth_allocations",
     "run_scheduling",
     "run_synth_allocations",
+    "scheduling_command",
 ]
 
-#: Denominators of ``--denominator``: in-service capacity (the accounting's) or installed capacity.
-DENOMINATORS: tuple[str, ...] = ("in_service", "installed")
 
 _S_PER_H = 3600.0
 
-#: Row labels of the loss partition in the text rendering.
-_LOSS_LABELS = {
-    "partial_gang_hold": "partial-gang hold",
-    "reservation": "reservation for a waiting gang",
-    "idle_with_queue": "idle while jobs queued (policy)",
-    "idle_empty_queue": "idle, queue empty (demand)",
-    "unattributed": "unattributed",
-    "out_of_service": "out of service",
-}
+_LOSS_LABELS = LOSS_LABELS  # the old private name
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -65,6 +61,8 @@ _LOSS_LABELS = {
 
 def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     """Parse a ``--window START END`` pair of ISO 8601 times that carry a zone.
+
+    A thin wrapper of :meth:`fleetlib.accounting.Window.parse`, the library's one window parser.
 
     Parameters
     ----------
@@ -81,22 +79,65 @@ def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
     DomainError
         A time that cannot be parsed, a time without a zone, or an end not after the start.
     """
-    out = []
-    for name, text in (("start", start), ("end", end)):
-        try:
-            t = pd.Timestamp(text)
-        except (ValueError, TypeError) as exc:
-            raise DomainError(f"window {name} {text!r} is not an ISO 8601 time (for example "
-                              "'2024-03-04T00:00Z')") from exc
-        if t is pd.NaT or pd.isna(t):
-            raise DomainError(f"window {name} {text!r} is not a time")
-        if t.tzinfo is None:
-            raise DomainError(f"window {name} {text!r} has no zone; write it with one, for example "
-                              f"'{text}Z' for UTC")
-        out.append(t.tz_convert("UTC"))
-    if out[1] <= out[0]:
-        raise DomainError(f"window end {end!r} must be after its start {start!r}")
-    return out[0], out[1]
+    win = Window.parse((start, end))
+    assert win is not None and win.start is not None and win.end is not None
+    return win.start, win.end
+
+
+def scheduling_command(
+    paths: Sequence[str | PathLike[str]],
+    format: str,
+    *,
+    window: Any = None,
+    tz: str | None = None,
+    denominator: str = "in_service",
+) -> dict[str, object]:
+    """Return the JSON-ready object of ``fleetlib scheduling FILE... --format F [--window S E] --json``.
+
+    Parameters
+    ----------
+    paths
+        Input files.
+    format
+        A key of :data:`fleetlib.scheduling.readers.READERS`.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes (a ``(start, end)`` pair of
+        timezone-aware times or ISO 8601 texts, ``"START/END"``): the record window and the window
+        scheduling goodput is computed over.
+    tz
+        Zone of naive input times (see :func:`read_records`).
+    denominator
+        ``"in_service"`` (default) or ``"installed"``, passed to the goodput computation.
+
+    Returns
+    -------
+    dict
+        For every format but openb: :meth:`fleetlib.scheduling.measure.SchedulingMeasurement.to_dict`
+        (``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
+        cross_pool_losses, pools, ledger``).  For openb, which gives no time-based goodput:
+        ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
+        ``installed`` and ``ledger``.
+    """
+    if format != "openb":
+        return measure(paths, format=format, tz=tz, window=window, denominator=denominator).to_dict()
+    records, ledger = read_records(paths, format, tz=tz, window=window)
+    waits = records.extra.get("waits")
+    return {
+        "format": "openb",
+        "note": records.extra["notes"]["use"],
+        "cohorts": _plain_rows(openb_cohorts(waits) if waits is not None else None),
+        "installed": _plain_rows(records.extra.get("installed")),
+        "ledger": ledger.to_dict(),
+    }
+
+
+def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
+    """Return a table's rows as JSON-ready dictionaries (numpy scalars as Python ones, NaN as None)."""
+    if df is None:
+        return []
+    obj = df.astype(object).where(df.notna(), None)
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+            for r in obj.to_dict(orient="records")]
 
 
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
@@ -108,7 +149,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     paths
         Input files.
     format
-        One of :data:`fleetlib.scheduling.readers.FORMATS`.
+        A key of :data:`fleetlib.scheduling.readers.READERS`.
     window
         ``(start, end)`` ISO 8601 text with zones, or None for the whole record.
     tz
@@ -119,7 +160,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     Returns
     -------
     dict
-        :func:`fleetlib.scheduling.readers.scheduling_command`'s object.
+        :func:`scheduling_command`'s object.
 
     Raises
     ------
@@ -128,10 +169,8 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     InputError
         A file that cannot be read.
     """
-    from fleetlib.scheduling.readers import scheduling_command
-
-    if format not in FORMATS:
-        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
+    if format not in READERS:
+        raise DomainError(f"format must be one of {list(READERS)}; got {format!r}")
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
     win = None if window is None else parse_window(*window)
@@ -220,8 +259,19 @@ def _render_openb(res: Mapping[str, Any]) -> str:
 def _render_ledger(led: Mapping[str, Any]) -> str:
     line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
             f"{led['rejected']:,} rejected")
-    flags = list(led.get("flags", []))
-    return line + "".join(f"\n  flag: {f}" for f in flags)
+    return line + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
+
+
+def _flag_text(flag: Any) -> str:
+    """One line for a flag: a reader's (a Flag's dictionary) or the partition's (text)."""
+    if not isinstance(flag, Mapping):
+        return str(flag)
+    where = ", ".join(part for part in (
+        str(flag.get("file")) if flag.get("file") else "",
+        f"row {flag['row']}" if flag.get("row") is not None else "",
+        f"field {flag['field']!r}" if flag.get("field") else "",
+    ) if part)
+    return f"{flag.get('code')}: {flag.get('message')}" + (f" ({where})" if where else "")
 
 
 def render_scheduling(res: Mapping[str, Any]) -> str:
@@ -338,7 +388,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "cross-pool), unattributed; plus availability and the reader's row ledger. For openb "
                     "pod lists: waits and size cohorts (no time-based goodput).")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input files of one format")
-    p.add_argument("--format", required=True, choices=FORMATS, help="record format")
+    p.add_argument("--format", required=True, choices=list(READERS), help="record format")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
     p.add_argument("--tz", metavar="ZONE",

@@ -43,9 +43,10 @@ timestamps, device counts are integers, and every interval is half-open ``[start
     pending_jobs, pending_devices``: device counts (and pending jobs) over ``[start, end)``.
 
 The ``validate_*`` functions check a table, repair what has a named repair and reject what cannot
-be used, and return the clean table with a :class:`~fleetlib.quality.Ledger`.  Ledger rows are
-0-based positions in the table handed in.  Structural problems (a missing column, naive or mixed
-times, an elastic allocation without a gang-complete time) raise
+be used, and return the clean table with a :class:`~fleetlib.quality.Ledger` (through
+:class:`~fleetlib.quality.RowBook`).  Ledger rows are 1-based row numbers of the table handed in
+(row 1 is its first row), as every reader counts a file's rows.  Structural problems (a missing
+column, naive or mixed times, an elastic allocation without a gang-complete time) raise
 :class:`~fleetlib.quality.InputError`.
 """
 
@@ -58,7 +59,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import InputError, Ledger
+from fleetlib.quality import InputError, Ledger, RowBook
+from fleetlib.scheduling.schema import (
+    ALLOCATION_COLUMNS,
+    ALLOCATION_TIME_COLUMNS,
+    CAPACITY_COLUMNS,
+    END_STATES,
+    OCCUPANCY_COLUMNS,
+    QUEUE_COLUMNS,
+    RESERVATION_COLUMNS,
+    require_columns,
+)
 
 __all__ = [
     "ALLOCATION_COLUMNS",
@@ -78,26 +89,6 @@ __all__ = [
     "validate_reservations",
 ]
 
-ALLOCATION_COLUMNS: tuple[str, ...] = (
-    "job_id", "attempt", "pool", "devices", "submit", "first_assigned", "gang_complete", "release",
-    "priority", "elastic", "end_state", "requested_devices",
-)
-ALLOCATION_TIME_COLUMNS: tuple[str, ...] = ("submit", "first_assigned", "gang_complete", "release")
-CAPACITY_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "devices_in_service", "devices_out_of_service")
-QUEUE_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "pending_jobs", "pending_devices")
-RESERVATION_COLUMNS: tuple[str, ...] = ("pool", "start", "end", "devices", "for_job_id")
-OCCUPANCY_COLUMNS: tuple[str, ...] = (
-    "pool", "start", "end", "in_service", "out_of_service", "held_complete", "partial_gang", "reserved",
-    "pending_jobs", "pending_devices",
-)
-
-#: Canonical end states of an allocation; anything else is kept as ``"unknown"`` (a named repair).
-#: ``"running"`` and ``"pending"`` mark rows censored at the end of the record (still holding, still
-#: waiting).
-END_STATES: tuple[str, ...] = (
-    "completed", "failed", "cancelled", "timeout", "preempted", "node_fail", "out_of_memory",
-    "running", "pending", "unknown",
-)
 
 _NAT = np.iinfo(np.int64).min
 _AWARE_TEXT = r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
@@ -140,18 +131,13 @@ class SchedulerRecords:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _require_columns(df: pd.DataFrame, columns: tuple[str, ...], file: str, table: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"the {table} table must be a pandas DataFrame; got {type(df).__name__}", file=file)
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise InputError(f"the {table} table lacks column(s) {missing}; canonical columns are "
-                         f"{list(columns)}", file=file, field=missing[0])
+_require_columns = require_columns  # the old private name (goodput and tests import it)
 
 
 def _first_row(mask: np.ndarray) -> int | None:
+    """Return the 1-based row number of the first True of ``mask`` (as the ledger counts rows)."""
     idx = np.flatnonzero(mask)
-    return int(idx[0]) if idx.size else None
+    return int(idx[0]) + 1 if idx.size else None
 
 
 def _replace(mask: np.ndarray, other: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -225,7 +211,7 @@ def times_ns(values: pd.Series | pd.Index | np.ndarray, *, file: str = "<table>"
         raise InputError(
             "naive timestamps: canonical scheduler tables carry timezone-aware UTC times; localize the "
             "column with the zone the source defines (e.g. .dt.tz_localize('UTC'))",
-            file=file, row=0 if len(s) else None, field=field)
+            file=file, row=1 if len(s) else None, field=field)
     nonnull = s.notna().to_numpy()
     if not nonnull.any():
         return np.full(len(s), _NAT, dtype=np.int64)
@@ -242,7 +228,7 @@ def times_ns(values: pd.Series | pd.Index | np.ndarray, *, file: str = "<table>"
         if not (aware & nonnull).any():
             raise InputError("naive timestamps: the zone is unknown; give timezone-aware UTC times",
                              file=file, row=_first_row(nonnull), field=field)
-        first = _first_row(nonnull)
+        first = int(np.flatnonzero(nonnull)[0])
         disagree = nonnull & (aware != aware[first])
         raise InputError("naive and timezone-aware times mixed in one column; the zone of the naive "
                          "ones is unknown", file=file, row=_first_row(disagree), field=field)
@@ -269,59 +255,6 @@ def _int_column(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     ok = np.isfinite(arr) & (np.floor(arr) == arr)
     out = np.where(ok, arr, 0).astype(np.int64)
     return out, ok
-
-
-class _RowLog:
-    """Collects at most one outcome per row: rejected (first reason wins) or repaired (reasons joined)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.reject_code = np.zeros(n, dtype=np.int32)  # 0 = not rejected
-        self.reject_reasons: list[tuple[str, str]] = [("", "")]
-        self.reject_detail: dict[int, str] = {}
-        self.repairs: list[tuple[np.ndarray, str, str]] = []
-
-    def reject(self, mask: np.ndarray, fld: str, reason: str) -> None:
-        mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
-            return
-        mask = mask & (self.reject_code == 0)
-        if mask.any():
-            self.reject_reasons.append((fld, reason))
-            self.reject_code[mask] = len(self.reject_reasons) - 1
-
-    def reject_rows(self, rows: np.ndarray, fld: str, reasons: list[str]) -> None:
-        for r, why in zip(rows.tolist(), reasons, strict=True):
-            if self.reject_code[r] == 0:
-                self.reject_reasons.append((fld, why))
-                self.reject_code[r] = len(self.reject_reasons) - 1
-
-    def repair(self, mask: np.ndarray, fld: str, repair: str) -> None:
-        mask = np.asarray(mask, dtype=bool)
-        if mask.any():
-            self.repairs.append((mask, fld, repair))
-
-    @property
-    def rejected(self) -> np.ndarray:
-        return self.reject_code > 0
-
-    def write(self, ledger: Ledger, file: str) -> np.ndarray:
-        """Write one entry per rejected or repaired row; return the keep mask."""
-        ledger.read += self.n
-        rejected = self.rejected
-        for r in np.flatnonzero(rejected).tolist():
-            fld, why = self.reject_reasons[self.reject_code[r]]
-            ledger.reject(file, r, fld, why)
-        repaired = np.zeros(self.n, dtype=bool)
-        for mask, _, _ in self.repairs:
-            repaired |= mask
-        repaired &= ~rejected
-        for r in np.flatnonzero(repaired).tolist():
-            fields = [f for m, f, _ in self.repairs if m[r]]
-            names = [t for m, _, t in self.repairs if m[r]]
-            ledger.repair(file, r, ",".join(dict.fromkeys(fields)), "; ".join(names))
-        ledger.kept += int(self.n - rejected.sum() - repaired.sum())
-        return ~rejected
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -381,7 +314,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     _require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
-    log = _RowLog(n)
+    log = RowBook(file, n)
     t = {c: times_ns(df[c], file=file, field=c) for c in ALLOCATION_TIME_COLUMNS}
     sub, fa, gc, rel = t["submit"], t["first_assigned"], t["gang_complete"], t["release"]
     nat = {c: t[c] == _NAT for c in ("first_assigned", "gang_complete")}
@@ -457,7 +390,20 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     log.reject(assigned & (rel < gc), "release", "release before gang completion")
     log.reject(~assigned & (rel < sub), "release", "release before submit")
 
-    st_codes, st_uniques = _factorize(df["end_state"])
+    state_codes = _end_state_codes(df["end_state"], log)
+
+    _reject_duplicates_and_overlaps(df, log, elastic, attempt, fa, gc, rel)
+
+    keep = log.close(ledger)
+    out = _kept_allocations(df, keep, t, attempt=attempt, pool_codes=pool_codes, pool_names=pool_names,
+                            devices=devices, sub=sub, fa=fa, gc=gc, rel=rel, elastic=elastic,
+                            state_codes=state_codes, requested=requested)
+    return out, ledger
+
+
+def _end_state_codes(end_state: pd.Series, log: RowBook) -> np.ndarray:
+    """Return each row's code in END_STATES; an unknown or missing state is kept as 'unknown' (a repair)."""
+    st_codes, st_uniques = _factorize(end_state)
     norm = np.array([str(u).strip().lower() for u in st_uniques] + ["unknown"], dtype=object)
     norm_known = np.isin(norm, END_STATES)
     if bool(np.any(st_codes < 0)):
@@ -465,15 +411,19 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
     for k in np.flatnonzero(~norm_known).tolist():
         log.repair(st_codes == k, "end_state", f"end state {str(st_uniques[k])!r} not recognised: kept as "
                    "'unknown'")
-    log.repair(np.asarray(df["end_state"].isna()), "end_state", "end state missing: kept as 'unknown'")
+    log.repair(np.asarray(end_state.isna()), "end_state", "end state missing: kept as 'unknown'")
     canon = {v: i for i, v in enumerate(END_STATES)}
     to_canon = np.array([canon[v] if k else canon["unknown"] for v, k in zip(norm, norm_known, strict=True)],
                         dtype=np.int8)
     state_codes = to_canon[st_codes]
+    return state_codes
 
-    _reject_duplicates_and_overlaps(df, log, elastic, attempt, fa, gc, rel)
 
-    keep = log.write(ledger, file)
+def _kept_allocations(df: pd.DataFrame, keep: np.ndarray, t: dict[str, np.ndarray], *, attempt: np.ndarray,
+                      pool_codes: np.ndarray, pool_names: pd.Index, devices: np.ndarray, sub: np.ndarray,
+                      fa: np.ndarray, gc: np.ndarray, rel: np.ndarray, elastic: np.ndarray,
+                      state_codes: np.ndarray, requested: np.ndarray) -> pd.DataFrame:
+    """Return the validated allocations table: the kept rows, repaired values, UTC times."""
     every = bool(keep.all())
 
     def take(x: Any) -> Any:
@@ -507,10 +457,10 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
         "end_state": pd.Categorical.from_codes(take(state_codes), categories=list(END_STATES)),
         "requested_devices": take(requested),
     }, copy=False)
-    return out, ledger
+    return out
 
 
-def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.ndarray,
+def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: RowBook, elastic: np.ndarray,
                                     attempt: np.ndarray, fa: np.ndarray, gc: np.ndarray,
                                     rel: np.ndarray) -> None:
     """Reject duplicate keys and overlapping attempts; only jobs with several rows are examined."""
@@ -552,9 +502,9 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
         reasons = []
         for i in np.flatnonzero(dup).tolist():
             orig = first_row[first_of[i]]
-            reasons.append(f"duplicate of row {orig}" if identical[i]
-                           else f"second row for the same job_id and attempt as row {orig}")
-        log.reject_rows(rows[dup], "attempt", reasons)
+            reasons.append(f"duplicate of row {orig + 1}" if identical[i]
+                           else f"second row for the same job_id and attempt as row {orig + 1}")
+        log.reject(rows[dup], "attempt", reasons)
     alive_rows = rows[~log.rejected[rows] & (fa[rows] != _NAT)]
     if alive_rows.size < 2:
         return
@@ -581,12 +531,12 @@ def _reject_duplicates_and_overlaps(df: pd.DataFrame, log: _RowLog, elastic: np.
         idx = np.flatnonzero(overlap)
         el_o = el if order is None else el[order]
         reasons = [
-            (f"held interval overlaps an earlier segment (row {int(r_o[int(setter[i - 1])])}) of the same "
-             "elastic job: one active gang size at a time") if el_o[i] else
-            (f"overlaps an earlier attempt (row {int(r_o[int(setter[i - 1])])}) of the same job: attempts "
-             "of a job hold devices one after another")
+            (f"held interval overlaps an earlier segment (row {int(r_o[int(setter[i - 1])]) + 1}) of the "
+             "same elastic job: one active gang size at a time") if el_o[i] else
+            (f"overlaps an earlier attempt (row {int(r_o[int(setter[i - 1])]) + 1}) of the same job: "
+             "attempts of a job hold devices one after another")
             for i in idx.tolist()]
-        log.reject_rows(r_o[idx], "first_assigned", reasons)
+        log.reject(r_o[idx], "first_assigned", reasons)
 
 
 def _is_sorted(x: np.ndarray) -> bool:
@@ -676,7 +626,7 @@ def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapp
     _require_columns(df, columns, file, table)
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
-    log = _RowLog(n)
+    log = RowBook(file, n)
     start = times_ns(df["start"], file=file, field="start")
     end = times_ns(df["end"], file=file, field="end")
     log.reject(df["pool"].isna().to_numpy(), "pool", "pool missing")
@@ -712,10 +662,11 @@ def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapp
             if ov.any():
                 idx = np.flatnonzero(ov)
                 pools = df["pool"].astype(str).to_numpy()
-                log.reject_rows(r_o[idx], "start", [
+                log.reject(r_o[idx], "start", [
                     f"overlaps an earlier {table} row of pool {pools[int(r_o[i - 1])]!r} "
-                    f"(row {int(r_o[i - 1])}); a pool's {table} is one step function" for i in idx.tolist()])
-    keep = log.write(ledger, file)
+                    f"(row {int(r_o[i - 1]) + 1}); a pool's {table} is one step function"
+                    for i in idx.tolist()])
+    keep = log.close(ledger)
     out = {"pool": df["pool"].to_numpy()[keep], "start": _to_utc_series(start[keep]),
            "end": _to_utc_series(end[keep])}
     for c in columns:

@@ -47,18 +47,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.goodput import PARTITION_COLUMNS
-from fleetlib.scheduling.records import (
+from fleetlib.quality import DomainError
+from fleetlib.scheduling.readers.canonical import read_canonical  # the reader lives with the readers
+from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
+    CANONICAL_FORMAT,
+    CANONICAL_TABLES,
     CAPACITY_COLUMNS,
-    QUEUE_COLUMNS,
+    PARTITION_COLUMNS,
     RESERVATION_COLUMNS,
-    SchedulerRecords,
-    validate_allocations,
-    validate_capacity,
-    validate_queue,
-    validate_reservations,
+    TABLE_COLUMNS,
 )
 
 __all__ = [
@@ -71,8 +69,6 @@ __all__ = [
     "write_allocations",
 ]
 
-#: Name written in the ``fleetlib`` metadata of a canonical Parquet file.
-CANONICAL_FORMAT = "fleetlib canonical scheduler records"
 
 #: Default pools: share of lanes, lane widths (devices) and their probabilities.
 DEFAULT_POOLS: dict[str, dict[str, tuple[float, ...] | float]] = {
@@ -410,9 +406,8 @@ def _generate(n: int, rng: np.random.Generator, spec: Mapping[str, Mapping[str, 
 # The canonical Parquet file
 # ---------------------------------------------------------------------------------------------------
 
-_TABLE_ORDER = ("allocations", "capacity", "reservations", "queue")
-_TABLE_COLUMNS = {"allocations": ALLOCATION_COLUMNS, "capacity": CAPACITY_COLUMNS,
-                  "reservations": RESERVATION_COLUMNS, "queue": QUEUE_COLUMNS}
+_TABLE_ORDER = CANONICAL_TABLES
+_TABLE_COLUMNS = {name: TABLE_COLUMNS[name] for name in CANONICAL_TABLES}
 
 
 def write_allocations(allocations: pd.DataFrame, capacity: pd.DataFrame, path: str | Path, *,
@@ -499,77 +494,6 @@ def _arrow_column(col: pd.Series, typ: Any) -> Any:
             return pa.array(col, from_pandas=True).cast(pa.string())
         return pa.array(col.astype("string"), from_pandas=True).cast(pa.string())
     return pa.array(col, type=typ, from_pandas=True)
-
-
-def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = None
-                   ) -> tuple[SchedulerRecords, Ledger]:
-    """Read a canonical Parquet file written by :func:`write_allocations`.
-
-    Parameters
-    ----------
-    path
-        The Parquet file.
-    validate
-        Validate every table (default); the ledger then accounts for every row.  With False the
-        tables are returned as stored and the ledger counts rows as kept.
-    open_end
-        Passed to :func:`~fleetlib.scheduling.records.validate_allocations`.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        The tables and one ledger over all of them.
-
-    Raises
-    ------
-    InputError
-        The file is not a canonical scheduler file (missing ``fleetlib`` metadata) or a table fails
-        structurally.
-    """
-    import pyarrow.parquet as pq
-
-    p = Path(path)
-    try:
-        pf = pq.ParquetFile(p)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot open as Parquet: {exc}", file=str(p)) from exc
-    kv = pf.metadata.metadata or {}
-    raw = kv.get(b"fleetlib")
-    if raw is None:
-        raise InputError("not a canonical scheduler file: the 'fleetlib' metadata (written by "
-                         "fleetlib.scheduling.synth.write_allocations) is missing", file=str(p))
-    meta = json.loads(raw)
-    if meta.get("format") != CANONICAL_FORMAT:
-        raise InputError(f"unknown canonical format {meta.get('format')!r}", file=str(p))
-    ledger = Ledger()
-    out: dict[str, pd.DataFrame | None] = dict.fromkeys(_TABLE_ORDER)
-    for name, (g0, g1, rows) in meta["tables"].items():
-        if name not in _TABLE_COLUMNS:
-            raise InputError(f"unknown table {name!r} in the metadata", file=str(p))
-        cols = list(_TABLE_COLUMNS[name])
-        tab = pf.read_row_groups(list(range(g0, g1)), columns=cols) if g1 > g0 else None
-        df = (tab.to_pandas(categories=["pool", "end_state"] if name == "allocations" else ["pool"])
-              if tab is not None else pd.DataFrame(columns=cols))
-        df = df.iloc[:rows] if len(df) > rows else df
-        where = f"{p}#{name}"
-        if validate:
-            if name == "allocations":
-                df, _ = validate_allocations(df, file=where, open_end=open_end, ledger=ledger)
-            elif name == "capacity":
-                df, _ = validate_capacity(df, file=where, ledger=ledger)
-            elif name == "reservations":
-                df, _ = validate_reservations(df, file=where, ledger=ledger)
-            else:
-                df, _ = validate_queue(df, file=where, ledger=ledger)
-        else:
-            ledger.read += len(df)
-            ledger.kept += len(df)
-        out[name] = df
-    if out["capacity"] is None:
-        raise InputError("the canonical file has no capacity table", file=str(p))
-    recs = SchedulerRecords(allocations=out["allocations"], capacity=out["capacity"],
-                            reservations=out["reservations"], queue=out["queue"], source=str(p))
-    return recs, ledger
 
 
 def synth_allocations_command(n: int, seed: int, out: str | Path, *,

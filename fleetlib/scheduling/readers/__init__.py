@@ -1,0 +1,274 @@
+"""Readers: scheduler records in their real formats -> canonical tables and a row ledger.
+
+One module per format (:mod:`~fleetlib.scheduling.readers.slurm`, ``kueue``, ``volcano``, ``helios``,
+``openb``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
+``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, and registered in
+:data:`READERS` under its ``--format`` name; :func:`read_records` dispatches through the registry.
+Shared helpers live in :mod:`~fleetlib.scheduling.readers._common`.
+
+The format readers ``read_<format>(path_or_paths, ...) -> (SchedulerRecords, Ledger)`` keep their
+own signatures.
+:class:`~fleetlib.scheduling.records.SchedulerRecords` holds the canonical tables the scheduling factor
+is computed on (columns in :mod:`fleetlib.scheduling.records`); format-specific extras go in its
+``extra`` dict: ``extra["notes"]`` (the conventions the reader applied: zone, window, what capacity
+means), and for openb ``extra["waits"]`` and ``extra["installed"]``.  The ledger accounts for every
+input row: rows read = kept + repaired (the repair named) + rejected (file, row or line, field,
+reason).  Rows and lines are numbered as the format counts them: text files by 1-based line (the
+header is line 1), YAML/JSON files by object (1-based), JSON-lines files by line.  A row carries at
+most one ledger entry; when several repairs apply they are named together.  A row that is kept but
+carries a warning (an unknown job state, running GPUs above the total) is *kept* and carries a flag
+(``ledger.flags``: a code such as ``unknown_job_state``, the message, file, row and field).  Flag
+codes: ``unknown_job_state`` (Slurm), ``gang_complete_inferred_at_admission`` and
+``unknown_end_reason`` (Kueue), ``unknown_podgroup_phase`` and ``gang_complete_from_running_count``
+(Volcano), ``allocated_above_capacity`` (Helios), ``unknown_pod_phase`` (openb).
+
+Formats and their gang-complete marker
+--------------------------------------
+* **Slurm** ``sacct --parsable2`` (+ ``sacctmgr show event -P`` and ``sinfo -N`` for capacity):
+  allocation is atomic, so ``Start`` is both the first device assignment and gang completion.
+* **Kueue** Workload objects: ``Admitted=True`` starts an attempt, ``PodsReady=True`` completes the
+  gang, ``Finished`` / ``Evicted`` / ``Preempted`` release it.
+* **Volcano** PodGroup watch records: the phase reaching ``Running`` (or ``status.running`` reaching
+  ``minMember``) completes the gang; ``Unknown`` is a partial gang.
+* **Helios** per-VC minute sequences: an aggregate format -> the occupancy table (running GPUs are
+  complete allocations because Slurm allocates atomically); the daily quota file -> capacity.
+* **Alibaba openb** pod and node lists: waits and size cohorts only (the sample never fills the
+  cluster, so it cannot give time-based scheduling goodput).
+
+Jobs that waited and never got a device are allocation rows with ``first_assigned`` and
+``gang_complete`` missing and ``release`` when they left the queue (``end_state`` ``"pending"`` when
+they still waited at the end of the record, censored there).  Jobs still holding at the end of the
+record are censored there too (``end_state`` ``"running"``); both censorings are named repairs.
+
+Times
+-----
+All output times are timezone-aware UTC (``datetime64[ns, UTC]``).  Formats that print naive local
+wall-clock time (sacct, sacctmgr, Helios) are localised with an explicit zone: the ``tz`` argument
+(Slurm: required, the files do not say which zone the cluster runs in; Helios: defaults to
+``"Asia/Shanghai"``, the zone of SenseTime's clusters, stated in ``extra["notes"]``).  Kubernetes
+objects must carry RFC 3339 offsets; a naive time there is rejected.  A file that mixes naive and
+timezone-aware times has the rows whose style differs from the file's first time rejected.
+
+Adding a format
+---------------
+1. Write ``readers/<format>.py`` with ``read_<format>(paths, ...) -> (SchedulerRecords, Ledger)``:
+   open each file with :func:`~fleetlib.scheduling.readers._common._read_text` (plain or gzip by
+   its bytes), open its row-book with ``book.open(file, rows)`` (the 1-based line / object numbers
+   of its records), and reject, repair or flag records by those numbers; build the canonical tables
+   (:mod:`fleetlib.scheduling.schema`) and return ``_records(...), book.settle()``.
+2. Add ``records(paths, *, tz=None, window=None, **options)`` and ``read(...)`` (copy them from
+   ``slurm.py``; ``read`` returns ``tables_of(records)`` and the ledger).
+3. Register it in :data:`READERS` below with one good sample (its independently counted record
+   count in ``records=``) and one broken corpus file (``bad=True``); ``--format`` and
+   :func:`read_records` pick it up, and ``tests/test_reader_conformance.py -k scheduling`` checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from os import PathLike
+from types import ModuleType
+from typing import Any
+
+from fleetlib.quality import DomainError, Ledger
+from fleetlib.registry import ReaderSpec, Sample
+from fleetlib.scheduling.readers import canonical, helios, kueue, openb, slurm, volcano
+from fleetlib.scheduling.readers._common import queue_from_pending
+from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
+from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES, read_kueue
+from fleetlib.scheduling.readers.openb import read_openb
+from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, SLURM_STATES, expand_hostlist, read_slurm
+from fleetlib.scheduling.readers.volcano import VOLCANO_PHASES, read_volcano
+from fleetlib.scheduling.records import SchedulerRecords
+from fleetlib.scheduling.schema import (
+    ALLOCATION_COLUMNS,
+    CAPACITY_COLUMNS,
+    INSTALLED_COLUMNS,
+    OCCUPANCY_COLUMNS,
+    QUEUE_COLUMNS,
+    WAIT_COLUMNS,
+)
+from fleetlib.scheduling.views import openb_cohorts
+
+__all__ = [
+    "FORMATS",
+    "INSTALLED_COLUMNS",
+    "KUEUE_EVICTED_STATES",
+    "KUEUE_FINISHED_STATES",
+    "READERS",
+    "SLURM_END_STATES",
+    "SLURM_STATES",
+    "VOLCANO_PHASES",
+    "WAIT_COLUMNS",
+    "SchedulingReaderSpec",
+    "detect_quota_glitch_days",
+    "expand_hostlist",
+    "openb_cohorts",
+    "queue_from_pending",
+    "read_helios",
+    "read_kueue",
+    "read_openb",
+    "read_records",
+    "read_slurm",
+    "read_volcano",
+    "scheduling_command",
+]
+
+
+# ================================================================================================
+# The registry: one entry per format, as the CLI names them
+# ================================================================================================
+
+_DATA = "data/scheduler"
+_CORPUS = "tests/corpus/scheduling"
+_ALLOC = ALLOCATION_COLUMNS
+_CAP = CAPACITY_COLUMNS
+_QUEUE = QUEUE_COLUMNS
+_OCC = OCCUPANCY_COLUMNS
+
+
+@dataclass(frozen=True)
+class SchedulingReaderSpec(ReaderSpec):
+    """A :class:`~fleetlib.registry.ReaderSpec` that also gives the records bundle.
+
+    Attributes
+    ----------
+    records
+        ``records(paths, *, tz=None, window=None, **options) -> (SchedulerRecords, Ledger)``: the same
+        read as ``read`` with the tables kept together with the reader's notes (what
+        :func:`read_records` returns).
+    """
+
+    records: Callable[..., tuple[SchedulerRecords, Ledger]] | None = None
+
+
+def _spec(
+    name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]], *samples: Sample
+) -> SchedulingReaderSpec:
+    return SchedulingReaderSpec(
+        name=name, read=module.read, summary=summary, tables=tables, samples=samples, records=module.records
+    )
+
+
+_HELIOS_VCS = tuple(
+    f"{_DATA}/helios_earth_may2020/{vc}.csv.gz" for vc in ("vc3sl", "vc6YE", "vcMod", "vchbv", "vcvlY")
+)
+
+#: Every scheduler format, keyed by its ``--format`` name.
+READERS: dict[str, SchedulingReaderSpec] = {
+    "slurm": _spec(
+        "slurm",
+        slurm,
+        "Slurm sacct --parsable2, sacctmgr show event -P and sinfo -N (zone via tz)",
+        {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
+        Sample(
+            tuple(
+                f"{_DATA}/slurm_sample/{n}" for n in ("sacct.txt", "sacctmgr_events.txt", "sinfo_nodes.txt")
+            ),
+            {"tz": "UTC"},
+            records=46 + 4 + 4,
+        ),  # data lines (headers not counted)
+        Sample((f"{_CORPUS}/slurm_truncated.txt",), {"tz": "UTC"}, bad=True),
+        Sample((f"{_CORPUS}/slurm_overlapping_attempts.txt",), {"tz": "UTC"}, bad=True),
+    ),
+    "kueue": _spec(
+        "kueue",
+        kueue,
+        "Kueue Workload objects (YAML or JSON); PodsReady completes the gang",
+        {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
+        Sample((f"{_DATA}/kueue_sample/workloads.yaml",), records=14),  # Workload objects
+        Sample((f"{_CORPUS}/kueue_naive_time.yaml",), bad=True),
+    ),
+    "volcano": _spec(
+        "volcano",
+        volcano,
+        "Volcano PodGroup watch records (JSON lines); Running completes the gang",
+        {"allocations": _ALLOC, "capacity": _CAP, "queue": _QUEUE},
+        Sample((f"{_DATA}/volcano_sample/podgroups.jsonl",), records=28),  # JSON lines
+        Sample((f"{_CORPUS}/volcano_bad_records.jsonl",), bad=True),
+    ),
+    "helios-sequence": _spec(
+        "helios-sequence",
+        helios,
+        "Helios per-VC minute sequences and daily quota (Asia/Shanghai default)",
+        {"occupancy": _OCC},
+        Sample(
+            (*_HELIOS_VCS, f"{_DATA}/helios_earth_may2020/Earth_gpu_number.csv"), records=5 * 44_640 + 181
+        ),  # data lines
+        Sample((f"{_CORPUS}/helios_row_mismatch.csv",), bad=True),
+    ),
+    "openb": _spec(
+        "openb",
+        openb,
+        "Alibaba GPU 2023 openb pod and node lists (waits and size cohorts only)",
+        {"waits": WAIT_COLUMNS, "installed": INSTALLED_COLUMNS},
+        Sample(
+            (
+                f"{_DATA}/alibaba_openb_2023/openb_pod_list_default.csv.gz",
+                f"{_DATA}/alibaba_openb_2023/openb_node_list_gpu_node.csv",
+            ),
+            records=8_152 + 1_213,
+        ),
+        Sample((f"{_CORPUS}/openb_bad_pods.csv",), bad=True),
+    ),
+    "canonical": _spec(
+        "canonical",
+        canonical,
+        "fleetlib's canonical Parquet file (fleetlib synth allocations)",
+        {"allocations": _ALLOC, "capacity": _CAP},
+        Sample((f"{_CORPUS}/canonical_small.parquet",), records=40 + 192 + 4),  # Parquet rows
+        Sample((f"{_CORPUS}/canonical_no_metadata.parquet",), bad=True),
+    ),
+}
+
+#: Formats :func:`read_records` understands, as the CLI names them (the keys of :data:`READERS`).
+FORMATS: tuple[str, ...] = tuple(READERS)
+
+
+def read_records(
+    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    format: str,
+    *,
+    tz: str | None = None,
+    window: object = None,
+    **options: Any,
+) -> tuple[SchedulerRecords, Ledger]:
+    """Read scheduler records in the named format.
+
+    Parameters
+    ----------
+    path_or_paths
+        The input files (for ``"canonical"``: exactly one Parquet file).
+    format
+        One of :data:`FORMATS` (a key of :data:`READERS`).
+    tz
+        Zone of naive wall-clock times: required for Slurm files with naive times; for Helios the
+        default ``"Asia/Shanghai"`` applies when None; ignored by the other formats.
+    window
+        The record window, anything :meth:`fleetlib.accounting.Window.parse` takes (a timezone-aware
+        ``(start, end)`` pair, ``"START/END"`` text): where open jobs are censored (Slurm, Kueue,
+        Volcano; for the canonical format it is the ``open_end`` of still-open allocations).
+    **options
+        The format's own options (``pool_by``, ``gpu_resource``, ``glitch``, ``resolution_s``).
+
+    Returns
+    -------
+    tuple of (SchedulerRecords, Ledger)
+        As returned by the format's reader.
+    """
+    spec = READERS.get(format)
+    if spec is None or spec.records is None:
+        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
+    return spec.records(path_or_paths, tz=tz, window=window, **options)
+
+
+def __getattr__(name: str) -> Any:
+    # the CLI's JSON lives in fleetlib.scheduling.commands (readers never build CLI output); the old
+    # import path fleetlib.scheduling.readers.scheduling_command keeps working, resolved lazily
+    # because commands imports this package
+    if name == "scheduling_command":
+        from fleetlib.scheduling.commands import scheduling_command
+
+        return scheduling_command
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
