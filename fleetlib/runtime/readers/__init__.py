@@ -22,9 +22,10 @@ other kind is kept and flagged.
 
 Readers (one module per format)
 -------------------------------
-* :func:`read_mlperf` -- MLPerf ``:::MLLOG`` result logs; :func:`mlperf_summary` gives the raw
-  interval sums (held = ``init_start`` -> ``run_stop``, startup = init, productive = training blocks,
-  evaluation = evals).
+* :func:`read_mlperf` -- MLPerf ``:::MLLOG`` result logs.  The raw interval sums of one log
+  (held = ``init_start`` -> ``run_stop``, startup = init, productive = training blocks,
+  evaluation = evals) are command output: :func:`fleetlib.runtime.commands.mlperf_summary`,
+  re-exported here.
 * :func:`read_mlgoodput` -- ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries.
 * :func:`read_canonical` -- the canonical columns (with documented aliases) as CSV or Parquet.
 * :func:`read_bloom_events` -- the hand-transcribed BLOOM-176B event table in ``data/timelines``.
@@ -34,6 +35,7 @@ Readers (one module per format)
 Row numbers are counted as each format counts them: a CSV row is its line number (the header is
 line 1), a Parquet row is its index + 1, a JSON-lines or log record is its line number.
 """
+
 from __future__ import annotations
 
 from fleetlib.runtime.readers._common import (
@@ -50,12 +52,7 @@ from fleetlib.runtime.readers._common import (
 from fleetlib.runtime.readers.bloom import read_bloom_events
 from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
 from fleetlib.runtime.readers.mlgoodput import read_mlgoodput
-from fleetlib.runtime.readers.mlperf import (
-    mlperf_runtime_json,
-    mlperf_summary,
-    mlperf_summary_table,
-    read_mlperf,
-)
+from fleetlib.runtime.readers.mlperf import read_mlperf
 from fleetlib.runtime.readers.serving import ReplicaGoodput, read_replica_lifecycle, replica_runtime_goodput
 
 __all__ = [
@@ -80,3 +77,16 @@ __all__ = [
     "replica_runtime_goodput",
     "write_canonical",
 ]
+
+#: Names that moved to :mod:`fleetlib.runtime.commands` (they assemble command output, which no reader
+#: does); still importable from here.
+_MOVED_TO_COMMANDS = ("mlperf_runtime_json", "mlperf_summary", "mlperf_summary_table")
+
+
+def __getattr__(name: str) -> object:
+    # resolved lazily: commands imports the readers, so the readers do not import commands up front
+    if name in _MOVED_TO_COMMANDS:
+        from fleetlib.runtime import commands
+
+        return getattr(commands, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
