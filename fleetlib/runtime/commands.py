@@ -33,6 +33,7 @@ from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers._common import _NS_PER_S, PathLike, _as_paths, _close, _ns
 from fleetlib.runtime.readers.mlperf import _parse_mllog
+from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
     "DEFINITIONS",
@@ -50,21 +51,8 @@ __all__ = [
 #: Input formats of ``fleetlib runtime``.
 FORMATS: tuple[str, ...] = ("mlperf", "mlgoodput", "canonical")
 
-#: Definitions of productive time (see :mod:`fleetlib.runtime.goodput`).
-DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
-
 #: Row labels of the loss terms in the text rendering.
-_TERM_LABELS = {
-    "startup": "startup (cold launches)",
-    "input_wait": "input wait",
-    "checkpoint": "checkpoint pauses",
-    "recovery": "failure recovery",
-    "rework": "rework after failures",
-    "preemption": "preemption",
-    "evaluation": "evaluation",
-    "idle": "idle (held, no progress)",
-    "unattributed": "unattributed",
-}
+_TERM_LABELS = {k: TERM_LABELS[k] for k in ISSUE_TERMS}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -99,6 +99,13 @@ import pandas as pd
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, check_nonnegative
+from fleetlib.runtime.schema import (
+    BREAKDOWN,
+    CATEGORIES,
+    HELD_INTERVAL_COLUMNS,
+    ISSUE_TERMS,
+    check_definition,
+)
 from fleetlib.runtime.timeline import _BLOCK, JobTimeline, TimelineLedger, _blocks, job_timelines
 
 __all__ = [
@@ -115,41 +122,6 @@ __all__ = [
 
 Definition = Literal["committed", "retrospective"]
 
-#: The partition of held time, in report order; these sum to held time exactly.
-CATEGORIES: tuple[str, ...] = (
-    "productive", "progress_at_risk", "step_time_above_baseline", "startup", "input_wait", "checkpoint",
-    "recovery", "rework", "preemption", "evaluation", "idle", "unattributed",
-)
-
-#: The loss terms of the CLI object (issue 4, item 7).
-ISSUE_TERMS: tuple[str, ...] = (
-    "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption", "evaluation", "idle",
-    "unattributed",
-)
-
-#: Fine-grained parts and the category each belongs to.
-BREAKDOWN: dict[str, str] = {
-    "productive": "productive",
-    "progress_at_risk": "progress_at_risk",
-    "step_time_above_baseline": "step_time_above_baseline",
-    "input_wait": "input_wait",
-    "startup_launch": "startup",
-    "startup_warmup": "startup",
-    "checkpoint": "checkpoint",
-    "evaluation": "evaluation",
-    "idle_marked": "idle",
-    "idle_after_progress": "idle",
-    "recovery_detection": "recovery",
-    "recovery_restart": "recovery",
-    "recovery_warmup": "recovery",
-    "rework_steps": "rework",
-    "rework_partial_step": "rework",
-    "preemption_lost_steps": "preemption",
-    "preemption_partial_step": "preemption",
-    "preemption_restart": "preemption",
-    "preemption_warmup": "preemption",
-    "unattributed": "unattributed",
-}
 _FINE = tuple(BREAKDOWN)
 _L = {name: i for i, name in enumerate(_FINE)}
 _NFINE = len(_FINE)
@@ -860,8 +832,7 @@ def _window_bounds(window: Any) -> tuple[pd.Timestamp, pd.Timestamp] | None:
 
 
 def _check_options(definition: str, estimator: str, warmup_tolerance: float) -> float:
-    if definition not in ("committed", "retrospective"):
-        raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
+    check_definition(definition)
     if estimator not in ("median", "mean"):
         raise DomainError(f"estimator must be 'median' or 'mean'; got {estimator!r}")
     return check_nonnegative("warmup_tolerance", warmup_tolerance)
@@ -1139,9 +1110,6 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     }
 
 
-#: Columns of :func:`held_intervals` (the input of :func:`fleetlib.plots.attempt_gantt`).
-HELD_INTERVAL_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "start", "end", "category", "record", "phase",
-                                          "duration_s")
 
 
 def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,

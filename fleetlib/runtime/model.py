@@ -47,6 +47,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from fleetlib.quality import DomainError, check_fraction, check_nonnegative, check_positive
+from fleetlib.runtime.schema import EQ4_TERMS
 
 __all__ = [
     "FIRST_ORDER_TERM_LIMIT",
@@ -78,7 +79,7 @@ FIRST_ORDER_TERM_LIMIT = 0.10
 SIZE_SWEEP_COLUMNS = ("devices", "mtbf_h", "interval_min", "startup", "input_wait", "checkpoint",
                       "recovery", "preemption", "total")
 
-_TERM_NAMES = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
+_TERM_NAMES = EQ4_TERMS
 _EXP_LIMIT = 700.0  # exp() of more than this overflows a float64
 
 

@@ -50,6 +50,14 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import InputError, Ledger
+from fleetlib.runtime.schema import (
+    AUXILIARY_EVENT_KINDS,
+    AUXILIARY_KIND_PREFIXES,
+    EVENT_COLUMNS,
+    EVENT_KINDS,
+    INTERRUPTION_KINDS,
+    STEP_COLUMNS,
+)
 
 __all__ = [
     "AUXILIARY_EVENT_KINDS",
@@ -68,55 +76,6 @@ __all__ = [
     "validate_timeline",
 ]
 
-#: Columns of the canonical steps table, in order.
-STEP_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "step", "start", "end", "input_wait_s")
-
-#: Columns of the canonical events table, in order.
-EVENT_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "time", "kind", "step", "duration_s")
-
-#: Every event kind the partition understands, with what it means and how it is used.
-EVENT_KINDS: dict[str, str] = {
-    "gang_complete": "the allocation became complete: held time of the attempt starts here (required, "
-                     "one per attempt; logged by the scheduler, never inferred from the first step)",
-    "release": "the allocation was released: held time of the attempt ends here (one per attempt; "
-               "when missing, held time ends at the attempt's last record and a flag says so)",
-    "first_step": "the first step after a gang completion or a restart began; it ends the recovery "
-                  "outage even when that step never finished (its partial time is then charged to the "
-                  "next interruption)",
-    "cold_start": "the attempt's launch is a cold launch charged to startup even though it follows "
-                  "a failure or preemption (e.g. a deliberate relaunch with new software)",
-    "checkpoint_begin": "a checkpoint of state after `step` started; the job pauses from here until "
-                        "the commit lands, training resumes, or `duration_s` (the blocking part, when "
-                        "known -- e.g. Orbax's blocking duration) has passed, whichever is first: the "
-                        "synchronous pause, or an asynchronous checkpoint's staging pause",
-    "checkpoint_commit": "the checkpoint of state after `step` is durable: steps up to `step` are "
-                         "retained (committed definition); `duration_s` gives the pause when no "
-                         "checkpoint_begin was logged",
-    "failure": "a fault stopped progress at this instant (start of the recovery outage)",
-    "failure_detected": "the fault was detected (detection latency = this minus the failure)",
-    "restore": "the job reloaded the state after `step` (null: the initial state); live steps after "
-               "`step` are erased and charged to the interruption being recovered from",
-    "preempt": "the scheduler evicted the job: progress stopped at this instant (start of the "
-               "preemption outage; the queue wait until the next gang_complete is not held time)",
-    "eval_begin": "an evaluation pause began (`duration_s`, when given, bounds it)",
-    "eval_end": "the evaluation pause ended (`duration_s` gives the pause when no eval_begin exists)",
-    "hang_begin": "progress stopped with the allocation still held (hang, zombie): idle until the "
-                  "next step, interruption, release or `duration_s`",
-    "idle_begin": "the allocation is held with no work to run (idle reservation): idle until the "
-                  "next step, interruption, release or `duration_s`",
-}
-
-#: Phase markers readers emit on purpose (:mod:`fleetlib.runtime.readers`): kept, not flagged, ignored
-#: by the partition.
-AUXILIARY_EVENT_KINDS: tuple[str, ...] = (
-    "tpu_init_begin", "tpu_init_end", "training_prep_begin", "training_prep_end",
-    "data_loading_begin", "data_loading_end", "elastic_reinit",
-)
-#: Kind prefixes of auxiliary events that carry a free-form type after the colon (kept, not flagged).
-AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:", "elastic_wait:")
-
-#: Event kinds that interrupt progress and are followed by a recovery outage.
-INTERRUPTION_KINDS: tuple[str, ...] = ("failure", "preempt")
 
 _NS = 1_000_000_000
 #: Logged durations shorter than this (about 32 years) are added to instants in integer nanoseconds.

@@ -38,22 +38,20 @@ line 1), a Parquet row is its index + 1, a JSON-lines or log record is its line 
 
 from __future__ import annotations
 
-from fleetlib.runtime.readers._common import (
+from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
+from fleetlib.runtime.readers.bloom import read_bloom_events
+from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
+from fleetlib.runtime.readers.mlgoodput import read_mlgoodput
+from fleetlib.runtime.readers.mlperf import read_mlperf
+from fleetlib.runtime.readers.serving import ReplicaGoodput, read_replica_lifecycle, replica_runtime_goodput
+from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
     EVENT_ALIASES,
     REPLICA_PHASE_ALIASES,
     REPLICA_PHASES,
     STEP_ALIASES,
-    PathLike,
-    TimelineTables,
-    bundled_path,
 )
-from fleetlib.runtime.readers.bloom import read_bloom_events
-from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
-from fleetlib.runtime.readers.mlgoodput import read_mlgoodput
-from fleetlib.runtime.readers.mlperf import read_mlperf
-from fleetlib.runtime.readers.serving import ReplicaGoodput, read_replica_lifecycle, replica_runtime_goodput
 
 __all__ = [
     "AUXILIARY_EVENT_KINDS",

@@ -19,61 +19,21 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.runtime.timeline import (
-    AUXILIARY_EVENT_KINDS,
-    AUXILIARY_KIND_PREFIXES,
+from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
-    EVENT_KINDS,
+    SIMULTANEOUS_EVENT_ORDER,
     STEP_COLUMNS,
-    TimelineLedger,
-    empty_events,
-    empty_steps,
+    TIME_DTYPE,
+    known_event_kinds,
 )
+from fleetlib.runtime.timeline import TimelineLedger, empty_events, empty_steps
 
 PathLike = str | Path
 
-
-
-
-# AUXILIARY_EVENT_KINDS and AUXILIARY_KIND_PREFIXES (phase markers some readers emit on purpose; kept,
-# not flagged, ignored by the partition) are defined beside the canonical kinds in
-# fleetlib.runtime.timeline, whose validation leaves them unflagged too, and re-exported here.
-
-#: Accepted alternative column names of a steps file (lower case), by canonical column.
-STEP_ALIASES: dict[str, tuple[str, ...]] = {
-    "job_id": ("job", "job_name", "run_id", "run"),
-    "attempt": ("attempt_id", "attempt_index", "restart", "incarnation"),
-    "step": ("step_count", "step_id", "iteration", "global_step"),
-    "start": ("start_time", "step_start", "step_start_time", "begin"),
-    "end": ("end_time", "step_end", "step_end_time", "finish"),
-    "input_wait_s": ("input_wait", "data_wait_s", "input_stall_s", "data_loading_s"),
-}
-#: Accepted alternative column names of an events file (lower case), by canonical column.
-EVENT_ALIASES: dict[str, tuple[str, ...]] = {
-    "job_id": STEP_ALIASES["job_id"],
-    "attempt": STEP_ALIASES["attempt"],
-    "time": ("timestamp", "ts", "event_time", "at"),
-    "kind": ("event", "type", "event_type", "event_kind"),
-    "step": STEP_ALIASES["step"],
-    "duration_s": ("duration", "dur_s", "elapsed_s"),
-}
-#: Serving replica phases, in the only order a replica moves through them.
-REPLICA_PHASES: tuple[str, ...] = ("placed", "loading", "warmup", "ready", "draining", "released")
-#: Accepted synonyms of the replica phase names (lower case).
-REPLICA_PHASE_ALIASES: dict[str, str] = {
-    "scheduled": "placed", "bound": "placed", "placement": "placed",
-    "load": "loading", "weights_loading": "loading", "model_loading": "loading",
-    "warm-up": "warmup", "warm_up": "warmup", "warming": "warmup", "warming_up": "warmup",
-    "serving": "ready", "healthy": "ready",
-    "drain": "draining",
-    "release": "released", "terminated": "released", "deleted": "released", "stopped": "released",
-}
-
-_TIME_DTYPE = "datetime64[ns, UTC]"
-#: Order of simultaneous events (an interval's end before the next one's begin; release last).
-_KIND_RANK = {k: i for i, k in enumerate((
-    "gang_complete", "cold_start", "restore", "first_step", "eval_end", "checkpoint_commit",
-    "failure_detected", "checkpoint_begin", "eval_begin", "failure", "preempt", "release"))}
+# The vocabulary (column names and aliases, event kinds, replica phases) is fleetlib.runtime.schema's.
+_TIME_DTYPE = TIME_DTYPE
+#: Order of simultaneous events (:data:`fleetlib.runtime.schema.SIMULTANEOUS_EVENT_ORDER`).
+_KIND_RANK = SIMULTANEOUS_EVENT_ORDER
 _ZONE_SUFFIX = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
 _NAT = np.iinfo(np.int64).min
 _NS_PER_S = 1_000_000_000
@@ -591,9 +551,7 @@ def _late_rows(frame: pd.DataFrame, job: np.ndarray, att: np.ndarray, t: np.ndar
 
 
 def _kind_is_known(kinds: pd.Series) -> np.ndarray:
-    k = kinds.astype("str")
-    known = k.isin((*EVENT_KINDS, *AUXILIARY_EVENT_KINDS)) | k.str.startswith(AUXILIARY_KIND_PREFIXES)
-    return known.to_numpy(dtype=bool)
+    return known_event_kinds(kinds)
 
 
 def _check_events(events: pd.DataFrame, books: Mapping[str, _RowBook], *, reorder_is_repair: bool,

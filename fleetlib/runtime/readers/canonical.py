@@ -11,8 +11,6 @@ import pandas as pd
 from fleetlib.quality import InputError
 from fleetlib.runtime.readers._common import (
     _TIME_DTYPE,
-    EVENT_ALIASES,
-    STEP_ALIASES,
     PathLike,
     TimelineTables,
     _apply_aliases,
@@ -39,9 +37,13 @@ from fleetlib.runtime.readers._common import (
     _RowBook,
     _text_column,
 )
-from fleetlib.runtime.timeline import (
+from fleetlib.runtime.schema import (
+    EVENT_ALIASES,
     EVENT_COLUMNS,
+    STEP_ALIASES,
     STEP_COLUMNS,
+)
+from fleetlib.runtime.timeline import (
     TimelineLedger,
 )
 

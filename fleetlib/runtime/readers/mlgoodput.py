@@ -35,8 +35,10 @@ from fleetlib.runtime.readers._common import (
     _RowBook,
     _sort_events,
 )
-from fleetlib.runtime.timeline import (
+from fleetlib.runtime.schema import (
     AUXILIARY_KIND_PREFIXES,
+)
+from fleetlib.runtime.timeline import (
     TimelineLedger,
 )
 

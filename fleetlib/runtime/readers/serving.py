@@ -14,8 +14,6 @@ from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
-    REPLICA_PHASE_ALIASES,
-    REPLICA_PHASES,
     PathLike,
     _apply_aliases,
     _as_paths,
@@ -30,6 +28,10 @@ from fleetlib.runtime.readers._common import (
     _repair,
     _RowBook,
     _text_column,
+)
+from fleetlib.runtime.schema import (
+    REPLICA_PHASE_ALIASES,
+    REPLICA_PHASES,
 )
 from fleetlib.runtime.timeline import (
     TimelineLedger,
