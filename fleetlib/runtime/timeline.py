@@ -34,8 +34,9 @@ Restarts are read from explicit records -- a new attempt (a second ``gang_comple
 such inference is flagged in the ledger (ml-goodput-measurement infers *all* restarts that way and
 misses a restart that resumes at the next step; see the regression tests).
 
-:func:`validate_timeline` checks both tables and returns them cleaned, with a :class:`TimelineLedger`
-that accounts for every row (read = kept + repaired + rejected) and lists the interpretive flags.
+:func:`validate_timeline` checks both tables and returns them cleaned, with a
+:class:`~fleetlib.quality.Ledger` that accounts for every row (read = kept + repaired + rejected) and
+lists the interpretive flags.
 :func:`job_timelines` additionally returns the per-job structure the measurement works on
 (:class:`JobTimeline`): held intervals, interruptions, restarts with their rollback points, and which
 interruption erased each executed step.
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import InputError, Ledger
+from fleetlib.quality import Flag, InputError, Ledger
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
@@ -84,62 +85,18 @@ _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
 
 
 # ---------------------------------------------------------------------------------------------------
-# Ledger with interpretive flags
+# Ledger and flags: the shared ones of fleetlib.quality
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TimelineFlag:
-    """An interpretation the measurement made that a reader of its result should know about.
+#: The flag of the one ledger (:class:`fleetlib.quality.Flag`); the old name is kept.
+TimelineFlag = Flag
 
-    Attributes
-    ----------
-    code
-        Short machine-readable name, e.g. ``"restart_inferred_from_step_numbers"``.
-    message
-        What was found and what was done about it.
-    job_id, attempt
-        Where (None when it concerns the whole table).
-    time
-        When, as an ISO-8601 UTC string (None when not tied to an instant).
-    """
-
-    code: str
-    message: str
-    job_id: str | None = None
-    attempt: int | None = None
-    time: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the flag as a JSON-ready dictionary."""
-        return {"code": self.code, "message": self.message, "job_id": self.job_id,
-                "attempt": self.attempt, "time": self.time}
-
-
-@dataclass
-class TimelineLedger(Ledger):
-    """A :class:`fleetlib.quality.Ledger` plus the flags raised while interpreting the timeline.
-
-    Row accounting is the base ledger's (read = kept + repaired + rejected).  ``flags`` records
-    interpretations that change no row but matter to the result: restarts inferred from repeated
-    step numbers, unknown event kinds kept, a missing release, an interruption the job never
-    recovered from.
-    """
-
-    flags: list[TimelineFlag] = field(default_factory=list)
-
-    def flag(self, code: str, message: str, *, job_id: str | None = None, attempt: int | None = None,
-             time: pd.Timestamp | None = None) -> None:
-        """Record an interpretive flag."""
-        self.flags.append(TimelineFlag(code, message, job_id,
-                                       None if attempt is None else int(attempt),
-                                       None if time is None else pd.Timestamp(time).isoformat()))
-
-    def to_dict(self) -> dict[str, object]:
-        """Return counts, entries and flags as a JSON-ready dictionary."""
-        out = super().to_dict()
-        out["flags"] = [f.to_dict() for f in self.flags]
-        return out
+#: The timeline's ledger is the one ledger of the library (:class:`fleetlib.quality.Ledger`): row
+#: accounting (read = kept + repaired + rejected) plus the flags raised while interpreting the
+#: timeline (restarts inferred from repeated step numbers, unknown event kinds kept, a missing
+#: release, an interruption the job never recovered from).  The old name is kept.
+TimelineLedger = Ledger
 
 
 # ---------------------------------------------------------------------------------------------------
