@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, InputError
+from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
     SIMULTANEOUS_EVENT_ORDER,
@@ -26,7 +26,7 @@ from fleetlib.runtime.schema import (
     TIME_DTYPE,
     known_event_kinds,
 )
-from fleetlib.runtime.timeline import TimelineLedger, empty_events, empty_steps
+from fleetlib.runtime.timeline import empty_events, empty_steps
 
 PathLike = str | Path
 
@@ -110,88 +110,86 @@ def bundled_path(name: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Row book: one per input file, resolves each record to exactly one of kept / repaired / rejected
+# Row book: one fleetlib.quality.RowBook per input file, addressed here by the file's row numbers
 # ---------------------------------------------------------------------------------------------------
 
 
-class _RowBook:
-    """Per-file record of what happened to each input row (first rejection wins)."""
+class _FileBook(RowBook):
+    """The :class:`~fleetlib.quality.RowBook` of one input file, addressed by its row numbers.
 
-    def __init__(self, file: str, rows: Iterable[int], *, truncated: bool = False) -> None:
-        self.file = file
-        self.rows = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows, dtype=np.int64)
-        self._rejected = np.zeros(self.rows.size, dtype=bool)
-        self._reject_info: dict[int, tuple[str | None, str]] = {}
-        self._repairs: dict[int, list[tuple[str | None, str]]] = {}
-        self.flags: list[tuple[int, str, str, str | None, int | None, Any]] = []
-        self.truncated_row = int(self.rows[-1]) if truncated and self.rows.size else None
+    The readers of this rung carry each record's file and 1-based row (``_file``, ``_row``) through
+    their frames, so this book takes row numbers and finds their positions.  A file that does not end
+    with a newline has a truncated last line: a rejection of that line says so.
 
-    def _pos(self, rows: np.ndarray) -> np.ndarray:
-        pos = np.searchsorted(self.rows, rows)
-        if pos.size and (pos.max() >= self.rows.size or not np.array_equal(self.rows[pos], rows)):
+    Parameters
+    ----------
+    file
+        The file's name as the user gave it.
+    rows
+        The row (or line) number of each record, ascending.
+    truncated
+        True when the file's last line lacks its newline.
+    """
+
+    def __init__(self, file: str, rows: Iterable[int] | np.ndarray, *, truncated: bool = False) -> None:
+        super().__init__(file, rows if isinstance(rows, np.ndarray) else np.asarray(list(rows), np.int64))
+        self.truncated_row = int(self.rows[-1]) if truncated and self.n else None
+        # rows 1..n or 2..n+1 (a CSV under its header): a position is the row less an offset
+        self._offset = (int(self.rows[0]) if self.n and int(self.rows[-1]) - int(self.rows[0]) == self.n - 1
+                        else None)
+
+    def at_rows(self, rows: Any) -> np.ndarray:
+        """Return the positions of the given row numbers (each must be in the book)."""
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        if self._offset is None:
+            return self.positions_of_rows(rows)
+        pos = rows - self._offset
+        if pos.size and (pos.min() < 0 or pos.max() >= self.n):
             raise AssertionError(f"{self.file}: row numbers not in the book")  # programming error
         return pos
 
-    def reject(self, rows: Any, field: str | None, reasons: Any) -> None:
+    def reject_rows(self, rows: Any, field: str | None, reasons: Any) -> None:
+        """Reject the records at these row numbers (the first rejection of a record wins)."""
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
         if rows.size == 0:
             return
-        texts = _broadcast_text(reasons, rows.size)
-        for p, text in zip(self._pos(rows).tolist(), texts, strict=True):
-            if not self._rejected[p]:
-                self._rejected[p] = True
-                self._reject_info[p] = (field, text)
+        texts = np.asarray(_broadcast_text(reasons, rows.size), dtype=object)
+        if self.truncated_row is not None:
+            last = rows == self.truncated_row
+            if last.any():
+                texts[last] = [f"truncated last line (the file does not end with a newline): {t}"
+                               for t in texts[last]]
+        self.reject(self.at_rows(rows), field, texts)
 
-    def repair(self, rows: Any, field: str | None, reasons: Any) -> None:
+    def repair_rows(self, rows: Any, field: str | None, reasons: Any) -> None:
+        """Record a named repair of the records at these row numbers."""
+        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        if rows.size:
+            self.repair(self.at_rows(rows), field, _broadcast_text(reasons, rows.size))
+
+    def flag_rows(self, rows: Any, code: str, reasons: Any, jobs: Any = None, attempts: Any = None,
+                  times: Any = None) -> None:
+        """Flag the records at these row numbers; each message starts with ``<file> row <n>:``."""
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
         if rows.size == 0:
             return
-        texts = _broadcast_text(reasons, rows.size)
-        for p, text in zip(self._pos(rows).tolist(), texts, strict=True):
-            self._repairs.setdefault(p, []).append((field, text))
+        given = _broadcast_text(reasons, rows.size)
+        texts = [f"{self.file} row {r}: {t}" for r, t in zip(rows.tolist(), given, strict=True)]
+        context: dict[str, Any] = {}
+        if jobs is not None:
+            context["job_id"] = [None if j is None else str(j) for j in list(jobs)]
+        if attempts is not None:
+            context["attempt"] = [None if a is None or pd.isna(a) else int(a) for a in list(attempts)]
+        if times is not None:
+            context["time"] = [None if t is None or pd.isna(t) else pd.Timestamp(t) for t in list(times)]
+        self.flag(self.at_rows(rows), code, texts, **context)
 
-    def flag(self, rows: Any, code: str, reasons: Any, jobs: Any = None, attempts: Any = None,
-             times: Any = None) -> None:
-        rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-        texts = _broadcast_text(reasons, rows.size)
-        none = [None] * rows.size
-        for row, text, job, att, t in zip(rows.tolist(), texts, none if jobs is None else list(jobs),
-                                          none if attempts is None else list(attempts),
-                                          none if times is None else list(times), strict=True):
-            self.flags.append((int(row), code, text, None if job is None else str(job),
-                               None if att is None or pd.isna(att) else int(att), t))
-
-    @property
-    def any_rejected(self) -> bool:
-        return bool(self._reject_info)
-
-    def rejected(self, rows: Any) -> np.ndarray:
+    def rejected_rows(self, rows: Any) -> np.ndarray:
+        """Return which of the records at these row numbers are rejected."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
             return np.zeros(0, dtype=bool)
-        return self._rejected[self._pos(rows)]
-
-    def close(self, ledger: TimelineLedger) -> None:
-        ledger.read += int(self.rows.size)
-        for p in sorted(self._reject_info):
-            fld, text = self._reject_info[p]
-            row = int(self.rows[p])
-            if row == self.truncated_row:
-                text = f"truncated last line (the file does not end with a newline): {text}"
-            ledger.reject(self.file, row, fld, text)
-        repaired = 0
-        for p in sorted(self._repairs):
-            if self._rejected[p]:
-                continue
-            items = self._repairs[p]
-            fields = sorted({f for f, _ in items if f})
-            ledger.repair(self.file, int(self.rows[p]), ",".join(fields) or None,
-                          "; ".join(dict.fromkeys(t for _, t in items)))
-            repaired += 1
-        ledger.kept += int(self.rows.size) - len(self._reject_info) - repaired
-        for row, code, text, job, att, t in self.flags:
-            ledger.flag(code, f"{self.file} row {row}: {text}", job_id=job, attempt=att,
-                        time=None if t is None or pd.isna(t) else pd.Timestamp(t))
+        return self.rejected[self.at_rows(rows)]
 
 
 def _broadcast_text(reasons: Any, n: int) -> list[str]:
@@ -203,7 +201,7 @@ def _broadcast_text(reasons: Any, n: int) -> list[str]:
     return out
 
 
-def _by_file(books: Mapping[str, _RowBook], frame: pd.DataFrame, field: str | None, reasons: Any,
+def _by_file(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any,
              action: str) -> None:
     if frame.empty:
         return
@@ -215,15 +213,15 @@ def _by_file(books: Mapping[str, _RowBook], frame: pd.DataFrame, field: str | No
         getattr(books[f], action)(rows[m], field, texts[m])
 
 
-def _reject(books: Mapping[str, _RowBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
-    _by_file(books, frame, field, reasons, "reject")
+def _reject(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
+    _by_file(books, frame, field, reasons, "reject_rows")
 
 
-def _repair(books: Mapping[str, _RowBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
-    _by_file(books, frame, field, reasons, "repair")
+def _repair(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
+    _by_file(books, frame, field, reasons, "repair_rows")
 
 
-def _flag(books: Mapping[str, _RowBook], frame: pd.DataFrame, code: str, reasons: Any,
+def _flag(books: Mapping[str, _FileBook], frame: pd.DataFrame, code: str, reasons: Any,
           time_col: str | None = None) -> None:
     """Flag kept rows (a note, not a change) with a machine-readable ``code`` and a reason each."""
     if frame.empty:
@@ -236,11 +234,11 @@ def _flag(books: Mapping[str, _RowBook], frame: pd.DataFrame, code: str, reasons
     times = frame[time_col].to_numpy(dtype=object) if time_col else None
     for f in pd.unique(files):
         m = files == f
-        books[f].flag(rows[m], code, texts[m], None if jobs is None else jobs[m],
-                      None if atts is None else atts[m], None if times is None else times[m])
+        books[f].flag_rows(rows[m], code, texts[m], None if jobs is None else jobs[m],
+                           None if atts is None else atts[m], None if times is None else times[m])
 
 
-def _drop_rejected(frame: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.DataFrame:
+def _drop_rejected(frame: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
     if frame.empty or not any(b.any_rejected for b in books.values()):
         return frame
     mask = np.zeros(len(frame), dtype=bool)
@@ -250,7 +248,7 @@ def _drop_rejected(frame: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.Dat
             continue
         m = (frame["_file"] == f).to_numpy(dtype=bool)
         if m.any():
-            mask[m] = book.rejected(rows[m])
+            mask[m] = book.rejected_rows(rows[m])
     return frame.loc[~mask].reset_index(drop=True)
 
 
@@ -259,8 +257,8 @@ def _file_column(file: str, n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[file])
 
 
-def _close(books: Mapping[str, _RowBook]) -> TimelineLedger:
-    ledger = TimelineLedger()
+def _close(books: Mapping[str, _FileBook]) -> Ledger:
+    ledger = Ledger()
     for book in books.values():
         book.close(ledger)
     return ledger
@@ -287,7 +285,7 @@ def _posix_s_to_utc(values: Any) -> pd.Series:
     return _utc(ns)
 
 
-def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _RowBook], field: str,
+def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
                  tz: str | None, required: bool = True) -> pd.Series:
     """Parse one time column to UTC; reject or repair rows through the books.
 
@@ -366,7 +364,7 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
     return _utc(out_ns)
 
 
-def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _RowBook], field: str,
+def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
                 required: bool, minimum: int = 0) -> pd.Series:
     """Parse an integer column to nullable Int64; reject non-integers, negatives and (if required) gaps."""
     values = values.reset_index(drop=True)
@@ -398,7 +396,7 @@ def _na_ints(n: int) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
 
 
-def _float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _RowBook], field: str,
+def _float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
                   minimum: float | None = 0.0) -> pd.Series:
     """Parse a float column (NaN where blank); reject non-numbers and values below ``minimum``."""
     values = values.reset_index(drop=True)
@@ -449,7 +447,7 @@ def _out_of_order(frame: pd.DataFrame, keys: list[str], time_col: str) -> np.nda
     return late
 
 
-def _check_steps(steps: pd.DataFrame, books: Mapping[str, _RowBook], *,
+def _check_steps(steps: pd.DataFrame, books: Mapping[str, _FileBook], *,
                  reorder_is_repair: bool) -> pd.DataFrame:
     """Reject impossible steps, duplicates and overlaps; repair (or just sort) out-of-order rows.
 
@@ -554,7 +552,7 @@ def _kind_is_known(kinds: pd.Series) -> np.ndarray:
     return known_event_kinds(kinds)
 
 
-def _check_events(events: pd.DataFrame, books: Mapping[str, _RowBook], *, reorder_is_repair: bool,
+def _check_events(events: pd.DataFrame, books: Mapping[str, _FileBook], *, reorder_is_repair: bool,
                   flag_unknown: bool = True) -> pd.DataFrame:
     """Reject duplicate events, flag unknown kinds, repair (or just sort) out-of-order rows."""
     events = _drop_rejected(events, books)
@@ -591,7 +589,7 @@ def _sort_events(events: pd.DataFrame) -> pd.DataFrame:
             .drop(columns="_rank").reset_index(drop=True))
 
 
-def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _RowBook]) -> None:
+def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook]) -> None:
     """Flag restores to steps no checkpoint recorded and failures that no restart followed."""
     if events.empty:
         return
@@ -758,7 +756,7 @@ def _text_column(values: pd.Series) -> pd.Series:
     return out.where(codes >= 0, None)
 
 
-def _job_column(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _RowBook], job_default: str | None,
+def _job_column(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], job_default: str | None,
                 file: str) -> np.ndarray:
     if "job_id" not in df.columns:
         if job_default is None:

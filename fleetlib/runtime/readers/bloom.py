@@ -15,6 +15,7 @@ from fleetlib.runtime.readers._common import (
     _check_events,
     _close,
     _cross_checks,
+    _FileBook,
     _finalise_events,
     _float_column,
     _int_column,
@@ -22,7 +23,6 @@ from fleetlib.runtime.readers._common import (
     _load_table,
     _reject,
     _repair,
-    _RowBook,
     _text_column,
     bundled_path,
 )
@@ -68,7 +68,7 @@ def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, Tim
     path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
     df, rows, truncated = _load_table(path)
     file = str(path)
-    books = {file: _RowBook(file, rows, truncated=truncated)}
+    books = {file: _FileBook(file, rows, truncated=truncated)}
     missing = [c for c in _BLOOM_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])

@@ -23,6 +23,7 @@ from fleetlib.runtime.readers._common import (
     _cross_checks,
     _drop_rejected,
     _file_column,
+    _FileBook,
     _finalise_events,
     _finalise_steps,
     _flag,
@@ -34,7 +35,6 @@ from fleetlib.runtime.readers._common import (
     _parse_times,
     _reject,
     _repair,
-    _RowBook,
     _text_column,
 )
 from fleetlib.runtime.schema import (
@@ -58,7 +58,7 @@ from fleetlib.runtime.timeline import (
 
 
 
-def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _RowBook], tz: str | None,
+def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
                       job_default: str | None) -> pd.DataFrame:
     file = str(base["_file"].iloc[0]) if len(base) else ""
     for col in ("step", "start", "end"):
@@ -88,7 +88,7 @@ def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, 
 
 
 
-def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _RowBook], tz: str | None,
+def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
                        job_default: str | None) -> pd.DataFrame:
     file = str(base["_file"].iloc[0]) if len(base) else ""
     for col in ("time", "kind"):
@@ -120,7 +120,7 @@ def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str,
     return out
 
 
-def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _RowBook],
+def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook],
                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
 
@@ -194,12 +194,12 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     tuple of (TimelineTables, TimelineLedger)
         The canonical tables and the ledger over every data row.
     """
-    books: dict[str, _RowBook] = {}
+    books: dict[str, _FileBook] = {}
     steps_parts, event_parts = [], []
     for path in _as_paths(paths):
         df, rows, truncated = _load_table(path)
         file = str(path)
-        books[file] = _RowBook(file, rows, truncated=truncated)
+        books[file] = _FileBook(file, rows, truncated=truncated)
         base = pd.DataFrame({"_file": _file_column(file, len(rows)), "_row": rows})
         if df.empty:
             continue

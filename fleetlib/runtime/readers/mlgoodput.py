@@ -24,6 +24,7 @@ from fleetlib.runtime.readers._common import (
     _concat,
     _cross_checks,
     _drop_rejected,
+    _FileBook,
     _finalise_events,
     _finalise_steps,
     _flag,
@@ -32,7 +33,6 @@ from fleetlib.runtime.readers._common import (
     _posix_s_to_utc,
     _read_text,
     _reject,
-    _RowBook,
     _sort_events,
 )
 from fleetlib.runtime.schema import (
@@ -139,7 +139,8 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
     return {"rtype": rtype, "t": t, "t2": t2, "label": label}, None, None
 
 
-def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str, books: Mapping[str, _RowBook]) -> pd.DataFrame:
+def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
+                    books: Mapping[str, _FileBook]) -> pd.DataFrame:
     """Pair begin/end marker rows of one phase per (job, attempt); flag unpaired ones."""
     m = frame[frame["kind"].isin([begin, end])].sort_values(["job_id", "attempt", "time", "_row"],
                                                             kind="stable")
@@ -159,6 +160,14 @@ def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str, books: Mapping[st
     b, e = m[ok_b], m[ok_e]
     return pd.DataFrame({"job_id": b["job_id"].to_numpy(), "attempt": b["attempt"].to_numpy(),
                          "start": b["time"].array, "end": e["time"].array})
+
+
+def _note(bad: dict[str | None, tuple[list[int], list[str]]], row: int, field: str | None,
+          reason: str) -> None:
+    """Collect a rejected line under its field (the book is told once per field, vectorised)."""
+    rows, reasons = bad.setdefault(field, ([], []))
+    rows.append(row)
+    reasons.append(reason)
 
 
 def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
@@ -207,7 +216,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
         The canonical tables and the ledger over every line.
     """
     files = _as_paths(paths)
-    books: dict[str, _RowBook] = {}
+    books: dict[str, _FileBook] = {}
     parsed: list[dict[str, Any]] = []
     for path in files:
         text = _read_text(path)
@@ -215,25 +224,28 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
         default_job = job_id if job_id is not None else re.sub(r"_timeline$", "", path.stem)
         lines = text.splitlines()
         rows = [i for i, ln in enumerate(lines, start=1) if ln.strip()]
-        book = _RowBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
+        book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
         books[file] = book
+        bad: dict[str | None, tuple[list[int], list[str]]] = {}  # field -> (rows, reasons)
         for lineno in rows:
             try:
                 obj = json.loads(lines[lineno - 1])
             except json.JSONDecodeError as exc:
-                book.reject([lineno], None, [f"invalid JSON ({exc.msg} at column {exc.colno})"])
+                _note(bad, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
                 continue
             if not isinstance(obj, dict):
-                book.reject([lineno], None, ["the line is not a JSON object"])
+                _note(bad, lineno, None, "the line is not a JSON object")
                 continue
             fields, bad_field, reason = _classify_mlgoodput(obj)
             if fields is None:
-                book.reject([lineno], bad_field, [reason])
+                _note(bad, lineno, bad_field, str(reason))
                 continue
             jn = obj.get("job_name")
             fields.update({"_file": file, "_row": lineno,
                            "job_id": str(jn) if isinstance(jn, str) and jn else default_job})
             parsed.append(fields)
+        for fld, (bad_rows, reasons) in bad.items():
+            book.reject_rows(bad_rows, fld, reasons)
     if not parsed:
         return TimelineTables.empty(), _close(books)
     rec = pd.DataFrame(parsed)
@@ -273,7 +285,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
 
 
-def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.DataFrame:
+def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
     """Attempt of each record from job_start markers; repeated step numbers are flagged.
 
     A step number that repeats (or goes back) inside one attempt starts a new *segment* of that
@@ -307,7 +319,7 @@ def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _RowBook])
 
 
 
-def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.DataFrame:
+def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
     parts = []
 
     def add(sel: pd.DataFrame, kind: Any, time: Any, step: Any = pd.NA, dur: Any = np.nan) -> None:
@@ -363,7 +375,7 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.Da
     return _concat(parts)
 
 
-def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _RowBook]) -> pd.DataFrame:
+def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
     s = rec[rec["rtype"] == "step"].sort_values(["job_id", "attempt", "time", "_row"], kind="stable")
     if s.empty:
         return pd.DataFrame()
@@ -438,7 +450,7 @@ def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str
 
 
 def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame,
-                    books: Mapping[str, _RowBook]) -> pd.DataFrame:
+                    books: Mapping[str, _FileBook]) -> pd.DataFrame:
     """first_step per attempt, and a failure for each attempt that died without a record."""
     parts = []
     if not steps.empty:

@@ -24,12 +24,12 @@ from fleetlib.runtime.readers._common import (
     _close,
     _concat,
     _drop_rejected,
+    _FileBook,
     _finalise_events,
     _finalise_steps,
     _ns,
     _read_text,
     _reject,
-    _RowBook,
 )
 from fleetlib.runtime.timeline import (
     TimelineLedger,
@@ -52,7 +52,7 @@ class _MllogParse:
     job_id: str
     records: pd.DataFrame  # kept records: _row, time, event_type, key, value, metadata
     pairs: dict[str, pd.DataFrame]  # family -> matched intervals: start, end, start_row, end_row
-    books: dict[str, _RowBook]
+    books: dict[str, _FileBook]
 
 
 def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float) -> _MllogParse:
@@ -94,9 +94,10 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
             bad_reasons.append(problem[1])
             continue
         lines.append((lineno, obj, None if prefix is None else int(prefix.group(1) or prefix.group(2))))
-    book = _RowBook(file, rows, truncated=truncated)
-    for r, f, why in zip(bad_rows, bad_fields, bad_reasons, strict=True):
-        book.reject([r], f, [why])
+    book = _FileBook(file, rows, truncated=truncated)
+    for fld in dict.fromkeys(bad_fields):
+        mine = [i for i, f in enumerate(bad_fields) if f == fld]
+        book.reject_rows([bad_rows[i] for i in mine], fld, [bad_reasons[i] for i in mine])
     books = {file: book}
     jid = job_id if job_id is not None else path.stem
     if not lines:

@@ -20,13 +20,13 @@ from fleetlib.runtime.readers._common import (
     _close,
     _concat,
     _drop_rejected,
+    _FileBook,
     _load_table,
     _ns,
     _out_of_order,
     _parse_times,
     _reject,
     _repair,
-    _RowBook,
     _text_column,
 )
 from fleetlib.runtime.schema import (
@@ -75,12 +75,12 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
         Phases ``replica_id, phase, start, end, duration_s`` (one row per phase entered before
         release, contiguous per replica) and the ledger.
     """
-    books: dict[str, _RowBook] = {}
+    books: dict[str, _FileBook] = {}
     parts = []
     for path in _as_paths(paths):
         df, rows, truncated = _load_table(path)
         file = str(path)
-        books[file] = _RowBook(file, rows, truncated=truncated)
+        books[file] = _FileBook(file, rows, truncated=truncated)
         if df.empty:
             continue
         df = _apply_aliases(df, _REPLICA_ALIASES, file)
