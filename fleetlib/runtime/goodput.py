@@ -816,19 +816,14 @@ def _ts(value: Any, name: str) -> pd.Timestamp:
 
 
 def _window_bounds(window: Any) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    if window is None:
+    """Return a window's UTC bounds, read by :meth:`fleetlib.accounting.Window.parse` (None: no window)."""
+    parsed = Window.parse(window)
+    if parsed is None:
         return None
-    if isinstance(window, Window):
-        if window.is_nominal:
-            raise DomainError("a measured runtime window needs start and end times, not a nominal label")
-        assert window.start is not None and window.end is not None
-        return window.start, window.end
-    if isinstance(window, Sequence) and not isinstance(window, str) and len(window) == 2:
-        start, end = _ts(window[0], "window start"), _ts(window[1], "window end")
-        if end <= start:
-            raise DomainError(f"window end {end} must be after its start {start}")
-        return start, end
-    raise DomainError(f"window must be None, a fleetlib Window or a (start, end) pair; got {window!r}")
+    if parsed.is_nominal:
+        raise DomainError("a measured runtime window needs start and end times, not a nominal label")
+    assert parsed.start is not None and parsed.end is not None
+    return parsed.start, parsed.end
 
 
 def _check_options(definition: str, estimator: str, warmup_tolerance: float) -> float:

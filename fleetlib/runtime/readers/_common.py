@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_bytes, read_text
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
@@ -657,21 +658,24 @@ def _finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.Data
 
 
 def _as_paths(paths: PathLike | Sequence[PathLike]) -> list[Path]:
-    if isinstance(paths, (str, Path)):
-        return [Path(paths)]
-    out = [Path(p) for p in paths]
-    if not out:
-        raise DomainError("no input files were given")
-    return out
+    return as_paths(paths)
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError("file not found", file=str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from exc
+    """Return a file's text through :func:`fleetlib._io.read_text` (plain or gzip, by its bytes)."""
+    return read_text(path)
+
+
+def _stem(path: Path) -> str:
+    """Return the file name without its suffix, and without ``.gz`` first (``log.txt.gz`` -> ``log``)."""
+    name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+    return Path(name).stem
+
+
+def _suffix(path: Path) -> str:
+    """Return the file's suffix in lower case, under a ``.gz`` (``steps.csv.gz`` -> ``.csv``)."""
+    name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+    return Path(name).suffix.lower()
 
 
 def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -686,19 +690,21 @@ def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------
 
 
+#: The first bytes of a Parquet file.
+_PARQUET_MAGIC = b"PAR1"
+
+
 def _load_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, bool]:
     """Read a CSV (all text) or Parquet file; return the frame, its row numbers and truncation."""
-    if not path.exists():
-        raise InputError("file not found", file=str(path))
-    if path.suffix.lower() in (".parquet", ".pq"):
+    raw = read_bytes(path)  # plain or gzip, by the bytes; a missing or irregular file is refused
+    if _suffix(path) in (".parquet", ".pq") or bytes(raw[:4]) == _PARQUET_MAGIC:
         try:
-            df = pd.read_parquet(path)
+            df = pd.read_parquet(io.BytesIO(raw))
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
         rows = np.arange(1, len(df) + 1, dtype=np.int64)
         truncated = False
     else:
-        raw = path.read_bytes()
         truncated = bool(raw) and not raw.endswith(b"\n")
         try:
             df = pd.read_csv(io.BytesIO(raw), dtype=str, skip_blank_lines=False, keep_default_na=False,

@@ -34,6 +34,7 @@ from fleetlib.runtime.readers._common import (
     _read_text,
     _reject,
     _sort_events,
+    _stem,
 )
 from fleetlib.runtime.schema import (
     AUXILIARY_KIND_PREFIXES,
@@ -221,7 +222,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     for path in files:
         text = _read_text(path)
         file = str(path)
-        default_job = job_id if job_id is not None else re.sub(r"_timeline$", "", path.stem)
+        default_job = job_id if job_id is not None else re.sub(r"_timeline$", "", _stem(path))
         lines = text.splitlines()
         rows = [i for i, ln in enumerate(lines, start=1) if ln.strip()]
         book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))

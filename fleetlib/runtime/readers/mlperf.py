@@ -30,6 +30,7 @@ from fleetlib.runtime.readers._common import (
     _ns,
     _read_text,
     _reject,
+    _stem,
 )
 from fleetlib.runtime.timeline import (
     TimelineLedger,
@@ -99,7 +100,7 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         mine = [i for i, f in enumerate(bad_fields) if f == fld]
         book.reject_rows([bad_rows[i] for i in mine], fld, [bad_reasons[i] for i in mine])
     books = {file: book}
-    jid = job_id if job_id is not None else path.stem
+    jid = job_id if job_id is not None else _stem(path)
     if not lines:
         return _MllogParse(file, jid, pd.DataFrame(columns=["_file", "_row", "time", "event_type", "key"]),
                            {}, books)

@@ -248,8 +248,8 @@ def replica_runtime_goodput(phases: pd.DataFrame, *, window: Window | tuple[Any,
         if phases.empty:
             raise DomainError("no phases and no window: nothing to measure")
         window = Window.between(phases["start"].min(), phases["end"].max(), label="replica lifecycle log")
-    elif not isinstance(window, Window):
-        window = Window.between(*window)
+    else:
+        window = Window.parse(window)
     if window.start is None or window.end is None:
         raise DomainError("replica_runtime_goodput needs a measured window (start and end)")
     lo, hi = window.start.value, window.end.value
