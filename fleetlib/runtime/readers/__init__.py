@@ -34,10 +34,26 @@ Readers (one module per format)
 
 Row numbers are counted as each format counts them: a CSV row is its line number (the header is
 line 1), a Parquet row is its index + 1, a JSON-lines or log record is its line number.
+
+The reader protocol
+-------------------
+Each format module exposes ``read(paths, *, tz=None, window=None, **format_options) -> (tables,
+Ledger)`` (:mod:`fleetlib.registry`): ``tables`` is ``{"steps": ..., "events": ...}`` (serving:
+``{"phases": ...}``); files are opened through :mod:`fleetlib._io` (plain or gzip, by the bytes); the
+window is read by :meth:`fleetlib.accounting.Window.parse` and applied by the measurement, never by
+dropping records.  :data:`READERS` maps each ``--format`` name to its :class:`~fleetlib.registry.ReaderSpec`.
+
+Adding a format: write ``readers/<format>.py`` with ``read`` (parse into frames carrying ``_file`` and
+``_row``, report through one ``_FileBook`` per file and the shared checks of ``_common``), add one
+``ReaderSpec`` with a bundled good sample and a broken one from ``tests/corpus/runtime/`` to
+:data:`READERS`; the command line, :func:`fleetlib.runtime.measure.measure` and the conformance suite
+take it from there.
 """
 
 from __future__ import annotations
 
+from fleetlib.registry import ReaderSpec, Sample
+from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving
 from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
 from fleetlib.runtime.readers.bloom import read_bloom_events
 from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
@@ -48,15 +64,18 @@ from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
     EVENT_ALIASES,
+    EVENT_COLUMNS,
     REPLICA_PHASE_ALIASES,
     REPLICA_PHASES,
     STEP_ALIASES,
+    STEP_COLUMNS,
 )
 
 __all__ = [
     "AUXILIARY_EVENT_KINDS",
     "AUXILIARY_KIND_PREFIXES",
     "EVENT_ALIASES",
+    "READERS",
     "REPLICA_PHASES",
     "REPLICA_PHASE_ALIASES",
     "STEP_ALIASES",
@@ -75,6 +94,45 @@ __all__ = [
     "replica_runtime_goodput",
     "write_canonical",
 ]
+
+_TIMELINE_TABLES = {"steps": STEP_COLUMNS, "events": EVENT_COLUMNS}
+_DATA = "data/timelines"
+_CORPUS = "tests/corpus/runtime"
+
+#: Every runtime format, by its ``--format`` name.  Each reader is its module's ``read``; the samples
+#: are the bundled files (``records`` counted without the reader: ``:::MLLOG`` lines, non-blank JSON
+#: lines, CSV data rows) and broken files of the test corpus.
+READERS: dict[str, ReaderSpec] = {
+    "mlperf": ReaderSpec(
+        "mlperf", mlperf.read, "MLPerf :::MLLOG result logs (one run per file)", _TIMELINE_TABLES,
+        (Sample((f"{_DATA}/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt",), records=52),
+         Sample((f"{_DATA}/nvidia_eos_n128_llama2_70b_lora_result_0.txt",), records=88),
+         Sample((f"{_CORPUS}/mlperf_unmatched_markers.txt",), bad=True),
+         Sample((f"{_CORPUS}/mlperf_truncated.txt",), bad=True))),
+    "mlgoodput": ReaderSpec(
+        "mlgoodput", mlgoodput.read, "ml-goodput-measurement <job>_timeline.jsonl cache entries",
+        _TIMELINE_TABLES,
+        (Sample((f"{_DATA}/maxtext-llama3-8b-demo_timeline.jsonl",), records=159),
+         Sample((f"{_CORPUS}/mlgoodput_invalid_json_timeline.jsonl",), bad=True),
+         Sample((f"{_CORPUS}/mlgoodput_truncated_timeline.jsonl",), bad=True))),
+    "canonical": ReaderSpec(
+        "canonical", canonical.read, "canonical steps and events tables as CSV or Parquet (aliases taken)",
+        _TIMELINE_TABLES,
+        (Sample((f"{_DATA}/demo-7b-ft_steps.csv", f"{_DATA}/demo-7b-ft_events.csv"), records=36),
+         Sample((f"{_CORPUS}/steps_bad_values.csv",), bad=True),
+         Sample((f"{_CORPUS}/events_naive.csv",), bad=True),
+         Sample((f"{_CORPUS}/steps_truncated_last_line.csv",), bad=True))),
+    "bloom": ReaderSpec(
+        "bloom", bloom.read, "the hand-transcribed BLOOM-176B event table (date, time of day, zone)",
+        _TIMELINE_TABLES,
+        (Sample((f"{_DATA}/bloom_176b_events.csv",), records=30),
+         Sample((f"{_CORPUS}/bloom_bad_rows.csv",), bad=True))),
+    "serving": ReaderSpec(
+        "serving", serving.read, "serving replica lifecycle logs (placed -> ... -> released)",
+        {"phases": ("replica_id", "phase", "start", "end", "duration_s")},
+        (Sample((f"{_DATA}/serving_replica_lifecycle.csv",), records=19),
+         Sample((f"{_CORPUS}/replica_backwards.csv",), bad=True))),
+}
 
 #: Names that moved to :mod:`fleetlib.runtime.commands` (they assemble command output, which no reader
 #: does); still importable from here.

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths, read_bytes, read_text
+from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
@@ -795,3 +796,27 @@ def _attempts_from_bounds(rec: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray
     out = np.zeros(len(rec), dtype=np.int64)
     out[m["_pos"].to_numpy()] = m["_attempt"].fillna(0).astype("int64").to_numpy()
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The reader protocol: read(paths, *, tz, window, **options) -> (tables, Ledger)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _protocol_window(window: Any) -> Window | None:
+    """Read the ``window`` of a ``read`` call with :meth:`~fleetlib.accounting.Window.parse`.
+
+    The runtime readers keep every record whatever the window: held time inside a window depends on
+    records before it (the ``gang_complete`` that opened the attempt, the commit a restore returns to),
+    so the measurement clips to the window, not the reader.  A malformed window still fails here, at
+    the read.
+    """
+    parsed = Window.parse(window)
+    if parsed is not None and parsed.is_nominal:
+        raise DomainError("a runtime window needs start and end times, not a nominal label")
+    return parsed
+
+
+def _timeline_tables(tables: TimelineTables) -> dict[str, pd.DataFrame]:
+    """Return a reader's canonical tables as the protocol's ``{"steps": ..., "events": ...}``."""
+    return {"steps": tables.steps, "events": tables.events}

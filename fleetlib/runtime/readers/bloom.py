@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import InputError
+from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _TIME_DTYPE,
     PathLike,
     TimelineTables,
+    _as_paths,
     _check_events,
     _close,
     _cross_checks,
@@ -21,8 +24,10 @@ from fleetlib.runtime.readers._common import (
     _int_column,
     _job_column,
     _load_table,
+    _protocol_window,
     _reject,
     _repair,
+    _sort_events,
     _text_column,
     bundled_path,
 )
@@ -123,3 +128,35 @@ def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, Tim
     ledger = _close(books)
     extra = ("lost_work_s", "time_precision", "source", "note")
     return TimelineTables(empty_steps(), _finalise_events(events, extra)), ledger
+
+
+def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
+         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read BLOOM-style event tables: the reader protocol's form of :func:`read_bloom_events`.
+
+    Parameters
+    ----------
+    paths
+        One table or several (None: the bundled ``data/timelines/bloom_176b_events.csv``).
+    tz
+        Not used: every row names the zone its time was stated in (``tz`` column).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` (no steps: the chronicle records events) and the ledger.
+    """
+    _protocol_window(window)
+    files = [None] if paths is None else _as_paths(paths)
+    steps, events, ledger = [], [], Ledger()
+    for path in files:
+        tables, one = read_bloom_events(path)
+        steps.append(tables.steps)
+        events.append(tables.events)
+        ledger.extend(one)
+    if len(files) == 1:
+        return {"steps": steps[0], "events": events[0]}, ledger
+    return {"steps": steps[0], "events": _sort_events(pd.concat(events, ignore_index=True))}, ledger

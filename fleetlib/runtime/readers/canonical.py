@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import InputError
+from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _TIME_DTYPE,
     PathLike,
@@ -33,9 +34,11 @@ from fleetlib.runtime.readers._common import (
     _load_table,
     _na_ints,
     _parse_times,
+    _protocol_window,
     _reject,
     _repair,
     _text_column,
+    _timeline_tables,
 )
 from fleetlib.runtime.schema import (
     EVENT_ALIASES,
@@ -246,6 +249,32 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
 
 
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read canonical steps and events files: the reader protocol's form of :func:`read_canonical`.
+
+    Parameters
+    ----------
+    paths
+        CSV or Parquet files (plain or gzip), steps and/or events.
+    tz
+        Zone of naive times (None: a naive column is refused), as in :func:`read_canonical`.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+    job_id
+        As in :func:`read_canonical`.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every data row.
+    """
+    _protocol_window(window)
+    tables, ledger = read_canonical(paths, tz=tz, job_id=job_id)
+    return _timeline_tables(tables), ledger
 def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     """Write steps and events to one combined file that :func:`read_canonical` reads back.
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.quality import Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
@@ -31,10 +32,12 @@ from fleetlib.runtime.readers._common import (
     _fmt_time,
     _ns,
     _posix_s_to_utc,
+    _protocol_window,
     _read_text,
     _reject,
     _sort_events,
     _stem,
+    _timeline_tables,
 )
 from fleetlib.runtime.schema import (
     AUXILIARY_KIND_PREFIXES,
@@ -516,3 +519,29 @@ def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame
                "running or stopped without a record" for a, j in
                zip(last_attempts["attempt"], last_attempts["job_id"], strict=True)])
     return _concat(parts)
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read ``<job>_timeline.jsonl`` files: the reader protocol's form of :func:`read_mlgoodput`.
+
+    Parameters
+    ----------
+    paths
+        One file or several (plain or gzip).
+    tz
+        Not used: the recorder writes POSIX seconds (UTC).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+    job_id
+        As in :func:`read_mlgoodput`.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every non-blank line.
+    """
+    _protocol_window(window)
+    tables, ledger = read_mlgoodput(paths, job_id=job_id)
+    return _timeline_tables(tables), ledger

@@ -8,11 +8,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, check_nonnegative
+from fleetlib.quality import DomainError, Ledger, check_nonnegative
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
@@ -28,9 +29,11 @@ from fleetlib.runtime.readers._common import (
     _finalise_events,
     _finalise_steps,
     _ns,
+    _protocol_window,
     _read_text,
     _reject,
     _stem,
+    _timeline_tables,
 )
 from fleetlib.runtime.timeline import (
     TimelineLedger,
@@ -312,3 +315,30 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
         not e.empty for e in all_events) else pd.DataFrame()
     ledger = _close(books)
     return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
+         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read MLPerf result logs: the reader protocol's form of :func:`read_mlperf`.
+
+    Parameters
+    ----------
+    paths
+        One log or several (plain or gzip); each is one job.
+    tz
+        Not used: ``time_ms`` is milliseconds since the epoch, in UTC by definition.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+    job_id, rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every ``:::MLLOG`` record.
+    """
+    _protocol_window(window)
+    tables, ledger = read_mlperf(paths, job_id=job_id, rank_copy_tolerance_s=rank_copy_tolerance_s)
+    return _timeline_tables(tables), ledger

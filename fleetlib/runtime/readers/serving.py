@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, InputError
+from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
@@ -25,6 +25,7 @@ from fleetlib.runtime.readers._common import (
     _ns,
     _out_of_order,
     _parse_times,
+    _protocol_window,
     _reject,
     _repair,
     _text_column,
@@ -162,6 +163,32 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
     return out, ledger
 
 
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read serving replica lifecycle logs: the reader protocol's form of :func:`read_replica_lifecycle`.
+
+    Parameters
+    ----------
+    paths
+        CSV or Parquet logs (plain or gzip).
+    tz
+        Zone of naive times, as in :func:`read_replica_lifecycle`.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
+        :func:`replica_runtime_goodput` (every record is kept).
+    end
+        Time that closes replicas still open at the end of the log.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"phases": ...}`` (``replica_id, phase, start, end, duration_s``) and the ledger.
+    """
+    _protocol_window(window)
+    phases, ledger = read_replica_lifecycle(paths, tz=tz, end=end)
+    return {"phases": phases}, ledger
 def _empty_phases(cols: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"replica_id": pd.Series([], dtype="str"), "phase": pd.Series([], dtype="str"),
                          "start": pd.Series([], dtype=_TIME_DTYPE), "end": pd.Series([], dtype=_TIME_DTYPE),
@@ -188,6 +215,9 @@ class ReplicaGoodput:
         One row per replica: held, each phase, and its ready / held.
     window
         The window measured.
+    ledger
+        The lifecycle log's row accounting, when the result came from
+        :func:`fleetlib.runtime.measure.measure` (empty otherwise).
     """
 
     held_s: float
@@ -197,6 +227,11 @@ class ReplicaGoodput:
     runtime_goodput: float | None
     by_replica: pd.DataFrame
     window: Window
+    ledger: Ledger = field(default_factory=Ledger, repr=False)
+
+    def to_factor(self) -> Factor:
+        """Return :meth:`factor` (the name the timeline measurement also answers to)."""
+        return self.factor()
 
     def factor(self) -> Factor:
         """Return the result as a runtime :class:`~fleetlib.accounting.Factor` (losses = non-ready phases).
