@@ -320,8 +320,28 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
         assert "Traceback" not in err
 
 
+def test_serving_log_through_the_cli():
+    log = DATA / "serving_replica_lifecycle.csv"
+    res = cli_json("runtime", log, "--format", "serving")
+    led = res["ledger"]
+    assert led["read"] == len(log.read_text().splitlines()) - 1 == led["kept"] + led["repaired"]
+    assert _close(res["productive_s"], res["terms"]["ready"])
+    assert _close(res["runtime_goodput"], res["terms"]["ready"] / res["held_s"], 1e-12)
+    code, out, _ = cli("runtime", log, "--format", "serving")
+    assert code == 0 and out.startswith("runtime goodput R") and "ready / held" in out
+
+
+def test_bloom_table_is_read_but_not_measurable():
+    # the chronicle logs no gang completion per attempt: held time is undefined and not guessed
+    code, out, err = cli("runtime", DATA / "bloom_176b_events.csv", "--format", "bloom")
+    assert code == 2 and out == "" and "gang_complete" in err
+
+
 def test_help_lists_the_formats():
+    from fleetlib.runtime.readers import READERS
+
     code, out, _ = cli("runtime", "--help")
+    assert code == 0 and all(f in out for f in READERS)
     assert code == 0 and all(f in out for f in ("mlperf", "mlgoodput", "canonical", "--window"))
     code, out, _ = cli("synth", "timeline", "--help")
     assert code == 0 and "--failure-rate-per-h" in out and "--steps" in out

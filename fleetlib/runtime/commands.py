@@ -31,6 +31,7 @@ import pandas as pd
 
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
+from fleetlib.runtime.readers import READERS
 from fleetlib.runtime.readers._common import _NS_PER_S, PathLike, _as_paths, _close, _ns
 from fleetlib.runtime.readers.mlperf import _parse_mllog
 from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
@@ -48,8 +49,8 @@ __all__ = [
     "run_synth_timeline",
 ]
 
-#: Input formats of ``fleetlib runtime``.
-FORMATS: tuple[str, ...] = ("mlperf", "mlgoodput", "canonical")
+#: Input formats of ``fleetlib runtime``: the keys of :data:`fleetlib.runtime.readers.READERS`.
+FORMATS: tuple[str, ...] = tuple(READERS)
 
 #: Row labels of the loss terms in the text rendering.
 _TERM_LABELS = {k: TERM_LABELS[k] for k in ISSUE_TERMS}
@@ -72,31 +73,23 @@ def _check_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def _is_timeline_parquet(path: Path) -> bool:
-    """Tell whether a file is a Parquet timeline in the one-file layout of ``write_timeline``."""
-    if path.suffix.lower() not in (".parquet", ".pq"):
-        return False
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from fleetlib.runtime.synth import PARQUET_COLUMNS
-
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
-    return all(c in schema.names for c in PARQUET_COLUMNS)
-
-
-def _merge_ledgers(reader: Mapping[str, Any], timeline: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the reader's ledger (input records) with the measurement's flags added to its own."""
-    out = dict(reader)
-    flags = list(reader.get("flags", []))
-    flags += [f for f in timeline.get("flags", []) if f not in flags]
-    out["flags"] = flags
-    # rows of the canonical tables the reader produced, as the measurement validated them
-    out["canonical_rows"] = {k: timeline[k] for k in ("read", "kept", "repaired", "rejected")}
+def _ledger_of(m: Any) -> dict[str, Any]:
+    """Return a measurement's ledger for the output; a reader's also counts the canonical rows."""
+    out = m.ledger.to_dict()
+    table = getattr(m, "table_ledger", None)
+    if table is not None:
+        # rows of the canonical tables the reader produced, as the measurement validated them
+        out["canonical_rows"] = {"read": table.read, "kept": table.kept, "repaired": table.repaired,
+                                 "rejected": table.rejected}
     return out
+
+
+def _serving_output(m: Any) -> dict[str, Any]:
+    """Return the output object of a serving measurement (ready / held, the phases as terms)."""
+    return {"runtime_goodput": m.runtime_goodput, "held_s": m.held_s, "productive_s": m.ready_s,
+            "terms": dict(m.terms), "unattributed_s": m.unattributed_s, "fault_free_step_s": None,
+            "definition": "ready / held (serving)", "window": m.window.to_dict(),
+            "replicas": len(m.by_replica), "ledger": _ledger_of(m)}
 
 
 def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = None,
@@ -109,9 +102,11 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
         ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
         (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
-        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).
+        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
+        BLOOM-style event table.  ``serving``: replica lifecycle logs.  Every format but ``mlperf`` is
+        read and measured by :func:`fleetlib.runtime.measure.measure`.
     format
-        One of :data:`FORMATS`.
+        One of :data:`FORMATS` (the keys of :data:`fleetlib.runtime.readers.READERS`).
     job
         Measure only this job; None for every job in the input.  For an MLPerf log (one run, job id =
         the file name without suffix) it must name that run.
@@ -131,7 +126,8 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         For MLPerf: held = ``init_start`` -> ``run_stop``, productive = the training blocks, runtime
         goodput = productive / held.  For formats read through a reader, ``ledger`` accounts for the
         input records and carries the measurement's flags too (``canonical_rows`` counts the rows of the
-        canonical tables the measurement validated).
+        canonical tables the measurement validated).  For serving logs: productive = ready time,
+        held from placement, ``terms`` = seconds in each phase.
 
     Raises
     ------
@@ -152,22 +148,14 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     try:
         if format == "mlperf":
             return _run_mlperf(files, job=job, window=win, definition=definition)
-        from fleetlib.runtime.goodput import runtime_summary
+        from fleetlib.runtime.goodput import summary_of
+        from fleetlib.runtime.measure import measure
 
-        if format == "canonical" and len(files) == 1 and _is_timeline_parquet(files[0]):
-            from fleetlib.runtime.synth import runtime_summary_file
-
-            res = runtime_summary_file(files[0], job_id=job, window=win, definition=definition)
-            return {"format": format, "files": names, **res}
-        from fleetlib.runtime.readers import read_canonical, read_mlgoodput
-
-        tables, ledger = read_mlgoodput(files) if format == "mlgoodput" else read_canonical(files)
-        if tables.steps.empty and tables.events.empty:
-            raise InputError(f"no {format} record could be read (rows read {ledger.read}, rejected "
-                             f"{ledger.rejected})", file=names[0])
-        res = runtime_summary(tables.steps, tables.events, job_id=job, window=win, definition=definition,
-                              source=", ".join(names))
-        res["ledger"] = _merge_ledgers(ledger.to_dict(), res["ledger"])
+        m = measure(files, format=format, window=win, definition=definition, job_id=job)
+        if format == "serving":
+            return {"format": format, "files": names, **_serving_output(m)}
+        res = summary_of(m)  # type: ignore[arg-type]
+        res["ledger"] = _ledger_of(m)
         return {"format": format, "files": names, **res}
     except OSError as exc:  # a file that vanished or cannot be opened between the checks and the read
         raise InputError(f"cannot read the file ({exc.strerror or exc})",
@@ -450,6 +438,23 @@ def _render_ledger(led: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _render_serving(res: Mapping[str, Any]) -> str:
+    held = float(res["held_s"])
+    r = res["runtime_goodput"]
+    lines = ["runtime goodput R        " + ("-  (no replica held in the window)" if r is None else
+                                          f"{r:.4f}  (ready / held, held from placement)"),
+             f"{res['replicas']} replica(s); window {res['window'].get('start')} .. "
+             f"{res['window'].get('end')}",
+             f"{'held':<24} {_seconds(held)}",
+             "phases (seconds, share of held time):"]
+    for phase, v in res["terms"].items():
+        lines.append(f"  {phase:<26} {_seconds(float(v)):>22}  {_share(float(v), held)}")
+    lines.append(f"  {'unattributed':<26} {_seconds(float(res['unattributed_s'])):>22}  "
+                 f"{_share(float(res['unattributed_s']), held)}")
+    lines += _render_ledger(res["ledger"])
+    return "\n".join(lines)
+
+
 def render_runtime(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib runtime``'s result as text with units.
 
@@ -464,6 +469,8 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         Runtime goodput, held and productive seconds, each loss term in seconds and as a share of held
         time, the fault-free step time and definition, and the ledger's counts and first entries.
     """
+    if res.get("format") == "serving":
+        return _render_serving(res)
     held = float(res["held_s"])
     r = res["runtime_goodput"]
     head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else

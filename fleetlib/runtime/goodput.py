@@ -118,6 +118,7 @@ __all__ = [
     "runtime_goodput",
     "runtime_goodput_windows",
     "runtime_summary",
+    "summary_of",
 ]
 
 Definition = Literal["committed", "retrospective"]
@@ -654,7 +655,12 @@ class RuntimeMeasurement:
     per_job
         One row per job: held time, each category, fault-free step time.
     ledger
-        Row accounting and interpretive flags of the timeline that was read.
+        Row accounting and interpretive flags.  Measured from tables: the rows of the canonical
+        tables.  Measured by :func:`fleetlib.runtime.measure.measure` from files: the reader's
+        records, with the measurement's flags added.
+    table_ledger
+        When ``ledger`` is a reader's, the measurement's own accounting of the canonical rows it
+        validated (None otherwise).
     """
 
     definition: str
@@ -679,6 +685,12 @@ class RuntimeMeasurement:
     interruptions: pd.DataFrame
     per_job: pd.DataFrame
     ledger: TimelineLedger = field(repr=False)
+    table_ledger: TimelineLedger | None = field(default=None, repr=False)
+
+    @property
+    def window(self) -> Window:
+        """The measured window ``[window_start, window_end)``."""
+        return Window.between(self.window_start, self.window_end)
 
     @property
     def productive_s(self) -> float:
@@ -723,6 +735,10 @@ class RuntimeMeasurement:
                 f"{self.warmup_tolerance:g}")
 
     def to_factor(self) -> Factor:
+        """Return :meth:`factor` (the old name, kept)."""
+        return self.factor()
+
+    def factor(self) -> Factor:
         """Return the measurement as a fleetlib runtime :class:`~fleetlib.accounting.Factor`.
 
         The factor's numerator is productive seconds and its denominator held seconds, over the
@@ -751,8 +767,7 @@ class RuntimeMeasurement:
             convention += (f"; retained steps ran {-credit:.6g} s faster than the baseline in total, "
                            "shown in unattributed")
         return Factor(boundary="runtime", numerator=self.productive_s, denominator=self.held_s,
-                      window=Window.between(self.window_start, self.window_end),
-                      record="job timeline", convention=convention, numerator_unit="s",
+                      window=self.window, record="job timeline", convention=convention, numerator_unit="s",
                       denominator_unit="s", losses=losses)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1079,6 +1094,22 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     """
     m = runtime_goodput(steps, events, window=window, definition=definition,
                         fault_free_step_s=fault_free_step_s, job_id=job_id, source=source)
+    return summary_of(m)
+
+
+def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
+    """Return the object of :func:`runtime_summary` for a measurement already made.
+
+    Parameters
+    ----------
+    m
+        A runtime measurement (from :func:`runtime_goodput` or :func:`fleetlib.runtime.measure.measure`).
+
+    Returns
+    -------
+    dict
+        As :func:`runtime_summary`; ``ledger`` is ``m.ledger``'s dictionary.
+    """
     ff: Any = m.fault_free_step_s
     if len(ff) == 1:
         ff = next(iter(ff.values()))
