@@ -512,8 +512,7 @@ def _job_interruptions(j: _JobArrays) -> tuple[np.ndarray, ...]:
     return int_att, int_det, int_kind, int_time
 
 
-def _job_restores(j: _JobArrays, commit_s: np.ndarray, commit_t: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _job_restores(j: _JobArrays, commit_s: np.ndarray, commit_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Check the explicit restores and return their rollback steps and times."""
     e_row, e_step, e_t, ef, job_id, kind = j.e_row, j.e_step, j.e_t, j.ef, j.job_id, j.kind
     ledger, n, s_att, s_num, s_row, s_t0, sf = j.ledger, j.n, j.s_att, j.s_num, j.s_row, j.s_t0, j.sf
@@ -541,8 +540,7 @@ def _job_restores(j: _JobArrays, commit_s: np.ndarray, commit_t: np.ndarray
     return rs_roll, rs_time
 
 
-def _job_inferred_restarts(j: _JobArrays, rs_roll: np.ndarray, rs_time: np.ndarray
-                           ) -> tuple[np.ndarray, ...]:
+def _job_inferred_restarts(j: _JobArrays, rs_roll: np.ndarray, rs_time: np.ndarray) -> tuple[np.ndarray, ...]:
     """Add the restarts inferred from a step number that does not increase (no restore in between).
 
     Returns which restarts are explicit, and the rollback step and time of every restart.

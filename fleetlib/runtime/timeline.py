@@ -414,10 +414,9 @@ def _job_codes(e_jobtext: pd.Series, s_jobtext: pd.Series) -> tuple[np.ndarray, 
     return e_job, job_ids, s_job
 
 
-def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndarray, e_kind:
-                        np.ndarray, e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray,
-                        events: pd.DataFrame, events_file: str, ledger: TimelineLedger
-                        ) -> tuple[np.ndarray, ...]:
+def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndarray, e_kind: np.ndarray,
+                        e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray, events: pd.DataFrame,
+                        events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
     if len(events):
         keys = [e_job, e_attempt]
@@ -434,9 +433,8 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
-                       s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step:
-                       np.ndarray, s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str
-                       ) -> tuple[Any, ...]:
+                       s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
+                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
