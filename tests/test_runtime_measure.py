@@ -15,10 +15,9 @@ import pytest
 import fleetlib.runtime
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.runtime.goodput import RuntimeMeasurement, runtime_goodput
+from fleetlib.runtime.goodput import ReplicaGoodput, RuntimeMeasurement, runtime_goodput
 from fleetlib.runtime.measure import guess_format, measure
 from fleetlib.runtime.readers import READERS, read_canonical, read_mlgoodput
-from fleetlib.runtime.readers.serving import ReplicaGoodput
 from fleetlib.runtime.schema import TERM_LABELS
 from fleetlib.runtime.timeline import TimelineFlag, TimelineLedger
 

@@ -600,7 +600,8 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
                    help="input file(s) of one format (canonical: a one-file Parquet timeline, or steps and "
                         "events CSV/Parquet files)")
-    p.add_argument("--format", required=True, choices=FORMATS, help="timeline format")
+    p.add_argument("--format", required=True, choices=FORMATS,
+                   help="input format: " + "; ".join(f"{k}: {spec.summary}" for k, spec in READERS.items()))
     p.add_argument("--job", metavar="ID", help="measure only this job (default: every job in the input)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-01-01T00:00Z (default: the whole timeline)")

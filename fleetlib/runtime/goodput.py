@@ -98,7 +98,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, check_nonnegative
+from fleetlib.quality import DomainError, Ledger, check_nonnegative
 from fleetlib.runtime.partition import (
     _FINE,
     _L,
@@ -119,6 +119,8 @@ from fleetlib.runtime.schema import (
     CATEGORIES,
     HELD_INTERVAL_COLUMNS,
     ISSUE_TERMS,
+    REPLICA_PHASES,
+    TIME_DTYPE,
     check_definition,
 )
 from fleetlib.runtime.timeline import JobTimeline, TimelineLedger, job_timelines
@@ -128,8 +130,10 @@ __all__ = [
     "CATEGORIES",
     "HELD_INTERVAL_COLUMNS",
     "ISSUE_TERMS",
+    "ReplicaGoodput",
     "RuntimeMeasurement",
     "held_intervals",
+    "replica_runtime_goodput",
     "runtime_goodput",
     "runtime_goodput_windows",
     "runtime_summary",
@@ -737,3 +741,131 @@ def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | N
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_INTERVAL_COLUMNS})
     out = pd.concat(frames, ignore_index=True)
     return out.sort_values(["job_id", "start"], kind="stable", ignore_index=True)[list(HELD_INTERVAL_COLUMNS)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Serving replicas: ready time over held time
+# ---------------------------------------------------------------------------------------------------
+
+
+_NS_PER_S = 1_000_000_000
+
+
+def _ns(series: pd.Series) -> np.ndarray:
+    """UTC times as int64 nanoseconds (NaT becomes the int64 minimum)."""
+    naive = pd.Series(series).astype(TIME_DTYPE).dt.tz_convert(None)
+    return naive.to_numpy(dtype="datetime64[ns]").view("int64")
+
+
+@dataclass(frozen=True)
+class ReplicaGoodput:
+    """Runtime goodput of serving replicas: ready time over held time (held from placement).
+
+    Attributes
+    ----------
+    held_s
+        Held seconds inside the window (placement to release, summed over replicas).
+    ready_s
+        Seconds in ``ready``.
+    terms
+        Seconds in each phase (``placed, loading, warmup, ready, draining``): the partition of held.
+    unattributed_s
+        ``held_s`` minus the sum of the phases (zero up to rounding; shown, never clipped).
+    runtime_goodput
+        ``ready_s / held_s``, or None when nothing was held in the window.
+    by_replica
+        One row per replica: held, each phase, and its ready / held.
+    window
+        The window measured.
+    ledger
+        The lifecycle log's row accounting, when the result came from
+        :func:`fleetlib.runtime.measure.measure` (empty otherwise).
+    """
+
+    held_s: float
+    ready_s: float
+    terms: dict[str, float]
+    unattributed_s: float
+    runtime_goodput: float | None
+    by_replica: pd.DataFrame
+    window: Window
+    ledger: Ledger = field(default_factory=Ledger, repr=False)
+
+    def to_factor(self) -> Factor:
+        """Return :meth:`factor` (the name the timeline measurement also answers to)."""
+        return self.factor()
+
+    def factor(self) -> Factor:
+        """Return the result as a runtime :class:`~fleetlib.accounting.Factor` (losses = non-ready phases).
+
+        Raises
+        ------
+        DomainError
+            If nothing was held in the window (a factor needs a positive denominator).
+        """
+        if self.held_s <= 0.0:
+            raise DomainError("no replica was held in the window: runtime goodput is undefined there")
+        losses = {k: v for k, v in self.terms.items() if k != "ready"}
+        return Factor(boundary="runtime", numerator=self.ready_s, denominator=self.held_s, window=self.window,
+                      record="replica lifecycle log", convention="serving: ready / held, held from placement",
+                      numerator_unit="replica-s", denominator_unit="replica-s", losses=losses)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the totals as a JSON-ready dictionary."""
+        return {"held_s": self.held_s, "ready_s": self.ready_s, "runtime_goodput": self.runtime_goodput,
+                "terms": dict(self.terms), "unattributed_s": self.unattributed_s,
+                "window": self.window.to_dict()}
+
+
+def replica_runtime_goodput(phases: pd.DataFrame, *, window: Window | tuple[Any, Any] | None = None,
+                            ) -> ReplicaGoodput:
+    """Ready time over held time of serving replicas, with the phases as the partition of held time.
+
+    Parameters
+    ----------
+    phases
+        The table :func:`read_replica_lifecycle` returns.
+    window
+        A measured :class:`~fleetlib.accounting.Window` or a ``(start, end)`` pair of zone-aware times;
+        phases are clipped to ``[start, end)``.  Default: from the first placement to the last end.
+
+    Returns
+    -------
+    ReplicaGoodput
+        Totals, the partition, and one row per replica.  A window in which nothing was held gives
+        ``held_s == 0`` and ``runtime_goodput`` None, not an error.
+    """
+    missing = [c for c in ("replica_id", "phase", "start", "end") if c not in phases.columns]
+    if missing:
+        raise DomainError(f"phases lack columns {missing}; pass the table read_replica_lifecycle returns")
+    bad_phase = ~phases["phase"].isin(REPLICA_PHASES[:-1])
+    if bad_phase.any():
+        raise DomainError(f"unknown phases {sorted(set(phases.loc[bad_phase, 'phase']))}")
+    if window is None:
+        if phases.empty:
+            raise DomainError("no phases and no window: nothing to measure")
+        window = Window.between(phases["start"].min(), phases["end"].max(), label="replica lifecycle log")
+    else:
+        window = Window.parse(window)
+    if window.start is None or window.end is None:
+        raise DomainError("replica_runtime_goodput needs a measured window (start and end)")
+    lo, hi = window.start.value, window.end.value
+    s = np.clip(_ns(phases["start"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
+    e = np.clip(_ns(phases["end"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
+    dur = np.maximum(e - s, 0) / _NS_PER_S
+    frame = pd.DataFrame({"replica_id": phases["replica_id"].to_numpy(), "phase": phases["phase"].to_numpy(),
+                          "seconds": dur})
+    names = list(REPLICA_PHASES[:-1])
+    table = frame.pivot_table(index="replica_id", columns="phase", values="seconds", aggfunc="sum",
+                              fill_value=0.0).reindex(columns=names, fill_value=0.0)
+    table.columns.name = None
+    table.insert(0, "held_s", table[names].sum(axis=1))
+    table = table[table["held_s"] > 0.0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["runtime_goodput"] = table["ready"] / table["held_s"]
+    terms = {p: float(frame.loc[frame["phase"] == p, "seconds"].sum()) for p in names}
+    held = float(dur.sum())
+    ready = terms["ready"]
+    return ReplicaGoodput(held_s=held, ready_s=ready, terms=terms, unattributed_s=held - sum(terms.values()),
+                          runtime_goodput=(ready / held) if held > 0.0 else None,
+                          by_replica=table.reset_index(), window=window)

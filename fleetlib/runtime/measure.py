@@ -2,7 +2,7 @@
 
 :func:`measure` reads the input with the format's reader (:data:`fleetlib.runtime.readers.READERS`),
 measures it (:func:`fleetlib.runtime.goodput.runtime_goodput` for a job timeline,
-:func:`fleetlib.runtime.readers.serving.replica_runtime_goodput` for serving replicas) and returns the
+:func:`fleetlib.runtime.goodput.replica_runtime_goodput` for serving replicas) and returns the
 result, which always answers to the same calls: ``.factor()`` (the runtime
 :class:`~fleetlib.accounting.Factor`), ``.ledger`` (every input record accounted for, with the
 measurement's flags), ``.window`` and ``.to_dict()``.  ``fleetlib runtime`` measures through it.
@@ -25,9 +25,13 @@ import pandas as pd
 
 from fleetlib._io import as_paths
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.runtime.goodput import RuntimeMeasurement, runtime_goodput
+from fleetlib.runtime.goodput import (
+    ReplicaGoodput,
+    RuntimeMeasurement,
+    replica_runtime_goodput,
+    runtime_goodput,
+)
 from fleetlib.runtime.readers import READERS, TimelineTables
-from fleetlib.runtime.readers.serving import ReplicaGoodput, replica_runtime_goodput
 from fleetlib.runtime.schema import check_definition
 
 __all__ = ["guess_format", "is_timeline_parquet", "measure"]

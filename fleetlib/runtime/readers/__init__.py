@@ -53,13 +53,14 @@ take it from there.
 from __future__ import annotations
 
 from fleetlib.registry import ReaderSpec, Sample
+from fleetlib.runtime.goodput import ReplicaGoodput, replica_runtime_goodput
 from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving
 from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
 from fleetlib.runtime.readers.bloom import read_bloom_events
 from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
 from fleetlib.runtime.readers.mlgoodput import read_mlgoodput
 from fleetlib.runtime.readers.mlperf import read_mlperf
-from fleetlib.runtime.readers.serving import ReplicaGoodput, read_replica_lifecycle, replica_runtime_goodput
+from fleetlib.runtime.readers.serving import read_replica_lifecycle
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
