@@ -136,15 +136,22 @@ class _FileBook(RowBook):
     def __init__(self, file: str, rows: Iterable[int] | np.ndarray, *, truncated: bool = False) -> None:
         super().__init__(file, rows if isinstance(rows, np.ndarray) else np.asarray(list(rows), np.int64))
         self.truncated_row = int(self.rows[-1]) if truncated and self.n else None
+        ascending = bool(self.n < 2 or (np.diff(self.rows) > 0).all())
         # rows 1..n or 2..n+1 (a CSV under its header): a position is the row less an offset
-        self._offset = (int(self.rows[0]) if self.n and int(self.rows[-1]) - int(self.rows[0]) == self.n - 1
-                        else None)
+        self._offset = (int(self.rows[0]) if self.n and ascending
+                        and int(self.rows[-1]) - int(self.rows[0]) == self.n - 1 else None)
+        self._ascending = ascending
 
     def at_rows(self, rows: Any) -> np.ndarray:
         """Return the positions of the given row numbers (each must be in the book)."""
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
         if self._offset is None:
-            return self.positions_of_rows(rows)
+            if not self._ascending:
+                return self.positions_of_rows(rows)
+            pos = np.minimum(np.searchsorted(self.rows, rows), max(self.n - 1, 0))  # log lines: ascending
+            if rows.size and (self.n == 0 or not np.array_equal(self.rows[pos], rows)):
+                raise AssertionError(f"{self.file}: row numbers not in the book")  # programming error
+            return pos
         pos = rows - self._offset
         if pos.size and (pos.min() < 0 or pos.max() >= self.n):
             raise AssertionError(f"{self.file}: row numbers not in the book")  # programming error
