@@ -2,7 +2,7 @@
 
 :func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
 measuring is done by :mod:`fleetlib.runtime` (readers, :func:`fleetlib.runtime.goodput.runtime_summary`,
-:func:`fleetlib.runtime.readers.mlperf_runtime_json`, :func:`fleetlib.runtime.synth.runtime_summary_file`,
+:func:`mlperf_runtime_json`, :func:`fleetlib.runtime.synth.runtime_summary_file`,
 :func:`fleetlib.runtime.synth.synth_timeline_file`); this module picks the reader for ``--format``, checks
 the paths and options, turns what cannot be read into :class:`~fleetlib.quality.InputError` or
 :class:`~fleetlib.quality.DomainError` -- which the command line prints as one line with exit status 2 --
@@ -26,12 +26,22 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from fleetlib.commands_common import writable_output_path
-from fleetlib.quality import DomainError, InputError
+from fleetlib.quality import DomainError, InputError, check_nonnegative
+from fleetlib.runtime.readers import READERS
+from fleetlib.runtime.readers._common import _NS_PER_S, PathLike, _as_paths, _close, _ns
+from fleetlib.runtime.readers.mlperf import _parse_mllog
+from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
     "DEFINITIONS",
     "FORMATS",
+    "mlperf_runtime_json",
+    "mlperf_summary",
+    "mlperf_summary_table",
     "register",
     "render_runtime",
     "render_synth_timeline",
@@ -39,24 +49,11 @@ __all__ = [
     "run_synth_timeline",
 ]
 
-#: Input formats of ``fleetlib runtime``.
-FORMATS: tuple[str, ...] = ("mlperf", "mlgoodput", "canonical")
-
-#: Definitions of productive time (see :mod:`fleetlib.runtime.goodput`).
-DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
+#: Input formats of ``fleetlib runtime``: the keys of :data:`fleetlib.runtime.readers.READERS`.
+FORMATS: tuple[str, ...] = tuple(READERS)
 
 #: Row labels of the loss terms in the text rendering.
-_TERM_LABELS = {
-    "startup": "startup (cold launches)",
-    "input_wait": "input wait",
-    "checkpoint": "checkpoint pauses",
-    "recovery": "failure recovery",
-    "rework": "rework after failures",
-    "preemption": "preemption",
-    "evaluation": "evaluation",
-    "idle": "idle (held, no progress)",
-    "unattributed": "unattributed",
-}
+_TERM_LABELS = {k: TERM_LABELS[k] for k in ISSUE_TERMS}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -76,31 +73,23 @@ def _check_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def _is_timeline_parquet(path: Path) -> bool:
-    """Tell whether a file is a Parquet timeline in the one-file layout of ``write_timeline``."""
-    if path.suffix.lower() not in (".parquet", ".pq"):
-        return False
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from fleetlib.runtime.synth import PARQUET_COLUMNS
-
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
-    return all(c in schema.names for c in PARQUET_COLUMNS)
-
-
-def _merge_ledgers(reader: Mapping[str, Any], timeline: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the reader's ledger (input records) with the measurement's flags added to its own."""
-    out = dict(reader)
-    flags = list(reader.get("flags", []))
-    flags += [f for f in timeline.get("flags", []) if f not in flags]
-    out["flags"] = flags
-    # rows of the canonical tables the reader produced, as the measurement validated them
-    out["canonical_rows"] = {k: timeline[k] for k in ("read", "kept", "repaired", "rejected")}
+def _ledger_of(m: Any) -> dict[str, Any]:
+    """Return a measurement's ledger for the output; a reader's also counts the canonical rows."""
+    out = m.ledger.to_dict()
+    table = getattr(m, "table_ledger", None)
+    if table is not None:
+        # rows of the canonical tables the reader produced, as the measurement validated them
+        out["canonical_rows"] = {"read": table.read, "kept": table.kept, "repaired": table.repaired,
+                                 "rejected": table.rejected}
     return out
+
+
+def _serving_output(m: Any) -> dict[str, Any]:
+    """Return the output object of a serving measurement (ready / held, the phases as terms)."""
+    return {"runtime_goodput": m.runtime_goodput, "held_s": m.held_s, "productive_s": m.ready_s,
+            "terms": dict(m.terms), "unattributed_s": m.unattributed_s, "fault_free_step_s": None,
+            "definition": "ready / held (serving)", "window": m.window.to_dict(),
+            "replicas": len(m.by_replica), "ledger": _ledger_of(m)}
 
 
 def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = None,
@@ -113,9 +102,11 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
         ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
         (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
-        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).
+        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
+        BLOOM-style event table.  ``serving``: replica lifecycle logs.  Every format but ``mlperf`` is
+        read and measured by :func:`fleetlib.runtime.measure.measure`.
     format
-        One of :data:`FORMATS`.
+        One of :data:`FORMATS` (the keys of :data:`fleetlib.runtime.readers.READERS`).
     job
         Measure only this job; None for every job in the input.  For an MLPerf log (one run, job id =
         the file name without suffix) it must name that run.
@@ -135,7 +126,8 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         For MLPerf: held = ``init_start`` -> ``run_stop``, productive = the training blocks, runtime
         goodput = productive / held.  For formats read through a reader, ``ledger`` accounts for the
         input records and carries the measurement's flags too (``canonical_rows`` counts the rows of the
-        canonical tables the measurement validated).
+        canonical tables the measurement validated).  For serving logs: productive = ready time,
+        held from placement, ``terms`` = seconds in each phase.
 
     Raises
     ------
@@ -156,22 +148,14 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     try:
         if format == "mlperf":
             return _run_mlperf(files, job=job, window=win, definition=definition)
-        from fleetlib.runtime.goodput import runtime_summary
+        from fleetlib.runtime.goodput import summary_of
+        from fleetlib.runtime.measure import measure
 
-        if format == "canonical" and len(files) == 1 and _is_timeline_parquet(files[0]):
-            from fleetlib.runtime.synth import runtime_summary_file
-
-            res = runtime_summary_file(files[0], job_id=job, window=win, definition=definition)
-            return {"format": format, "files": names, **res}
-        from fleetlib.runtime.readers import read_canonical, read_mlgoodput
-
-        tables, ledger = read_mlgoodput(files) if format == "mlgoodput" else read_canonical(files)
-        if tables.steps.empty and tables.events.empty:
-            raise InputError(f"no {format} record could be read (rows read {ledger.read}, rejected "
-                             f"{ledger.rejected})", file=names[0])
-        res = runtime_summary(tables.steps, tables.events, job_id=job, window=win, definition=definition,
-                              source=", ".join(names))
-        res["ledger"] = _merge_ledgers(ledger.to_dict(), res["ledger"])
+        m = measure(files, format=format, window=win, definition=definition, job_id=job)
+        if format == "serving":
+            return {"format": format, "files": names, **_serving_output(m)}
+        res = summary_of(m)  # type: ignore[arg-type]
+        res["ledger"] = _ledger_of(m)
         return {"format": format, "files": names, **res}
     except OSError as exc:  # a file that vanished or cannot be opened between the checks and the read
         raise InputError(f"cannot read the file ({exc.strerror or exc})",
@@ -180,8 +164,6 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
 
 def _run_mlperf(files: list[Path], *, job: str | None, window: tuple[str, str] | None,
                 definition: str) -> dict[str, Any]:
-    from fleetlib.runtime.readers import mlperf_runtime_json
-
     if len(files) != 1:
         raise DomainError(f"--format mlperf measures one result log (one run); got {len(files)} files -- "
                           "run the command once per log")
@@ -236,6 +218,197 @@ def run_synth_timeline(steps: int, seed: int, out: str | Path, **options: Any) -
 
 
 # ---------------------------------------------------------------------------------------------------
+# MLPerf result logs: the raw interval sums that ``--format mlperf`` prints
+# ---------------------------------------------------------------------------------------------------
+
+
+def _interval_measure(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length of the union of intervals, seconds (inputs in ns)."""
+    if starts.size == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run_end[:-1]]
+    grp = np.cumsum(new) - 1
+    gs = s[new]
+    ge = np.zeros(gs.size, dtype=np.int64)
+    np.maximum.at(ge, grp, e)
+    return float((ge - gs).sum()) / _NS_PER_S
+
+
+def _overlap_s(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> float:
+    """Total overlap, seconds, between two sets of intervals that are each disjoint (inputs in ns)."""
+    if a_s.size == 0 or b_s.size == 0:
+        return 0.0
+    lo = np.maximum(a_s[:, None], b_s[None, :])
+    hi = np.minimum(a_e[:, None], b_e[None, :])
+    return float(np.clip(hi - lo, 0, None).sum()) / _NS_PER_S
+
+
+def _meta_value(recs: pd.DataFrame, key: str) -> Any:
+    hit = recs.loc[recs["key"] == key, "value"]
+    return None if hit.empty else hit.iloc[0]
+
+
+def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> dict[str, Any]:
+    """Raw interval sums of one MLPerf result log, and the runtime goodput they imply.
+
+    Held time runs from ``init_start`` to ``run_stop``; it is partitioned into startup (the init
+    interval), evaluation (eval intervals), productive (training blocks, less any part inside an eval
+    interval: evaluation takes precedence) and ``unattributed_s`` (held time in none of them, e.g. the
+    gap between ``init_stop`` and the first block).  When a log has no training blocks the epoch
+    intervals are used instead (``productive_source`` says which).
+
+    Parameters
+    ----------
+    path
+        The log file.
+    rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    dict
+        ``held_s, startup_s, run_s, productive_s, evaluation_s, unattributed_s, runtime_goodput
+        (= productive / held), blocks, evals, productive_source, benchmark, org, platform, status,
+        job_id, file, ledger``.
+
+    Raises
+    ------
+    InputError
+        If the log lacks a matched ``init_start`` or ``run_stop``, or holds more than one run:
+        held time is then undefined, and it is not guessed.
+    """
+    p = _parse_mllog(Path(path), job_id=None, rank_copy_tolerance_s=check_nonnegative(
+        "rank_copy_tolerance_s", rank_copy_tolerance_s))
+    recs = p.records
+    ledger = _close(p.books)
+    inits = recs[recs["key"] == "init_start"] if not recs.empty else recs
+    stops = recs[recs["key"] == "run_stop"] if not recs.empty else recs
+    if len(inits) != 1 or len(stops) != 1:
+        raise InputError(f"held time needs exactly one kept init_start and one kept run_stop; found "
+                         f"{len(inits)} and {len(stops)} (see the ledger for rejected markers)",
+                         file=p.file, field="key")
+    t0 = int(_ns(inits["time"])[0])
+    t1 = int(_ns(stops["time"])[0])
+    if t1 <= t0:
+        raise InputError("run_stop is not after init_start", file=p.file, row=int(stops["_row"].iloc[0]),
+                         field="time_ms")
+
+    def clipped(family: str) -> tuple[np.ndarray, np.ndarray]:
+        df = p.pairs.get(family)
+        if df is None or df.empty:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        s, e = np.clip(_ns(df["start"]), t0, t1), np.clip(_ns(df["end"]), t0, t1)
+        keep = e > s
+        return s[keep], e[keep]
+
+    held = (t1 - t0) / _NS_PER_S
+    i_s, i_e = clipped("init")
+    e_s, e_e = clipped("eval")
+    b_s, b_e = clipped("block")
+    source = "block"
+    if b_s.size == 0:
+        b_s, b_e = clipped("epoch")
+        source = "epoch" if b_s.size else "none"
+    startup = _interval_measure(i_s, i_e)
+    evaluation = _interval_measure(e_s, e_e) - _overlap_s(e_s, e_e, i_s, i_e)
+    productive = (_interval_measure(b_s, b_e) - _overlap_s(b_s, b_e, e_s, e_e)
+                  - _overlap_s(b_s, b_e, i_s, i_e))
+    run = p.pairs.get("run")
+    run_s = float((_ns(run["end"]) - _ns(run["start"])).sum()) / _NS_PER_S if run is not None else math.nan
+    status = None
+    meta = stops["metadata"].iloc[0]
+    if isinstance(meta, dict):
+        status = meta.get("status")
+    return {
+        "file": p.file,
+        "job_id": p.job_id,
+        "benchmark": _meta_value(recs, "submission_benchmark"),
+        "org": _meta_value(recs, "submission_org"),
+        "platform": _meta_value(recs, "submission_platform"),
+        "status": status,
+        "held_s": held,
+        "startup_s": startup,
+        "run_s": run_s,
+        "productive_s": productive,
+        "evaluation_s": evaluation,
+        "unattributed_s": held - startup - productive - evaluation,
+        "runtime_goodput": productive / held,
+        "blocks": int(b_s.size),
+        "evals": int(e_s.size),
+        "productive_source": source,
+        "ledger": ledger.to_dict(),
+    }
+
+
+def mlperf_summary_table(paths: PathLike | Sequence[PathLike], *,
+                         rank_copy_tolerance_s: float = 10.0) -> pd.DataFrame:
+    """One row of :func:`mlperf_summary` per log (ledger reduced to its counts).
+
+    Parameters
+    ----------
+    paths
+        One path, several paths, or a directory (its ``*.txt`` files are read).
+    rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns as the summary keys, with ``rejected`` and ``flagged`` counts instead of the ledger.
+    """
+    if isinstance(paths, (str, Path)) and Path(paths).is_dir():
+        files = sorted(Path(paths).glob("*.txt"))
+    else:
+        files = _as_paths(paths)
+    rows = []
+    for f in files:
+        s = mlperf_summary(f, rank_copy_tolerance_s=rank_copy_tolerance_s)
+        led = s.pop("ledger")
+        s["rejected"] = led["rejected"]
+        s["flagged"] = len(led["flags"])
+        rows.append(s)
+    return pd.DataFrame(rows)
+
+
+def mlperf_runtime_json(path: PathLike, *, definition: str = "retrospective",
+                        rank_copy_tolerance_s: float = 10.0) -> dict[str, Any]:
+    """Return the ``fleetlib runtime FILE --format mlperf --json`` object for one MLPerf log.
+
+    Held = ``init_start`` -> ``run_stop``; productive = the training blocks; runtime goodput =
+    productive / held; startup and evaluation as in :func:`mlperf_summary`.  A result log records no
+    checkpoints, failures or input waits, so those terms are 0 and the committed and retrospective
+    definitions coincide.
+
+    Parameters
+    ----------
+    path
+        The log file.
+    definition
+        ``"committed"`` or ``"retrospective"`` (reported back; both give the same number here).
+    rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    dict
+        Keys ``runtime_goodput, held_s, productive_s, terms, fault_free_step_s, definition, ledger``
+        (``fault_free_step_s`` is None: MLPerf blocks are not steps).
+    """
+    if definition not in ("committed", "retrospective"):
+        raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
+    s = mlperf_summary(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
+    terms = {"startup": s["startup_s"], "input_wait": 0.0, "checkpoint": 0.0, "recovery": 0.0,
+             "rework": 0.0, "preemption": 0.0, "evaluation": s["evaluation_s"], "idle": 0.0,
+             "unattributed": s["unattributed_s"]}
+    return {"format": "mlperf", "job_id": s["job_id"], "runtime_goodput": s["runtime_goodput"],
+            "held_s": s["held_s"], "productive_s": s["productive_s"], "terms": terms,
+            "fault_free_step_s": None, "definition": definition, "ledger": s["ledger"]}
+
+
+# ---------------------------------------------------------------------------------------------------
 # Text rendering
 # ---------------------------------------------------------------------------------------------------
 
@@ -265,6 +438,23 @@ def _render_ledger(led: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _render_serving(res: Mapping[str, Any]) -> str:
+    held = float(res["held_s"])
+    r = res["runtime_goodput"]
+    lines = ["runtime goodput R        " + ("-  (no replica held in the window)" if r is None else
+                                          f"{r:.4f}  (ready / held, held from placement)"),
+             f"{res['replicas']} replica(s); window {res['window'].get('start')} .. "
+             f"{res['window'].get('end')}",
+             f"{'held':<24} {_seconds(held)}",
+             "phases (seconds, share of held time):"]
+    for phase, v in res["terms"].items():
+        lines.append(f"  {phase:<26} {_seconds(float(v)):>22}  {_share(float(v), held)}")
+    lines.append(f"  {'unattributed':<26} {_seconds(float(res['unattributed_s'])):>22}  "
+                 f"{_share(float(res['unattributed_s']), held)}")
+    lines += _render_ledger(res["ledger"])
+    return "\n".join(lines)
+
+
 def render_runtime(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib runtime``'s result as text with units.
 
@@ -279,6 +469,8 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         Runtime goodput, held and productive seconds, each loss term in seconds and as a share of held
         time, the fault-free step time and definition, and the ledger's counts and first entries.
     """
+    if res.get("format") == "serving":
+        return _render_serving(res)
     held = float(res["held_s"])
     r = res["runtime_goodput"]
     head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else
@@ -408,7 +600,8 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
                    help="input file(s) of one format (canonical: a one-file Parquet timeline, or steps and "
                         "events CSV/Parquet files)")
-    p.add_argument("--format", required=True, choices=FORMATS, help="timeline format")
+    p.add_argument("--format", required=True, choices=FORMATS,
+                   help="input format: " + "; ".join(f"{k}: {spec.summary}" for k, spec in READERS.items()))
     p.add_argument("--job", metavar="ID", help="measure only this job (default: every job in the input)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-01-01T00:00Z (default: the whole timeline)")

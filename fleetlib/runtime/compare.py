@@ -52,6 +52,7 @@ from fleetlib.runtime.model import (
     runtime_loss_terms,
     young_interval_s,
 )
+from fleetlib.runtime.schema import EQ4_TERMS, UNMODELLED_TERMS
 
 __all__ = [
     "EQ4_TERMS",
@@ -66,13 +67,6 @@ __all__ = [
     "poisson_rate_interval",
     "regularized_gamma_p",
 ]
-
-#: Equation-4 terms, in the order the chapter lists them.
-EQ4_TERMS: tuple[str, ...] = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
-
-#: Measured categories with no equation-4 term.
-UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "idle", "step_time_above_baseline", "progress_at_risk",
-                                     "unattributed")
 
 # stands in for an unbounded MTBF (no failure observed): every failure-driven term evaluates to ~0
 _NO_FAILURE_MTBF_S = 1e300

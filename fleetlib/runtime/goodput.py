@@ -98,538 +98,49 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, check_nonnegative
-from fleetlib.runtime.timeline import _BLOCK, JobTimeline, TimelineLedger, _blocks, job_timelines
+from fleetlib.quality import DomainError, Ledger, check_nonnegative
+from fleetlib.runtime.partition import (
+    _FINE,
+    _L,
+    _NFINE,
+    _job_parts,
+    _JobParts,
+    _Sums,
+    _window_sums,
+)
+from fleetlib.runtime.partition import (
+    _chain_index as _chain_index,  # re-exported: the exactness tests import it from here
+)
+from fleetlib.runtime.partition import (
+    _chain_searchsorted as _chain_searchsorted,
+)
+from fleetlib.runtime.schema import (
+    BREAKDOWN,
+    CATEGORIES,
+    HELD_INTERVAL_COLUMNS,
+    ISSUE_TERMS,
+    REPLICA_PHASES,
+    TIME_DTYPE,
+    check_definition,
+)
+from fleetlib.runtime.timeline import JobTimeline, TimelineLedger, job_timelines
 
 __all__ = [
     "BREAKDOWN",
     "CATEGORIES",
     "HELD_INTERVAL_COLUMNS",
     "ISSUE_TERMS",
+    "ReplicaGoodput",
     "RuntimeMeasurement",
     "held_intervals",
+    "replica_runtime_goodput",
     "runtime_goodput",
     "runtime_goodput_windows",
     "runtime_summary",
+    "summary_of",
 ]
 
 Definition = Literal["committed", "retrospective"]
-
-#: The partition of held time, in report order; these sum to held time exactly.
-CATEGORIES: tuple[str, ...] = (
-    "productive", "progress_at_risk", "step_time_above_baseline", "startup", "input_wait", "checkpoint",
-    "recovery", "rework", "preemption", "evaluation", "idle", "unattributed",
-)
-
-#: The loss terms of the CLI object (issue 4, item 7).
-ISSUE_TERMS: tuple[str, ...] = (
-    "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption", "evaluation", "idle",
-    "unattributed",
-)
-
-#: Fine-grained parts and the category each belongs to.
-BREAKDOWN: dict[str, str] = {
-    "productive": "productive",
-    "progress_at_risk": "progress_at_risk",
-    "step_time_above_baseline": "step_time_above_baseline",
-    "input_wait": "input_wait",
-    "startup_launch": "startup",
-    "startup_warmup": "startup",
-    "checkpoint": "checkpoint",
-    "evaluation": "evaluation",
-    "idle_marked": "idle",
-    "idle_after_progress": "idle",
-    "recovery_detection": "recovery",
-    "recovery_restart": "recovery",
-    "recovery_warmup": "recovery",
-    "rework_steps": "rework",
-    "rework_partial_step": "rework",
-    "preemption_lost_steps": "preemption",
-    "preemption_partial_step": "preemption",
-    "preemption_restart": "preemption",
-    "preemption_warmup": "preemption",
-    "unattributed": "unattributed",
-}
-_FINE = tuple(BREAKDOWN)
-_L = {name: i for i, name in enumerate(_FINE)}
-_NFINE = len(_FINE)
-_INTERRUPTION_LABELS = {
-    "failure": {"restart": _L["recovery_restart"], "warmup": _L["recovery_warmup"],
-                "lost": _L["rework_steps"], "partial": _L["rework_partial_step"]},
-    "preempt": {"restart": _L["preemption_restart"], "warmup": _L["preemption_warmup"],
-                "lost": _L["preemption_lost_steps"], "partial": _L["preemption_partial_step"]},
-}
-
-
-# ---------------------------------------------------------------------------------------------------
-# Per-job parts, computed once and clipped to any window
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _JobParts:
-    """A job's partition, computed once; :func:`_window_sums` clips it to any window.
-
-    Steps are kept dense only where every step needs a value (start, duration, input wait, masks);
-    what only some steps carry -- warm-up excess and erased time -- is stored sparsely as (index,
-    seconds, fine label, owning interruption).  Retention is stored per commit: the never-erased steps
-    form one chain in step order, and commit ``j`` (in landing order) retains its first
-    ``commit_reach[j]`` elements, the steps before index ``commit_cut[j]``.
-    """
-
-    job: JobTimeline
-    ff: float | None
-    start: np.ndarray          # per step
-    dur: np.ndarray
-    wait: np.ndarray
-    kept: np.ndarray           # not erased
-    steady: np.ndarray         # kept and not warm-up
-    commit_at: np.ndarray      # per commit, sorted: when it landed
-    commit_reach: np.ndarray   # never-erased steps retained once it landed (non-decreasing)
-    commit_cut: np.ndarray     # ... which are the never-erased steps with index below this
-    x_idx: np.ndarray          # sparse: warm-up excess of kept steps, whole time of erased steps
-    x_amt: np.ndarray
-    x_lab: np.ndarray
-    x_owner: np.ndarray
-    gap_start: np.ndarray      # labelled held time outside steps
-    gap_end: np.ndarray
-    gap_label: np.ndarray
-    gap_owner: np.ndarray
-    between_start: np.ndarray  # not-held intervals between attempts
-    between_end: np.ndarray
-    between_owner: np.ndarray  # interruption that caused the wait, or -1
-    pause_start: np.ndarray    # checkpoint pauses (merged)
-    pause_end: np.ndarray
-
-
-def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as sorted disjoint intervals (empty ones dropped)."""
-    keep = ends > starts
-    s, e = starts[keep], ends[keep]
-    if s.size == 0:
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum.accumulate(e[order])
-    new = np.concatenate([[True], s[1:] > e[:-1]])
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
-
-
-def _cover(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Index of the (sorted, disjoint) interval containing each point, or -1."""
-    if starts.size == 0:
-        return np.full(points.size, -1, dtype=np.int64)
-    idx = np.searchsorted(starts, points, side="right") - 1
-    inside = (idx >= 0) & (points < ends[np.maximum(idx, 0)])
-    return np.where(inside, idx, -1)
-
-
-def _next_at_or_after(sorted_times: np.ndarray, t: np.ndarray) -> np.ndarray:
-    if sorted_times.size == 0:
-        return np.full(t.size, np.inf)
-    i = np.searchsorted(sorted_times, t, side="left")
-    out = np.full(t.size, np.inf)
-    out[i < sorted_times.size] = sorted_times[i[i < sorted_times.size]]
-    return out
-
-
-def _first_fast(dur: np.ndarray, threshold: float, starts: np.ndarray, run_end: np.ndarray,
-                probe: int = 64) -> np.ndarray:
-    """Index of the first step at or after each run start whose duration is within the threshold.
-
-    Warm-ups are short, so only the first ``probe`` steps of each run are looked at; a run still slow
-    after them is searched in full.  Returns ``run_end`` for a run with no such step.
-    """
-    n = dur.size
-    out = np.array(run_end, dtype=np.int64, copy=True)
-    if starts.size == 0:
-        return out
-    idx = starts[:, None] + np.arange(probe)[None, :]
-    inside = idx < run_end[:, None]
-    fast = inside & (dur[np.minimum(idx, n - 1)] <= threshold)
-    found = fast.any(axis=1)
-    out[found] = idx[found, np.argmax(fast[found], axis=1)]
-    for r in np.flatnonzero(~found & (starts + probe < run_end)):
-        tail = np.flatnonzero(dur[starts[r] + probe:run_end[r]] <= threshold)
-        if tail.size:
-            out[r] = starts[r] + probe + tail[0]
-    return out
-
-
-def _estimate_fault_free(dur: np.ndarray, wait: np.ndarray, first_of_run: np.ndarray,
-                         estimator: str) -> float | None:
-    """Median (or mean) compute time of the steps other than the first of each run.
-
-    ``first_of_run`` holds the (sorted, distinct) indices left out.  Neither statistic depends on the
-    order of the sample, so it is built in one buffer -- compute times, with the left-out slots
-    filled from the tail -- and partitioned in place.
-    """
-    n = dur.size
-    if n == 0:
-        return None
-    sample = np.subtract(dur, wait)
-    m = n - first_of_run.size
-    if m > 0:
-        holes = first_of_run[first_of_run < m]
-        donors = np.setdiff1d(np.arange(m, n), first_of_run, assume_unique=True)
-        sample[holes] = sample[donors]
-        sample = sample[:m]
-    if estimator == "median":
-        value = float(np.median(sample, overwrite_input=True))
-    else:
-        value = float(np.mean(sample))
-    if not value > 0.0:
-        raise DomainError(f"the estimated fault-free step time is {value!r} s; steps need a positive "
-                          "compute time (duration minus input wait) -- pass fault_free_step_s")
-    return value
-
-
-def _chain_index(pos: np.ndarray, erased_idx: np.ndarray, shifted: np.ndarray | None = None) -> np.ndarray:
-    """Step index of each position in the chain of never-erased steps (the chain length: past the end).
-
-    With erased indices ``e_0 < e_1 < ...``, chain position ``p`` is step ``p + #{j : e_j - j <= p}``
-    (``shifted``: the ``e_j - j``, when already at hand).
-    """
-    pos = np.asarray(pos, dtype=np.int64)
-    if erased_idx.size == 0:
-        return pos
-    if shifted is None:
-        shifted = erased_idx - np.arange(erased_idx.size)
-    return pos + np.searchsorted(shifted, pos, side="right")
-
-
-def _chain_searchsorted(values: np.ndarray, erased_idx: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """``searchsorted(values[chain], targets, side="right")`` without gathering ``values[chain]``.
-
-    ``values`` restricted to the never-erased steps must be non-decreasing (the live chain's step
-    numbers are); a vectorised bisection over chain positions.
-    """
-    m = values.size - erased_idx.size
-    if erased_idx.size == 0:
-        return np.searchsorted(values, targets, side="right")
-    shifted = erased_idx - np.arange(erased_idx.size)
-    lo = np.zeros(targets.size, dtype=np.int64)
-    hi = np.full(targets.size, m, dtype=np.int64)
-    while True:
-        active = lo < hi
-        if not active.any():
-            return lo
-        mid = (lo + hi) // 2
-        right = active & (values[_chain_index(np.minimum(mid, m - 1), erased_idx, shifted)] <= targets)
-        lo = np.where(right, mid + 1, lo)
-        hi = np.where(active & ~right, mid, hi)
-
-
-def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: float) -> _JobParts:
-    n = job.n_steps
-    s0, s1 = job.step_start, job.step_end
-    dur = job.step_duration  # exact to the nanosecond (not s1 - s0 in floating point)
-    wait = job.step_input_wait
-    gang, release = job.attempt_gang, job.attempt_release
-    it, ikind = job.int_time, job.int_kind
-    n_int = it.size
-    int_is_pre = ikind == "preempt"
-
-    # --- runs: steps from each (re)start, and who triggered each run ------------------------------
-    resume = np.searchsorted(s0, it, side="left")  # first step at or after each interruption
-    resume_start = np.full(n_int, np.inf)
-    if n:
-        resume_start[resume < n] = s0[resume[resume < n]]
-    # steps are in time order and attempts do not overlap: each attempt's steps are one block
-    att_change = np.flatnonzero(job.step_attempt[1:] != job.step_attempt[:-1]) + 1 if n else \
-        np.zeros(0, np.int64)
-    run_bounds = np.concatenate([[0], att_change]).astype(np.int64) if n else np.zeros(0, np.int64)
-    by_number = np.argsort(job.attempt_number)
-    run_att = by_number[np.searchsorted(job.attempt_number[by_number], job.step_attempt[run_bounds])] \
-        if n else np.zeros(0, np.int64)
-    has = resume < n
-    starts = np.unique(np.concatenate([run_bounds, resume[has]])).astype(np.int64)
-    trigger = np.full(starts.size, -1, dtype=np.int64)  # interruption index, -1 = cold launch
-    if has.any():
-        # the latest interruption whose resume is a run's first step triggers that run
-        trigger[np.searchsorted(starts, resume[has])] = np.flatnonzero(has)
-        trigger[np.searchsorted(starts, run_bounds[job.attempt_cold[run_att]])] = -1
-    ff = ff_given if ff_given is not None else _estimate_fault_free(dur, wait, starts, estimator)
-
-    # --- warm-up: the leading run of slow steps after each (re)start ------------------------------
-    erased_idx = np.flatnonzero(job.erased_by >= 0)
-    kept = np.ones(n, dtype=bool)
-    kept[erased_idx] = False
-    warm_idx = np.zeros(0, np.int64)
-    warm_owner = np.zeros(0, np.int64)
-    if n:
-        assert ff is not None
-        run_end = np.concatenate([starts[1:], [n]])
-        first_fast = _first_fast(dur, ff * (1.0 + tol), starts, run_end)
-        length = np.maximum(np.minimum(first_fast, run_end) - starts, 0)
-        if length.any():
-            offsets = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
-            warm_idx = np.repeat(starts, length) + offsets
-            warm_owner = np.repeat(trigger, length)
-            keep_w = kept[warm_idx]
-            warm_idx, warm_owner = warm_idx[keep_w], warm_owner[keep_w]
-    steady = kept.copy()
-    steady[warm_idx] = False
-    w_pre = np.zeros(warm_idx.size, bool)
-    w_pre[warm_owner >= 0] = int_is_pre[warm_owner[warm_owner >= 0]]
-    w_lab = np.where(warm_owner < 0, _L["startup_warmup"],
-                     np.where(w_pre, _L["preemption_warmup"], _L["recovery_warmup"]))
-    e_owner = job.erased_by[erased_idx]
-    e_pre = int_is_pre[e_owner] if e_owner.size else np.zeros(0, bool)
-    e_lab = np.where(e_pre, _L["preemption_lost_steps"], _L["rework_steps"])
-    x_idx = np.concatenate([warm_idx, erased_idx]).astype(np.int64)
-    x_amt = np.concatenate([dur[warm_idx] - (ff or 0.0), dur[erased_idx]])
-    x_lab = np.concatenate([w_lab, e_lab]).astype(np.int64)
-    x_owner = np.concatenate([warm_owner, e_owner]).astype(np.int64)
-
-    # --- retention: how much of the chain of never-erased steps each commit covers -----------------
-    c_order = np.argsort(job.commit_time, kind="stable")
-    ct = job.commit_time[c_order]
-    reach = np.zeros(ct.size, dtype=np.int64)
-    if n and ct.size:
-        cs = job.commit_step[c_order]
-        # commit j retains the prefix of the chain with step <= its step that ended before it landed;
-        # the first commit whose running reach covers chain element k retains it.  The chain (step
-        # numbers increasing, ends increasing) is searched through its positions, never gathered.
-        ends_done = np.searchsorted(s1, ct, side="right") - np.searchsorted(s1[erased_idx], ct, side="right")
-        covered = np.minimum(_chain_searchsorted(job.step_number, erased_idx, cs), ends_done)
-        reach = np.maximum.accumulate(covered)
-    cut = _chain_index(reach, erased_idx)
-
-    # --- labelled overlays on held time outside steps ----------------------------------------------
-    next_int_after = np.concatenate([it[1:], [np.inf]]) if n_int else it
-    cold_gang = np.sort(gang[job.attempt_cold])
-    # an outage ends when a step begins again: the next step row, or a first_step marker whose step
-    # never finished (cut off by the next interruption)
-    restart_begins = np.minimum(resume_start, _next_at_or_after(np.sort(job.first_step_time), it))
-    outage_end = np.minimum(np.minimum(restart_begins, next_int_after), _next_at_or_after(cold_gang, it))
-    outage_end = np.maximum(outage_end, it)
-    out_label = np.where(ikind == "preempt", _L["preemption_restart"], _L["recovery_restart"])
-    det_end = np.where(np.isfinite(job.int_detected), np.minimum(job.int_detected, outage_end), it)
-    det_end = np.maximum(det_end, it)
-
-    def att_index(t: np.ndarray) -> np.ndarray:
-        return np.clip(np.searchsorted(gang, t, side="right") - 1, 0, max(gang.size - 1, 0))
-
-    int_release = release[att_index(it)] if n_int else it
-    last_end_before = np.full(n_int, -np.inf)
-    if n and n_int:
-        k = resume - 1
-        last_end_before[k >= 0] = s1[k[k >= 0]]
-    prev_int = np.concatenate([[-np.inf], it[:-1]]) if n_int else it
-    part_start = np.maximum(np.maximum(last_end_before, gang[att_index(it)] if n_int else it), prev_int)
-    part_start = np.minimum(part_start, it)
-    part_label = np.where(ikind == "preempt", _L["preemption_partial_step"], _L["rework_partial_step"])
-    del int_release
-
-    # a pause (checkpoint, evaluation, idle marker) lasts until its own end record, the next step,
-    # the next interruption, the release, or the next pause marker -- whichever comes first
-    markers = np.sort(np.concatenate([job.ckpt_begin_time, job.eval_begin_time, job.idle_begin_time]))
-
-    def pause_end(b: np.ndarray, paired_end: np.ndarray | None, logged_end: np.ndarray) -> np.ndarray:
-        end = np.full(b.size, np.inf) if paired_end is None else np.where(np.isnan(paired_end), np.inf,
-                                                                           paired_end)
-        # begin + logged duration, summed in nanoseconds by the timeline (NaN: none logged)
-        end = np.minimum(end, np.where(np.isnan(logged_end), np.inf, logged_end))
-        end = np.minimum(end, _next_at_or_after(s0, b))
-        end = np.minimum(end, _next_at_or_after(it, b))
-        end = np.minimum(end, release[att_index(b)] if b.size else end)
-        if markers.size and b.size:
-            i = np.searchsorted(markers, b, side="right")
-            nxt = np.full(b.size, np.inf)
-            nxt[i < markers.size] = markers[i[i < markers.size]]
-            end = np.minimum(end, nxt)
-        return end
-
-    def pause_windows(b: np.ndarray, paired_end: np.ndarray | None, logged_end: np.ndarray, ds: np.ndarray,
-                      de: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return _merge(np.concatenate([b, ds]), np.concatenate([pause_end(b, paired_end, logged_end), de]))
-
-    ck_s, ck_e = pause_windows(job.ckpt_begin_time, job.ckpt_begin_commit, job.ckpt_begin_logged_end,
-                               job.ckpt_duration_start, job.ckpt_duration_end)
-    ev_s, ev_e = pause_windows(job.eval_begin_time, job.eval_begin_end, job.eval_begin_logged_end,
-                               job.eval_duration_start, job.eval_duration_end)
-    id_s, id_e = pause_windows(job.idle_begin_time, None, job.idle_begin_logged_end, np.zeros(0),
-                               np.zeros(0))
-
-    # startup and trailing idle per attempt
-    a_first = np.searchsorted(s0, gang, side="left")
-    first_start = np.full(gang.size, np.inf)
-    if n:
-        first_start[a_first < n] = s0[a_first[a_first < n]]
-    # startup ends at the first step of the attempt -- or at a first_step marker, when that step was cut
-    # off before it finished
-    su_e = np.minimum(np.minimum(first_start, _next_at_or_after(np.sort(job.first_step_time), gang)), release)
-    a_last = np.searchsorted(s0, release, side="left") - 1
-    has_steps = (a_last >= a_first) & (a_last >= 0)
-    tr_s = np.where(has_steps, s1[np.maximum(a_last, 0)] if n else gang, release)
-    tr_e = np.where(has_steps, release, release)
-
-    # --- held time outside steps, cut at every overlay boundary, labelled by priority ---------------
-    if n:
-        # after each step, held time runs to the next step of its attempt, or to the release; only
-        # the steps followed by a gap are gathered (in step order)
-        last_of_run = np.concatenate([run_bounds[1:] - 1, [n - 1]])
-        g_idx = np.unique(np.concatenate([np.flatnonzero(s0[lo + 1:hi + 1] > s1[lo:hi]) + lo
-                                          for lo, hi in _blocks(n - 1)] + [last_of_run]))
-        g_next = np.empty(g_idx.size)
-        inner_gap = g_idx < n - 1
-        g_next[inner_gap] = s0[g_idx[inner_gap] + 1]
-        g_next[np.searchsorted(g_idx, last_of_run)] = release[run_att]
-        g0 = np.concatenate([gang, s1[g_idx]])
-        g1 = np.concatenate([np.minimum(first_start, release), g_next])
-    else:
-        g0, g1 = gang.copy(), release.copy()
-    keep = g1 > g0
-    g0, g1 = g0[keep], g1[keep]
-    # overlays, lowest priority first (later ones overwrite earlier ones)
-    overlays = [
-        (tr_s, tr_e, np.full(gang.size, _L["idle_after_progress"]), np.full(gang.size, -1)),
-        (part_start, it, part_label, np.arange(n_int)),
-        (gang, su_e, np.full(gang.size, _L["startup_launch"]), np.full(gang.size, -1)),
-        (id_s, id_e, np.full(id_s.size, _L["idle_marked"]), np.full(id_s.size, -1)),
-        (ev_s, ev_e, np.full(ev_s.size, _L["evaluation"]), np.full(ev_s.size, -1)),
-        (ck_s, ck_e, np.full(ck_s.size, _L["checkpoint"]), np.full(ck_s.size, -1)),
-        (it, outage_end, out_label, np.arange(n_int)),
-        (it, det_end, np.full(n_int, _L["recovery_detection"]), np.arange(n_int)),
-    ]
-    cuts = np.unique(np.concatenate([np.concatenate([o[0], o[1]]) for o in overlays]))
-    cuts = cuts[np.isfinite(cuts)]
-    lo = np.searchsorted(cuts, g0, side="right")
-    hi = np.searchsorted(cuts, g1, side="left")
-    inner = np.maximum(hi - lo, 0)
-    count = inner + 1
-    gap_of = np.repeat(np.arange(g0.size), count)
-    offset = np.arange(gap_of.size) - np.repeat(np.cumsum(count) - count, count)
-    cut_idx = lo[gap_of] + offset
-    p0 = np.where(offset == 0, g0[gap_of], cuts[np.clip(cut_idx - 1, 0, max(cuts.size - 1, 0))]
-                  if cuts.size else g0[gap_of])
-    p1 = np.where(offset == inner[gap_of], g1[gap_of], cuts[np.clip(cut_idx, 0, max(cuts.size - 1, 0))]
-                  if cuts.size else g1[gap_of])
-    mid = 0.5 * (p0 + p1)
-    label = np.full(mid.size, _L["unattributed"], dtype=np.int64)
-    owner = np.full(mid.size, -1, dtype=np.int64)
-    for s_, e_, lab, own in overlays:
-        if s_.size == 0:
-            continue
-        order = np.argsort(s_, kind="stable")
-        s_, e_, lab, own = s_[order], e_[order], np.asarray(lab)[order], np.asarray(own)[order]
-        nonempty = e_ > s_
-        s_, e_, lab, own = s_[nonempty], e_[nonempty], lab[nonempty], own[nonempty]
-        idx = _cover(s_, e_, mid)
-        hit = idx >= 0
-        label[hit] = lab[idx[hit]]
-        owner[hit] = own[idx[hit]]
-
-    # --- not-held intervals between attempts -------------------------------------------------------
-    b_s, b_e = release[:-1], gang[1:]
-    cand = np.searchsorted(it, b_s, side="right") - 1
-    b_owner = np.full(b_s.size, -1, dtype=np.int64)
-    ok = cand >= 0
-    ok[ok] = resume_start[cand[ok]] >= b_s[ok]
-    b_owner[ok] = cand[ok]
-
-    return _JobParts(job=job, ff=ff, start=s0, dur=dur, wait=wait, kept=kept, steady=steady,
-                     commit_at=ct, commit_reach=reach, commit_cut=cut, x_idx=x_idx, x_amt=x_amt, x_lab=x_lab,
-                     x_owner=x_owner, gap_start=p0, gap_end=p1, gap_label=label, gap_owner=owner,
-                     between_start=b_s, between_end=b_e, between_owner=b_owner, pause_start=ck_s,
-                     pause_end=ck_e)
-
-
-@dataclass
-class _Sums:
-    fine: np.ndarray
-    productive_committed: float
-    productive_retrospective: float
-    committed_steps: float
-    retained_steps: float
-    held: float
-    not_held: float
-    queue: float
-    per_int: np.ndarray   # (n_int, _NFINE) seconds per interruption and fine label
-    int_queue: np.ndarray
-    n_commits: int
-    n_pauses: int
-    commit_gaps: np.ndarray
-
-
-def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definition: str,
-                 closed: bool = False) -> _Sums:
-    job = parts.job
-    n = parts.dur.size
-    n_int = job.int_time.size
-    ff = parts.ff or 0.0
-    fine = np.zeros(_NFINE)
-    per_int = np.zeros((n_int + 1, _NFINE))
-    # the commits landed by as_of retain the never-erased steps with index below `cut`
-    last = int(np.searchsorted(parts.commit_at, as_of, side="right")) - 1
-    cut = int(parts.commit_cut[last]) if last >= 0 else 0
-    if n == 0:
-        n_com = n_kept = wait_sum = above = 0.0
-        fx = np.zeros(0)
-    elif ws <= job.start_s and we >= job.end_s:
-        n_com = float(parts.commit_reach[last]) if last >= 0 else 0.0
-        n_kept = float(np.count_nonzero(parts.kept))
-        wait_sum = float(np.sum(parts.wait, where=parts.steady))
-        above = 0.0
-        buf = np.empty(min(n, _BLOCK))
-        for lo, hi in _blocks(n):
-            # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
-            excess = np.subtract(parts.dur[lo:hi], parts.wait[lo:hi], out=buf[:hi - lo])
-            excess -= ff
-            above += float(np.sum(excess, where=parts.steady[lo:hi]))
-        fx = np.ones(parts.x_idx.size)
-    else:
-        # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
-        ov = np.minimum(parts.start + parts.dur, we) - np.maximum(parts.start, ws)
-        np.maximum(ov, 0.0, out=ov)
-        zero = parts.dur == 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(zero, ((parts.start >= ws) & (parts.start < we)).astype(float),
-                         ov / np.where(zero, 1.0, parts.dur))
-        n_com = float(np.sum(f[:cut], where=parts.kept[:cut]))
-        n_kept = float(np.sum(f, where=parts.kept))
-        wait_sum = float(np.sum(f * parts.wait, where=parts.steady))
-        above = float(np.sum(f * (parts.dur - parts.wait - ff), where=parts.steady))
-        fx = f[parts.x_idx]
-    p_com = ff * n_com
-    p_all = ff * n_kept
-    if definition == "committed":
-        fine[_L["productive"]] = p_com
-        fine[_L["progress_at_risk"]] = ff * (n_kept - n_com)
-    else:
-        fine[_L["productive"]] = p_all
-    fine[_L["input_wait"]] = wait_sum
-    fine[_L["step_time_above_baseline"]] = above
-    x = fx * parts.x_amt
-    fine += np.bincount(parts.x_lab, weights=x, minlength=_NFINE)
-    per_int += np.bincount((parts.x_owner + 1) * _NFINE + parts.x_lab, weights=x,
-                           minlength=(n_int + 1) * _NFINE).reshape(n_int + 1, _NFINE)
-    ov = np.clip(np.minimum(parts.gap_end, we) - np.maximum(parts.gap_start, ws), 0.0, None)
-    fine += np.bincount(parts.gap_label, weights=ov, minlength=_NFINE)
-    per_int += np.bincount((parts.gap_owner + 1) * _NFINE + parts.gap_label, weights=ov,
-                           minlength=(n_int + 1) * _NFINE).reshape(n_int + 1, _NFINE)
-    held_parts = np.minimum(job.attempt_release, we) - np.maximum(job.attempt_gang, ws)
-    held = float(np.clip(held_parts, 0.0, None).sum())
-    bw = np.clip(np.minimum(parts.between_end, we) - np.maximum(parts.between_start, ws), 0.0, None)
-    queue = float(bw[parts.between_owner >= 0].sum())
-    int_queue = np.bincount(parts.between_owner[parts.between_owner >= 0],
-                            weights=bw[parts.between_owner >= 0], minlength=n_int).astype(float)
-    ct = np.sort(job.commit_time)
-    ct = ct[(ct >= ws) & ((ct <= we) if closed else (ct < we))]
-    gaps = np.diff(ct)
-    if gaps.size and job.int_time.size:
-        # spacing across an interruption is not a checkpoint interval
-        between = np.searchsorted(job.int_time, ct[1:], side="left") > np.searchsorted(job.int_time, ct[:-1],
-                                                                                        side="left")
-        gaps = gaps[~between]
-    n_pauses = int(((parts.pause_start >= ws) & ((parts.pause_start <= we) if closed else
-                                                 (parts.pause_start < we))).sum())
-    return _Sums(fine=fine, productive_committed=p_com, productive_retrospective=p_all,
-                 committed_steps=n_com, retained_steps=n_kept,
-                 held=held, not_held=max(we - ws, 0.0) - held, queue=queue, per_int=per_int[1:],
-                 int_queue=int_queue, n_commits=int(ct.size), n_pauses=n_pauses, commit_gaps=gaps)
-
 
 # ---------------------------------------------------------------------------------------------------
 # Result object
@@ -682,7 +193,12 @@ class RuntimeMeasurement:
     per_job
         One row per job: held time, each category, fault-free step time.
     ledger
-        Row accounting and interpretive flags of the timeline that was read.
+        Row accounting and interpretive flags.  Measured from tables: the rows of the canonical
+        tables.  Measured by :func:`fleetlib.runtime.measure.measure` from files: the reader's
+        records, with the measurement's flags added.
+    table_ledger
+        When ``ledger`` is a reader's, the measurement's own accounting of the canonical rows it
+        validated (None otherwise).
     """
 
     definition: str
@@ -707,6 +223,12 @@ class RuntimeMeasurement:
     interruptions: pd.DataFrame
     per_job: pd.DataFrame
     ledger: TimelineLedger = field(repr=False)
+    table_ledger: TimelineLedger | None = field(default=None, repr=False)
+
+    @property
+    def window(self) -> Window:
+        """The measured window ``[window_start, window_end)``."""
+        return Window.between(self.window_start, self.window_end)
 
     @property
     def productive_s(self) -> float:
@@ -751,6 +273,10 @@ class RuntimeMeasurement:
                 f"{self.warmup_tolerance:g}")
 
     def to_factor(self) -> Factor:
+        """Return :meth:`factor` (the old name, kept)."""
+        return self.factor()
+
+    def factor(self) -> Factor:
         """Return the measurement as a fleetlib runtime :class:`~fleetlib.accounting.Factor`.
 
         The factor's numerator is productive seconds and its denominator held seconds, over the
@@ -779,8 +305,7 @@ class RuntimeMeasurement:
             convention += (f"; retained steps ran {-credit:.6g} s faster than the baseline in total, "
                            "shown in unattributed")
         return Factor(boundary="runtime", numerator=self.productive_s, denominator=self.held_s,
-                      window=Window.between(self.window_start, self.window_end),
-                      record="job timeline", convention=convention, numerator_unit="s",
+                      window=self.window, record="job timeline", convention=convention, numerator_unit="s",
                       denominator_unit="s", losses=losses)
 
     def to_dict(self) -> dict[str, Any]:
@@ -844,24 +369,18 @@ def _ts(value: Any, name: str) -> pd.Timestamp:
 
 
 def _window_bounds(window: Any) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    if window is None:
+    """Return a window's UTC bounds, read by :meth:`fleetlib.accounting.Window.parse` (None: no window)."""
+    parsed = Window.parse(window)
+    if parsed is None:
         return None
-    if isinstance(window, Window):
-        if window.is_nominal:
-            raise DomainError("a measured runtime window needs start and end times, not a nominal label")
-        assert window.start is not None and window.end is not None
-        return window.start, window.end
-    if isinstance(window, Sequence) and not isinstance(window, str) and len(window) == 2:
-        start, end = _ts(window[0], "window start"), _ts(window[1], "window end")
-        if end <= start:
-            raise DomainError(f"window end {end} must be after its start {start}")
-        return start, end
-    raise DomainError(f"window must be None, a fleetlib Window or a (start, end) pair; got {window!r}")
+    if parsed.is_nominal:
+        raise DomainError("a measured runtime window needs start and end times, not a nominal label")
+    assert parsed.start is not None and parsed.end is not None
+    return parsed.start, parsed.end
 
 
 def _check_options(definition: str, estimator: str, warmup_tolerance: float) -> float:
-    if definition not in ("committed", "retrospective"):
-        raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
+    check_definition(definition)
     if estimator not in ("median", "mean"):
         raise DomainError(f"estimator must be 'median' or 'mean'; got {estimator!r}")
     return check_nonnegative("warmup_tolerance", warmup_tolerance)
@@ -1113,6 +632,22 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     """
     m = runtime_goodput(steps, events, window=window, definition=definition,
                         fault_free_step_s=fault_free_step_s, job_id=job_id, source=source)
+    return summary_of(m)
+
+
+def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
+    """Return the object of :func:`runtime_summary` for a measurement already made.
+
+    Parameters
+    ----------
+    m
+        A runtime measurement (from :func:`runtime_goodput` or :func:`fleetlib.runtime.measure.measure`).
+
+    Returns
+    -------
+    dict
+        As :func:`runtime_summary`; ``ledger`` is ``m.ledger``'s dictionary.
+    """
     ff: Any = m.fault_free_step_s
     if len(ff) == 1:
         ff = next(iter(ff.values()))
@@ -1139,9 +674,6 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     }
 
 
-#: Columns of :func:`held_intervals` (the input of :func:`fleetlib.plots.attempt_gantt`).
-HELD_INTERVAL_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "start", "end", "category", "record", "phase",
-                                          "duration_s")
 
 
 def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
@@ -1209,3 +741,131 @@ def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | N
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_INTERVAL_COLUMNS})
     out = pd.concat(frames, ignore_index=True)
     return out.sort_values(["job_id", "start"], kind="stable", ignore_index=True)[list(HELD_INTERVAL_COLUMNS)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Serving replicas: ready time over held time
+# ---------------------------------------------------------------------------------------------------
+
+
+_NS_PER_S = 1_000_000_000
+
+
+def _ns(series: pd.Series) -> np.ndarray:
+    """UTC times as int64 nanoseconds (NaT becomes the int64 minimum)."""
+    naive = pd.Series(series).astype(TIME_DTYPE).dt.tz_convert(None)
+    return naive.to_numpy(dtype="datetime64[ns]").view("int64")
+
+
+@dataclass(frozen=True)
+class ReplicaGoodput:
+    """Runtime goodput of serving replicas: ready time over held time (held from placement).
+
+    Attributes
+    ----------
+    held_s
+        Held seconds inside the window (placement to release, summed over replicas).
+    ready_s
+        Seconds in ``ready``.
+    terms
+        Seconds in each phase (``placed, loading, warmup, ready, draining``): the partition of held.
+    unattributed_s
+        ``held_s`` minus the sum of the phases (zero up to rounding; shown, never clipped).
+    runtime_goodput
+        ``ready_s / held_s``, or None when nothing was held in the window.
+    by_replica
+        One row per replica: held, each phase, and its ready / held.
+    window
+        The window measured.
+    ledger
+        The lifecycle log's row accounting, when the result came from
+        :func:`fleetlib.runtime.measure.measure` (empty otherwise).
+    """
+
+    held_s: float
+    ready_s: float
+    terms: dict[str, float]
+    unattributed_s: float
+    runtime_goodput: float | None
+    by_replica: pd.DataFrame
+    window: Window
+    ledger: Ledger = field(default_factory=Ledger, repr=False)
+
+    def to_factor(self) -> Factor:
+        """Return :meth:`factor` (the name the timeline measurement also answers to)."""
+        return self.factor()
+
+    def factor(self) -> Factor:
+        """Return the result as a runtime :class:`~fleetlib.accounting.Factor` (losses = non-ready phases).
+
+        Raises
+        ------
+        DomainError
+            If nothing was held in the window (a factor needs a positive denominator).
+        """
+        if self.held_s <= 0.0:
+            raise DomainError("no replica was held in the window: runtime goodput is undefined there")
+        losses = {k: v for k, v in self.terms.items() if k != "ready"}
+        return Factor(boundary="runtime", numerator=self.ready_s, denominator=self.held_s, window=self.window,
+                      record="replica lifecycle log", convention="serving: ready / held, held from placement",
+                      numerator_unit="replica-s", denominator_unit="replica-s", losses=losses)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the totals as a JSON-ready dictionary."""
+        return {"held_s": self.held_s, "ready_s": self.ready_s, "runtime_goodput": self.runtime_goodput,
+                "terms": dict(self.terms), "unattributed_s": self.unattributed_s,
+                "window": self.window.to_dict()}
+
+
+def replica_runtime_goodput(phases: pd.DataFrame, *, window: Window | tuple[Any, Any] | None = None,
+                            ) -> ReplicaGoodput:
+    """Ready time over held time of serving replicas, with the phases as the partition of held time.
+
+    Parameters
+    ----------
+    phases
+        The table :func:`read_replica_lifecycle` returns.
+    window
+        A measured :class:`~fleetlib.accounting.Window` or a ``(start, end)`` pair of zone-aware times;
+        phases are clipped to ``[start, end)``.  Default: from the first placement to the last end.
+
+    Returns
+    -------
+    ReplicaGoodput
+        Totals, the partition, and one row per replica.  A window in which nothing was held gives
+        ``held_s == 0`` and ``runtime_goodput`` None, not an error.
+    """
+    missing = [c for c in ("replica_id", "phase", "start", "end") if c not in phases.columns]
+    if missing:
+        raise DomainError(f"phases lack columns {missing}; pass the table read_replica_lifecycle returns")
+    bad_phase = ~phases["phase"].isin(REPLICA_PHASES[:-1])
+    if bad_phase.any():
+        raise DomainError(f"unknown phases {sorted(set(phases.loc[bad_phase, 'phase']))}")
+    if window is None:
+        if phases.empty:
+            raise DomainError("no phases and no window: nothing to measure")
+        window = Window.between(phases["start"].min(), phases["end"].max(), label="replica lifecycle log")
+    else:
+        window = Window.parse(window)
+    if window.start is None or window.end is None:
+        raise DomainError("replica_runtime_goodput needs a measured window (start and end)")
+    lo, hi = window.start.value, window.end.value
+    s = np.clip(_ns(phases["start"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
+    e = np.clip(_ns(phases["end"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
+    dur = np.maximum(e - s, 0) / _NS_PER_S
+    frame = pd.DataFrame({"replica_id": phases["replica_id"].to_numpy(), "phase": phases["phase"].to_numpy(),
+                          "seconds": dur})
+    names = list(REPLICA_PHASES[:-1])
+    table = frame.pivot_table(index="replica_id", columns="phase", values="seconds", aggfunc="sum",
+                              fill_value=0.0).reindex(columns=names, fill_value=0.0)
+    table.columns.name = None
+    table.insert(0, "held_s", table[names].sum(axis=1))
+    table = table[table["held_s"] > 0.0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["runtime_goodput"] = table["ready"] / table["held_s"]
+    terms = {p: float(frame.loc[frame["phase"] == p, "seconds"].sum()) for p in names}
+    held = float(dur.sum())
+    ready = terms["ready"]
+    return ReplicaGoodput(held_s=held, ready_s=ready, terms=terms, unattributed_s=held - sum(terms.values()),
+                          runtime_goodput=(ready / held) if held > 0.0 else None,
+                          by_replica=table.reset_index(), window=window)

@@ -64,8 +64,8 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError, InputError, check_fraction, check_nonnegative, check_positive
-from fleetlib.runtime.goodput import CATEGORIES
-from fleetlib.runtime.timeline import STEP_COLUMNS, TimelineLedger, validate_timeline
+from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS, STEP_COLUMNS
+from fleetlib.runtime.timeline import TimelineLedger, validate_timeline
 
 __all__ = [
     "PARQUET_COLUMNS",
@@ -76,9 +76,6 @@ __all__ = [
     "write_timeline",
 ]
 
-#: Columns of the one-file Parquet layout, in order.
-PARQUET_COLUMNS: tuple[str, ...] = ("record", "job_id", "attempt", "step", "start", "end", "input_wait_s",
-                                    "time", "kind", "duration_s")
 
 _NS = 1_000_000_000
 _COLD, _FAIL, _PRE = 0, 1, 2

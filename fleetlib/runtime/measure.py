@@ -1,0 +1,220 @@
+"""Measure runtime goodput from files or tables: the rung's one entry point, ``measure(...)``.
+
+:func:`measure` reads the input with the format's reader (:data:`fleetlib.runtime.readers.READERS`),
+measures it (:func:`fleetlib.runtime.goodput.runtime_goodput` for a job timeline,
+:func:`fleetlib.runtime.goodput.replica_runtime_goodput` for serving replicas) and returns the
+result, which always answers to the same calls: ``.factor()`` (the runtime
+:class:`~fleetlib.accounting.Factor`), ``.ledger`` (every input record accounted for, with the
+measurement's flags), ``.window`` and ``.to_dict()``.  ``fleetlib runtime`` measures through it.
+
+Examples
+--------
+>>> from fleetlib.runtime import measure
+>>> m = measure("data/timelines/maxtext-llama3-8b-demo_timeline.jsonl")  # doctest: +SKIP
+>>> m.factor().value, m.ledger.read  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fleetlib._io import as_paths
+from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.runtime.goodput import (
+    ReplicaGoodput,
+    RuntimeMeasurement,
+    replica_runtime_goodput,
+    runtime_goodput,
+)
+from fleetlib.runtime.readers import READERS, TimelineTables
+from fleetlib.runtime.schema import check_definition
+
+__all__ = ["guess_format", "is_timeline_parquet", "measure"]
+
+#: Formats :func:`guess_format` infers from a file name (under any ``.gz``), for ``format=None``.
+_FORMAT_BY_SUFFIX: dict[str, str] = {
+    ".jsonl": "mlgoodput", ".txt": "mlperf", ".log": "mlperf",
+    ".csv": "canonical", ".parquet": "canonical", ".pq": "canonical",
+}
+
+
+def guess_format(paths: Sequence[Path]) -> str:
+    """Return the format of ``paths`` from their suffixes (all must agree).
+
+    Parameters
+    ----------
+    paths
+        Input files; ``.jsonl`` is ``mlgoodput``, ``.txt``/``.log`` ``mlperf``, ``.csv``/``.parquet``
+        ``canonical`` (a ``.gz`` on top is looked through).  BLOOM tables and serving logs are CSV too:
+        name their format.
+
+    Returns
+    -------
+    str
+        A key of :data:`~fleetlib.runtime.readers.READERS`.
+
+    Raises
+    ------
+    DomainError
+        A suffix with no format, or files of different formats.
+    """
+    found = set()
+    for p in paths:
+        name = p.name[:-3] if p.name.lower().endswith(".gz") else p.name
+        fmt = _FORMAT_BY_SUFFIX.get(Path(name).suffix.lower())
+        if fmt is None:
+            raise DomainError(f"cannot tell the format of {str(p)!r} from its name; pass format= (one of "
+                              f"{sorted(READERS)})")
+        found.add(fmt)
+    if len(found) != 1:
+        raise DomainError(f"the files are of different formats {sorted(found)}; measure them one format at a "
+                          "time")
+    return found.pop()
+
+
+def is_timeline_parquet(path: Path) -> bool:
+    """Tell whether a file is a Parquet timeline in the one-file layout of ``write_timeline``.
+
+    Parameters
+    ----------
+    path
+        The file.
+
+    Returns
+    -------
+    bool
+        True for a ``.parquet``/``.pq`` file whose schema holds every column of
+        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by the fast path).
+
+    Raises
+    ------
+    InputError
+        A ``.parquet`` file pyarrow cannot read.
+    """
+    if path.suffix.lower() not in (".parquet", ".pq"):
+        return False
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fleetlib.runtime.schema import PARQUET_COLUMNS
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
+    return all(c in schema.names for c in PARQUET_COLUMNS)
+
+
+def _with_reader_ledger(m: RuntimeMeasurement, reader: Ledger) -> RuntimeMeasurement:
+    """Return ``m`` with the reader's ledger as its ledger (plus the measurement's new flags)."""
+    merged = Ledger()
+    merged.extend(reader)
+    merged.flags.extend(f for f in m.ledger.flags if f not in reader.flags)
+    return dataclasses.replace(m, ledger=merged, table_ledger=m.ledger)
+
+
+def _as_tables(value: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Return ``(steps, events)`` when ``value`` is tables rather than paths."""
+    if isinstance(value, TimelineTables):
+        return value.steps, value.events
+    if isinstance(value, Mapping) and "steps" in value and "events" in value:
+        return value["steps"], value["events"]
+    if (isinstance(value, tuple) and len(value) == 2
+            and all(isinstance(v, pd.DataFrame) for v in value)):
+        return value[0], value[1]
+    return None
+
+
+def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None = None, window: Any = None,
+            definition: str = "committed", job_id: str | None = None,
+            fault_free_step_s: float | Mapping[str, float] | None = None, estimator: str = "median",
+            warmup_tolerance: float = 0.1, as_of: Any = None,
+            **format_options: Any) -> RuntimeMeasurement | ReplicaGoodput:
+    """Read (if need be) and measure runtime goodput; return the rung's one result shape.
+
+    Parameters
+    ----------
+    paths_or_tables
+        One path or several (read with ``format``'s reader, plain or gzip); or the canonical tables
+        already read: a :class:`~fleetlib.runtime.readers.TimelineTables`, a ``{"steps", "events"}``
+        mapping or a ``(steps, events)`` pair.  A single Parquet file in the one-file layout of
+        :func:`fleetlib.runtime.synth.write_timeline` is read by its fast path.
+    format
+        A key of :data:`~fleetlib.runtime.readers.READERS` (``mlperf``, ``mlgoodput``, ``canonical``,
+        ``bloom``, ``serving``); None: from the file names (:func:`guess_format`).  Not used for tables.
+    tz
+        Zone of naive times, for the formats that write them.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; None for the whole timeline.
+    definition
+        ``"committed"`` (default) or ``"retrospective"`` productive time (not used for serving).
+    job_id
+        Measure only this job (timelines; for ``mlperf``/``mlgoodput`` it names the job of one file).
+    fault_free_step_s, estimator, warmup_tolerance, as_of
+        As in :func:`fleetlib.runtime.goodput.runtime_goodput`.
+    **format_options
+        Passed to the reader (``rank_copy_tolerance_s`` for MLPerf, ``end`` for serving logs).
+
+    Notes
+    -----
+    An MLPerf log measured here is a job timeline (productive = retained training blocks at the
+    fault-free block time, and under the committed definition nothing is retained: a result log
+    records no checkpoint).  ``fleetlib runtime --format mlperf`` prints the log's raw interval sums
+    instead (:func:`fleetlib.runtime.commands.mlperf_runtime_json`: productive = the blocks' total
+    length), the figure MLPerf itself reports.
+
+    Returns
+    -------
+    RuntimeMeasurement or ReplicaGoodput
+        Either answers to ``.factor()``, ``.ledger``, ``.window`` and ``.to_dict()``.  Read from files,
+        ``.ledger`` accounts for every input record and carries the measurement's flags too (a timeline
+        measurement's ``.table_ledger`` keeps its own count of the canonical rows it validated).
+
+    Raises
+    ------
+    DomainError
+        An unknown format or definition, a malformed window.
+    InputError
+        A file that cannot be read as the format, or input with no record of it.
+    """
+    check_definition(definition)
+    tables = _as_tables(paths_or_tables)
+    if tables is not None:
+        return runtime_goodput(tables[0], tables[1], window=window, definition=definition,
+                               fault_free_step_s=fault_free_step_s, job_id=job_id,
+                               estimator=estimator, warmup_tolerance=warmup_tolerance,
+                               as_of=as_of)
+    files = as_paths(paths_or_tables)
+    fmt = guess_format(files) if format is None else format
+    if fmt not in READERS:
+        raise DomainError(f"format must be one of {sorted(READERS)}; got {fmt!r}")
+    source = ", ".join(str(p) for p in files)
+    options = dict(format_options)
+    if fmt == "serving":
+        if job_id is not None:
+            raise DomainError("job_id selects a training job; a serving log holds replicas (measure the "
+                              "whole log)")
+        read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
+        result = replica_runtime_goodput(read["phases"], window=window)
+        return dataclasses.replace(result, ledger=ledger)
+    if fmt == "canonical" and len(files) == 1 and is_timeline_parquet(files[0]):
+        from fleetlib.runtime.synth import _read_parquet_tables
+
+        steps, events = _read_parquet_tables(files[0])  # validated once, by the measurement
+        return runtime_goodput(steps, events, window=window, definition=definition,
+                               fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
+                               warmup_tolerance=warmup_tolerance, as_of=as_of, source=str(files[0]))
+    read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
+    steps, events = read["steps"], read["events"]
+    if steps.empty and events.empty:
+        raise InputError(f"no {fmt} record could be read (rows read {ledger.read}, rejected "
+                         f"{ledger.rejected})", file=str(files[0]))
+    m = runtime_goodput(steps, events, window=window, definition=definition,
+                        fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
+                        warmup_tolerance=warmup_tolerance, as_of=as_of, source=source)
+    return _with_reader_ledger(m, ledger)

@@ -1,0 +1,162 @@
+"""Reader of the hand-transcribed BLOOM-176B event table in ``data/timelines`` (format ``bloom``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.quality import InputError, Ledger
+from fleetlib.runtime.readers._common import (
+    _TIME_DTYPE,
+    PathLike,
+    TimelineTables,
+    _as_paths,
+    _check_events,
+    _close,
+    _cross_checks,
+    _FileBook,
+    _finalise_events,
+    _float_column,
+    _int_column,
+    _job_column,
+    _load_table,
+    _protocol_window,
+    _reject,
+    _repair,
+    _sort_events,
+    _text_column,
+    bundled_path,
+)
+from fleetlib.runtime.timeline import (
+    TimelineLedger,
+    empty_steps,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# BLOOM-176B hand-transcribed event table
+# ---------------------------------------------------------------------------------------------------
+
+#: Columns of ``data/timelines/bloom_176b_events.csv``.
+_BLOOM_COLUMNS = ("job_id", "attempt", "date", "time_of_day", "tz", "kind", "step", "duration_s",
+                  "lost_work_s", "source", "note")
+
+
+def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, TimelineLedger]:
+    """Read the hand-transcribed BLOOM-176B event table (a real case study) into canonical events.
+
+    The table (``data/timelines/bloom_176b_events.csv``, transcribed from the BigScience training
+    chronicle) has one row per event with its ``date``, the ``time_of_day`` where the chronicle states
+    one, the zone it was stated in (``tz``), a canonical or descriptive ``kind``, ``step``,
+    ``duration_s``, ``lost_work_s`` (work the chronicle says was lost), ``source`` (the chronicle
+    section heading) and ``note``.  ``attempt`` counts the restarts the chronicle states; restarts
+    it does not mention are not counted, so it is a lower bound.
+
+    A row with a date but no time of day is placed at 12:00 local time (a named repair, within 12 h
+    of the truth); ``time_precision`` says ``"day"`` for those and ``"second"`` for the others.
+    Descriptive kinds (``config_change``, ``slowdown``, ...) are kept and flagged.
+
+    Parameters
+    ----------
+    path
+        The CSV (default: the bundled copy).
+
+    Returns
+    -------
+    tuple of (TimelineTables, TimelineLedger)
+        No steps; events with the canonical columns followed by ``lost_work_s, time_precision,
+        source, note``.
+    """
+    path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
+    df, rows, truncated = _load_table(path)
+    file = str(path)
+    books = {file: _FileBook(file, rows, truncated=truncated)}
+    missing = [c for c in _BLOOM_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])
+    if df.empty:
+        return TimelineTables.empty(), _close(books)
+    base = pd.DataFrame({"_file": file, "_row": rows})
+    date = _text_column(df["date"])
+    tod = _text_column(df["time_of_day"])
+    tz = _text_column(df["tz"])
+    no_tz = (tz.isna() | (tz == "")).to_numpy()
+    if no_tz.any():
+        _reject(books, base[no_tz], "tz", "missing tz: the zone the chronicle stated the time in")
+    day_only = (tod.isna() | (tod == "")).to_numpy()
+    local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
+    naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
+    bad = naive.isna().to_numpy() & ~no_tz
+    if bad.any():
+        _reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
+    utc = pd.Series(pd.NaT, index=range(len(df)), dtype=_TIME_DTYPE)
+    ok = ~bad & ~no_tz
+    for zone in pd.unique(tz[ok]):  # a handful of zones
+        m = ok & (tz == zone).to_numpy()
+        try:
+            loc = naive[m].dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
+        except Exception as exc:
+            raise InputError(f"tz {zone!r} is not a time zone", file=file, row=int(rows[np.argmax(m)]),
+                             field="tz") from exc
+        utc[m] = loc.dt.tz_convert("UTC").astype(_TIME_DTYPE).to_numpy()
+    nat = utc.isna().to_numpy() & ok
+    if nat.any():
+        _reject(books, base[nat], "time_of_day", "local time does not exist or is ambiguous in its zone")
+    placed = day_only & ok & ~nat
+    if placed.any():
+        _repair(books, base[placed], "time_of_day",
+                [f"no time of day stated: placed at 12:00 {z}" for z in tz[placed]])
+    attempt = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True)
+    events = base.assign(
+        job_id=_job_column(df, base, books, None, file), attempt=attempt, time=utc,
+        kind=_text_column(df["kind"]).str.lower().to_numpy(dtype=object),
+        step=_int_column(df["step"], frame=base, books=books, field="step", required=False),
+        duration_s=_float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy(),
+        lost_work_s=_float_column(df["lost_work_s"], frame=base, books=books, field="lost_work_s").to_numpy(),
+        time_precision=np.where(day_only, "day", "second"),
+        source=_text_column(df["source"]).to_numpy(dtype=object),
+        note=_text_column(df["note"]).to_numpy(dtype=object),
+    )
+    no_kind = events["kind"].isna().to_numpy()
+    if no_kind.any():
+        _reject(books, base[no_kind], "kind", "missing kind")
+    events = _check_events(events, books, reorder_is_repair=True)
+    _cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = _close(books)
+    extra = ("lost_work_s", "time_precision", "source", "note")
+    return TimelineTables(empty_steps(), _finalise_events(events, extra)), ledger
+
+
+def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
+         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read BLOOM-style event tables: the reader protocol's form of :func:`read_bloom_events`.
+
+    Parameters
+    ----------
+    paths
+        One table or several (None: the bundled ``data/timelines/bloom_176b_events.csv``).
+    tz
+        Not used: every row names the zone its time was stated in (``tz`` column).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` (no steps: the chronicle records events) and the ledger.
+    """
+    _protocol_window(window)
+    files = [None] if paths is None else _as_paths(paths)
+    steps, events, ledger = [], [], Ledger()
+    for path in files:
+        tables, one = read_bloom_events(path)
+        steps.append(tables.steps)
+        events.append(tables.events)
+        ledger.extend(one)
+    if len(files) == 1:
+        return {"steps": steps[0], "events": events[0]}, ledger
+    return {"steps": steps[0], "events": _sort_events(pd.concat(events, ignore_index=True))}, ledger

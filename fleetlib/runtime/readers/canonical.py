@@ -1,0 +1,313 @@
+"""Reader and writer of the canonical steps and events tables as CSV or Parquet (format ``canonical``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.quality import InputError, Ledger
+from fleetlib.runtime.readers._common import (
+    _TIME_DTYPE,
+    PathLike,
+    TimelineTables,
+    _apply_aliases,
+    _as_paths,
+    _attempts_from_bounds,
+    _check_events,
+    _check_steps,
+    _close,
+    _concat,
+    _cross_checks,
+    _drop_rejected,
+    _file_column,
+    _FileBook,
+    _finalise_events,
+    _finalise_steps,
+    _flag,
+    _float_column,
+    _int_column,
+    _job_column,
+    _load_table,
+    _na_ints,
+    _parse_times,
+    _protocol_window,
+    _reject,
+    _repair,
+    _text_column,
+    _timeline_tables,
+)
+from fleetlib.runtime.schema import (
+    EVENT_ALIASES,
+    EVENT_COLUMNS,
+    STEP_ALIASES,
+    STEP_COLUMNS,
+)
+from fleetlib.runtime.timeline import (
+    TimelineLedger,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Generic canonical CSV / Parquet
+# ---------------------------------------------------------------------------------------------------
+
+
+
+
+
+
+
+
+def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
+                      job_default: str | None) -> pd.DataFrame:
+    file = str(base["_file"].iloc[0]) if len(base) else ""
+    for col in ("step", "start", "end"):
+        if col not in df.columns:
+            raise InputError(f"a steps table needs column {col!r} (or an alias: {STEP_ALIASES[col]})",
+                             file=file, row=1, field=col)
+    out = base.copy()
+    out["job_id"] = _job_column(df, base, books, job_default, file)
+    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
+        if "attempt" in df.columns else _na_ints(len(df))
+    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=True)
+    out["start"] = _parse_times(df["start"], frame=base, books=books, field="start", tz=tz).array
+    out["end"] = _parse_times(df["end"], frame=base, books=books, field="end", tz=tz).array
+    out["start"] = out["start"].astype(_TIME_DTYPE)
+    out["end"] = out["end"].astype(_TIME_DTYPE)
+    if "input_wait_s" in df.columns:
+        w = _float_column(df["input_wait_s"], frame=base, books=books, field="input_wait_s", minimum=0.0)
+        blank = w.isna().to_numpy() & df["input_wait_s"].isna().to_numpy()
+        if blank.any():
+            _repair(books, base[blank], "input_wait_s", "blank input_wait_s taken as 0 (no wait measured)")
+        out["input_wait_s"] = w.fillna(0.0).to_numpy()
+    else:
+        out["input_wait_s"] = 0.0  # the column is optional: no measured wait
+    out["_has_attempt"] = "attempt" in df.columns
+    return out
+
+
+
+
+def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
+                       job_default: str | None) -> pd.DataFrame:
+    file = str(base["_file"].iloc[0]) if len(base) else ""
+    for col in ("time", "kind"):
+        if col not in df.columns:
+            raise InputError(f"an events table needs column {col!r} (or an alias: {EVENT_ALIASES[col]})",
+                             file=file, row=1, field=col)
+    out = base.copy()
+    out["job_id"] = _job_column(df, base, books, job_default, file)
+    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
+        if "attempt" in df.columns else _na_ints(len(df))
+    out["time"] = _parse_times(df["time"], frame=base, books=books, field="time", tz=tz).array
+    out["time"] = out["time"].astype(_TIME_DTYPE)
+    raw = _text_column(df["kind"])
+    missing = (raw.isna() | (raw == "")).to_numpy()
+    if missing.any():
+        _reject(books, base[missing], "kind", "missing kind")
+    norm = raw.fillna("").str.lower().str.replace(r"[\s\-]+", "_", regex=True)
+    changed = ~missing & (norm != raw.fillna("")).to_numpy()
+    if changed.any():
+        _repair(books, base[changed], "kind", [f"kind {a!r} normalised to {b!r}" for a, b in
+                                               zip(raw[changed], norm[changed], strict=True)])
+    out["kind"] = norm.to_numpy(dtype=object)
+    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=False) \
+        if "step" in df.columns else _na_ints(len(df))
+    out["duration_s"] = (
+        _float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy()
+        if "duration_s" in df.columns else np.nan)
+    out["_has_attempt"] = "attempt" in df.columns
+    return out
+
+
+def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook],
+                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
+
+    A row belongs to the attempt of the last ``gang_complete`` of its job at or before it (0 before
+    the first).  Where a job has no markers, a step number that repeats is flagged as a restart the
+    partition will have to infer; the attempt stays 0.
+    """
+    need_s = (not steps.empty) and steps["attempt"].isna().any()
+    need_e = (not events.empty) and events["attempt"].isna().any()
+    if not (need_s or need_e):
+        return steps, events
+    markers = events.loc[events["kind"] == "gang_complete", ["job_id", "time"]] if not events.empty else \
+        pd.DataFrame(columns=["job_id", "time"])
+    if need_s:
+        m = steps["attempt"].isna().to_numpy()
+        sub = steps.loc[m, ["job_id", "start"]].rename(columns={"start": "time"})
+        steps.loc[m, "attempt"] = _attempts_from_bounds(sub, markers)
+        s = steps[m & ~steps["job_id"].isin(set(markers["job_id"])).to_numpy()].sort_values(
+            ["job_id", "start", "_row"], kind="stable")
+        prev = s.groupby("job_id", sort=False)["step"].shift(1)
+        repeat = (s["step"] <= prev).fillna(False).to_numpy(dtype=bool)
+        if repeat.any():
+            r = s[repeat]
+            _flag(books, r, "restart_inferred_from_step_numbers",
+                  [f"step {a} follows step {int(b)} with no attempt column or gang_complete marker: a "
+                   "restart is assumed here (fallback from repeated step numbers)"
+                   for a, b in zip(r["step"], prev[repeat], strict=True)], "start")
+    if need_e:
+        m = events["attempt"].isna().to_numpy()
+        events.loc[m, "attempt"] = _attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
+    return steps, events
+
+
+def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
+                   job_id: str | None = None) -> tuple[TimelineTables, TimelineLedger]:
+    """Read canonical steps and/or events from CSV or Parquet files.
+
+    A file is a steps table when it has ``start`` and ``end`` columns, an events table when it has
+    ``time`` and ``kind``, and a combined table when it has a ``record`` column whose rows say
+    ``step`` or ``event`` (the form :func:`write_canonical` writes).  Column names are matched case-
+    insensitively, with the aliases in :data:`STEP_ALIASES` and :data:`EVENT_ALIASES`; times may also
+    come as ``<col>_unix_s`` / ``<col>_unix_ms`` numbers, and ``input_wait_ms`` / ``duration_ms`` are
+    converted to seconds.  Optional columns: ``attempt`` (when absent, attempts follow the
+    ``gang_complete`` events; in a job with none of them a repeated step number is flagged as an
+    inferred restart), ``input_wait_s`` (absent means no wait was measured: 0),
+    ``step`` and ``duration_s`` of events.
+
+    Times must carry a zone (an offset or ``Z``, or a zone-aware Parquet column).  With ``tz=``
+    naive times are localised to that zone as a named repair.  Without it, a column that is naive
+    throughout raises :class:`InputError`, and naive rows among zone-aware ones (mixed zones) are
+    rejected.
+
+    Checks: a step must end after it starts; its input wait must fit in it; duplicate records of one
+    (job, attempt, step) are rejected (identical copies after the first; all of them when they
+    disagree); overlapping steps of one attempt are rejected; rows out of time order are repaired
+    into order; identical events are rejected after the first; unknown event kinds are kept and
+    flagged; restores to steps no ``checkpoint_commit`` recorded, and failures no restart followed,
+    are flagged.
+
+    Parameters
+    ----------
+    paths
+        One path or several (steps and events may be in separate files).
+    tz
+        IANA zone (``"Europe/Paris"``) or fixed offset naive times were written in.
+    job_id
+        Job id for files without a ``job_id`` column.
+
+    Returns
+    -------
+    tuple of (TimelineTables, TimelineLedger)
+        The canonical tables and the ledger over every data row.
+    """
+    books: dict[str, _FileBook] = {}
+    steps_parts, event_parts = [], []
+    for path in _as_paths(paths):
+        df, rows, truncated = _load_table(path)
+        file = str(path)
+        books[file] = _FileBook(file, rows, truncated=truncated)
+        base = pd.DataFrame({"_file": _file_column(file, len(rows)), "_row": rows})
+        if df.empty:
+            continue
+        blank = df.isna().all(axis=1).to_numpy()
+        if blank.any():
+            _reject(books, base[blank], None, "blank line")
+        if "record" in df.columns:
+            rec = _text_column(df["record"]).str.lower()
+            is_s = (rec == "step").to_numpy()
+            is_e = (rec == "event").to_numpy()
+            other = ~is_s & ~is_e & ~blank
+            if other.any():
+                _reject(books, base[other], "record", "record must be 'step' or 'event'")
+            parts = [(is_s & ~blank, "steps"), (is_e & ~blank, "events")]
+        else:
+            cols = set(df.columns)
+            has_s = any(a in cols for a in ("start", *STEP_ALIASES["start"], "start_unix_s", "start_unix_ms"))
+            has_e = any(a in cols for a in ("kind", *EVENT_ALIASES["kind"]))
+            if has_s == has_e:
+                raise InputError(f"cannot tell a steps table (start, end, ...) from an events table (time, "
+                                 f"kind, ...) by its columns {sorted(cols)}; a combined table needs a "
+                                 "'record' column", file=file, row=1)
+            parts = [(~blank, "steps" if has_s else "events")]
+        for mask, what in parts:
+            if not mask.any():
+                continue
+            sub = df[mask].reset_index(drop=True)
+            sub_base = base[mask].reset_index(drop=True)
+            if what == "steps":
+                sub = _apply_aliases(sub, STEP_ALIASES, file)
+                steps_parts.append(_steps_from_frame(sub, sub_base, books, tz, job_id))
+            else:
+                sub = _apply_aliases(sub, EVENT_ALIASES, file)
+                event_parts.append(_events_from_frame(sub, sub_base, books, tz, job_id))
+    steps = _drop_rejected(_concat(steps_parts), books)
+    events = _drop_rejected(_concat(event_parts), books)
+    steps, events = _assign_missing_attempts(steps, events, books)
+    if not steps.empty:
+        steps = _check_steps(steps, books, reorder_is_repair=True)
+    if not events.empty:
+        events = _check_events(events, books, reorder_is_repair=True)
+    _cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = _close(books)
+    return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+
+
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read canonical steps and events files: the reader protocol's form of :func:`read_canonical`.
+
+    Parameters
+    ----------
+    paths
+        CSV or Parquet files (plain or gzip), steps and/or events.
+    tz
+        Zone of naive times (None: a naive column is refused), as in :func:`read_canonical`.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
+    job_id
+        As in :func:`read_canonical`.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every data row.
+    """
+    _protocol_window(window)
+    tables, ledger = read_canonical(paths, tz=tz, job_id=job_id)
+    return _timeline_tables(tables), ledger
+def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
+    """Write steps and events to one combined file that :func:`read_canonical` reads back.
+
+    The combined form has a ``record`` column (``step`` or ``event``) and the union of the canonical
+    columns; times are written zone-aware (UTC).  A ``.parquet`` suffix writes Parquet, anything else
+    CSV with ISO 8601 times.
+
+    Parameters
+    ----------
+    tables
+        The tables to write.
+    path
+        Destination file.
+
+    Returns
+    -------
+    Path
+        The path written.
+    """
+    path = Path(path)
+    s = tables.steps[list(STEP_COLUMNS)].assign(record="step")
+    e = tables.events[list(EVENT_COLUMNS)].assign(record="event")
+    cols = ["record", "job_id", "attempt", "step", "start", "end", "input_wait_s", "time", "kind",
+            "duration_s"]
+    both = pd.concat([s, e], ignore_index=True).reindex(columns=cols)
+    both["step"] = both["step"].astype("Int64")
+    for col in ("start", "end", "time"):
+        both[col] = both[col].astype(_TIME_DTYPE)
+    if path.suffix.lower() in (".parquet", ".pq"):
+        both.to_parquet(path, index=False)
+    else:
+        out = both.copy()
+        for col in ("start", "end", "time"):
+            out[col] = out[col].map(lambda t: "" if pd.isna(t) else t.isoformat())  # small files only
+        out.to_csv(path, index=False)
+    return path

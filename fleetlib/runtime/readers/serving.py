@@ -1,0 +1,196 @@
+"""Reader of serving replica lifecycle logs (format ``serving``).
+
+The measurement of the phases (:func:`~fleetlib.runtime.goodput.replica_runtime_goodput`) lives
+with the other measurements in :mod:`fleetlib.runtime.goodput`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.runtime.readers._common import (
+    _NS_PER_S,
+    _TIME_DTYPE,
+    PathLike,
+    _apply_aliases,
+    _as_paths,
+    _close,
+    _concat,
+    _drop_rejected,
+    _FileBook,
+    _load_table,
+    _ns,
+    _out_of_order,
+    _parse_times,
+    _protocol_window,
+    _reject,
+    _repair,
+    _text_column,
+)
+from fleetlib.runtime.schema import (
+    REPLICA_PHASE_ALIASES,
+    REPLICA_PHASES,
+)
+from fleetlib.runtime.timeline import (
+    TimelineLedger,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Serving replica lifecycle
+# ---------------------------------------------------------------------------------------------------
+
+_REPLICA_ALIASES: dict[str, tuple[str, ...]] = {
+    "time": ("timestamp", "ts", "at", "event_time"),
+    "replica_id": ("replica", "instance", "instance_id", "pod"),
+    "phase": ("state", "event", "status", "transition"),
+}
+
+
+def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
+                           end: Any = None) -> tuple[pd.DataFrame, TimelineLedger]:
+    """Read a serving replica lifecycle log into a table of phases.
+
+    The log (CSV or Parquet) has one row per transition: ``time``, ``replica_id`` and ``phase`` (the
+    phase the replica enters; :data:`REPLICA_PHASES`, synonyms in :data:`REPLICA_PHASE_ALIASES`).  A
+    replica moves forward only -- placed -> loading -> warmup -> ready -> draining -> released, where
+    any phase after ``placed`` may be skipped; a row that repeats a phase or moves back is rejected,
+    and so are all rows of a replica with no ``placed`` row (its held time has no start).  Rows out of
+    time order are repaired into order.  A replica with no ``released`` row is closed at ``end``
+    (or, without it, at the log's last timestamp) as a named repair on its last row.
+
+    Parameters
+    ----------
+    paths
+        One path or several.
+    tz
+        Zone naive times were written in (as in :func:`read_canonical`).
+    end
+        Time that closes replicas still open at the end of the log (zone-aware).
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, TimelineLedger)
+        Phases ``replica_id, phase, start, end, duration_s`` (one row per phase entered before
+        release, contiguous per replica) and the ledger.
+    """
+    books: dict[str, _FileBook] = {}
+    parts = []
+    for path in _as_paths(paths):
+        df, rows, truncated = _load_table(path)
+        file = str(path)
+        books[file] = _FileBook(file, rows, truncated=truncated)
+        if df.empty:
+            continue
+        df = _apply_aliases(df, _REPLICA_ALIASES, file)
+        for col in ("time", "replica_id", "phase"):
+            if col not in df.columns:
+                raise InputError(f"a replica lifecycle log needs column {col!r}", file=file, row=1, field=col)
+        base = pd.DataFrame({"_file": file, "_row": rows})
+        blank = df.isna().all(axis=1).to_numpy()
+        if blank.any():
+            _reject(books, base[blank], None, "blank line")
+        rid = _text_column(df["replica_id"])
+        no_id = (rid.isna() | (rid == "")).to_numpy() & ~blank
+        if no_id.any():
+            _reject(books, base[no_id], "replica_id", "missing replica_id")
+        raw = _text_column(df["phase"]).fillna("").str.lower().str.replace(" ", "_")
+        phase = raw.map(lambda v: REPLICA_PHASE_ALIASES.get(v, v))  # vocabulary lookup
+        unknown = ~phase.isin(REPLICA_PHASES).to_numpy() & ~blank
+        if unknown.any():
+            _reject(books, base[unknown], "phase", [f"unknown phase {p!r}; expected one of {REPLICA_PHASES}"
+                                                    for p in df["phase"][unknown]])
+        t = _parse_times(df["time"], frame=base, books=books, field="time", tz=tz)
+        parts.append(base.assign(replica_id=rid.to_numpy(dtype=object), phase=phase.to_numpy(dtype=object),
+                                 time=t.to_numpy()))
+    cols = ["replica_id", "phase", "start", "end", "duration_s"]
+    tr = _drop_rejected(_concat(parts), books)
+    if tr.empty:
+        return _empty_phases(cols), _close(books)
+    tr["time"] = tr["time"].astype(_TIME_DTYPE)
+    tr["_idx"] = tr["phase"].map({p: i for i, p in enumerate(REPLICA_PHASES)}).astype("int64")
+    late = _out_of_order(tr, ["replica_id"], "time")
+    if late.any():
+        _repair(books, tr[late], "time", "listed out of time order: moved into time order")
+    tr = tr.sort_values(["replica_id", "time", "_idx"], kind="stable").reset_index(drop=True)
+    seen = tr.groupby("replica_id", sort=False)["_idx"].cummax()
+    prev_max = seen.groupby(tr["replica_id"], sort=False).shift(1)
+    back = (tr["_idx"] <= prev_max).fillna(False).to_numpy(dtype=bool)
+    if back.any():
+        b = tr[back]
+        _reject(books, b, "phase", [f"phase {p!r} after {REPLICA_PHASES[int(q)]!r}: a replica's phases "
+                                    "only move forward"
+                                    for p, q in zip(b["phase"], prev_max[back], strict=True)])
+    tr = tr[~back]
+    first_phase = tr.groupby("replica_id")["phase"].transform("first")
+    unplaced = (first_phase != "placed").to_numpy()
+    if unplaced.any():
+        _reject(books, tr[unplaced], "phase", "the replica has no 'placed' row before this one: its held "
+                                              "time has no start")
+        tr = tr[~unplaced]
+    if tr.empty:
+        return _empty_phases(cols), _close(books)
+    tr = tr.reset_index(drop=True)
+    tr["end"] = tr.groupby("replica_id", sort=False)["time"].shift(-1)
+    done = set(tr.loc[tr["phase"] == "released", "replica_id"])
+    released = tr["replica_id"].isin(done).to_numpy(dtype=bool)
+    open_last = tr["end"].isna().to_numpy() & ~released
+    if open_last.any():
+        if end is not None:
+            close_at = pd.Timestamp(end)
+            if close_at.tzinfo is None:
+                raise DomainError(f"end={end!r} must be timezone-aware")
+            close_at = close_at.tz_convert("UTC")
+            why = f"open at the end of the log: closed at end={close_at.isoformat()}"
+        else:
+            close_at = tr["time"].max()
+            why = f"open at the end of the log: closed at its last timestamp {close_at.isoformat()}"
+        o = tr[open_last]
+        if (o["time"] > close_at).any():
+            raise DomainError(f"end={close_at.isoformat()} is before the last transition of an open replica")
+        _repair(books, o, "phase", why)
+        tr.loc[open_last, "end"] = close_at
+    phases = tr[tr["phase"] != "released"].copy()
+    phases["start"] = phases["time"].astype(_TIME_DTYPE)
+    phases["end"] = phases["end"].astype(_TIME_DTYPE)
+    phases["duration_s"] = (_ns(phases["end"]) - _ns(phases["start"])) / _NS_PER_S
+    ledger = _close(books)
+    out = phases[cols].reset_index(drop=True)
+    out["replica_id"] = out["replica_id"].astype("str")
+    out["phase"] = out["phase"].astype("str")
+    return out, ledger
+
+
+
+
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read serving replica lifecycle logs: the reader protocol's form of :func:`read_replica_lifecycle`.
+
+    Parameters
+    ----------
+    paths
+        CSV or Parquet logs (plain or gzip).
+    tz
+        Zone of naive times, as in :func:`read_replica_lifecycle`.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
+        :func:`replica_runtime_goodput` (every record is kept).
+    end
+        Time that closes replicas still open at the end of the log.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        ``{"phases": ...}`` (``replica_id, phase, start, end, duration_s``) and the ledger.
+    """
+    _protocol_window(window)
+    phases, ledger = read_replica_lifecycle(paths, tz=tz, end=end)
+    return {"phases": phases}, ledger
+def _empty_phases(cols: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({"replica_id": pd.Series([], dtype="str"), "phase": pd.Series([], dtype="str"),
+                         "start": pd.Series([], dtype=_TIME_DTYPE), "end": pd.Series([], dtype=_TIME_DTYPE),
+                         "duration_s": pd.Series([], dtype="float64")})[list(cols)]

@@ -1,0 +1,272 @@
+"""The vocabulary of the runtime rung: one place for its column names, event kinds and partition terms.
+
+Constants and validators only -- no reading, no measuring.  Every other runtime module (readers,
+timeline, goodput, compare, model, synth, commands) imports these names from here; the old homes
+(``fleetlib.runtime.timeline.STEP_COLUMNS``, ``fleetlib.runtime.goodput.CATEGORIES``,
+``fleetlib.runtime.compare.EQ4_TERMS`` ...) re-export them.
+
+* Tables: :data:`STEP_COLUMNS`, :data:`EVENT_COLUMNS` (times are :data:`TIME_DTYPE`), the accepted
+  column aliases of each, the one-file Parquet layout (:data:`PARQUET_COLUMNS`) and the held-interval
+  table (:data:`HELD_INTERVAL_COLUMNS`).
+* Event kinds: :data:`EVENT_KINDS` (what the partition does with each), the auxiliary markers readers
+  emit on purpose, :data:`INTERRUPTION_KINDS`, and the order of simultaneous events.
+* The partition of held time: :data:`CATEGORIES` in report order, :data:`ISSUE_TERMS` (the loss terms
+  the command prints), :data:`BREAKDOWN` (fine part -> category), :data:`EQ4_TERMS` (the terms of the
+  chapter's equation 4) and :data:`TERM_LABELS`, the one label of each term.  The checkpoint term is
+  called **"checkpoint pauses"** everywhere (the measured held time is the synchronous pauses; "checkpoint
+  waste" names Young's model fraction, not this term).
+* Serving replicas: :data:`REPLICA_PHASES` and their synonyms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.quality import DomainError
+
+__all__ = [
+    "AUXILIARY_EVENT_KINDS",
+    "AUXILIARY_KIND_PREFIXES",
+    "BREAKDOWN",
+    "CATEGORIES",
+    "DEFINITIONS",
+    "EQ4_TERMS",
+    "EVENT_ALIASES",
+    "EVENT_COLUMNS",
+    "EVENT_KINDS",
+    "HELD_INTERVAL_COLUMNS",
+    "INTERRUPTION_KINDS",
+    "ISSUE_TERMS",
+    "PARQUET_COLUMNS",
+    "REPLICA_PHASES",
+    "REPLICA_PHASE_ALIASES",
+    "SIMULTANEOUS_EVENT_ORDER",
+    "STEP_ALIASES",
+    "STEP_COLUMNS",
+    "TERM_LABELS",
+    "TIME_DTYPE",
+    "UNMODELLED_TERMS",
+    "check_definition",
+    "known_event_kinds",
+]
+
+#: Dtype of every time column of the canonical tables.
+TIME_DTYPE = "datetime64[ns, UTC]"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Canonical tables and their column aliases
+# ---------------------------------------------------------------------------------------------------
+
+#: Columns of the canonical steps table, in order.
+STEP_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "step", "start", "end", "input_wait_s")
+
+#: Columns of the canonical events table, in order.
+EVENT_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "time", "kind", "step", "duration_s")
+
+
+#: Accepted alternative column names of a steps file (lower case), by canonical column.
+STEP_ALIASES: dict[str, tuple[str, ...]] = {
+    "job_id": ("job", "job_name", "run_id", "run"),
+    "attempt": ("attempt_id", "attempt_index", "restart", "incarnation"),
+    "step": ("step_count", "step_id", "iteration", "global_step"),
+    "start": ("start_time", "step_start", "step_start_time", "begin"),
+    "end": ("end_time", "step_end", "step_end_time", "finish"),
+    "input_wait_s": ("input_wait", "data_wait_s", "input_stall_s", "data_loading_s"),
+}
+#: Accepted alternative column names of an events file (lower case), by canonical column.
+EVENT_ALIASES: dict[str, tuple[str, ...]] = {
+    "job_id": STEP_ALIASES["job_id"],
+    "attempt": STEP_ALIASES["attempt"],
+    "time": ("timestamp", "ts", "event_time", "at"),
+    "kind": ("event", "type", "event_type", "event_kind"),
+    "step": STEP_ALIASES["step"],
+    "duration_s": ("duration", "dur_s", "elapsed_s"),
+}
+
+#: Columns of the one-file Parquet layout, in order.
+PARQUET_COLUMNS: tuple[str, ...] = ("record", "job_id", "attempt", "step", "start", "end", "input_wait_s",
+                                    "time", "kind", "duration_s")
+
+#: Columns of :func:`held_intervals` (the input of :func:`fleetlib.plots.attempt_gantt`).
+HELD_INTERVAL_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "start", "end", "category", "record", "phase",
+                                          "duration_s")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Event kinds
+# ---------------------------------------------------------------------------------------------------
+
+#: Every event kind the partition understands, with what it means and how it is used.
+EVENT_KINDS: dict[str, str] = {
+    "gang_complete": "the allocation became complete: held time of the attempt starts here (required, "
+                     "one per attempt; logged by the scheduler, never inferred from the first step)",
+    "release": "the allocation was released: held time of the attempt ends here (one per attempt; "
+               "when missing, held time ends at the attempt's last record and a flag says so)",
+    "first_step": "the first step after a gang completion or a restart began; it ends the recovery "
+                  "outage even when that step never finished (its partial time is then charged to the "
+                  "next interruption)",
+    "cold_start": "the attempt's launch is a cold launch charged to startup even though it follows "
+                  "a failure or preemption (e.g. a deliberate relaunch with new software)",
+    "checkpoint_begin": "a checkpoint of state after `step` started; the job pauses from here until "
+                        "the commit lands, training resumes, or `duration_s` (the blocking part, when "
+                        "known -- e.g. Orbax's blocking duration) has passed, whichever is first: the "
+                        "synchronous pause, or an asynchronous checkpoint's staging pause",
+    "checkpoint_commit": "the checkpoint of state after `step` is durable: steps up to `step` are "
+                         "retained (committed definition); `duration_s` gives the pause when no "
+                         "checkpoint_begin was logged",
+    "failure": "a fault stopped progress at this instant (start of the recovery outage)",
+    "failure_detected": "the fault was detected (detection latency = this minus the failure)",
+    "restore": "the job reloaded the state after `step` (null: the initial state); live steps after "
+               "`step` are erased and charged to the interruption being recovered from",
+    "preempt": "the scheduler evicted the job: progress stopped at this instant (start of the "
+               "preemption outage; the queue wait until the next gang_complete is not held time)",
+    "eval_begin": "an evaluation pause began (`duration_s`, when given, bounds it)",
+    "eval_end": "the evaluation pause ended (`duration_s` gives the pause when no eval_begin exists)",
+    "hang_begin": "progress stopped with the allocation still held (hang, zombie): idle until the "
+                  "next step, interruption, release or `duration_s`",
+    "idle_begin": "the allocation is held with no work to run (idle reservation): idle until the "
+                  "next step, interruption, release or `duration_s`",
+}
+
+#: Phase markers readers emit on purpose (:mod:`fleetlib.runtime.readers`): kept, not flagged, ignored
+#: by the partition.
+AUXILIARY_EVENT_KINDS: tuple[str, ...] = (
+    "tpu_init_begin", "tpu_init_end", "training_prep_begin", "training_prep_end",
+    "data_loading_begin", "data_loading_end", "elastic_reinit",
+)
+#: Kind prefixes of auxiliary events that carry a free-form type after the colon (kept, not flagged).
+AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:", "elastic_wait:")
+
+#: Event kinds that interrupt progress and are followed by a recovery outage.
+INTERRUPTION_KINDS: tuple[str, ...] = ("failure", "preempt")
+
+#: Order of simultaneous events (an interval's end before the next one's begin; release last).
+SIMULTANEOUS_EVENT_ORDER: dict[str, int] = {k: i for i, k in enumerate((
+    "gang_complete", "cold_start", "restore", "first_step", "eval_end", "checkpoint_commit",
+    "failure_detected", "checkpoint_begin", "eval_begin", "failure", "preempt", "release"))}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The partition of held time: term names, their order and labels
+# ---------------------------------------------------------------------------------------------------
+
+#: Definitions of productive time: steps retained by a checkpoint, or steps no restart erased.
+DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
+
+#: The partition of held time, in report order; these sum to held time exactly.
+CATEGORIES: tuple[str, ...] = (
+    "productive", "progress_at_risk", "step_time_above_baseline", "startup", "input_wait", "checkpoint",
+    "recovery", "rework", "preemption", "evaluation", "idle", "unattributed",
+)
+
+#: The loss terms of the CLI object (issue 4, item 7).
+ISSUE_TERMS: tuple[str, ...] = (
+    "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption", "evaluation", "idle",
+    "unattributed",
+)
+
+#: Fine-grained parts and the category each belongs to.
+BREAKDOWN: dict[str, str] = {
+    "productive": "productive",
+    "progress_at_risk": "progress_at_risk",
+    "step_time_above_baseline": "step_time_above_baseline",
+    "input_wait": "input_wait",
+    "startup_launch": "startup",
+    "startup_warmup": "startup",
+    "checkpoint": "checkpoint",
+    "evaluation": "evaluation",
+    "idle_marked": "idle",
+    "idle_after_progress": "idle",
+    "recovery_detection": "recovery",
+    "recovery_restart": "recovery",
+    "recovery_warmup": "recovery",
+    "rework_steps": "rework",
+    "rework_partial_step": "rework",
+    "preemption_lost_steps": "preemption",
+    "preemption_partial_step": "preemption",
+    "preemption_restart": "preemption",
+    "preemption_warmup": "preemption",
+    "unattributed": "unattributed",
+}
+
+#: Equation-4 terms, in the order the chapter lists them.
+EQ4_TERMS: tuple[str, ...] = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
+
+#: Measured categories with no equation-4 term.
+UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "idle", "step_time_above_baseline", "progress_at_risk",
+                                     "unattributed")
+
+#: The one label of each term of the partition (text output, tables, figure legends).
+TERM_LABELS: dict[str, str] = {
+    "productive": "productive",
+    "progress_at_risk": "progress at risk",
+    "step_time_above_baseline": "step time above baseline",
+    "startup": "startup (cold launches)",
+    "input_wait": "input wait",
+    "checkpoint": "checkpoint pauses",
+    "recovery": "failure recovery",
+    "rework": "rework after failures",
+    "preemption": "preemption",
+    "evaluation": "evaluation",
+    "idle": "idle (held, no progress)",
+    "unattributed": "unattributed",
+}
+
+#: Serving replica phases, in the only order a replica moves through them.
+REPLICA_PHASES: tuple[str, ...] = ("placed", "loading", "warmup", "ready", "draining", "released")
+#: Accepted synonyms of the replica phase names (lower case).
+REPLICA_PHASE_ALIASES: dict[str, str] = {
+    "scheduled": "placed", "bound": "placed", "placement": "placed",
+    "load": "loading", "weights_loading": "loading", "model_loading": "loading",
+    "warm-up": "warmup", "warm_up": "warmup", "warming": "warmup", "warming_up": "warmup",
+    "serving": "ready", "healthy": "ready",
+    "drain": "draining",
+    "release": "released", "terminated": "released", "deleted": "released", "stopped": "released",
+}
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Validators
+# ---------------------------------------------------------------------------------------------------
+
+
+def check_definition(definition: str) -> str:
+    """Return ``definition`` if it is one of :data:`DEFINITIONS`; raise :class:`DomainError` otherwise.
+
+    Parameters
+    ----------
+    definition
+        ``"committed"`` or ``"retrospective"``.
+
+    Returns
+    -------
+    str
+        The definition, unchanged.
+    """
+    if definition not in DEFINITIONS:
+        raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
+    return definition
+
+
+def known_event_kinds(kinds: Iterable[str] | pd.Series) -> np.ndarray:
+    """Return a mask of the kinds the partition knows or ignores on purpose (not flagged).
+
+    Parameters
+    ----------
+    kinds
+        Event kinds.
+
+    Returns
+    -------
+    numpy.ndarray
+        True for a canonical kind (:data:`EVENT_KINDS`), an auxiliary kind or one with an auxiliary
+        prefix; False for a kind that is kept and flagged ``unknown_event_kind``.
+    """
+    k = pd.Series(kinds if isinstance(kinds, pd.Series) else list(kinds), dtype="object").astype("str")
+    known = k.isin((*EVENT_KINDS, *AUXILIARY_EVENT_KINDS)) | k.str.startswith(AUXILIARY_KIND_PREFIXES)
+    return known.to_numpy(dtype=bool)
