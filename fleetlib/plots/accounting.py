@@ -39,6 +39,7 @@ from fleetlib.plots._style import (
     palette,
 )
 from fleetlib.quality import DomainError
+from fleetlib.runtime.schema import MODEL_TERM_LABELS
 
 #: The boundaries in the order a job meets them, then what crosses all three.
 BOUNDARY_ORDER: tuple[str, ...] = ("scheduling", "runtime", "program", "useful")
@@ -72,14 +73,8 @@ _ROW_LABEL = (
     "retained steps\n(after runtime)",
     "ideal-rate progress\n(after program)",
 )
-_TERM_LABEL = {
-    "startup": "startup",
-    "input_wait": "input waits",
-    "preemption": "preemption",
-    "checkpoint": "checkpoint waste",
-    "recovery": "failure recovery",
-    _UNATTRIBUTED: "unattributed",
-}
+#: Equation 4's terms, labelled as the runtime rung names them (one vocabulary).
+_TERM_LABEL = {**MODEL_TERM_LABELS, _UNATTRIBUTED: "unattributed"}
 _AXIS_LABEL = {
     "scheduling": "scheduling goodput S\n(fraction of offered capacity)",
     "runtime": "runtime goodput R\n(fraction of held time)",

@@ -32,6 +32,7 @@ from fleetlib.plots._style import (
     palette,
 )
 from fleetlib.quality import DomainError
+from fleetlib.runtime.schema import TERM_LABELS
 
 # ---------------------------------------------------------------------------------------------------
 # Job timeline (rung 2): attempts as a Gantt, cumulative runtime goodput, step-time distribution
@@ -50,20 +51,9 @@ WINDOW_COLUMNS: tuple[str, ...] = ("start", "end", "runtime_goodput")
 RESTART_COLUMNS: tuple[str, ...] = ("time", "kind")
 STEP_TIME_COLUMNS: tuple[str, ...] = ("duration_s",)
 
-_TIMELINE_LABEL = {
-    "productive": "productive steps",
-    "progress_at_risk": "progress at risk (no commit yet)",
-    "startup": "startup",
-    "input_wait": "input wait",
-    "checkpoint": "checkpoint",
-    "recovery": "failure recovery",
-    "rework": "rework (erased steps)",
-    "preemption": "preemption",
-    "evaluation": "evaluation",
-    "idle": "idle (held, no progress)",
-    "unattributed": "unattributed",
-    "not_held": "not held (queue, hollow)",
-}
+#: Timeline categories, labelled as the runtime rung names its terms (one vocabulary), plus the
+#: time a Gantt chart shows outside held time.
+_TIMELINE_LABEL = {**TERM_LABELS, "not_held": "not held (queue, hollow)"}
 _EVENT_STYLE_KINDS = ("failure", "preempt", "restore", "failure_detected", "release", "gang_complete")
 
 

@@ -216,6 +216,17 @@ TERM_LABELS: dict[str, str] = {
     "unattributed": "unattributed",
 }
 
+#: Labels of the five terms of equation 4, the *model* of runtime loss.  Its checkpoint term is
+#: Young's waste fraction -- the synchronous pauses plus the rework expected after failures -- so it
+#: is named "checkpoint waste", while the measured partition's checkpoint term is only the pauses.
+MODEL_TERM_LABELS: dict[str, str] = {
+    "startup": "startup",
+    "input_wait": "input wait",
+    "preemption": "preemption",
+    "checkpoint": "checkpoint waste (pauses + rework)",
+    "recovery": "failure recovery",
+}
+
 #: Serving replica phases, in the only order a replica moves through them.
 REPLICA_PHASES: tuple[str, ...] = ("placed", "loading", "warmup", "ready", "draining", "released")
 #: Accepted synonyms of the replica phase names (lower case).
