@@ -658,6 +658,10 @@ def _levers(
     )
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
 def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for job, row in jobs.iterrows():
@@ -672,8 +676,8 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
             "held_device_s": held,
             "observed": bool(row["observed"]),
             "zombie": bool(row["zombie_job"]),
-            "timeline": row["timeline"],
-            "model": row["model"],
+            "timeline": _text(row["timeline"]),
+            "model": _text(row["model"]),
             "runtime_goodput": num(row["runtime_goodput"]),
             "program_goodput": num(row["program_goodput"]),
             "job_product": (num(row["ideal_device_s"]) or 0.0) / held
