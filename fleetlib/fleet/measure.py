@@ -293,11 +293,12 @@ def _timeline_reader(fmt: str) -> Any:
 
 
 def _read_timelines(
-    man: FleetManifest, known: set[str], ledger: Ledger
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
     """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
     read = _timeline_reader(man.timeline_format)
     owner: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
     steps, events = [], []
     for path in man.timeline_files:
         tables, tl_ledger = read(str(path))
@@ -307,25 +308,33 @@ def _read_timelines(
             ids = frame["job_id"].astype(str)
             frame["job_id"] = ids.map(lambda j: man.job_map.get(j, j)) if man.job_map else ids
         rel = man.relative(path)
-        for job in sorted(set(s["job_id"]) | set(e["job_id"])):
-            if job in owner and owner[job] != rel:
-                raise InputError(
-                    f"two timelines for job {job!r}: {owner[job]} and {rel} (one job, one "
-                    "timeline; merge them or map one to another job with job_map)",
-                    file=str(man.file),
-                    field="timelines.files",
-                )
-            owner[job] = rel
+        # a steps file and an events file of one job are one timeline; two files with steps (or with
+        # events) of one job are two timelines
+        for table, frame in (("steps", s), ("events", e)):
+            for job in sorted(set(frame["job_id"])):
+                other = seen.get((job, table))
+                if other is not None and other != rel:
+                    raise InputError(
+                        f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
+                        "one timeline; merge them or map one to another job with job_map)",
+                        file=str(man.file),
+                        field="timelines.files",
+                    )
+                seen[(job, table)] = rel
+                owner.setdefault(job, rel)
         steps.append(s)
         events.append(e)
     s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
     for job in sorted(set(owner) - known):
         n = int((s_all["job_id"] == job).sum() + (e_all["job_id"] == job).sum())
+        if job in scheduled:  # an allocation, but none of its held time lies in the window
+            ledger.count_unused("timeline rows of jobs held outside the window", n)
+            continue
         ledger.flag(
             "timeline_job_unknown",
-            f"timeline job {job!r} ({owner[job]}) has no allocation in the "
-            f"scheduler records over the window: kept ({n} rows), not joined",
+            f"timeline job {job!r} ({owner[job]}) has no allocation in the scheduler records: kept "
+            f"({n} rows), not joined",
             file=owner[job],
             job_id=job,
         )
@@ -333,19 +342,24 @@ def _read_timelines(
     keep_s = s_all["job_id"].isin(known).to_numpy() if len(s_all) else np.zeros(0, bool)
     keep_e = e_all["job_id"].isin(known).to_numpy() if len(e_all) else np.zeros(0, bool)
     joined = {j: f for j, f in owner.items() if j in known}
-    return s_all[keep_s].reset_index(drop=True), e_all[keep_e].reset_index(drop=True), joined
+    return s_all[keep_s].reset_index(drop=True), e_all[keep_e].reset_index(drop=True), joined, owner
 
 
-def _check_job_keys(man: FleetManifest, joined: Mapping[str, str]) -> None:
+def _check_job_keys(
+    man: FleetManifest, owner: Mapping[str, str], joined: Mapping[str, str], ledger: Ledger
+) -> None:
+    """Refuse a model config or traces for a job with no timeline; note those of jobs outside the window."""
     for key, ids in (("models", man.models), ("traces", man.traces)):
         for job in ids:
-            if job not in joined:
+            if job not in owner:
                 raise InputError(
-                    f"names job {job!r}, which has no timeline joined to the scheduler records: "
-                    f"a {key[:-1]} without a timeline has no retained steps to measure",
+                    f"names job {job!r}, which has no timeline in the bundle: a {key[:-1]} without a "
+                    "timeline has no retained steps to measure",
                     file=str(man.file),
                     field=f"{key}.{job}",
                 )
+            if job not in joined:
+                ledger.count_unused(f"{key} of jobs not joined in the window", 1)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -594,10 +608,7 @@ def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict
 
 def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
     edges = (0, *COHORT_EDGES, np.inf)
-    labels = [
-        f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}"
-        for lo, hi in itertools.pairwise(edges)
-    ]
+    labels = [f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}" for lo, hi in itertools.pairwise(edges)]
     cohort = pd.cut(jobs["devices"], bins=list(edges), labels=labels)
     out = {}
     for label, sel in jobs.groupby(cohort, observed=True):
@@ -751,8 +762,9 @@ def measure_fleet(
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
-    steps, events, joined = _read_timelines(man, set(jobs.index), ledger)
-    _check_job_keys(man, joined)
+    scheduled = set(records.allocations["job_id"].astype(str))
+    steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+    _check_job_keys(man, owner, joined, ledger)
     jobs["observed"] = jobs.index.isin(list(joined))
     jobs["timeline"] = [joined.get(j) for j in jobs.index]
     _runtime_per_job(steps, events, win, jobs)
