@@ -92,3 +92,25 @@ def test_a_missing_manifest_and_invalid_yaml(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text("window: [\n")
     with pytest.raises(InputError, match="not valid YAML"):
         load_manifest(tmp_path / "fleet.yaml")
+
+
+def test_the_hand_built_bundle_of_the_slurm_sample() -> None:
+    from fleetlib.fleet.commands import run_fleet
+    from fleetlib.scheduling.readers import scheduling_command
+
+    bundle = CORPUS.parents[1].parent / "data" / "fleet" / "slurm_sample"
+    res = run_fleet(bundle)
+    # S is the scheduling rung's own number on the same records and window
+    alone = scheduling_command(sorted(str(p) for p in (bundle / "scheduler").iterdir()), "slurm", tz="UTC",
+                               window=("2024-03-04T00:00Z", "2024-03-05T00:00Z"))
+    assert res["factors"]["scheduling"]["value"] == pytest.approx(alone["scheduling_goodput"], rel=1e-12)
+    jobs = res["jobs"]
+    # 41001: 16 GPUs held 6 h; 340 retained 60-s steps (waits excluded)
+    assert jobs["41001"]["runtime_goodput"] == pytest.approx(340 * 60 / (6 * 3600), rel=1e-12)
+    # 41006: the timeline ends 2 minutes before the scheduler's release: 8 GPUs x 120 s of residual
+    assert res["reconciliation"]["jobs"]["41006"]["residual_device_s"] == pytest.approx(960.0)
+    # 41004: two attempts (00:01:00 -> 04:30:05 and 08:05:00 -> 14:00:00) of 16 GPUs
+    held = 16 * ((4 * 3600 + 29 * 60 + 5) + (5 * 3600 + 55 * 60))
+    assert jobs["41004"]["held_device_s"] == pytest.approx(held)
+    assert jobs["41002"]["observed"] is False and jobs["41002"]["runtime_goodput"] == 0.0
+    assert res["chain"]["scheduling->runtime"]["holds"] and res["chain"]["runtime->program"]["holds"]
