@@ -17,10 +17,13 @@ def close(a: float, b: float) -> bool:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(devices=st.sampled_from([16, 24, 32]), hours=st.integers(1, 12), seed=st.integers(0, 10_000))
-def test_measured_equals_injected_on_random_small_fleets(devices: int, hours: int, seed: int) -> None:
+@given(devices=st.sampled_from([16, 24, 32]), hours=st.integers(1, 12), seed=st.integers(0, 10_000),
+       scheduler=st.sampled_from(["slurm", "canonical"]))
+def test_measured_equals_injected_on_random_small_fleets(devices: int, hours: int, seed: int,
+                                                         scheduler: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = synth_fleet(Path(tmp) / "b", devices=devices, days=hours / 24, seed=seed)
+        bundle = synth_fleet(Path(tmp) / "b", devices=devices, days=hours / 24, seed=seed,
+                             scheduler=scheduler)
         truth = bundle.truth
         m = measure_fleet(bundle.manifest)
         for f in (m.scheduling, m.runtime, m.program):
@@ -33,3 +36,12 @@ def test_measured_equals_injected_on_random_small_fleets(devices: int, hours: in
         assert close(m.mpg, m.ideal_device_s / m.capacity_device_s)
         assert m.product.chain["scheduling->runtime"]["holds"]
         assert m.product.chain["runtime->program"]["holds"]
+
+
+def test_canonical_records_carry_partial_gangs_and_the_walk_recovers_them(tmp_path: Path) -> None:
+    bundle = synth_fleet(tmp_path / "b", devices=32, days=0.5, seed=2, scheduler="canonical")
+    truth = bundle.truth["factors"]["scheduling"]["losses"]
+    assert truth["partial_gang_hold"] > 0
+    m = measure_fleet(bundle.manifest)
+    assert close(m.scheduling.losses["partial_gang_hold"], truth["partial_gang_hold"])
+    assert close(m.mpg, bundle.truth["mpg"])

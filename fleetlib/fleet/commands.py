@@ -64,12 +64,14 @@ def run_fleet(
     return measure_fleet(manifest, window=None if window is None else list(window), engine=engine).to_dict()
 
 
-def run_synth_fleet(devices: int, days: float, seed: int, out: str | Path) -> dict[str, Any]:
+def run_synth_fleet(
+    devices: int, days: float, seed: int, out: str | Path, *, scheduler: str = "slurm"
+) -> dict[str, Any]:
     """Write a synthetic bundle and return what was written with its truth.
 
     Parameters
     ----------
-    devices, days, seed
+    devices, days, seed, scheduler
         As :func:`fleetlib.fleet.synth.synth_fleet`.
     out
         Output folder; its parent must exist.
@@ -88,7 +90,7 @@ def run_synth_fleet(devices: int, days: float, seed: int, out: str | Path) -> di
         )
     if path.exists() and not path.is_dir():
         raise InputError("cannot write the bundle: it is a file, not a folder", file=str(path))
-    bundle = synth_fleet(path, devices=devices, days=days, seed=seed)
+    bundle = synth_fleet(path, devices=devices, days=days, seed=seed, scheduler=scheduler)
     return {"manifest": str(bundle.manifest), "files": bundle.files, "truth": bundle.truth}
 
 
@@ -155,7 +157,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_synth_fleet(args: argparse.Namespace) -> dict[str, Any]:
-    return run_synth_fleet(args.devices, args.days, args.seed, args.out)
+    return run_synth_fleet(args.devices, args.days, args.seed, args.out, scheduler=args.scheduler)
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -216,6 +218,12 @@ def add_synth_parser(
     p.add_argument("--days", type=float, default=1.0, metavar="D", help="window length, days (default 1)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    p.add_argument(
+        "--scheduler",
+        choices=("slurm", "canonical"),
+        default="slurm",
+        help="scheduler record format (default slurm; canonical Parquet adds partial gangs)",
+    )
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_synth_fleet, render=render_synth_fleet)
 

@@ -33,6 +33,7 @@ Every time is a whole second, so the records represent the injected durations ex
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class _Job:
     kind: str  # "timeline", "zombie" or "unobserved"
     timeline: _Timeline | None = None
     residual_s: int = 0
+    partial_s: int = 0  # first node assigned -> gang complete (canonical records only)
     start: int = -1
     nodes: list[str] = field(default_factory=list)
     mfu: float | None = None
@@ -90,6 +92,14 @@ class _Job:
     @property
     def end(self) -> int:
         return self.start + self.duration_s
+
+    @property
+    def gang_complete(self) -> int:
+        return self.start + self.partial_s
+
+    @property
+    def held_s(self) -> int:
+        return self.duration_s - self.partial_s
 
 
 @dataclass
@@ -207,6 +217,7 @@ def _scheduling_truth(
     for pool, names in pool_nodes.items():
         in_service = np.zeros(horizon + 1, dtype=np.int64)
         held = np.zeros(horizon + 1, dtype=np.int64)
+        partial = np.zeros(horizon + 1, dtype=np.int64)
         pending = np.zeros(horizon + 1, dtype=np.int64)
         in_service[0] += len(names) * _GPUS_PER_NODE
         in_service[horizon] -= len(names) * _GPUS_PER_NODE
@@ -217,14 +228,17 @@ def _scheduling_truth(
         for j in jobs:
             if j.pool != pool:
                 continue
-            held[j.start] += j.devices
+            partial[j.start] += j.devices
+            partial[j.gang_complete] -= j.devices
+            held[j.gang_complete] += j.devices
             held[j.end] -= j.devices
-            pending[j.submit] += 1
-            pending[j.start] -= 1
+            pending[j.submit] += 1  # pending until the gang is complete (Slurm: Eligible -> Start)
+            pending[j.gang_complete] -= 1
         cap = np.cumsum(in_service)[:horizon]
         hold = np.cumsum(held)[:horizon]
+        part = np.cumsum(partial)[:horizon]
         queued = np.cumsum(pending)[:horizon] > 0
-        free = cap - hold
+        free = cap - hold - part
         if (free < 0).any():
             raise AssertionError("the generator placed a job on a drained node")
         installed = len(names) * _GPUS_PER_NODE * horizon
@@ -233,7 +247,7 @@ def _scheduling_truth(
             "capacity_device_s": float(cap.sum()),
             "out_of_service_device_s": float(installed - cap.sum()),
             "held_device_s": float(hold.sum()),
-            "partial_gang_hold": 0.0,
+            "partial_gang_hold": float(part.sum()),
             "reservation": 0.0,
             "idle_with_queue": float(free[queued].sum()),
             "idle_empty_queue": float(free[~queued].sum()),
@@ -302,13 +316,58 @@ def _write_slurm(
     return ["scheduler/sacct.txt", "scheduler/sacctmgr_events.txt", "scheduler/sinfo_nodes.txt"]
 
 
+def _write_canonical_scheduler(
+    out: Path,
+    jobs: list[_Job],
+    pool_nodes: dict[str, list[str]],
+    drains: list[tuple[str, str, int, int]],
+    horizon: int,
+) -> list[str]:
+    """Write allocations and capacity as the scheduling rung's canonical Parquet file."""
+    from fleetlib.scheduling.synth import write_allocations
+
+    def at(seconds: Any) -> pd.Series:
+        return pd.Series(FLEET_START + pd.to_timedelta(np.asarray(seconds, dtype=np.int64), unit="s"))
+
+    ordered = sorted(jobs, key=lambda j: j.start)
+    alloc = pd.DataFrame(
+        {
+            "job_id": [j.job_id for j in ordered],
+            "attempt": 0,
+            "pool": [j.pool for j in ordered],
+            "devices": [j.devices for j in ordered],
+            "submit": at([j.submit for j in ordered]),
+            "first_assigned": at([j.start for j in ordered]),
+            "gang_complete": at([j.gang_complete for j in ordered]),
+            "release": at([j.end for j in ordered]),
+            "priority": 0,
+            "elastic": False,
+            "end_state": "completed",
+            "requested_devices": [j.devices for j in ordered],
+        }
+    )
+    rows = []
+    for pool, names in pool_nodes.items():
+        full = len(names) * _GPUS_PER_NODE
+        cuts = sorted({0, horizon, *(t for p, _n, a, b in drains if p == pool for t in (a, b))})
+        for a, b in itertools.pairwise(cuts):
+            down = sum(_GPUS_PER_NODE for p, _n, d0, d1 in drains if p == pool and d0 <= a and b <= d1)
+            rows.append((pool, a, b, full - down, down))
+    cap = pd.DataFrame(rows, columns=["pool", "start", "end", "devices_in_service", "devices_out_of_service"])
+    cap["start"], cap["end"] = at(cap["start"]), at(cap["end"])
+    rel = "scheduler/allocations.parquet"
+    (out / "scheduler").mkdir(parents=True, exist_ok=True)
+    write_allocations(alloc, cap, out / rel)
+    return [rel]
+
+
 def _write_timeline(out: Path, job: _Job) -> str:
     from fleetlib.runtime.synth import write_timeline
     from fleetlib.runtime.timeline import tables_from_seconds
 
     tl = job.timeline
     assert tl is not None
-    origin = FLEET_START + pd.Timedelta(seconds=job.start)
+    origin = FLEET_START + pd.Timedelta(seconds=job.gang_complete)
     steps, events = tables_from_seconds(tl.steps, tl.events, job_id=job.job_id, origin=origin.isoformat())
     rel = f"timelines/{job.job_id}.parquet"
     write_timeline(steps, events, out / rel)
@@ -344,7 +403,7 @@ def _yaml_list(items: list[str], indent: str) -> str:
 
 
 def synth_fleet(
-    out_dir: str | Path, *, devices: int = 64, days: float = 1.0, seed: int = 0
+    out_dir: str | Path, *, devices: int = 64, days: float = 1.0, seed: int = 0, scheduler: str = "slurm"
 ) -> SyntheticFleetBundle:
     """Write a synthetic fleet bundle with its truth file.
 
@@ -358,6 +417,11 @@ def synth_fleet(
         Length of the window, days (> 0; at least one hour).
     seed
         Seed of the random generator: the same arguments write the same files.
+    scheduler
+        ``"slurm"`` (sacct / sacctmgr / sinfo text; Slurm allocates atomically, so no partial gangs) or
+        ``"canonical"`` (the scheduling rung's Parquet file, written by
+        :func:`fleetlib.scheduling.synth.write_allocations`, in which some gangs complete minutes after
+        their first node is assigned: partial-gang hold).
 
     Returns
     -------
@@ -367,8 +431,10 @@ def synth_fleet(
     Raises
     ------
     DomainError
-        ``devices`` not a multiple of 8 or below 16; ``days`` under an hour.
+        ``devices`` not a multiple of 8 or below 16; ``days`` under an hour; an unknown ``scheduler``.
     """
+    if scheduler not in ("slurm", "canonical"):
+        raise DomainError(f"scheduler must be 'slurm' or 'canonical'; got {scheduler!r}")
     if (
         isinstance(devices, bool)
         or not isinstance(devices, (int, np.integer))
@@ -413,6 +479,9 @@ def synth_fleet(
             job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
         else:
             job.duration_s = int(rng.integers(600, 4 * 3600))
+        if scheduler == "canonical" and rng.random() < 0.3:  # a gang that completes after its first node
+            job.partial_s = int(rng.integers(30, 900))
+            job.duration_s += job.partial_s
         jobs.append(job)
         t += int(rng.exponential(mean_gap)) + 1
         i += 1
@@ -423,14 +492,19 @@ def synth_fleet(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    files = _write_slurm(out, jobs, pool_nodes, drains)
+    if scheduler == "slurm":
+        files = _write_slurm(out, jobs, pool_nodes, drains)
+        sched_yaml = "scheduler:\n  format: slurm\n  tz: UTC\n  files:\n" + _yaml_list(files, "    ")
+    else:
+        files = _write_canonical_scheduler(out, jobs, pool_nodes, drains, horizon)
+        sched_yaml = "scheduler:\n  format: canonical\n  files:\n" + _yaml_list(files, "    ")
     timelines, models, traces, trace_truth = [], {}, {}, {}
     for job in jobs:
         if job.kind == "zombie":
             job.timeline = _Timeline(
                 [],
-                [(0, 0.0, "gang_complete"), (0, float(job.duration_s), "release")],
-                job.duration_s,
+                [(0, 0.0, "gang_complete"), (0, float(job.held_s), "release")],
+                job.held_s,
                 {},
                 0,
                 0,
@@ -460,13 +534,13 @@ def synth_fleet(
         FLEET_START.isoformat().replace("+00:00", "Z"),
         (FLEET_START + pd.Timedelta(seconds=horizon)).isoformat().replace("+00:00", "Z"),
     ]
+    arg = "" if scheduler == "slurm" else f", scheduler={scheduler!r}"
     manifest = (
         f"# A synthetic fleet written by fleetlib.fleet.synth.synth_fleet(devices={int(devices)}, "
-        f"days={float(days)!r}, seed={seed}); truth.json holds what was injected.\n"
+        f"days={float(days)!r}, seed={seed}{arg}); truth.json holds what was injected.\n"
         f"name: synthetic fleet {int(devices)} GPUs, {float(days)!r} days, seed {seed}\n"
         f"window: ['{window[0]}', '{window[1]}']\n"
-        "scheduler:\n  format: slurm\n  tz: UTC\n  files:\n"
-        + _yaml_list(files[:3], "    ")
+        + sched_yaml
         + "timelines:\n  format: canonical\n  files:\n"
         + _yaml_list(timelines, "    ")
         + "models:\n"
@@ -477,7 +551,9 @@ def synth_fleet(
         + "contract:\n  software_version: synthetic\n  pool: all\n"
     )
     (out / "fleet.yaml").write_text(manifest, encoding="utf-8")
-    truth = _truth(jobs, pool_nodes, drains, horizon, window, trace_truth, int(devices), float(days), seed)
+    truth = _truth(
+        jobs, pool_nodes, drains, horizon, window, trace_truth, int(devices), float(days), seed, scheduler
+    )
     (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     files += ["fleet.yaml", "truth.json"]
     return SyntheticFleetBundle(out / "fleet.yaml", truth, sorted(files))
@@ -497,8 +573,8 @@ def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator) -> None:
         assert j.timeline is not None
         for attempt in range(50):
             tl = _timeline(np.random.default_rng(int(rng.integers(1 << 30)) + attempt), fail=True)
-            if tl.truth_s["rework"] > 0 and tl.duration_s <= j.duration_s:
-                pad = j.duration_s - j.residual_s - tl.duration_s
+            if tl.truth_s["rework"] > 0 and tl.duration_s <= j.held_s - j.residual_s:
+                pad = j.held_s - j.residual_s - tl.duration_s
                 time_, kind = tl.events[-1][1], tl.events[-1][2]
                 tl.events[-1] = (0, time_ + pad, kind)
                 tl.truth_s["idle"] += pad
@@ -517,6 +593,7 @@ def _truth(
     devices: int,
     days: float,
     seed: int,
+    scheduler: str,
 ) -> dict[str, Any]:
     sched = _scheduling_truth(jobs, pool_nodes, drains, horizon)
     tot = {k: math.fsum(p[k] for p in sched.values()) for k in next(iter(sched.values()))}
@@ -525,7 +602,7 @@ def _truth(
     per_job = {}
     for j in jobs:
         d = j.devices
-        held = float(d * j.duration_s)
+        held = float(d * j.held_s)
         row: dict[str, Any] = {"pool": j.pool, "devices": d, "held_device_s": held, "kind": j.kind}
         if j.kind == "unobserved":
             runtime["unobserved"] += held
@@ -576,6 +653,7 @@ def _truth(
             "devices": devices,
             "days": days,
             "seed": seed,
+            "scheduler": scheduler,
         },
         "window": window,
         "mpg": s * r * p,
@@ -608,7 +686,9 @@ def _truth(
         "pools": sched,
         "jobs": per_job,
         "notes": [
-            "Slurm allocates atomically: the records carry no partial-gang hold, so partial_gang_hold is 0.",
+            "Slurm allocates atomically: the records carry no partial-gang hold, so partial_gang_hold is 0."
+            if scheduler == "slurm"
+            else "Canonical records: partial_gang_hold is device-time from first node to gang complete.",
             "Drained node time is out of service: outside the in-service denominator "
             "(out_of_service_device_s), not a loss inside S.",
             "Runtime losses are the job timelines' categories times the job's devices; zombie = held time "
