@@ -402,6 +402,70 @@ def _yaml_list(items: list[str], indent: str) -> str:
     return "".join(f"{indent}- {i}\n" for i in items)
 
 
+def _draw_jobs(
+    rng: np.random.Generator,
+    placeable: dict[str, list[str]],
+    horizon: int,
+    n_nodes: int,
+    has_dev: bool,
+    scheduler: str,
+) -> list[_Job]:
+    """Draw the jobs that arrive over the window (kind, size, timeline, residual, partial gang)."""
+    jobs: list[_Job] = []
+    t, i = 0, 0
+    mean_gap = max(horizon / (6.0 * n_nodes), 60.0)
+    while t < horizon:
+        pool = "dev" if has_dev and rng.random() < 0.25 else "train"
+        sizes = [1] if pool == "dev" else [s for s in (1, 2, 4) if s <= len(placeable["train"])]
+        r = rng.random()
+        kind = "zombie" if r < 0.06 else "unobserved" if r < 0.12 else "timeline"
+        job = _Job(
+            job_id=str(70001 + i),
+            pool=pool,
+            nodes_n=int(rng.choice(sizes)),
+            submit=int(t),
+            duration_s=0,
+            kind=kind,
+        )
+        if kind == "timeline":
+            job.timeline = _timeline(rng, fail=rng.random() < 0.35)
+            job.residual_s = int(rng.integers(1, 61)) if rng.random() < 0.3 else 0
+            job.duration_s = job.timeline.duration_s + job.residual_s
+            job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
+        else:
+            job.duration_s = int(rng.integers(600, 4 * 3600))
+        if scheduler == "canonical" and rng.random() < 0.3:  # a gang that completes after its first node
+            job.partial_s = int(rng.integers(30, 900))
+            job.duration_s += job.partial_s
+        jobs.append(job)
+        t += int(rng.exponential(mean_gap)) + 1
+        i += 1
+    return jobs
+
+
+def _sample_traces(
+    out: Path, jobs: list[_Job], pool_nodes: dict[str, list[str]], models: dict[str, str], seed: int
+) -> tuple[dict[str, list[str]], dict[str, tuple[dict[str, float], int]]]:
+    """Trace a stratified sample: the smallest and the largest job with a model config in each pool."""
+    traces: dict[str, list[str]] = {}
+    trace_truth: dict[str, tuple[dict[str, float], int]] = {}
+    for pool in pool_nodes:
+        cands = [j for j in jobs if j.pool == pool and j.job_id in models]
+        if not cands:
+            continue
+        picks = {
+            min(cands, key=lambda j: (j.devices, j.job_id)).job_id,
+            max(cands, key=lambda j: (j.devices, j.job_id)).job_id,
+        }
+        for jid in sorted(picks):
+            job = next(j for j in jobs if j.job_id == jid)
+            job.traced = True
+            rel, shares, rank_steps = _write_traces(out, job, seed + int(job.job_id))
+            traces[jid] = [rel + "/"]
+            trace_truth[jid] = (shares, rank_steps)
+    return traces, trace_truth
+
+
 def synth_fleet(
     out_dir: str | Path, *, devices: int = 64, days: float = 1.0, seed: int = 0, scheduler: str = "slurm"
 ) -> SyntheticFleetBundle:
@@ -456,35 +520,7 @@ def synth_fleet(
     d0 = int(rng.integers(0, horizon // 2))
     drains = [("train", spare, d0, d0 + int(rng.integers(horizon // 8, horizon // 3)))]
 
-    jobs: list[_Job] = []
-    t, i = 0, 0
-    mean_gap = max(horizon / (6.0 * n_nodes), 60.0)
-    while t < horizon:
-        pool = "dev" if n_dev and rng.random() < 0.25 else "train"
-        sizes = [1] if pool == "dev" else [s for s in (1, 2, 4) if s <= len(placeable["train"])]
-        r = rng.random()
-        kind = "zombie" if r < 0.06 else "unobserved" if r < 0.12 else "timeline"
-        job = _Job(
-            job_id=str(70001 + i),
-            pool=pool,
-            nodes_n=int(rng.choice(sizes)),
-            submit=int(t),
-            duration_s=0,
-            kind=kind,
-        )
-        if kind == "timeline":
-            job.timeline = _timeline(rng, fail=rng.random() < 0.35)
-            job.residual_s = int(rng.integers(1, 61)) if rng.random() < 0.3 else 0
-            job.duration_s = job.timeline.duration_s + job.residual_s
-            job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
-        else:
-            job.duration_s = int(rng.integers(600, 4 * 3600))
-        if scheduler == "canonical" and rng.random() < 0.3:  # a gang that completes after its first node
-            job.partial_s = int(rng.integers(30, 900))
-            job.duration_s += job.partial_s
-        jobs.append(job)
-        t += int(rng.exponential(mean_gap)) + 1
-        i += 1
+    jobs = _draw_jobs(rng, placeable, horizon, n_nodes, bool(n_dev), scheduler)
     jobs = _place(jobs, placeable, horizon)
     # the first job of each kind is kept whatever the draw, so every category shows up
     _ensure_kinds(jobs, rng)
@@ -498,7 +534,8 @@ def synth_fleet(
     else:
         files = _write_canonical_scheduler(out, jobs, pool_nodes, drains, horizon)
         sched_yaml = "scheduler:\n  format: canonical\n  files:\n" + _yaml_list(files, "    ")
-    timelines, models, traces, trace_truth = [], {}, {}, {}
+    timelines: list[str] = []
+    models: dict[str, str] = {}
     for job in jobs:
         if job.kind == "zombie":
             job.timeline = _Timeline(
@@ -513,20 +550,7 @@ def synth_fleet(
             timelines.append(_write_timeline(out, job))
         if job.kind == "timeline" and job.mfu is not None:
             models[job.job_id] = _write_model(out, job)
-    for pool in pool_nodes:
-        cands = [j for j in jobs if j.pool == pool and j.job_id in models]
-        if not cands:
-            continue
-        picks = {
-            min(cands, key=lambda j: (j.devices, j.job_id)).job_id,
-            max(cands, key=lambda j: (j.devices, j.job_id)).job_id,
-        }
-        for jid in sorted(picks):
-            job = next(j for j in jobs if j.job_id == jid)
-            job.traced = True
-            rel, shares, rank_steps = _write_traces(out, job, seed + int(job.job_id))
-            traces[jid] = [rel + "/"]
-            trace_truth[jid] = (shares, rank_steps)
+    traces, trace_truth = _sample_traces(out, jobs, pool_nodes, models, seed)
     files += timelines + list(models.values())
     for rels in traces.values():
         files += sorted(str(p.relative_to(out)) for p in (out / rels[0]).iterdir())
