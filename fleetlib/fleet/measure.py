@@ -236,6 +236,10 @@ class FleetMeasurement:
             "price_per_device_hour": self.price_per_device_hour,
             "cost_per_useful_device_hour": self.cost_per_useful_device_hour,
             "sources": self.sources,
+            "rank_timers": {
+                "files": list(self.sources.get("rank_timers", [])),
+                "note": "listed in the manifest; not read by measure_fleet yet",
+            },
             "ledger": self.ledger.to_dict(),
         }
 
@@ -343,6 +347,19 @@ def _read_timelines(
     keep_e = e_all["job_id"].isin(known).to_numpy() if len(e_all) else np.zeros(0, bool)
     joined = {j: f for j, f in owner.items() if j in known}
     return s_all[keep_s].reset_index(drop=True), e_all[keep_e].reset_index(drop=True), joined, owner
+
+
+def _flag_varying_devices(attempts: pd.DataFrame, ledger: Ledger) -> None:
+    """Flag jobs whose attempts held different device counts (timeline seconds weigh by the largest)."""
+    held = attempts[attempts["held_device_s"] > 0]
+    spread = held.groupby(held["job_id"].astype(str))["devices"].agg(["min", "max"])
+    for job, row in spread[spread["min"] != spread["max"]].iterrows():
+        ledger.flag(
+            "devices_vary_across_attempts",
+            f"job {job!r} held {int(row['min'])} to {int(row['max'])} "
+            "devices across attempts; its timeline's seconds are weighted by the largest",
+            job_id=job,
+        )
 
 
 def _check_job_keys(
@@ -695,7 +712,12 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
             if held > 0 and row["observed"]
             else None,
             "coverage": {
-                "runtime": 1.0 if row["observed"] else 0.0,
+                # the share of the scheduler's held time the job's timeline covers
+                "runtime": (
+                    1.0 if row["zombie_job"] else min(float(row["timeline_held_device_s"]) / held, 1.0)
+                )
+                if held > 0 and row["observed"]
+                else 0.0,
                 "program": 1.0 if not pd.isna(row["ideal_device_s"]) else 0.0,
             },
             "productive_device_s": float(row["productive_device_s"]),
@@ -758,6 +780,7 @@ def measure_fleet(
     records, ledger, win = _read_scheduler(man, win)
     partition = scheduling_partition(**records.tables(), window=win)
     s = partition.factor()
+    _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
@@ -816,6 +839,7 @@ def measure_fleet(
         "runtime": [man.relative(f) for f in man.timeline_files],
         "program": sorted(man.relative(f) for f in man.models.values()),
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
+        "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
     return FleetMeasurement(
         name=man.name,
