@@ -51,7 +51,14 @@ from fleetlib.accounting import (
 from fleetlib.fleet.manifest import FleetManifest, load_manifest
 from fleetlib.quality import DomainError, InputError, Ledger
 
-__all__ = ["PROGRAM_LOSSES", "RUNTIME_LOSSES", "TRACE_PARTS", "FleetMeasurement", "measure_fleet"]
+__all__ = [
+    "LOSS_OWNERS",
+    "PROGRAM_LOSSES",
+    "RUNTIME_LOSSES",
+    "TRACE_PARTS",
+    "FleetMeasurement",
+    "measure_fleet",
+]
 
 #: Runtime losses of the fleet's R partition (device-seconds), in report order.
 RUNTIME_LOSSES: tuple[str, ...] = (
@@ -92,6 +99,28 @@ _RUNG_LOSSES = (
     "idle",
     "progress_at_risk",
 )
+#: Who usually owns each named loss (the levers table groups by it).
+LOSS_OWNERS: dict[str, str] = {
+    "partial_gang_hold": "scheduler policy",
+    "reservation": "scheduler policy",
+    "idle_with_queue": "scheduler policy",
+    "idle_empty_queue": "capacity planning",
+    "startup": "job launch and compilation",
+    "input_wait": "input pipeline",
+    "checkpoint": "checkpointing",
+    "recovery": "reliability (detection, relaunch)",
+    "rework": "checkpointing cadence and reliability",
+    "preemption": "scheduler policy",
+    "evaluation": "training recipe",
+    "idle": "job owners (teardown, hangs)",
+    "progress_at_risk": "checkpointing",
+    "timeline_unattributed": "instrumentation",
+    "zombie": "job owners and scheduler (held gangs with no step)",
+    "unobserved": "instrumentation (no timeline)",
+    "reconciliation_residual": "instrumentation (timeline vs scheduler)",
+    "step_time_above_baseline": "program (stragglers, contention; traces explain)",
+    "below_ideal_rate": "program (kernels, communication, dispatch)",
+}
 #: Upper bounds (devices, inclusive) of the job-size cohorts of the waterfall.
 COHORT_EDGES: tuple[int, ...] = (8, 64, 512)
 _RUNTIME_CONVENTION = (
@@ -667,7 +696,13 @@ def _levers(
         for k, v in f.losses.items():
             if v > 0 and f.numerator > 0 and k != "unattributed":
                 per_loss.append(
-                    {"factor": f.boundary, "loss": k, "device_s": v, "relative_gain": v / f.numerator}
+                    {
+                        "factor": f.boundary,
+                        "loss": k,
+                        "owner": LOSS_OWNERS.get(k, "unassigned"),
+                        "device_s": v,
+                        "relative_gain": v / f.numerator,
+                    }
                 )
     per_loss.sort(key=lambda x: x["relative_gain"], reverse=True)
     sources = {
