@@ -1,0 +1,22 @@
+"""The roof: one fleet bundle (scheduler records, job timelines, step traces) -> one measured MPG.
+
+* :mod:`fleetlib.fleet.manifest` -- ``fleet.yaml``: load, validate, every path inside the bundle;
+* :mod:`fleetlib.fleet.measure` -- :func:`measure_fleet`: S, R over the scheduler's held time, P over
+  R's productive time, MPG with the chain checked, waterfall, levers, cost;
+* :mod:`fleetlib.fleet.synth` -- :func:`synth_fleet`: a joint synthetic bundle in real formats with
+  its truth file;
+* :mod:`fleetlib.fleet.commands` -- ``fleetlib fleet`` and ``fleetlib synth fleet``.
+"""
+
+from fleetlib.fleet.manifest import FleetManifest, load_manifest
+from fleetlib.fleet.measure import FleetMeasurement, measure_fleet
+from fleetlib.fleet.synth import SyntheticFleetBundle, synth_fleet
+
+__all__ = [
+    "FleetManifest",
+    "FleetMeasurement",
+    "SyntheticFleetBundle",
+    "load_manifest",
+    "measure_fleet",
+    "synth_fleet",
+]

@@ -1,0 +1,244 @@
+"""Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
+
+``fleetlib fleet MANIFEST [--window START END] [--engine pandas|dask] [--workers N] [--json]``
+measures one fleet bundle (:func:`fleetlib.fleet.measure.measure_fleet`); ``fleetlib synth fleet
+--devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
+(:func:`fleetlib.fleet.synth.synth_fleet`).
+
+:func:`register` has the signature :mod:`fleetlib.cli` calls on every module of
+``RUNG_COMMAND_MODULES``; :func:`add_parser` and :func:`add_synth_parser` add one command each.
+
+Examples
+--------
+.. code-block:: console
+
+    $ fleetlib synth fleet --devices 64 --days 1 --seed 0 --out /tmp/fleet
+    $ fleetlib fleet /tmp/fleet/fleet.yaml --json
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetlib.quality import DomainError, InputError
+
+__all__ = [
+    "add_parser",
+    "add_synth_parser",
+    "register",
+    "render_fleet",
+    "render_synth_fleet",
+    "run_fleet",
+    "run_synth_fleet",
+]
+
+
+def run_fleet(
+    manifest: str | Path, *, window: Sequence[str] | None = None, engine: str = "pandas", workers: int = 2
+) -> dict[str, Any]:
+    """Return the JSON object of ``fleetlib fleet``.
+
+    Parameters
+    ----------
+    manifest
+        ``fleet.yaml`` or the bundle folder.
+    window
+        ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+    engine
+        ``"pandas"`` (``"dask"`` is not there yet and raises).
+    workers
+        Dask workers (for ``engine="dask"``, later).
+
+    Returns
+    -------
+    dict
+        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict`.
+    """
+    from fleetlib.fleet.measure import measure_fleet
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
+    return measure_fleet(manifest, window=None if window is None else list(window), engine=engine).to_dict()
+
+
+def run_synth_fleet(
+    devices: int, days: float, seed: int, out: str | Path, *, scheduler: str = "slurm"
+) -> dict[str, Any]:
+    """Write a synthetic bundle and return what was written with its truth.
+
+    Parameters
+    ----------
+    devices, days, seed, scheduler
+        As :func:`fleetlib.fleet.synth.synth_fleet`.
+    out
+        Output folder; its parent must exist.
+
+    Returns
+    -------
+    dict
+        ``manifest``, ``files`` and ``truth``.
+    """
+    from fleetlib.fleet.synth import synth_fleet
+
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise InputError(
+            f"cannot write the bundle: folder {str(path.parent)!r} does not exist", file=str(path)
+        )
+    if path.exists() and not path.is_dir():
+        raise InputError("cannot write the bundle: it is a file, not a folder", file=str(path))
+    bundle = synth_fleet(path, devices=devices, days=days, seed=seed, scheduler=scheduler)
+    return {"manifest": str(bundle.manifest), "files": bundle.files, "truth": bundle.truth}
+
+
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{100.0 * x:5.1f} %"
+
+
+def _h(device_s: float) -> str:
+    return f"{device_s / 3600.0:12,.1f}"
+
+
+def render_fleet(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib fleet``'s result as text (device-hours; shares in percent)."""
+    f = res["factors"]
+    w = res["window"]
+    lines = [
+        f"fleet {res['name']!r}, window {w.get('start')} .. {w.get('end')}",
+        f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
+        f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
+        f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
+        f"{_pct(res['coverage']['program'])} of productive time has a model config",
+        f"observed-only R (estimate, not in the product): {_pct(res['runtime_observed_only']['value'])}",
+        "",
+        "waterfall (device-hours):",
+    ]
+    for key, value in res["waterfall_device_s"].items():
+        kind, stage = key.split(":", 1)
+        lines.append(f"  {stage:<40} {_h(value)}" if kind == "total" else f"    - {stage:<36} {_h(value)}")
+    ranked = res["levers"]["ranked"]
+    if ranked:
+        lines += ["", "levers (relative gain at the measured ceiling):"]
+        lines += [
+            f"  {g['rank']}. {g['factor']:<11} {g['current']:.3f} -> {g['ceiling']:.3f}  "
+            f"+{100 * g['relative_gain']:.1f} %"
+            for g in ranked
+        ]
+    if res.get("cost_per_useful_device_hour") is not None:
+        lines.append(
+            f"\ncost per useful device-hour: {res['cost_per_useful_device_hour']:.2f} "
+            f"(at {res['price_per_device_hour']:.2f} per in-service device-hour)"
+        )
+    flags = res["ledger"].get("flags", [])
+    if flags:
+        lines += ["", f"ledger flags ({len(flags)}):"]
+        lines += [
+            f"  {fl['code']}: {fl['message']}" if isinstance(fl, Mapping) else f"  {fl}" for fl in flags[:10]
+        ]
+    return "\n".join(lines)
+
+
+def render_synth_fleet(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib synth fleet``'s result as text."""
+    t = res["truth"]
+    f = t["factors"]
+    return (
+        f"wrote {len(res['files'])} files; manifest {res['manifest']}\n"
+        f"truth: MPG {_pct(t['mpg'])} = S {_pct(f['scheduling']['value'])} x R {_pct(f['runtime']['value'])}"
+        f" x P {_pct(f['program']['value'])}"
+    )
+
+
+def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
+    return run_fleet(args.manifest, window=args.window, engine=args.engine, workers=args.workers)
+
+
+def _cmd_synth_fleet(args: argparse.Namespace) -> dict[str, Any]:
+    return run_synth_fleet(args.devices, args.days, args.seed, args.out, scheduler=args.scheduler)
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object with full precision")
+
+
+def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
+    """Add ``fleetlib fleet`` to the command line.
+
+    Parameters
+    ----------
+    subparsers
+        The ``fleetlib`` sub-command action.
+    add_json
+        Adds the common ``--json`` flag (default: a local one of the same form).
+    """
+    p = subparsers.add_parser(
+        "fleet",
+        help="one fleet bundle -> measured S, R, P and MPG with the chain checked",
+        description="Read a fleet bundle (fleet.yaml: scheduler records, job timelines, model configs, "
+        "traces), measure S from the scheduler records, R over the held time they hand over "
+        "(with unobserved time, zombies and the reconciliation residual), P over R's productive "
+        "time, MPG through the chain check; the waterfall, levers and cost.",
+    )
+    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
+    p.add_argument(
+        "--window",
+        nargs=2,
+        metavar=("START", "END"),
+        help="ISO 8601 times with a zone (default: the manifest's window)",
+    )
+    p.add_argument("--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: not yet)")
+    p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask workers (default 2)")
+    (add_json or _json_flag)(p)
+    p.set_defaults(func=_cmd_fleet, render=render_fleet)
+
+
+def add_synth_parser(
+    synth_subparsers: Any, add_json: Callable[[argparse.ArgumentParser], None] | None = None
+) -> None:
+    """Add ``fleetlib synth fleet`` to the command line.
+
+    Parameters
+    ----------
+    synth_subparsers
+        The ``fleetlib synth`` sub-command action.
+    add_json
+        Adds the common ``--json`` flag (default: a local one of the same form).
+    """
+    p = synth_subparsers.add_parser(
+        "fleet",
+        help="a joint synthetic fleet bundle (Slurm, timelines, traces, model configs) with truth",
+        description="Write a fleet bundle in real formats -- Slurm sacct/sacctmgr/sinfo text, canonical "
+        "timelines matching the allocations, Kineto traces for a stratified sample, model configs "
+        "-- and truth.json with S, R, P, MPG and every loss in device-seconds.",
+    )
+    p.add_argument("--devices", type=int, required=True, metavar="N", help="GPUs, a multiple of 8 (>= 16)")
+    p.add_argument("--days", type=float, default=1.0, metavar="D", help="window length, days (default 1)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    p.add_argument(
+        "--scheduler",
+        choices=("slurm", "canonical"),
+        default="slurm",
+        help="scheduler record format (default slurm; canonical Parquet adds partial gangs)",
+    )
+    (add_json or _json_flag)(p)
+    p.set_defaults(func=_cmd_synth_fleet, render=render_synth_fleet)
+
+
+def register(
+    subparsers: Any, synth_subparsers: Any, add_json: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """Add ``fleetlib fleet`` and ``fleetlib synth fleet`` (the signature :mod:`fleetlib.cli` calls).
+
+    Parameters
+    ----------
+    subparsers, synth_subparsers
+        The ``fleetlib`` and ``fleetlib synth`` sub-command actions.
+    add_json
+        Adds the common ``--json`` flag to a parser.
+    """
+    add_parser(subparsers, add_json)
+    add_synth_parser(synth_subparsers, add_json)

@@ -1,0 +1,315 @@
+"""The fleet bundle's manifest (``fleet.yaml``): load, validate, resolve every path inside its folder.
+
+A fleet bundle is one fleet, one window and three records joined by job id -- a folder with a
+``fleet.yaml``::
+
+    name: text
+    window: ["2024-05-01T00:00:00Z", "2024-05-02T00:00:00Z"]   # ISO 8601 with a zone (or "START/END")
+    scheduler: {format: slurm, files: [scheduler/sacct.txt, ...], tz: UTC}
+    timelines: {format: canonical, files: [timelines/70001.parquet, ...]}
+    job_map: {timeline_job_id: scheduler_job_id}   # optional, when the ids differ
+    models: {"70001": models/70001.yaml}           # fleetlib.program model configs
+    traces: {"70001": [traces/70001/]}             # optional, sampled ranks / steps
+    rank_timers: {files: [...]}                    # optional, always-on per-rank step timers
+    price_per_device_hour: 2.0                     # optional
+    contract: {...}                                # free-form for now
+
+Every path is relative to the manifest's folder and must stay inside it
+(:func:`fleetlib._io.confined`); a named file must exist.  Any problem is one
+:class:`~fleetlib.quality.InputError` naming the manifest file and the key.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetlib._io import confined
+from fleetlib.accounting import Window
+from fleetlib.quality import DomainError, InputError
+
+__all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TIMELINE_FORMATS", "FleetManifest", "load_manifest"]
+
+#: Keys a manifest may have (any other is refused, so a misspelt key is never silently ignored).
+MANIFEST_KEYS: tuple[str, ...] = (
+    "name",
+    "window",
+    "scheduler",
+    "timelines",
+    "job_map",
+    "models",
+    "traces",
+    "rank_timers",
+    "price_per_device_hour",
+    "contract",
+)
+#: Scheduler record formats a manifest may name (readers of :mod:`fleetlib.scheduling.readers`).
+SCHEDULER_FORMATS: tuple[str, ...] = ("slurm", "kueue", "volcano", "helios-sequence", "canonical")
+#: Timeline formats a manifest may name (readers of :mod:`fleetlib.runtime.readers`).
+TIMELINE_FORMATS: tuple[str, ...] = ("canonical", "mlgoodput", "mlperf")
+
+
+@dataclass(frozen=True)
+class FleetManifest:
+    """A validated fleet manifest; every path absolute and inside :attr:`folder`.
+
+    Attributes
+    ----------
+    file, folder
+        The manifest and the folder its paths are relative to.
+    name
+        The bundle's name.
+    window
+        The calendar window (None: the scheduler records' span).
+    scheduler_format, scheduler_files, scheduler_tz
+        The scheduler records.
+    timeline_format, timeline_files
+        The job timelines (job ids are the scheduler's, or mapped by :attr:`job_map`).
+    job_map
+        ``{timeline job id: scheduler job id}``.
+    models
+        ``{scheduler job id: model config path}``.
+    traces
+        ``{scheduler job id: [trace files or folders]}``.
+    rank_timer_files
+        Optional per-rank step timers (read by nothing yet; listed in the result).
+    price_per_device_hour
+        Price of one in-service device-hour, or None.
+    contract
+        Free-form measurement contract.
+    """
+
+    file: Path
+    folder: Path
+    name: str
+    window: Window | None
+    scheduler_format: str
+    scheduler_files: tuple[Path, ...]
+    scheduler_tz: str | None
+    timeline_format: str
+    timeline_files: tuple[Path, ...]
+    job_map: Mapping[str, str] = field(default_factory=dict)
+    models: Mapping[str, Path] = field(default_factory=dict)
+    traces: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+    rank_timer_files: tuple[Path, ...] = ()
+    price_per_device_hour: float | None = None
+    contract: Mapping[str, Any] = field(default_factory=dict)
+
+    def relative(self, path: Path) -> str:
+        """Return ``path`` relative to the bundle folder (for reports)."""
+        try:
+            return str(path.relative_to(self.folder))
+        except ValueError:
+            return str(path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the manifest as a JSON-ready dictionary (paths relative to the folder)."""
+        return {
+            "file": str(self.file),
+            "name": self.name,
+            "window": None if self.window is None else self.window.to_dict(),
+            "scheduler": {
+                "format": self.scheduler_format,
+                "tz": self.scheduler_tz,
+                "files": [self.relative(p) for p in self.scheduler_files],
+            },
+            "timelines": {
+                "format": self.timeline_format,
+                "files": [self.relative(p) for p in self.timeline_files],
+            },
+            "job_map": dict(self.job_map),
+            "models": {k: self.relative(v) for k, v in self.models.items()},
+            "traces": {k: [self.relative(p) for p in v] for k, v in self.traces.items()},
+            "rank_timers": [self.relative(p) for p in self.rank_timer_files],
+            "price_per_device_hour": self.price_per_device_hour,
+            "contract": dict(self.contract),
+        }
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without timestamp conversion: windows stay text and are parsed by Window.parse."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _err(file: Path, key: str, message: str) -> InputError:
+    return InputError(message, file=str(file), field=key)
+
+
+def _mapping(data: Any, file: Path, key: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise _err(file, key, f"must be a mapping; got {type(data).__name__}")
+    return data
+
+
+def _path(
+    folder: Path, file: Path, key: str, name: Any, *, must_exist: bool = True, folder_ok: bool = False
+) -> Path:
+    if not isinstance(name, str) or not name.strip():
+        raise _err(file, key, f"a path must be non-empty text; got {name!r}")
+    try:
+        p = confined(folder, name, what=f"{key} path")
+    except InputError as exc:
+        raise _err(
+            file,
+            key,
+            f"path {name!r} lies outside the manifest's folder {folder} (only paths "
+            "inside the bundle are read)",
+        ) from exc
+    if must_exist and not p.exists():
+        raise _err(file, key, f"names a missing file {name!r} (resolved to {p})")
+    if p.is_dir() and not folder_ok:
+        raise _err(file, key, f"names a folder {name!r}; give the file")
+    return p
+
+
+def _files(folder: Path, file: Path, key: str, value: Any, *, folder_ok: bool = False) -> tuple[Path, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise _err(file, key, f"must be a non-empty list of paths; got {value!r}")
+    return tuple(_path(folder, file, key, v, folder_ok=folder_ok) for v in value)
+
+
+def _job_key(file: Path, key: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise _err(file, key, f"job ids are text or whole numbers; got {value!r}")
+    return str(value)
+
+
+def load_manifest(path: str | Path) -> FleetManifest:
+    """Read and check a fleet manifest (``fleet.yaml``).
+
+    Parameters
+    ----------
+    path
+        The manifest file, or the bundle folder holding ``fleet.yaml``.
+
+    Returns
+    -------
+    FleetManifest
+        The manifest with every path resolved inside the manifest's folder.
+
+    Raises
+    ------
+    InputError
+        A missing or unreadable manifest, invalid YAML, an unknown or missing key, a value of the
+        wrong shape, a window without a zone, a path outside the folder, a missing file -- one line
+        naming the manifest file and the key.
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / "fleet.yaml"
+    if not file.is_file():
+        raise InputError(
+            "fleet manifest not found (give fleet.yaml or the bundle folder holding it)", file=str(file)
+        )
+    folder = file.resolve().parent
+    try:
+        text = file.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the fleet manifest ({exc})", file=str(file)) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(
+            f"not valid YAML ({getattr(exc, 'problem', None) or exc})",
+            file=str(file),
+            row=None if mark is None else mark.line + 1,
+        ) from exc
+    data = _mapping(data, file, "<manifest>")
+    unknown = sorted(str(k) for k in data if k not in MANIFEST_KEYS)
+    if unknown:
+        raise _err(file, unknown[0], f"unknown key(s) {unknown}; allowed: {list(MANIFEST_KEYS)}")
+    for key in ("scheduler", "timelines"):
+        if data.get(key) is None:
+            raise _err(file, key, "is required")
+    window = _window(data.get("window"), file)
+    sched = _mapping(data["scheduler"], file, "scheduler")
+    fmt = sched.get("format")
+    if fmt not in SCHEDULER_FORMATS:
+        raise _err(file, "scheduler.format", f"must be one of {list(SCHEDULER_FORMATS)}; got {fmt!r}")
+    extra = sorted(set(map(str, sched)) - {"format", "files", "tz"})
+    if extra:
+        raise _err(file, f"scheduler.{extra[0]}", "unknown key; allowed: format, files, tz")
+    tz = sched.get("tz")
+    if tz is not None and not isinstance(tz, str):
+        raise _err(file, "scheduler.tz", f"must be an IANA zone name; got {tz!r}")
+    sched_files = _files(folder, file, "scheduler.files", sched.get("files"))
+    tl = _mapping(data["timelines"], file, "timelines")
+    tfmt = tl.get("format")
+    if tfmt not in TIMELINE_FORMATS:
+        raise _err(file, "timelines.format", f"must be one of {list(TIMELINE_FORMATS)}; got {tfmt!r}")
+    extra = sorted(set(map(str, tl)) - {"format", "files"})
+    if extra:
+        raise _err(file, f"timelines.{extra[0]}", "unknown key; allowed: format, files")
+    tl_files = _files(folder, file, "timelines.files", tl.get("files"))
+    dup = sorted({str(p) for p in tl_files if tl_files.count(p) > 1})
+    if dup:
+        raise _err(file, "timelines.files", f"names the file {dup[0]!r} twice")
+    job_map = {
+        _job_key(file, "job_map", k): _job_key(file, "job_map", v)
+        for k, v in _mapping(data.get("job_map") or {}, file, "job_map").items()
+    }
+    models = {
+        _job_key(file, "models", k): _path(folder, file, f"models.{k}", v)
+        for k, v in _mapping(data.get("models") or {}, file, "models").items()
+    }
+    traces = {
+        _job_key(file, "traces", k): _files(folder, file, f"traces.{k}", v, folder_ok=True)
+        for k, v in _mapping(data.get("traces") or {}, file, "traces").items()
+    }
+    rank_timers: tuple[Path, ...] = ()
+    if data.get("rank_timers") is not None:
+        rt = _mapping(data["rank_timers"], file, "rank_timers")
+        rank_timers = _files(folder, file, "rank_timers.files", rt.get("files"), folder_ok=True)
+    price = data.get("price_per_device_hour")
+    if price is not None:
+        if (
+            isinstance(price, bool)
+            or not isinstance(price, (int, float))
+            or not math.isfinite(price)
+            or price < 0
+        ):
+            raise _err(file, "price_per_device_hour", f"must be a finite number >= 0; got {price!r}")
+        price = float(price)
+    contract = _mapping(data.get("contract") or {}, file, "contract")
+    name = data.get("name")
+    return FleetManifest(
+        file=file.resolve(),
+        folder=folder,
+        name=str(name) if name is not None else folder.name,
+        window=window,
+        scheduler_format=str(fmt),
+        scheduler_files=sched_files,
+        scheduler_tz=tz,
+        timeline_format=str(tfmt),
+        timeline_files=tl_files,
+        job_map=job_map,
+        models=models,
+        traces=traces,
+        rank_timer_files=rank_timers,
+        price_per_device_hour=price,
+        contract=dict(contract),
+    )
+
+
+def _window(value: Any, file: Path) -> Window | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        value = [v.isoformat() if isinstance(v, (_dt.datetime, _dt.date)) else v for v in value]
+    try:
+        return Window.parse(value)
+    except DomainError as exc:
+        raise _err(file, "window", str(exc)) from exc

@@ -1,0 +1,898 @@
+"""The walk: one fleet bundle's scheduler records, job timelines and step traces -> one measured MPG.
+
+:func:`measure_fleet` follows the chapter's order on one calendar window:
+
+1. **S** from the scheduler records (:func:`fleetlib.scheduling.scheduling_partition`): held
+   device-time of complete allocations over in-service capacity-time.
+2. **R over the held time the scheduler hands over.**  Per job, the scheduler's held device-seconds
+   (gang complete -> release, clipped to the window; :func:`fleetlib.scheduling.held_time`) are R's
+   denominator.  Each job's timeline is measured with the runtime rung
+   (:func:`fleetlib.runtime.goodput.runtime_goodput`, retrospective definition) and reconciled
+   against it: the scheduler's held device-time the timeline does not cover is the
+   ``reconciliation_residual``.  Held time of a job with no timeline is ``unobserved`` (R is the
+   bound; the observed-only estimate is reported beside it and never enters the product); a complete
+   gang whose timeline has no step is a ``zombie``.
+3. **The corrected chain.**  R's numerator is the retained steps' productive time -- wall time less
+   input waits, warm-up excess after a (re)start still charged to startup or recovery -- times the
+   job's devices.  The runtime rung still splits that time into ``productive`` (retained steps x
+   fault-free step time) and ``step_time_above_baseline``; here the two are added back together per
+   job, and ``step_time_above_baseline`` is charged to P, whose denominator is exactly R's numerator.
+4. **P per job** = ideal time of its retained steps (useful FLOPs per step from the job's model
+   config / the named peak, in device-seconds) over their productive time.  P's partition:
+   ``step_time_above_baseline``, ``below_ideal_rate`` (the rest) and ``unobserved`` (productive time
+   of jobs with no model config).  Where a job has traces, the trace partition (compute, exposed
+   comm, peer wait, exposed memcpy, host dispatch, idle) is scaled to the job's productive time, with
+   the sample's coverage (rank-steps traced / retained steps x devices).
+5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
+   R.numerator = P.denominator in device-seconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.accounting import (
+    Factor,
+    GoodputProduct,
+    LeverGain,
+    Window,
+    cost_per_useful_hour,
+    mpg,
+    rank_levers,
+)
+from fleetlib.fleet.manifest import FleetManifest, load_manifest
+from fleetlib.quality import DomainError, InputError, Ledger
+
+__all__ = [
+    "LOSS_OWNERS",
+    "PROGRAM_LOSSES",
+    "RUNTIME_LOSSES",
+    "TRACE_PARTS",
+    "FleetMeasurement",
+    "measure_fleet",
+]
+
+#: Runtime losses of the fleet's R partition (device-seconds), in report order.
+RUNTIME_LOSSES: tuple[str, ...] = (
+    "startup",
+    "input_wait",
+    "checkpoint",
+    "recovery",
+    "rework",
+    "preemption",
+    "evaluation",
+    "idle",
+    "progress_at_risk",
+    "timeline_unattributed",
+    "zombie",
+    "unobserved",
+    "reconciliation_residual",
+)
+#: Program losses of the fleet's P partition (device-seconds).
+PROGRAM_LOSSES: tuple[str, ...] = ("step_time_above_baseline", "below_ideal_rate", "unobserved")
+#: Parts of the trace partition a traced job's productive time is split into.
+TRACE_PARTS: tuple[str, ...] = (
+    "compute",
+    "exposed_comm",
+    "peer_wait",
+    "exposed_memcpy",
+    "host_dispatch",
+    "idle",
+)
+#: Rung categories carried over (seconds x devices) into the fleet's R partition.
+_RUNG_LOSSES = (
+    "startup",
+    "input_wait",
+    "checkpoint",
+    "recovery",
+    "rework",
+    "preemption",
+    "evaluation",
+    "idle",
+    "progress_at_risk",
+)
+#: Who usually owns each named loss (the levers table groups by it).
+LOSS_OWNERS: dict[str, str] = {
+    "partial_gang_hold": "scheduler policy",
+    "reservation": "scheduler policy",
+    "idle_with_queue": "scheduler policy",
+    "idle_empty_queue": "capacity planning",
+    "startup": "job launch and compilation",
+    "input_wait": "input pipeline",
+    "checkpoint": "checkpointing",
+    "recovery": "reliability (detection, relaunch)",
+    "rework": "checkpointing cadence and reliability",
+    "preemption": "scheduler policy",
+    "evaluation": "training recipe",
+    "idle": "job owners (teardown, hangs)",
+    "progress_at_risk": "checkpointing",
+    "timeline_unattributed": "instrumentation",
+    "zombie": "job owners and scheduler (held gangs with no step)",
+    "unobserved": "instrumentation (no timeline)",
+    "reconciliation_residual": "instrumentation (timeline vs scheduler)",
+    "step_time_above_baseline": "program (stragglers, contention; traces explain)",
+    "below_ideal_rate": "program (kernels, communication, dispatch)",
+}
+#: Upper bounds (devices, inclusive) of the job-size cohorts of the waterfall.
+COHORT_EDGES: tuple[int, ...] = (8, 64, 512)
+_RUNTIME_CONVENTION = (
+    "runtime, retrospective definition, over the scheduler's held device-time (gang complete -> release, "
+    "clipped to the window); numerator: retained steps' wall time less input waits (warm-up excess after "
+    "a (re)start is startup or recovery) x devices; held time without a timeline counted as not "
+    "productive (unobserved: R is the bound)"
+)
+
+
+@dataclass
+class FleetMeasurement:
+    """One fleet's measured S, R, P and MPG over one window, with everything derived from them.
+
+    Attributes
+    ----------
+    name
+        The bundle's name.
+    window
+        The measured window.
+    scheduling, runtime, program
+        The three factors (device-seconds), chained: each denominator is the previous numerator.
+    product
+        :func:`fleetlib.accounting.mpg`'s result (the chain as checked).
+    jobs
+        One row per scheduler job holding devices in the window (index ``job_id``): pool, devices,
+        held, timeline and productive device-seconds, each R and P loss, R, P, coverage.
+    pools
+        Per pool: the three factors, MPG and the job product, and the waterfall.
+    reconciliation
+        Per observed job and in total: the scheduler's held device-s, the timeline's, the residual.
+    traces
+        Per traced job: the trace partition scaled to its productive device-s, and the coverage.
+    levers
+        :func:`fleetlib.accounting.rank_levers` from measured ceilings, plus per-loss gains.
+    runtime_observed
+        The observed-only R estimate (labelled; never in the product).
+    coverage
+        ``runtime`` (observed / held device-s), ``program`` (productive device-s of jobs with a model
+        config / productive device-s), ``traces``.
+    price_per_device_hour, cost_per_useful_device_hour
+        From the manifest (None without a price).
+    ledger
+        One ledger for every record read, with the join's flags.
+    sources
+        The records each factor was read from.
+    """
+
+    name: str
+    window: Window
+    scheduling: Factor
+    runtime: Factor
+    program: Factor
+    product: GoodputProduct
+    jobs: pd.DataFrame
+    pools: dict[str, dict[str, Any]]
+    reconciliation: dict[str, Any]
+    traces: dict[str, dict[str, Any]]
+    levers: dict[str, Any]
+    runtime_observed: dict[str, Any]
+    coverage: dict[str, Any]
+    price_per_device_hour: float | None
+    cost_per_useful_device_hour: float | None
+    ledger: Ledger = field(repr=False)
+    sources: dict[str, Any] = field(default_factory=dict)
+    lever_gains: list[LeverGain] = field(default_factory=list, repr=False)
+
+    @property
+    def mpg(self) -> float:
+        """Measured ML productivity goodput S x R x P."""
+        return self.product.value
+
+    @property
+    def ideal_device_s(self) -> float:
+        """Ideal-rate useful device-seconds (P's numerator)."""
+        return self.program.numerator
+
+    @property
+    def capacity_device_s(self) -> float:
+        """In-service capacity device-seconds (S's denominator)."""
+        return self.scheduling.denominator
+
+    def observed_runtime_factor(self) -> Factor:
+        """Return the observed-only runtime estimate as a Factor (held time of observed jobs only).
+
+        Its denominator is *not* S's numerator whenever some held time has no timeline, so
+        :func:`fleetlib.accounting.mpg` refuses it: it is shown beside R, never multiplied.
+        """
+        est = self.runtime_observed
+        return Factor(
+            boundary="runtime",
+            numerator=est["numerator_device_s"],
+            denominator=est["denominator_device_s"],
+            window=self.window,
+            record="job timelines (observed jobs only)",
+            convention=est["label"],
+            numerator_unit="device-s",
+            denominator_unit="device-s",
+        )
+
+    def waterfall(self) -> list[dict[str, Any]]:
+        """Return the fleet waterfall, one record per bar (``stage``, ``kind``, ``device_s``, ``device_h``).
+
+        In-service capacity -> each scheduling loss -> held -> each runtime loss -> productive -> each
+        program loss -> ideal-rate useful work.
+        """
+        return _waterfall(self.scheduling, self.runtime, self.program)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON object of ``fleetlib fleet --json``."""
+        cov = {"scheduling": 1.0, "runtime": self.coverage["runtime"], "program": self.coverage["program"]}
+        factors = {}
+        for f in (self.scheduling, self.runtime, self.program):
+            factors[f.boundary] = {
+                "value": f.value,
+                "numerator_device_s": f.numerator,
+                "denominator_device_s": f.denominator,
+                "coverage": cov[f.boundary],
+                "convention": f.convention,
+                "record": f.record,
+                "losses": dict(f.losses),
+            }
+        return {
+            "name": self.name,
+            "window": self.window.to_dict(),
+            "mpg": self.mpg,
+            "job_product": self.product.job_product,
+            "ideal_device_s": self.ideal_device_s,
+            "in_service_capacity_device_s": self.capacity_device_s,
+            "factors": factors,
+            "loss_shares": dict(self.product.loss_shares),
+            "chain": {k: dict(v) for k, v in self.product.chain.items()},
+            "waterfall_device_s": {f"{b['kind']}:{b['stage']}": b["device_s"] for b in self.waterfall()},
+            "runtime_observed_only": dict(self.runtime_observed),
+            "coverage": dict(self.coverage),
+            "pools": self.pools,
+            "cohorts": _cohorts(self.jobs),
+            "jobs": _job_records(self.jobs),
+            "reconciliation": self.reconciliation,
+            "traces": self.traces,
+            "levers": self.levers,
+            "price_per_device_hour": self.price_per_device_hour,
+            "cost_per_useful_device_hour": self.cost_per_useful_device_hour,
+            "sources": self.sources,
+            "rank_timers": {
+                "files": list(self.sources.get("rank_timers", [])),
+                "note": "listed in the manifest; not read by measure_fleet yet",
+            },
+            "ledger": self.ledger.to_dict(),
+        }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading the three records
+# ---------------------------------------------------------------------------------------------------
+
+
+def _read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
+    from fleetlib.scheduling.readers import read_records
+
+    fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
+    bounds = None if window is None else (window.start, window.end)
+    records, ledger = read_records(
+        [str(p) for p in man.scheduler_files], fmt, tz=man.scheduler_tz, window=bounds
+    )
+    alloc = records.allocations
+    if alloc is None or records.capacity is None:
+        raise InputError(
+            "the scheduler records give no allocations with capacity: scheduling goodput needs "
+            "both (Slurm: sacct with the sinfo node inventory)",
+            file=str(man.file),
+            field="scheduler",
+        )
+    if window is None:
+        cap = records.capacity
+        window = Window.between(cap["start"].min(), cap["end"].max())
+    t0, t1 = _span(alloc)
+    if t0 is None or not (t0 < window.end and t1 > window.start):
+        span = "no allocation" if t0 is None else f"{t0.isoformat()} .. {t1.isoformat()}"
+        raise InputError(
+            f"the window {window.label} lies outside the scheduler records (allocations span {span})",
+            file=str(man.file),
+            field="window",
+        )
+    return records, ledger, window
+
+
+def _span(alloc: pd.DataFrame) -> tuple[pd.Timestamp | None, pd.Timestamp | None]:
+    started = alloc["gang_complete"].notna()
+    if not bool(started.any()):
+        return None, None
+    return alloc.loc[started, "submit"].min(), alloc.loc[started, "release"].max()
+
+
+def _timeline_reader(fmt: str) -> Any:
+    from fleetlib.runtime import readers
+
+    return {
+        "canonical": readers.read_canonical,
+        "mlgoodput": readers.read_mlgoodput,
+        "mlperf": readers.read_mlperf,
+    }[fmt]
+
+
+def _read_timelines(
+    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
+    read = _timeline_reader(man.timeline_format)
+    owner: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
+    steps, events = [], []
+    for path in man.timeline_files:
+        tables, tl_ledger = read(str(path))
+        ledger.extend(tl_ledger)
+        s, e = tables.steps.copy(), tables.events.copy()
+        for frame in (s, e):
+            ids = frame["job_id"].astype(str)
+            frame["job_id"] = ids.map(lambda j: man.job_map.get(j, j)) if man.job_map else ids
+        rel = man.relative(path)
+        # a steps file and an events file of one job are one timeline; two files with steps (or with
+        # events) of one job are two timelines
+        for table, frame in (("steps", s), ("events", e)):
+            for job in sorted(set(frame["job_id"])):
+                other = seen.get((job, table))
+                if other is not None and other != rel:
+                    raise InputError(
+                        f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
+                        "one timeline; merge them or map one to another job with job_map)",
+                        file=str(man.file),
+                        field="timelines.files",
+                    )
+                seen[(job, table)] = rel
+                owner.setdefault(job, rel)
+        steps.append(s)
+        events.append(e)
+    s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
+    e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    for job in sorted(set(owner) - known):
+        n = int((s_all["job_id"] == job).sum() + (e_all["job_id"] == job).sum())
+        if job in scheduled:  # an allocation, but none of its held time lies in the window
+            ledger.count_unused("timeline rows of jobs held outside the window", n)
+            continue
+        ledger.flag(
+            "timeline_job_unknown",
+            f"timeline job {job!r} ({owner[job]}) has no allocation in the scheduler records: kept "
+            f"({n} rows), not joined",
+            file=owner[job],
+            job_id=job,
+        )
+        ledger.count_unused("timeline rows of jobs unknown to the scheduler", n)
+    keep_s = s_all["job_id"].isin(known).to_numpy() if len(s_all) else np.zeros(0, bool)
+    keep_e = e_all["job_id"].isin(known).to_numpy() if len(e_all) else np.zeros(0, bool)
+    joined = {j: f for j, f in owner.items() if j in known}
+    return s_all[keep_s].reset_index(drop=True), e_all[keep_e].reset_index(drop=True), joined, owner
+
+
+def _flag_varying_devices(attempts: pd.DataFrame, ledger: Ledger) -> None:
+    """Flag jobs whose attempts held different device counts (timeline seconds weigh by the largest)."""
+    held = attempts[attempts["held_device_s"] > 0]
+    spread = held.groupby(held["job_id"].astype(str))["devices"].agg(["min", "max"])
+    for job, row in spread[spread["min"] != spread["max"]].iterrows():
+        ledger.flag(
+            "devices_vary_across_attempts",
+            f"job {job!r} held {int(row['min'])} to {int(row['max'])} "
+            "devices across attempts; its timeline's seconds are weighted by the largest",
+            job_id=job,
+        )
+
+
+def _check_job_keys(
+    man: FleetManifest, owner: Mapping[str, str], joined: Mapping[str, str], ledger: Ledger
+) -> None:
+    """Refuse a model config or traces for a job with no timeline; note those of jobs outside the window."""
+    for key, ids in (("models", man.models), ("traces", man.traces)):
+        for job in ids:
+            if job not in owner:
+                raise InputError(
+                    f"names job {job!r}, which has no timeline in the bundle: a {key[:-1]} without a "
+                    "timeline has no retained steps to measure",
+                    file=str(man.file),
+                    field=f"{key}.{job}",
+                )
+            if job not in joined:
+                ledger.count_unused(f"{key} of jobs not joined in the window", 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-job accounting
+# ---------------------------------------------------------------------------------------------------
+
+
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame) -> None:
+    """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``."""
+    from fleetlib.runtime.goodput import runtime_goodput
+
+    for col in (
+        *_RUNG_LOSSES,
+        "timeline_unattributed",
+        "timeline_held_device_s",
+        "rung_productive_device_s",
+        "step_time_above_baseline",
+        "fault_free_step_s",
+        "retained_steps",
+    ):
+        jobs[col] = 0.0
+    jobs["steps_in_timeline"] = 0
+    if events.empty:
+        return
+    m = runtime_goodput(steps, events, window=window, definition="retrospective", source="fleet timelines")
+    per = m.per_job
+    per.index = per.index.astype(str)
+    idx = per.index.intersection(jobs.index)
+    d = jobs.loc[idx, "devices"].astype(float)
+    for cat in _RUNG_LOSSES:
+        jobs.loc[idx, cat] = per.loc[idx, cat] * d
+    jobs.loc[idx, "timeline_unattributed"] = per.loc[idx, "unattributed"] * d
+    jobs.loc[idx, "timeline_held_device_s"] = per.loc[idx, "held_s"] * d
+    jobs.loc[idx, "rung_productive_device_s"] = per.loc[idx, "productive"] * d
+    jobs.loc[idx, "step_time_above_baseline"] = per.loc[idx, "step_time_above_baseline"] * d
+    ff = per.loc[idx, "fault_free_step_s"].astype(float)
+    jobs.loc[idx, "fault_free_step_s"] = ff.fillna(0.0)
+    retained = (per.loc[idx, "productive"] / ff).where(ff > 0, 0.0)
+    jobs.loc[idx, "retained_steps"] = retained.fillna(0.0)
+    counts = steps.groupby("job_id").size() if len(steps) else pd.Series(dtype=int)
+    counts.index = counts.index.astype(str)
+    jobs["steps_in_timeline"] = counts.reindex(jobs.index).fillna(0).astype(int)
+
+
+def _runtime_columns(jobs: pd.DataFrame) -> None:
+    """Zombies, unobserved time, the residual and the corrected productive time, per job."""
+    obs = jobs["observed"].to_numpy()
+    zombie = obs & (jobs["steps_in_timeline"].to_numpy() == 0)
+    jobs["zombie_job"] = zombie
+    held = jobs["held_device_s"].to_numpy(float)
+    jobs["unobserved"] = np.where(obs, 0.0, held)
+    jobs["zombie"] = np.where(zombie, held, 0.0)
+    for col in (
+        *_RUNG_LOSSES,
+        "timeline_unattributed",
+        "rung_productive_device_s",
+        "step_time_above_baseline",
+    ):
+        jobs.loc[zombie, col] = 0.0
+    jobs["reconciliation_residual"] = np.where(
+        obs & ~zombie, held - jobs["timeline_held_device_s"].to_numpy(), 0.0
+    )
+    jobs["productive_device_s"] = jobs["rung_productive_device_s"] + jobs["step_time_above_baseline"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        jobs["runtime_goodput"] = np.where(held > 0, jobs["productive_device_s"].to_numpy() / held, np.nan)
+
+
+def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str, str]:
+    """Ideal device-s per job from its model config; P and its partition per job; conventions."""
+    from fleetlib.program.commands import load_model_config
+
+    jobs["ideal_device_s"] = np.nan
+    jobs["model"] = None
+    jobs["model_name"] = None
+    conventions: dict[str, str] = {}
+    for job, path in man.models.items():
+        if job not in jobs.index:
+            continue
+        cfg = load_model_config(path)
+        per_step = cfg["useful_flops_per_step"] / cfg["peak"].peak_flops_per_s  # ideal device-s per step
+        if int(cfg["devices"]) != int(jobs.loc[job, "devices"]):
+            ledger.flag(
+                "model_devices_mismatch",
+                f"model config {man.relative(path)} states {cfg['devices']} "
+                f"devices, the scheduler held {int(jobs.loc[job, 'devices'])}; ideal device-time does "
+                "not depend on it (useful FLOPs / peak)",
+                file=man.relative(path),
+                job_id=job,
+            )
+        jobs.loc[job, "ideal_device_s"] = float(jobs.loc[job, "retained_steps"]) * per_step
+        jobs.loc[job, "model"] = man.relative(path)
+        jobs.loc[job, "model_name"] = f"{cfg['name']} / {cfg['devices']} devices"
+        conventions[job] = cfg["convention"].label
+    has = jobs["ideal_device_s"].notna().to_numpy()
+    prod = jobs["productive_device_s"].to_numpy(float)
+    above = jobs["step_time_above_baseline"].to_numpy(float)
+    ideal = jobs["ideal_device_s"].fillna(0.0).to_numpy()
+    jobs["program_unobserved"] = np.where(has, 0.0, prod - above)
+    jobs["below_ideal_rate"] = np.where(has, prod - above - ideal, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        jobs["program_goodput"] = np.where(has & (prod > 0), ideal / prod, np.nan)
+    return conventions
+
+
+def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str, dict[str, Any]]:
+    """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage."""
+    from fleetlib.program.collectives import program_summary
+    from fleetlib.program.traces import read_traces, trace_files
+
+    out = {}
+    for job, paths in man.traces.items():
+        if job not in jobs.index:
+            continue
+        files = trace_files(list(paths))
+        ts = read_traces(files, cache=False, progress=False)
+        ledger.extend(ts.ledger)
+        part = pd.DataFrame.from_records(program_summary(ts.kernels, ts.steps)["partition"])
+        sums = part[list(TRACE_PARTS)].sum()
+        wall = float(part["step_wall_us"].sum())
+        prod = float(jobs.loc[job, "productive_device_s"])
+        retained = float(jobs.loc[job, "retained_steps"]) * float(jobs.loc[job, "devices"])
+        out[job] = {
+            "files": [man.relative(f) for f in files],
+            "rank_steps_traced": len(part),
+            "coverage": len(part) / retained if retained > 0 else None,
+            "shares": {p: float(sums[p]) / wall for p in TRACE_PARTS},
+            "partition_device_s": {p: float(sums[p]) / wall * prod for p in TRACE_PARTS},
+            "note": "the traced steps' partition of step wall time, scaled to the job's productive "
+            "device-time (an explanation of P's loss, sampled; not a second partition of P)",
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Factors, pools, waterfall, levers
+# ---------------------------------------------------------------------------------------------------
+
+
+def _nonneg_losses(values: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    losses, notes = {}, []
+    for k, v in values.items():
+        if v < 0:
+            notes.append(f"{k} is {v:.6g} device-s (negative): left to unattributed")
+        else:
+            losses[k] = float(v)
+    return losses, notes
+
+
+def _runtime_factor(jobs: pd.DataFrame, window: Window, held_total: float) -> Factor:
+    sums = {k: math.fsum(jobs[k].to_numpy(float)) for k in RUNTIME_LOSSES}
+    losses, notes = _nonneg_losses(sums)
+    return Factor(
+        boundary="runtime",
+        numerator=math.fsum(jobs["productive_device_s"].to_numpy(float)),
+        denominator=held_total,
+        window=window,
+        record="job timelines joined to the scheduler records",
+        convention="; ".join([_RUNTIME_CONVENTION, *notes]),
+        numerator_unit="device-s",
+        denominator_unit="device-s",
+        losses=losses,
+    )
+
+
+def _program_factor(
+    jobs: pd.DataFrame, window: Window, runtime: Factor, conventions: Mapping[str, str]
+) -> Factor:
+    sums = {
+        "step_time_above_baseline": math.fsum(jobs["step_time_above_baseline"].to_numpy(float)),
+        "below_ideal_rate": math.fsum(jobs["below_ideal_rate"].to_numpy(float)),
+        "unobserved": math.fsum(jobs["program_unobserved"].to_numpy(float)),
+    }
+    losses, notes = _nonneg_losses(sums)
+    names = sorted(set(conventions.values()))
+    conv = (
+        ("MFU per job (" + "; ".join(names) + ")" if names else "no model config: P unobserved")
+        + "; ideal time of the retained steps over their productive time; jobs without a model config "
+        "unobserved"
+    )
+    return Factor(
+        boundary="program",
+        numerator=math.fsum(jobs["ideal_device_s"].fillna(0.0).to_numpy()),
+        denominator=runtime.numerator,
+        window=window,
+        record="job timelines + model configs (traces explain)",
+        convention="; ".join([conv, *notes]),
+        numerator_unit="device-s",
+        denominator_unit="device-s",
+        losses=losses,
+    )
+
+
+def _waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:
+    bars = [("in_service_capacity", "total", s.denominator)]
+    for f, total in ((s, "held"), (r, "productive"), (p, "ideal")):
+        bars += [(f"{f.boundary}.{k}", "loss", v) for k, v in f.losses.items()]
+        bars.append((total, "total", f.numerator))
+    return [{"stage": n, "kind": k, "device_s": float(v), "device_h": float(v) / 3600.0} for n, k, v in bars]
+
+
+def _job_waterfall(row: pd.Series) -> dict[str, float]:
+    out = {"held": float(row["held_device_s"])}
+    out.update({f"runtime.{k}": float(row[k]) for k in RUNTIME_LOSSES if row[k]})
+    out["productive"] = float(row["productive_device_s"])
+    out.update(
+        {
+            "program.step_time_above_baseline": float(row["step_time_above_baseline"]),
+            "program.below_ideal_rate": float(row["below_ideal_rate"]),
+            "program.unobserved": float(row["program_unobserved"]),
+        }
+    )
+    out["ideal"] = float(0.0 if pd.isna(row["ideal_device_s"]) else row["ideal_device_s"])
+    return out
+
+
+def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict[str, Any]]:
+    out = {}
+    for pool in partition.pools:
+        s = partition.factor(pool)
+        sel = jobs[jobs["pool"] == pool]
+        entry: dict[str, Any] = {
+            "scheduling": s.value,
+            "capacity_device_s": s.denominator,
+            "held_device_s": s.numerator,
+            "scheduling_losses": dict(s.losses),
+        }
+        if s.numerator > 0 and len(sel):
+            r = _runtime_factor(sel, window, s.numerator)
+            entry["runtime"] = r.value
+            entry["runtime_losses"] = dict(r.losses)
+            if r.numerator > 0:
+                p = _program_factor(sel, window, r, {})
+                prod = mpg(s, r, p)
+                entry.update(
+                    program=p.value,
+                    program_losses=dict(p.losses),
+                    mpg=prod.value,
+                    job_product=prod.job_product,
+                    waterfall_device_s={
+                        f"{b['kind']}:{b['stage']}": b["device_s"] for b in _waterfall(s, r, p)
+                    },
+                )
+        out[pool] = entry
+    return out
+
+
+def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
+    edges = (0, *COHORT_EDGES, np.inf)
+    labels = [f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}" for lo, hi in itertools.pairwise(edges)]
+    cohort = pd.cut(jobs["devices"], bins=list(edges), labels=labels)
+    out = {}
+    for label, sel in jobs.groupby(cohort, observed=True):
+        held = float(sel["held_device_s"].sum())
+        prod = float(sel["productive_device_s"].sum())
+        ideal = float(sel["ideal_device_s"].fillna(0.0).sum())
+        out[str(label)] = {
+            "jobs": len(sel),
+            "held_device_s": held,
+            "productive_device_s": prod,
+            "ideal_device_s": ideal,
+            "runtime_goodput": prod / held if held > 0 else None,
+            "program_goodput": ideal / prod if prod > 0 else None,
+            "job_product": ideal / held if held > 0 else None,
+        }
+    return out
+
+
+def _levers(
+    s: Factor, r: Factor, p: Factor, jobs: pd.DataFrame, contract: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[LeverGain]]:
+    """Levers from measured ceilings, ranked by relative gain; the gain of each named loss recovered."""
+    policy = s.losses.get("idle_with_queue", 0.0) + s.losses.get("partial_gang_hold", 0.0)
+    ceilings = {"scheduling": min((s.numerator + policy) / s.denominator, 1.0), "runtime": 1.0}
+    with_cfg = jobs[jobs["ideal_device_s"].notna() & (jobs["productive_device_s"] > 0)]
+    p_ceiling, p_source = p.value, "no model config: no measured ceiling"
+    if len(with_cfg):
+        best = with_cfg.groupby("model_name")["program_goodput"].transform("max")
+        p_ceiling = float((with_cfg["productive_device_s"] * best).sum() / p.denominator)
+        p_source = "the best P measured in the window for the same model and layout"
+    stated = contract.get("program_ceiling") if isinstance(contract, Mapping) else None
+    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > p_ceiling:
+        p_ceiling, p_source = float(stated), "stated in the manifest's contract (program_ceiling)"
+    ceilings["program"] = max(min(p_ceiling, 1.0), p.value)
+    values = {"scheduling": s.value, "runtime": r.value, "program": p.value}
+    ranked = [] if min(values.values()) <= 0 else rank_levers(values, ceilings)
+    per_loss = []
+    for f in (s, r, p):
+        for k, v in f.losses.items():
+            if v > 0 and f.numerator > 0 and k != "unattributed":
+                per_loss.append(
+                    {
+                        "factor": f.boundary,
+                        "loss": k,
+                        "owner": LOSS_OWNERS.get(k, "unassigned"),
+                        "device_s": v,
+                        "relative_gain": v / f.numerator,
+                    }
+                )
+    per_loss.sort(key=lambda x: x["relative_gain"], reverse=True)
+    sources = {
+        "scheduling": "the policy losses (idle while queued, partial gangs) recovered",
+        "runtime": "every named runtime loss to zero",
+        "program": p_source,
+    }
+    return (
+        {
+            "ranked": [g.to_dict() for g in ranked],
+            "ceilings": ceilings,
+            "ceiling_sources": sources,
+            "per_loss": per_loss,
+        },
+        ranked,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    out = {}
+    for job, row in jobs.iterrows():
+
+        def num(v: Any) -> float | None:
+            return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+        held = float(row["held_device_s"])
+        out[str(job)] = {
+            "pool": str(row["pool"]),
+            "devices": int(row["devices"]),
+            "held_device_s": held,
+            "observed": bool(row["observed"]),
+            "zombie": bool(row["zombie_job"]),
+            "timeline": _text(row["timeline"]),
+            "model": _text(row["model"]),
+            "runtime_goodput": num(row["runtime_goodput"]),
+            "program_goodput": num(row["program_goodput"]),
+            "job_product": (num(row["ideal_device_s"]) or 0.0) / held
+            if held > 0 and row["observed"]
+            else None,
+            "coverage": {
+                # the share of the scheduler's held time the job's timeline covers
+                "runtime": (
+                    1.0 if row["zombie_job"] else min(float(row["timeline_held_device_s"]) / held, 1.0)
+                )
+                if held > 0 and row["observed"]
+                else 0.0,
+                "program": 1.0 if not pd.isna(row["ideal_device_s"]) else 0.0,
+            },
+            "productive_device_s": float(row["productive_device_s"]),
+            "ideal_device_s": num(row["ideal_device_s"]),
+            "waterfall_device_s": _job_waterfall(row),
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------------------------------
+
+
+def measure_fleet(
+    manifest_or_path: str | Path | FleetManifest, *, window: Any = None, engine: str = "pandas"
+) -> FleetMeasurement:
+    """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
+
+    Parameters
+    ----------
+    manifest_or_path
+        A :class:`~fleetlib.fleet.manifest.FleetManifest`, a ``fleet.yaml`` path, or the bundle folder.
+    window
+        Override of the manifest's window (anything :meth:`fleetlib.accounting.Window.parse` takes);
+        default the manifest's, else the scheduler records' capacity span.
+    engine
+        ``"pandas"``.  ``"dask"`` (fleet scale) is not there yet and raises.
+
+    Returns
+    -------
+    FleetMeasurement
+        The three chained factors, MPG, per-pool / per-job / per-cohort results, the reconciliation,
+        the trace partitions, levers, cost and one ledger.
+
+    Raises
+    ------
+    InputError
+        A bad bundle: see :func:`~fleetlib.fleet.manifest.load_manifest`; two timelines for one job; a
+        model config or traces for a job with no timeline; a window outside the records.
+    DomainError
+        An unknown engine, or ``engine="dask"``.
+    fleetlib.quality.ChainMismatchError
+        The factors do not chain (a bug in the join, never expected here).
+    """
+    if engine == "dask":
+        raise DomainError(
+            "engine='dask' is not yet available for measure_fleet: fleet scale on Dask is a later "
+            "step; use engine='pandas'"
+        )
+    if engine != "pandas":
+        raise DomainError(f"engine must be 'pandas' (or, later, 'dask'); got {engine!r}")
+    from fleetlib.scheduling.goodput import held_time, scheduling_partition
+
+    man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
+    try:
+        win = Window.parse(window) if window is not None else man.window
+    except DomainError as exc:
+        raise InputError(str(exc), file=str(man.file), field="window") from exc
+    records, ledger, win = _read_scheduler(man, win)
+    partition = scheduling_partition(**records.tables(), window=win)
+    s = partition.factor()
+    _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
+    held = held_time(records.allocations, window=win, by="job")
+    held["job_id"] = held["job_id"].astype(str)
+    held = held[held["held_device_s"] > 0].set_index("job_id")
+    jobs = held[["pool", "devices", "held_device_s"]].copy()
+    scheduled = set(records.allocations["job_id"].astype(str))
+    steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+    _check_job_keys(man, owner, joined, ledger)
+    jobs["observed"] = jobs.index.isin(list(joined))
+    jobs["timeline"] = [joined.get(j) for j in jobs.index]
+    _runtime_per_job(steps, events, win, jobs)
+    _runtime_columns(jobs)
+    conventions = _program_columns(jobs, man, ledger)
+    held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
+    r = _runtime_factor(jobs, win, held_total)
+    p = _program_factor(jobs, win, r, conventions)
+    product = mpg(s, r, p)
+    traces = _traces(jobs, man, ledger)
+    obs = jobs[jobs["observed"]]
+    obs_held = float(obs["held_device_s"].sum())
+    runtime_observed = {
+        "label": "ESTIMATE, observed jobs only (held time with a timeline); not in the product",
+        "value": float(obs["productive_device_s"].sum()) / obs_held if obs_held > 0 else None,
+        "numerator_device_s": float(obs["productive_device_s"].sum()),
+        "denominator_device_s": obs_held,
+    }
+    prod_total = r.numerator
+    with_cfg = float(jobs.loc[jobs["ideal_device_s"].notna(), "productive_device_s"].sum())
+    coverage = {
+        "runtime": obs_held / held_total if held_total > 0 else None,
+        "program": with_cfg / prod_total if prod_total > 0 else None,
+        "traces": {j: t["coverage"] for j, t in traces.items()},
+    }
+    recon = {
+        "total_residual_device_s": float(jobs["reconciliation_residual"].sum()),
+        "jobs": {
+            str(j): {
+                "scheduler_held_device_s": float(row["held_device_s"]),
+                "timeline_held_device_s": float(row["timeline_held_device_s"]),
+                "residual_device_s": float(row["reconciliation_residual"]),
+            }
+            for j, row in obs.iterrows()
+            if not row["zombie_job"]
+        },
+        "note": "scheduler held device-time (gang complete -> release) the job's timeline does not "
+        "cover; a named runtime loss, never absorbed",
+    }
+    levers, gains = _levers(s, r, p, jobs, man.contract)
+    price = man.price_per_device_hour
+    cost = (
+        cost_per_useful_hour(price, s.value, r.value, p.value)
+        if price is not None and product.value > 0
+        else None
+    )
+    sources = {
+        "scheduling": [man.relative(f) for f in man.scheduler_files],
+        "runtime": [man.relative(f) for f in man.timeline_files],
+        "program": sorted(man.relative(f) for f in man.models.values()),
+        "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
+        "rank_timers": [man.relative(f) for f in man.rank_timer_files],
+    }
+    return FleetMeasurement(
+        name=man.name,
+        window=win,
+        scheduling=s,
+        runtime=r,
+        program=p,
+        product=product,
+        jobs=jobs,
+        pools=_pools(partition, jobs, win),
+        reconciliation=recon,
+        traces=traces,
+        levers=levers,
+        runtime_observed=runtime_observed,
+        coverage=coverage,
+        price_per_device_hour=price,
+        cost_per_useful_device_hour=cost,
+        ledger=ledger,
+        sources=sources,
+        lever_gains=gains,
+    )

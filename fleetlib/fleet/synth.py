@@ -1,0 +1,724 @@
+"""A joint synthetic fleet with known truth: scheduler records, job timelines, traces and model configs.
+
+:func:`synth_fleet` writes a fleet bundle (a folder with ``fleet.yaml``) in the *real* formats the
+rungs read, and ``truth.json``: S, R, P, MPG and every loss category in device-seconds, computed from
+the generator's own pieces (what it injected), never by calling the measuring code.
+
+The simulated fleet
+-------------------
+* ``devices / 8`` nodes of 8 H100 GPUs in one pool (``train``), or two (``train`` and ``dev``, a
+  quarter of the nodes) from 4 nodes up.  One node of ``train`` is drained for a stretch (a
+  ``sacctmgr`` ``IDLE+DRAIN`` event: out of service, so outside the in-service denominator) and is
+  otherwise left idle.
+* Jobs of 1, 2 or 4 whole nodes arrive over the window and are placed greedily on the nodes that free
+  up first; a job that cannot start on arrival waits (Slurm ``Eligible`` to ``Start``), which makes
+  idle-while-queued capacity when a pool has free nodes but too few.  Slurm allocates atomically, so
+  a Slurm record has no partial-gang hold (that loss is 0 in the truth, not unmatched).
+* Every job but a few writes a canonical timeline (``write_timeline``) whose ``gang_complete`` is the
+  allocation's ``Start`` and whose ``release`` is its ``End`` -- or up to a minute earlier (the job's
+  logger stopped before the scheduler released it: the reconciliation residual).  Its steps run at a
+  fault-free step time, after a cold launch (startup) whose first step is warm-up; some steps carry
+  input waits (runtime loss) and some run slow (above the fault-free baseline: a *program* loss);
+  synchronous checkpoints; some jobs fail once mid-step and restart from the last commit (detection
+  and relaunch are recovery, the first step after the restart is warm-up charged to recovery, the
+  erased steps and the partial step are rework); every job ends with a teardown (idle).
+* Zombies: a complete gang held whose timeline has no step.  Unobserved: allocations with no
+  timeline at all.
+* Model configs (``useful_flops_per_step`` for an MFU the generator picks) for most timed jobs, and
+  Kineto traces (:func:`fleetlib.program.synth.synth_step_traces`) for a stratified sample (the
+  smallest and the largest job of each pool that has a model config).
+
+Every time is a whole second, so the records represent the injected durations exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.quality import DomainError
+
+__all__ = ["FLEET_START", "SyntheticFleetBundle", "synth_fleet"]
+
+#: First instant of every synthetic fleet's window.
+FLEET_START = pd.Timestamp("2024-05-01T00:00:00Z")
+_GPUS_PER_NODE = 8
+_ACCELERATOR = "H100 SXM"
+#: H100 SXM dense BF16 peak (fleetlib.program.flops.PEAK_RATES), FLOP/s; stated here so the truth does
+#: not depend on the measuring code.
+_PEAK_FLOPS = 989e12
+_RUNTIME_LOSSES = ("startup", "input_wait", "checkpoint", "recovery", "rework", "idle")
+
+
+@dataclass
+class _Timeline:
+    """One job's timeline in seconds after its gang completion, and the seconds injected per category."""
+
+    steps: list[tuple[Any, ...]]
+    events: list[tuple[Any, ...]]
+    duration_s: int
+    truth_s: dict[str, float]
+    retained_steps: int
+    step_s: int
+
+
+@dataclass
+class _Job:
+    job_id: str
+    pool: str
+    nodes_n: int
+    submit: int
+    duration_s: int
+    kind: str  # "timeline", "zombie" or "unobserved"
+    timeline: _Timeline | None = None
+    residual_s: int = 0
+    partial_s: int = 0  # first node assigned -> gang complete (canonical records only)
+    start: int = -1
+    nodes: list[str] = field(default_factory=list)
+    mfu: float | None = None
+    traced: bool = False
+
+    @property
+    def devices(self) -> int:
+        return self.nodes_n * _GPUS_PER_NODE
+
+    @property
+    def end(self) -> int:
+        return self.start + self.duration_s
+
+    @property
+    def gang_complete(self) -> int:
+        return self.start + self.partial_s
+
+    @property
+    def held_s(self) -> int:
+        return self.duration_s - self.partial_s
+
+
+@dataclass
+class SyntheticFleetBundle:
+    """What :func:`synth_fleet` wrote.
+
+    Attributes
+    ----------
+    manifest
+        Path of ``fleet.yaml``.
+    truth
+        The truth object (also written to ``truth.json``).
+    files
+        Every file written, relative to the bundle folder, sorted.
+    """
+
+    manifest: Path
+    truth: dict[str, Any]
+    files: list[str]
+
+
+def _timeline(rng: np.random.Generator, *, fail: bool) -> _Timeline:
+    """Simulate one job's timeline; return it with the seconds injected into each category."""
+    b = int(rng.choice([5, 10, 20]))
+    n = int(rng.integers(40, 160))
+    every = int(rng.choice([10, 20]))
+    ckpt = int(rng.integers(5, 30))
+    startup = int(rng.integers(60, 300))
+    truth = dict.fromkeys(("productive", "step_time_above_baseline", *_RUNTIME_LOSSES), 0.0)
+    fail_step = int(rng.integers(every + 1, 2 * every + 1)) if fail and n > 2 * every + 2 else None
+    steps: list[tuple[Any, ...]] = []
+    events: list[tuple[Any, ...]] = [(0, 0.0, "gang_complete")]
+    t = startup
+    truth["startup"] += startup
+    step, last_commit, in_run, cause = 1, 0, 0, "startup"
+    pending: list[dict[str, float]] = []  # tentative contributions of steps since the last commit
+    while step <= n:
+        dur, wait, extra = b, 0, 0
+        if in_run == 0:
+            dur = 2 * b  # warm-up: the excess goes to what caused the (re)start
+        elif in_run >= 2:
+            u = rng.random()
+            if u < 0.15:
+                wait = int(rng.integers(1, 3 * b))
+            elif u < 0.30:
+                extra = int(rng.integers(1, 2 * b))
+            dur = b + wait + extra
+        if fail_step is not None and step == fail_step:
+            partial = int(rng.integers(1, b))
+            detect, restart = int(rng.integers(10, 60)), int(rng.integers(60, 240))
+            events.append((0, float(t + partial), "failure"))
+            events.append((0, float(t + partial + detect), "failure_detected"))
+            events.append((0, float(t + partial + detect + restart), "restore", last_commit))
+            for c in pending:  # erased: the whole step is rework
+                for k, v in c.items():
+                    truth[k] -= v
+                truth["rework"] += sum(c.values())
+            pending = []
+            truth["rework"] += partial
+            truth["recovery"] += detect + restart
+            t += partial + detect + restart
+            step, in_run, cause, fail_step = last_commit + 1, 0, "recovery", None
+            continue
+        steps.append((0, step, float(t), float(t + dur), float(wait)))
+        contrib = {
+            "productive": float(b),
+            "input_wait": float(wait),
+            "step_time_above_baseline": float(extra),
+        }
+        if in_run == 0:
+            contrib[cause] = float(dur - b)
+        for k, v in contrib.items():
+            truth[k] += v
+        pending.append(contrib)
+        t += dur
+        if step % every == 0:
+            events.append((0, float(t), "checkpoint_begin", step))
+            events.append((0, float(t + ckpt), "checkpoint_commit", step))
+            truth["checkpoint"] += ckpt
+            t += ckpt
+            last_commit, pending = step, []
+        step += 1
+        in_run += 1
+    teardown = int(rng.integers(5, 120))
+    truth["idle"] += teardown
+    t += teardown
+    events.append((0, float(t), "release"))
+    return _Timeline(steps, events, t, truth, n, b)
+
+
+def _place(jobs: list[_Job], pool_nodes: dict[str, list[str]], horizon: int) -> list[_Job]:
+    """Place jobs greedily (earliest-free nodes); return those that fit inside the window."""
+    free_at = {p: np.zeros(len(names), dtype=np.int64) for p, names in pool_nodes.items()}
+    placed = []
+    for job in sorted(jobs, key=lambda j: (j.submit, j.job_id)):
+        fa = free_at[job.pool]
+        if job.nodes_n > fa.size:
+            continue
+        order = np.argsort(fa, kind="stable")[: job.nodes_n]
+        start = max(job.submit, int(fa[order].max()))
+        if start + job.duration_s > horizon:
+            continue
+        job.start = start
+        fa[order] = start + job.duration_s
+        job.nodes = [pool_nodes[job.pool][i] for i in sorted(order.tolist())]
+        placed.append(job)
+    return placed
+
+
+def _scheduling_truth(
+    jobs: list[_Job], pool_nodes: dict[str, list[str]], drains: list[tuple[str, str, int, int]], horizon: int
+) -> dict[str, dict[str, float]]:
+    """Per pool, per-second free and pending counts -> the scheduling partition in device-seconds."""
+    out = {}
+    for pool, names in pool_nodes.items():
+        in_service = np.zeros(horizon + 1, dtype=np.int64)
+        held = np.zeros(horizon + 1, dtype=np.int64)
+        partial = np.zeros(horizon + 1, dtype=np.int64)
+        pending = np.zeros(horizon + 1, dtype=np.int64)
+        in_service[0] += len(names) * _GPUS_PER_NODE
+        in_service[horizon] -= len(names) * _GPUS_PER_NODE
+        for p, _node, a, b in drains:
+            if p == pool:
+                in_service[a] -= _GPUS_PER_NODE
+                in_service[b] += _GPUS_PER_NODE
+        for j in jobs:
+            if j.pool != pool:
+                continue
+            partial[j.start] += j.devices
+            partial[j.gang_complete] -= j.devices
+            held[j.gang_complete] += j.devices
+            held[j.end] -= j.devices
+            pending[j.submit] += 1  # pending until the gang is complete (Slurm: Eligible -> Start)
+            pending[j.gang_complete] -= 1
+        cap = np.cumsum(in_service)[:horizon]
+        hold = np.cumsum(held)[:horizon]
+        part = np.cumsum(partial)[:horizon]
+        queued = np.cumsum(pending)[:horizon] > 0
+        free = cap - hold - part
+        if (free < 0).any():
+            raise AssertionError("the generator placed a job on a drained node")
+        installed = len(names) * _GPUS_PER_NODE * horizon
+        out[pool] = {
+            "installed_device_s": float(installed),
+            "capacity_device_s": float(cap.sum()),
+            "out_of_service_device_s": float(installed - cap.sum()),
+            "held_device_s": float(hold.sum()),
+            "partial_gang_hold": float(part.sum()),
+            "reservation": 0.0,
+            "idle_with_queue": float(free[queued].sum()),
+            "idle_empty_queue": float(free[~queued].sum()),
+        }
+    return out
+
+
+def _sacct_time(seconds: int) -> str:
+    return (FLEET_START + pd.Timedelta(seconds=seconds)).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _elapsed(seconds: int) -> str:
+    d, rem = divmod(seconds, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def _write_slurm(
+    out: Path, jobs: list[_Job], pool_nodes: dict[str, list[str]], drains: list[tuple[str, str, int, int]]
+) -> list[str]:
+    head = (
+        "JobID|JobIDRaw|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|Elapsed|State|"
+        "ExitCode|AllocTRES|ReqTRES|NodeList"
+    )
+    lines = [head]
+    for j in sorted(jobs, key=lambda j: j.start):
+        tres = (
+            f"billing={j.devices * 8},cpu={j.devices * 8},gres/gpu={j.devices},mem={j.nodes_n * 1000}G,"
+            f"node={j.nodes_n}"
+        )
+        lines.append(
+            "|".join(
+                [
+                    j.job_id,
+                    j.job_id,
+                    "synth",
+                    "ml",
+                    j.pool,
+                    "normal",
+                    "1000",
+                    _sacct_time(j.submit),
+                    _sacct_time(j.submit),
+                    _sacct_time(j.start),
+                    _sacct_time(j.end),
+                    _elapsed(j.duration_s),
+                    "COMPLETED",
+                    "0:0",
+                    tres,
+                    tres,
+                    ",".join(j.nodes),
+                ]
+            )
+        )
+    sched = out / "scheduler"
+    sched.mkdir(parents=True, exist_ok=True)
+    (sched / "sacct.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ev = ["Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User"]
+    for _pool, node, a, b in drains:
+        ev.append(f"synth|{node}|{_sacct_time(a)}|{_sacct_time(b)}|IDLE+DRAIN|firmware update|root(0)")
+    (sched / "sacctmgr_events.txt").write_text("\n".join(ev) + "\n", encoding="utf-8")
+    nodes = ["NODELIST|PARTITION|GRES"]
+    for pool, names in pool_nodes.items():
+        nodes += [f"{n}|{pool}|gpu:h100:8(S:0-1)" for n in names]
+    (sched / "sinfo_nodes.txt").write_text("\n".join(nodes) + "\n", encoding="utf-8")
+    return ["scheduler/sacct.txt", "scheduler/sacctmgr_events.txt", "scheduler/sinfo_nodes.txt"]
+
+
+def _write_canonical_scheduler(
+    out: Path,
+    jobs: list[_Job],
+    pool_nodes: dict[str, list[str]],
+    drains: list[tuple[str, str, int, int]],
+    horizon: int,
+) -> list[str]:
+    """Write allocations and capacity as the scheduling rung's canonical Parquet file."""
+    from fleetlib.scheduling.synth import write_allocations
+
+    def at(seconds: Any) -> pd.Series:
+        return pd.Series(FLEET_START + pd.to_timedelta(np.asarray(seconds, dtype=np.int64), unit="s"))
+
+    ordered = sorted(jobs, key=lambda j: j.start)
+    alloc = pd.DataFrame(
+        {
+            "job_id": [j.job_id for j in ordered],
+            "attempt": 0,
+            "pool": [j.pool for j in ordered],
+            "devices": [j.devices for j in ordered],
+            "submit": at([j.submit for j in ordered]),
+            "first_assigned": at([j.start for j in ordered]),
+            "gang_complete": at([j.gang_complete for j in ordered]),
+            "release": at([j.end for j in ordered]),
+            "priority": 0,
+            "elastic": False,
+            "end_state": "completed",
+            "requested_devices": [j.devices for j in ordered],
+        }
+    )
+    rows = []
+    for pool, names in pool_nodes.items():
+        full = len(names) * _GPUS_PER_NODE
+        cuts = sorted({0, horizon, *(t for p, _n, a, b in drains if p == pool for t in (a, b))})
+        for a, b in itertools.pairwise(cuts):
+            down = sum(_GPUS_PER_NODE for p, _n, d0, d1 in drains if p == pool and d0 <= a and b <= d1)
+            rows.append((pool, a, b, full - down, down))
+    cap = pd.DataFrame(rows, columns=["pool", "start", "end", "devices_in_service", "devices_out_of_service"])
+    cap["start"], cap["end"] = at(cap["start"]), at(cap["end"])
+    rel = "scheduler/allocations.parquet"
+    (out / "scheduler").mkdir(parents=True, exist_ok=True)
+    write_allocations(alloc, cap, out / rel)
+    return [rel]
+
+
+def _write_timeline(out: Path, job: _Job) -> str:
+    from fleetlib.runtime.synth import write_timeline
+    from fleetlib.runtime.timeline import tables_from_seconds
+
+    tl = job.timeline
+    assert tl is not None
+    origin = FLEET_START + pd.Timedelta(seconds=job.gang_complete)
+    steps, events = tables_from_seconds(tl.steps, tl.events, job_id=job.job_id, origin=origin.isoformat())
+    rel = f"timelines/{job.job_id}.parquet"
+    write_timeline(steps, events, out / rel)
+    return rel
+
+
+def _write_model(out: Path, job: _Job) -> str:
+    assert job.timeline is not None and job.mfu is not None
+    flops = job.mfu * job.timeline.step_s * job.devices * _PEAK_FLOPS
+    rel = f"models/{job.job_id}.yaml"
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    (out / rel).write_text(
+        f"name: synthetic model ({job.devices} GPUs)\naccelerator: {_ACCELERATOR}\ndevices: {job.devices}\n"
+        f"useful_flops_per_step: {flops!r}\nconvention: synthetic model count\n",
+        encoding="utf-8",
+    )
+    return rel
+
+
+def _write_traces(out: Path, job: _Job, seed: int) -> tuple[str, dict[str, float], int]:
+    from fleetlib.program.synth import synth_step_traces
+
+    rel = f"traces/{job.job_id}"
+    tr = synth_step_traces(out / rel, ranks=2, steps=2, seed=seed, straggler_rank=1)
+    parts = ("compute", "exposed_comm", "peer_wait", "exposed_memcpy", "host_dispatch", "idle")
+    sums = tr.partition[list(parts)].sum()
+    wall = float(tr.partition["step_wall_us"].sum())
+    return rel, {p: float(sums[p]) / wall for p in parts}, len(tr.partition)
+
+
+def _yaml_list(items: list[str], indent: str) -> str:
+    return "".join(f"{indent}- {i}\n" for i in items)
+
+
+def _draw_jobs(
+    rng: np.random.Generator,
+    placeable: dict[str, list[str]],
+    horizon: int,
+    n_nodes: int,
+    has_dev: bool,
+    scheduler: str,
+) -> list[_Job]:
+    """Draw the jobs that arrive over the window (kind, size, timeline, residual, partial gang)."""
+    jobs: list[_Job] = []
+    t, i = 0, 0
+    mean_gap = max(horizon / (6.0 * n_nodes), 60.0)
+    while t < horizon:
+        pool = "dev" if has_dev and rng.random() < 0.25 else "train"
+        sizes = [1] if pool == "dev" else [s for s in (1, 2, 4) if s <= len(placeable["train"])]
+        r = rng.random()
+        kind = "zombie" if r < 0.06 else "unobserved" if r < 0.12 else "timeline"
+        job = _Job(
+            job_id=str(70001 + i),
+            pool=pool,
+            nodes_n=int(rng.choice(sizes)),
+            submit=int(t),
+            duration_s=0,
+            kind=kind,
+        )
+        if kind == "timeline":
+            job.timeline = _timeline(rng, fail=rng.random() < 0.35)
+            job.residual_s = int(rng.integers(1, 61)) if rng.random() < 0.3 else 0
+            job.duration_s = job.timeline.duration_s + job.residual_s
+            job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
+        else:
+            job.duration_s = int(rng.integers(600, 4 * 3600))
+        if scheduler == "canonical" and rng.random() < 0.3:  # a gang that completes after its first node
+            job.partial_s = int(rng.integers(30, 900))
+            job.duration_s += job.partial_s
+        jobs.append(job)
+        t += int(rng.exponential(mean_gap)) + 1
+        i += 1
+    return jobs
+
+
+def _sample_traces(
+    out: Path, jobs: list[_Job], pool_nodes: dict[str, list[str]], models: dict[str, str], seed: int
+) -> tuple[dict[str, list[str]], dict[str, tuple[dict[str, float], int]]]:
+    """Trace a stratified sample: the smallest and the largest job with a model config in each pool."""
+    traces: dict[str, list[str]] = {}
+    trace_truth: dict[str, tuple[dict[str, float], int]] = {}
+    for pool in pool_nodes:
+        cands = [j for j in jobs if j.pool == pool and j.job_id in models]
+        if not cands:
+            continue
+        picks = {
+            min(cands, key=lambda j: (j.devices, j.job_id)).job_id,
+            max(cands, key=lambda j: (j.devices, j.job_id)).job_id,
+        }
+        for jid in sorted(picks):
+            job = next(j for j in jobs if j.job_id == jid)
+            job.traced = True
+            rel, shares, rank_steps = _write_traces(out, job, seed + int(job.job_id))
+            traces[jid] = [rel + "/"]
+            trace_truth[jid] = (shares, rank_steps)
+    return traces, trace_truth
+
+
+def synth_fleet(
+    out_dir: str | Path, *, devices: int = 64, days: float = 1.0, seed: int = 0, scheduler: str = "slurm"
+) -> SyntheticFleetBundle:
+    """Write a synthetic fleet bundle with its truth file.
+
+    Parameters
+    ----------
+    out_dir
+        Folder to write into (created; files of an earlier bundle there are overwritten).
+    devices
+        GPUs of the fleet, a multiple of 8, at least 16.
+    days
+        Length of the window, days (> 0; at least one hour).
+    seed
+        Seed of the random generator: the same arguments write the same files.
+    scheduler
+        ``"slurm"`` (sacct / sacctmgr / sinfo text; Slurm allocates atomically, so no partial gangs) or
+        ``"canonical"`` (the scheduling rung's Parquet file, written by
+        :func:`fleetlib.scheduling.synth.write_allocations`, in which some gangs complete minutes after
+        their first node is assigned: partial-gang hold).
+
+    Returns
+    -------
+    SyntheticFleetBundle
+        The manifest path, the truth object and the files written.
+
+    Raises
+    ------
+    DomainError
+        ``devices`` not a multiple of 8 or below 16; ``days`` under an hour; an unknown ``scheduler``.
+    """
+    if scheduler not in ("slurm", "canonical"):
+        raise DomainError(f"scheduler must be 'slurm' or 'canonical'; got {scheduler!r}")
+    if (
+        isinstance(devices, bool)
+        or not isinstance(devices, (int, np.integer))
+        or devices < 16
+        or devices % _GPUS_PER_NODE
+    ):
+        raise DomainError(f"devices must be a whole multiple of 8, at least 16; got {devices!r}")
+    horizon = round(float(days) * 86400)
+    if not math.isfinite(float(days)) or horizon < 3600:
+        raise DomainError(f"days must be at least one hour (1/24); got {days!r}")
+    rng = np.random.default_rng(seed)
+    n_nodes = int(devices) // _GPUS_PER_NODE
+    n_dev = n_nodes // 4 if n_nodes >= 4 else 0
+    pool_nodes = {"train": [f"h{i:03d}" for i in range(1, n_nodes - n_dev + 1)]}
+    if n_dev:
+        pool_nodes["dev"] = [f"h{i:03d}" for i in range(n_nodes - n_dev + 1, n_nodes + 1)]
+    spare = pool_nodes["train"][-1]
+    placeable = {p: [n for n in names if n != spare] for p, names in pool_nodes.items()}
+    d0 = int(rng.integers(0, horizon // 2))
+    drains = [("train", spare, d0, d0 + int(rng.integers(horizon // 8, horizon // 3)))]
+
+    jobs = _draw_jobs(rng, placeable, horizon, n_nodes, bool(n_dev), scheduler)
+    jobs = _place(jobs, placeable, horizon)
+    # the first job of each kind is kept whatever the draw, so every category shows up
+    _ensure_kinds(jobs, rng)
+    jobs.sort(key=lambda j: j.job_id)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if scheduler == "slurm":
+        files = _write_slurm(out, jobs, pool_nodes, drains)
+        sched_yaml = "scheduler:\n  format: slurm\n  tz: UTC\n  files:\n" + _yaml_list(files, "    ")
+    else:
+        files = _write_canonical_scheduler(out, jobs, pool_nodes, drains, horizon)
+        sched_yaml = "scheduler:\n  format: canonical\n  files:\n" + _yaml_list(files, "    ")
+    timelines: list[str] = []
+    models: dict[str, str] = {}
+    for job in jobs:
+        if job.kind == "zombie":
+            job.timeline = _Timeline(
+                [],
+                [(0, 0.0, "gang_complete"), (0, float(job.held_s), "release")],
+                job.held_s,
+                {},
+                0,
+                0,
+            )
+        if job.timeline is not None:
+            timelines.append(_write_timeline(out, job))
+        if job.kind == "timeline" and job.mfu is not None:
+            models[job.job_id] = _write_model(out, job)
+    traces, trace_truth = _sample_traces(out, jobs, pool_nodes, models, seed)
+    files += timelines + list(models.values())
+    for rels in traces.values():
+        files += sorted(str(p.relative_to(out)) for p in (out / rels[0]).iterdir())
+    window = [
+        FLEET_START.isoformat().replace("+00:00", "Z"),
+        (FLEET_START + pd.Timedelta(seconds=horizon)).isoformat().replace("+00:00", "Z"),
+    ]
+    arg = "" if scheduler == "slurm" else f", scheduler={scheduler!r}"
+    manifest = (
+        f"# A synthetic fleet written by fleetlib.fleet.synth.synth_fleet(devices={int(devices)}, "
+        f"days={float(days)!r}, seed={seed}{arg}); truth.json holds what was injected.\n"
+        f"name: synthetic fleet {int(devices)} GPUs, {float(days)!r} days, seed {seed}\n"
+        f"window: ['{window[0]}', '{window[1]}']\n"
+        + sched_yaml
+        + "timelines:\n  format: canonical\n  files:\n"
+        + _yaml_list(timelines, "    ")
+        + "models:\n"
+        + "".join(f"  '{k}': {v}\n" for k, v in models.items())
+        + "traces:\n"
+        + "".join(f"  '{k}': [{v[0]}]\n" for k, v in traces.items())
+        + "price_per_device_hour: 2.0\n"
+        + "contract:\n  software_version: synthetic\n  pool: all\n"
+    )
+    (out / "fleet.yaml").write_text(manifest, encoding="utf-8")
+    truth = _truth(
+        jobs, pool_nodes, drains, horizon, window, trace_truth, int(devices), float(days), seed, scheduler
+    )
+    (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    files += ["fleet.yaml", "truth.json"]
+    return SyntheticFleetBundle(out / "fleet.yaml", truth, sorted(files))
+
+
+def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator) -> None:
+    """Turn the first placed jobs into the kinds the draw missed (zombie, unobserved, a failure)."""
+    kinds = {j.kind for j in jobs}
+    timed = [j for j in jobs if j.kind == "timeline"]
+    for kind in ("zombie", "unobserved"):
+        if kind not in kinds and len(timed) > 2:
+            victim = timed.pop()
+            victim.kind, victim.timeline, victim.mfu, victim.residual_s = kind, None, None, 0
+    if timed and all(j.timeline is not None and j.timeline.truth_s["rework"] == 0 for j in timed):
+        # keep the duration: a failing timeline of at most the same length, padded by teardown idle
+        j = timed[0]
+        assert j.timeline is not None
+        for attempt in range(50):
+            tl = _timeline(np.random.default_rng(int(rng.integers(1 << 30)) + attempt), fail=True)
+            if tl.truth_s["rework"] > 0 and tl.duration_s <= j.held_s - j.residual_s:
+                pad = j.held_s - j.residual_s - tl.duration_s
+                time_, kind = tl.events[-1][1], tl.events[-1][2]
+                tl.events[-1] = (0, time_ + pad, kind)
+                tl.truth_s["idle"] += pad
+                tl.duration_s += pad
+                j.timeline = tl
+                break
+
+
+def _truth(
+    jobs: list[_Job],
+    pool_nodes: dict[str, list[str]],
+    drains: list[tuple[str, str, int, int]],
+    horizon: int,
+    window: list[str],
+    trace_truth: dict[str, tuple[dict[str, float], int]],
+    devices: int,
+    days: float,
+    seed: int,
+    scheduler: str,
+) -> dict[str, Any]:
+    sched = _scheduling_truth(jobs, pool_nodes, drains, horizon)
+    tot = {k: math.fsum(p[k] for p in sched.values()) for k in next(iter(sched.values()))}
+    runtime = dict.fromkeys((*_RUNTIME_LOSSES, "zombie", "unobserved", "reconciliation_residual"), 0.0)
+    productive = above = ideal = unobserved_p = 0.0
+    per_job = {}
+    for j in jobs:
+        d = j.devices
+        held = float(d * j.held_s)
+        row: dict[str, Any] = {"pool": j.pool, "devices": d, "held_device_s": held, "kind": j.kind}
+        if j.kind == "unobserved":
+            runtime["unobserved"] += held
+            row.update(runtime_goodput=0.0, productive_device_s=0.0)
+        elif j.kind == "zombie":
+            runtime["zombie"] += held
+            row.update(runtime_goodput=0.0, productive_device_s=0.0)
+        else:
+            tl = j.timeline
+            assert tl is not None
+            for k in _RUNTIME_LOSSES:
+                runtime[k] += d * tl.truth_s[k]
+            runtime["reconciliation_residual"] += float(d * j.residual_s)
+            prod = d * (tl.truth_s["productive"] + tl.truth_s["step_time_above_baseline"])
+            productive += prod
+            above += d * tl.truth_s["step_time_above_baseline"]
+            row.update(
+                productive_device_s=prod,
+                runtime_goodput=prod / held,
+                step_time_above_baseline_device_s=d * tl.truth_s["step_time_above_baseline"],
+                reconciliation_residual_device_s=float(d * j.residual_s),
+                retained_steps=tl.retained_steps,
+            )
+            if j.mfu is not None:
+                job_ideal = tl.retained_steps * (j.mfu * tl.step_s * d * _PEAK_FLOPS) / _PEAK_FLOPS
+                ideal += job_ideal
+                row.update(ideal_device_s=job_ideal, program_goodput=job_ideal / prod)
+                if j.job_id in trace_truth:
+                    shares, rank_steps = trace_truth[j.job_id]
+                    row["trace_partition_device_s"] = {k: v * prod for k, v in shares.items()}
+                    row["trace_coverage"] = rank_steps / (tl.retained_steps * d)
+            else:
+                unobserved_p += d * tl.truth_s["productive"]
+                row.update(ideal_device_s=None, program_goodput=None)
+        per_job[j.job_id] = row
+    held_total = tot["held_device_s"]
+    program_losses = {
+        "step_time_above_baseline": above,
+        "below_ideal_rate": productive - above - ideal - unobserved_p,
+        "unobserved": unobserved_p,
+    }
+    s = held_total / tot["capacity_device_s"]
+    r = productive / held_total
+    p = ideal / productive
+    return {
+        "generator": {
+            "function": "fleetlib.fleet.synth.synth_fleet",
+            "devices": devices,
+            "days": days,
+            "seed": seed,
+            "scheduler": scheduler,
+        },
+        "window": window,
+        "mpg": s * r * p,
+        "ideal_device_s": ideal,
+        "in_service_capacity_device_s": tot["capacity_device_s"],
+        "factors": {
+            "scheduling": {
+                "value": s,
+                "numerator_device_s": held_total,
+                "denominator_device_s": tot["capacity_device_s"],
+                "losses": {
+                    k: tot[k]
+                    for k in ("partial_gang_hold", "reservation", "idle_with_queue", "idle_empty_queue")
+                },
+                "out_of_service_device_s": tot["out_of_service_device_s"],
+            },
+            "runtime": {
+                "value": r,
+                "numerator_device_s": productive,
+                "denominator_device_s": held_total,
+                "losses": runtime,
+            },
+            "program": {
+                "value": p,
+                "numerator_device_s": ideal,
+                "denominator_device_s": productive,
+                "losses": program_losses,
+            },
+        },
+        "pools": sched,
+        "jobs": per_job,
+        "notes": [
+            "Slurm allocates atomically: the records carry no partial-gang hold, so partial_gang_hold is 0."
+            if scheduler == "slurm"
+            else "Canonical records: partial_gang_hold is device-time from first node to gang complete.",
+            "Drained node time is out of service: outside the in-service denominator "
+            "(out_of_service_device_s), not a loss inside S.",
+            "Runtime losses are the job timelines' categories times the job's devices; zombie = held time "
+            "of a complete gang whose timeline has no step; unobserved = held time with no timeline; "
+            "reconciliation_residual = scheduler held time the timeline does not cover.",
+            "Productive time is retained steps' wall time less input waits (warm-up excess is startup or "
+            "recovery); step_time_above_baseline is a program loss.",
+        ],
+    }
