@@ -32,8 +32,8 @@ __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parse
 
 #: Modules that add a rung's subcommands: each defines ``register(subparsers, synth_subparsers,
 #: add_json)`` and sets ``func`` / ``render`` on its leaf parsers like the commands here.
-RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.scheduling.commands", "fleetlib.runtime.commands",
-                                          "fleetlib.program.commands")
+RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.fleet.commands", "fleetlib.scheduling.commands",
+                                          "fleetlib.runtime.commands", "fleetlib.program.commands")
 
 #: Exit status for arguments outside a formula's domain or unreadable input (argparse's own code).
 EXIT_BAD_ARGUMENTS = 2
