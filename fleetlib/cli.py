@@ -209,10 +209,13 @@ def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def _render_report(res: dict[str, Any]) -> str:
     out = Path(res["out_dir"])
-    lines = [
-        f"report for {res['scenario']['name']} written to {out}",
-        f"  MPG {res['mpg']:.4f}; cost per useful accelerator-hour {res['cost_per_useful_hour']:.2f} "
-        "USD/h",
+    measured = res.get("measured")
+    lines = [f"report for {res['scenario']['name']} written to {out}"]
+    if measured:
+        lines.append(f"  measured ({measured['name']}): {measured['headline']}")
+    lines += [
+        f"  stated in the scenario file: MPG {res['mpg']:.4f}; cost per useful accelerator-hour "
+        f"{res['cost_per_useful_hour']:.2f} USD/h",
         f"  {len(res['notebooks'])} notebooks in "
         f"{sum(n['seconds'] for n in res['notebooks']):.1f} s; {len(res['figures'])} figure files",
         f"  open {out / 'html'} in a browser, or {out / 'summary.json'}",

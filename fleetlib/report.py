@@ -5,7 +5,9 @@ it only the parameters it declares in its ``parameters`` cell, and writes one se
 folder::
 
     out_dir/
-      summary.json     the scenario summary (fleetlib.scenario.scenario_summary) plus the run:
+      summary.json     "measured": the fleet bundle's measured S, R, P and MPG (fleet_manifest), each
+                       factor naming its records and window; then the scenario's *stated* summary
+                       (fleetlib.scenario.scenario_summary, labelled "stated") plus the run:
                        which notebooks ran, how long each took, and the figures they saved
       notebooks/       the executed notebooks (.ipynb, outputs included)
       html/            one HTML page per notebook, code cells hidden (narrative + outputs)
@@ -29,7 +31,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,10 +52,11 @@ __all__ = [
     "save_figure",
 ]
 
-#: The rung notebooks: measurements from records (scheduler records, then the job timeline, then step
-#: traces), run before the course.  Paths are relative to the project root; later rungs append here.
-RUNG_NOTEBOOKS: list[str] = ["notebooks/01_scheduler_records.ipynb", "notebooks/02_job_timeline.ipynb",
-                             "notebooks/03_step_traces.ipynb"]
+#: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
+#: -> measured S, R, P and MPG), then each rung on its own records (scheduler records, the job timeline,
+#: step traces); they run before the course.  Paths are relative to the project root.
+RUNG_NOTEBOOKS: list[str] = ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb",
+                             "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb"]
 
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
 #: relative to the project root.
@@ -314,6 +317,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     """
     params = load_parameters(params_path)
     summary = scenario_summary(params)
+    measured = _measured_block(params)
     root = project_root()
     chain = _resolve_notebooks(notebooks, root)
 
@@ -358,10 +362,25 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
             })
 
     figures = sorted(_relative(p, out) for p in folders["figures"].rglob("*") if p.is_file())
-    summary = {**summary, "params_file": str(params_path), "notebooks": runs, "figures": figures}
+    summary = {"measured": measured, **summary, "params_file": str(params_path), "notebooks": runs,
+               "figures": figures}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n",
                                       encoding="utf-8")
     return out
+
+
+def _measured_block(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Measure the scenario's fleet bundle (``fleet_manifest``) for summary.json; None without one."""
+    manifest = params.get("fleet_manifest")
+    if not manifest:
+        return None
+    from fleetlib.fleet import measure_fleet
+    from fleetlib.fleet.views import measured_summary
+
+    path = Path(manifest)
+    if not path.is_absolute():
+        path = project_root() / path
+    return measured_summary(measure_fleet(path), manifest=str(manifest))
 
 
 def _relative(path: Path, base: Path) -> str:

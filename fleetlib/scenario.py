@@ -158,6 +158,7 @@ DERIVED_PARAMETERS: tuple[DerivedParameter, ...] = (
 #: Keys whose values name files or folders, relative to the project root (the notebooks' working
 #: directory).  :func:`load_parameters` refuses a path that leaves it; an empty text means "none".
 PATH_KEYS: tuple[str, ...] = (
+    "fleet_manifest",
     "scheduling_files",
     "scheduling_openb_files",
     "timeline_files",
@@ -600,9 +601,11 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     dict
-        JSON-ready: ``scenario`` (name, title), ``window``, ``factors`` (one contract per
-        boundary), ``mpg``, ``job_product``, ``loss_shares``, ``marginal_value``, ``windows_mixed``,
-        ``notes``, ``lever_ranking`` (list, best first), ``price_per_device_hour``,
+        JSON-ready: ``scenario`` (name, title), ``window``, ``label`` (``"stated"``: every factor
+        here comes from the scenario file, none from records), ``factors`` (one contract per
+        boundary, each labelled ``"stated"``), ``mpg``, ``job_product``, ``loss_shares``,
+        ``marginal_value``, ``windows_mixed``, ``notes``, ``lever_ranking`` (list, best first),
+        ``price_per_device_hour``,
         ``cost_per_useful_hour`` and ``held_hours_chargeback`` (in the price's currency per
         accelerator-hour), ``runtime_model`` (the loss terms) and ``runtime_model_inputs``.
 
@@ -638,7 +641,8 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
             "title": str(params.get("scenario_title", _get(params, "scenario_name"))),
         },
         "window": window.to_dict(),
-        "factors": {b: factors[b].to_dict() for b in BOUNDARIES},
+        "label": "stated",
+        "factors": {b: {**factors[b].to_dict(), "label": "stated"} for b in BOUNDARIES},
         "mpg": product_dict["mpg"],
         "job_product": product_dict["job_product"],
         "loss_shares": product_dict["loss_shares"],

@@ -77,7 +77,7 @@ NBSTRIPOUT = shutil.which("nbstripout", path=str(ROOT / ".venv" / "bin"))
 
 def check_stripped(nb: nbformat.NotebookNode) -> None:
     """Assert the committed notebook carries no outputs, counts, papermill or widget metadata."""
-    from fleetlib.golden import check_committed
+    from golden import check_committed
 
     assert check_committed(nb, course=False) == []
     assert all(c.execution_count is None and not c.outputs for c in nb.cells if c.cell_type == "code")

@@ -3,7 +3,8 @@
 Taken from ``load_parameters`` on commit 5f45f9e, when each scenario was one flat file of 91 keys.  However
 the files are arranged (shared defaults, data locations, derived values), ``load_parameters`` must return
 exactly these keys, values and value types for both scenarios.  Edit a snapshot only together with a
-deliberate change of a scenario value, and say so in the commit message.
+deliberate change of a scenario value, and say so in the commit message.  Since then: ``fleet_manifest``
+(the whole-fleet notebook's bundle) was added to the bundled data locations.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from fleetlib.scenario import load_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RUNNING_EXAMPLE = {'scenario_name': 'running_example',
+RUNNING_EXAMPLE = {'fleet_manifest': 'data/fleet/synthetic/fleet.yaml',
+ 'scenario_name': 'running_example',
  'scenario_title': 'Llama 2 70B on 128 H100 GPUs, shared pool',
  'window_label': 'running example: one held week on a shared pool',
  'devices': 128,
@@ -114,7 +116,8 @@ RUNNING_EXAMPLE = {'scenario_name': 'running_example',
  'traces_decode_devices': 8,
  'traces_decode_step_ms': 8.33}
 
-LLAMA3_405B = {'scenario_name': 'llama3_405b',
+LLAMA3_405B = {'fleet_manifest': 'data/fleet/synthetic/fleet.yaml',
+ 'scenario_name': 'llama3_405b',
  'scenario_title': 'Llama 3 405B on 16,384 H100 GPUs, dedicated cluster (cited)',
  'window_label': 'Llama 3 405B: 54-day snapshot (runtime) and scaling table (MFU), cited',
  'devices': 16384,

@@ -1,0 +1,226 @@
+"""Tables and text an analyst reads from one fleet measurement (notebook 00, the report's headline).
+
+Every function takes a :class:`~fleetlib.fleet.measure.FleetMeasurement` and reshapes what it
+measured; none measures anything itself.  Times are shown in device-hours, shares as fractions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from fleetlib.accounting import levers_frame
+from fleetlib.fleet.measure import FleetMeasurement
+
+__all__ = [
+    "FACTOR_TABLE_COLUMNS",
+    "JOB_TABLE_COLUMNS",
+    "WATERFALL_COLUMNS",
+    "chain_table",
+    "factor_table",
+    "headline",
+    "job_table",
+    "lever_table",
+    "loss_owner_table",
+    "measured_summary",
+    "reconciliation_table",
+    "trace_table",
+    "waterfall_table",
+]
+
+_H = 3600.0
+
+#: Columns of :func:`factor_table`.
+FACTOR_TABLE_COLUMNS: tuple[str, ...] = ("value", "numerator_device_h", "denominator_device_h", "coverage",
+                                         "record", "convention")
+#: Columns of :func:`waterfall_table`.
+WATERFALL_COLUMNS: tuple[str, ...] = ("stage", "kind", "boundary", "device_h", "share_of_capacity")
+#: Columns of :func:`job_table`.
+JOB_TABLE_COLUMNS: tuple[str, ...] = ("pool", "devices", "held_device_h", "observed", "zombie",
+                                      "runtime_goodput", "program_goodput", "job_product",
+                                      "runtime_coverage", "program_coverage")
+
+
+def _coverage(fm: FleetMeasurement) -> dict[str, float]:
+    return {"scheduling": 1.0, "runtime": float(fm.coverage["runtime"]),
+            "program": float(fm.coverage["program"])}
+
+
+def factor_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return the three measured factors and MPG, one row each, with their records and coverage.
+
+    Parameters
+    ----------
+    fm
+        A fleet measurement.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``S``, ``R``, ``P``, ``MPG``; columns :data:`FACTOR_TABLE_COLUMNS` (device-hours).
+    """
+    cov = _coverage(fm)
+    rows = {}
+    for name, f in (("S", fm.scheduling), ("R", fm.runtime), ("P", fm.program)):
+        rows[name] = {"value": f.value, "numerator_device_h": f.numerator / _H,
+                      "denominator_device_h": f.denominator / _H, "coverage": cov[f.boundary],
+                      "record": f.record, "convention": f.convention}
+    rows["MPG"] = {"value": fm.mpg, "numerator_device_h": fm.ideal_device_s / _H,
+                   "denominator_device_h": fm.capacity_device_s / _H,
+                   "coverage": min(cov.values()),
+                   "record": "the three records above, joined by job id",
+                   "convention": "S x R x P, chain checked: each denominator is the previous numerator"}
+    return pd.DataFrame.from_dict(rows, orient="index")[list(FACTOR_TABLE_COLUMNS)]
+
+
+def headline(fm: FleetMeasurement) -> str:
+    """Return the one-line measured headline: MPG = S x R x P with the window and the records."""
+    return (f"MPG {fm.mpg:.1%} = S {fm.scheduling.value:.1%} x R {fm.runtime.value:.1%} x "
+            f"P {fm.program.value:.1%}, measured over {fm.window.label} from {fm.scheduling.record}, "
+            f"{fm.runtime.record} and {fm.program.record}; runtime coverage {fm.coverage['runtime']:.1%}, "
+            f"program coverage {fm.coverage['program']:.1%}")
+
+
+def chain_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return the two boundary crossings as :func:`fleetlib.accounting.mpg` checked them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``scheduling->runtime`` and ``runtime->program``: the previous numerator and the next
+        denominator in device-hours, the residual in device-seconds, the tolerance and whether it holds.
+    """
+    rows = {name: {"previous_numerator_device_h": c["previous_numerator"] / _H,
+                   "next_denominator_device_h": c["next_denominator"] / _H,
+                   "residual_device_s": c["residual"], "relative_tolerance": f"{c['rtol']:.0e}",
+                   "holds": bool(c["holds"])}
+            for name, c in fm.product.chain.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def waterfall_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return the fleet waterfall: capacity, each loss by boundary, each surviving total.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`WATERFALL_COLUMNS`, in the walk's order; ``boundary`` is the factor a loss
+        belongs to (``""`` for totals); ``share_of_capacity`` divides by in-service capacity.
+    """
+    bars = pd.DataFrame(fm.waterfall())
+    bars["boundary"] = bars["stage"].where(bars["kind"] == "loss", "").str.split(".").str[0]
+    bars["share_of_capacity"] = bars["device_s"] / fm.capacity_device_s
+    return bars[list(WATERFALL_COLUMNS)].reset_index(drop=True)
+
+
+def reconciliation_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return, per job, the scheduler's held device-hours beside its timeline's and the residual.
+
+    A job with no timeline shows no timeline hours and is ``observed == False`` (its held time is
+    R's ``unobserved`` loss).
+    """
+    jobs = fm.jobs
+    out = pd.DataFrame({
+        "pool": jobs["pool"],
+        "scheduler_held_device_h": jobs["held_device_s"] / _H,
+        "timeline_held_device_h": jobs["timeline_held_device_s"].where(jobs["observed"]) / _H,
+        "residual_device_h": jobs["reconciliation_residual"] / _H,
+        "observed": jobs["observed"].astype(bool),
+        "zombie": jobs["zombie_job"].astype(bool),
+    })
+    return out.sort_values("scheduler_held_device_h", ascending=False)
+
+
+def job_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return one row per job: held device-hours, R, P, the job product R x P and coverage.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``job_id``; columns :data:`JOB_TABLE_COLUMNS`, largest held time first.
+    """
+    records = fm.to_dict()["jobs"]
+    rows = {
+        job: {"pool": r["pool"], "devices": r["devices"], "held_device_h": r["held_device_s"] / _H,
+              "observed": r["observed"], "zombie": r["zombie"], "runtime_goodput": r["runtime_goodput"],
+              "program_goodput": r["program_goodput"], "job_product": r["job_product"],
+              "runtime_coverage": r["coverage"]["runtime"], "program_coverage": r["coverage"]["program"]}
+        for job, r in records.items()
+    }
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "job_id"
+    return out[list(JOB_TABLE_COLUMNS)].sort_values("held_device_h", ascending=False)
+
+
+def trace_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return, per traced job, its step partition scaled to the job's productive device-hours.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``job_id``; one column per part of the step (device-hours), then ``rank_steps_traced``
+        and ``coverage`` (rank-steps traced / rank-steps retained).
+    """
+    rows = {job: {**{part: v / _H for part, v in t["partition_device_s"].items()},
+                  "rank_steps_traced": t["rank_steps_traced"], "coverage": t["coverage"]}
+            for job, t in fm.traces.items()}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "job_id"
+    return out
+
+
+def lever_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return the levers ranked by relative gain at their measured ceilings, with each ceiling's source."""
+    frame = levers_frame(fm.lever_gains)
+    sources = fm.levers["ceiling_sources"]
+    frame["ceiling_source"] = frame["factor"].map(sources)
+    return frame
+
+
+def loss_owner_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return every named loss with its owner, its device-hours and the factor gain its removal is worth."""
+    columns = ["factor", "loss", "owner", "device_s", "relative_gain"]
+    rows = pd.DataFrame(fm.levers["per_loss"], columns=columns)
+    rows["device_h"] = rows["device_s"] / _H
+    return rows.drop(columns="device_s")[["factor", "loss", "owner", "device_h", "relative_gain"]]
+
+
+def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
+    """Return the ``measured`` block of a report's ``summary.json``.
+
+    Parameters
+    ----------
+    fm
+        The measurement of the report's fleet bundle.
+    manifest
+        The manifest path as the scenario names it.
+
+    Returns
+    -------
+    dict
+        JSON-ready: ``label`` ("measured"), ``manifest``, ``name``, ``window``, ``mpg``, and per factor
+        its value, numerator and denominator in device-seconds, coverage, convention, the records it
+        was read from (``record`` and ``files``) and its losses; the chain as checked.
+    """
+    cov = _coverage(fm)
+    files = fm.sources
+    factors = {}
+    for f in (fm.scheduling, fm.runtime, fm.program):
+        factors[f.boundary] = {
+            "label": "measured", "value": f.value, "numerator_device_s": f.numerator,
+            "denominator_device_s": f.denominator, "coverage": cov[f.boundary], "convention": f.convention,
+            "record": f.record, "files": files.get(f.boundary, []), "window": f.window.to_dict(),
+            "losses": dict(f.losses),
+        }
+    return {
+        "label": "measured",
+        "manifest": manifest,
+        "name": fm.name,
+        "window": fm.window.to_dict(),
+        "mpg": fm.mpg,
+        "job_product": fm.product.job_product,
+        "factors": factors,
+        "chain": {k: dict(v) for k, v in fm.product.chain.items()},
+        "headline": headline(fm),
+    }
