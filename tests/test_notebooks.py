@@ -25,8 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-
-from fleetlib.golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
+from golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "notebooks" / "course"
@@ -286,7 +285,7 @@ def test_interactive_cell_runs_headless(path: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# fleetlib.golden on hand-built notebooks
+# tests/golden.py on hand-built notebooks
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -308,7 +307,7 @@ def _toy_notebook() -> nbformat.NotebookNode:
 
 
 def test_strip_outputs_keeps_only_golden_cells() -> None:
-    from fleetlib.golden import strip_outputs
+    from golden import strip_outputs
 
     nb = _toy_notebook()
     nb.metadata["papermill"] = {"duration": 1.0}
@@ -368,8 +367,9 @@ def test_check_committed_requires_a_golden_cell_and_plain_text() -> None:
 
 @pytest.mark.notebook
 def test_refresh_golden_outputs_writes_what_the_library_computed(tmp_path: Path) -> None:
+    from golden import refresh_golden_outputs
+
     from fleetlib.accounting import loss_shares
-    from fleetlib.golden import refresh_golden_outputs
 
     path = tmp_path / "toy.ipynb"
     nbformat.write(_toy_notebook(), path)
