@@ -24,8 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from fleetlib.golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
+from golden import GOLDEN_MARKER, KEEP_OUTPUT_TAG, check_committed, coalesce_streams, is_golden_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = ROOT / "notebooks" / "course"
@@ -200,9 +199,6 @@ def test_figure_names_unique_across_course() -> None:
     assert len(names) == len(set(names))
 
 
-#: Course notebooks whose widget cell still defines its ``redraw`` callback (they are not this branch's to
-#: edit); each should move its wiring into :mod:`fleetlib.widgets` and leave this set.
-COURSE_WITH_REDRAW = frozenset(EXPECTED_COURSE)
 ALL_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + COURSE_NOTEBOOKS
 
 
@@ -211,11 +207,28 @@ def test_no_code_cell_defines_a_function_or_class(path: Path) -> None:
     from notebook_support import defined_functions
 
     found = defined_functions(_read(path))
-    if path.parent == COURSE and path.name in COURSE_WITH_REDRAW:
-        assert all(f.endswith("FunctionDef redraw") for f in found), found  # only the known callback
-        if found:
-            pytest.xfail(f"{path.name}: widget callback still in the notebook: {found}")
     assert found == [], f"{path.name}: {found}"
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_course_widget_cell_is_one_explorer_call(path: Path) -> None:
+    """The last cell shows one :mod:`fleetlib.widgets` explorer, under the static figure drawn before it."""
+    import fleetlib.widgets
+
+    code_cells = [c for c in _read(path).cells if c.cell_type == "code"]
+    widget_cell = _source(code_cells[-1])
+    (statement,) = ast.parse(widget_cell).body
+    assert isinstance(statement, ast.If) and ast.unparse(statement.test) == "interactive", widget_cell
+    (shown,) = statement.body
+    call = shown.value if isinstance(shown, ast.Expr) else None
+    assert isinstance(call, ast.Call) and ast.unparse(call.func) == "display", widget_cell
+    (explorer,) = call.args
+    assert isinstance(explorer, ast.Call), widget_cell
+    name = ast.unparse(explorer.func)
+    assert name.startswith("fleetlib.widgets.") and name.split(".")[-1] in fleetlib.widgets.__all__, name
+    earlier = "\n".join(_source(c) for c in code_cells[:-1])
+    assert "import fleetlib.widgets" in earlier
+    assert "plt.show()" in earlier, "the static figure is drawn before the widget cell"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -274,7 +287,7 @@ def test_interactive_cell_runs_headless(path: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# fleetlib.golden on hand-built notebooks
+# tests/golden.py on hand-built notebooks
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -296,7 +309,7 @@ def _toy_notebook() -> nbformat.NotebookNode:
 
 
 def test_strip_outputs_keeps_only_golden_cells() -> None:
-    from fleetlib.golden import strip_outputs
+    from golden import strip_outputs
 
     nb = _toy_notebook()
     nb.metadata["papermill"] = {"duration": 1.0}
@@ -356,8 +369,9 @@ def test_check_committed_requires_a_golden_cell_and_plain_text() -> None:
 
 @pytest.mark.notebook
 def test_refresh_golden_outputs_writes_what_the_library_computed(tmp_path: Path) -> None:
+    from golden import refresh_golden_outputs
+
     from fleetlib.accounting import loss_shares
-    from fleetlib.golden import refresh_golden_outputs
 
     path = tmp_path / "toy.ipynb"
     nbformat.write(_toy_notebook(), path)
