@@ -494,9 +494,10 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         lines.append("retained steps not counted as productive:")
         lines.append(f"  {'progress at risk':<26} {_seconds(float(rnp['progress_at_risk'])):>22}  "
                      f"{_share(rnp['progress_at_risk'], held)}  (finished, no checkpoint yet)")
-        above = float(rnp["step_time_above_baseline"])
-        lines.append(f"  {'step time above baseline':<26} {_seconds(above):>22}  {_share(above, held)}  "
-                     "(program goodput's, rule 17)")
+    if res.get("slow_step_s") is not None:
+        slow = float(res["slow_step_s"])
+        lines.append(f"{'slow-step time':<24} {_seconds(slow)}  {_share(slow, held)}  (inside productive: "
+                     "retained steps above the fault-free baseline, handed to the program rung)")
     ff = res.get("fault_free_step_s")
     if ff is None:
         lines.append("fault-free step time     - (the format has no steps)")

@@ -3,18 +3,18 @@
 Runtime goodput ``R`` is productive time over held time.  Held time runs from each attempt's
 ``gang_complete`` to its ``release``; the queue wait between an eviction and the next gang completion
 is *not* held time (it is reported as ``queue_after_interruption_s``, a time-to-result cost).
-Productive time is the number of retained steps times the job's fault-free step time.  Every other
-held second is charged to exactly one category, so the categories add up to held time exactly (a
-floating-point rounding apart) -- there is no clipping and no remainder computed by subtraction:
+Productive time is the retained steps' compute time: their wall time less input waits, with the
+warm-up excess after a (re)start charged to what caused it.  Every other held second is charged to
+exactly one category, so the categories add up to held time exactly (a floating-point rounding apart)
+-- there is no clipping and no remainder computed by subtraction:
 
 ==========================  ========================================================================
 category                    held time charged to it
 ==========================  ========================================================================
-productive                  fault-free step time of each retained step
+productive                  compute time of each retained step (fault-free step time for a warm-up
+                            step), including its slow-step time -- see below
 progress_at_risk            (committed definition only) the same for steps that finished and were not
                             erased but whose checkpoint had not landed by ``as_of``
-step_time_above_baseline    time of retained steady-state steps above (or, negative, below) the
-                            fault-free baseline -- see below
 startup                     cold launches: gang completion to first step, plus the warm-up excess of
                             the first steps after a cold launch
 input_wait                  input waits of retained steady-state steps
@@ -43,14 +43,14 @@ is productive and the rest (compute excess *and* input wait -- loader refill, ru
 the event that triggered the restart (rule 18; startup after a cold launch).  The run ends at the
 first step within tolerance.
 
-**Why ``step_time_above_baseline`` exists.**  The numerator is retained steps x fault-free step time,
-but a retained steady-state step takes its own measured time.  The difference is not a runtime loss:
-the chapter puts per-step inefficiency (stragglers, exposed collectives, contention from asynchronous
-checkpoint writes) inside the fault-free baseline and charges it to program goodput (rule 17).  With a
-median baseline, steps above the median still spend more held time than the numerator credits them,
-and steps below it less.  That signed residual is named here instead of being hidden in productive
-time or in ``unattributed``; it is zero on average when the baseline is the mean of steady-state steps
-(``estimator="mean"``) and exactly zero when every steady step runs at the baseline.
+**Slow-step time: the program handoff ("The walk").**  A retained steady-state step that runs slower
+than the fault-free baseline is a *program* loss, not a runtime one: the timeline detects it, the step
+traces explain it (chapter Table 3, rule 17).  So its whole compute time is productive here -- R's
+numerator is P's denominator -- and the part above (or, negative, below) the baseline is reported
+beside R as ``slow_step_s`` (``breakdown["slow_step"]``; the part inside progress at risk is
+``breakdown["slow_step_at_risk"]``), the slow-step time handed to the program rung.  It is zero on
+average when the baseline is the mean of steady-state steps (``estimator="mean"``) and exactly zero
+when every steady step runs at the baseline.
 
 **Definitions.**  ``"committed"``: a step counts once a checkpoint commit covering it has landed by
 ``as_of``; finished, un-erased steps still waiting for a commit are ``progress_at_risk``.
@@ -243,6 +243,20 @@ class RuntimeMeasurement:
         return self.productive_s / self.held_s
 
     @property
+    def slow_step_s(self) -> float:
+        """Slow-step time inside ``productive``: retained steps' compute time above the baseline.
+
+        Signed (negative when steps ran faster than a median baseline).  A program loss handed to the
+        program rung ("The walk"): the timeline detects it, the step traces explain it.
+        """
+        return self.breakdown["slow_step"]
+
+    @property
+    def program_handoff_s(self) -> float:
+        """The same as :attr:`slow_step_s`: the time this rung hands to the program rung to explain."""
+        return self.slow_step_s
+
+    @property
     def progress_at_risk_s(self) -> float:
         """Retrospective minus committed productive time: finished work not yet checkpointed."""
         return self.productive_retrospective_s - self.productive_committed_s
@@ -281,10 +295,9 @@ class RuntimeMeasurement:
 
         The factor's numerator is productive seconds and its denominator held seconds, over the
         measured window.  Its losses are every category except ``productive`` and ``unattributed``
-        (which the factor recomputes and which therefore equals this partition's, up to rounding) --
-        except that a *negative* ``step_time_above_baseline`` (retained steps faster than a median
-        baseline) cannot be a loss: it is then left to the factor's ``unattributed``, which turns
-        negative by the same amount, and the convention says so.
+        (which the factor recomputes and which therefore equals this partition's, up to rounding).
+        The slow-step time inside the numerator (:attr:`slow_step_s`) is the program rung's to
+        explain; the convention states it.
 
         Returns
         -------
@@ -299,11 +312,8 @@ class RuntimeMeasurement:
             raise DomainError("the window contains no held time: runtime goodput (productive / held) has "
                               "no value there")
         losses = {k: v for k, v in self.categories.items() if k not in ("productive", "unattributed")}
-        convention = self.convention()
-        if losses["step_time_above_baseline"] < 0:
-            credit = losses.pop("step_time_above_baseline")
-            convention += (f"; retained steps ran {-credit:.6g} s faster than the baseline in total, "
-                           "shown in unattributed")
+        convention = (f"{self.convention()}; productive time includes {self.slow_step_s:.6g} s of "
+                      "slow-step time above the fault-free baseline (handed to the program rung)")
         return Factor(boundary="runtime", numerator=self.productive_s, denominator=self.held_s,
                       window=self.window, record="job timeline", convention=convention, numerator_unit="s",
                       denominator_unit="s", losses=losses)
@@ -323,6 +333,8 @@ class RuntimeMeasurement:
             "productive_committed_s": self.productive_committed_s,
             "productive_retrospective_s": self.productive_retrospective_s,
             "progress_at_risk_s": self.progress_at_risk_s,
+            "slow_step_s": self.slow_step_s,
+            "program_handoff_s": self.program_handoff_s,
             "committed_steps": self.committed_steps,
             "retained_steps": self.retained_steps,
             "fault_free_step_s": dict(self.fault_free_step_s),
@@ -482,6 +494,8 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
             r_steps += s.retained_steps
             cats = _coarse(s.fine)
             per_job_rows.append({"job_id": p.job.job_id, "held_s": s.held, **cats,
+                                 "slow_step": float(s.fine[_L["slow_step"]]),
+                                 "retained_steps": s.retained_steps, "committed_steps": s.committed_steps,
                                  "fault_free_step_s": p.ff})
             inter_frames.append(_interruption_rows(p, s, ws, we, closed))
             n_commits += s.n_commits
@@ -623,9 +637,10 @@ def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
         ``runtime_goodput`` (None when the window holds no held time), ``held_s``,
         ``productive_s``, ``terms`` (seconds, keys :data:`ISSUE_TERMS`), ``fault_free_step_s``
         (a number for one job, a mapping for several), ``definition`` and ``ledger``; plus
-        ``retained_not_productive`` (``progress_at_risk`` and ``step_time_above_baseline``, the two
-        parts of held time spent in retained steps but not credited as productive, so that
-        ``productive_s + sum(terms) + sum(retained_not_productive) == held_s``),
+        ``retained_not_productive`` (``progress_at_risk``: held time spent in retained steps but not
+        yet credited as productive, so that
+        ``productive_s + sum(terms) + sum(retained_not_productive) == held_s``), ``slow_step_s``
+        (the slow-step time inside ``productive_s``, handed to the program rung),
         ``progress_at_risk_s``, ``productive_committed_s``, ``productive_retrospective_s``,
         ``queue_after_interruption_s``, ``not_held_s``, ``window``, ``as_of``, ``convention`` and
         ``interruptions`` (count by kind).
@@ -657,8 +672,8 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "held_s": m.held_s,
         "productive_s": m.productive_s,
         "terms": {k: m.categories[k] for k in ISSUE_TERMS},
-        "retained_not_productive": {"progress_at_risk": m.categories["progress_at_risk"],
-                                    "step_time_above_baseline": m.categories["step_time_above_baseline"]},
+        "retained_not_productive": {"progress_at_risk": m.categories["progress_at_risk"]},
+        "slow_step_s": m.slow_step_s,
         "fault_free_step_s": ff,
         "definition": m.definition,
         "ledger": m.ledger.to_dict(),

@@ -489,19 +489,22 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
     last = int(np.searchsorted(parts.commit_at, as_of, side="right")) - 1
     cut = int(parts.commit_cut[last]) if last >= 0 else 0
     if n == 0:
-        n_com = n_kept = wait_sum = above = 0.0
+        n_com = n_kept = wait_sum = above = above_com = 0.0
         fx = np.zeros(0)
     elif ws <= job.start_s and we >= job.end_s:
         n_com = float(parts.commit_reach[last]) if last >= 0 else 0.0
         n_kept = float(np.count_nonzero(parts.kept))
         wait_sum = float(np.sum(parts.wait, where=parts.steady))
-        above = 0.0
+        above = above_com = 0.0
         buf = np.empty(min(n, _BLOCK))
         for lo, hi in _blocks(n):
             # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
             excess = np.subtract(parts.dur[lo:hi], parts.wait[lo:hi], out=buf[:hi - lo])
             excess -= ff
             above += float(np.sum(excess, where=parts.steady[lo:hi]))
+            if lo < cut:
+                c_hi = min(hi, cut)
+                above_com += float(np.sum(excess[:c_hi - lo], where=parts.steady[lo:c_hi]))
         fx = np.ones(parts.x_idx.size)
     else:
         # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
@@ -514,17 +517,24 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
         n_com = float(np.sum(f[:cut], where=parts.kept[:cut]))
         n_kept = float(np.sum(f, where=parts.kept))
         wait_sum = float(np.sum(f * parts.wait, where=parts.steady))
-        above = float(np.sum(f * (parts.dur - parts.wait - ff), where=parts.steady))
+        weighted_excess = f * (parts.dur - parts.wait - ff)
+        above = float(np.sum(weighted_excess, where=parts.steady))
+        above_com = float(np.sum(weighted_excess[:cut], where=parts.steady[:cut]))
         fx = f[parts.x_idx]
-    p_com = ff * n_com
-    p_all = ff * n_kept
+    # a retained step's productive time is its compute time (wall time less input wait); the part
+    # above (or, negative, below) the fault-free baseline is the slow-step time handed to the program
+    # rung, kept apart in the breakdown ("The walk")
+    p_com = ff * n_com + above_com
+    p_all = ff * n_kept + above
     if definition == "committed":
-        fine[_L["productive"]] = p_com
+        fine[_L["productive"]] = ff * n_com
+        fine[_L["slow_step"]] = above_com
         fine[_L["progress_at_risk"]] = ff * (n_kept - n_com)
+        fine[_L["slow_step_at_risk"]] = above - above_com
     else:
-        fine[_L["productive"]] = p_all
+        fine[_L["productive"]] = ff * n_kept
+        fine[_L["slow_step"]] = above
     fine[_L["input_wait"]] = wait_sum
-    fine[_L["step_time_above_baseline"]] = above
     x = fx * parts.x_amt
     fine += np.bincount(parts.x_lab, weights=x, minlength=_NFINE)
     per_int += np.bincount((parts.x_owner + 1) * _NFINE + parts.x_lab, weights=x,

@@ -159,7 +159,7 @@ DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
 
 #: The partition of held time, in report order; these sum to held time exactly.
 CATEGORIES: tuple[str, ...] = (
-    "productive", "progress_at_risk", "step_time_above_baseline", "startup", "input_wait", "checkpoint",
+    "productive", "progress_at_risk", "startup", "input_wait", "checkpoint",
     "recovery", "rework", "preemption", "evaluation", "idle", "unattributed",
 )
 
@@ -172,8 +172,9 @@ ISSUE_TERMS: tuple[str, ...] = (
 #: Fine-grained parts and the category each belongs to.
 BREAKDOWN: dict[str, str] = {
     "productive": "productive",
+    "slow_step": "productive",
     "progress_at_risk": "progress_at_risk",
-    "step_time_above_baseline": "step_time_above_baseline",
+    "slow_step_at_risk": "progress_at_risk",
     "input_wait": "input_wait",
     "startup_launch": "startup",
     "startup_warmup": "startup",
@@ -197,14 +198,12 @@ BREAKDOWN: dict[str, str] = {
 EQ4_TERMS: tuple[str, ...] = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
 
 #: Measured categories with no equation-4 term.
-UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "idle", "step_time_above_baseline", "progress_at_risk",
-                                     "unattributed")
+UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "idle", "progress_at_risk", "unattributed")
 
 #: The one label of each term of the partition (text output, tables, figure legends).
 TERM_LABELS: dict[str, str] = {
     "productive": "productive",
     "progress_at_risk": "progress at risk",
-    "step_time_above_baseline": "step time above baseline",
     "startup": "startup (cold launches)",
     "input_wait": "input wait",
     "checkpoint": "checkpoint pauses",

@@ -39,10 +39,11 @@ All durations are rounded to whole nanoseconds before they are laid end to end, 
 timestamps represent them exactly and the truth is exact.
 
 Truth follows the accounting rules of :mod:`fleetlib.runtime.goodput` with the *true* fault-free step
-time ``step_s``: retained steps x ``step_s`` are productive; warm-up is the leading run of steps after
-each (re)start that take longer than ``(1 + warmup_tolerance) * step_s``, and everything in them above
-``step_s`` goes to the event that caused the restart (startup for the cold launch); the input waits
-and jitter of retained steady-state steps go to ``input_wait`` and ``step_time_above_baseline``;
+time ``step_s``: retained steps' compute time is productive (``step_s`` for a warm-up step); warm-up is
+the leading run of steps after each (re)start that take longer than ``(1 + warmup_tolerance) * step_s``,
+and everything in them above ``step_s`` goes to the event that caused the restart (startup for the cold
+launch); the input waits of retained steady-state steps go to ``input_wait``, and their jitter stays in
+productive time and is reported as ``slow_step_s`` (the program handoff);
 steps a rollback erased go whole to ``rework`` (failure) or ``preemption``.
 
 One-file layout
@@ -172,7 +173,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     truth : dict
         Seconds per category (every key of :data:`~fleetlib.runtime.goodput.CATEGORIES`, as the
         committed definition measured on the whole timeline reports them), plus ``held_s``,
-        ``queue_after_interruption_s``, ``productive_retrospective_s``, ``fault_free_step_s``,
+        ``queue_after_interruption_s``, ``productive_retrospective_s``, ``slow_step_s`` (committed) and
+        ``slow_step_retrospective_s`` (the slow-step time inside productive), ``fault_free_step_s``,
         ``n_failures``, ``n_preemptions``, ``n_checkpoints`` and ``executed_steps``.
 
     Raises
@@ -451,10 +453,13 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     trig = cat["trigger"]
     last_commit = int(cs.max()) if cs.size else -1
     committed = keep & (cat["step"] <= last_commit)
+    slow_ns = np.where(steady, cat["comp"] - step_ns, 0)
+    slow_truth = {"slow_step_s": float(slow_ns[committed].sum()) / _NS,
+                  "slow_step_retrospective_s": float(slow_ns.sum()) / _NS}
     truth = {
-        "productive": committed.sum() * step_ns / _NS,
-        "progress_at_risk": (keep & ~committed).sum() * step_ns / _NS,
-        "step_time_above_baseline": float((cat["comp"][steady] - step_ns).sum()) / _NS,
+        "productive": (committed.sum() * step_ns + int(slow_ns[committed].sum())) / _NS,
+        "progress_at_risk": ((keep & ~committed).sum() * step_ns
+                             + int(slow_ns[keep & ~committed].sum())) / _NS,
         "startup": (truth_ns["startup_launch"] + int(warm_excess[trig == _COLD].sum())) / _NS,
         "input_wait": float(cat["wait"][steady].sum()) / _NS,
         "checkpoint": truth_ns["checkpoint"] / _NS,
@@ -472,7 +477,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     truth.update({
         "held_s": float((rel_t - gang_t).sum()) / _NS,
         "queue_after_interruption_s": truth_ns["queue"] / _NS,
-        "productive_retrospective_s": keep.sum() * step_ns / _NS,
+        "productive_retrospective_s": (keep.sum() * step_ns + int(slow_ns.sum())) / _NS,
+        **slow_truth,
         "fault_free_step_s": step_ns / _NS,
         "n_failures": float(n_fail),
         "n_preemptions": float(n_pre),
