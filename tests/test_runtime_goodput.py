@@ -262,7 +262,7 @@ def test_runtime_summary_is_the_cli_object():
         assert key in out
     assert tuple(out["terms"]) == ISSUE_TERMS
     assert out["fault_free_step_s"] == pytest.approx(2.0)
-    total = out["productive_s"] + sum(out["terms"].values()) + sum(out["retained_not_productive"].values())
+    total = out["productive_s"] + sum(out["terms"].values())
     assert total == pytest.approx(out["held_s"])
     assert out["ledger"]["read"] == 15 and out["definition"] == "committed"
     import json

@@ -103,6 +103,7 @@ from fleetlib.runtime.partition import (
     _FINE,
     _L,
     _NFINE,
+    _clean_end,
     _job_parts,
     _JobParts,
     _Sums,
@@ -120,6 +121,7 @@ from fleetlib.runtime.schema import (
     HELD_INTERVAL_COLUMNS,
     ISSUE_TERMS,
     REPLICA_PHASES,
+    STALL_FACTOR,
     TIME_DTYPE,
     check_definition,
 )
@@ -199,6 +201,11 @@ class RuntimeMeasurement:
     table_ledger
         When ``ledger`` is a reader's, the measurement's own accounting of the canonical rows it
         validated (None otherwise).
+    stall_factor, clean_end_commit
+        The stall bound used and whether a clean job end counted as the final commit.
+    checkpoints_recorded
+        Checkpoint commits the timeline records (whole timeline, every selected job): 0 means only a
+        clean end can retain work under the committed definition.
     """
 
     definition: str
@@ -224,6 +231,9 @@ class RuntimeMeasurement:
     per_job: pd.DataFrame
     ledger: TimelineLedger = field(repr=False)
     table_ledger: TimelineLedger | None = field(default=None, repr=False)
+    stall_factor: float = STALL_FACTOR
+    clean_end_commit: bool = True
+    checkpoints_recorded: int = 0
 
     @property
     def window(self) -> Window:
@@ -284,7 +294,8 @@ class RuntimeMeasurement:
         return (f"runtime goodput, {self.definition} definition (commits counted as of "
                 f"{self.as_of.isoformat()}); fault-free step time {ff_text} s ({self.estimator} of "
                 f"steady-state compute time, input wait removed); warm-up tolerance "
-                f"{self.warmup_tolerance:g}")
+                f"{self.warmup_tolerance:g}; stall bound {self.stall_factor:g}x the fault-free step time"
+                + ("; a clean job end counts as the final commit" if self.clean_end_commit else ""))
 
     def to_factor(self) -> Factor:
         """Return :meth:`factor` (the old name, kept)."""
@@ -343,6 +354,9 @@ class RuntimeMeasurement:
             "commit_spacing_s": self.commit_spacing_s,
             "estimator": self.estimator,
             "warmup_tolerance": self.warmup_tolerance,
+            "stall_factor": self.stall_factor,
+            "clean_end_commit": self.clean_end_commit,
+            "checkpoints_recorded": self.checkpoints_recorded,
             "convention": self.convention(),
             "interruptions": _records(self.interruptions),
             "per_job": _records(self.per_job.reset_index()),
@@ -450,11 +464,21 @@ def _interruption_rows(parts: _JobParts, sums: _Sums, ws: float, we: float, clos
 
 def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[tuple[Any, Any]] | None,
              window: Any, definition: str, fault_free_step_s: float | Mapping[str, float] | None,
-             estimator: str, warmup_tolerance: float, as_of: Any) -> list[RuntimeMeasurement]:
+             estimator: str, warmup_tolerance: float, as_of: Any, stall_factor: float = STALL_FACTOR,
+             clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
     tol = _check_options(definition, estimator, warmup_tolerance)
+    if not (isinstance(stall_factor, (int, float)) and math.isfinite(stall_factor) and stall_factor >= 1.0):
+        raise DomainError(f"stall_factor must be a number >= 1 (fault-free step times); got {stall_factor!r}")
     if not jobs:
         raise DomainError("the timeline holds no job")
-    parts = [_job_parts(j, _fault_free_for(j.job_id, fault_free_step_s), estimator, tol) for j in jobs]
+    parts = [_job_parts(j, _fault_free_for(j.job_id, fault_free_step_s), estimator, tol, float(stall_factor),
+                        clean_end_commit) for j in jobs]
+    for j in jobs:
+        end = _clean_end(j) if clean_end_commit else None
+        if end is not None:
+            ledger.flag("clean_end_commit", f"job {j.job_id!r} ended cleanly at {j.to_utc(end).isoformat()}: "
+                        "the clean end counts as its final commit (clean_end_commit=False turns this off)",
+                        job_id=j.job_id, time=j.to_utc(end))
     span0 = min(j.to_utc(j.start_s) for j in jobs)
     span1 = max(j.to_utc(j.end_s) for j in jobs)
     # the whole timeline (no window given) also counts records at its very end (a final commit, a
@@ -508,7 +532,9 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
             breakdown={k: float(fine[i]) for i, k in enumerate(_FINE)}, productive_committed_s=p_com,
             productive_retrospective_s=p_all, committed_steps=c_steps, retained_steps=r_steps,
             fault_free_step_s={p.job.job_id: p.ff for p in parts}, estimator=est, warmup_tolerance=tol,
-            checkpoint_commits=n_commits, checkpoint_pauses=n_pauses,
+            checkpoint_commits=n_commits, checkpoint_pauses=n_pauses, stall_factor=float(stall_factor),
+            clean_end_commit=clean_end_commit,
+            checkpoints_recorded=int(sum(p.job.commit_time.size for p in parts)),
             commit_spacing_s=float(np.median(np.concatenate(gaps))) if sum(g.size for g in gaps) else None,
             interruptions=inter, per_job=pd.DataFrame(per_job_rows).set_index("job_id"), ledger=ledger))
     return out
@@ -530,7 +556,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
                     definition: Definition = "committed",
                     fault_free_step_s: float | Mapping[str, float] | None = None, job_id: str | None = None,
                     estimator: Literal["median", "mean"] = "median", warmup_tolerance: float = 0.1,
-                    as_of: Any = None, source: str = "timeline") -> RuntimeMeasurement:
+                    as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
+                    clean_end_commit: bool = True) -> RuntimeMeasurement:
     """Measure runtime goodput from a canonical timeline as an exact partition of held time.
 
     See the module docstring for what each category holds, the fault-free estimator, warm-up, the two
@@ -561,6 +588,16 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
         ``"data_end"`` (everything the timeline knows) or a timezone-aware time.
     source
         Name used in error messages and the ledger.
+    stall_factor
+        The stall bound, in fault-free step times (default :data:`STALL_FACTOR`, 5): a retained
+        steady step whose compute time exceeds it is a stall, and its time above the baseline is the
+        runtime loss ``stall``; below it, that time is slow-step time (productive, handed to the
+        program rung).  Must be >= 1.
+    clean_end_commit
+        Count a clean job end (the last attempt's release with no interruption after its last step,
+        e.g. ml-goodput-measurement's ``job_end_time``) as the final commit: a job that completed has
+        retained its result (default True; flagged ``clean_end_commit`` in the ledger).  False keeps
+        the strict rule: only recorded checkpoint commits retain steps.
 
     Returns
     -------
@@ -577,7 +614,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
     return _measure(jobs, ledger, windows=None, window=window, definition=definition,
                     fault_free_step_s=fault_free_step_s, estimator=estimator,
-                    warmup_tolerance=warmup_tolerance, as_of=as_of)[0]
+                    warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                    clean_end_commit=clean_end_commit)[0]
 
 
 def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Sequence[Any], *,
@@ -585,7 +623,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
                             fault_free_step_s: float | Mapping[str, float] | None = None,
                             job_id: str | None = None, estimator: Literal["median", "mean"] = "median",
                             warmup_tolerance: float = 0.1, as_of: Any = None,
-                            source: str = "timeline") -> list[RuntimeMeasurement]:
+                            source: str = "timeline", stall_factor: float = STALL_FACTOR,
+                            clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
     """Measure consecutive windows ``[edges[i], edges[i+1])`` of one timeline, reading it once.
 
     Rolling or fixed windows for a dashboard: the timeline is validated and partitioned once and
@@ -598,7 +637,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         Canonical timeline tables.
     edges
         At least two increasing timezone-aware times.
-    definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source
+    definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source, stall_factor
+    clean_end_commit
         As in :func:`runtime_goodput`.
     as_of
         As in :func:`runtime_goodput`; None judges each window's commits at its own end.
@@ -616,37 +656,39 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
     jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
     return _measure(jobs, ledger, windows=list(itertools.pairwise(times)), window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
-                    warmup_tolerance=warmup_tolerance, as_of=as_of)
+                    warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                    clean_end_commit=clean_end_commit)
 
 
 def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
                     window: Any = None, definition: Definition = "committed",
-                    fault_free_step_s: float | None = None, source: str = "timeline") -> dict[str, Any]:
+                    fault_free_step_s: float | None = None, source: str = "timeline",
+                    stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True) -> dict[str, Any]:
     """Return the CLI object of ``fleetlib runtime ... --json`` for a canonical timeline.
 
     Parameters
     ----------
     steps, events
         Canonical timeline tables.
-    job_id, window, definition, fault_free_step_s, source
+    job_id, window, definition, fault_free_step_s, source, stall_factor, clean_end_commit
         As in :func:`runtime_goodput`.
 
     Returns
     -------
     dict
         ``runtime_goodput`` (None when the window holds no held time), ``held_s``,
-        ``productive_s``, ``terms`` (seconds, keys :data:`ISSUE_TERMS`), ``fault_free_step_s``
+        ``productive_s``, ``terms`` (seconds, keys :data:`ISSUE_TERMS`: every held second not
+        productive lands in exactly one, so ``productive_s + sum(terms) == held_s``), ``fault_free_step_s``
         (a number for one job, a mapping for several), ``definition`` and ``ledger``; plus
-        ``retained_not_productive`` (``progress_at_risk``: held time spent in retained steps but not
-        yet credited as productive, so that
-        ``productive_s + sum(terms) + sum(retained_not_productive) == held_s``), ``slow_step_s``
-        (the slow-step time inside ``productive_s``, handed to the program rung),
+        ``slow_step_s`` = ``program_handoff_s`` (the slow-step time inside ``productive_s``, handed to
+        the program rung), ``checkpoints_recorded``, ``clean_end_commit``, ``stall_factor``,
         ``progress_at_risk_s``, ``productive_committed_s``, ``productive_retrospective_s``,
         ``queue_after_interruption_s``, ``not_held_s``, ``window``, ``as_of``, ``convention`` and
         ``interruptions`` (count by kind).
     """
     m = runtime_goodput(steps, events, window=window, definition=definition,
-                        fault_free_step_s=fault_free_step_s, job_id=job_id, source=source)
+                        fault_free_step_s=fault_free_step_s, job_id=job_id, source=source,
+                        stall_factor=stall_factor, clean_end_commit=clean_end_commit)
     return summary_of(m)
 
 
@@ -672,8 +714,11 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "held_s": m.held_s,
         "productive_s": m.productive_s,
         "terms": {k: m.categories[k] for k in ISSUE_TERMS},
-        "retained_not_productive": {"progress_at_risk": m.categories["progress_at_risk"]},
         "slow_step_s": m.slow_step_s,
+        "program_handoff_s": m.program_handoff_s,
+        "checkpoints_recorded": m.checkpoints_recorded,
+        "clean_end_commit": m.clean_end_commit,
+        "stall_factor": m.stall_factor,
         "fault_free_step_s": ff,
         "definition": m.definition,
         "ledger": m.ledger.to_dict(),

@@ -100,7 +100,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
                    failure_requeue_s: float | None = None, preemption_drain_s: float = 10.0,
                    preemption_queue_s: float = 600.0, preemption_restart_s: float = 120.0,
                    eval_every_steps: int = 0, eval_s: float = 60.0, hang_s: float = 0.0,
-                   final_checkpoint: bool = True, warmup_tolerance: float = 0.1,
+                   final_checkpoint: bool = True, warmup_tolerance: float = 0.1, stall_factor: float = 5.0,
                    job_id: str = "synthetic-0", start: Any = "2024-01-01T00:00:00Z",
                    ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Simulate one job's timeline and return it with the seconds injected into each category.
@@ -159,6 +159,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         Commit the final weights (a synchronous checkpoint after the last step).
     warmup_tolerance
         The warm-up threshold the truth uses (pass the same value to the measurement), >= 0.
+    stall_factor
+        The stall bound the truth uses (the measurement's default, 5x the step time).
     job_id
         Job identifier.
     start
@@ -442,18 +444,20 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     dur = cat["end"] - cat["start"]
     keep = cat["erased"] < 0
     run_start = np.concatenate([[True], cat["run"][1:] != cat["run"][:-1]]) if dur.size else np.zeros(0, bool)
-    slow = dur > step_ns * (1.0 + tol)
+    comp = dur - cat["wait"]  # warm-up is judged on compute time (an input wait is an input wait)
+    slow = comp > step_ns * (1.0 + tol)
     idx = np.arange(dur.size)
     starts = np.flatnonzero(run_start)
     first_fast = np.minimum.reduceat(np.where(slow, dur.size, idx), starts) if dur.size else np.zeros(0, int)
     warm_truth = idx < first_fast[np.cumsum(run_start) - 1] if dur.size else np.zeros(0, bool)
     wk = keep & warm_truth
     steady = keep & ~warm_truth
-    warm_excess = np.where(wk, dur - step_ns, 0)
+    warm_excess = np.where(wk, comp - step_ns, 0)
     trig = cat["trigger"]
     last_commit = int(cs.max()) if cs.size else -1
     committed = keep & (cat["step"] <= last_commit)
-    slow_ns = np.where(steady, cat["comp"] - step_ns, 0)
+    stalled = steady & (comp > stall_factor * step_ns)
+    slow_ns = np.where(steady & ~stalled, comp - step_ns, 0)
     slow_truth = {"slow_step_s": float(slow_ns[committed].sum()) / _NS,
                   "slow_step_retrospective_s": float(slow_ns.sum()) / _NS}
     truth = {
@@ -461,13 +465,14 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         "progress_at_risk": ((keep & ~committed).sum() * step_ns
                              + int(slow_ns[keep & ~committed].sum())) / _NS,
         "startup": (truth_ns["startup_launch"] + int(warm_excess[trig == _COLD].sum())) / _NS,
-        "input_wait": float(cat["wait"][steady].sum()) / _NS,
+        "input_wait": float(cat["wait"][keep].sum()) / _NS,
         "checkpoint": truth_ns["checkpoint"] / _NS,
         "recovery": (truth_ns["recovery"] + int(warm_excess[trig == _FAIL].sum())) / _NS,
         "rework": (truth_ns["rework_partial"] + int(dur[cat["erased"] == _FAIL].sum())) / _NS,
         "preemption": (truth_ns["preemption_gap"] + int(warm_excess[trig == _PRE].sum())
                        + int(dur[cat["erased"] == _PRE].sum())) / _NS,
         "evaluation": truth_ns["evaluation"] / _NS,
+        "stall": float((comp - step_ns)[stalled].sum()) / _NS,
         "idle": truth_ns["idle"] / _NS,
         "unattributed": 0.0,
     }
