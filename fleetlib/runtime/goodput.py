@@ -12,12 +12,12 @@ exactly one category, so the categories add up to held time exactly (a floating-
 category                    held time charged to it
 ==========================  ========================================================================
 productive                  compute time of each retained step (fault-free step time for a warm-up
-                            step), including its slow-step time -- see below
+                            or stalled step), including its slow-step time -- see below
 progress_at_risk            (committed definition only) the same for steps that finished and were not
                             erased but whose checkpoint had not landed by ``as_of``
 startup                     cold launches: gang completion to first step, plus the warm-up excess of
                             the first steps after a cold launch
-input_wait                  input waits of retained steady-state steps
+input_wait                  input waits of retained steps (warm-up steps included)
 checkpoint                  synchronous checkpoint pauses (for an asynchronous checkpoint, its
                             staging pause; the background write is program loss)
 recovery                    failures: detection (fault -> detected), relaunch and reload up to the
@@ -27,6 +27,9 @@ rework                      failures: steps the restart erased (after the last d
 preemption                  evictions: erased steps, the partial step, held time from the eviction to
                             release and from readmission to the first step, and the warm-up excess
 evaluation                  evaluation pauses
+stall                       retained steps longer than the stall bound (``stall_factor``, default 5x
+                            the fault-free step time): their compute time above the baseline -- the
+                            job held the gang without progressing
 idle                        held with no progress: after ``hang_begin`` / ``idle_begin`` markers, and
                             after an attempt's last progress until its release (teardown, zombie)
 unattributed                held time between steps that no event explains -- shown, never clipped
@@ -37,11 +40,22 @@ default): the median *compute* time (duration minus input wait) of executed step
 first step after every (re)start, where compilation and cache warm-up land.  ``estimator="mean"``
 uses the mean of the same steps.
 
-**Warm-up.**  After each (re)start, the leading run of steps whose duration exceeds
-``(1 + warmup_tolerance)`` times the fault-free step time is warm-up: each such step's fault-free part
-is productive and the rest (compute excess *and* input wait -- loader refill, rule 21) is charged to
-the event that triggered the restart (rule 18; startup after a cold launch).  The run ends at the
-first step within tolerance.
+**Warm-up.**  After each (re)start, the leading run of steps whose *compute* time (duration less input
+wait) exceeds ``(1 + warmup_tolerance)`` times the fault-free step time is warm-up: each such step's
+fault-free part is productive, its input wait is ``input_wait`` (an input wait is an input wait in
+every step, issue 16) and its compute excess is charged to the event that triggered the restart (rule
+18; startup after a cold launch).  The run ends at the first step within tolerance.
+
+**Stalls.**  A retained steady step whose compute time exceeds ``stall_factor`` (default 5) times the
+fault-free step time is a stall: the job held the gang without progressing, so its time above the
+baseline is the runtime loss ``stall`` (its fault-free part stays productive).  Below the bound, time
+above the baseline is slow-step time (next paragraph).
+
+**Clean end.**  With ``clean_end_commit=True`` (the default), a ``job_completed`` event (the job
+finished cleanly: ml-goodput-measurement's ``job_end_time``) in the job's last attempt, with no
+interruption after its last step, is the final commit: a job that completed has retained its result,
+so a finished job's committed productive time equals its retrospective one.  The chapter's closing
+rule still holds for windows that close before it.  Flagged ``clean_end_commit``.
 
 **Slow-step time: the program handoff ("The walk").**  A retained steady-state step that runs slower
 than the fault-free baseline is a *program* loss, not a runtime one: the timeline detects it, the step
