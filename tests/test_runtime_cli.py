@@ -94,7 +94,7 @@ def test_round_trip_reproduces_the_injected_partition(synth):
     assert _close(res["runtime_goodput"], truth["productive"] / truth["held_s"], 1e-12)
     assert _close(res["queue_after_interruption_s"], truth["queue_after_interruption_s"])
     # the partition is exhaustive: productive + terms + retained-not-productive = held
-    parts = res["productive_s"] + sum(res["terms"].values()) + sum(res["retained_not_productive"].values())
+    parts = res["productive_s"] + sum(res["terms"].values())
     assert _close(parts, res["held_s"])
     assert res["ledger"]["read"] == made["steps"] + made["events"] == res["ledger"]["kept"]
 
@@ -133,6 +133,8 @@ def test_windows_add_up_to_the_whole(synth):
     second = cli_json("runtime", path, "--format", "canonical", "--window", cut, end)
     assert _close(first["held_s"] + second["held_s"], whole["held_s"])
     for term in ISSUE_TERMS:
+        if term == "progress_at_risk":  # the closing rule moves work between it and productive
+            continue
         assert _close(first["terms"][term] + second["terms"][term], whole["terms"][term]), term
     # the closing rule: what the first window had not committed by its end is at risk there, so
     # committed productive time of the parts can only fall short of the whole's
@@ -253,7 +255,7 @@ def test_mlgoodput_cache_file():
     assert {f["code"] for f in led["flags"]} >= {"failure_time_inferred", "release_inferred"}
     assert res["interruptions"] == {"failure": 1}
     assert 0 < res["runtime_goodput"] < 1
-    parts = res["productive_s"] + sum(res["terms"].values()) + sum(res["retained_not_productive"].values())
+    parts = res["productive_s"] + sum(res["terms"].values())
     assert _close(parts, res["held_s"])
 
 

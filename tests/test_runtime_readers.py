@@ -140,8 +140,8 @@ def test_mlperf_runtime_json_is_a_partition_of_held_time():
     out = R.mlperf_runtime_json(EOS)
     assert set(out) >= {"runtime_goodput", "held_s", "productive_s", "terms", "fault_free_step_s",
                         "definition", "ledger"}
-    assert set(out["terms"]) == {"startup", "input_wait", "checkpoint", "recovery", "rework",
-                                 "preemption", "evaluation", "idle", "unattributed"}
+    assert set(out["terms"]) == {"progress_at_risk", "startup", "input_wait", "checkpoint", "recovery",
+                                 "rework", "preemption", "evaluation", "stall", "idle", "unattributed"}
     assert out["productive_s"] + sum(out["terms"].values()) == pytest.approx(out["held_s"], abs=1e-9)
     assert out["runtime_goodput"] == pytest.approx(out["productive_s"] / out["held_s"])
     json.dumps(out)  # JSON-ready
@@ -343,7 +343,7 @@ def test_mlgoodput_window_with_no_steps():
     assert balanced(ledger) and ledger.kept == 2
     assert tables.steps.empty and list(tables.steps.columns) == list(STEP_COLUMNS)
     assert str(tables.steps["start"].dtype) == UTC
-    assert tables.events["kind"].tolist() == ["gang_complete", "release"]
+    assert tables.events["kind"].tolist() == ["gang_complete", "job_completed", "release"]
 
 
 # ---------------------------------------------------------------------------------------------------

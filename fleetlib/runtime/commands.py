@@ -93,7 +93,8 @@ def _serving_output(m: Any) -> dict[str, Any]:
 
 
 def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = None,
-                window: Sequence[str] | None = None, definition: str = "committed") -> dict[str, Any]:
+                window: Sequence[str] | None = None, definition: str = "committed",
+                stall_factor: float = 5.0, clean_end_commit: bool = True) -> dict[str, Any]:
     """Compute the object ``fleetlib runtime`` prints, from command-line style arguments.
 
     Parameters
@@ -115,13 +116,17 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         timeline.  Not available for MLPerf logs, whose result is the raw interval sums of one run.
     definition
         ``"committed"`` (default) or ``"retrospective"``.
+    stall_factor, clean_end_commit
+        As in :func:`fleetlib.runtime.goodput.runtime_goodput` (the stall bound, default 5x the
+        fault-free step time; whether a clean job end counts as the final commit, default yes).
 
     Returns
     -------
     dict
         ``runtime_goodput`` (None when the window holds no held time), ``held_s``, ``productive_s``,
-        ``terms`` (seconds: startup, input_wait, checkpoint, recovery, rework, preemption, evaluation,
-        idle, unattributed), ``fault_free_step_s``, ``definition`` and ``ledger``, plus ``format``,
+        ``terms`` (seconds: progress_at_risk, startup, input_wait, checkpoint, recovery, rework,
+        preemption, evaluation, stall, idle, unattributed; ``productive_s + sum(terms) == held_s``),
+        ``fault_free_step_s``, ``definition`` and ``ledger``, plus ``format``,
         ``files`` and what the measurement adds (see :func:`fleetlib.runtime.goodput.runtime_summary`).
         For MLPerf: held = ``init_start`` -> ``run_stop``, productive = the training blocks, runtime
         goodput = productive / held.  For formats read through a reader, ``ledger`` accounts for the
@@ -151,7 +156,9 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         from fleetlib.runtime.goodput import summary_of
         from fleetlib.runtime.measure import measure
 
-        m = measure(files, format=format, window=win, definition=definition, job_id=job)
+        m = measure(files, format=format, window=win, definition=definition, job_id=job,
+                    **({} if format == "serving" else {"stall_factor": stall_factor,
+                                                       "clean_end_commit": clean_end_commit}))
         if format == "serving":
             return {"format": format, "files": names, **_serving_output(m)}
         res = summary_of(m)  # type: ignore[arg-type]
@@ -400,9 +407,9 @@ def mlperf_runtime_json(path: PathLike, *, definition: str = "retrospective",
     if definition not in ("committed", "retrospective"):
         raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
     s = mlperf_summary(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
-    terms = {"startup": s["startup_s"], "input_wait": 0.0, "checkpoint": 0.0, "recovery": 0.0,
-             "rework": 0.0, "preemption": 0.0, "evaluation": s["evaluation_s"], "idle": 0.0,
-             "unattributed": s["unattributed_s"]}
+    terms = {"progress_at_risk": 0.0, "startup": s["startup_s"], "input_wait": 0.0, "checkpoint": 0.0,
+             "recovery": 0.0, "rework": 0.0, "preemption": 0.0, "evaluation": s["evaluation_s"], "stall": 0.0,
+             "idle": 0.0, "unattributed": s["unattributed_s"]}
     return {"format": "mlperf", "job_id": s["job_id"], "runtime_goodput": s["runtime_goodput"],
             "held_s": s["held_s"], "productive_s": s["productive_s"], "terms": terms,
             "fault_free_step_s": None, "definition": definition, "ledger": s["ledger"]}
@@ -476,6 +483,10 @@ def render_runtime(res: Mapping[str, Any]) -> str:
     head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else
                                          f"{r:.4f}  (productive / held, {res['definition']} definition)")
     lines = [head]
+    if res.get("checkpoints_recorded") == 0 and res.get("fault_free_step_s") is not None:
+        lines.append("no checkpoint recorded: " + (
+            "only the clean job end (if any) retains work, counted as the final commit"
+            if res.get("clean_end_commit", True) else "nothing is retained under the committed definition"))
     if res.get("format") == "mlperf":
         lines.append(f"MLPerf run {res['job_id']}: held = init_start -> run_stop, productive = training "
                      "blocks")
@@ -489,14 +500,10 @@ def render_runtime(res: Mapping[str, Any]) -> str:
     for k, label in _TERM_LABELS.items():
         v = float(res["terms"][k])
         lines.append(f"  {label:<26} {_seconds(v):>22}  {_share(v, held)}")
-    rnp = res.get("retained_not_productive")
-    if rnp:
-        lines.append("retained steps not counted as productive:")
-        lines.append(f"  {'progress at risk':<26} {_seconds(float(rnp['progress_at_risk'])):>22}  "
-                     f"{_share(rnp['progress_at_risk'], held)}  (finished, no checkpoint yet)")
-        above = float(rnp["step_time_above_baseline"])
-        lines.append(f"  {'step time above baseline':<26} {_seconds(above):>22}  {_share(above, held)}  "
-                     "(program goodput's, rule 17)")
+    if res.get("slow_step_s") is not None:
+        slow = float(res["slow_step_s"])
+        lines.append(f"{'slow-step time':<24} {_seconds(slow)}  {_share(slow, held)}  (inside productive: "
+                     "retained steps above the fault-free baseline, handed to the program rung)")
     ff = res.get("fault_free_step_s")
     if ff is None:
         lines.append("fault-free step time     - (the format has no steps)")
@@ -566,7 +573,8 @@ _SYNTH_OPTIONS: tuple[tuple[str, str, type, str, str], ...] = (
 
 
 def _cmd_runtime(args: argparse.Namespace) -> dict[str, Any]:
-    return run_runtime(args.files, args.format, job=args.job, window=args.window, definition=args.definition)
+    return run_runtime(args.files, args.format, job=args.job, window=args.window, definition=args.definition,
+                       stall_factor=args.stall_factor, clean_end_commit=not args.no_clean_end_commit)
 
 
 def _cmd_synth_timeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -591,9 +599,10 @@ def register(subparsers: Any, synth_subparsers: Any,
     """
     p = subparsers.add_parser(
         "runtime", help="runtime goodput and its partition of held time from a job timeline",
-        description="Read a job timeline and compute runtime goodput R (retained steps x fault-free step "
-                    "time over held time) with every held second charged once: startup, input wait, "
-                    "checkpoint, recovery, rework, preemption, evaluation, idle, unattributed; plus the "
+        description="Read a job timeline and compute runtime goodput R (retained steps' compute time "
+                    "over held time) with every held second charged once: progress at risk, startup, "
+                    "input wait, checkpoint, recovery, rework, preemption, evaluation, stall, idle, "
+                    "unattributed; plus the "
                     "fault-free step time, the definition of productive time and the reader's ledger. "
                     "For an MLPerf result log: held = init_start -> run_stop, productive = the training "
                     "blocks.")
@@ -608,6 +617,13 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--definition", choices=DEFINITIONS, default="committed",
                    help="productive steps: retained by a checkpoint (committed, default) or not erased by a "
                         "restart (retrospective)")
+    p.add_argument("--stall-factor", type=float, default=5.0, metavar="K",
+                   help="stall bound: a retained step whose compute time exceeds K x the fault-free "
+                        "step time is a stall, a runtime loss (default 5); below it, slow-step time "
+                        "belongs to the program rung")
+    p.add_argument("--no-clean-end-commit", action="store_true",
+                   help="do not count a clean job end (job_end_time, a release with no interruption after "
+                        "the last step) as the final commit")
     add_json(p)
     p.set_defaults(func=_cmd_runtime, render=render_runtime)
 

@@ -28,7 +28,7 @@ input                  estimate
 
 Measured terms are matched to the model's: ``checkpoint`` is the synchronous pauses *plus* the rework
 after failures (the model's checkpoint term holds both, Young's ``C / tau + tau / 2M``); evaluation,
-idle time, ``step_time_above_baseline``, progress at risk and unattributed time have no term and show
+idle time, progress at risk and unattributed time have no term and show
 as unmodelled.
 
 The chi-square quantile is computed here without scipy: the regularised lower incomplete gamma
@@ -316,7 +316,7 @@ def estimate_model_inputs(measurement: RuntimeMeasurement, *, confidence: float 
     if m.held_s <= 0:
         raise DomainError("the measured window holds no held time: there is nothing to estimate from")
     c = m.categories
-    retained_time = m.productive_retrospective_s + c["input_wait"] + c["step_time_above_baseline"]
+    retained_time = m.productive_retrospective_s + c["input_wait"]  # compute time includes slow steps
     stall = c["input_wait"] / retained_time if retained_time > 0 else 0.0
     pauses = m.checkpoint_pauses
     write = c["checkpoint"] / pauses if pauses else None

@@ -3,21 +3,21 @@
 Runtime goodput ``R`` is productive time over held time.  Held time runs from each attempt's
 ``gang_complete`` to its ``release``; the queue wait between an eviction and the next gang completion
 is *not* held time (it is reported as ``queue_after_interruption_s``, a time-to-result cost).
-Productive time is the number of retained steps times the job's fault-free step time.  Every other
-held second is charged to exactly one category, so the categories add up to held time exactly (a
-floating-point rounding apart) -- there is no clipping and no remainder computed by subtraction:
+Productive time is the retained steps' compute time: their wall time less input waits, with the
+warm-up excess after a (re)start charged to what caused it.  Every other held second is charged to
+exactly one category, so the categories add up to held time exactly (a floating-point rounding apart)
+-- there is no clipping and no remainder computed by subtraction:
 
 ==========================  ========================================================================
 category                    held time charged to it
 ==========================  ========================================================================
-productive                  fault-free step time of each retained step
+productive                  compute time of each retained step (fault-free step time for a warm-up
+                            or stalled step), including its slow-step time -- see below
 progress_at_risk            (committed definition only) the same for steps that finished and were not
                             erased but whose checkpoint had not landed by ``as_of``
-step_time_above_baseline    time of retained steady-state steps above (or, negative, below) the
-                            fault-free baseline -- see below
 startup                     cold launches: gang completion to first step, plus the warm-up excess of
                             the first steps after a cold launch
-input_wait                  input waits of retained steady-state steps
+input_wait                  input waits of retained steps (warm-up steps included)
 checkpoint                  synchronous checkpoint pauses (for an asynchronous checkpoint, its
                             staging pause; the background write is program loss)
 recovery                    failures: detection (fault -> detected), relaunch and reload up to the
@@ -27,6 +27,9 @@ rework                      failures: steps the restart erased (after the last d
 preemption                  evictions: erased steps, the partial step, held time from the eviction to
                             release and from readmission to the first step, and the warm-up excess
 evaluation                  evaluation pauses
+stall                       retained steps longer than the stall bound (``stall_factor``, default 5x
+                            the fault-free step time): their compute time above the baseline -- the
+                            job held the gang without progressing
 idle                        held with no progress: after ``hang_begin`` / ``idle_begin`` markers, and
                             after an attempt's last progress until its release (teardown, zombie)
 unattributed                held time between steps that no event explains -- shown, never clipped
@@ -37,20 +40,31 @@ default): the median *compute* time (duration minus input wait) of executed step
 first step after every (re)start, where compilation and cache warm-up land.  ``estimator="mean"``
 uses the mean of the same steps.
 
-**Warm-up.**  After each (re)start, the leading run of steps whose duration exceeds
-``(1 + warmup_tolerance)`` times the fault-free step time is warm-up: each such step's fault-free part
-is productive and the rest (compute excess *and* input wait -- loader refill, rule 21) is charged to
-the event that triggered the restart (rule 18; startup after a cold launch).  The run ends at the
-first step within tolerance.
+**Warm-up.**  After each (re)start, the leading run of steps whose *compute* time (duration less input
+wait) exceeds ``(1 + warmup_tolerance)`` times the fault-free step time is warm-up: each such step's
+fault-free part is productive, its input wait is ``input_wait`` (an input wait is an input wait in
+every step, issue 16) and its compute excess is charged to the event that triggered the restart (rule
+18; startup after a cold launch).  The run ends at the first step within tolerance.
 
-**Why ``step_time_above_baseline`` exists.**  The numerator is retained steps x fault-free step time,
-but a retained steady-state step takes its own measured time.  The difference is not a runtime loss:
-the chapter puts per-step inefficiency (stragglers, exposed collectives, contention from asynchronous
-checkpoint writes) inside the fault-free baseline and charges it to program goodput (rule 17).  With a
-median baseline, steps above the median still spend more held time than the numerator credits them,
-and steps below it less.  That signed residual is named here instead of being hidden in productive
-time or in ``unattributed``; it is zero on average when the baseline is the mean of steady-state steps
-(``estimator="mean"``) and exactly zero when every steady step runs at the baseline.
+**Stalls.**  A retained steady step whose compute time exceeds ``stall_factor`` (default 5) times the
+fault-free step time is a stall: the job held the gang without progressing, so its time above the
+baseline is the runtime loss ``stall`` (its fault-free part stays productive).  Below the bound, time
+above the baseline is slow-step time (next paragraph).
+
+**Clean end.**  With ``clean_end_commit=True`` (the default), a ``job_completed`` event (the job
+finished cleanly: ml-goodput-measurement's ``job_end_time``) in the job's last attempt, with no
+interruption after its last step, is the final commit: a job that completed has retained its result,
+so a finished job's committed productive time equals its retrospective one.  The chapter's closing
+rule still holds for windows that close before it.  Flagged ``clean_end_commit``.
+
+**Slow-step time: the program handoff ("The walk").**  A retained steady-state step that runs slower
+than the fault-free baseline is a *program* loss, not a runtime one: the timeline detects it, the step
+traces explain it (chapter Table 3, rule 17).  So its whole compute time is productive here -- R's
+numerator is P's denominator -- and the part above (or, negative, below) the baseline is reported
+beside R as ``slow_step_s`` (``breakdown["slow_step"]``; the part inside progress at risk is
+``breakdown["slow_step_at_risk"]``), the slow-step time handed to the program rung.  It is zero on
+average when the baseline is the mean of steady-state steps (``estimator="mean"``) and exactly zero
+when every steady step runs at the baseline.
 
 **Definitions.**  ``"committed"``: a step counts once a checkpoint commit covering it has landed by
 ``as_of``; finished, un-erased steps still waiting for a commit are ``progress_at_risk``.
@@ -103,6 +117,7 @@ from fleetlib.runtime.partition import (
     _FINE,
     _L,
     _NFINE,
+    _clean_end,
     _job_parts,
     _JobParts,
     _Sums,
@@ -120,6 +135,7 @@ from fleetlib.runtime.schema import (
     HELD_INTERVAL_COLUMNS,
     ISSUE_TERMS,
     REPLICA_PHASES,
+    STALL_FACTOR,
     TIME_DTYPE,
     check_definition,
 )
@@ -199,6 +215,11 @@ class RuntimeMeasurement:
     table_ledger
         When ``ledger`` is a reader's, the measurement's own accounting of the canonical rows it
         validated (None otherwise).
+    stall_factor, clean_end_commit
+        The stall bound used and whether a clean job end counted as the final commit.
+    checkpoints_recorded
+        Checkpoint commits the timeline records (whole timeline, every selected job): 0 means only a
+        clean end can retain work under the committed definition.
     """
 
     definition: str
@@ -224,6 +245,9 @@ class RuntimeMeasurement:
     per_job: pd.DataFrame
     ledger: TimelineLedger = field(repr=False)
     table_ledger: TimelineLedger | None = field(default=None, repr=False)
+    stall_factor: float = STALL_FACTOR
+    clean_end_commit: bool = True
+    checkpoints_recorded: int = 0
 
     @property
     def window(self) -> Window:
@@ -241,6 +265,20 @@ class RuntimeMeasurement:
         if self.held_s <= 0.0:
             return None
         return self.productive_s / self.held_s
+
+    @property
+    def slow_step_s(self) -> float:
+        """Slow-step time inside ``productive``: retained steps' compute time above the baseline.
+
+        Signed (negative when steps ran faster than a median baseline).  A program loss handed to the
+        program rung ("The walk"): the timeline detects it, the step traces explain it.
+        """
+        return self.breakdown["slow_step"]
+
+    @property
+    def program_handoff_s(self) -> float:
+        """The same as :attr:`slow_step_s`: the time this rung hands to the program rung to explain."""
+        return self.slow_step_s
 
     @property
     def progress_at_risk_s(self) -> float:
@@ -270,7 +308,8 @@ class RuntimeMeasurement:
         return (f"runtime goodput, {self.definition} definition (commits counted as of "
                 f"{self.as_of.isoformat()}); fault-free step time {ff_text} s ({self.estimator} of "
                 f"steady-state compute time, input wait removed); warm-up tolerance "
-                f"{self.warmup_tolerance:g}")
+                f"{self.warmup_tolerance:g}; stall bound {self.stall_factor:g}x the fault-free step time"
+                + ("; a clean job end counts as the final commit" if self.clean_end_commit else ""))
 
     def to_factor(self) -> Factor:
         """Return :meth:`factor` (the old name, kept)."""
@@ -281,10 +320,9 @@ class RuntimeMeasurement:
 
         The factor's numerator is productive seconds and its denominator held seconds, over the
         measured window.  Its losses are every category except ``productive`` and ``unattributed``
-        (which the factor recomputes and which therefore equals this partition's, up to rounding) --
-        except that a *negative* ``step_time_above_baseline`` (retained steps faster than a median
-        baseline) cannot be a loss: it is then left to the factor's ``unattributed``, which turns
-        negative by the same amount, and the convention says so.
+        (which the factor recomputes and which therefore equals this partition's, up to rounding).
+        The slow-step time inside the numerator (:attr:`slow_step_s`) is the program rung's to
+        explain; the convention states it.
 
         Returns
         -------
@@ -299,11 +337,8 @@ class RuntimeMeasurement:
             raise DomainError("the window contains no held time: runtime goodput (productive / held) has "
                               "no value there")
         losses = {k: v for k, v in self.categories.items() if k not in ("productive", "unattributed")}
-        convention = self.convention()
-        if losses["step_time_above_baseline"] < 0:
-            credit = losses.pop("step_time_above_baseline")
-            convention += (f"; retained steps ran {-credit:.6g} s faster than the baseline in total, "
-                           "shown in unattributed")
+        convention = (f"{self.convention()}; productive time includes {self.slow_step_s:.6g} s of "
+                      "slow-step time above the fault-free baseline (handed to the program rung)")
         return Factor(boundary="runtime", numerator=self.productive_s, denominator=self.held_s,
                       window=self.window, record="job timeline", convention=convention, numerator_unit="s",
                       denominator_unit="s", losses=losses)
@@ -323,6 +358,8 @@ class RuntimeMeasurement:
             "productive_committed_s": self.productive_committed_s,
             "productive_retrospective_s": self.productive_retrospective_s,
             "progress_at_risk_s": self.progress_at_risk_s,
+            "slow_step_s": self.slow_step_s,
+            "program_handoff_s": self.program_handoff_s,
             "committed_steps": self.committed_steps,
             "retained_steps": self.retained_steps,
             "fault_free_step_s": dict(self.fault_free_step_s),
@@ -331,6 +368,9 @@ class RuntimeMeasurement:
             "commit_spacing_s": self.commit_spacing_s,
             "estimator": self.estimator,
             "warmup_tolerance": self.warmup_tolerance,
+            "stall_factor": self.stall_factor,
+            "clean_end_commit": self.clean_end_commit,
+            "checkpoints_recorded": self.checkpoints_recorded,
             "convention": self.convention(),
             "interruptions": _records(self.interruptions),
             "per_job": _records(self.per_job.reset_index()),
@@ -438,11 +478,21 @@ def _interruption_rows(parts: _JobParts, sums: _Sums, ws: float, we: float, clos
 
 def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[tuple[Any, Any]] | None,
              window: Any, definition: str, fault_free_step_s: float | Mapping[str, float] | None,
-             estimator: str, warmup_tolerance: float, as_of: Any) -> list[RuntimeMeasurement]:
+             estimator: str, warmup_tolerance: float, as_of: Any, stall_factor: float = STALL_FACTOR,
+             clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
     tol = _check_options(definition, estimator, warmup_tolerance)
+    if not (isinstance(stall_factor, (int, float)) and math.isfinite(stall_factor) and stall_factor >= 1.0):
+        raise DomainError(f"stall_factor must be a number >= 1 (fault-free step times); got {stall_factor!r}")
     if not jobs:
         raise DomainError("the timeline holds no job")
-    parts = [_job_parts(j, _fault_free_for(j.job_id, fault_free_step_s), estimator, tol) for j in jobs]
+    parts = [_job_parts(j, _fault_free_for(j.job_id, fault_free_step_s), estimator, tol, float(stall_factor),
+                        clean_end_commit) for j in jobs]
+    for j in jobs:
+        end = _clean_end(j) if clean_end_commit else None
+        if end is not None:
+            ledger.flag("clean_end_commit", f"job {j.job_id!r} ended cleanly at {j.to_utc(end).isoformat()}: "
+                        "the clean end counts as its final commit (clean_end_commit=False turns this off)",
+                        job_id=j.job_id, time=j.to_utc(end))
     span0 = min(j.to_utc(j.start_s) for j in jobs)
     span1 = max(j.to_utc(j.end_s) for j in jobs)
     # the whole timeline (no window given) also counts records at its very end (a final commit, a
@@ -482,6 +532,8 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
             r_steps += s.retained_steps
             cats = _coarse(s.fine)
             per_job_rows.append({"job_id": p.job.job_id, "held_s": s.held, **cats,
+                                 "slow_step": float(s.fine[_L["slow_step"]]),
+                                 "retained_steps": s.retained_steps, "committed_steps": s.committed_steps,
                                  "fault_free_step_s": p.ff})
             inter_frames.append(_interruption_rows(p, s, ws, we, closed))
             n_commits += s.n_commits
@@ -494,7 +546,9 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
             breakdown={k: float(fine[i]) for i, k in enumerate(_FINE)}, productive_committed_s=p_com,
             productive_retrospective_s=p_all, committed_steps=c_steps, retained_steps=r_steps,
             fault_free_step_s={p.job.job_id: p.ff for p in parts}, estimator=est, warmup_tolerance=tol,
-            checkpoint_commits=n_commits, checkpoint_pauses=n_pauses,
+            checkpoint_commits=n_commits, checkpoint_pauses=n_pauses, stall_factor=float(stall_factor),
+            clean_end_commit=clean_end_commit,
+            checkpoints_recorded=int(sum(p.job.commit_time.size for p in parts)),
             commit_spacing_s=float(np.median(np.concatenate(gaps))) if sum(g.size for g in gaps) else None,
             interruptions=inter, per_job=pd.DataFrame(per_job_rows).set_index("job_id"), ledger=ledger))
     return out
@@ -516,7 +570,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
                     definition: Definition = "committed",
                     fault_free_step_s: float | Mapping[str, float] | None = None, job_id: str | None = None,
                     estimator: Literal["median", "mean"] = "median", warmup_tolerance: float = 0.1,
-                    as_of: Any = None, source: str = "timeline") -> RuntimeMeasurement:
+                    as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
+                    clean_end_commit: bool = True) -> RuntimeMeasurement:
     """Measure runtime goodput from a canonical timeline as an exact partition of held time.
 
     See the module docstring for what each category holds, the fault-free estimator, warm-up, the two
@@ -547,6 +602,16 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
         ``"data_end"`` (everything the timeline knows) or a timezone-aware time.
     source
         Name used in error messages and the ledger.
+    stall_factor
+        The stall bound, in fault-free step times (default :data:`STALL_FACTOR`, 5): a retained
+        steady step whose compute time exceeds it is a stall, and its time above the baseline is the
+        runtime loss ``stall``; below it, that time is slow-step time (productive, handed to the
+        program rung).  Must be >= 1.
+    clean_end_commit
+        Count a clean job end (the last attempt's release with no interruption after its last step,
+        e.g. ml-goodput-measurement's ``job_end_time``) as the final commit: a job that completed has
+        retained its result (default True; flagged ``clean_end_commit`` in the ledger).  False keeps
+        the strict rule: only recorded checkpoint commits retain steps.
 
     Returns
     -------
@@ -563,7 +628,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
     return _measure(jobs, ledger, windows=None, window=window, definition=definition,
                     fault_free_step_s=fault_free_step_s, estimator=estimator,
-                    warmup_tolerance=warmup_tolerance, as_of=as_of)[0]
+                    warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                    clean_end_commit=clean_end_commit)[0]
 
 
 def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Sequence[Any], *,
@@ -571,7 +637,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
                             fault_free_step_s: float | Mapping[str, float] | None = None,
                             job_id: str | None = None, estimator: Literal["median", "mean"] = "median",
                             warmup_tolerance: float = 0.1, as_of: Any = None,
-                            source: str = "timeline") -> list[RuntimeMeasurement]:
+                            source: str = "timeline", stall_factor: float = STALL_FACTOR,
+                            clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
     """Measure consecutive windows ``[edges[i], edges[i+1])`` of one timeline, reading it once.
 
     Rolling or fixed windows for a dashboard: the timeline is validated and partitioned once and
@@ -584,7 +651,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         Canonical timeline tables.
     edges
         At least two increasing timezone-aware times.
-    definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source
+    definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source, stall_factor
+    clean_end_commit
         As in :func:`runtime_goodput`.
     as_of
         As in :func:`runtime_goodput`; None judges each window's commits at its own end.
@@ -602,36 +670,39 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
     jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
     return _measure(jobs, ledger, windows=list(itertools.pairwise(times)), window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
-                    warmup_tolerance=warmup_tolerance, as_of=as_of)
+                    warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                    clean_end_commit=clean_end_commit)
 
 
 def runtime_summary(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
                     window: Any = None, definition: Definition = "committed",
-                    fault_free_step_s: float | None = None, source: str = "timeline") -> dict[str, Any]:
+                    fault_free_step_s: float | None = None, source: str = "timeline",
+                    stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True) -> dict[str, Any]:
     """Return the CLI object of ``fleetlib runtime ... --json`` for a canonical timeline.
 
     Parameters
     ----------
     steps, events
         Canonical timeline tables.
-    job_id, window, definition, fault_free_step_s, source
+    job_id, window, definition, fault_free_step_s, source, stall_factor, clean_end_commit
         As in :func:`runtime_goodput`.
 
     Returns
     -------
     dict
         ``runtime_goodput`` (None when the window holds no held time), ``held_s``,
-        ``productive_s``, ``terms`` (seconds, keys :data:`ISSUE_TERMS`), ``fault_free_step_s``
+        ``productive_s``, ``terms`` (seconds, keys :data:`ISSUE_TERMS`: every held second not
+        productive lands in exactly one, so ``productive_s + sum(terms) == held_s``), ``fault_free_step_s``
         (a number for one job, a mapping for several), ``definition`` and ``ledger``; plus
-        ``retained_not_productive`` (``progress_at_risk`` and ``step_time_above_baseline``, the two
-        parts of held time spent in retained steps but not credited as productive, so that
-        ``productive_s + sum(terms) + sum(retained_not_productive) == held_s``),
+        ``slow_step_s`` = ``program_handoff_s`` (the slow-step time inside ``productive_s``, handed to
+        the program rung), ``checkpoints_recorded``, ``clean_end_commit``, ``stall_factor``,
         ``progress_at_risk_s``, ``productive_committed_s``, ``productive_retrospective_s``,
         ``queue_after_interruption_s``, ``not_held_s``, ``window``, ``as_of``, ``convention`` and
         ``interruptions`` (count by kind).
     """
     m = runtime_goodput(steps, events, window=window, definition=definition,
-                        fault_free_step_s=fault_free_step_s, job_id=job_id, source=source)
+                        fault_free_step_s=fault_free_step_s, job_id=job_id, source=source,
+                        stall_factor=stall_factor, clean_end_commit=clean_end_commit)
     return summary_of(m)
 
 
@@ -657,8 +728,11 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "held_s": m.held_s,
         "productive_s": m.productive_s,
         "terms": {k: m.categories[k] for k in ISSUE_TERMS},
-        "retained_not_productive": {"progress_at_risk": m.categories["progress_at_risk"],
-                                    "step_time_above_baseline": m.categories["step_time_above_baseline"]},
+        "slow_step_s": m.slow_step_s,
+        "program_handoff_s": m.program_handoff_s,
+        "checkpoints_recorded": m.checkpoints_recorded,
+        "clean_end_commit": m.clean_end_commit,
+        "stall_factor": m.stall_factor,
         "fault_free_step_s": ff,
         "definition": m.definition,
         "ledger": m.ledger.to_dict(),

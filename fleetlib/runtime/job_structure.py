@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import InputError, Ledger
-from fleetlib.runtime.schema import INTERRUPTION_KINDS
+from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS, AUXILIARY_KIND_PREFIXES, INTERRUPTION_KINDS
 
 _NS = 1_000_000_000
 #: Logged durations shorter than this (about 32 years) are added to instants in integer nanoseconds.
@@ -110,6 +110,8 @@ class JobTimeline:
         ``hang_begin`` / ``idle_begin`` markers, their logged durations and where those end.
     first_step_time
         ``first_step`` markers (a step began after a gang completion or restart).
+    completed_time
+        ``job_completed`` markers (the job finished its work cleanly).
 
     Notes
     -----
@@ -163,6 +165,7 @@ class JobTimeline:
     idle_begin_duration: np.ndarray
     idle_begin_logged_end: np.ndarray
     first_step_time: np.ndarray
+    completed_time: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def step_row(self) -> np.ndarray:
@@ -347,7 +350,7 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         eval_begin_time=ev_b, eval_begin_end=ev_end, eval_begin_duration=ev_bd, eval_begin_logged_end=ev_bl,
         eval_duration_start=ev_ds, eval_duration_end=ev_de, idle_begin_time=e_t[idle_mask],
         idle_begin_duration=e_dur[idle_mask], idle_begin_logged_end=rel_ns(e_ns[idle_mask], e_dur[idle_mask]),
-        first_step_time=fs_t,
+        first_step_time=fs_t, completed_time=np.sort(e_t[kind == "job_completed"]),
     )
 
 
@@ -424,6 +427,18 @@ def _job_attempts(j: _JobArrays) -> tuple[np.ndarray, ...]:
         raise InputError(f"step {int(s_num[i])} of attempt {int(s_att[i])} lies outside the attempt's held "
                          "interval (gang_complete -> release)", file=sf, row=int(s_row[i]), field="start")
     bad = (e_t < gang[e_pos]) | (e_t > release[e_pos])
+    aux = np.zeros(bad.size, dtype=bool)
+    if bad.any():
+        kinds = pd.Series(kind[bad], dtype="str")
+        aux[bad] = (kinds.isin(AUXILIARY_EVENT_KINDS)
+                    | kinds.str.startswith(AUXILIARY_KIND_PREFIXES)).to_numpy()
+    if (bad & aux).any():
+        # phase markers the partition does not use: outside held time they are noted, not fatal
+        names = ", ".join(sorted(set(kind[bad & aux].astype(str))))
+        ledger.flag("event_outside_held_time", f"{int((bad & aux).sum())} auxiliary event(s) ({names}) lie "
+                    "outside their attempt's held interval: kept, not charged", field="time",
+                    job_id=job_id)
+        bad &= ~aux
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(f"{kind[i]} event of attempt {int(e_att[i])} lies outside the attempt's held "

@@ -133,8 +133,8 @@ def _as_tables(value: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
 def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None = None, window: Any = None,
             definition: str = "committed", job_id: str | None = None,
             fault_free_step_s: float | Mapping[str, float] | None = None, estimator: str = "median",
-            warmup_tolerance: float = 0.1, as_of: Any = None,
-            **format_options: Any) -> RuntimeMeasurement | ReplicaGoodput:
+            warmup_tolerance: float = 0.1, as_of: Any = None, stall_factor: float = 5.0,
+            clean_end_commit: bool = True, **format_options: Any) -> RuntimeMeasurement | ReplicaGoodput:
     """Read (if need be) and measure runtime goodput; return the rung's one result shape.
 
     Parameters
@@ -155,7 +155,7 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         ``"committed"`` (default) or ``"retrospective"`` productive time (not used for serving).
     job_id
         Measure only this job (timelines; for ``mlperf``/``mlgoodput`` it names the job of one file).
-    fault_free_step_s, estimator, warmup_tolerance, as_of
+    fault_free_step_s, estimator, warmup_tolerance, as_of, stall_factor, clean_end_commit
         As in :func:`fleetlib.runtime.goodput.runtime_goodput`.
     **format_options
         Passed to the reader (``rank_copy_tolerance_s`` for MLPerf, ``end`` for serving logs).
@@ -188,7 +188,7 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         return runtime_goodput(tables[0], tables[1], window=window, definition=definition,
                                fault_free_step_s=fault_free_step_s, job_id=job_id,
                                estimator=estimator, warmup_tolerance=warmup_tolerance,
-                               as_of=as_of)
+                               stall_factor=stall_factor, clean_end_commit=clean_end_commit, as_of=as_of)
     files = as_paths(paths_or_tables)
     fmt = guess_format(files) if format is None else format
     if fmt not in READERS:
@@ -208,7 +208,8 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         steps, events = _read_parquet_tables(files[0])  # validated once, by the measurement
         return runtime_goodput(steps, events, window=window, definition=definition,
                                fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
-                               warmup_tolerance=warmup_tolerance, as_of=as_of, source=str(files[0]))
+                               warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,
+                        clean_end_commit=clean_end_commit, as_of=as_of, source=str(files[0]))
     read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
     steps, events = read["steps"], read["events"]
     if steps.empty and events.empty:
@@ -216,5 +217,6 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
                          f"{ledger.rejected})", file=str(files[0]))
     m = runtime_goodput(steps, events, window=window, definition=definition,
                         fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
-                        warmup_tolerance=warmup_tolerance, as_of=as_of, source=source)
+                        warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,
+                        clean_end_commit=clean_end_commit, as_of=as_of, source=source)
     return _with_reader_ledger(m, ledger)

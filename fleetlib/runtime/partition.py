@@ -52,6 +52,7 @@ class _JobParts:
     wait: np.ndarray
     kept: np.ndarray           # not erased
     steady: np.ndarray         # kept and not warm-up
+    stalled: np.ndarray        # steady steps whose compute time exceeds the stall bound
     commit_at: np.ndarray      # per commit, sorted: when it landed
     commit_reach: np.ndarray   # never-erased steps retained once it landed (non-decreasing)
     commit_cut: np.ndarray     # ... which are the never-erased steps with index below this
@@ -188,7 +189,8 @@ def _chain_searchsorted(values: np.ndarray, erased_idx: np.ndarray, targets: np.
         hi = np.where(active & ~right, mid, hi)
 
 
-def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: float) -> _JobParts:
+def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: float,
+               stall_factor: float = 5.0, clean_end_commit: bool = True) -> _JobParts:
     n = job.n_steps
     s0, s1 = job.step_start, job.step_end
     dur = job.step_duration  # exact to the nanosecond (not s1 - s0 in floating point)
@@ -202,13 +204,14 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
         dur, estimator, ff_given, it, job, n, n_int, s0, wait)
     erased_idx, kept, steady, x_amt, x_idx, x_lab, x_owner = _job_excess_steps(
         dur, ff, int_is_pre, job, n, starts, tol, trigger)
-    ct, cut, reach = _job_retention(erased_idx, job, n, s1)
+    stalled = steady & (dur - wait > stall_factor * (ff or 0.0)) if n else np.zeros(0, bool)
+    ct, cut, reach = _job_retention(erased_idx, job, n, s1, _clean_end(job) if clean_end_commit else None)
     ck_e, ck_s, first_start, overlays = _job_overlays(
         gang, ikind, it, job, n, n_int, release, resume, resume_start, s0, s1)
     label, owner, p0, p1 = _job_gaps(first_start, gang, n, overlays, release, run_att, run_bounds, s0, s1)
     b_e, b_owner, b_s = _job_between_attempts(gang, it, release, resume_start)
 
-    return _JobParts(job=job, ff=ff, start=s0, dur=dur, wait=wait, kept=kept, steady=steady,
+    return _JobParts(job=job, ff=ff, start=s0, dur=dur, wait=wait, kept=kept, steady=steady, stalled=stalled,
                      commit_at=ct, commit_reach=reach, commit_cut=cut, x_idx=x_idx, x_amt=x_amt, x_lab=x_lab,
                      x_owner=x_owner, gap_start=p0, gap_end=p1, gap_label=label, gap_owner=owner,
                      between_start=b_s, between_end=b_e, between_owner=b_owner, pause_start=ck_s,
@@ -260,7 +263,8 @@ def _job_excess_steps(dur: np.ndarray, ff: float | None, int_is_pre: np.ndarray,
     if n:
         assert ff is not None
         run_end = np.concatenate([starts[1:], [n]])
-        first_fast = _first_fast(dur, ff * (1.0 + tol), starts, run_end)
+        # warm-up is judged on compute time: an input wait is an input wait in every step
+        first_fast = _first_fast(dur - job.step_input_wait, ff * (1.0 + tol), starts, run_end)
         length = np.maximum(np.minimum(first_fast, run_end) - starts, 0)
         if length.any():
             offsets = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
@@ -278,23 +282,47 @@ def _job_excess_steps(dur: np.ndarray, ff: float | None, int_is_pre: np.ndarray,
     e_pre = int_is_pre[e_owner] if e_owner.size else np.zeros(0, bool)
     e_lab = np.where(e_pre, _L["preemption_lost_steps"], _L["rework_steps"])
     x_idx = np.concatenate([warm_idx, erased_idx]).astype(np.int64)
-    x_amt = np.concatenate([dur[warm_idx] - (ff or 0.0), dur[erased_idx]])
+    x_amt = np.concatenate([dur[warm_idx] - job.step_input_wait[warm_idx] - (ff or 0.0), dur[erased_idx]])
     x_lab = np.concatenate([w_lab, e_lab]).astype(np.int64)
     x_owner = np.concatenate([warm_owner, e_owner]).astype(np.int64)
     return erased_idx, kept, steady, x_amt, x_idx, x_lab, x_owner
 
 
-def _job_retention(erased_idx: np.ndarray, job: JobTimeline, n: int, s1: np.ndarray
-                   ) -> tuple[np.ndarray, ...]:
+def _clean_end(job: JobTimeline) -> float | None:
+    """When the job ended cleanly, the time it completed (its result retained); else None.
+
+    A clean end is a ``job_completed`` marker (ml-goodput-measurement's ``job_end_time``; a release
+    with a completed end state) in the job's last attempt, at or after its last step, with no failure
+    or preemption between that step and the marker.
+    """
+    if job.completed_time.size == 0 or job.n_steps == 0 or job.attempt_gang.size == 0:
+        return None
+    last = int(np.argmax(job.attempt_gang))
+    done = float(job.completed_time[-1])
+    last_end = float(job.step_end[-1])
+    if done < last_end or done < float(job.attempt_gang[last]):
+        return None
+    if job.int_time.size and ((job.int_time >= last_end) & (job.int_time <= done)).any():
+        return None
+    return done
+
+
+def _job_retention(erased_idx: np.ndarray, job: JobTimeline, n: int, s1: np.ndarray,
+                   clean_end: float | None = None) -> tuple[np.ndarray, ...]:
     """Return how much of the chain of never-erased steps each commit covers (commits in time order).
 
-    Returns the commit times, the chain index each commit cuts at, and each commit's running reach.
+    ``clean_end``, when given, is a final commit of every step at the job's clean end.  Returns the
+    commit times, the chain index each commit cuts at, and each commit's running reach.
     """
-    c_order = np.argsort(job.commit_time, kind="stable")
-    ct = job.commit_time[c_order]
+    commit_time, commit_step = job.commit_time, job.commit_step
+    if clean_end is not None:
+        commit_time = np.concatenate([commit_time, [clean_end]])
+        commit_step = np.concatenate([commit_step, [np.inf]])
+    c_order = np.argsort(commit_time, kind="stable")
+    ct = commit_time[c_order]
     reach = np.zeros(ct.size, dtype=np.int64)
     if n and ct.size:
-        cs = job.commit_step[c_order]
+        cs = commit_step[c_order]
         # commit j retains the prefix of the chain with step <= its step that ended before it landed;
         # the first commit whose running reach covers chain element k retains it.  The chain (step
         # numbers increasing, ends increasing) is searched through its positions, never gathered.
@@ -489,19 +517,24 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
     last = int(np.searchsorted(parts.commit_at, as_of, side="right")) - 1
     cut = int(parts.commit_cut[last]) if last >= 0 else 0
     if n == 0:
-        n_com = n_kept = wait_sum = above = 0.0
+        n_com = n_kept = wait_sum = above = above_com = stall = 0.0
         fx = np.zeros(0)
     elif ws <= job.start_s and we >= job.end_s:
         n_com = float(parts.commit_reach[last]) if last >= 0 else 0.0
         n_kept = float(np.count_nonzero(parts.kept))
-        wait_sum = float(np.sum(parts.wait, where=parts.steady))
-        above = 0.0
+        wait_sum = float(np.sum(parts.wait, where=parts.kept))
+        above = above_com = stall = 0.0
         buf = np.empty(min(n, _BLOCK))
         for lo, hi in _blocks(n):
             # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
             excess = np.subtract(parts.dur[lo:hi], parts.wait[lo:hi], out=buf[:hi - lo])
             excess -= ff
-            above += float(np.sum(excess, where=parts.steady[lo:hi]))
+            slow = parts.steady[lo:hi] & ~parts.stalled[lo:hi]
+            above += float(np.sum(excess, where=slow))
+            stall += float(np.sum(excess, where=parts.stalled[lo:hi]))
+            if lo < cut:
+                c_hi = min(hi, cut)
+                above_com += float(np.sum(excess[:c_hi - lo], where=slow[:c_hi - lo]))
         fx = np.ones(parts.x_idx.size)
     else:
         # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
@@ -513,18 +546,28 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
                          ov / np.where(zero, 1.0, parts.dur))
         n_com = float(np.sum(f[:cut], where=parts.kept[:cut]))
         n_kept = float(np.sum(f, where=parts.kept))
-        wait_sum = float(np.sum(f * parts.wait, where=parts.steady))
-        above = float(np.sum(f * (parts.dur - parts.wait - ff), where=parts.steady))
+        wait_sum = float(np.sum(f * parts.wait, where=parts.kept))
+        weighted_excess = f * (parts.dur - parts.wait - ff)
+        slow = parts.steady & ~parts.stalled
+        above = float(np.sum(weighted_excess, where=slow))
+        stall = float(np.sum(weighted_excess, where=parts.stalled))
+        above_com = float(np.sum(weighted_excess[:cut], where=slow[:cut]))
         fx = f[parts.x_idx]
-    p_com = ff * n_com
-    p_all = ff * n_kept
+    # a retained step's productive time is its compute time (wall time less input wait); the part
+    # above (or, negative, below) the fault-free baseline is the slow-step time handed to the program
+    # rung, kept apart in the breakdown ("The walk")
+    p_com = ff * n_com + above_com
+    p_all = ff * n_kept + above
     if definition == "committed":
-        fine[_L["productive"]] = p_com
+        fine[_L["productive"]] = ff * n_com
+        fine[_L["slow_step"]] = above_com
         fine[_L["progress_at_risk"]] = ff * (n_kept - n_com)
+        fine[_L["slow_step_at_risk"]] = above - above_com
     else:
-        fine[_L["productive"]] = p_all
+        fine[_L["productive"]] = ff * n_kept
+        fine[_L["slow_step"]] = above
     fine[_L["input_wait"]] = wait_sum
-    fine[_L["step_time_above_baseline"]] = above
+    fine[_L["stall"]] = stall
     x = fx * parts.x_amt
     fine += np.bincount(parts.x_lab, weights=x, minlength=_NFINE)
     per_int += np.bincount((parts.x_owner + 1) * _NFINE + parts.x_lab, weights=x,

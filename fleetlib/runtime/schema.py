@@ -44,6 +44,7 @@ __all__ = [
     "REPLICA_PHASES",
     "REPLICA_PHASE_ALIASES",
     "SIMULTANEOUS_EVENT_ORDER",
+    "STALL_FACTOR",
     "STEP_ALIASES",
     "STEP_COLUMNS",
     "TERM_LABELS",
@@ -106,6 +107,9 @@ EVENT_KINDS: dict[str, str] = {
                      "one per attempt; logged by the scheduler, never inferred from the first step)",
     "release": "the allocation was released: held time of the attempt ends here (one per attempt; "
                "when missing, held time ends at the attempt's last record and a flag says so)",
+    "job_completed": "the job finished its work cleanly (e.g. ml-goodput-measurement's job_end_time): "
+                     "its result is retained, so with clean_end_commit (the default) it counts as the "
+                     "final commit of every step before it when no interruption follows the last step",
     "first_step": "the first step after a gang completion or a restart began; it ends the recovery "
                   "outage even when that step never finished (its partial time is then charged to the "
                   "next interruption)",
@@ -147,7 +151,7 @@ INTERRUPTION_KINDS: tuple[str, ...] = ("failure", "preempt")
 #: Order of simultaneous events (an interval's end before the next one's begin; release last).
 SIMULTANEOUS_EVENT_ORDER: dict[str, int] = {k: i for i, k in enumerate((
     "gang_complete", "cold_start", "restore", "first_step", "eval_end", "checkpoint_commit",
-    "failure_detected", "checkpoint_begin", "eval_begin", "failure", "preempt", "release"))}
+    "failure_detected", "checkpoint_begin", "eval_begin", "failure", "preempt", "job_completed", "release"))}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -159,26 +163,33 @@ DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
 
 #: The partition of held time, in report order; these sum to held time exactly.
 CATEGORIES: tuple[str, ...] = (
-    "productive", "progress_at_risk", "step_time_above_baseline", "startup", "input_wait", "checkpoint",
-    "recovery", "rework", "preemption", "evaluation", "idle", "unattributed",
+    "productive", "progress_at_risk", "startup", "input_wait", "checkpoint",
+    "recovery", "rework", "preemption", "evaluation", "stall", "idle", "unattributed",
 )
 
-#: The loss terms of the CLI object (issue 4, item 7).
+#: The terms of the CLI object: every category but ``productive``, so that
+#: ``productive_s + sum(terms) == held_s`` (issue 16).
 ISSUE_TERMS: tuple[str, ...] = (
-    "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption", "evaluation", "idle",
-    "unattributed",
+    "progress_at_risk", "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption",
+    "evaluation", "stall", "idle", "unattributed",
 )
+
+#: Default stall bound: a retained step whose compute time exceeds this many fault-free step times
+#: held the gang without progressing; its time above the baseline is the runtime loss ``stall``.
+STALL_FACTOR: float = 5.0
 
 #: Fine-grained parts and the category each belongs to.
 BREAKDOWN: dict[str, str] = {
     "productive": "productive",
+    "slow_step": "productive",
     "progress_at_risk": "progress_at_risk",
-    "step_time_above_baseline": "step_time_above_baseline",
+    "slow_step_at_risk": "progress_at_risk",
     "input_wait": "input_wait",
     "startup_launch": "startup",
     "startup_warmup": "startup",
     "checkpoint": "checkpoint",
     "evaluation": "evaluation",
+    "stall": "stall",
     "idle_marked": "idle",
     "idle_after_progress": "idle",
     "recovery_detection": "recovery",
@@ -197,14 +208,12 @@ BREAKDOWN: dict[str, str] = {
 EQ4_TERMS: tuple[str, ...] = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
 
 #: Measured categories with no equation-4 term.
-UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "idle", "step_time_above_baseline", "progress_at_risk",
-                                     "unattributed")
+UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "stall", "idle", "progress_at_risk", "unattributed")
 
 #: The one label of each term of the partition (text output, tables, figure legends).
 TERM_LABELS: dict[str, str] = {
     "productive": "productive",
     "progress_at_risk": "progress at risk",
-    "step_time_above_baseline": "step time above baseline",
     "startup": "startup (cold launches)",
     "input_wait": "input wait",
     "checkpoint": "checkpoint pauses",
@@ -212,6 +221,7 @@ TERM_LABELS: dict[str, str] = {
     "rework": "rework after failures",
     "preemption": "preemption",
     "evaluation": "evaluation",
+    "stall": "stalled steps (above the stall bound)",
     "idle": "idle (held, no progress)",
     "unattributed": "unattributed",
 }

@@ -39,10 +39,11 @@ All durations are rounded to whole nanoseconds before they are laid end to end, 
 timestamps represent them exactly and the truth is exact.
 
 Truth follows the accounting rules of :mod:`fleetlib.runtime.goodput` with the *true* fault-free step
-time ``step_s``: retained steps x ``step_s`` are productive; warm-up is the leading run of steps after
-each (re)start that take longer than ``(1 + warmup_tolerance) * step_s``, and everything in them above
-``step_s`` goes to the event that caused the restart (startup for the cold launch); the input waits
-and jitter of retained steady-state steps go to ``input_wait`` and ``step_time_above_baseline``;
+time ``step_s``: retained steps' compute time is productive (``step_s`` for a warm-up step); warm-up is
+the leading run of steps after each (re)start that take longer than ``(1 + warmup_tolerance) * step_s``,
+and everything in them above ``step_s`` goes to the event that caused the restart (startup for the cold
+launch); the input waits of retained steady-state steps go to ``input_wait``, and their jitter stays in
+productive time and is reported as ``slow_step_s`` (the program handoff);
 steps a rollback erased go whole to ``rework`` (failure) or ``preemption``.
 
 One-file layout
@@ -99,7 +100,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
                    failure_requeue_s: float | None = None, preemption_drain_s: float = 10.0,
                    preemption_queue_s: float = 600.0, preemption_restart_s: float = 120.0,
                    eval_every_steps: int = 0, eval_s: float = 60.0, hang_s: float = 0.0,
-                   final_checkpoint: bool = True, warmup_tolerance: float = 0.1,
+                   final_checkpoint: bool = True, warmup_tolerance: float = 0.1, stall_factor: float = 5.0,
                    job_id: str = "synthetic-0", start: Any = "2024-01-01T00:00:00Z",
                    ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Simulate one job's timeline and return it with the seconds injected into each category.
@@ -158,6 +159,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         Commit the final weights (a synchronous checkpoint after the last step).
     warmup_tolerance
         The warm-up threshold the truth uses (pass the same value to the measurement), >= 0.
+    stall_factor
+        The stall bound the truth uses (the measurement's default, 5x the step time).
     job_id
         Job identifier.
     start
@@ -172,7 +175,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     truth : dict
         Seconds per category (every key of :data:`~fleetlib.runtime.goodput.CATEGORIES`, as the
         committed definition measured on the whole timeline reports them), plus ``held_s``,
-        ``queue_after_interruption_s``, ``productive_retrospective_s``, ``fault_free_step_s``,
+        ``queue_after_interruption_s``, ``productive_retrospective_s``, ``slow_step_s`` (committed) and
+        ``slow_step_retrospective_s`` (the slow-step time inside productive), ``fault_free_step_s``,
         ``n_failures``, ``n_preemptions``, ``n_checkpoints`` and ``executed_steps``.
 
     Raises
@@ -440,29 +444,35 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     dur = cat["end"] - cat["start"]
     keep = cat["erased"] < 0
     run_start = np.concatenate([[True], cat["run"][1:] != cat["run"][:-1]]) if dur.size else np.zeros(0, bool)
-    slow = dur > step_ns * (1.0 + tol)
+    comp = dur - cat["wait"]  # warm-up is judged on compute time (an input wait is an input wait)
+    slow = comp > step_ns * (1.0 + tol)
     idx = np.arange(dur.size)
     starts = np.flatnonzero(run_start)
     first_fast = np.minimum.reduceat(np.where(slow, dur.size, idx), starts) if dur.size else np.zeros(0, int)
     warm_truth = idx < first_fast[np.cumsum(run_start) - 1] if dur.size else np.zeros(0, bool)
     wk = keep & warm_truth
     steady = keep & ~warm_truth
-    warm_excess = np.where(wk, dur - step_ns, 0)
+    warm_excess = np.where(wk, comp - step_ns, 0)
     trig = cat["trigger"]
     last_commit = int(cs.max()) if cs.size else -1
     committed = keep & (cat["step"] <= last_commit)
+    stalled = steady & (comp > stall_factor * step_ns)
+    slow_ns = np.where(steady & ~stalled, comp - step_ns, 0)
+    slow_truth = {"slow_step_s": float(slow_ns[committed].sum()) / _NS,
+                  "slow_step_retrospective_s": float(slow_ns.sum()) / _NS}
     truth = {
-        "productive": committed.sum() * step_ns / _NS,
-        "progress_at_risk": (keep & ~committed).sum() * step_ns / _NS,
-        "step_time_above_baseline": float((cat["comp"][steady] - step_ns).sum()) / _NS,
+        "productive": (committed.sum() * step_ns + int(slow_ns[committed].sum())) / _NS,
+        "progress_at_risk": ((keep & ~committed).sum() * step_ns
+                             + int(slow_ns[keep & ~committed].sum())) / _NS,
         "startup": (truth_ns["startup_launch"] + int(warm_excess[trig == _COLD].sum())) / _NS,
-        "input_wait": float(cat["wait"][steady].sum()) / _NS,
+        "input_wait": float(cat["wait"][keep].sum()) / _NS,
         "checkpoint": truth_ns["checkpoint"] / _NS,
         "recovery": (truth_ns["recovery"] + int(warm_excess[trig == _FAIL].sum())) / _NS,
         "rework": (truth_ns["rework_partial"] + int(dur[cat["erased"] == _FAIL].sum())) / _NS,
         "preemption": (truth_ns["preemption_gap"] + int(warm_excess[trig == _PRE].sum())
                        + int(dur[cat["erased"] == _PRE].sum())) / _NS,
         "evaluation": truth_ns["evaluation"] / _NS,
+        "stall": float((comp - step_ns)[stalled].sum()) / _NS,
         "idle": truth_ns["idle"] / _NS,
         "unattributed": 0.0,
     }
@@ -472,7 +482,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     truth.update({
         "held_s": float((rel_t - gang_t).sum()) / _NS,
         "queue_after_interruption_s": truth_ns["queue"] / _NS,
-        "productive_retrospective_s": keep.sum() * step_ns / _NS,
+        "productive_retrospective_s": (keep.sum() * step_ns + int(slow_ns.sum())) / _NS,
+        **slow_truth,
         "fault_free_step_s": step_ns / _NS,
         "n_failures": float(n_fail),
         "n_preemptions": float(n_pre),

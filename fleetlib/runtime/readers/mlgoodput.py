@@ -40,6 +40,7 @@ from fleetlib.runtime.readers._common import (
     _timeline_tables,
 )
 from fleetlib.runtime.schema import (
+    AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
 )
 from fleetlib.runtime.timeline import (
@@ -106,9 +107,12 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
     if "step_count" in obj or "step_start_time" in obj:
         found.append("step")
     for key in ("job_start_time", "job_end_time", *_PHASE_KEYS, "custom_badput_event_type",
-                "elastic_wait_event_type", "elastic_reinit_start_time"):
+                "elastic_wait_event_type"):
         if key in obj:
             found.append(key)
+    if ("elastic_reinit_start_time" in obj or "elastic_reinit_end_time" in obj) and \
+            "elastic_wait_event_type" not in obj:
+        found.append("elastic_reinit_start_time")
     if len(found) > 1:
         return None, None, f"record mixes several timeline fields ({', '.join(found)})"
     if not found:
@@ -133,14 +137,22 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
         return {"rtype": rtype, "t": t}, None, None
     prefix = {"custom_badput_event_type": "custom_badput_event", "elastic_wait_event_type": "elastic_wait",
               "elastic_reinit_start_time": "elastic_reinit"}[kind]
-    t, t2 = _num(obj, f"{prefix}_start_time"), _num(obj, f"{prefix}_end_time")
-    if t is None or t2 is None or t2 < t:
-        return None, f"{prefix}_start_time", (
-            f"{prefix} record needs POSIX start and end times with end >= start")
-    label = str(obj.get(kind, "")).strip() if kind != "elastic_reinit_start_time" else ""
     rtype = {"custom_badput_event_type": "custom", "elastic_wait_event_type": "elastic_wait",
              "elastic_reinit_start_time": "elastic_reinit"}[kind]
-    return {"rtype": rtype, "t": t, "t2": t2, "label": label}, None, None
+    label = str(obj.get(kind, "")).strip() if kind != "elastic_reinit_start_time" else ""
+    has_start, has_end = f"{prefix}_start_time" in obj, f"{prefix}_end_time" in obj
+    t, t2 = _num(obj, f"{prefix}_start_time"), _num(obj, f"{prefix}_end_time")
+    if has_start and has_end:  # the combined form (one record for the interval)
+        if t is None or t2 is None or t2 < t:
+            return None, f"{prefix}_start_time", (
+                f"{prefix} record needs POSIX start and end times with end >= start")
+        return {"rtype": rtype, "t": t, "t2": t2, "label": label}, None, None
+    # the recorder's form: the start and the end of the interval are two records, paired later
+    side, value = ("start", t) if has_start else ("end", t2)
+    if value is None:
+        key = f"{prefix}_{side}_time"
+        return None, key, f"{key} must be POSIX seconds; got {obj.get(key)!r}"
+    return {"rtype": f"{rtype}_{side}", "t": value, "label": label}, None, None
 
 
 def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
@@ -166,6 +178,60 @@ def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
                          "start": b["time"].array, "end": e["time"].array})
 
 
+_HALF_FAMILIES = {"custom": "custom badput event", "elastic_wait": "elastic wait",
+                  "elastic_reinit": "elastic re-initialisation"}
+
+
+def _pair_halves(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+    """Pair the recorder's split start/end records of one interval (custom badput, elastic events).
+
+    ml-goodput-measurement writes ``record_custom_badput_event_start_time`` and ``..._end_time`` (and
+    the elastic wait / re-init recorders) as two records.  Per job, interval family and event type, in
+    time order, a start followed by an end is one interval (the peer's own calculator pairs them the
+    same way: a later start replaces an unfinished one).  The pair becomes one record placed at the
+    start's line; the end's line is kept as read (it carries no other information).  Unpaired halves
+    are rejected, each with its reason.
+    """
+    half = rec["rtype"].str.endswith(("_start", "_end")) & rec["rtype"].str.rsplit("_", n=1).str[0].isin(
+        list(_HALF_FAMILIES))
+    if not half.any():
+        return rec
+    h = rec[half].copy()
+    h["_family"] = h["rtype"].str.rsplit("_", n=1).str[0]
+    h["_is_start"] = h["rtype"].str.endswith("_start")
+    h = h.sort_values(["job_id", "_family", "label", "t", "_is_start", "_file", "_row"],
+                      ascending=[True, True, True, True, False, True, True], kind="stable")
+    g = [h["job_id"], h["_family"], h["label"]]
+    nxt_end = (~h["_is_start"]).groupby(g, sort=False).shift(-1).fillna(False).to_numpy(dtype=bool)
+    prv_start = h["_is_start"].groupby(g, sort=False).shift(1).fillna(False).to_numpy(dtype=bool)
+    is_s = h["_is_start"].to_numpy()
+    ok_s, ok_e = is_s & nxt_end, ~is_s & prv_start
+    lonely = ~(ok_s | ok_e)
+    if lonely.any():
+        lo = h[lonely]
+        _reject(books, lo, "time", [
+            f"{'start' if st else 'end'} of a {_HALF_FAMILIES[f]}"
+            f"{f' ({lab!r})' if lab else ''} with no matching "
+            f"{'end' if st else 'start'} record: the interval cannot be placed"
+            for st, f, lab in zip(lo["_is_start"], lo["_family"], lo["label"], strict=True)])
+    starts, ends = h[ok_s], h[ok_e]
+    pairs = starts.assign(rtype=starts["_family"].to_numpy(), t2=ends["t"].to_numpy())
+    pairs = pairs.drop(columns=["_family", "_is_start"])
+    rest = rec[~half.to_numpy()]
+    return pd.concat([rest, pairs], ignore_index=True).sort_values(["time", "_file", "_row"], kind="stable") \
+        .reset_index(drop=True)
+
+
+def _default_job(lines: Sequence[str], stem: str) -> str:
+    """Job of records with no ``job_name`` (the checkpoint logger writes none): the file's one job name.
+
+    When the file's records name exactly one job, that is it; otherwise the file name less
+    ``_timeline.jsonl``.
+    """
+    names = set(re.findall(r'"job_name"\s*:\s*"((?:[^"\\]|\\.)*)"', "\n".join(lines[:100_000])))
+    return json.loads(f'"{next(iter(names))}"') if len(names) == 1 else stem
+
+
 def _note(bad: dict[str | None, tuple[list[int], list[str]]], row: int, field: str | None,
           reason: str) -> None:
     """Collect a rejected line under its field (the book is told once per field, vectorised)."""
@@ -183,7 +249,8 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     * ``job_start_time`` -> a new attempt and its ``gang_complete``.  Attempts come only from these
       explicit markers.  A step number that repeats (or goes back) inside one attempt is flagged as
       an inferred restart (the fallback); no step is taken to last across it.
-    * ``job_end_time`` -> ``release``.
+    * ``job_end_time`` -> ``release`` and ``job_completed`` (the job finished: with the default
+      ``clean_end_commit`` the measurement counts it as the final commit).
     * ``step_count`` + ``step_start_time`` -> a step that ends at the next step's start, or earlier
       at the first pause after it (a checkpoint save's blocking section, an eval, a custom badput
       interval, an elastic wait, a preemption) or at ``job_end_time``.  A step with none of these
@@ -225,8 +292,9 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     for path in files:
         text = _read_text(path)
         file = str(path)
-        default_job = job_id if job_id is not None else re.sub(r"_timeline$", "", _stem(path))
         lines = text.splitlines()
+        stem = re.sub(r"_timeline$", "", _stem(path))
+        default_job = job_id if job_id is not None else _default_job(lines, stem)
         rows = [i for i, ln in enumerate(lines, start=1) if ln.strip()]
         book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
         books[file] = book
@@ -266,6 +334,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
             "first")
         _reject(books, rec[exact], None, [f"duplicate of line {r}" for r in first[exact]])
         rec = rec.loc[~exact].reset_index(drop=True)
+    rec = _pair_halves(rec, books)
     rec = _assign_attempts_mlgoodput(rec, books)
     # per-host copies of one checkpoint operation in one attempt
     ck = rec["rtype"].isin(["save", "restore"]).to_numpy()
@@ -279,7 +348,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
             _reject(books, cc, "step", [f"per-host copy of the {t} of step {s} at line {r}" for t, s, r in
                                         zip(cc["rtype"], cc["step"], first[copy], strict=True)])
             rec = _drop_rejected(rec, books)
-    events = _mlgoodput_events(rec, books)
+    events = _outside_held(_mlgoodput_events(rec, books), books)
     steps = _mlgoodput_steps(rec, events, books)
     steps = _check_steps(steps, books, reorder_is_repair=False)
     events = _check_events(events, books, reorder_is_repair=False)
@@ -342,6 +411,7 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
     add(js, "gang_complete", js["time"])
     je = r[r["rtype"] == "job_end"]
     add(je, "release", je["time"])
+    add(je, "job_completed", je["time"])  # job_end_time is written when the job finished cleanly
     for rtype in _PHASE_KEYS.values():
         sel = r[r["rtype"] == rtype]
         add(sel, rtype, sel["time"])
@@ -377,6 +447,42 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
     add(er, "elastic_reinit", er["time"], pd.NA,
         (er["t2"].astype("float64") - er["t"].astype("float64")).to_numpy())
     return _concat(parts)
+
+
+def _outside_held(events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+    """Events that lie outside their attempt's held time (before its job start, after its job end).
+
+    A phase marker the calculation does not use (TPU init, training prep, data loading, custom badput
+    and elastic types) is flagged ``event_outside_held_time`` and kept (its time is not held time, so
+    it is not charged anywhere).  Any other event cannot be placed: it is rejected with its line.
+    """
+    if events.empty:
+        return events
+    key = ["job_id", "attempt"]
+    gang = events[events["kind"] == "gang_complete"].groupby(key)["time"].min().rename("_gang")
+    rel = events[events["kind"] == "release"].groupby(key)["time"].min().rename("_rel")
+    e = events.join(gang, on=key).join(rel, on=key)
+    t = e["time"].astype(_TIME_DTYPE)
+    before = (e["_gang"].notna() & (t < e["_gang"].astype(_TIME_DTYPE))).to_numpy(dtype=bool)
+    after = (e["_rel"].notna() & (t > e["_rel"].astype(_TIME_DTYPE))).to_numpy(dtype=bool)
+    out = before | after
+    if not out.any():
+        return events
+    kinds = e["kind"].astype("str")
+    aux = (kinds.isin(AUXILIARY_EVENT_KINDS) | kinds.str.startswith(AUXILIARY_KIND_PREFIXES)).to_numpy()
+    where = np.where(before, "before its attempt's job_start_time", "after its attempt's job_end_time")
+    o = e[out & aux]
+    if not o.empty:
+        _flag(books, o, "event_outside_held_time",
+              [f"{k} at {_fmt_time(tt)} lies {w}: not held time, kept and not charged" for k, tt, w in
+               zip(o["kind"], o["time"], where[out & aux], strict=True)], "time")
+    r = e[out & ~aux]
+    if not r.empty:
+        _reject(books, r, "time",
+                [f"{k} at {_fmt_time(tt)} lies {w}: it cannot be placed in the attempt's held time"
+                 for k, tt, w in zip(r["kind"], r["time"], where[out & ~aux], strict=True)])
+        events = _drop_rejected(events, books)
+    return events
 
 
 def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
