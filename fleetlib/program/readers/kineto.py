@@ -141,6 +141,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -542,9 +543,21 @@ def _progress(items: Iterable[Any], enabled: bool, total: int) -> Iterable[Any]:
     return tqdm(items, desc="traces", unit="file", total=total)
 
 
+def _worker_threads(client: Any) -> int:
+    """Return the number of worker threads of a Dask client's cluster (1 when it cannot say)."""
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    except Exception:  # a client without a scheduler view (a test double): one at a time
+        return 1
+
+
 def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, errors: str,
-              client: Any) -> tuple[list[TraceRead], TraceLedger]:
+              client: Any, in_flight: int | None = None) -> tuple[list[TraceRead], TraceLedger]:
     """Read every file, serially or as one Dask task per file; return the reads in file order.
+
+    On Dask at most ``in_flight`` tasks (default twice the cluster's worker threads) are submitted
+    at a time, so a worker's memory holds a bounded number of files however many are read.
 
     An :class:`InputError` raises (``errors="raise"``) or becomes a rejected ``file`` row.
     """
@@ -560,20 +573,35 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
     else:
         from distributed import as_completed
 
-        futures = [client.submit(read_trace, f, pure=False, **kw)
-                   for f, kw in zip(files, kwargs, strict=True)]
-        index = {f.key: i for i, f in enumerate(futures)}
+        # a bounded window of tasks in flight: a finished read is gathered (and freed on its worker)
+        # before the next file is submitted, so no worker holds more than a few files' tables
+        window = max(1, in_flight or 2 * _worker_threads(client))
+        pending = iter(range(len(files)))
+        live: dict[str, tuple[int, Any]] = {}  # the futures not yet gathered, by key
+
+        def submit(i: int) -> Any:
+            fut = client.submit(read_trace, files[i], pure=False, **kwargs[i])
+            live[fut.key] = (i, fut)
+            return fut
+
+        running = as_completed([submit(i) for i in islice(pending, window)])
         try:
-            for fut in _progress(as_completed(futures), progress, len(futures)):
-                i = index[fut.key]
+            for fut in _progress(running, progress, len(files)):
+                i, _ = live.pop(fut.key)
                 try:
                     results[i] = fut.result()
                 except InputError as exc:
                     if errors == "raise":
                         raise
                     results[i] = exc
+                del fut  # the last reference: the worker frees the result
+                nxt = next(pending, None)
+                if nxt is not None:
+                    running.add(submit(nxt))
         finally:
-            client.cancel([f for f in futures if not f.done()])
+            if live:
+                client.cancel([f for _, f in live.values()])
+            running.clear()
     reads: list[TraceRead] = []
     failures = Ledger()
     for p, res in zip(files, results, strict=True):
