@@ -30,6 +30,9 @@ except ImportError:  # pragma: no cover - msgspec is a declared dependency
 
 _CHUNK_BYTES = 1 << 20        # largest piece of the event array decoded at once
 _MIN_CHUNK_BYTES = 256 << 10  # smallest (a file is cut into about 16 pieces between the two)
+#: Text up to this size is not cut below ``_CHUNK_BYTES`` (a sub-MB rank file is one piece): a
+#: piece's fixed cost (a decode call, one pass of column building) outweighs the memory it saves.
+_ONE_PIECE_BYTES = 4 << 20
 _KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT_RE = re.compile(rb"\}\s*,\s*\{")
 # The keys of an event's args that the tables use (JSON key -> attribute of the typed record)
@@ -42,13 +45,18 @@ _ARG_KEYS: dict[str, str] = {
     "graph id": "graph_id_", "graphId": "graphid", "graph_id": "graph_id", "graph node id": "graph_node_id_",
     "graphNodeId": "graphnodeid",
 }
+#: Arg keys the typed decoder keeps as raw JSON text (a :class:`msgspec.Raw` view of the piece).
+_RAW_ARGS = frozenset({"Input Dims", "Input type"})
 _EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
 _ATTRS: dict[str, Any] = {k: attrgetter(a) for k, a in {**_ARG_KEYS, **{k: k for k in _EVENT_KEYS}}.items()}
 
 if msgspec is not None:
     _ArgsStruct = msgspec.defstruct(
         "_ArgsStruct",
-        [(a, Any, msgspec.field(default=None, name=k)) for k, a in _ARG_KEYS.items()]
+        # shapes stay undecoded JSON text (msgspec.Raw): the ops table keeps them as text, and a
+        # list of lists per CPU op is the costliest value a trace holds
+        [(a, msgspec.Raw if k in _RAW_ARGS else Any, msgspec.field(default=None, name=k))
+         for k, a in _ARG_KEYS.items()]
         # metadata events: GPU labels and thread names (UNSET tells an absent key from a null)
         + [("labels", Any, msgspec.UNSET), ("name", Any, msgspec.UNSET)],
         gc=False,
@@ -283,7 +291,7 @@ class _Source:
     def _array(self, pos: int) -> Iterator[list[Any]]:
         buf = self.buf
         n = len(buf)
-        chunk = min(_CHUNK_BYTES, max(_MIN_CHUNK_BYTES, n // 16))
+        chunk = min(_CHUNK_BYTES, n if n <= _ONE_PIECE_BYTES else max(_MIN_CHUNK_BYTES, n // 16))
         while True:
             target = pos + chunk
             m = _CUT_RE.search(buf, target) if target < n else None
