@@ -66,10 +66,11 @@ if msgspec is not None:
         gc=False,
     )
     _DECODER: Any = msgspec.json.Decoder(list[_EventStruct])
+    _WHOLE_DECODER: Any = msgspec.json.Decoder(dict[str, msgspec.Raw])  # a document's top-level values
     _NO_ARGS: Any = _ArgsStruct()
     _TYPED: tuple[type, ...] = (_EventStruct,)
 else:  # pragma: no cover
-    _DECODER = _NO_ARGS = None
+    _DECODER = _NO_ARGS = _WHOLE_DECODER = None
     _TYPED = ()
 _TRAILING_RE = re.compile(r"trailing characters \(byte (\d+)\)")
 # Bytes -> events, in chunks
@@ -270,6 +271,11 @@ class _Source:
             line, _ = _line_col(buf, start)
             raise InputError(f"not JSON: the file starts with {buf[start:start + 16]!r}; expected a "
                              f"Chrome-trace JSON object or array", file=self.file, row=line, field="json")
+        if self.typed and len(buf) <= min(_CHUNK_BYTES, _ONE_PIECE_BYTES):
+            whole = self._typed_whole()
+            if whole is not None:
+                yield whole
+                return
         m = _KEY_RE.search(buf, start)
         head = None
         if m is not None:
@@ -357,6 +363,32 @@ class _Source:
                               self.file, "the document")
         self.replaced += bad
         self.top.update(more)
+
+    def _typed_whole(self) -> list[Any] | None:
+        """Typed decode of a small document in one call: its events, with its other keys as ``top``.
+
+        The document is split into its top-level values without building them (``msgspec.Raw``);
+        ``traceEvents`` is decoded by the typed decoder, every other key by :mod:`json`, exactly as
+        the piece-by-piece path decodes them.  None where that path must decide (invalid UTF-8, a
+        value msgspec refuses, no ``traceEvents`` array), which then runs as usual.
+        """
+        if _WHOLE_DECODER is None or not _valid_utf8(self.buf):
+            return None
+        try:
+            doc = _WHOLE_DECODER.decode(self.buf)
+            raw_events = doc.pop("traceEvents")
+        except (msgspec.DecodeError, KeyError):
+            return None
+        try:  # the whole document was checked to be valid UTF-8 above
+            events = _DECODER.decode(raw_events)
+        except msgspec.DecodeError:
+            return None
+        try:
+            top = {k: json.loads(bytes(v)) for k, v in doc.items()}
+        except ValueError:
+            return None
+        self.top = top
+        return events
 
     def _typed_last(self, pos: int) -> tuple[list[Any], int] | None:
         """Typed decode of the last piece: the events and the offset just past the array's end."""
