@@ -270,7 +270,7 @@ class _Collector:
         # the fields every role uses, taken once for all complete events
         xs = evs[xi]
         x = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
-             "tid": _get(xs, "tid"), "args": _get(xs, "args")}
+             "tid": _shared(_get(xs, "tid")), "args": _get(xs, "args")}  # one int object per thread
         # the span of all timed events, and a sample of timestamps for the unit check
         ts, st = _numbers(x["ts"])
         du, sd = _numbers(x["dur"])
