@@ -113,23 +113,33 @@ raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 
 Decoding and cache
 ------------------
-gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  The event
-array is then decoded in pieces of a sixteenth of the file (256 KiB to 1 MiB), cut between
+gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  A document
+of at most 1 MiB (a typical rank file) is split into its top-level values once and its events
+decoded in one call.  A larger event array is decoded in pieces of a sixteenth of the file (256
+KiB to 1 MiB; at most 1 MiB for files under 4 MiB), cut between
 top-level events (a cut anywhere else fails to decode and is moved on, so only valid cuts are
 used), and each piece is reduced to numpy columns of the few fields the tables need before the
 next is decoded; equal names share one string.  A piece is decoded by ``msgspec`` into typed
 records that declare only the fields the tables use (``ph``, ``cat``, ``name``, ``pid``, ``tid``,
 ``ts``, ``dur`` and a few ``args`` keys): every other field is skipped without building Python
-objects.  Wherever the typed decoder could differ from the standard library -- invalid UTF-8
+objects, and CPU-op shapes (``Input Dims``, ``Input type``) stay raw JSON text, written as the
+``ops`` columns' text once per distinct value.  What repeats from rank to rank -- the kind of
+each distinct (kernel name, category), the text of each distinct shape -- is computed once per
+process (bounded memos), so the second and later files of a job skip that work.
+Wherever the typed decoder could differ from the standard library -- invalid UTF-8
 anywhere in the piece, malformed JSON, ``NaN`` or lone-surrogate escapes, a non-object entry or
 ``args`` -- that piece is decoded by :mod:`json` instead, so rows, ledger entries and errors are
 the same either way (without ``msgspec`` installed every piece takes the :mod:`json` path).  Peak
-memory stays near the size of the JSON text plus one piece's objects (about 1.5-1.9x the text on
-the 9.8 MB bundled trace; the first read in a process adds some one-time initialisation).  The
+memory stays near the size of the JSON text plus one piece's objects (on a 43 MB trace a read adds
+about 1.5x the text to the resident set the first time in a process -- one-time initialisation
+included -- and about 1.0x later).  The
 Parquet cache (one file per trace under :func:`default_cache_dir`, holding all four tables as
 plain uncompressed columns, the metadata and the ledger) is keyed by the SHA-256 of the file's
 bytes, :data:`READER_VERSION` and the options that change the tables; the rank is resolved after
 loading, so a renamed copy of a file is a cache hit that still takes its rank from its own name.
+Several processes (Dask workers) may share one cache directory: each writes a temporary file of
+its own (process and thread in the name) and renames it into place, so a reader sees a whole entry
+or none, and two workers writing the same entry write the same bytes.
 """
 
 from __future__ import annotations
@@ -653,7 +663,10 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         A ``distributed.Client``: each file becomes one task (:func:`read_trace` on a worker, which
         also reads and fills the cache there -- a shared cache directory lets workers and later
         serial reads reuse it), gathered as they complete with the same progress bar; the merge,
-        time-base shift and flags are those of the serial path, so the result is identical.
+        time-base shift and flags are those of the serial path, so the result is identical.  At
+        most twice as many tasks as the cluster has worker threads are in flight, and each result
+        is released on its worker once gathered, so a worker's memory holds one file being parsed
+        and a few finished ones whatever the number of files.
         None (default) reads the files one at a time in this process.
 
     Returns
