@@ -90,6 +90,8 @@ def _numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     status = np.zeros(n, dtype=np.int8)
     if not n:
         return np.zeros(0, dtype=np.float64), status
+    if values.dtype == np.int64:  # ids the collector already held as integers (see _compact_ids)
+        return values, status
     kinds = set(map(type, values))
     if kinds <= {int}:
         try:
@@ -170,6 +172,20 @@ def _shared(values: np.ndarray) -> np.ndarray:
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
     return table[np.where(codes < 0, len(uniques), codes)]
+
+
+def _compact_ids(values: np.ndarray) -> np.ndarray:
+    """Return an id column of only in-range ints as int64 (no int object per event); else as it is.
+
+    :func:`_numbers` reads either form alike; :meth:`_Collector.table` joins pieces of both forms
+    as objects.
+    """
+    if len(values) and set(map(type, values)) == {int}:
+        try:
+            return values.astype(np.int64)
+        except OverflowError:  # an integer beyond int64: kept exactly, for the ledger
+            pass
+    return values
 
 
 def _timing(x: Mapping[str, np.ndarray], pos: np.ndarray) -> dict[str, np.ndarray]:
@@ -324,6 +340,8 @@ class _Collector:
         none = np.full(len(args), None, dtype=object)
         for key in self._GPU_ARGS:
             cols[key] = _get(args, key) if key in present else none
+        for key in ("correlation", "External id"):
+            cols[key] = _compact_ids(cols[key])
         seq_keys = [k for k in _SEQ_KEYS if k in present]
         cols["seq"] = _first_present(args, seq_keys) if seq_keys else none
         graph = np.zeros(len(args), dtype=bool)
@@ -337,7 +355,7 @@ class _Collector:
                  rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
         return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos],
-                "correlation": _get(args, "correlation")}
+                "correlation": _compact_ids(_get(args, "correlation"))}
 
     def _span(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
@@ -356,7 +374,7 @@ class _Collector:
         none = np.full(len(args), None, dtype=object)
         cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
         typed = len(args) > 0 and not isinstance(args[0], dict)
-        cols["External id"] = _get(args, "External id") if "External id" in present else none
+        cols["External id"] = _compact_ids(_get(args, "External id")) if "External id" in present else none
         for key in ("Input Dims", "Input type"):
             cols[key] = _json_texts(_get(args, key), typed) if key in present else none
         return cols
@@ -365,7 +383,13 @@ class _Collector:
         parts = self.parts[which]
         if not parts:
             return {}
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        out = {}
+        for k in parts[0]:
+            arrays = [p[k] for p in parts]
+            if len({a.dtype for a in arrays}) > 1 and any(a.dtype == object for a in arrays):
+                arrays = [a.astype(object) for a in arrays]  # int64 ids beside objects: ints again
+            out[k] = np.concatenate(arrays)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------
