@@ -33,10 +33,35 @@ shifted by the trace's span plus 1 ms, with correlation, External id and flow id
 unique; metadata events once).  It has a real trace's shape and mix of events, but is not a
 recorded trace.
 
+Fleet shape (issue 15), ``--ranks N``: one run times
+
+* HTA and fleetlib, as above, on one *small* file (DLRM rank 0, 0.9 MB of JSON) and one *large*
+  one (the synthetic-from-real AllReduce trace, ``--scale`` copies: 49 MB of JSON at 5);
+* a set of N rank files built from the bundled 8-rank DLRM job (file ``r`` is rank ``r % 8``'s
+  trace with ``distributedInfo`` rank ``r`` of N and its timestamps shifted by a per-rank jitter of
+  0-50 µs; its events, fields and size stay those of the real file), read by
+  :func:`~fleetlib.program.read_traces` (``cache=False``) on a local Dask cluster of 1 and of 2
+  worker processes (one thread each, started and warmed -- imports and a first read done --
+  before the clock);
+  the workers' and this process's peak resident memory are reported;
+* the *floor* for the same set, in this one process: read the bytes, gunzip, and decode the events
+  with the reader's own typed decoder (the fields the tables need, nothing built from them).
+
+The last line printed is::
+
+    traces: hta_ratio_small=A hta_ratio_large=B rss_over_json=C speedup_2_workers=D ratio_to_floor_1024=E
+
+A and B: HTA's load time over fleetlib's, *warm* (the second load in a child: the per-file cost a
+pass over many files pays; the cold figures are in the table); C: fleetlib's peak memory above its
+imports over the large file's JSON size, *cold* (the first load in a fresh process, the higher
+one); D: the N-file set on 1 worker over on 2; E: the N-file set on 1 worker over the floor (both
+one process at a time).  Targets: A >= 4, B >= 8, C <= 1.5, D >= 1.6, E <= 2.
+
 Usage::
 
     .venv/bin/python benchmarks/traces.py                 # all traces, 3 repeats
     .venv/bin/python benchmarks/traces.py --repeats 1 --scale 0 --json
+    .venv/bin/python benchmarks/traces.py --ranks 1024    # fleet shape; the last line as above
 """
 
 from __future__ import annotations
@@ -44,7 +69,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
+import random
+import re
 import statistics
 import subprocess
 import sys
@@ -57,6 +85,9 @@ DATA = ROOT / "data" / "traces"
 HTA_VERSION = "0.5.0"
 BENCH_DIR = Path(tempfile.gettempdir()) / "fleetlib_bench"
 TARGETS = {"hta_over_ours": 5.0, "peak_over_json": 2.0, "parse_over_reload": 20.0}
+FLEET_TARGETS = {"hta_ratio_small": (">=", 4.0), "hta_ratio_large": (">=", 8.0), "rss_over_json": ("<=", 1.5),
+                 "speedup_2_workers": (">=", 1.6), "ratio_to_floor_1024": ("<=", 2.0)}
+FLEET_VERSION = "1"  # bump when the way the rank files are built changes
 
 # The children print one JSON line.  Memory in KiB.  Linux: writing "5" to /proc/self/clear_refs
 # resets the peak resident set (VmHWM) to the current one, so the peak after the call, minus the
@@ -190,6 +221,123 @@ def scaled_trace(src: Path, copies: int, out: Path) -> Path:
     return out
 
 
+_TS_RE = re.compile(rb'"ts": (\d+)')
+_DIST_RE = re.compile(rb'"distributedInfo": \{[^}]*\}')
+
+
+def _rank_file(args: tuple[Path, int, int, Path]) -> None:
+    """Write rank ``rank`` of ``world``: ``src`` with its rank rewritten and timestamps jittered."""
+    src, rank, world, out = args
+    text = gzip.decompress(src.read_bytes())
+    jitter = random.Random(rank).randint(0, 50)  # µs, the same for every event of the rank
+    text = _TS_RE.sub(lambda m: b'"ts": %d' % (int(m.group(1)) + jitter), text)
+    dist = b'"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d}' % (rank, world)
+    text = _DIST_RE.sub(lambda m: dist, text, count=1)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_bytes(gzip.compress(text, compresslevel=6))
+    os.replace(tmp, out)
+
+
+def rank_set(ranks: int, out: Path) -> list[Path]:
+    """Build (once) ``ranks`` rank files from the bundled 8-rank DLRM job; return them, by rank."""
+    sources = sorted((DATA / "dlrm_8rank").glob("*.json.gz"))
+    out.mkdir(parents=True, exist_ok=True)
+    files = [out / f"rank{r:05d}.pt.trace.json.gz" for r in range(ranks)]
+    todo = [(sources[r % len(sources)], r, ranks, f) for r, f in enumerate(files) if not f.exists()]
+    if todo:
+        print(f"building {len(todo)} rank files in {out} (once) ...", file=sys.stderr)
+        with multiprocessing.get_context("spawn").Pool(min(len(todo), os.cpu_count() or 1)) as pool:
+            pool.map(_rank_file, todo, chunksize=16)
+    return files
+
+
+# The fleet children: the set on a local Dask cluster, and the floor.  Memory in KiB.
+_FLEET_CHILD = _MEMORY + r"""
+import json, logging, sys, time
+logging.getLogger("distributed").setLevel(logging.ERROR)
+import distributed
+from fleetlib.program.traces import read_traces
+folder, workers = sys.argv[1], int(sys.argv[2])
+def warm():
+    import fleetlib.program.readers.kineto  # noqa: F401  (imports done before the clock)
+def worker_peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    client.run(warm)
+    # warm: the imports and a first read on every worker (a long-lived cluster has done both)
+    from pathlib import Path
+    read_traces(sorted(Path(folder).iterdir())[:2 * workers], cache=False, progress=False, client=client)
+    base = baseline()
+    t0, c0 = time.perf_counter(), time.process_time()
+    traces = read_traces(folder, cache=False, progress=False, client=client)
+    out = {"s": time.perf_counter() - t0, "client_cpu_s": time.process_time() - c0,
+           "client_peak_kib": peak() - base, "kernels": len(traces.kernels), "ranks": len(traces.ranks),
+           "partitioned_by_rank": bool(traces.kernels["rank"].is_monotonic_increasing),
+           "worker_peak_kib": sorted(client.run(worker_peak).values())}
+print(json.dumps(out))
+"""
+
+_FLOOR_CHILD = r"""
+import json, sys, time, zlib
+from fleetlib.program.readers._decode import _DECODER, _WHOLE_DECODER
+files = sys.argv[1:]
+events = 0
+t0, c0 = time.perf_counter(), time.process_time()
+for f in files:
+    with open(f, "rb") as fh:
+        raw = fh.read()
+    text = zlib.decompress(raw, wbits=31)
+    events += len(_DECODER.decode(_WHOLE_DECODER.decode(text)["traceEvents"]))
+print(json.dumps({"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "events": events}))
+"""
+
+
+def fleet(files: list[Path], workers: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
+    """Time the set on 1 and 2 Dask workers and the floor, each in a fresh child."""
+    folder = files[0].parent
+    sample = files[:8]
+    out: dict[str, Any] = {"files": len(files), "gz_bytes": sum(f.stat().st_size for f in files),
+                           "json_bytes": sum(json_size(f) for f in sample) * len(files) / len(sample)}
+    out["floor"] = run_child([sys.executable, "-c", _FLOOR_CHILD, *map(str, files)])
+    for w in workers:
+        out[f"workers_{w}"] = run_child([sys.executable, "-c", _FLEET_CHILD, str(folder), str(w)])
+        print(f"measured {len(files)} files on {w} worker(s)", file=sys.stderr)
+    return out
+
+
+def fleet_line(small: dict[str, Any], large: dict[str, Any],
+               sets: dict[str, Any]) -> tuple[str, dict[str, float]]:
+    """The last line: ``traces: hta_ratio_small=A ...`` and its values."""
+    values = {
+        "hta_ratio_small": small["hta_over_ours_warm"],
+        "hta_ratio_large": large["hta_over_ours_warm"],
+        "rss_over_json": large["peak_over_json_cold"],
+        "speedup_2_workers": sets["workers_1"]["s"] / sets["workers_2"]["s"],
+        "ratio_to_floor_1024": sets["workers_1"]["s"] / sets["floor"]["s"],
+    }
+    return "traces: " + " ".join(f"{k}={v:.2f}" for k, v in values.items()), values
+
+
+def fleet_report(small: dict[str, Any], large: dict[str, Any], sets: dict[str, Any]) -> str:
+    """The fleet-shape table: the two files, the set on 1 and 2 workers, the floor, the targets."""
+    lines = [report([small, large]), ""]
+    n, floor = sets["files"], sets["floor"]
+    lines.append(f"{n} rank files: {sets['gz_bytes'] / 1e6:.1f} MB gzipped, about "
+                 f"{sets['json_bytes'] / 1e6:.0f} MB of JSON, {floor['events']:,} events")
+    lines.append(f"{'run':28} {'wall s':>7} {'ms/file':>8} {'client MB':>9} {'worker peak MB':>15}")
+    lines.append(f"{'floor (gunzip + decode)':28} {floor['s']:7.2f} {floor['s'] / n * 1e3:8.2f}")
+    for key in sorted(k for k in sets if k.startswith("workers_")):
+        r = sets[key]
+        peaks = "/".join(f"{p / 1024:.0f}" for p in r["worker_peak_kib"])
+        lines.append(f"{'fleetlib, ' + key.split('_')[1] + ' Dask worker(s)':28} {r['s']:7.2f} "
+                     f"{r['s'] / n * 1e3:8.2f} {r['client_peak_kib'] / 1024:9.0f} {peaks:>15}")
+    lines.append("")
+    lines.append("targets: " + ", ".join(f"{k} {op} {v:g}" for k, (op, v) in FLEET_TARGETS.items()))
+    return "\n".join(lines)
+
+
 def run_child(command: list[str]) -> dict[str, Any]:
     """Run a child that prints one JSON line last; return it."""
     res = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT,
@@ -264,6 +412,26 @@ def report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def main_fleet(args: argparse.Namespace, hta: Path, allreduce: Path, dlrm: list[Path]) -> int:
+    """The fleet-shape run (``--ranks N``): print the table, then the ``traces:`` line last."""
+    large_file = scaled_trace(allreduce, args.scale,
+                              BENCH_DIR / f"synthetic_from_real_allreduce_x{args.scale}.json.gz")
+    small = measure("small: dlrm_rank0", dlrm[:1], hta, args.repeats)
+    print("measured the small file", file=sys.stderr)
+    large = measure(f"large: allreduce x{args.scale}", [large_file], hta, args.repeats)
+    print("measured the large file", file=sys.stderr)
+    files = rank_set(args.ranks, BENCH_DIR / f"fleet_dlrm_{args.ranks}_v{FLEET_VERSION}")
+    sets = fleet(files)
+    line, values = fleet_line(small, large, sets)
+    if args.json:
+        print(json.dumps({"targets": FLEET_TARGETS, "hta_version": HTA_VERSION, "small": small,
+                          "large": large, "set": sets, "values": values}, indent=1))
+    else:
+        print(fleet_report(small, large, sets))
+    print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the table (or JSON) and return 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -274,12 +442,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="trace names to run (allreduce, dlrm_rank0, dlrm_8rank, "
                                                   "synthetic)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--ranks", type=int, default=0,
+                        help="fleet shape: this many rank files built from the DLRM job, read on 1 and 2 "
+                             "Dask workers against the floor, with HTA on one small and one large file (0: "
+                             "the per-trace table above)")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.scale < 0:
-        parser.error("--repeats must be >= 1 and --scale >= 0")
+    if args.repeats < 1 or args.scale < 0 or args.ranks < 0:
+        parser.error("--repeats must be >= 1, --scale and --ranks >= 0")
+    if args.ranks and not args.scale:
+        parser.error("--ranks needs the large file: --scale >= 1")
     hta = hta_python(args.venv)
     allreduce = DATA / "hta_nccl_allreduce_rank-0.json.gz"
     dlrm = sorted((DATA / "dlrm_8rank").glob("*.json.gz"))
+    if args.ranks:
+        return main_fleet(args, hta, allreduce, dlrm)
     cases: list[tuple[str, list[Path]]] = [
         ("allreduce", [allreduce]), ("dlrm_rank0", dlrm[:1]), ("dlrm_8rank", dlrm),
     ]

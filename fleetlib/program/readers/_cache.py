@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +116,16 @@ def _write_cache(path: Path, built: _Built, ledger: Ledger) -> None:
     table = pa.table(arrays).replace_schema_metadata(
         {b"fleetlib.trace": json.dumps(payload, default=str).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # a name no other process or thread writes: workers sharing the directory never mix their bytes,
+    # and the rename is atomic, so a reader sees a whole file or none
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}-{uuid.uuid4().hex[:8]}.tmp")
     # uncompressed, plain-encoded, no statistics: a larger file that decodes several times faster
-    pq.write_table(table, tmp, compression="none", use_dictionary=False, write_statistics=False)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp, compression="none", use_dictionary=False, write_statistics=False)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():  # a failed write leaves no partial file behind
+            tmp.unlink()
 
 
 def _read_cache(path: Path, file: str) -> tuple[_Built, Ledger] | None:

@@ -21,7 +21,15 @@ try:  # typed, column-projected decoding; the stdlib path is complete without it
 except ImportError:  # pragma: no cover - msgspec is a declared dependency
     msgspec = None
 
-from fleetlib.program.readers._decode import _ARG_KEYS, _ATTRS, _NO_ARGS, _TYPED, _map_unique, _objects
+from fleetlib.program.readers._decode import (
+    _ARG_KEYS,
+    _ATTRS,
+    _NO_ARGS,
+    _RAW_ARGS,
+    _TYPED,
+    _map_unique,
+    _objects,
+)
 from fleetlib.quality import Ledger, RowBook
 
 # Kineto activity categories (libkineto ActivityType.h) by role in the tables
@@ -82,6 +90,8 @@ def _numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     status = np.zeros(n, dtype=np.int8)
     if not n:
         return np.zeros(0, dtype=np.float64), status
+    if values.dtype == np.int64:  # ids the collector already held as integers (see _compact_ids)
+        return values, status
     kinds = set(map(type, values))
     if kinds <= {int}:
         try:
@@ -162,6 +172,20 @@ def _shared(values: np.ndarray) -> np.ndarray:
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
     return table[np.where(codes < 0, len(uniques), codes)]
+
+
+def _compact_ids(values: np.ndarray) -> np.ndarray:
+    """Return an id column of only in-range ints as int64 (no int object per event); else as it is.
+
+    :func:`_numbers` reads either form alike; :meth:`_Collector.table` joins pieces of both forms
+    as objects.
+    """
+    if len(values) and set(map(type, values)) == {int}:
+        try:
+            return values.astype(np.int64)
+        except OverflowError:  # an integer beyond int64: kept exactly, for the ledger
+            pass
+    return values
 
 
 def _timing(x: Mapping[str, np.ndarray], pos: np.ndarray) -> dict[str, np.ndarray]:
@@ -262,7 +286,7 @@ class _Collector:
         # the fields every role uses, taken once for all complete events
         xs = evs[xi]
         x = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
-             "tid": _get(xs, "tid"), "args": _get(xs, "args")}
+             "tid": _shared(_get(xs, "tid")), "args": _get(xs, "args")}  # one int object per thread
         # the span of all timed events, and a sample of timestamps for the unit check
         ts, st = _numbers(x["ts"])
         du, sd = _numbers(x["dur"])
@@ -316,6 +340,8 @@ class _Collector:
         none = np.full(len(args), None, dtype=object)
         for key in self._GPU_ARGS:
             cols[key] = _get(args, key) if key in present else none
+        for key in ("correlation", "External id"):
+            cols[key] = _compact_ids(cols[key])
         seq_keys = [k for k in _SEQ_KEYS if k in present]
         cols["seq"] = _first_present(args, seq_keys) if seq_keys else none
         graph = np.zeros(len(args), dtype=bool)
@@ -329,13 +355,16 @@ class _Collector:
                  rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
         return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos],
-                "correlation": _get(args, "correlation")}
+                "correlation": _compact_ids(_get(args, "correlation"))}
 
     def _span(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
         cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
         for key in self._SPAN_ARGS:
             cols[key] = _get(args, key)
+        if len(args) and not isinstance(args[0], dict):  # typed records keep shapes as raw JSON: decode
+            for key in _RAW_ARGS:
+                cols[key] = _objects(map(_decode_raw, cols[key]), len(args))
         cols["seq"] = _first_present(args, _SEQ_KEYS)
         return cols
 
@@ -345,7 +374,7 @@ class _Collector:
         none = np.full(len(args), None, dtype=object)
         cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
         typed = len(args) > 0 and not isinstance(args[0], dict)
-        cols["External id"] = _get(args, "External id") if "External id" in present else none
+        cols["External id"] = _compact_ids(_get(args, "External id")) if "External id" in present else none
         for key in ("Input Dims", "Input type"):
             cols[key] = _json_texts(_get(args, key), typed) if key in present else none
         return cols
@@ -354,7 +383,13 @@ class _Collector:
         parts = self.parts[which]
         if not parts:
             return {}
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        out = {}
+        for k in parts[0]:
+            arrays = [p[k] for p in parts]
+            if len({a.dtype for a in arrays}) > 1 and any(a.dtype == object for a in arrays):
+                arrays = [a.astype(object) for a in arrays]  # int64 ids beside objects: ints again
+            out[k] = np.concatenate(arrays)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -475,15 +510,45 @@ def _ids(values: np.ndarray, rows: np.ndarray, book: _Book | None, field_: str) 
 
 
 
-_NOT_INTEGER_LISTS = re.compile(rb'["{.eEtfn]')  # text, objects, floats, true / false / null
+_NOT_INTEGER_LISTS = re.compile(rb'["{.eEtfn]|-0(?![0-9])')  # text, objects, floats, literals, -0
+_JSON_WHITESPACE = b" \t\n\r"
+#: Raw JSON text of a shape value -> its ``json.dumps`` text, kept across files (ranks share shapes).
+_TEXT_MEMO: dict[bytes, str | None] = {}
+_TEXT_MEMO_LIMIT = 100_000
+
+
+def _decode_raw(value: Any) -> Any:
+    """Return the value a :class:`msgspec.Raw` holds (None stays None)."""
+    return None if value is None else msgspec.json.decode(value)
+
+
+def _raw_text(raw: bytes) -> str | None:
+    """``json.dumps`` text of the JSON value ``raw`` (None for ``null``), remembered across files.
+
+    Lists of integers (shapes) are written by spacing their compact form; anything else is
+    decoded and written by :func:`json.dumps`.
+    """
+    text = _TEXT_MEMO.get(raw)
+    if text is not None or raw in _TEXT_MEMO:
+        return text
+    compact = raw.translate(None, _JSON_WHITESPACE) if not _NOT_INTEGER_LISTS.search(raw) else b""
+    if compact:
+        text = compact.decode().replace(",", ", ")
+    else:
+        value = msgspec.json.decode(raw)
+        text = None if value is None else json.dumps(value, ensure_ascii=False)
+    if len(_TEXT_MEMO) >= _TEXT_MEMO_LIMIT:
+        _TEXT_MEMO.clear()
+    _TEXT_MEMO[raw] = text
+    return text
 
 
 def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
     """JSON text of each value (``json.dumps`` separators), None where the value is missing.
 
-    Values are grouped by an exact key (the typed decoder's values by their compact JSON encoding,
-    others by ``repr``) and each distinct value is written once: lists of integers (shapes) by
-    spacing the compact encoding, anything else by ``json.dumps``.  Escaped invalid UTF-8 bytes
+    The typed decoder hands over raw JSON text (:class:`msgspec.Raw`): each distinct text is
+    written once per process (:func:`_raw_text`).  The :mod:`json` path's values are grouped by
+    ``repr`` and each distinct value written by :func:`json.dumps`.  Escaped invalid UTF-8 bytes
     (lone surrogates, stdlib path only) pass through as they are, for :func:`_clean`.
     """
     n = len(values)
@@ -495,17 +560,16 @@ def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
         if have.any():
             out[have] = _json_texts(values[have], typed)
         return out
-    keys = _objects(map(msgspec.json.encode if typed else repr, values), n)
+    if typed:
+        keys = _objects(map(bytes, values), n)
+        codes, uniques = pd.factorize(keys)
+        return _objects(map(_raw_text, uniques), len(uniques))[codes]
+    keys = _objects(map(repr, values), n)
     codes, uniques = pd.factorize(keys)
     first = np.zeros(len(uniques), dtype=np.int64)
     first[codes[::-1]] = np.arange(n)[::-1]  # a row holding each distinct value
     texts = np.empty(len(uniques), dtype=object)
-    for j, (key, i) in enumerate(zip(uniques, first, strict=True)):  # distinct values: a handful
+    for j, i in enumerate(first):  # distinct values: a handful
         v = values[i]
-        if v is None:
-            texts[j] = None
-        elif typed and not _NOT_INTEGER_LISTS.search(key):
-            texts[j] = key.decode().replace(",", ", ")
-        else:
-            texts[j] = json.dumps(v, ensure_ascii=False)
+        texts[j] = None if v is None else json.dumps(v, ensure_ascii=False)
     return texts[codes]

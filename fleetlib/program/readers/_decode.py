@@ -30,6 +30,9 @@ except ImportError:  # pragma: no cover - msgspec is a declared dependency
 
 _CHUNK_BYTES = 1 << 20        # largest piece of the event array decoded at once
 _MIN_CHUNK_BYTES = 256 << 10  # smallest (a file is cut into about 16 pieces between the two)
+#: Text up to this size is not cut below ``_CHUNK_BYTES`` (a sub-MB rank file is one piece): a
+#: piece's fixed cost (a decode call, one pass of column building) outweighs the memory it saves.
+_ONE_PIECE_BYTES = 4 << 20
 _KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT_RE = re.compile(rb"\}\s*,\s*\{")
 # The keys of an event's args that the tables use (JSON key -> attribute of the typed record)
@@ -42,13 +45,18 @@ _ARG_KEYS: dict[str, str] = {
     "graph id": "graph_id_", "graphId": "graphid", "graph_id": "graph_id", "graph node id": "graph_node_id_",
     "graphNodeId": "graphnodeid",
 }
+#: Arg keys the typed decoder keeps as raw JSON text (a :class:`msgspec.Raw` view of the piece).
+_RAW_ARGS = frozenset({"Input Dims", "Input type"})
 _EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
 _ATTRS: dict[str, Any] = {k: attrgetter(a) for k, a in {**_ARG_KEYS, **{k: k for k in _EVENT_KEYS}}.items()}
 
 if msgspec is not None:
     _ArgsStruct = msgspec.defstruct(
         "_ArgsStruct",
-        [(a, Any, msgspec.field(default=None, name=k)) for k, a in _ARG_KEYS.items()]
+        # shapes stay undecoded JSON text (msgspec.Raw): the ops table keeps them as text, and a
+        # list of lists per CPU op is the costliest value a trace holds
+        [(a, msgspec.Raw if k in _RAW_ARGS else Any, msgspec.field(default=None, name=k))
+         for k, a in _ARG_KEYS.items()]
         # metadata events: GPU labels and thread names (UNSET tells an absent key from a null)
         + [("labels", Any, msgspec.UNSET), ("name", Any, msgspec.UNSET)],
         gc=False,
@@ -58,10 +66,11 @@ if msgspec is not None:
         gc=False,
     )
     _DECODER: Any = msgspec.json.Decoder(list[_EventStruct])
+    _WHOLE_DECODER: Any = msgspec.json.Decoder(dict[str, msgspec.Raw])  # a document's top-level values
     _NO_ARGS: Any = _ArgsStruct()
     _TYPED: tuple[type, ...] = (_EventStruct,)
 else:  # pragma: no cover
-    _DECODER = _NO_ARGS = None
+    _DECODER = _NO_ARGS = _WHOLE_DECODER = None
     _TYPED = ()
 _TRAILING_RE = re.compile(r"trailing characters \(byte (\d+)\)")
 # Bytes -> events, in chunks
@@ -262,6 +271,11 @@ class _Source:
             line, _ = _line_col(buf, start)
             raise InputError(f"not JSON: the file starts with {buf[start:start + 16]!r}; expected a "
                              f"Chrome-trace JSON object or array", file=self.file, row=line, field="json")
+        if self.typed and len(buf) <= min(_CHUNK_BYTES, _ONE_PIECE_BYTES):
+            whole = self._typed_whole()
+            if whole is not None:
+                yield whole
+                return
         m = _KEY_RE.search(buf, start)
         head = None
         if m is not None:
@@ -283,7 +297,7 @@ class _Source:
     def _array(self, pos: int) -> Iterator[list[Any]]:
         buf = self.buf
         n = len(buf)
-        chunk = min(_CHUNK_BYTES, max(_MIN_CHUNK_BYTES, n // 16))
+        chunk = min(_CHUNK_BYTES, n if n <= _ONE_PIECE_BYTES else max(_MIN_CHUNK_BYTES, n // 16))
         while True:
             target = pos + chunk
             m = _CUT_RE.search(buf, target) if target < n else None
@@ -349,6 +363,32 @@ class _Source:
                               self.file, "the document")
         self.replaced += bad
         self.top.update(more)
+
+    def _typed_whole(self) -> list[Any] | None:
+        """Typed decode of a small document in one call: its events, with its other keys as ``top``.
+
+        The document is split into its top-level values without building them (``msgspec.Raw``);
+        ``traceEvents`` is decoded by the typed decoder, every other key by :mod:`json`, exactly as
+        the piece-by-piece path decodes them.  None where that path must decide (invalid UTF-8, a
+        value msgspec refuses, no ``traceEvents`` array), which then runs as usual.
+        """
+        if _WHOLE_DECODER is None or not _valid_utf8(self.buf):
+            return None
+        try:
+            doc = _WHOLE_DECODER.decode(self.buf)
+            raw_events = doc.pop("traceEvents")
+        except (msgspec.DecodeError, KeyError):
+            return None
+        try:  # the whole document was checked to be valid UTF-8 above
+            events = _DECODER.decode(raw_events)
+        except msgspec.DecodeError:
+            return None
+        try:
+            top = {k: json.loads(bytes(v)) for k, v in doc.items()}
+        except ValueError:
+            return None
+        self.top = top
+        return events
 
     def _typed_last(self, pos: int) -> tuple[list[Any], int] | None:
         """Typed decode of the last piece: the events and the offset just past the array's end."""

@@ -246,6 +246,42 @@ def _assign_steps(t: np.ndarray, steps: pd.DataFrame) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(inside, k[jj], 0).astype(np.int64), ~inside)
 
 
+#: Per classifier (by fingerprint): (name, category) -> kind, filled as traces are read.  The ranks
+#: of a job launch the same kernels, so after the first file classification is a dictionary lookup
+#: per distinct name instead of every pattern searched in every name.
+_KIND_MEMO: dict[str, dict[tuple[str, str], str]] = {}
+_KIND_MEMO_LIMIT = 200_000  # distinct (name, category) pairs kept per classifier before starting over
+
+
+def _kinds(classifier: Classifier, names: np.ndarray, cats: np.ndarray) -> np.ndarray:
+    """``classifier.kinds(names, cats)``, each distinct (name, category) classified once per process."""
+    n = len(names)
+    if not n:
+        return classifier.kinds(names, cats)
+    try:
+        name_codes, name_uniques = pd.factorize(names, use_na_sentinel=False)
+        cat_codes, cat_uniques = pd.factorize(cats, use_na_sentinel=False)
+    except TypeError:  # unhashable values in a malformed trace: classify them as they are
+        return classifier.kinds(names, cats)
+    pair = name_codes.astype(np.int64) * len(cat_uniques) + cat_codes
+    pair_codes, pair_uniques = pd.factorize(pair)
+    u_names = np.asarray(name_uniques, dtype=object)[pair_uniques // len(cat_uniques)]
+    u_cats = np.asarray(cat_uniques, dtype=object)[pair_uniques % len(cat_uniques)]
+    if not all(isinstance(v, str) for v in u_names) or not all(isinstance(v, str) for v in u_cats):
+        return classifier.kinds(names, cats)
+    memo = _KIND_MEMO.setdefault(classifier.fingerprint(), {})
+    keys = list(zip(u_names.tolist(), u_cats.tolist(), strict=True))
+    found = [memo.get(k) for k in keys]  # a local copy: another thread may clear the memo meanwhile
+    new = [i for i, kind in enumerate(found) if kind is None]
+    if new:
+        if len(memo) + len(new) > _KIND_MEMO_LIMIT:
+            memo.clear()
+        for i, kind in zip(new, classifier.kinds(u_names[new], u_cats[new]).tolist(), strict=True):
+            found[i] = memo[keys[i]] = kind
+    per = _objects(found, len(found))
+    return per[pair_codes]
+
+
 @dataclass
 class _Built:
     kernels: pd.DataFrame
@@ -330,7 +366,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     if no_stream.any():
         book.note("stream_unknown", f"{int(no_stream.sum())} GPU activities carry no stream (no args.stream, "
                                     f"no numeric tid): stream set to -1")
-    kind = opts.classifier.kinds(names, cats)
+    kind = _kinds(opts.classifier, names, cats)
     if col.odd_args:
         book.note("args_not_object", f"{col.odd_args} GPU events have 'args' that is not an object: ignored")
 

@@ -113,23 +113,33 @@ raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 
 Decoding and cache
 ------------------
-gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  The event
-array is then decoded in pieces of a sixteenth of the file (256 KiB to 1 MiB), cut between
+gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  A document
+of at most 1 MiB (a typical rank file) is split into its top-level values once and its events
+decoded in one call.  A larger event array is decoded in pieces of a sixteenth of the file (256
+KiB to 1 MiB; at most 1 MiB for files under 4 MiB), cut between
 top-level events (a cut anywhere else fails to decode and is moved on, so only valid cuts are
 used), and each piece is reduced to numpy columns of the few fields the tables need before the
 next is decoded; equal names share one string.  A piece is decoded by ``msgspec`` into typed
 records that declare only the fields the tables use (``ph``, ``cat``, ``name``, ``pid``, ``tid``,
 ``ts``, ``dur`` and a few ``args`` keys): every other field is skipped without building Python
-objects.  Wherever the typed decoder could differ from the standard library -- invalid UTF-8
+objects, and CPU-op shapes (``Input Dims``, ``Input type``) stay raw JSON text, written as the
+``ops`` columns' text once per distinct value.  What repeats from rank to rank -- the kind of
+each distinct (kernel name, category), the text of each distinct shape -- is computed once per
+process (bounded memos), so the second and later files of a job skip that work.
+Wherever the typed decoder could differ from the standard library -- invalid UTF-8
 anywhere in the piece, malformed JSON, ``NaN`` or lone-surrogate escapes, a non-object entry or
 ``args`` -- that piece is decoded by :mod:`json` instead, so rows, ledger entries and errors are
 the same either way (without ``msgspec`` installed every piece takes the :mod:`json` path).  Peak
-memory stays near the size of the JSON text plus one piece's objects (about 1.5-1.9x the text on
-the 9.8 MB bundled trace; the first read in a process adds some one-time initialisation).  The
+memory stays near the size of the JSON text plus one piece's objects (on a 43 MB trace a read adds
+about 1.5x the text to the resident set the first time in a process -- one-time initialisation
+included -- and about 1.0x later).  The
 Parquet cache (one file per trace under :func:`default_cache_dir`, holding all four tables as
 plain uncompressed columns, the metadata and the ledger) is keyed by the SHA-256 of the file's
 bytes, :data:`READER_VERSION` and the options that change the tables; the rank is resolved after
 loading, so a renamed copy of a file is a cache hit that still takes its rank from its own name.
+Several processes (Dask workers) may share one cache directory: each writes a temporary file of
+its own (process and thread in the name) and renames it into place, so a reader sees a whole entry
+or none, and two workers writing the same entry write the same bytes.
 """
 
 from __future__ import annotations
@@ -141,6 +151,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -542,9 +553,21 @@ def _progress(items: Iterable[Any], enabled: bool, total: int) -> Iterable[Any]:
     return tqdm(items, desc="traces", unit="file", total=total)
 
 
+def _worker_threads(client: Any) -> int:
+    """Return the number of worker threads of a Dask client's cluster (1 when it cannot say)."""
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    except Exception:  # a client without a scheduler view (a test double): one at a time
+        return 1
+
+
 def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, errors: str,
-              client: Any) -> tuple[list[TraceRead], TraceLedger]:
+              client: Any, in_flight: int | None = None) -> tuple[list[TraceRead], TraceLedger]:
     """Read every file, serially or as one Dask task per file; return the reads in file order.
+
+    On Dask at most ``in_flight`` tasks (default twice the cluster's worker threads) are submitted
+    at a time, so a worker's memory holds a bounded number of files however many are read.
 
     An :class:`InputError` raises (``errors="raise"``) or becomes a rejected ``file`` row.
     """
@@ -560,20 +583,35 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
     else:
         from distributed import as_completed
 
-        futures = [client.submit(read_trace, f, pure=False, **kw)
-                   for f, kw in zip(files, kwargs, strict=True)]
-        index = {f.key: i for i, f in enumerate(futures)}
+        # a bounded window of tasks in flight: a finished read is gathered (and freed on its worker)
+        # before the next file is submitted, so no worker holds more than a few files' tables
+        window = max(1, in_flight or 2 * _worker_threads(client))
+        pending = iter(range(len(files)))
+        live: dict[str, tuple[int, Any]] = {}  # the futures not yet gathered, by key
+
+        def submit(i: int) -> Any:
+            fut = client.submit(read_trace, files[i], pure=False, **kwargs[i])
+            live[fut.key] = (i, fut)
+            return fut
+
+        running = as_completed([submit(i) for i in islice(pending, window)])
         try:
-            for fut in _progress(as_completed(futures), progress, len(futures)):
-                i = index[fut.key]
+            for fut in _progress(running, progress, len(files)):
+                i, _ = live.pop(fut.key)
                 try:
                     results[i] = fut.result()
                 except InputError as exc:
                     if errors == "raise":
                         raise
                     results[i] = exc
+                del fut  # the last reference: the worker frees the result
+                nxt = next(pending, None)
+                if nxt is not None:
+                    running.add(submit(nxt))
         finally:
-            client.cancel([f for f in futures if not f.done()])
+            if live:
+                client.cancel([f for _, f in live.values()])
+            running.clear()
     reads: list[TraceRead] = []
     failures = Ledger()
     for p, res in zip(files, results, strict=True):
@@ -585,15 +623,86 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
     return reads, failures
 
 
+def _same_categories(arrays: Sequence[Any]) -> bool:
+    first = arrays[0].dtype
+    return all(a.dtype is first or (len(a.categories) == len(first.categories)
+                                    and a.categories.equals(first.categories)) for a in arrays[1:])
+
+
+def _union_categorical(arrays: Sequence[pd.Categorical]) -> pd.Categorical:
+    """Return the categorical ``astype("category")`` makes of the joined values, from the codes.
+
+    Categories: the distinct values present, sorted (code point order, as pandas sorts text).
+    """
+    used = [a.categories.to_numpy(dtype=object)[np.unique(a.codes[a.codes >= 0])] for a in arrays]
+    distinct = pd.unique(np.concatenate(used))
+    if not all(isinstance(v, str) for v in distinct):  # not met in practice: pandas decides
+        values = np.concatenate([np.asarray(a, dtype=object) for a in arrays])
+        return pd.Series(values, dtype=object).astype("category").array
+    cats = pd.Index(sorted(distinct), dtype="str")
+    codes = []
+    for a in arrays:
+        to_union = np.append(cats.get_indexer(a.categories), -1)  # code -1 (missing) stays -1
+        codes.append(to_union[a.codes].astype(np.int32))
+    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)  # distinct by construction
+    dtype = fast(cats, False) if fast is not None else pd.CategoricalDtype(cats)
+    return pd.Categorical.from_codes(np.concatenate(codes), dtype=dtype, validate=False)
+
+
+def _concat_column(arrays: list[Any], free: bool) -> Any:
+    """One column of the merged table, as ``pd.concat`` makes it (free categories re-derived).
+
+    Categorical columns are joined by their codes when every rank has the same categories; with
+    different ones a free categorical takes the sorted union of the values present (what joining
+    the values and ``astype("category")`` gives) and any other becomes objects (``pd.concat``'s
+    result).  Comparing dtypes pairwise as ``pd.concat`` does costs time quadratic in the number
+    of ranks; this is linear.
+    """
+    first = arrays[0]
+    if isinstance(first.dtype, pd.CategoricalDtype):
+        if all(isinstance(a.dtype, pd.CategoricalDtype) for a in arrays) and _same_categories(arrays):
+            codes = np.concatenate([a.codes for a in arrays])
+            return pd.Categorical.from_codes(codes, dtype=first.dtype, validate=False)
+        if free and all(isinstance(a.dtype, pd.CategoricalDtype) for a in arrays):
+            return _union_categorical(arrays)
+        values = pd.Series(np.concatenate([np.asarray(a, dtype=object) for a in arrays]), dtype=object)
+        return values.astype("category").array if free else values
+    if any(a.dtype != first.dtype for a in arrays[1:]):  # not met in practice: pandas decides
+        return pd.concat([pd.Series(a) for a in arrays], ignore_index=True).array
+    if isinstance(first, np.ndarray):
+        joined = np.concatenate(arrays)
+        # an object column stays object (a bare object array would be inferred as text)
+        return pd.Series(joined, dtype=object, copy=False) if joined.dtype == object else joined
+    return type(first)._concat_same_type(arrays)  # Int64, text and other extension arrays
+
+
+def _column_arrays(frame: pd.DataFrame) -> list[Any]:
+    """Return the frame's columns as arrays (``frame[c]`` builds a Series per call: far slower)."""
+    get = getattr(frame, "_get_column_array", None)
+    if get is None:  # pragma: no cover - every supported pandas has it
+        return [frame[c].array for c in frame.columns]
+    return [get(i) for i in range(frame.shape[1])]
+
+
 def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame, free_categories: Sequence[str]) -> pd.DataFrame:
+    """All ranks' frames in one table (what ``pd.concat(frames, ignore_index=True)`` gives), in linear time.
+
+    Free categories (``free_categories``) that differ between ranks are unioned.
+    """
     frames = [f for f in frames if len(f)]
     if not frames:
         return empty
-    out = pd.concat(frames, ignore_index=True)
-    for c in free_categories:  # categories that differ between ranks: union them
-        if not isinstance(out[c].dtype, pd.CategoricalDtype):
-            out[c] = out[c].astype("category")
-    return out
+    names = list(frames[0].columns)
+    if any(list(f.columns) != names for f in frames[1:]):  # not met in practice: pandas aligns
+        out = pd.concat(frames, ignore_index=True)
+        for c in free_categories:
+            if not isinstance(out[c].dtype, pd.CategoricalDtype):
+                out[c] = out[c].astype("category")
+        return out
+    per_frame = [_column_arrays(f) for f in frames]
+    columns = {c: _concat_column([arrays[i] for arrays in per_frame], c in free_categories)
+               for i, c in enumerate(names)}
+    return pd.DataFrame(columns, copy=False)
 
 
 def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = True, progress: bool = True,
@@ -625,7 +734,10 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         A ``distributed.Client``: each file becomes one task (:func:`read_trace` on a worker, which
         also reads and fills the cache there -- a shared cache directory lets workers and later
         serial reads reuse it), gathered as they complete with the same progress bar; the merge,
-        time-base shift and flags are those of the serial path, so the result is identical.
+        time-base shift and flags are those of the serial path, so the result is identical.  At
+        most twice as many tasks as the cluster has worker threads are in flight, and each result
+        is released on its worker once gathered, so a worker's memory holds one file being parsed
+        and a few finished ones whatever the number of files.
         None (default) reads the files one at a time in this process.
 
     Returns
