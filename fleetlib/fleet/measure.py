@@ -325,42 +325,47 @@ def _timeline_reader(fmt: str) -> Any:
     }[fmt]
 
 
-def _read_timelines(
-    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
-    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
-    read = _timeline_reader(man.timeline_format)
-    owner: dict[str, str] = {}
-    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
-    steps, events = [], []
-    for path in man.timeline_files:
-        tables, tl_ledger = read(str(path))
-        ledger.extend(tl_ledger)
-        s, e = tables.steps.copy(), tables.events.copy()
-        for frame in (s, e):
-            ids = frame["job_id"].astype(str)
-            frame["job_id"] = ids.map(lambda j: man.job_map.get(j, j)) if man.job_map else ids
-        rel = man.relative(path)
-        # a steps file and an events file of one job are one timeline; two files with steps (or with
-        # events) of one job are two timelines
-        for table, frame in (("steps", s), ("events", e)):
-            for job in sorted(set(frame["job_id"])):
-                other = seen.get((job, table))
-                if other is not None and other != rel:
-                    raise InputError(
-                        f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
-                        "one timeline; merge them or map one to another job with job_map)",
-                        file=str(man.file),
-                        field="timelines.files",
-                    )
-                seen[(job, table)] = rel
-                owner.setdefault(job, rel)
-        steps.append(s)
-        events.append(e)
-    s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
-    e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+def _mapped_tables(tables: Any, job_map: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return copies of a timeline file's steps and events, job ids as text mapped by ``job_map``."""
+    s, e = tables.steps.copy(), tables.events.copy()
+    for frame in (s, e):
+        ids = frame["job_id"].astype(str)
+        frame["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
+    return s, e
+
+
+def _register_timeline(
+    man: FleetManifest,
+    rel: str,
+    jobs_by_table: Mapping[str, Any],
+    owner: dict[str, str],
+    seen: dict[tuple[str, str], str],
+) -> None:
+    """Record which file holds each job's steps and events; refuse a job whose steps (or events) are in two.
+
+    A steps file and an events file of one job are one timeline; two files with steps (or with events)
+    of one job are two timelines.
+    """
+    for table in ("steps", "events"):
+        for job in sorted(set(jobs_by_table[table])):
+            other = seen.get((job, table))
+            if other is not None and other != rel:
+                raise InputError(
+                    f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
+                    "one timeline; merge them or map one to another job with job_map)",
+                    file=str(man.file),
+                    field="timelines.files",
+                )
+            seen[(job, table)] = rel
+            owner.setdefault(job, rel)
+
+
+def _flag_unknown_jobs(
+    owner: Mapping[str, str], known: set[str], scheduled: set[str], rows: Mapping[str, int], ledger: Ledger
+) -> None:
+    """Count timeline rows of jobs held outside the window; flag (and count) jobs the scheduler lacks."""
     for job in sorted(set(owner) - known):
-        n = int((s_all["job_id"] == job).sum() + (e_all["job_id"] == job).sum())
+        n = int(rows.get(job, 0))
         if job in scheduled:  # an allocation, but none of its held time lies in the window
             ledger.count_unused("timeline rows of jobs held outside the window", n)
             continue
@@ -372,6 +377,32 @@ def _read_timelines(
             job_id=job,
         )
         ledger.count_unused("timeline rows of jobs unknown to the scheduler", n)
+
+
+def _read_timelines(
+    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
+    read = _timeline_reader(man.timeline_format)
+    owner: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
+    steps, events = [], []
+    for path in man.timeline_files:
+        tables, tl_ledger = read(str(path))
+        ledger.extend(tl_ledger)
+        s, e = _mapped_tables(tables, man.job_map)
+        ids = {"steps": s["job_id"], "events": e["job_id"]}
+        _register_timeline(man, man.relative(path), ids, owner, seen)
+        steps.append(s)
+        events.append(e)
+    s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
+    e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    unknown = set(owner) - known
+    rows: dict[str, int] = {}
+    if unknown:
+        counts = pd.concat([s_all["job_id"], e_all["job_id"]]).value_counts()
+        rows = {j: int(counts.get(j, 0)) for j in unknown}
+    _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     keep_s = s_all["job_id"].isin(known).to_numpy() if len(s_all) else np.zeros(0, bool)
     keep_e = e_all["job_id"].isin(known).to_numpy() if len(e_all) else np.zeros(0, bool)
     joined = {j: f for j, f in owner.items() if j in known}
