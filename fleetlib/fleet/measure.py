@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,6 +482,41 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     jobs["steps_in_timeline"] = counts.reindex(jobs.index).fillna(0).astype(int)
 
 
+def _timelines_into_jobs(
+    man: FleetManifest,
+    jobs: pd.DataFrame,
+    scheduled: set[str],
+    window: Window,
+    ledger: Ledger,
+    client: Any,
+    progress: bool,
+) -> None:
+    """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
+
+    Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
+    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`)
+    and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
+    """
+    if client is None:
+        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+    else:
+        from fleetlib.fleet.engine import dask_runtime_per_job
+
+        runtime, joined, owner = dask_runtime_per_job(
+            man, jobs, scheduled, window, ledger, client, progress=progress
+        )
+    _check_job_keys(man, owner, joined, ledger)
+    jobs["observed"] = jobs.index.isin(list(joined))
+    jobs["timeline"] = [joined.get(j) for j in jobs.index]
+    if client is None:
+        _runtime_per_job(steps, events, window, jobs)
+        return
+    before = set(jobs.columns)
+    _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
+    for col in [c for c in runtime.columns if c not in before]:
+        jobs.loc[runtime.index, col] = runtime[col]
+
+
 def _runtime_columns(jobs: pd.DataFrame) -> None:
     """Zombies, unobserved time, the residual and the corrected productive time, per job."""
     obs = jobs["observed"].to_numpy()
@@ -541,8 +577,13 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
     return conventions
 
 
-def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str, dict[str, Any]]:
-    """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage."""
+def _traces(
+    jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger, client: Any = None
+) -> dict[str, dict[str, Any]]:
+    """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage.
+
+    With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
+    """
     from fleetlib.program.collectives import program_summary
     from fleetlib.program.traces import read_traces, trace_files
 
@@ -551,7 +592,7 @@ def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str,
         if job not in jobs.index:
             continue
         files = trace_files(list(paths))
-        ts = read_traces(files, cache=False, progress=False)
+        ts = read_traces(files, cache=False, progress=False, client=client)
         ledger.extend(ts.ledger)
         part = pd.DataFrame.from_records(program_summary(ts.kernels, ts.steps)["partition"])
         sums = part[list(TRACE_PARTS)].sum()
@@ -799,7 +840,14 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def measure_fleet(
-    manifest_or_path: str | Path | FleetManifest, *, window: Any = None, engine: str = "pandas"
+    manifest_or_path: str | Path | FleetManifest,
+    *,
+    window: Any = None,
+    engine: str = "pandas",
+    workers: int | None = None,
+    client: Any = None,
+    memory_limit: str | int | None = None,
+    progress: bool | None = None,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -811,7 +859,21 @@ def measure_fleet(
         Override of the manifest's window (anything :meth:`fleetlib.accounting.Window.parse` takes);
         default the manifest's, else the scheduler records' capacity span.
     engine
-        ``"pandas"``.  ``"dask"`` (fleet scale) is not there yet and raises.
+        ``"pandas"`` (one process) or ``"dask"`` (fleet scale: each timeline file -- a partition of
+        many jobs' canonical timelines -- is one task on a ``distributed`` worker, traces are parsed in
+        parallel, the scheduler records are read once here; see :mod:`fleetlib.fleet.engine`).  Both
+        give the same numbers.
+    workers
+        ``engine="dask"`` without ``client``: worker processes of the LocalCluster started for this
+        call (one thread each; default 2).
+    client
+        ``engine="dask"``: a ``distributed.Client`` to run on (left open).
+    memory_limit
+        ``engine="dask"`` without ``client``: memory limit per worker (default
+        :data:`fleetlib.fleet.engine.DEFAULT_MEMORY_PER_WORKER`).
+    progress
+        ``engine="dask"``: show a progress bar over timeline files on stderr (default: when stderr is a
+        terminal).
 
     Returns
     -------
@@ -825,17 +887,27 @@ def measure_fleet(
         A bad bundle: see :func:`~fleetlib.fleet.manifest.load_manifest`; two timelines for one job; a
         model config or traces for a job with no timeline; a window outside the records.
     DomainError
-        An unknown engine, or ``engine="dask"``.
+        An unknown engine; ``workers``, ``client`` or ``memory_limit`` with ``engine="pandas"``.
     fleetlib.quality.ChainMismatchError
         The factors do not chain (a bug in the join, never expected here).
     """
+    if engine not in ("pandas", "dask"):
+        raise DomainError(f"engine must be 'pandas' or 'dask'; got {engine!r}")
+    if engine == "pandas" and (workers is not None or client is not None or memory_limit is not None):
+        raise DomainError("workers=, client= and memory_limit= are options of engine='dask'")
     if engine == "dask":
-        raise DomainError(
-            "engine='dask' is not yet available for measure_fleet: fleet scale on Dask is a later "
-            "step; use engine='pandas'"
-        )
-    if engine != "pandas":
-        raise DomainError(f"engine must be 'pandas' (or, later, 'dask'); got {engine!r}")
+        from fleetlib.fleet.engine import dask_client
+
+        show = sys.stderr.isatty() if progress is None else bool(progress)
+        with dask_client(client, workers, memory_limit) as dask:
+            return _measure(manifest_or_path, window, dask, show)
+    return _measure(manifest_or_path, window, None, False)
+
+
+def _measure(
+    manifest_or_path: str | Path | FleetManifest, window: Any, client: Any, progress: bool
+) -> FleetMeasurement:
+    """:func:`measure_fleet` on the pandas engine (``client`` None) or on Dask."""
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
@@ -852,18 +924,14 @@ def measure_fleet(
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
     scheduled = set(records.allocations["job_id"].astype(str))
-    steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
-    _check_job_keys(man, owner, joined, ledger)
-    jobs["observed"] = jobs.index.isin(list(joined))
-    jobs["timeline"] = [joined.get(j) for j in jobs.index]
-    _runtime_per_job(steps, events, win, jobs)
+    _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
     r = _runtime_factor(jobs, win, held_total)
     p = _program_factor(jobs, win, r, conventions)
     product = mpg(s, r, p)
-    traces = _traces(jobs, man, ledger)
+    traces = _traces(jobs, man, ledger, client)
     obs = jobs[jobs["observed"]]
     obs_held = float(obs["held_device_s"].sum())
     runtime_observed = {
