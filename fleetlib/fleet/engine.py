@@ -73,7 +73,7 @@ def dask_client(
             threads_per_worker=1,
             processes=True,
             memory_limit=memory_limit or DEFAULT_MEMORY_PER_WORKER,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: several clusters may run side by side
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as new,
