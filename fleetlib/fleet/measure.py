@@ -25,6 +25,12 @@
    the sample's coverage (rank-steps traced / retained steps x devices).
 5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
    R.numerator = P.denominator in device-seconds.
+
+Two engines give the same numbers: ``engine="pandas"`` reads every timeline in this process;
+``engine="dask"`` (:mod:`fleetlib.fleet.engine`) measures each timeline file -- at fleet scale one
+partition of many jobs' canonical timelines -- as one task on a ``distributed`` cluster and parses
+the traces there.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`
+(re-exported here).
 """
 
 from __future__ import annotations
