@@ -434,41 +434,6 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     jobs["steps_in_timeline"] = counts.reindex(jobs.index).fillna(0).astype(int)
 
 
-def _timelines_into_jobs(
-    man: FleetManifest,
-    jobs: pd.DataFrame,
-    scheduled: set[str],
-    window: Window,
-    ledger: Ledger,
-    client: Any,
-    progress: bool,
-) -> None:
-    """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
-
-    Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
-    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`)
-    and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
-    """
-    if client is None:
-        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
-    else:
-        from fleetlib.fleet.engine import dask_runtime_per_job
-
-        runtime, joined, owner = dask_runtime_per_job(
-            man, jobs, scheduled, window, ledger, client, progress=progress
-        )
-    _check_job_keys(man, owner, joined, ledger)
-    jobs["observed"] = jobs.index.isin(list(joined))
-    jobs["timeline"] = [joined.get(j) for j in jobs.index]
-    if client is None:
-        _runtime_per_job(steps, events, window, jobs)
-        return
-    before = set(jobs.columns)
-    _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
-    for col in [c for c in runtime.columns if c not in before]:
-        jobs.loc[runtime.index, col] = runtime[col]
-
-
 def _runtime_columns(jobs: pd.DataFrame) -> None:
     """Zombies, unobserved time, the residual and the corrected productive time, per job."""
     obs = jobs["observed"].to_numpy()
@@ -571,6 +536,41 @@ def _traces(
             "device-time (an explanation of P's loss, sampled; not a second partition of P)",
         }
     return out
+
+
+def _timelines_into_jobs(
+    man: FleetManifest,
+    jobs: pd.DataFrame,
+    scheduled: set[str],
+    window: Window,
+    ledger: Ledger,
+    client: Any,
+    progress: bool,
+) -> None:
+    """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
+
+    Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
+    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`)
+    and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
+    """
+    if client is None:
+        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+    else:
+        from fleetlib.fleet.engine import dask_runtime_per_job
+
+        runtime, joined, owner = dask_runtime_per_job(
+            man, jobs, scheduled, window, ledger, client, progress=progress
+        )
+    _check_job_keys(man, owner, joined, ledger)
+    jobs["observed"] = jobs.index.isin(list(joined))
+    jobs["timeline"] = [joined.get(j) for j in jobs.index]
+    if client is None:
+        _runtime_per_job(steps, events, window, jobs)
+        return
+    before = set(jobs.columns)
+    _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
+    for col in [c for c in runtime.columns if c not in before]:
+        jobs.loc[runtime.index, col] = runtime[col]
 
 
 # ---------------------------------------------------------------------------------------------------
