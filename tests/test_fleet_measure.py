@@ -149,11 +149,11 @@ def test_removing_one_timeline_moves_its_job_to_unobserved(tmp_path: Path,
         mpg(again.scheduling, measured.runtime, again.program)
 
 
-def test_dask_engine_is_not_there_yet() -> None:
-    with pytest.raises(DomainError, match="not yet"):
-        measure_fleet(BUNDLE, engine="dask")
+def test_unknown_engines_and_dask_options_on_pandas_are_refused() -> None:
     with pytest.raises(DomainError, match="engine must be"):
         measure_fleet(BUNDLE, engine="spark")
+    with pytest.raises(DomainError, match="options of engine='dask'"):
+        measure_fleet(BUNDLE, workers=2)
 
 
 def test_the_json_object_has_the_issue_keys(measured: FleetMeasurement) -> None:

@@ -3,13 +3,20 @@
 * :mod:`fleetlib.fleet.manifest` -- ``fleet.yaml``: load, validate, every path inside the bundle;
 * :mod:`fleetlib.fleet.measure` -- :func:`measure_fleet`: S, R over the scheduler's held time, P over
   R's productive time, MPG with the chain checked, waterfall, levers, cost;
+* :mod:`fleetlib.fleet.results` -- the loss vocabularies, factors from the per-job table, pools,
+  cohorts, waterfall and levers;
+* :mod:`fleetlib.fleet.engine` -- ``engine="dask"``: each timeline file (a partition) one task on a
+  ``distributed`` cluster;
 * :mod:`fleetlib.fleet.synth` -- :func:`synth_fleet`: a joint synthetic bundle in real formats with
   its truth file;
+* :mod:`fleetlib.fleet.scale` -- :func:`synth_fleet_scale`: a fleet-scale bundle (a month of 16,384
+  devices), vectorised, with partitioned canonical timelines;
 * :mod:`fleetlib.fleet.commands` -- ``fleetlib fleet`` and ``fleetlib synth fleet``.
 """
 
 from fleetlib.fleet.manifest import FleetManifest, load_manifest
 from fleetlib.fleet.measure import FleetMeasurement, measure_fleet
+from fleetlib.fleet.scale import synth_fleet_scale
 from fleetlib.fleet.synth import SyntheticFleetBundle, synth_fleet
 
 __all__ = [
@@ -19,4 +26,5 @@ __all__ = [
     "load_manifest",
     "measure_fleet",
     "synth_fleet",
+    "synth_fleet_scale",
 ]

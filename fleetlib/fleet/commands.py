@@ -48,9 +48,9 @@ def run_fleet(
     window
         ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
     engine
-        ``"pandas"`` (``"dask"`` is not there yet and raises).
+        ``"pandas"`` or ``"dask"`` (a LocalCluster of ``workers`` processes; a progress bar on stderr).
     workers
-        Dask workers (for ``engine="dask"``, later).
+        Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
 
     Returns
     -------
@@ -61,7 +61,10 @@ def run_fleet(
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
-    return measure_fleet(manifest, window=None if window is None else list(window), engine=engine).to_dict()
+    win = None if window is None else list(window)
+    if engine == "dask":
+        return measure_fleet(manifest, window=win, engine="dask", workers=workers, progress=True).to_dict()
+    return measure_fleet(manifest, window=win, engine=engine).to_dict()
 
 
 def run_synth_fleet(
@@ -189,8 +192,10 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         metavar=("START", "END"),
         help="ISO 8601 times with a zone (default: the manifest's window)",
     )
-    p.add_argument("--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: not yet)")
-    p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask workers (default 2)")
+    p.add_argument(
+        "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
+    )
+    p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask worker processes (default 2)")
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_fleet, render=render_fleet)
 

@@ -25,12 +25,18 @@
    the sample's coverage (rank-steps traced / retained steps x devices).
 5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
    R.numerator = P.denominator in device-seconds.
+
+Two engines give the same numbers: ``engine="pandas"`` reads every timeline in this process;
+``engine="dask"`` (:mod:`fleetlib.fleet.engine`) measures each timeline file -- at fleet scale one
+partition of many jobs' canonical timelines -- as one task on a ``distributed`` cluster and parses
+the traces there.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`
+(re-exported here).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +52,27 @@ from fleetlib.accounting import (
     Window,
     cost_per_useful_hour,
     mpg,
-    rank_levers,
 )
 from fleetlib.fleet.manifest import FleetManifest, load_manifest
+from fleetlib.fleet.results import (  # noqa: F401  (re-exported: the old import paths keep working)
+    _RUNG_LOSSES,
+    _RUNTIME_CONVENTION,
+    COHORT_EDGES,
+    LOSS_OWNERS,
+    PROGRAM_LOSSES,
+    RUNTIME_LOSSES,
+    TRACE_PARTS,
+    _cohorts,
+    _job_records,
+    _job_waterfall,
+    _levers,
+    _nonneg_losses,
+    _pools,
+    _program_factor,
+    _runtime_factor,
+    _text,
+    _waterfall,
+)
 from fleetlib.quality import DomainError, InputError, Ledger
 
 __all__ = [
@@ -59,77 +83,6 @@ __all__ = [
     "FleetMeasurement",
     "measure_fleet",
 ]
-
-#: Runtime losses of the fleet's R partition (device-seconds), in report order.
-RUNTIME_LOSSES: tuple[str, ...] = (
-    "startup",
-    "input_wait",
-    "checkpoint",
-    "recovery",
-    "rework",
-    "preemption",
-    "evaluation",
-    "idle",
-    "progress_at_risk",
-    "timeline_unattributed",
-    "zombie",
-    "unobserved",
-    "reconciliation_residual",
-)
-#: Program losses of the fleet's P partition (device-seconds).
-PROGRAM_LOSSES: tuple[str, ...] = ("step_time_above_baseline", "below_ideal_rate", "unobserved")
-#: Parts of the trace partition a traced job's productive time is split into.
-TRACE_PARTS: tuple[str, ...] = (
-    "compute",
-    "exposed_comm",
-    "peer_wait",
-    "exposed_memcpy",
-    "host_dispatch",
-    "idle",
-)
-#: Rung categories carried over (seconds x devices) into the fleet's R partition.
-_RUNG_LOSSES = (
-    "startup",
-    "input_wait",
-    "checkpoint",
-    "recovery",
-    "rework",
-    "preemption",
-    "evaluation",
-    "idle",
-    "progress_at_risk",
-)
-#: Who usually owns each named loss (the levers table groups by it).
-LOSS_OWNERS: dict[str, str] = {
-    "partial_gang_hold": "scheduler policy",
-    "reservation": "scheduler policy",
-    "idle_with_queue": "scheduler policy",
-    "idle_empty_queue": "capacity planning",
-    "startup": "job launch and compilation",
-    "input_wait": "input pipeline",
-    "checkpoint": "checkpointing",
-    "recovery": "reliability (detection, relaunch)",
-    "rework": "checkpointing cadence and reliability",
-    "preemption": "scheduler policy",
-    "evaluation": "training recipe",
-    "idle": "job owners (teardown, hangs)",
-    "progress_at_risk": "checkpointing",
-    "timeline_unattributed": "instrumentation",
-    "zombie": "job owners and scheduler (held gangs with no step)",
-    "unobserved": "instrumentation (no timeline)",
-    "reconciliation_residual": "instrumentation (timeline vs scheduler)",
-    "step_time_above_baseline": "program (stragglers, contention; traces explain)",
-    "below_ideal_rate": "program (kernels, communication, dispatch)",
-}
-#: Upper bounds (devices, inclusive) of the job-size cohorts of the waterfall.
-COHORT_EDGES: tuple[int, ...] = (8, 64, 512)
-_RUNTIME_CONVENTION = (
-    "runtime, retrospective definition, over the scheduler's held device-time (gang complete -> release, "
-    "clipped to the window); numerator: retained steps' wall time less input waits (warm-up excess after "
-    "a (re)start is startup or recovery) x devices; held time without a timeline counted as not "
-    "productive (unobserved: R is the bound)"
-)
-
 
 @dataclass
 class FleetMeasurement:
@@ -325,42 +278,47 @@ def _timeline_reader(fmt: str) -> Any:
     }[fmt]
 
 
-def _read_timelines(
-    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
-    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
-    read = _timeline_reader(man.timeline_format)
-    owner: dict[str, str] = {}
-    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
-    steps, events = [], []
-    for path in man.timeline_files:
-        tables, tl_ledger = read(str(path))
-        ledger.extend(tl_ledger)
-        s, e = tables.steps.copy(), tables.events.copy()
-        for frame in (s, e):
-            ids = frame["job_id"].astype(str)
-            frame["job_id"] = ids.map(lambda j: man.job_map.get(j, j)) if man.job_map else ids
-        rel = man.relative(path)
-        # a steps file and an events file of one job are one timeline; two files with steps (or with
-        # events) of one job are two timelines
-        for table, frame in (("steps", s), ("events", e)):
-            for job in sorted(set(frame["job_id"])):
-                other = seen.get((job, table))
-                if other is not None and other != rel:
-                    raise InputError(
-                        f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
-                        "one timeline; merge them or map one to another job with job_map)",
-                        file=str(man.file),
-                        field="timelines.files",
-                    )
-                seen[(job, table)] = rel
-                owner.setdefault(job, rel)
-        steps.append(s)
-        events.append(e)
-    s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
-    e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+def _mapped_tables(tables: Any, job_map: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return copies of a timeline file's steps and events, job ids as text mapped by ``job_map``."""
+    s, e = tables.steps.copy(), tables.events.copy()
+    for frame in (s, e):
+        ids = frame["job_id"].astype(str)
+        frame["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
+    return s, e
+
+
+def _register_timeline(
+    man: FleetManifest,
+    rel: str,
+    jobs_by_table: Mapping[str, Any],
+    owner: dict[str, str],
+    seen: dict[tuple[str, str], str],
+) -> None:
+    """Record which file holds each job's steps and events; refuse a job whose steps (or events) are in two.
+
+    A steps file and an events file of one job are one timeline; two files with steps (or with events)
+    of one job are two timelines.
+    """
+    for table in ("steps", "events"):
+        for job in sorted(set(jobs_by_table[table])):
+            other = seen.get((job, table))
+            if other is not None and other != rel:
+                raise InputError(
+                    f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
+                    "one timeline; merge them or map one to another job with job_map)",
+                    file=str(man.file),
+                    field="timelines.files",
+                )
+            seen[(job, table)] = rel
+            owner.setdefault(job, rel)
+
+
+def _flag_unknown_jobs(
+    owner: Mapping[str, str], known: set[str], scheduled: set[str], rows: Mapping[str, int], ledger: Ledger
+) -> None:
+    """Count timeline rows of jobs held outside the window; flag (and count) jobs the scheduler lacks."""
     for job in sorted(set(owner) - known):
-        n = int((s_all["job_id"] == job).sum() + (e_all["job_id"] == job).sum())
+        n = int(rows.get(job, 0))
         if job in scheduled:  # an allocation, but none of its held time lies in the window
             ledger.count_unused("timeline rows of jobs held outside the window", n)
             continue
@@ -372,6 +330,32 @@ def _read_timelines(
             job_id=job,
         )
         ledger.count_unused("timeline rows of jobs unknown to the scheduler", n)
+
+
+def _read_timelines(
+    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
+    read = _timeline_reader(man.timeline_format)
+    owner: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
+    steps, events = [], []
+    for path in man.timeline_files:
+        tables, tl_ledger = read(str(path))
+        ledger.extend(tl_ledger)
+        s, e = _mapped_tables(tables, man.job_map)
+        ids = {"steps": s["job_id"], "events": e["job_id"]}
+        _register_timeline(man, man.relative(path), ids, owner, seen)
+        steps.append(s)
+        events.append(e)
+    s_all = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
+    e_all = pd.concat(events, ignore_index=True) if events else pd.DataFrame()
+    unknown = set(owner) - known
+    rows: dict[str, int] = {}
+    if unknown:
+        counts = pd.concat([s_all["job_id"], e_all["job_id"]]).value_counts()
+        rows = {j: int(counts.get(j, 0)) for j in unknown}
+    _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     keep_s = s_all["job_id"].isin(known).to_numpy() if len(s_all) else np.zeros(0, bool)
     keep_e = e_all["job_id"].isin(known).to_numpy() if len(e_all) else np.zeros(0, bool)
     joined = {j: f for j, f in owner.items() if j in known}
@@ -481,24 +465,34 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
     jobs["model"] = None
     jobs["model_name"] = None
     conventions: dict[str, str] = {}
-    for job, path in man.models.items():
-        if job not in jobs.index:
-            continue
-        cfg = load_model_config(path)
-        per_step = cfg["useful_flops_per_step"] / cfg["peak"].peak_flops_per_s  # ideal device-s per step
-        if int(cfg["devices"]) != int(jobs.loc[job, "devices"]):
+    mapped = pd.Series({j: str(p) for j, p in man.models.items() if j in jobs.index}, dtype=object)
+    if len(mapped):
+        # one read per config file: at fleet scale 200,000 jobs share a few dozen configs
+        configs = {Path(p): load_model_config(Path(p)) for p in sorted(set(mapped))}
+        cfg_of = {str(p): c for p, c in configs.items()}
+        job_ids = mapped.index
+        devices = jobs.loc[job_ids, "devices"].astype(int)
+        stated = mapped.map(lambda p: int(cfg_of[p]["devices"]))
+        for job in job_ids[(stated != devices).to_numpy()]:
+            path = Path(mapped[job])
             ledger.flag(
                 "model_devices_mismatch",
-                f"model config {man.relative(path)} states {cfg['devices']} "
-                f"devices, the scheduler held {int(jobs.loc[job, 'devices'])}; ideal device-time does "
+                f"model config {man.relative(path)} states {int(stated[job])} "
+                f"devices, the scheduler held {int(devices[job])}; ideal device-time does "
                 "not depend on it (useful FLOPs / peak)",
                 file=man.relative(path),
                 job_id=job,
             )
-        jobs.loc[job, "ideal_device_s"] = float(jobs.loc[job, "retained_steps"]) * per_step
-        jobs.loc[job, "model"] = man.relative(path)
-        jobs.loc[job, "model_name"] = f"{cfg['name']} / {cfg['devices']} devices"
-        conventions[job] = cfg["convention"].label
+        # ideal device-s per step: useful FLOPs / peak FLOP/s
+        per_step = mapped.map(
+            lambda p: cfg_of[p]["useful_flops_per_step"] / cfg_of[p]["peak"].peak_flops_per_s
+        )
+        jobs.loc[job_ids, "ideal_device_s"] = jobs.loc[job_ids, "retained_steps"].astype(float) * per_step
+        jobs.loc[job_ids, "model"] = mapped.map(lambda p: man.relative(Path(p)))
+        jobs.loc[job_ids, "model_name"] = mapped.map(
+            lambda p: f"{cfg_of[p]['name']} / {cfg_of[p]['devices']} devices"
+        )
+        conventions = dict(mapped.map(lambda p: cfg_of[p]["convention"].label))
     has = jobs["ideal_device_s"].notna().to_numpy()
     prod = jobs["productive_device_s"].to_numpy(float)
     above = jobs["step_time_above_baseline"].to_numpy(float)
@@ -510,8 +504,13 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
     return conventions
 
 
-def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str, dict[str, Any]]:
-    """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage."""
+def _traces(
+    jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger, client: Any = None
+) -> dict[str, dict[str, Any]]:
+    """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage.
+
+    With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
+    """
     from fleetlib.program.collectives import program_summary
     from fleetlib.program.traces import read_traces, trace_files
 
@@ -520,7 +519,7 @@ def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str,
         if job not in jobs.index:
             continue
         files = trace_files(list(paths))
-        ts = read_traces(files, cache=False, progress=False)
+        ts = read_traces(files, cache=False, progress=False, client=client)
         ledger.extend(ts.ledger)
         part = pd.DataFrame.from_records(program_summary(ts.kernels, ts.steps)["partition"])
         sums = part[list(TRACE_PARTS)].sum()
@@ -539,227 +538,39 @@ def _traces(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str,
     return out
 
 
-# ---------------------------------------------------------------------------------------------------
-# Factors, pools, waterfall, levers
-# ---------------------------------------------------------------------------------------------------
+def _timelines_into_jobs(
+    man: FleetManifest,
+    jobs: pd.DataFrame,
+    scheduled: set[str],
+    window: Window,
+    ledger: Ledger,
+    client: Any,
+    progress: bool,
+) -> None:
+    """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
 
+    Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
+    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`)
+    and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
+    """
+    if client is None:
+        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+    else:
+        from fleetlib.fleet.engine import dask_runtime_per_job
 
-def _nonneg_losses(values: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
-    losses, notes = {}, []
-    for k, v in values.items():
-        if v < 0:
-            notes.append(f"{k} is {v:.6g} device-s (negative): left to unattributed")
-        else:
-            losses[k] = float(v)
-    return losses, notes
-
-
-def _runtime_factor(jobs: pd.DataFrame, window: Window, held_total: float) -> Factor:
-    sums = {k: math.fsum(jobs[k].to_numpy(float)) for k in RUNTIME_LOSSES}
-    losses, notes = _nonneg_losses(sums)
-    return Factor(
-        boundary="runtime",
-        numerator=math.fsum(jobs["productive_device_s"].to_numpy(float)),
-        denominator=held_total,
-        window=window,
-        record="job timelines joined to the scheduler records",
-        convention="; ".join([_RUNTIME_CONVENTION, *notes]),
-        numerator_unit="device-s",
-        denominator_unit="device-s",
-        losses=losses,
-    )
-
-
-def _program_factor(
-    jobs: pd.DataFrame, window: Window, runtime: Factor, conventions: Mapping[str, str]
-) -> Factor:
-    sums = {
-        "step_time_above_baseline": math.fsum(jobs["step_time_above_baseline"].to_numpy(float)),
-        "below_ideal_rate": math.fsum(jobs["below_ideal_rate"].to_numpy(float)),
-        "unobserved": math.fsum(jobs["program_unobserved"].to_numpy(float)),
-    }
-    losses, notes = _nonneg_losses(sums)
-    names = sorted(set(conventions.values()))
-    conv = (
-        ("MFU per job (" + "; ".join(names) + ")" if names else "no model config: P unobserved")
-        + "; ideal time of the retained steps over their productive time; jobs without a model config "
-        "unobserved"
-    )
-    return Factor(
-        boundary="program",
-        numerator=math.fsum(jobs["ideal_device_s"].fillna(0.0).to_numpy()),
-        denominator=runtime.numerator,
-        window=window,
-        record="job timelines + model configs (traces explain)",
-        convention="; ".join([conv, *notes]),
-        numerator_unit="device-s",
-        denominator_unit="device-s",
-        losses=losses,
-    )
-
-
-def _waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:
-    bars = [("in_service_capacity", "total", s.denominator)]
-    for f, total in ((s, "held"), (r, "productive"), (p, "ideal")):
-        bars += [(f"{f.boundary}.{k}", "loss", v) for k, v in f.losses.items()]
-        bars.append((total, "total", f.numerator))
-    return [{"stage": n, "kind": k, "device_s": float(v), "device_h": float(v) / 3600.0} for n, k, v in bars]
-
-
-def _job_waterfall(row: pd.Series) -> dict[str, float]:
-    out = {"held": float(row["held_device_s"])}
-    out.update({f"runtime.{k}": float(row[k]) for k in RUNTIME_LOSSES if row[k]})
-    out["productive"] = float(row["productive_device_s"])
-    out.update(
-        {
-            "program.step_time_above_baseline": float(row["step_time_above_baseline"]),
-            "program.below_ideal_rate": float(row["below_ideal_rate"]),
-            "program.unobserved": float(row["program_unobserved"]),
-        }
-    )
-    out["ideal"] = float(0.0 if pd.isna(row["ideal_device_s"]) else row["ideal_device_s"])
-    return out
-
-
-def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict[str, Any]]:
-    out = {}
-    for pool in partition.pools:
-        s = partition.factor(pool)
-        sel = jobs[jobs["pool"] == pool]
-        entry: dict[str, Any] = {
-            "scheduling": s.value,
-            "capacity_device_s": s.denominator,
-            "held_device_s": s.numerator,
-            "scheduling_losses": dict(s.losses),
-        }
-        if s.numerator > 0 and len(sel):
-            r = _runtime_factor(sel, window, s.numerator)
-            entry["runtime"] = r.value
-            entry["runtime_losses"] = dict(r.losses)
-            if r.numerator > 0:
-                p = _program_factor(sel, window, r, {})
-                prod = mpg(s, r, p)
-                entry.update(
-                    program=p.value,
-                    program_losses=dict(p.losses),
-                    mpg=prod.value,
-                    job_product=prod.job_product,
-                    waterfall_device_s={
-                        f"{b['kind']}:{b['stage']}": b["device_s"] for b in _waterfall(s, r, p)
-                    },
-                )
-        out[pool] = entry
-    return out
-
-
-def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
-    edges = (0, *COHORT_EDGES, np.inf)
-    labels = [f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}" for lo, hi in itertools.pairwise(edges)]
-    cohort = pd.cut(jobs["devices"], bins=list(edges), labels=labels)
-    out = {}
-    for label, sel in jobs.groupby(cohort, observed=True):
-        held = float(sel["held_device_s"].sum())
-        prod = float(sel["productive_device_s"].sum())
-        ideal = float(sel["ideal_device_s"].fillna(0.0).sum())
-        out[str(label)] = {
-            "jobs": len(sel),
-            "held_device_s": held,
-            "productive_device_s": prod,
-            "ideal_device_s": ideal,
-            "runtime_goodput": prod / held if held > 0 else None,
-            "program_goodput": ideal / prod if prod > 0 else None,
-            "job_product": ideal / held if held > 0 else None,
-        }
-    return out
-
-
-def _levers(
-    s: Factor, r: Factor, p: Factor, jobs: pd.DataFrame, contract: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[LeverGain]]:
-    """Levers from measured ceilings, ranked by relative gain; the gain of each named loss recovered."""
-    policy = s.losses.get("idle_with_queue", 0.0) + s.losses.get("partial_gang_hold", 0.0)
-    ceilings = {"scheduling": min((s.numerator + policy) / s.denominator, 1.0), "runtime": 1.0}
-    with_cfg = jobs[jobs["ideal_device_s"].notna() & (jobs["productive_device_s"] > 0)]
-    p_ceiling, p_source = p.value, "no model config: no measured ceiling"
-    if len(with_cfg):
-        best = with_cfg.groupby("model_name")["program_goodput"].transform("max")
-        p_ceiling = float((with_cfg["productive_device_s"] * best).sum() / p.denominator)
-        p_source = "the best P measured in the window for the same model and layout"
-    stated = contract.get("program_ceiling") if isinstance(contract, Mapping) else None
-    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > p_ceiling:
-        p_ceiling, p_source = float(stated), "stated in the manifest's contract (program_ceiling)"
-    ceilings["program"] = max(min(p_ceiling, 1.0), p.value)
-    values = {"scheduling": s.value, "runtime": r.value, "program": p.value}
-    ranked = [] if min(values.values()) <= 0 else rank_levers(values, ceilings)
-    per_loss = []
-    for f in (s, r, p):
-        for k, v in f.losses.items():
-            if v > 0 and f.numerator > 0 and k != "unattributed":
-                per_loss.append(
-                    {
-                        "factor": f.boundary,
-                        "loss": k,
-                        "owner": LOSS_OWNERS.get(k, "unassigned"),
-                        "device_s": v,
-                        "relative_gain": v / f.numerator,
-                    }
-                )
-    per_loss.sort(key=lambda x: x["relative_gain"], reverse=True)
-    sources = {
-        "scheduling": "the policy losses (idle while queued, partial gangs) recovered",
-        "runtime": "every named runtime loss to zero",
-        "program": p_source,
-    }
-    return (
-        {
-            "ranked": [g.to_dict() for g in ranked],
-            "ceilings": ceilings,
-            "ceiling_sources": sources,
-            "per_loss": per_loss,
-        },
-        ranked,
-    )
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-
-
-def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    out = {}
-    for job, row in jobs.iterrows():
-
-        def num(v: Any) -> float | None:
-            return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-        held = float(row["held_device_s"])
-        out[str(job)] = {
-            "pool": str(row["pool"]),
-            "devices": int(row["devices"]),
-            "held_device_s": held,
-            "observed": bool(row["observed"]),
-            "zombie": bool(row["zombie_job"]),
-            "timeline": _text(row["timeline"]),
-            "model": _text(row["model"]),
-            "runtime_goodput": num(row["runtime_goodput"]),
-            "program_goodput": num(row["program_goodput"]),
-            "job_product": (num(row["ideal_device_s"]) or 0.0) / held
-            if held > 0 and row["observed"]
-            else None,
-            "coverage": {
-                # the share of the scheduler's held time the job's timeline covers
-                "runtime": (
-                    1.0 if row["zombie_job"] else min(float(row["timeline_held_device_s"]) / held, 1.0)
-                )
-                if held > 0 and row["observed"]
-                else 0.0,
-                "program": 1.0 if not pd.isna(row["ideal_device_s"]) else 0.0,
-            },
-            "productive_device_s": float(row["productive_device_s"]),
-            "ideal_device_s": num(row["ideal_device_s"]),
-            "waterfall_device_s": _job_waterfall(row),
-        }
-    return out
+        runtime, joined, owner = dask_runtime_per_job(
+            man, jobs, scheduled, window, ledger, client, progress=progress
+        )
+    _check_job_keys(man, owner, joined, ledger)
+    jobs["observed"] = jobs.index.isin(list(joined))
+    jobs["timeline"] = [joined.get(j) for j in jobs.index]
+    if client is None:
+        _runtime_per_job(steps, events, window, jobs)
+        return
+    before = set(jobs.columns)
+    _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
+    for col in [c for c in runtime.columns if c not in before]:
+        jobs.loc[runtime.index, col] = runtime[col]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -768,7 +579,14 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def measure_fleet(
-    manifest_or_path: str | Path | FleetManifest, *, window: Any = None, engine: str = "pandas"
+    manifest_or_path: str | Path | FleetManifest,
+    *,
+    window: Any = None,
+    engine: str = "pandas",
+    workers: int | None = None,
+    client: Any = None,
+    memory_limit: str | int | None = None,
+    progress: bool | None = None,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -780,7 +598,21 @@ def measure_fleet(
         Override of the manifest's window (anything :meth:`fleetlib.accounting.Window.parse` takes);
         default the manifest's, else the scheduler records' capacity span.
     engine
-        ``"pandas"``.  ``"dask"`` (fleet scale) is not there yet and raises.
+        ``"pandas"`` (one process) or ``"dask"`` (fleet scale: each timeline file -- a partition of
+        many jobs' canonical timelines -- is one task on a ``distributed`` worker, traces are parsed in
+        parallel, the scheduler records are read once here; see :mod:`fleetlib.fleet.engine`).  Both
+        give the same numbers.
+    workers
+        ``engine="dask"`` without ``client``: worker processes of the LocalCluster started for this
+        call (one thread each; default 2).
+    client
+        ``engine="dask"``: a ``distributed.Client`` to run on (left open).
+    memory_limit
+        ``engine="dask"`` without ``client``: memory limit per worker (default
+        :data:`fleetlib.fleet.engine.DEFAULT_MEMORY_PER_WORKER`).
+    progress
+        ``engine="dask"``: show a progress bar over timeline files on stderr (default: when stderr is a
+        terminal).
 
     Returns
     -------
@@ -794,17 +626,27 @@ def measure_fleet(
         A bad bundle: see :func:`~fleetlib.fleet.manifest.load_manifest`; two timelines for one job; a
         model config or traces for a job with no timeline; a window outside the records.
     DomainError
-        An unknown engine, or ``engine="dask"``.
+        An unknown engine; ``workers``, ``client`` or ``memory_limit`` with ``engine="pandas"``.
     fleetlib.quality.ChainMismatchError
         The factors do not chain (a bug in the join, never expected here).
     """
+    if engine not in ("pandas", "dask"):
+        raise DomainError(f"engine must be 'pandas' or 'dask'; got {engine!r}")
+    if engine == "pandas" and (workers is not None or client is not None or memory_limit is not None):
+        raise DomainError("workers=, client= and memory_limit= are options of engine='dask'")
     if engine == "dask":
-        raise DomainError(
-            "engine='dask' is not yet available for measure_fleet: fleet scale on Dask is a later "
-            "step; use engine='pandas'"
-        )
-    if engine != "pandas":
-        raise DomainError(f"engine must be 'pandas' (or, later, 'dask'); got {engine!r}")
+        from fleetlib.fleet.engine import dask_client
+
+        show = sys.stderr.isatty() if progress is None else bool(progress)
+        with dask_client(client, workers, memory_limit) as dask:
+            return _measure(manifest_or_path, window, dask, show)
+    return _measure(manifest_or_path, window, None, False)
+
+
+def _measure(
+    manifest_or_path: str | Path | FleetManifest, window: Any, client: Any, progress: bool
+) -> FleetMeasurement:
+    """:func:`measure_fleet` on the pandas engine (``client`` None) or on Dask."""
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
@@ -821,18 +663,14 @@ def measure_fleet(
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
     scheduled = set(records.allocations["job_id"].astype(str))
-    steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
-    _check_job_keys(man, owner, joined, ledger)
-    jobs["observed"] = jobs.index.isin(list(joined))
-    jobs["timeline"] = [joined.get(j) for j in jobs.index]
-    _runtime_per_job(steps, events, win, jobs)
+    _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
     r = _runtime_factor(jobs, win, held_total)
     p = _program_factor(jobs, win, r, conventions)
     product = mpg(s, r, p)
-    traces = _traces(jobs, man, ledger)
+    traces = _traces(jobs, man, ledger, client)
     obs = jobs[jobs["observed"]]
     obs_held = float(obs["held_device_s"].sum())
     runtime_observed = {
@@ -848,16 +686,22 @@ def measure_fleet(
         "program": with_cfg / prod_total if prod_total > 0 else None,
         "traces": {j: t["coverage"] for j, t in traces.items()},
     }
+    rec = obs[~obs["zombie_job"].to_numpy(bool)]
     recon = {
         "total_residual_device_s": float(jobs["reconciliation_residual"].sum()),
         "jobs": {
             str(j): {
-                "scheduler_held_device_s": float(row["held_device_s"]),
-                "timeline_held_device_s": float(row["timeline_held_device_s"]),
-                "residual_device_s": float(row["reconciliation_residual"]),
+                "scheduler_held_device_s": float(held),
+                "timeline_held_device_s": float(timeline),
+                "residual_device_s": float(residual),
             }
-            for j, row in obs.iterrows()
-            if not row["zombie_job"]
+            for j, held, timeline, residual in zip(
+                rec.index,
+                rec["held_device_s"].to_numpy(float),
+                rec["timeline_held_device_s"].to_numpy(float),
+                rec["reconciliation_residual"].to_numpy(float),
+                strict=True,
+            )
         },
         "note": "scheduler held device-time (gang complete -> release) the job's timeline does not "
         "cover; a named runtime loss, never absorbed",

@@ -1,0 +1,190 @@
+"""Benchmark: the walk at fleet scale on Dask -- floor, 1 worker, 2 workers, peak memory, in one run.
+
+* **input** -- :func:`fleetlib.fleet.scale.synth_fleet_scale`: a month of a 16,384-device fleet
+  (about 200,000 allocations in the canonical allocations Parquet, about 100 million canonical
+  timeline steps in partitioned Parquet, shared model configs, sampled Kineto traces), generated
+  once into ``/tmp/fleetlib_bench`` (keyed by devices, days and seed) in a child process and reused
+  by later runs (``--regenerate`` writes it again).  Generation is outside every timed window.
+* **floor** -- reading every Parquet column the measurement needs, once: every timeline partition
+  (all its columns: the runtime rung reads them all) and the scheduler's allocations file, with
+  pyarrow, one file after another, in a fresh process.
+* **measurement** -- :func:`fleetlib.fleet.measure.measure_fleet` with ``engine="dask"`` on a new
+  LocalCluster of 2 and then 1 worker processes (started inside the timed window), each run in a
+  fresh process.  A thread samples the resident memory (RSS) of this process and all its
+  descendants (the measuring process, the nannies, the workers) every 0.2 s; the peak of the sum is
+  reported (shared pages are counted once per process, so it is an upper bound).
+* The 1- and 2-worker results must agree (S, R, P, MPG to 1e-12) and equal the generator's truth.
+
+The last line is ``fleet: ratio_to_floor=X peak_rss_gb=Y speedup_2_workers=Z`` (X: the 2-worker
+measurement's wall time over the floor's; Y: the larger peak of the two measurements, GB decimal; Z:
+1-worker time over 2-worker time).  Targets: X <= 3, Y <= 8, Z >= 1.6.  The load average before and
+after is printed: the machine is shared, and a loaded machine lowers Z and raises X.
+
+Usage::
+
+    .venv/bin/python benchmarks/fleet.py                          # 16,384 devices x 30 days
+    .venv/bin/python benchmarks/fleet.py --devices 1024 --days 2  # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+CACHE = Path("/tmp/fleetlib_bench")
+FACTORS = ("scheduling", "runtime", "program")
+
+
+class PeakRSS:
+    """Sample the RSS of this process plus all its descendants in a thread; keep the peak sum."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._me = psutil.Process()
+
+    def _total(self) -> int:
+        total = 0
+        for proc in [self._me, *self._me.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, self._total())
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _generate(path: Path, devices: int, days: float, seed: int) -> dict[str, Any]:
+    from fleetlib.fleet.scale import synth_fleet_scale
+
+    t0 = time.perf_counter()
+    bundle = synth_fleet_scale(path, devices=devices, days=days, seed=seed)
+    return {"seconds": time.perf_counter() - t0, "allocations": bundle.truth["generator"]["allocations"]}
+
+
+def _floor(path: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    t0 = time.perf_counter()
+    rows = 0
+    files = [*sorted((path / "timelines").glob("*.parquet")), path / "scheduler" / "allocations.parquet"]
+    for f in files:
+        rows += pq.read_table(f).num_rows
+    return {"seconds": time.perf_counter() - t0, "rows": rows, "files": len(files)}
+
+
+def _measure(path: Path, workers: int) -> dict[str, Any]:
+    from fleetlib.fleet import measure_fleet
+
+    t0 = time.perf_counter()
+    m = measure_fleet(path, engine="dask", workers=workers, progress=True)
+    seconds = time.perf_counter() - t0
+    steps = int(m.jobs["steps_in_timeline"].sum())
+    return {
+        "seconds": seconds,
+        "mpg": m.mpg,
+        "factors": {f.boundary: f.value for f in (m.scheduling, m.runtime, m.program)},
+        "jobs": len(m.jobs),
+        "steps": steps,
+        "chain": {k: bool(v["holds"]) for k, v in m.product.chain.items()},
+    }
+
+
+def _child(args: argparse.Namespace, what: str, extra: list[str]) -> tuple[dict[str, Any], int]:
+    """Run this script as ``--child WHAT`` in a fresh process; return its JSON and the peak summed RSS."""
+    command = [sys.executable, __file__, "--child", what, "--path", str(args.path), "--devices",
+               str(args.devices), "--days", str(args.days), "--seed", str(args.seed), *extra]
+    with PeakRSS() as mem:
+        child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if child.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {child.returncode})")
+    return json.loads(child.stdout.strip().splitlines()[-1]), mem.peak_bytes
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    """Run the benchmark; print the report and the last line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--devices", type=int, default=16384, help="GPUs (default 16,384)")
+    parser.add_argument("--days", type=float, default=30.0, help="window length in days (default 30)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--path", type=Path, help="bundle folder to reuse or create")
+    parser.add_argument("--regenerate", action="store_true", help="write the bundle even if it exists")
+    parser.add_argument("--json", action="store_true", help="also print one JSON object")
+    parser.add_argument("--child", choices=("generate", "floor", "measure"), help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.path is None:
+        args.path = CACHE / f"fleet_{args.devices}dev_{args.days:g}d_seed{args.seed}"
+    if args.child:
+        fn = {"generate": lambda: _generate(args.path, args.devices, args.days, args.seed),
+              "floor": lambda: _floor(args.path), "measure": lambda: _measure(args.path, args.workers)}
+        print(json.dumps(fn[args.child]()))
+        return 0
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
+    report: dict[str, Any] = {"devices": args.devices, "days": args.days, "seed": args.seed,
+                              "bundle": str(args.path), "cpus": os.cpu_count(), "load_before": _load()}
+    print(f"load average before: {report['load_before']} ({os.cpu_count()} CPUs)")
+    if args.regenerate or not (args.path / "truth.json").is_file():
+        gen, _ = _child(args, "generate", [])
+        print(f"generated {gen['allocations']:,} allocations in {gen['seconds']:.1f} s -> {args.path}")
+    else:
+        print(f"reusing {args.path}")
+    truth = json.loads((args.path / "truth.json").read_text())
+    floor, floor_rss = _child(args, "floor", [])
+    print(f"floor: {floor['rows']:,} Parquet rows in {floor['files']} files read in {floor['seconds']:.2f} s "
+          f"(peak RSS {floor_rss / 1e9:.2f} GB)")
+    runs = {}
+    for workers in (2, 1):  # 2 first: on a busy machine its figures (ratio, memory) matter most
+        res, peak = _child(args, "measure", ["--workers", str(workers)])
+        res["peak_rss_gb"] = peak / 1e9
+        runs[workers] = res
+        print(f"measure_fleet(engine='dask', workers={workers}): {res['seconds']:.1f} s, "
+              f"{res['jobs']:,} jobs held, {res['steps']:,} steps, MPG {res['mpg']:.6f}, "
+              f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB")
+    same = all(math.isclose(runs[1]["factors"][f], runs[2]["factors"][f], rel_tol=1e-12) for f in FACTORS)
+    exact = all(math.isclose(runs[2]["factors"][f], truth["factors"][f]["value"], rel_tol=1e-9)
+                for f in FACTORS)
+    print(f"1 and 2 workers agree: {same}; equal to the truth file: {exact}; chain holds: "
+          f"{all(runs[2]['chain'].values())}")
+    ratio = runs[2]["seconds"] / floor["seconds"]
+    peak_gb = max(r["peak_rss_gb"] for r in runs.values())
+    speedup = runs[1]["seconds"] / runs[2]["seconds"]
+    report.update(floor=floor, runs=runs, same=same, equals_truth=exact, load_after=_load(),
+                  allocations=truth["generator"]["allocations"])
+    print(f"load average after: {report['load_after']}")
+    if args.json:
+        print(json.dumps(report))
+    print(f"fleet: ratio_to_floor={ratio:.2f} peak_rss_gb={peak_gb:.2f} speedup_2_workers={speedup:.2f}")
+    return 0 if same and exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Fleet scale on Dask: the per-job timeline work of :func:`fleetlib.fleet.measure.measure_fleet` as tasks.
+
+With ``engine="dask"`` the scheduler records are read once, in the calling process, exactly as the
+pandas engine reads them.  Each timeline file of the manifest -- at fleet scale one partition of a
+partitioned Parquet data set holding many jobs' canonical timelines -- becomes one task on a
+``distributed`` worker process: the task reads the file with the same reader, maps job ids, keeps the
+jobs the scheduler held in the window and runs the same per-job runtime accounting
+(:func:`fleetlib.fleet.measure._runtime_per_job`) on them.  The calling process gathers the per-job
+rows as they complete (a tqdm bar on stderr), checks the owners of every job in manifest order (two
+timelines for one job are refused, as by the pandas engine) and carries on with the pandas engine's
+code.  Step traces are parsed in parallel on the same cluster
+(:func:`fleetlib.program.readers.kineto.read_traces` with ``client=``).
+
+Every runtime category is a per-job sum and the fault-free step time is estimated per job, so a
+timeline measured alone gives the numbers it gives among the others: the two engines agree exactly.
+
+One constraint the pandas engine does not have: a job's steps and events must lie in one file (one
+partition), since each file is measured alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+
+from fleetlib.accounting import Window
+from fleetlib.fleet.manifest import FleetManifest
+from fleetlib.quality import DomainError, InputError, Ledger
+
+__all__ = ["DEFAULT_MEMORY_PER_WORKER", "dask_client", "dask_runtime_per_job"]
+
+#: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
+DEFAULT_MEMORY_PER_WORKER = "3GiB"
+
+
+@contextlib.contextmanager
+def dask_client(
+    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None
+) -> Iterator[Any]:
+    """Yield ``client``, or a client of a new LocalCluster of worker processes (closed on exit).
+
+    Parameters
+    ----------
+    client
+        A ``distributed.Client`` to use (left open); None starts a cluster.
+    workers
+        Worker processes of the new cluster, one thread each (default 2).
+    memory_limit
+        Memory limit per worker (default :data:`DEFAULT_MEMORY_PER_WORKER`); a worker above it is
+        paused, then restarted, by ``distributed``.
+
+    Yields
+    ------
+    distributed.Client
+        The client to submit to.
+    """
+    if client is not None:
+        yield client
+        return
+    n = 2 if workers is None else workers
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit or DEFAULT_MEMORY_PER_WORKER,
+            dashboard_address=":0",  # a free port: several clusters may run side by side
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as new,
+    ):
+        yield new
+
+
+def _measure_timeline_file(
+    fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
+) -> dict[str, Any]:
+    """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
+    from fleetlib.fleet.measure import _mapped_tables, _runtime_per_job, _timeline_reader
+
+    tables, tl_ledger = _timeline_reader(fmt)(path)
+    s, e = _mapped_tables(tables, job_map)
+    steps_jobs, events_jobs = sorted(set(s["job_id"])), sorted(set(e["job_id"]))
+    in_file = sorted(set(steps_jobs) | set(events_jobs))
+    joined = [j for j in in_file if j in held.index]
+    unknown = sorted(set(in_file) - set(joined))
+    rows: dict[str, int] = {}
+    if unknown:
+        counts = pd.concat([s["job_id"], e["job_id"]]).value_counts()
+        rows = {j: int(counts.get(j, 0)) for j in unknown}
+    keep = set(joined)
+    sub = held.loc[joined].copy()
+    sub["observed"] = True
+    sub["timeline"] = rel
+    _runtime_per_job(
+        s[s["job_id"].isin(keep)].reset_index(drop=True),
+        e[e["job_id"].isin(keep)].reset_index(drop=True),
+        window,
+        sub,
+    )
+    return {
+        "steps_jobs": steps_jobs,
+        "events_jobs": events_jobs,
+        "unknown_rows": rows,
+        "runtime": sub,
+        "ledger": tl_ledger,
+    }
+
+
+def _gather(client: Any, futures: list[Any], progress: bool) -> list[Any]:
+    """Results of ``futures`` in submission order, gathered as they complete (a tqdm bar on stderr)."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    index = {f.key: i for i, f in enumerate(futures)}
+    out: list[Any] = [None] * len(futures)
+    with tqdm(
+        total=len(futures), desc="fleet timelines", unit="file", file=sys.stderr, disable=not progress
+    ) as bar:
+        for fut in as_completed(futures):
+            out[index[fut.key]] = fut.result()
+            bar.update(1)
+    return out
+
+
+def dask_runtime_per_job(
+    man: FleetManifest,
+    jobs: pd.DataFrame,
+    scheduled: set[str],
+    window: Window,
+    ledger: Ledger,
+    client: Any,
+    *,
+    progress: bool = False,
+) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    jobs
+        The scheduler's jobs held in the window (index ``job_id``; ``pool``, ``devices``,
+        ``held_device_s``).
+    scheduled
+        Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
+    window
+        The measured window.
+    ledger
+        Receives the timeline readers' ledgers (in manifest order) and the join's flags.
+    client
+        A ``distributed.Client``.
+    progress
+        Show a progress bar over files on stderr.
+
+    Returns
+    -------
+    tuple of (DataFrame, dict, dict)
+        The runtime columns :func:`~fleetlib.fleet.measure._runtime_per_job` adds, for the joined jobs
+        (index ``job_id``); ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file,
+        every job of the timelines).
+
+    Raises
+    ------
+    InputError
+        Two timelines for one job; a job's steps and events in different files.
+    """
+    from fleetlib.fleet.measure import _flag_unknown_jobs, _register_timeline
+
+    held = client.scatter(jobs[["pool", "devices", "held_device_s"]], broadcast=True)
+    job_map = dict(man.job_map)
+    futures = [
+        client.submit(
+            _measure_timeline_file,
+            man.timeline_format,
+            str(path),
+            man.relative(path),
+            job_map,
+            held,
+            window,
+            key=f"fleet-timeline-{i}-{man.relative(path)}",
+            pure=False,
+        )
+        for i, path in enumerate(man.timeline_files)
+    ]
+    results = _gather(client, futures, progress)
+    owner: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
+    rows: dict[str, int] = {}
+    for path, res in zip(man.timeline_files, results, strict=True):
+        ledger.extend(res["ledger"])
+        rel = man.relative(path)
+        _register_timeline(
+            man, rel, {"steps": res["steps_jobs"], "events": res["events_jobs"]}, owner, seen
+        )
+        for job, n in res["unknown_rows"].items():
+            rows[job] = rows.get(job, 0) + n
+    split = sorted(
+        j for (j, t), f in seen.items() if t == "steps" and seen.get((j, "events"), f) != f
+    )
+    if split:
+        job = split[0]
+        raise InputError(
+            f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
+            f"{seen[(job, 'steps')]} and its events in {seen[(job, 'events')]}: write one job's "
+            "timeline into one file (partition), or use engine='pandas'",
+            file=str(man.file),
+            field="timelines.files",
+        )
+    known = set(jobs.index)
+    _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
+    joined = {j: f for j, f in owner.items() if j in known}
+    frames = [r["runtime"] for r in results if len(r["runtime"])]
+    runtime = pd.concat(frames) if frames else pd.DataFrame(index=pd.Index([], name=jobs.index.name))
+    return runtime, joined, owner

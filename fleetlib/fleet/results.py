@@ -1,0 +1,339 @@
+"""The fleet measurement's results: the factors from the per-job table, pools, cohorts, waterfall, levers.
+
+Split from :mod:`fleetlib.fleet.measure` (which re-exports every name): the loss vocabularies of the
+fleet's R and P partitions, who owns each loss, and the functions that turn the per-job table into
+:class:`~fleetlib.accounting.Factor` objects, the waterfall, the per-pool and per-cohort results, the
+levers and the per-job JSON records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.accounting import Factor, LeverGain, Window, mpg, rank_levers
+
+__all__ = [
+    "COHORT_EDGES",
+    "LOSS_OWNERS",
+    "PROGRAM_LOSSES",
+    "RUNTIME_LOSSES",
+    "TRACE_PARTS",
+]
+
+#: Runtime losses of the fleet's R partition (device-seconds), in report order.
+RUNTIME_LOSSES: tuple[str, ...] = (
+    "startup",
+    "input_wait",
+    "checkpoint",
+    "recovery",
+    "rework",
+    "preemption",
+    "evaluation",
+    "idle",
+    "progress_at_risk",
+    "timeline_unattributed",
+    "zombie",
+    "unobserved",
+    "reconciliation_residual",
+)
+#: Program losses of the fleet's P partition (device-seconds).
+PROGRAM_LOSSES: tuple[str, ...] = ("step_time_above_baseline", "below_ideal_rate", "unobserved")
+#: Parts of the trace partition a traced job's productive time is split into.
+TRACE_PARTS: tuple[str, ...] = (
+    "compute",
+    "exposed_comm",
+    "peer_wait",
+    "exposed_memcpy",
+    "host_dispatch",
+    "idle",
+)
+#: Rung categories carried over (seconds x devices) into the fleet's R partition.
+_RUNG_LOSSES = (
+    "startup",
+    "input_wait",
+    "checkpoint",
+    "recovery",
+    "rework",
+    "preemption",
+    "evaluation",
+    "idle",
+    "progress_at_risk",
+)
+#: Who usually owns each named loss (the levers table groups by it).
+LOSS_OWNERS: dict[str, str] = {
+    "partial_gang_hold": "scheduler policy",
+    "reservation": "scheduler policy",
+    "idle_with_queue": "scheduler policy",
+    "idle_empty_queue": "capacity planning",
+    "startup": "job launch and compilation",
+    "input_wait": "input pipeline",
+    "checkpoint": "checkpointing",
+    "recovery": "reliability (detection, relaunch)",
+    "rework": "checkpointing cadence and reliability",
+    "preemption": "scheduler policy",
+    "evaluation": "training recipe",
+    "idle": "job owners (teardown, hangs)",
+    "progress_at_risk": "checkpointing",
+    "timeline_unattributed": "instrumentation",
+    "zombie": "job owners and scheduler (held gangs with no step)",
+    "unobserved": "instrumentation (no timeline)",
+    "reconciliation_residual": "instrumentation (timeline vs scheduler)",
+    "step_time_above_baseline": "program (stragglers, contention; traces explain)",
+    "below_ideal_rate": "program (kernels, communication, dispatch)",
+}
+#: Upper bounds (devices, inclusive) of the job-size cohorts of the waterfall.
+COHORT_EDGES: tuple[int, ...] = (8, 64, 512)
+_RUNTIME_CONVENTION = (
+    "runtime, retrospective definition, over the scheduler's held device-time (gang complete -> release, "
+    "clipped to the window); numerator: retained steps' wall time less input waits (warm-up excess after "
+    "a (re)start is startup or recovery) x devices; held time without a timeline counted as not "
+    "productive (unobserved: R is the bound)"
+)
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# Factors, pools, waterfall, levers
+# ---------------------------------------------------------------------------------------------------
+
+
+def _nonneg_losses(values: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    losses, notes = {}, []
+    for k, v in values.items():
+        if v < 0:
+            notes.append(f"{k} is {v:.6g} device-s (negative): left to unattributed")
+        else:
+            losses[k] = float(v)
+    return losses, notes
+
+
+def _runtime_factor(jobs: pd.DataFrame, window: Window, held_total: float) -> Factor:
+    sums = {k: math.fsum(jobs[k].to_numpy(float)) for k in RUNTIME_LOSSES}
+    losses, notes = _nonneg_losses(sums)
+    return Factor(
+        boundary="runtime",
+        numerator=math.fsum(jobs["productive_device_s"].to_numpy(float)),
+        denominator=held_total,
+        window=window,
+        record="job timelines joined to the scheduler records",
+        convention="; ".join([_RUNTIME_CONVENTION, *notes]),
+        numerator_unit="device-s",
+        denominator_unit="device-s",
+        losses=losses,
+    )
+
+
+def _program_factor(
+    jobs: pd.DataFrame, window: Window, runtime: Factor, conventions: Mapping[str, str]
+) -> Factor:
+    sums = {
+        "step_time_above_baseline": math.fsum(jobs["step_time_above_baseline"].to_numpy(float)),
+        "below_ideal_rate": math.fsum(jobs["below_ideal_rate"].to_numpy(float)),
+        "unobserved": math.fsum(jobs["program_unobserved"].to_numpy(float)),
+    }
+    losses, notes = _nonneg_losses(sums)
+    names = sorted(set(conventions.values()))
+    conv = (
+        ("MFU per job (" + "; ".join(names) + ")" if names else "no model config: P unobserved")
+        + "; ideal time of the retained steps over their productive time; jobs without a model config "
+        "unobserved"
+    )
+    return Factor(
+        boundary="program",
+        numerator=math.fsum(jobs["ideal_device_s"].fillna(0.0).to_numpy()),
+        denominator=runtime.numerator,
+        window=window,
+        record="job timelines + model configs (traces explain)",
+        convention="; ".join([conv, *notes]),
+        numerator_unit="device-s",
+        denominator_unit="device-s",
+        losses=losses,
+    )
+
+
+def _waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:
+    bars = [("in_service_capacity", "total", s.denominator)]
+    for f, total in ((s, "held"), (r, "productive"), (p, "ideal")):
+        bars += [(f"{f.boundary}.{k}", "loss", v) for k, v in f.losses.items()]
+        bars.append((total, "total", f.numerator))
+    return [{"stage": n, "kind": k, "device_s": float(v), "device_h": float(v) / 3600.0} for n, k, v in bars]
+
+
+def _job_waterfall(row: pd.Series) -> dict[str, float]:
+    out = {"held": float(row["held_device_s"])}
+    out.update({f"runtime.{k}": float(row[k]) for k in RUNTIME_LOSSES if row[k]})
+    out["productive"] = float(row["productive_device_s"])
+    out.update(
+        {
+            "program.step_time_above_baseline": float(row["step_time_above_baseline"]),
+            "program.below_ideal_rate": float(row["below_ideal_rate"]),
+            "program.unobserved": float(row["program_unobserved"]),
+        }
+    )
+    out["ideal"] = float(0.0 if pd.isna(row["ideal_device_s"]) else row["ideal_device_s"])
+    return out
+
+
+def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict[str, Any]]:
+    out = {}
+    for pool in partition.pools:
+        s = partition.factor(pool)
+        sel = jobs[jobs["pool"] == pool]
+        entry: dict[str, Any] = {
+            "scheduling": s.value,
+            "capacity_device_s": s.denominator,
+            "held_device_s": s.numerator,
+            "scheduling_losses": dict(s.losses),
+        }
+        if s.numerator > 0 and len(sel):
+            r = _runtime_factor(sel, window, s.numerator)
+            entry["runtime"] = r.value
+            entry["runtime_losses"] = dict(r.losses)
+            if r.numerator > 0:
+                p = _program_factor(sel, window, r, {})
+                prod = mpg(s, r, p)
+                entry.update(
+                    program=p.value,
+                    program_losses=dict(p.losses),
+                    mpg=prod.value,
+                    job_product=prod.job_product,
+                    waterfall_device_s={
+                        f"{b['kind']}:{b['stage']}": b["device_s"] for b in _waterfall(s, r, p)
+                    },
+                )
+        out[pool] = entry
+    return out
+
+
+def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
+    edges = (0, *COHORT_EDGES, np.inf)
+    labels = [f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}" for lo, hi in itertools.pairwise(edges)]
+    cohort = pd.cut(jobs["devices"], bins=list(edges), labels=labels)
+    out = {}
+    for label, sel in jobs.groupby(cohort, observed=True):
+        held = float(sel["held_device_s"].sum())
+        prod = float(sel["productive_device_s"].sum())
+        ideal = float(sel["ideal_device_s"].fillna(0.0).sum())
+        out[str(label)] = {
+            "jobs": len(sel),
+            "held_device_s": held,
+            "productive_device_s": prod,
+            "ideal_device_s": ideal,
+            "runtime_goodput": prod / held if held > 0 else None,
+            "program_goodput": ideal / prod if prod > 0 else None,
+            "job_product": ideal / held if held > 0 else None,
+        }
+    return out
+
+
+def _levers(
+    s: Factor, r: Factor, p: Factor, jobs: pd.DataFrame, contract: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[LeverGain]]:
+    """Levers from measured ceilings, ranked by relative gain; the gain of each named loss recovered."""
+    policy = s.losses.get("idle_with_queue", 0.0) + s.losses.get("partial_gang_hold", 0.0)
+    ceilings = {"scheduling": min((s.numerator + policy) / s.denominator, 1.0), "runtime": 1.0}
+    with_cfg = jobs[jobs["ideal_device_s"].notna() & (jobs["productive_device_s"] > 0)]
+    p_ceiling, p_source = p.value, "no model config: no measured ceiling"
+    if len(with_cfg):
+        best = with_cfg.groupby("model_name")["program_goodput"].transform("max")
+        p_ceiling = float((with_cfg["productive_device_s"] * best).sum() / p.denominator)
+        p_source = "the best P measured in the window for the same model and layout"
+    stated = contract.get("program_ceiling") if isinstance(contract, Mapping) else None
+    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated > p_ceiling:
+        p_ceiling, p_source = float(stated), "stated in the manifest's contract (program_ceiling)"
+    ceilings["program"] = max(min(p_ceiling, 1.0), p.value)
+    values = {"scheduling": s.value, "runtime": r.value, "program": p.value}
+    ranked = [] if min(values.values()) <= 0 else rank_levers(values, ceilings)
+    per_loss = []
+    for f in (s, r, p):
+        for k, v in f.losses.items():
+            if v > 0 and f.numerator > 0 and k != "unattributed":
+                per_loss.append(
+                    {
+                        "factor": f.boundary,
+                        "loss": k,
+                        "owner": LOSS_OWNERS.get(k, "unassigned"),
+                        "device_s": v,
+                        "relative_gain": v / f.numerator,
+                    }
+                )
+    per_loss.sort(key=lambda x: x["relative_gain"], reverse=True)
+    sources = {
+        "scheduling": "the policy losses (idle while queued, partial gangs) recovered",
+        "runtime": "every named runtime loss to zero",
+        "program": p_source,
+    }
+    return (
+        {
+            "ranked": [g.to_dict() for g in ranked],
+            "ceilings": ceilings,
+            "ceiling_sources": sources,
+            "per_loss": per_loss,
+        },
+        ranked,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per job id: the JSON record of ``fleetlib fleet --json`` (columns read once, no ``iterrows``)."""
+    col = {c: jobs[c].tolist() for c in jobs.columns}
+    out = {}
+    for i, job in enumerate(jobs.index):
+
+        def v(name: str, i: int = i) -> Any:
+            return col[name][i]
+
+        held = float(v("held_device_s"))
+        observed = bool(v("observed"))
+        ideal = v("ideal_device_s")
+        ideal_missing = ideal is None or (isinstance(ideal, float) and math.isnan(ideal))
+        waterfall = {"held": held}
+        waterfall.update({f"runtime.{k}": float(v(k)) for k in RUNTIME_LOSSES if v(k)})
+        waterfall["productive"] = float(v("productive_device_s"))
+        waterfall.update(
+            {
+                "program.step_time_above_baseline": float(v("step_time_above_baseline")),
+                "program.below_ideal_rate": float(v("below_ideal_rate")),
+                "program.unobserved": float(v("program_unobserved")),
+            }
+        )
+        waterfall["ideal"] = 0.0 if ideal_missing else float(ideal)
+        out[str(job)] = {
+            "pool": str(v("pool")),
+            "devices": int(v("devices")),
+            "held_device_s": held,
+            "observed": observed,
+            "zombie": bool(v("zombie_job")),
+            "timeline": _text(v("timeline")),
+            "model": _text(v("model")),
+            "runtime_goodput": _num(v("runtime_goodput")),
+            "program_goodput": _num(v("program_goodput")),
+            "job_product": (_num(ideal) or 0.0) / held if held > 0 and observed else None,
+            "coverage": {
+                # the share of the scheduler's held time the job's timeline covers
+                "runtime": (
+                    1.0 if v("zombie_job") else min(float(v("timeline_held_device_s")) / held, 1.0)
+                )
+                if held > 0 and observed
+                else 0.0,
+                "program": 0.0 if ideal_missing else 1.0,
+            },
+            "productive_device_s": float(v("productive_device_s")),
+            "ideal_device_s": _num(ideal),
+            "waterfall_device_s": waterfall,
+        }
+    return out

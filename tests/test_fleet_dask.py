@@ -1,0 +1,92 @@
+"""The Dask engine of measure_fleet gives the pandas engine's numbers (one LocalCluster of 2 workers)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from fleetlib.fleet import FleetMeasurement, measure_fleet
+from fleetlib.fleet import commands as fleet_commands
+from fleetlib.fleet.scale import synth_fleet_scale
+from fleetlib.quality import InputError
+
+distributed = pytest.importorskip("distributed")
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLE = ROOT / "data" / "fleet" / "synthetic"
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit="2GiB"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("scale") / "bundle"
+    synth_fleet_scale(out, devices=64, days=1.0, seed=3, partitions=3, steps_per_job=(20, 40))
+    return out
+
+
+def assert_same(a: FleetMeasurement, b: FleetMeasurement) -> None:
+    """Every factor, loss and per-job value equal (to 1e-12 relative; in practice exactly)."""
+    pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=False, rtol=1e-12)
+    for fa, fb in ((a.scheduling, b.scheduling), (a.runtime, b.runtime), (a.program, b.program)):
+        assert math.isclose(fa.value, fb.value, rel_tol=1e-12)
+        assert math.isclose(fa.numerator, fb.numerator, rel_tol=1e-12)
+        assert fa.losses.keys() == fb.losses.keys()
+        for k, v in fa.losses.items():
+            assert math.isclose(v, fb.losses[k], rel_tol=1e-12, abs_tol=1e-9), (fa.boundary, k)
+    assert math.isclose(a.mpg, b.mpg, rel_tol=1e-12)
+    assert a.to_dict() == b.to_dict()  # waterfall, pools, cohorts, traces, levers and the ledger too
+
+
+def test_dask_equals_pandas_on_the_bundled_fleet(client: Any) -> None:
+    assert_same(measure_fleet(BUNDLE), measure_fleet(BUNDLE, engine="dask", client=client))
+
+
+def test_dask_equals_pandas_and_the_truth_on_partitioned_timelines(client: Any, partitioned: Path) -> None:
+    import json
+
+    pandas_m = measure_fleet(partitioned)
+    dask_m = measure_fleet(partitioned, engine="dask", client=client, progress=False)
+    assert_same(pandas_m, dask_m)
+    truth = json.loads((partitioned / "truth.json").read_text())
+    assert math.isclose(dask_m.mpg, truth["mpg"], rel_tol=1e-9)
+    assert dask_m.traces  # the sampled traces were parsed on the cluster
+
+
+def test_dask_refuses_two_timelines_for_one_job(client: Any, partitioned: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b"
+    shutil.copytree(partitioned, bundle)
+    first = bundle / "timelines" / "part-00000.parquet"
+    shutil.copy(first, bundle / "timelines" / "copy.parquet")
+    man = (bundle / "fleet.yaml").read_text()
+    man = man.replace("    - timelines/part-00000.parquet\n",
+                      "    - timelines/part-00000.parquet\n    - timelines/copy.parquet\n")
+    (bundle / "fleet.yaml").write_text(man)
+    with pytest.raises(InputError, match="two timelines for job"):
+        measure_fleet(bundle, engine="dask", client=client)
+
+
+def test_cli_engine_dask_with_workers(partitioned: Path) -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    synth = sub.add_parser("synth").add_subparsers(dest="synth")
+    fleet_commands.register(sub, synth, lambda p: p.add_argument("--json", action="store_true"))
+    args = parser.parse_args(["fleet", str(partitioned), "--engine", "dask", "--workers", "1", "--json"])
+    res = args.func(args)
+    assert res["mpg"] == measure_fleet(partitioned).mpg
