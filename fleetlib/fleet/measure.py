@@ -14,9 +14,9 @@
    gang whose timeline has no step is a ``zombie``.
 3. **The corrected chain.**  R's numerator is the retained steps' productive time -- wall time less
    input waits, warm-up excess after a (re)start still charged to startup or recovery -- times the
-   job's devices.  The runtime rung still splits that time into ``productive`` (retained steps x
-   fault-free step time) and ``step_time_above_baseline``; here the two are added back together per
-   job, and ``step_time_above_baseline`` is charged to P, whose denominator is exactly R's numerator.
+   job's devices, as the runtime rung measures it.  The slow-step time inside it (the rung's
+   ``slow_step``, time above the fault-free baseline) is charged to P as ``step_time_above_baseline``,
+   whose denominator is exactly R's numerator.
 4. **P per job** = ideal time of its retained steps (useful FLOPs per step from the job's model
    config / the named peak, in device-seconds) over their productive time.  P's partition:
    ``step_time_above_baseline``, ``below_ideal_rate`` (the rest) and ``unobserved`` (productive time
@@ -424,11 +424,10 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     jobs.loc[idx, "timeline_unattributed"] = per.loc[idx, "unattributed"] * d
     jobs.loc[idx, "timeline_held_device_s"] = per.loc[idx, "held_s"] * d
     jobs.loc[idx, "rung_productive_device_s"] = per.loc[idx, "productive"] * d
-    jobs.loc[idx, "step_time_above_baseline"] = per.loc[idx, "step_time_above_baseline"] * d
+    jobs.loc[idx, "step_time_above_baseline"] = per.loc[idx, "slow_step"] * d  # inside productive
     ff = per.loc[idx, "fault_free_step_s"].astype(float)
     jobs.loc[idx, "fault_free_step_s"] = ff.fillna(0.0)
-    retained = (per.loc[idx, "productive"] / ff).where(ff > 0, 0.0)
-    jobs.loc[idx, "retained_steps"] = retained.fillna(0.0)
+    jobs.loc[idx, "retained_steps"] = per.loc[idx, "retained_steps"].astype(float).fillna(0.0)
     counts = steps.groupby("job_id").size() if len(steps) else pd.Series(dtype=int)
     counts.index = counts.index.astype(str)
     jobs["steps_in_timeline"] = counts.reindex(jobs.index).fillna(0).astype(int)
@@ -452,7 +451,7 @@ def _runtime_columns(jobs: pd.DataFrame) -> None:
     jobs["reconciliation_residual"] = np.where(
         obs & ~zombie, held - jobs["timeline_held_device_s"].to_numpy(), 0.0
     )
-    jobs["productive_device_s"] = jobs["rung_productive_device_s"] + jobs["step_time_above_baseline"]
+    jobs["productive_device_s"] = jobs["rung_productive_device_s"]  # R's numerator, slow steps included
     with np.errstate(invalid="ignore", divide="ignore"):
         jobs["runtime_goodput"] = np.where(held > 0, jobs["productive_device_s"].to_numpy() / held, np.nan)
 

@@ -35,6 +35,7 @@ RUNTIME_LOSSES: tuple[str, ...] = (
     "rework",
     "preemption",
     "evaluation",
+    "stall",
     "idle",
     "progress_at_risk",
     "timeline_unattributed",
@@ -62,6 +63,7 @@ _RUNG_LOSSES = (
     "rework",
     "preemption",
     "evaluation",
+    "stall",
     "idle",
     "progress_at_risk",
 )
@@ -78,6 +80,7 @@ LOSS_OWNERS: dict[str, str] = {
     "rework": "checkpointing cadence and reliability",
     "preemption": "scheduler policy",
     "evaluation": "training recipe",
+    "stall": "job owners and program (hung or stalled steps)",
     "idle": "job owners (teardown, hangs)",
     "progress_at_risk": "checkpointing",
     "timeline_unattributed": "instrumentation",

@@ -668,6 +668,10 @@ def _truth(
         "below_ideal_rate": productive - above - ideal - unobserved_p,
         "unobserved": unobserved_p,
     }
+    if held_total <= 0 or productive <= 0:
+        raise DomainError(
+            f"the generated fleet ({devices} devices, {days:g} days, seed {seed}) holds no productive step, "
+            "so R's numerator and P's denominator are zero; generate more days or devices, or another seed")
     s = held_total / tot["capacity_device_s"]
     r = productive / held_total
     p = ideal / productive
