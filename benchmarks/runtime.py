@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         "held_s": summary["held_s"],
         "unattributed_s": summary["terms"]["unattributed"],
         "terms_s": summary["terms"],
-        "retained_not_productive_s": summary["retained_not_productive"],
+        "slow_step_s": summary["slow_step_s"],
         "interruptions": summary["interruptions"],
         "generated": generated is not None,
     }
