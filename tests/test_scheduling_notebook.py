@@ -103,10 +103,11 @@ def test_figures_are_drawn_by_fleetlib_plots(nb):
     assert "fleetlib.widgets.scheduling_explorer(" in code
 
 
-def test_notebook_heads_the_report_chain():
-    assert RUNG_NOTEBOOKS[0] == "notebooks/01_scheduler_records.ipynb"
+def test_notebook_is_the_first_rung_of_the_report_chain():
+    # the whole-fleet walk (00) comes first; the scheduler records open the rungs
+    assert RUNG_NOTEBOOKS[:2] == ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb"]
     chain = _resolve_notebooks(None, project_root())
-    assert chain[0] == NOTEBOOK
+    assert chain[1] == NOTEBOOK
     assert [p.relative_to(ROOT).as_posix() for p in chain] == RUNG_NOTEBOOKS + COURSE_NOTEBOOKS
 
 
