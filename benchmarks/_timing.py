@@ -20,10 +20,13 @@ import multiprocessing
 import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 
 def add_arguments(parser: argparse.ArgumentParser, size: str, size_default: int, size_help: str,
@@ -152,3 +155,39 @@ def peak_rss_mib(isolated: bool) -> float:
     """Peak resident memory in MiB: of the largest timed child process, or of this process."""
     who = resource.RUSAGE_CHILDREN if isolated else resource.RUSAGE_SELF
     return resource.getrusage(who).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+class PeakRSS:
+    """Sample the RSS of this process plus all its descendants in a thread; keep the peak sum."""
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._me = psutil.Process()
+
+    def _total(self) -> int:
+        total = 0
+        for proc in [self._me, *self._me.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, self._total())
+            self.samples += 1
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_bytes = max(self.peak_bytes, self._total())

@@ -34,48 +34,14 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import psutil
+from _timing import PeakRSS
 
 CACHE = Path("/tmp/fleetlib_bench")
 FACTORS = ("scheduling", "runtime", "program")
-
-
-class PeakRSS:
-    """Sample the RSS of this process plus all its descendants in a thread; keep the peak sum."""
-
-    def __init__(self, interval_s: float = 0.2) -> None:
-        self.interval_s = interval_s
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._me = psutil.Process()
-
-    def _total(self) -> int:
-        total = 0
-        for proc in [self._me, *self._me.children(recursive=True)]:
-            try:
-                total += proc.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._total())
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def _generate(path: Path, devices: int, days: float, seed: int) -> dict[str, Any]:

@@ -28,55 +28,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import psutil
+from _timing import PeakRSS
 
 from fleetlib.program.stragglers import local_cluster, straggler_analysis, synth_rank_timers
 
 BOUND_BYTES = 8e9
 CACHE = Path("/tmp/fleetlib_bench")
-
-
-class PeakRSS:
-    """Sample the RSS of this process plus all its descendants in a thread; keep the peak sum."""
-
-    def __init__(self, interval_s: float = 0.2) -> None:
-        self.interval_s = interval_s
-        self.peak_bytes = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._me = psutil.Process()
-
-    def _total(self) -> int:
-        total = 0
-        for proc in [self._me, *self._me.children(recursive=True)]:
-            try:
-                total += proc.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return total
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._total())
-            self.samples += 1
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> PeakRSS:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_bytes = max(self.peak_bytes, self._total())
 
 
 def generate(ranks: int, steps: int, seed: int, regenerate: bool) -> tuple[Path, dict[str, Any] | None]:
