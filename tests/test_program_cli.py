@@ -327,3 +327,26 @@ def test_the_command_reports_the_window_of_the_traced_steps(dlrm_json):
     assert dlrm_json["ledger"]["read"] == 26538  # every event of the eight rank files
     text = render_program(dlrm_json)
     assert f"window: {w['label']} ({w['start']} .. {w['end']})" in text
+
+
+def test_program_workers_parses_on_dask_with_the_same_result():
+    """``run_program(workers=2)`` (``--workers 2``: rank files as Dask tasks) gives the serial result."""
+    serial = run_program([DLRM], model=DLRM_MODEL, cache=False)
+    on_dask = run_program([DLRM], model=DLRM_MODEL, cache=False, workers=2)
+    assert on_dask["partition"] == serial["partition"]
+    assert on_dask["program_goodput"] == serial["program_goodput"]
+    assert on_dask["ledger"]["read"] == serial["ledger"]["read"] == 26538
+
+
+def test_program_workers_flag_reaches_the_cluster(monkeypatch):
+    seen = {}
+
+    def fake_run(paths, **kwargs):
+        seen.update(kwargs)
+        return run_program(paths, **{k: v for k, v in kwargs.items() if k != "workers"})
+
+    monkeypatch.setattr("fleetlib.program.commands.run_program", fake_run)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["program", str(DLRM), "--no-cache", "--workers", "3", "--json"]) == 0
+    assert seen["workers"] == 3

@@ -79,7 +79,8 @@ def _flag_line(flag: Any) -> str:
 
 
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
-                cache_dir: str | Path | None = None, progress: bool = False) -> dict[str, Any]:
+                cache_dir: str | Path | None = None, progress: bool = False,
+                workers: int | None = None) -> dict[str, Any]:
     """Compute the object ``fleetlib program`` prints, from command-line style arguments.
 
     Parameters
@@ -96,6 +97,9 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         Cache directory.
     progress
         Show a progress bar over files on standard error.
+    workers
+        Parse the rank files on a local Dask cluster of this many worker processes (one thread each,
+        bounded memory); None parses them in this process.  The result is the same.
 
     Returns
     -------
@@ -128,7 +132,16 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         raise DomainError("no trace file or directory was given")
     config = load_model_config(model) if model is not None else None  # fail fast, before parsing traces
     files = trace_files([Path(p) for p in paths])
-    measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress)
+    if workers is None:
+        measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress)
+    else:
+        from distributed import Client
+
+        from fleetlib.program.stragglers import local_cluster
+
+        with local_cluster(workers) as cluster, Client(cluster) as client:
+            measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
+                               client=client)
     summary = measured.summary()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     result: dict[str, Any] = {
@@ -460,7 +473,7 @@ def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
-                       progress=not args.json and sys.stderr.isatty())
+                       progress=not args.json and sys.stderr.isatty(), workers=args.workers)
 
 
 def register(subparsers: Any, synth_subparsers: Any,
@@ -491,6 +504,9 @@ def register(subparsers: Any, synth_subparsers: Any,
                         "useful_flops_per_step or n_params + tokens_per_step, convention)")
     p.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the Parquet trace cache ($FLEETLIB_TRACE_CACHE)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="parse the rank files on a local Dask cluster of N worker processes (default: "
+                        "in this process)")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)
 

@@ -195,7 +195,7 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
             model: str | PathLike[str] | Mapping[str, Any] | None = None, window: Any = None,
             cache: bool = True, cache_dir: str | PathLike[str] | None = None, progress: bool = False,
             by: str = "auto", dispatch_gap_us: float | None = None,
-            threshold: float | None = None) -> ProgramMeasurement:
+            threshold: float | None = None, client: Any = None) -> ProgramMeasurement:
     """Measure the traced steps: partition, stragglers, ledger, window and (with a model) the factor.
 
     Parameters
@@ -212,8 +212,9 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         :meth:`fleetlib.accounting.Window.parse` takes).  None: the measured span of the traced
         steps in UTC, or a nominal window when the traces carry no calendar clock.  When given and
         the traces carry a clock, their span must lie inside it; its label then names the window.
-    cache, cache_dir, progress
-        Passed to :func:`~fleetlib.program.readers.kineto.read_traces` when paths are given.
+    cache, cache_dir, progress, client
+        Passed to :func:`~fleetlib.program.readers.kineto.read_traces` when paths are given; with a
+        ``distributed.Client`` the rank files are parsed as Dask tasks (same tables).
     by, dispatch_gap_us, threshold
         Collective matching rule, fallback host-dispatch gap (µs) and straggler threshold
         (:func:`fleetlib.program.collectives.analyse_traced_steps`; None: their defaults).
@@ -240,7 +241,7 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
     else:
         paths = [traces_or_paths] if isinstance(traces_or_paths, (str, PathLike)) else list(traces_or_paths)
         traces = read_traces(trace_files([Path(p) for p in paths]), cache=cache, cache_dir=cache_dir,
-                             progress=progress)
+                             progress=progress, client=client)
     name = None if config is None else config.get("name")
     measured = traced_window(traces, label=name)
     if asked is None:
