@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 
+import fleetlib.program.stragglers as _stragglers
 from fleetlib.program.readers.rank_timers import (  # noqa: F401
     _blocks,
     _check_block,
@@ -49,23 +50,7 @@ from fleetlib.program.stragglers import (  # noqa: F401
     synth_rank_timers,
 )
 
-__all__ = [
-    "AUTO_DASK_ROWS",
-    "DEFAULT_PARTITION_ROWS",
-    "DEFAULT_STRAGGLERS",
-    "MAX_RANK",
-    "MAX_REJECTED_ROWS",
-    "PER_RANK_COLUMNS",
-    "PER_STEP_COLUMNS",
-    "RANK_TIMER_COLUMNS",
-    "FleetStragglers",
-    "local_cluster",
-    "rank_timer_files",
-    "rank_timers_dask",
-    "read_rank_timers",
-    "straggler_analysis",
-    "synth_rank_timers",
-]
+__all__ = list(_stragglers.__all__)
 
 warnings.warn("fleetlib.program.fleet is deprecated: use fleetlib.program.stragglers (and "
               "fleetlib.program.readers.rank_timers for the reader)", DeprecationWarning, stacklevel=2)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,6 +57,37 @@ def tables_of(records: SchedulerRecords) -> dict[str, pd.DataFrame]:
 # ================================================================================================
 # Shared helpers: paths, ledger settlement, time parsing, step functions
 # ================================================================================================
+
+
+def protocol_read(records: Callable[..., tuple[SchedulerRecords, Ledger]],
+                  what: str) -> Callable[..., tuple[dict[str, pd.DataFrame], Ledger]]:
+    """Return a format's ``read`` (the reader protocol) built on its ``records`` function.
+
+    Parameters
+    ----------
+    records
+        The format's ``records(paths, *, tz=None, window=None, **options) -> (SchedulerRecords,
+        Ledger)``.
+    what
+        What the format's files hold, for the docstring (``"Kueue Workload objects"``).
+
+    Returns
+    -------
+    callable
+        ``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, the tables by name.
+    """
+
+    def read(paths: str | PathLike[str] | Iterable[str | PathLike[str]], *, tz: str | None = None,
+             window: object = None, **options: Any) -> tuple[dict[str, pd.DataFrame], Ledger]:
+        recs, ledger = records(paths, tz=tz, window=window, **options)
+        return tables_of(recs), ledger
+
+    read.__doc__ = (f"Read {what} into canonical tables and a ledger.\n\n"
+                    "The reader protocol of :mod:`fleetlib.registry`: takes the arguments of ``records``; "
+                    "returns ``(tables, ledger)`` with the canonical tables by name.")
+    read.__module__ = records.__module__
+    read.__qualname__ = "read"
+    return read
 
 
 def _paths(path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[Path]:

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.readers._common import _paths, _window, tables_of
+from fleetlib.scheduling.readers._common import _paths, _window, protocol_read
 from fleetlib.scheduling.records import (
     SchedulerRecords,
     validate_allocations,
@@ -134,17 +134,5 @@ def records(
     return read_canonical(files[0], open_end=None if win is None else win[1], **options)
 
 
-def read(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read a canonical Parquet file into tables and a ledger (the protocol of :mod:`fleetlib.registry`).
-
-    Takes the arguments of :func:`records`; returns ``(tables, ledger)`` with ``allocations``,
-    ``capacity`` and, where stored, ``reservations`` and ``queue``.
-    """
-    recs, ledger = records(paths, tz=tz, window=window, **options)
-    return tables_of(recs), ledger
+read = protocol_read(
+    records, "a canonical Parquet file (allocations, capacity and, where stored, reservations and queue)")

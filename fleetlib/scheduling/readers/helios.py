@@ -20,7 +20,7 @@ from fleetlib.scheduling.readers._common import (
     _paths,
     _read_text,
     _records,
-    tables_of,
+    protocol_read,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -354,17 +354,4 @@ def records(
     return read_helios(paths, tz=tz or _HELIOS_TZ, **options)
 
 
-def read(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read Helios per-VC minute sequences and the daily quota file into canonical tables and a ledger.
-
-    The reader protocol of :mod:`fleetlib.registry`: takes the arguments of :func:`records`;
-    returns ``(tables, ledger)`` with the tables by name (``occupancy``, ``capacity``).
-    """
-    recs, ledger = records(paths, tz=tz, window=window, **options)
-    return tables_of(recs), ledger
+read = protocol_read(records, "Helios per-VC minute sequences and the daily quota file")

@@ -31,8 +31,8 @@ from fleetlib.scheduling.readers._common import (
     _row_ids,
     _settle_attempts,
     _window,
+    protocol_read,
     queue_from_pending,
-    tables_of,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -617,17 +617,4 @@ def records(
     return read_kueue(paths, window=window, **options)
 
 
-def read(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read Kueue Workload objects into canonical tables and a ledger.
-
-    The reader protocol of :mod:`fleetlib.registry`: takes the arguments of :func:`records`;
-    returns ``(tables, ledger)`` with the tables by name (``allocations``, ``capacity``, ``queue``).
-    """
-    recs, ledger = records(paths, tz=tz, window=window, **options)
-    return tables_of(recs), ledger
+read = protocol_read(records, "Kueue Workload objects")

@@ -30,8 +30,8 @@ from fleetlib.scheduling.readers._common import (
     _row_ids,
     _settle_attempts,
     _window,
+    protocol_read,
     queue_from_pending,
-    tables_of,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -171,20 +171,7 @@ def records(
     return read_volcano(paths, window=window, **options)
 
 
-def read(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read Volcano PodGroup watch records into canonical tables and a ledger.
-
-    The reader protocol of :mod:`fleetlib.registry`: takes the arguments of :func:`records`;
-    returns ``(tables, ledger)`` with the tables by name (``allocations``, ``capacity``, ``queue``).
-    """
-    recs, ledger = records(paths, tz=tz, window=window, **options)
-    return tables_of(recs), ledger
+read = protocol_read(records, "Volcano PodGroup watch records")
 
 
 def _volcano_records(
