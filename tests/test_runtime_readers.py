@@ -118,9 +118,11 @@ def test_read_mlperf_tables():
     tables, ledger = R.read_mlperf(ASUS, job_id="asus")
     s = R.mlperf_summary(ASUS)
     steps, events = tables.steps, tables.events
-    assert list(steps.columns) == list(STEP_COLUMNS) and list(events.columns) == list(EVENT_COLUMNS)
+    assert list(steps.columns) == [*STEP_COLUMNS, "samples"] and list(events.columns) == list(EVENT_COLUMNS)
     assert str(steps["start"].dtype) == UTC and str(events["time"].dtype) == UTC
-    assert len(steps) == 5 and steps["step"].tolist() == [0, 1, 2, 3, 4]
+    # issue 13: the per-block throughput dialect cuts each block into its steps: (samples since the last
+    # block) / global batch 8 = 192, 48, 48, 48, 48 steps
+    assert len(steps) == 384 and steps["step"].tolist() == list(range(384))
     dur = (steps["end"] - steps["start"]).dt.total_seconds()
     assert dur.sum() == pytest.approx(s["productive_s"], abs=1e-9)
     kinds = events["kind"].tolist()
@@ -132,7 +134,7 @@ def test_read_mlperf_tables():
     assert (release - gang).total_seconds() == pytest.approx(s["held_s"], abs=1e-9)
     evals = events[events["kind"] == "eval_end"]
     assert evals["duration_s"].sum() == pytest.approx(s["evaluation_s"], abs=1e-9)
-    assert evals["step"].tolist() == [0, 1, 2, 3, 4]
+    assert evals["step"].tolist() == [191, 239, 287, 335, 383]  # the last step before each eval
     assert balanced(ledger) and ledger.read == mllog_count(ASUS) and ledger.rejected == 0
 
 
@@ -166,7 +168,7 @@ def test_mlperf_prefixed_per_rank_copies_are_removed():
     clean, dirty = R.mlperf_summary(EOS), R.mlperf_summary(path)
     for key in ("held_s", "startup_s", "run_s", "productive_s", "evaluation_s", "blocks", "evals"):
         assert dirty[key] == pytest.approx(clean[key], abs=1e-9), key
-    assert len(tables.steps) == 11
+    assert len(tables.steps) == len(R.read_mlperf(EOS)[0].steps) == 87  # issue 13: the blocks' steps
 
 
 def test_mlperf_unprefixed_copies_next_to_each_other_are_removed():

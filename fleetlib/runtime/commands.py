@@ -40,6 +40,7 @@ __all__ = [
     "DEFINITIONS",
     "FORMATS",
     "mlperf_runtime_json",
+    "mlperf_step_statistics",
     "mlperf_summary",
     "mlperf_summary_table",
     "register",
@@ -401,18 +402,74 @@ def mlperf_runtime_json(path: PathLike, *, definition: str = "retrospective",
     Returns
     -------
     dict
-        Keys ``runtime_goodput, held_s, productive_s, terms, fault_free_step_s, definition, ledger``
-        (``fault_free_step_s`` is None: MLPerf blocks are not steps).
+        Keys ``runtime_goodput, held_s, productive_s, terms, definition, ledger`` and the step
+        statistics of :func:`mlperf_step_statistics` (``step_dialect``, ``steps``,
+        ``fault_free_step_s``, ``slow_step_s``, ``stall_s``, ``step_time_s``, ``logged_step_s``; None
+        where the log times no steps).  The ledger is the reader's, with the step dialect flagged.
     """
     if definition not in ("committed", "retrospective"):
         raise DomainError(f"definition must be 'committed' or 'retrospective'; got {definition!r}")
     s = mlperf_summary(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
+    steps = mlperf_step_statistics(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
     terms = {"progress_at_risk": 0.0, "startup": s["startup_s"], "input_wait": 0.0, "checkpoint": 0.0,
              "recovery": 0.0, "rework": 0.0, "preemption": 0.0, "evaluation": s["evaluation_s"], "stall": 0.0,
              "idle": 0.0, "unattributed": s["unattributed_s"]}
+    ledger = steps.pop("ledger")
     return {"format": "mlperf", "job_id": s["job_id"], "runtime_goodput": s["runtime_goodput"],
             "held_s": s["held_s"], "productive_s": s["productive_s"], "terms": terms,
-            "fault_free_step_s": None, "definition": definition, "ledger": s["ledger"]}
+            **steps, "definition": definition, "ledger": ledger}
+
+
+def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> dict[str, Any]:
+    """Measure the step series of one MLPerf log with the runtime rung's estimators.
+
+    The log is read with :func:`fleetlib.runtime.readers.mlperf.read_mlperf_series` (steps that tile
+    the training blocks, per the log's step-timing dialect) and measured by
+    :func:`fleetlib.runtime.goodput.runtime_goodput` under the retrospective definition (a result log
+    records no checkpoint; every step of the run is retained): the fault-free step time (median
+    compute time of the steps after the first), the slow-step time above it (program loss handed to
+    the program rung, inside the blocks' productive time) and any stall time.
+
+    Parameters
+    ----------
+    path
+        The log file.
+    rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    dict
+        ``step_dialect`` (a key of :data:`fleetlib.runtime.readers.mlperf.STEP_DIALECTS`), ``steps``,
+        ``fault_free_step_s``, ``slow_step_s``, ``stall_s``, ``step_time_s`` (``mean``, ``p50``,
+        ``p90``, ``p99``, ``max`` of the step durations, seconds), ``logged_step_s`` (median and count
+        of the step times the log states) and ``ledger`` (the reader's, the dialect flagged in it).  A
+        log with no step timing (dialect ``blocks``) has None for the step statistics: its blocks are
+        not steps.
+    """
+    from fleetlib.runtime.goodput import runtime_goodput
+    from fleetlib.runtime.readers.mlperf import read_mlperf_series
+
+    tables, ledger, series = read_mlperf_series(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
+    out: dict[str, Any] = {"step_dialect": series.dialect, "steps": len(tables.steps),
+                           "fault_free_step_s": None, "slow_step_s": None, "stall_s": None,
+                           "step_time_s": None, "logged_step_s": None, "ledger": ledger.to_dict()}
+    if series.dialect == "blocks" or tables.steps.empty:
+        return out
+    m = runtime_goodput(tables.steps, tables.events, definition="retrospective")
+    dur = (_ns(tables.steps["end"]) - _ns(tables.steps["start"])) / _NS_PER_S
+    q = np.quantile(dur, [0.5, 0.9, 0.99])
+    logged = series.logged_step_s
+    out.update({
+        "fault_free_step_s": next(iter(m.fault_free_step_s.values())),
+        "slow_step_s": m.slow_step_s,
+        "stall_s": m.categories.get("stall", 0.0),
+        "step_time_s": {"mean": float(dur.mean()), "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
+                        "max": float(dur.max())},
+        "logged_step_s": {"median": float(np.median(logged)) if logged.size else None,
+                          "count": int(logged.size)},
+    })
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -505,7 +562,9 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         lines.append(f"{'slow-step time':<24} {_seconds(slow)}  {_share(slow, held)}  (inside productive: "
                      "retained steps above the fault-free baseline, handed to the program rung)")
     ff = res.get("fault_free_step_s")
-    if ff is None:
+    if res.get("format") == "mlperf":
+        lines += _render_mlperf_steps(res)
+    elif ff is None:
         lines.append("fault-free step time     - (the format has no steps)")
     elif isinstance(ff, Mapping):
         lines.append("fault-free step time     " + ", ".join(
@@ -520,6 +579,27 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         lines.append(f"interruptions            {counts}")
     lines += _render_ledger(res["ledger"])
     return "\n".join(lines)
+
+
+def _render_mlperf_steps(res: Mapping[str, Any]) -> list[str]:
+    """Return the step-series lines of an MLPerf log's rendering."""
+    dialect = res.get("step_dialect", "blocks")
+    if res.get("fault_free_step_s") is None:
+        return [f"step series              - (dialect {dialect}: the log times no steps; its "
+                f"{res.get('steps', 0)} training blocks are the intervals)",
+                "fault-free step time     - (the log has no step series)"]
+    st, logged = res["step_time_s"], res["logged_step_s"]
+    lines = [f"step series              {res['steps']:,} steps (dialect {dialect})",
+             f"fault-free step time     {res['fault_free_step_s']:.6g} s  (median of the steps after the "
+             "first; "
+             + (f"median logged step time {logged['median']:.6g} s over {logged['count']} points)"
+                if logged.get("median") is not None else "no step time logged)"),
+             f"step time                p50 {st['p50']:.4g} s, p90 {st['p90']:.4g} s, p99 {st['p99']:.4g} s, "
+             f"max {st['max']:.4g} s, mean {st['mean']:.4g} s"]
+    if res.get("stall_s"):
+        lines.append(f"{'stalled steps':<24} {_seconds(float(res['stall_s']))}  (steps over the stall bound, "
+                     "inside productive here; a runtime loss in the timeline measurement)")
+    return lines
 
 
 def render_synth_timeline(res: Mapping[str, Any]) -> str:

@@ -108,6 +108,8 @@ READERS: dict[str, ReaderSpec] = {
         "mlperf", mlperf.read, "MLPerf :::MLLOG result logs (one run per file)", _TIMELINE_TABLES,
         (Sample((f"{_DATA}/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt",), records=52),
          Sample((f"{_DATA}/nvidia_eos_n128_llama2_70b_lora_result_0.txt",), records=88),
+         Sample((f"{_DATA}/mlperf_v5.1_nvidia_theia_ngpu8_llama2_70b_lora/result_0.txt",), records=99),
+         Sample((f"{_CORPUS}/mlperf_steps/bad_step_timing.txt",), bad=True),
          Sample((f"{_CORPUS}/mlperf_unmatched_markers.txt",), bad=True),
          Sample((f"{_CORPUS}/mlperf_truncated.txt",), bad=True))),
     "mlgoodput": ReaderSpec(

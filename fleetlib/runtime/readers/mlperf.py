@@ -34,6 +34,7 @@ from fleetlib.runtime.readers._common import (
     _reject,
     _stem,
     _timeline_tables,
+    _utc,
 )
 from fleetlib.runtime.timeline import (
     TimelineLedger,
@@ -204,11 +205,307 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
     return _MllogParse(file, jid, recs, pairs, books)
 
 
-def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame]:
+# ---------------------------------------------------------------------------------------------------
+# Step series inside the training blocks (tracked_stats points)
+# ---------------------------------------------------------------------------------------------------
+
+#: ``tracked_stats`` value keys that carry a step time in seconds (NeMo's mlperf_common callbacks log
+#: ``train_step_time``; NeMo's own trainer names the metric ``train_step_timing in s``).
+STEP_TIME_KEYS = ("train_step_time", "train_step_timing in s")
+#: ``tracked_stats`` value key of a per-block throughput in samples per second.
+THROUGHPUT_KEY = "throughput"
+#: How long after its block_stop a block's timing point may be logged and still belong to it (ns).
+_POINT_TOLERANCE_NS = 1_000_000_000
+#: The step-series dialects :func:`read_mlperf` recognises, and what each means.
+STEP_DIALECTS: dict[str, str] = {
+    "step_series": "tracked_stats step times with a step index (metadata.step, in steps or in samples): "
+                   "the time between two points holds the steps between their indices",
+    "block_step_time": "one tracked_stats train_step_time per training block (the block's mean step "
+                       "time; metadata.samples_count samples = samples / global_batch_size steps)",
+    "block_throughput": "one tracked_stats throughput (samples/s) per training block, metadata.step "
+                        "counting samples: (samples since the last block) / global_batch_size steps",
+    "blocks": "no step timing in the log: each training block is one step (today's block intervals)",
+}
+
+
+@dataclass
+class StepSeries:
+    """What a log's step series is made of (the reader's account of its ``steps`` rows).
+
+    Attributes
+    ----------
+    dialect
+        A key of :data:`STEP_DIALECTS`.
+    logged_step_s
+        The step times the log states (``train_step_time`` values, or global batch / throughput), one
+        per timing point kept; empty for ``blocks``.
+    steps
+        Number of step rows the series produced.
+    """
+
+    dialect: str
+    logged_step_s: np.ndarray
+    steps: int
+
+
+def _number(v: Any) -> float:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else math.nan
+
+
+def _timing_points(recs: pd.DataFrame) -> pd.DataFrame:
+    """Return the ``tracked_stats`` records that carry a step time or a throughput, one row each."""
+    t = recs[recs["key"] == "tracked_stats"]
+    if t.empty:
+        return pd.DataFrame(columns=["_file", "_row", "time_ms", "kind", "value", "index", "samples"])
+    vals = t["value"].tolist()
+    metas = [m if isinstance(m, dict) else {} for m in t["metadata"].tolist()]
+    kind, value = [], []
+    for v in vals:  # one small dict per timing point
+        v = v if isinstance(v, dict) else {}
+        key = next((k for k in STEP_TIME_KEYS if k in v), None)
+        if key is not None:
+            kind.append("step_time")
+            value.append(v[key])
+        elif THROUGHPUT_KEY in v:
+            kind.append("throughput")
+            value.append(v[THROUGHPUT_KEY])
+        else:
+            kind.append(None)
+            value.append(None)
+    out = pd.DataFrame({"_file": t["_file"].to_numpy(), "_row": t["_row"].to_numpy(),
+                        "time_ms": t["time_ms"].to_numpy(), "kind": kind, "raw": value,
+                        "index": [_number(m.get("step", math.nan)) for m in metas],
+                        "samples": [_number(m.get("samples_count", math.nan)) for m in metas]})
+    out = out[out["kind"].notna()].reset_index(drop=True)
+    out["value"] = [_number(v) for v in out["raw"]]
+    return out
+
+
+def _gbs(recs: pd.DataFrame) -> float:
+    hit = recs.loc[recs["key"] == "global_batch_size", "value"]
+    v = _number(hit.iloc[0]) if not hit.empty else math.nan
+    return v if v > 0 else math.nan
+
+
+def _split_segments(seg_s: np.ndarray, seg_e: np.ndarray, seg_n: np.ndarray, seg_first: np.ndarray,
+                    seg_row: np.ndarray) -> dict[str, np.ndarray]:
+    """Cut each segment ``[start, end)`` (ns) into ``n`` equal steps, numbered from ``first``."""
+    total = int(seg_n.sum())
+    rep = np.repeat(np.arange(seg_n.size), seg_n)
+    offset = np.arange(total) - np.repeat(np.cumsum(seg_n) - seg_n, seg_n)
+    length = (seg_e - seg_s).astype(np.float64)[rep] / seg_n[rep]
+    start = seg_s[rep] + np.rint(offset * length).astype(np.int64)
+    end = seg_s[rep] + np.rint((offset + 1) * length).astype(np.int64)
+    last = offset == seg_n[rep] - 1
+    end[last] = seg_e[rep][last]  # the last step of a segment ends exactly at its end
+    return {"start": start, "end": end, "step": seg_first[rep] + offset, "_row": seg_row[rep]}
+
+
+def _step_series(p: _MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, StepSeries]:
+    """Cut the training blocks into steps by the log's step timing (see :data:`STEP_DIALECTS`).
+
+    The steps tile each block exactly (their durations add up to the block's length), so the
+    productive time is the blocks' whatever the dialect.  Timing points that cannot be used are
+    rejected; what had to be inferred is flagged.
+    """
+    recs = p.records
+    book = p.books[p.file]
+    b_s, b_e = _ns(blocks["start"]), _ns(blocks["end"])
+    nb = len(blocks)
+    pts = _timing_points(recs)
+    gbs = _gbs(recs)
+    if not pts.empty:
+        bad = ~(pts["value"].to_numpy() > 0)
+        if bad.any():
+            book.reject_rows(pts.loc[bad, "_row"].to_numpy(), "value",
+                             [f"tracked_stats {k.replace('_', ' ')} must be a positive number; got {r!r}"
+                              for k, r in zip(pts.loc[bad, "kind"], pts.loc[bad, "raw"], strict=True)])
+            pts = pts[~bad].reset_index(drop=True)
+    t_ns = (np.rint(pts["time_ms"].to_numpy(dtype=np.float64) * 1e6)).astype(np.int64) if len(pts) else \
+        np.zeros(0, dtype=np.int64)
+    # a point belongs to the last block begun at or before it, if it is not later than that block's
+    # end by more than the tolerance (loggers write the block's timing just after its block_stop)
+    blk = np.searchsorted(b_s, t_ns, side="right") - 1
+    late = t_ns - b_e[np.clip(blk, 0, max(nb - 1, 0))] if nb else np.zeros(len(pts), np.int64)
+    inside = (blk >= 0) & (late <= _POINT_TOLERANCE_NS) if nb else np.zeros(len(pts), bool)
+    if len(pts) and not inside.all():
+        out = pts[~inside]
+        book.flag_rows(out["_row"].to_numpy(), "step_timing_outside_block",
+                       "step timing point outside every training block: not used for the step series")
+    pts, t_ns, blk = pts[inside].reset_index(drop=True), t_ns[inside], blk[inside]
+    kinds = set(pts["kind"])
+    is_st = (pts["kind"] == "step_time").to_numpy()
+    if is_st.any() and pts.loc[is_st, "index"].notna().any():
+        dialect = "step_series"
+        use = is_st & pts["index"].notna().to_numpy()
+    elif is_st.any():
+        dialect = "block_step_time"
+        use = is_st
+    elif "throughput" in kinds:
+        dialect = "block_throughput"
+        use = (pts["kind"] == "throughput").to_numpy()
+    else:
+        dialect = "blocks"
+        use = np.zeros(len(pts), dtype=bool)
+    pts, t_ns, blk = pts[use].reset_index(drop=True), t_ns[use], blk[use]
+    block_rows = blocks["start_row"].to_numpy(dtype=np.int64)
+    if dialect == "blocks":
+        segs = (b_s, b_e, np.ones(nb, dtype=np.int64), np.arange(nb, dtype=np.int64), block_rows)
+        logged = np.zeros(0)
+    elif dialect == "step_series":
+        segs, logged = _series_segments(p, pts, t_ns, blk, b_s, b_e, block_rows, gbs)
+    else:
+        segs, logged = _block_segments(p, pts, blk, b_s, b_e, block_rows, gbs, dialect)
+    cut = _split_segments(*segs)
+    n = cut["start"].size
+    steps = pd.DataFrame({
+        "_file": p.file, "_row": cut["_row"], "job_id": p.job_id, "attempt": np.zeros(n, dtype=np.int64),
+        "step": cut["step"].astype(np.int64), "start": _utc(cut["start"]), "end": _utc(cut["end"]),
+        "input_wait_s": 0.0,
+        "samples": pd.array(np.full(n, gbs if dialect != "blocks" and math.isfinite(gbs) else np.nan),
+                            dtype="Float64"),
+    })
+    first_row = int(pts["_row"].iloc[0]) if len(pts) else (int(block_rows[0]) if nb else None)
+    if first_row is not None:
+        book.flag_rows([first_row], "mlperf_step_dialect",
+                       f"step series dialect {dialect!r} ({STEP_DIALECTS[dialect]}): {nb} training "
+                       f"block(s) -> {n} step(s)")
+    return steps, StepSeries(dialect, logged, n)
+
+
+def _block_segments(p: _MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.ndarray, b_e: np.ndarray,
+                    block_rows: np.ndarray, gbs: float, dialect: str
+                    ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """One segment per block; its step count from the block's timing point (or inferred)."""
+    book = p.books[p.file]
+    nb = b_s.size
+    first = pd.Series(np.arange(len(pts))).groupby(blk).first()  # the first point of each block
+    extra = np.setdiff1d(np.arange(len(pts)), first.to_numpy())
+    if extra.size:
+        book.flag_rows(pts["_row"].to_numpy()[extra], "step_timing_repeated",
+                       "a second step timing point in one training block: the block's first one is used")
+    per = np.full(nb, -1, dtype=np.int64)
+    per[first.index.to_numpy()] = first.to_numpy()
+    has = per >= 0
+    value = np.full(nb, np.nan)
+    value[has] = pts["value"].to_numpy()[per[has]]
+    rows = np.where(has, pts["_row"].to_numpy()[np.maximum(per, 0)] if len(pts) else block_rows, block_rows)
+    if dialect == "block_step_time":
+        samples = np.full(nb, np.nan)
+        samples[has] = pts["samples"].to_numpy()[per[has]]
+        logged = value
+    else:  # throughput: metadata.step counts the samples done at the block's end
+        done = np.full(nb, np.nan)
+        done[has] = pts["index"].to_numpy()[per[has]]
+        before = np.r_[0.0, pd.Series(done).ffill().fillna(0.0).to_numpy()[:-1]]
+        samples = done - before
+        logged = gbs / value
+    n = samples / gbs
+    whole = np.isfinite(n) & (n >= 1) & (np.abs(n - np.rint(n)) < 1e-6)
+    length = (b_e - b_s) / _NS_PER_S
+    guess = np.maximum(np.rint(length / np.where(np.isfinite(logged) & (logged > 0), logged,
+                                                  np.nanmedian(logged) if np.isfinite(logged).any() else
+                                                  np.inf)), 1)
+    guess = np.where(np.isfinite(guess), guess, 1)
+    inferred = ~whole
+    if inferred.any():
+        book.flag_rows(rows[inferred], "step_count_inferred",
+                       [(f"training block {b}: the samples it holds / global_batch_size is not a whole "
+                         f"number of steps ({s:g} / {gbs:g})" if h else
+                         f"training block {b} has no usable step timing point")
+                        + f": {int(g)} step(s) of the logged step time taken"
+                        for b, s, g, h in zip(np.flatnonzero(inferred), samples[inferred], guess[inferred],
+                                              has[inferred], strict=True)])
+    n_steps = np.where(whole, np.rint(n), guess).astype(np.int64)
+    firsts = np.r_[0, np.cumsum(n_steps)[:-1]].astype(np.int64)
+    return (b_s, b_e, n_steps, firsts, rows), logged[np.isfinite(logged)]
+
+
+def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: np.ndarray, b_s: np.ndarray,
+                     b_e: np.ndarray, block_rows: np.ndarray, gbs: float
+                     ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Segments between consecutive step-indexed points of each block, plus each block's tail."""
+    book = p.books[p.file]
+    order = np.lexsort((t_ns, blk))
+    pts, t_ns, blk = pts.iloc[order].reset_index(drop=True), t_ns[order], blk[order]
+    idx = pts["index"].to_numpy(dtype=np.float64)
+    logged = pts["value"].to_numpy(dtype=np.float64)
+    same = np.r_[False, blk[1:] == blk[:-1]]
+    dt = np.r_[np.nan, np.diff(t_ns) / _NS_PER_S]
+    dk = np.r_[np.nan, np.diff(idx)]
+    # is metadata.step a count of steps or of samples?  The one whose spacing agrees with the logged
+    # step times is taken (a log that counts samples spaces its points global_batch_size apart)
+    pair = same & (dk > 0)
+    in_samples = False
+    if pair.any() and math.isfinite(gbs) and gbs > 1:
+        as_steps = np.nanmedian(np.abs(np.log(dt[pair] / dk[pair] / logged[pair])))
+        as_samples = np.nanmedian(np.abs(np.log(dt[pair] / (dk[pair] / gbs) / logged[pair])))
+        in_samples = bool(as_samples < as_steps)
+    if in_samples:
+        book.flag_rows([int(pts["_row"].iloc[0])], "step_index_in_samples",
+                       f"metadata.step counts samples (its spacing matches the logged step times only "
+                       f"divided by global_batch_size {gbs:g}): step index = metadata.step / {gbs:g}")
+        idx = idx / gbs
+        dk = np.r_[np.nan, np.diff(idx)]
+    ok = same & (dk >= 1) & (np.abs(dk - np.rint(dk)) < 1e-6)
+    back = same & ~ok
+    if back.any():
+        book.reject_rows(pts.loc[back, "_row"].to_numpy(), "metadata",
+                         [f"step index {k:g} does not advance by a whole number of steps from the point "
+                          f"before it ({k - d:g})" for k, d in zip(idx[back], dk[back], strict=True)])
+    keep = ~back
+    pts, t_ns, blk = pts[keep].reset_index(drop=True), t_ns[keep], blk[keep]
+    idx, logged = idx[keep], logged[keep]
+    same = np.r_[False, blk[1:] == blk[:-1]]
+    rows = pts["_row"].to_numpy(dtype=np.int64)
+    # inner segments: (previous point, point] of one block
+    inner_s, inner_e = t_ns[:-1][same[1:]], t_ns[1:][same[1:]]
+    inner_n = np.rint(np.diff(idx)[same[1:]]).astype(np.int64)
+    inner_first = np.rint(idx[:-1][same[1:]]).astype(np.int64)
+    inner_row = rows[1:][same[1:]]
+    # each block's head (block start -> its first point) and tail (last point -> block end), counted in
+    # the logged step time of the point next to them; flagged as inferred
+    head_i = np.flatnonzero(~same)
+    tail_i = np.r_[head_i[1:] - 1, len(pts) - 1] if len(pts) else head_i
+    heads_n = np.maximum(np.rint((t_ns[head_i] - b_s[blk[head_i]]) / _NS_PER_S / logged[head_i]), 1)
+    tails_len = (b_e[blk[tail_i]] - t_ns[tail_i]) / _NS_PER_S
+    tails_n = np.rint(tails_len / logged[tail_i])
+    has_tail = tails_n >= 1
+    segs = [(b_s[blk[head_i]], t_ns[head_i], heads_n.astype(np.int64),
+             np.maximum(np.rint(idx[head_i]) - heads_n, 0).astype(np.int64), rows[head_i]),
+            (inner_s, inner_e, inner_n, inner_first, inner_row),
+            (t_ns[tail_i][has_tail], b_e[blk[tail_i]][has_tail], tails_n[has_tail].astype(np.int64),
+             np.rint(idx[tail_i][has_tail]).astype(np.int64), rows[tail_i][has_tail])]
+    # a tail shorter than half a step is added to the block's last segment, so the steps still tile it
+    s_, e_, n_, f_, r_ = (np.concatenate([s[k] for s in segs]) for k in range(5))
+    o = np.argsort(s_, kind="stable")
+    s_, e_, n_, f_, r_ = s_[o], e_[o], n_[o], f_[o], r_[o]
+    stretch = ~has_tail
+    if stretch.any():
+        ends = b_e[blk[tail_i]][stretch]
+        pos = np.searchsorted(e_, t_ns[tail_i][stretch])
+        e_[pos] = ends
+    covered = np.isin(np.arange(b_s.size), blk)
+    if not covered.all():
+        miss = np.flatnonzero(~covered)
+        book.flag_rows(block_rows[miss], "step_count_inferred",
+                       "training block without a step timing point: counted as one step")
+        s_, e_ = np.r_[s_, b_s[miss]], np.r_[e_, b_e[miss]]
+        n_ = np.r_[n_, np.ones(miss.size, np.int64)]
+        f_, r_ = np.r_[f_, np.zeros(miss.size, np.int64)], np.r_[r_, block_rows[miss]]
+    if head_i.size:
+        book.flag_rows(np.unique(rows[head_i]), "step_count_inferred",
+                       "steps between the block start and its first step timing point: counted in that "
+                       "point's logged step time")
+    return (s_, e_, n_, f_, r_), logged
+
+
+def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame, StepSeries]:
     """Canonical steps (training blocks) and events of one parsed MLPerf log."""
     recs = p.records
     if recs.empty:
-        return pd.DataFrame(), pd.DataFrame()
+        return pd.DataFrame(), pd.DataFrame(), StepSeries("blocks", np.zeros(0), 0)
     init_starts = recs.loc[recs["key"] == "init_start", "time"].sort_values()
     # attempt: number of init_start markers at or before a time, minus one (a log is normally one run)
     bounds = _ns(init_starts)
@@ -220,12 +517,10 @@ def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     steps = pd.DataFrame()
     blocks = p.pairs.get("block")
+    series = StepSeries("blocks", np.zeros(0), 0)
     if blocks is not None and not blocks.empty:
-        steps = pd.DataFrame({
-            "_file": p.file, "_row": blocks["start_row"].to_numpy(), "job_id": p.job_id,
-            "attempt": attempt_of(blocks["start"]), "step": np.arange(len(blocks), dtype=np.int64),
-            "start": blocks["start"], "end": blocks["end"], "input_wait_s": 0.0,
-        })
+        steps, series = _step_series(p, blocks)
+        steps["attempt"] = attempt_of(steps["start"])
     ev = []
     launches = 0
     for _, r in recs[recs["key"].isin(["init_start", "run_stop"])].iterrows():  # a handful per log
@@ -240,10 +535,14 @@ def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame]:
     events = pd.DataFrame(ev)
     evals = p.pairs.get("eval")
     if evals is not None and not evals.empty:
-        blocks_done = (np.searchsorted(_ns(blocks["end"]), _ns(evals["start"]), side="right")
-                       if blocks is not None else np.zeros(len(evals), dtype=np.int64))
-        step_ref = pd.array(np.asarray(blocks_done, dtype=np.int64) - 1, dtype="Int64")
-        step_ref[np.asarray(blocks_done) == 0] = pd.NA
+        # the step of an eval: the last step that ended at or before it began
+        ends = _ns(steps["end"]) if not steps.empty else np.zeros(0, dtype=np.int64)
+        done = np.searchsorted(np.sort(ends), _ns(evals["start"]), side="right")
+        numbers = steps["step"].to_numpy(dtype=np.int64)[np.argsort(ends, kind="stable")] if ends.size \
+            else np.zeros(0, dtype=np.int64)
+        step_ref = pd.array(np.where(done > 0, numbers[np.maximum(done - 1, 0)] if numbers.size else 0, 0),
+                            dtype="Int64")
+        step_ref[done == 0] = pd.NA
         dur = (_ns(evals["end"]) - _ns(evals["start"])) / _NS_PER_S
         events = _concat([events, pd.DataFrame({
             "_file": p.file, "_row": evals["start_row"].to_numpy(), "time": evals["start"],
@@ -260,7 +559,7 @@ def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame]:
         events["time"] = events["time"].astype(_TIME_DTYPE)
         events["job_id"] = p.job_id
         events["attempt"] = attempt_of(events["time"])
-    return steps, events
+    return steps, events, series
 
 
 def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
@@ -306,7 +605,7 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     for f in files:
         p = _parse_mllog(f, job_id=job_id, rank_copy_tolerance_s=tol)
         books.update(p.books)
-        steps, events = _mllog_tables(p)
+        steps, events, _ = _mllog_tables(p)
         all_steps.append(steps)
         all_events.append(events)
     steps = _check_steps(_concat(all_steps), books, reorder_is_repair=False) if any(
@@ -314,7 +613,41 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     events = _check_events(_concat(all_events), books, reorder_is_repair=False) if any(
         not e.empty for e in all_events) else pd.DataFrame()
     ledger = _close(books)
-    return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+    return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger
+
+
+def _with_samples(steps: pd.DataFrame) -> pd.DataFrame:
+    """Return the canonical steps plus ``samples`` (samples per step where the log says; else missing)."""
+    out = _finalise_steps(steps)
+    out["samples"] = (pd.array(steps["samples"].to_numpy(dtype=object), dtype="Float64") if not steps.empty
+                      else pd.array([], dtype="Float64"))
+    return out
+
+
+def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
+                       ) -> tuple[TimelineTables, TimelineLedger, StepSeries]:
+    """Read one MLPerf log as :func:`read_mlperf` does, with the account of its step series.
+
+    Parameters
+    ----------
+    path
+        One log (plain or gzip).
+    job_id, rank_copy_tolerance_s
+        As in :func:`read_mlperf`.
+
+    Returns
+    -------
+    tuple of (TimelineTables, TimelineLedger, StepSeries)
+        The canonical tables (``steps`` with a ``samples`` column), the ledger, and the
+        :class:`StepSeries`: the dialect, the step times the log states, the number of steps.
+    """
+    tol = check_nonnegative("rank_copy_tolerance_s", rank_copy_tolerance_s)
+    p = _parse_mllog(_as_paths(path)[0], job_id=job_id, rank_copy_tolerance_s=tol)
+    steps, events, series = _mllog_tables(p)
+    steps = _check_steps(steps, p.books, reorder_is_repair=False) if not steps.empty else pd.DataFrame()
+    events = _check_events(events, p.books, reorder_is_repair=False) if not events.empty else pd.DataFrame()
+    ledger = _close(p.books)
+    return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger, series
 
 
 def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
