@@ -142,4 +142,4 @@ def test_guess_format_looks_through_gz():
 def test_one_ledger_one_vocabulary():
     assert TimelineLedger is Ledger and TimelineFlag.__name__ == "Flag"
     assert TERM_LABELS["checkpoint"] == "checkpoint pauses"
-    assert set(READERS) == {"mlperf", "mlgoodput", "canonical", "bloom", "serving"}
+    assert set(READERS) == {"mlperf", "mlgoodput", "canonical", "bloom", "serving", "torchtitan"}

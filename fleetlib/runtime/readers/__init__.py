@@ -29,6 +29,8 @@ Readers (one module per format)
 * :func:`read_mlgoodput` -- ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries.
 * :func:`read_canonical` -- the canonical columns (with documented aliases) as CSV or Parquet.
 * :func:`read_bloom_events` -- the hand-transcribed BLOOM-176B event table in ``data/timelines``.
+* :func:`read_torchtitan` -- torchtitan's structured logs (per-rank JSONL span records): steps,
+  input waits, checkpoints, evaluations, failures and restores per rank (job ``<job>/rank<r>``).
 * :func:`read_replica_lifecycle` and :func:`replica_runtime_goodput` -- a serving replica's
   lifecycle log (placed -> loading -> warmup -> ready -> draining -> released).
 
@@ -54,13 +56,14 @@ from __future__ import annotations
 
 from fleetlib.registry import ReaderSpec, Sample
 from fleetlib.runtime.goodput import ReplicaGoodput, replica_runtime_goodput
-from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving
+from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving, torchtitan
 from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
 from fleetlib.runtime.readers.bloom import read_bloom_events
 from fleetlib.runtime.readers.canonical import read_canonical, write_canonical
 from fleetlib.runtime.readers.mlgoodput import read_mlgoodput
 from fleetlib.runtime.readers.mlperf import read_mlperf
 from fleetlib.runtime.readers.serving import read_replica_lifecycle
+from fleetlib.runtime.readers.torchtitan import read_torchtitan
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
@@ -92,6 +95,7 @@ __all__ = [
     "read_mlgoodput",
     "read_mlperf",
     "read_replica_lifecycle",
+    "read_torchtitan",
     "replica_runtime_goodput",
     "write_canonical",
 ]
@@ -130,6 +134,17 @@ READERS: dict[str, ReaderSpec] = {
         _TIMELINE_TABLES,
         (Sample((f"{_DATA}/bloom_176b_events.csv",), records=30),
          Sample((f"{_CORPUS}/bloom_bad_rows.csv",), bad=True))),
+    "torchtitan": ReaderSpec(
+        "torchtitan", torchtitan.read, "torchtitan structured logs: per-rank JSONL span records",
+        {"steps": (*STEP_COLUMNS, "rank"), "events": (*EVENT_COLUMNS, "rank")},
+        (Sample(tuple(f"{_DATA}/torchtitan_llama3_8b_demo/training.global_rank_{r}.{stamp}.jsonl"
+                      for r, stamp in ((0, "20260302-100000-K7Q2ZB"), (0, "20260302-101400-P9TW4C"),
+                                       (1, "20260302-100000-M3XH8D"), (1, "20260302-101400-R2VN6J"))),
+                records=938),
+         Sample((f"{_CORPUS}/torchtitan/training.global_rank_0.truncated.jsonl",), bad=True),
+         Sample((f"{_CORPUS}/torchtitan/training.global_rank_0.end_without_start.jsonl",), bad=True),
+         Sample((f"{_CORPUS}/torchtitan/training.global_rank_0.non_monotonic.jsonl",), bad=True),
+         Sample((f"{_CORPUS}/torchtitan/training.global_rank_0.unknown_rank.jsonl",), bad=True))),
     "serving": ReaderSpec(
         "serving", serving.read, "serving replica lifecycle logs (placed -> ... -> released)",
         {"phases": ("replica_id", "phase", "start", "end", "duration_s")},
