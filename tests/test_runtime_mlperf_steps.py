@@ -137,7 +137,8 @@ def test_a_log_without_step_timing_keeps_its_blocks(tmp_path):
     assert "'blocks'" in next(f.message for f in ledger.flags if f.code == "mlperf_step_dialect")
 
 
-def _per_step_log(path: Path, *, in_samples: bool, step_s: list[float], gbs: int = 64) -> None:
+def _per_step_log(path: Path, *, in_samples: bool, step_s: list[float], gbs: int = 64,
+                  tail_ms: int = 0) -> None:
     """A small log in the per-step dialect: one train_step_time point at the end of every step."""
     t = 1_700_000_000_000
     lines = [{"time_ms": t, "event_type": "INTERVAL_START", "key": "init_start", "value": None},
@@ -152,6 +153,7 @@ def _per_step_log(path: Path, *, in_samples: bool, step_s: list[float], gbs: int
         lines.append({"time_ms": now, "event_type": "POINT_IN_TIME", "key": "tracked_stats",
                       "value": {"train_step_time": d},
                       "metadata": {"step": float(i * gbs if in_samples else i)}})
+    now += tail_ms
     lines += [{"time_ms": now, "event_type": "INTERVAL_END", "key": "block_stop", "value": None},
               {"time_ms": now + 10, "event_type": "INTERVAL_END", "key": "run_stop", "value": None,
                "metadata": {"status": "success"}}]
@@ -173,6 +175,20 @@ def test_per_step_series_in_steps_or_in_samples(tmp_path, in_samples):
     assert res["fault_free_step_s"] == pytest.approx(0.5)
     # the first step is warm-up (startup), the others above 0.5 s are slow steps: 0.3 + 0.6 s
     assert res["slow_step_s"] == pytest.approx(0.9, abs=1e-9)
+
+
+@pytest.mark.parametrize(("tail_ms", "tail_steps"), [(100, 0), (1500, 3)])
+def test_the_steps_tile_the_block_after_the_last_point(tmp_path, tail_ms, tail_steps):
+    # after the last timing point: 0.1 s (less than half a step: added to the last step) or 1.5 s
+    # (three steps of the last logged step time, 0.5 s)
+    step_s = [0.5] * 6
+    path = tmp_path / "tail.txt"
+    _per_step_log(path, in_samples=False, step_s=step_s, tail_ms=tail_ms)
+    tables, _, _ = read_mlperf_series(path)
+    dur = (tables.steps["end"] - tables.steps["start"]).dt.total_seconds().to_numpy()
+    assert len(dur) == 6 + tail_steps
+    assert dur.sum() == pytest.approx(3.0 + tail_ms / 1000.0, abs=1e-9)
+    assert tables.steps["step"].tolist() == list(range(6 + tail_steps))
 
 
 def test_bad_step_timing_is_rejected_with_its_row():

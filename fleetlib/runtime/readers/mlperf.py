@@ -465,37 +465,40 @@ def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: n
     inner_first = np.rint(idx[:-1][same[1:]]).astype(np.int64)
     inner_row = rows[1:][same[1:]]
     # each block's head (block start -> its first point) and tail (last point -> block end), counted in
-    # the logged step time of the point next to them; flagged as inferred
+    # the logged step time of the point next to them (flagged as inferred); one shorter than half a
+    # step holds no step and is added to the segment next to it, so that the steps still tile the block
     head_i = np.flatnonzero(~same)
     tail_i = np.r_[head_i[1:] - 1, len(pts) - 1] if len(pts) else head_i
-    heads_n = np.maximum(np.rint((t_ns[head_i] - b_s[blk[head_i]]) / _NS_PER_S / logged[head_i]), 1)
-    tails_len = (b_e[blk[tail_i]] - t_ns[tail_i]) / _NS_PER_S
-    tails_n = np.rint(tails_len / logged[tail_i])
-    has_tail = tails_n >= 1
-    segs = [(b_s[blk[head_i]], t_ns[head_i], heads_n.astype(np.int64),
-             np.maximum(np.rint(idx[head_i]) - heads_n, 0).astype(np.int64), rows[head_i]),
-            (inner_s, inner_e, inner_n, inner_first, inner_row),
-            (t_ns[tail_i][has_tail], b_e[blk[tail_i]][has_tail], tails_n[has_tail].astype(np.int64),
-             np.rint(idx[tail_i][has_tail]).astype(np.int64), rows[tail_i][has_tail])]
-    # a tail shorter than half a step is added to the block's last segment, so the steps still tile it
-    s_, e_, n_, f_, r_ = (np.concatenate([s[k] for s in segs]) for k in range(5))
-    o = np.argsort(s_, kind="stable")
-    s_, e_, n_, f_, r_ = s_[o], e_[o], n_[o], f_[o], r_[o]
-    stretch = ~has_tail
-    if stretch.any():
-        ends = b_e[blk[tail_i]][stretch]
-        pos = np.searchsorted(e_, t_ns[tail_i][stretch])
-        e_[pos] = ends
-    covered = np.isin(np.arange(b_s.size), blk)
+    heads_n = np.rint((t_ns[head_i] - b_s[blk[head_i]]) / _NS_PER_S / logged[head_i]).astype(np.int64)
+    tails_n = np.rint((b_e[blk[tail_i]] - t_ns[tail_i]) / _NS_PER_S / logged[tail_i]).astype(np.int64)
+    segs = [(b_s[blk[head_i]], t_ns[head_i], heads_n, np.maximum(np.rint(idx[head_i]) - heads_n, 0),
+             rows[head_i], blk[head_i]),
+            (inner_s, inner_e, inner_n, inner_first, inner_row, blk[1:][same[1:]]),
+            (t_ns[tail_i], b_e[blk[tail_i]], tails_n, np.rint(idx[tail_i]), rows[tail_i], blk[tail_i])]
+    s_, e_, n_, f_, r_, b_ = (np.concatenate([np.asarray(g[k]) for g in segs]) for k in range(6))
+    o = np.lexsort((s_, b_))
+    s_, e_, n_, f_, r_, b_ = s_[o], e_[o], n_[o], f_[o].astype(np.int64), r_[o], b_[o]
+    empty = n_ < 1
+    nxt_same = np.r_[b_[1:] == b_[:-1], False]
+    prv_same = np.r_[False, b_[1:] == b_[:-1]]
+    give_next = empty & nxt_same & ~np.r_[empty[1:], True]  # an empty head: the next segment starts earlier
+    s_[np.flatnonzero(give_next) + 1] = s_[give_next]
+    # an empty tail: the segment before it ends later
+    give_prev = empty & prv_same & ~give_next & ~np.r_[True, empty[:-1]]
+    e_[np.flatnonzero(give_prev) - 1] = e_[give_prev]
+    keep = ~empty
+    s_, e_, n_, f_, r_, b_ = s_[keep], e_[keep], n_[keep], f_[keep], r_[keep], b_[keep]
+    covered = np.isin(np.arange(b_s.size), b_)
     if not covered.all():
         miss = np.flatnonzero(~covered)
         book.flag_rows(block_rows[miss], "step_count_inferred",
-                       "training block without a step timing point: counted as one step")
+                       "training block without a usable step timing point: counted as one step")
         s_, e_ = np.r_[s_, b_s[miss]], np.r_[e_, b_e[miss]]
         n_ = np.r_[n_, np.ones(miss.size, np.int64)]
         f_, r_ = np.r_[f_, np.zeros(miss.size, np.int64)], np.r_[r_, block_rows[miss]]
-    if head_i.size:
-        book.flag_rows(np.unique(rows[head_i]), "step_count_inferred",
+    inferred_head = heads_n >= 1
+    if inferred_head.any():
+        book.flag_rows(np.unique(rows[head_i][inferred_head]), "step_count_inferred",
                        "steps between the block start and its first step timing point: counted in that "
                        "point's logged step time")
     return (s_, e_, n_, f_, r_), logged
