@@ -105,8 +105,9 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
         ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
         (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
         steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
-        BLOOM-style event table.  ``serving``: replica lifecycle logs.  Every format but ``mlperf`` is
-        read and measured by :func:`fleetlib.runtime.measure.measure`.
+        BLOOM-style event table.  ``serving``: replica lifecycle logs.  ``torchtitan``: every rank's
+        structured-log JSONL files of one job (each rank is the job ``<source>/rank<r>``).  Every
+        format but ``mlperf`` is read and measured by :func:`fleetlib.runtime.measure.measure`.
     format
         One of :data:`FORMATS` (the keys of :data:`fleetlib.runtime.readers.READERS`).
     job

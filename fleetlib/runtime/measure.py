@@ -146,7 +146,8 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         :func:`fleetlib.runtime.synth.write_timeline` is read by its fast path.
     format
         A key of :data:`~fleetlib.runtime.readers.READERS` (``mlperf``, ``mlgoodput``, ``canonical``,
-        ``bloom``, ``serving``); None: from the file names (:func:`guess_format`).  Not used for tables.
+        ``bloom``, ``serving``, ``torchtitan``); None: from the file names (:func:`guess_format`; a
+        torchtitan ``.jsonl`` must be named).  Not used for tables.
     tz
         Zone of naive times, for the formats that write them.
     window
@@ -162,9 +163,10 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
 
     Notes
     -----
-    An MLPerf log measured here is a job timeline (productive = retained training blocks at the
-    fault-free block time, and under the committed definition nothing is retained: a result log
-    records no checkpoint).  ``fleetlib runtime --format mlperf`` prints the log's raw interval sums
+    An MLPerf log measured here is a job timeline (its steps are the training blocks cut by the
+    log's step timing, :data:`fleetlib.runtime.readers.mlperf.STEP_DIALECTS`, or the blocks
+    themselves when it times no steps; under the committed definition nothing is retained: a result
+    log records no checkpoint).  ``fleetlib runtime --format mlperf`` prints the log's raw interval sums
     instead (:func:`fleetlib.runtime.commands.mlperf_runtime_json`: productive = the blocks' total
     length), the figure MLPerf itself reports.
 

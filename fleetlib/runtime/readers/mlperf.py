@@ -1,4 +1,4 @@
-"""Reader of MLPerf ``:::MLLOG`` result logs (format ``mlperf``)."""
+"""Reader of MLPerf ``:::MLLOG`` result logs (format ``mlperf``), with the step series inside the blocks."""
 
 from __future__ import annotations
 
@@ -580,11 +580,17 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     * ``*_start`` / ``*_stop`` markers are paired in time order; a start with no stop after it, or a
       stop with no start before it, is rejected as unmatched and its interval is not counted.
     * Mapping: ``init_start`` -> ``gang_complete`` (a second run in one file also gets a
-      ``cold_start``: every MLPerf init is a cold launch); each training block -> one step
-      (``step`` = the block's ordinal, input wait 0);
+      ``cold_start``: every MLPerf init is a cold launch); each training block -> its steps, cut
+      by the log's step timing (:data:`STEP_DIALECTS`: per-step ``train_step_time`` points with a
+      step index, one ``train_step_time`` per block, or one ``throughput`` per block; the steps tile
+      the block, so their durations add up to it; ``samples`` = the global batch), or one step per
+      block when the log times no steps; the dialect is flagged ``mlperf_step_dialect``, inferred
+      step counts ``step_count_inferred``; ``step`` = the global step index, input wait 0;
       first block start -> ``first_step``; ``eval_start``/``eval_stop`` -> ``eval_begin``/
-      ``eval_end`` (``step`` = ordinal of the last block before it, ``duration_s`` on the end);
+      ``eval_end`` (``step`` = the last step before it, ``duration_s`` on the end);
       ``run_stop`` -> ``release``.  Other keys are kept in the parse but produce no rows.
+    * A step-timing point that is not a positive number, or whose step index does not advance, is
+      rejected (field ``value`` / ``metadata``).
 
     Parameters
     ----------
