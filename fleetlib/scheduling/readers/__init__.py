@@ -1,7 +1,7 @@
 """Readers: scheduler records in their real formats -> canonical tables and a row ledger.
 
 One module per format (:mod:`~fleetlib.scheduling.readers.slurm`, ``kueue``, ``volcano``, ``helios``,
-``openb``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
+``openb``, ``philly``, ``pai``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
 ``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, and registered in
 :data:`READERS` under its ``--format`` name; :func:`read_records` dispatches through the registry.
 Shared helpers live in :mod:`~fleetlib.scheduling.readers._common`.
@@ -32,6 +32,10 @@ Formats and their gang-complete marker
   ``minMember``) completes the gang; ``Unknown`` is a partial gang.
 * **Helios** per-VC minute sequences: an aggregate format -> the occupancy table (running GPUs are
   complete allocations because Slurm allocates atomically); the daily quota file -> capacity.
+* **Microsoft Philly** ``cluster_job_log``: an attempt's ``start_time`` (one server: exact; several
+  servers: inferred, flagged ``gang_complete_inferred_at_start``); no capacity (a subset of the jobs).
+* **Alibaba PAI 2020** job / task / instance tables: the job's last instance (or task) launch,
+  inferred and flagged ``gang_complete_inferred``; no capacity (waits and size cohorts only).
 * **Alibaba openb** pod and node lists: waits and size cohorts only (the sample never fills the
   cluster, so it cannot give time-based scheduling goodput).
 
@@ -73,11 +77,13 @@ from typing import Any
 
 from fleetlib.quality import DomainError, Ledger
 from fleetlib.registry import ReaderSpec, Sample
-from fleetlib.scheduling.readers import canonical, helios, kueue, openb, slurm, volcano
+from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
 from fleetlib.scheduling.readers._common import queue_from_pending
 from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
 from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES, read_kueue
 from fleetlib.scheduling.readers.openb import read_openb
+from fleetlib.scheduling.readers.pai import read_pai
+from fleetlib.scheduling.readers.philly import read_philly
 from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, SLURM_STATES, expand_hostlist, read_slurm
 from fleetlib.scheduling.readers.volcano import VOLCANO_PHASES, read_volcano
 from fleetlib.scheduling.records import SchedulerRecords
@@ -109,6 +115,8 @@ __all__ = [
     "read_helios",
     "read_kueue",
     "read_openb",
+    "read_pai",
+    "read_philly",
     "read_records",
     "read_slurm",
     "read_volcano",
@@ -211,6 +219,32 @@ READERS: dict[str, SchedulingReaderSpec] = {
             records=8_152 + 1_213,
         ),
         Sample((f"{_CORPUS}/openb_bad_pods.csv",), bad=True),
+    ),
+    "philly": _spec(
+        "philly",
+        philly,
+        "Microsoft Philly cluster_job_log JSON (attempts, waits, cohorts; America/Los_Angeles default)",
+        {"allocations": _ALLOC},
+        Sample((f"{_DATA}/philly_sample/cluster_job_log.json",), records=6),  # job objects
+        Sample((f"{_CORPUS}/philly/bad_jobs.json",), bad=True),
+        Sample((f"{_CORPUS}/philly/truncated.json",), bad=True),
+    ),
+    "pai": _spec(
+        "pai",
+        pai,
+        "Alibaba PAI 2020 job/task/instance tables, headerless CSV (waits and size cohorts only)",
+        {"allocations": _ALLOC},
+        Sample(
+            tuple(
+                f"{_DATA}/pai_sample/{n}.csv"
+                for n in ("pai_job_table", "pai_task_table", "pai_instance_table", "pai_machine_spec")
+            ),
+            records=7 + 9 + 3 + 4,  # lines
+        ),
+        Sample((f"{_DATA}/pai_sample/pai_job_table.csv", f"{_CORPUS}/pai/bad_task_table.csv"), bad=True),
+        Sample(
+            (f"{_CORPUS}/pai/truncated_job_table.csv", f"{_DATA}/pai_sample/pai_task_table.csv"), bad=True
+        ),
     ),
     "canonical": _spec(
         "canonical",
