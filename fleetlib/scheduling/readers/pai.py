@@ -449,7 +449,7 @@ def _allocations(
         None,
         (
             "a task row of this job was rejected ("
-            + jobs["job_name"].map(bad).fillna("")
+            + jobs["job_name"].map(bad).astype(object).fillna("")
             + "): its GPU request is incomplete"
         ).to_numpy(dtype=object),
     )
@@ -475,7 +475,9 @@ def _allocations(
             frame,
             m,
             None,
-            ("part of a job rejected at " + frame["job_name"].map(where).fillna("?")).to_numpy(dtype=object),
+            ("part of a job rejected at " + frame["job_name"].map(where).astype(object).fillna("?")).to_numpy(
+                dtype=object
+            ),
         )
     gpu_tasks = tasks[tasks["job_name"].isin(jobs["job_name"]) & (tasks["plan_gpu"] > 0)]
     launches = gpu_tasks[["job_name", "start_s", "end_s"]]
