@@ -69,14 +69,17 @@ Adding a format
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from os import PathLike
 from types import ModuleType
 from typing import Any
 
-from fleetlib.quality import DomainError, Ledger
-from fleetlib.registry import ReaderSpec, Sample
+from fleetlib._io import as_paths
+from fleetlib._sniff import first_line, is_parquet
+from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.registry import ReaderSpec, Sample, head_bytes
 from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
 from fleetlib.scheduling.readers._common import queue_from_pending
 from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
@@ -104,12 +107,15 @@ __all__ = [
     "KUEUE_FINISHED_STATES",
     "READERS",
     "SLURM_END_STATES",
+    "SLURM_INPUTS",
     "SLURM_STATES",
     "VOLCANO_PHASES",
     "WAIT_COLUMNS",
     "SchedulingReaderSpec",
+    "check_slurm_inputs",
     "detect_quota_glitch_days",
     "expand_hostlist",
+    "missing_slurm_inputs",
     "openb_cohorts",
     "queue_from_pending",
     "read_helios",
@@ -154,9 +160,83 @@ class SchedulingReaderSpec(ReaderSpec):
 def _spec(
     name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]], *samples: Sample
 ) -> SchedulingReaderSpec:
+    read, recs = module.read, module.records
+    if module is canonical:
+        read, recs = _parquet_only(read), _parquet_only(recs)
     return SchedulingReaderSpec(
-        name=name, read=module.read, summary=summary, tables=tables, samples=samples, records=module.records
+        name=name, read=read, summary=summary, tables=tables, samples=samples, records=recs,
+        sniff=getattr(module, "sniff", None),
     )
+
+
+def _parquet_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the canonical reader: a file that is not Parquet is refused with a line that says so."""
+
+    @functools.wraps(fn)
+    def wrapped(paths: Any, *args: Any, **kwargs: Any) -> Any:
+        for p in as_paths(paths):
+            head = head_bytes(p, 256)
+            if not is_parquet(head):
+                first = first_line(head)[:60]
+                raise InputError(
+                    "not a Parquet file (it starts with " + repr(first) + "): --format canonical reads the "
+                    "Parquet file 'fleetlib synth allocations' writes; for scheduler text records give their "
+                    "format (--format slurm, kueue, ...) or omit --format to detect it",
+                    file=str(p),
+                )
+        return fn(paths, *args, **kwargs)
+
+    return wrapped
+
+
+#: What each Slurm input is, and the command that writes it.
+SLURM_INPUTS: dict[str, str] = {
+    "sacct": "jobs: sacct -P -D -a --starttime S --endtime E --format=JobID,JobIDRaw,User,Account,Partition,"
+    "QOS,Priority,Submit,Eligible,Start,End,Elapsed,State,ExitCode,AllocTRES,ReqTRES,NodeList > sacct.txt",
+    "nodes": "node inventory: sinfo -N -o '%N|%P|%G' > sinfo_nodes.txt",
+    "events": "node outages (optional when no node was down): sacctmgr -P show event Start=S End=E "
+    "> sacctmgr_events.txt",
+}
+
+
+def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[str]:
+    """Return which of Slurm's three inputs are missing among ``paths`` (by their header lines).
+
+    Parameters
+    ----------
+    paths
+        The files given for ``--format slurm``.
+
+    Returns
+    -------
+    list of str
+        Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
+    """
+    from fleetlib.scheduling.readers.slurm import _sniff_slurm
+
+    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
+    return [k for k in SLURM_INPUTS if k not in seen]
+
+
+def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> None:
+    """Raise one :class:`~fleetlib.quality.InputError` naming every Slurm input scheduling goodput lacks.
+
+    sacct output and the sinfo node inventory are needed (jobs and capacity); sacctmgr events are
+    named too when they are missing along with one of those, so one run of the error lists all.
+
+    Raises
+    ------
+    InputError
+        sacct or sinfo output is missing; the message gives the command that writes each missing file.
+    """
+    missing = missing_slurm_inputs(paths)
+    if "sacct" in missing or "nodes" in missing:
+        need = "; ".join(f"{k} -- {SLURM_INPUTS[k]}" for k in missing)
+        raise InputError(
+            "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
+            f"{len(missing)} of the 3 inputs: {need}",
+            file=str(as_paths(paths)[0]),
+        )
 
 
 _HELIOS_VCS = tuple(
@@ -262,7 +342,7 @@ FORMATS: tuple[str, ...] = tuple(READERS)
 
 def read_records(
     path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    format: str,
+    format: str | None = None,
     *,
     tz: str | None = None,
     window: object = None,
@@ -275,7 +355,9 @@ def read_records(
     path_or_paths
         The input files (for ``"canonical"``: exactly one Parquet file).
     format
-        One of :data:`FORMATS` (a key of :data:`READERS`).
+        One of :data:`FORMATS` (a key of :data:`READERS`); None: detected from the files' bytes
+        (:func:`fleetlib.registry.detect`), an :class:`~fleetlib.quality.InputError` when not exactly
+        one format fits.
     tz
         Zone of naive wall-clock times: required for Slurm files with naive times; for Helios the
         default ``"Asia/Shanghai"`` applies when None; ignored by the other formats.
@@ -291,6 +373,10 @@ def read_records(
     tuple of (SchedulerRecords, Ledger)
         As returned by the format's reader.
     """
+    if format is None:
+        from fleetlib.registry import detect
+
+        format = detect(path_or_paths, "scheduling")
     spec = READERS.get(format)
     if spec is None or spec.records is None:
         raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")

@@ -34,6 +34,7 @@ What the format gives and what it does not:
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
@@ -113,24 +114,22 @@ def sniff(head: bytes) -> bool:
     Returns
     -------
     bool
-        True for a PAI header line, or a headerless first line of 6, 10 or 9 comma-separated fields
-        with hexadecimal names first and numeric seconds in the time columns.
+        True for a PAI header line, or a headerless first line of 6, 10, 9 or 5 comma-separated
+        fields with a hexadecimal name first and numbers where the table has seconds or GPU counts.
     """
     text = head.decode("utf-8", errors="replace")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     fields = [f.strip() for f in first.split(",")]
     if tuple(fields) in PAI_COLUMNS.values():
-        return fields[0] in ("job_name", "machine")
+        return True
     kind = _BY_COUNT.get(len(fields))
-    if kind not in ("job", "task", "instance"):
+    if kind is None:
         return False
-    import re
-
-    cols = PAI_COLUMNS[kind]
-    row = dict(zip(cols, fields, strict=True))
-    hexname = re.fullmatch(r"[0-9a-f]{8,}", row["job_name"]) is not None
-    start = row["start_time"]
-    return hexname and (start == "" or re.fullmatch(_NUMBER, start) is not None)
+    row = dict(zip(PAI_COLUMNS[kind], fields, strict=True))
+    name = row["machine"] if kind == "machine_spec" else row["job_name"]
+    number = row["cap_gpu"] if kind == "machine_spec" else row["start_time"]
+    hexname = re.fullmatch(r"[0-9a-f]{8,}", name) is not None
+    return hexname and (number == "" or re.fullmatch(_NUMBER, number) is not None)
 
 
 def _table(path: Path, book: _Book) -> tuple[str, pd.DataFrame, np.ndarray]:
