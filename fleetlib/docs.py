@@ -257,8 +257,8 @@ EXPORTS: dict[tuple[str, str], str] = {
     "mlcommons/training_results_v4.0.",
     ("runtime", "mlgoodput"): "The `<job>_timeline.jsonl` cache entries that ml-goodput-measurement's "
     "`GoodputRecorder` writes (one JSON object per recorded event).",
-    ("runtime", "canonical"): "```console\n$ fleetlib synth timeline --steps 2000 --out job.parquet\n```\nor steps / "
-    "events CSV or Parquet files with the columns above, written by the training loop.",
+    ("runtime", "canonical"): "```console\n$ fleetlib synth timeline --steps 2000 --out job.parquet\n```\n"
+    "or steps / events CSV or Parquet files with the columns above, written by the training loop.",
     ("runtime", "bloom"): "A hand-transcribed event table (date, time of day, zone, kind), as "
     "`data/timelines/bloom_176b_events.csv` from the BLOOM-176B training chronicle.",
     ("runtime", "serving"): "A CSV of replica lifecycle records (`time,replica_id,phase,...`) from the "
