@@ -512,6 +512,21 @@ def _allocations(
     j = jobs[keep].reset_index(drop=True)
     first_s, last_s, release_s = (s[keep].reset_index(drop=True) for s in (first_s, last_s, release_s))
     launched = launched[keep].reset_index(drop=True)
+    times = {"first": first_s, "last": last_s, "release": release_s, "launched": launched}
+    return _pai_table(j, times, share, expected, from_inst, gpu_tasks, record_end)
+
+
+def _pai_table(
+    j: pd.DataFrame,
+    times: dict[str, pd.Series],
+    share: pd.Series,
+    expected: pd.Series,
+    from_inst: pd.Series,
+    gpu_tasks: pd.DataFrame,
+    record_end: pd.Timestamp,
+) -> tuple[pd.DataFrame, pd.Timestamp]:
+    """Build the allocations of the kept GPU jobs ``j``; censor, flag and settle their rows."""
+    first_s, last_s, release_s, launched = times["first"], times["last"], times["release"], times["launched"]
     open_ = release_s.isna().to_numpy()
     end_state = j["status"].map(PAI_STATES).fillna("unknown").to_numpy(dtype=object)
     end_state = np.where(open_, np.where(first_s.notna(), "running", "pending"), end_state)

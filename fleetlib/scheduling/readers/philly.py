@@ -310,7 +310,6 @@ def _philly_file(
             f"last attempt still running at the end of the record: release censored at "
             f"{pd.Timestamp(record_end).isoformat()}",
         )
-    stat = status.to_numpy(dtype=object)
     unknown = ~status.isin(list(PHILLY_STATES)).to_numpy() & alive
     book.flag(
         file,
@@ -335,20 +334,30 @@ def _philly_file(
             field="start_time",
         )
     keep = alive[pos]
-    a = att[keep].reset_index(drop=True)
-    p = pos[keep]
+    columns = {"job_id": jobid, "pool": vc, "user": user, "status": status, "submit": submit}
+    return _philly_table(att[keep].reset_index(drop=True), pos[keep], running[keep], columns, record_end)
+
+
+def _philly_table(
+    a: pd.DataFrame,
+    p: np.ndarray,
+    running: np.ndarray,
+    jobs: dict[str, pd.Series],
+    record_end: pd.Timestamp,
+) -> tuple[pd.DataFrame, pd.Timestamp]:
+    """Build the allocations of the kept attempts ``a`` (``p``: their job positions, in file order)."""
     rel = a["end_time"].where(a["end_time"].notna(), record_end)
     prev_rel = rel.groupby(p).shift(1)
     first = prev_rel.isna().to_numpy()
-    sub = pd.Series(submit.to_numpy()[p], dtype=_TIME).where(first, prev_rel.reset_index(drop=True))
-    last_state = pd.Series(stat[p]).map(PHILLY_STATES).fillna("unknown").to_numpy(dtype=object)
+    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=_TIME).where(first, prev_rel.reset_index(drop=True))
+    last_state = pd.Series(jobs["status"].to_numpy(dtype=object)[p]).map(PHILLY_STATES).fillna("unknown")
     is_last = np.r_[p[1:] != p[:-1], True] if p.size else np.zeros(0, dtype=bool)
-    end_state = np.where(running[keep], "running", np.where(is_last, last_state, "failed"))
+    end_state = np.where(running, "running", np.where(is_last, last_state.to_numpy(dtype=object), "failed"))
     alloc = pd.DataFrame(
         {
-            "job_id": jobid.to_numpy(dtype=object)[p],
+            "job_id": jobs["job_id"].to_numpy(dtype=object)[p],
             "attempt": a["index"].astype("int64").to_numpy(),
-            "pool": vc.to_numpy(dtype=object)[p],
+            "pool": jobs["pool"].to_numpy(dtype=object)[p],
             "devices": a["gpus"].astype("int64").to_numpy(),
             "submit": sub,
             "first_assigned": a["start_time"],
@@ -358,7 +367,7 @@ def _philly_file(
             "elastic": False,
             "end_state": end_state.astype(object),
             "requested_devices": a["gpus"].astype("int64").to_numpy(),
-            "user": user.to_numpy(dtype=object)[p],
+            "user": jobs["user"].to_numpy(dtype=object)[p],
             "servers": a["servers"].astype("int64").to_numpy(),
         }
     )
