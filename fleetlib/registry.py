@@ -14,15 +14,30 @@ record of every file.
 Each rung keeps one ``READERS`` mapping of format name -> :class:`ReaderSpec`.  The CLI's
 ``--format`` choices, the notebooks and the conformance tests (``tests/test_reader_conformance.py``)
 all take the formats from it, so adding a format is one module and one line in the registry.
+
+:func:`detect` names the format of a set of files from their first bytes: it asks each registered
+reader's ``sniff`` (``ReaderSpec.sniff``, or the built-in one in :mod:`fleetlib._sniff`) and answers
+only when exactly one format fits every file; otherwise it raises an
+:class:`~fleetlib.quality.InputError` listing the candidates and the ``--format`` choices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ReaderSpec", "Sample"]
+from fleetlib import _sniff
+from fleetlib.quality import DomainError, InputError
+
+__all__ = ["RUNGS", "ReaderSpec", "Sample", "detect", "head_bytes", "read_tables", "sniff_of"]
+
+#: The rungs that keep a reader registry (``fleetlib.<rung>.readers.READERS``).
+RUNGS: tuple[str, ...] = ("scheduling", "runtime", "program")
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,10 @@ class ReaderSpec:
         Table name -> the canonical columns that table always carries.
     samples
         Inputs for the conformance suite (bundled data and the bad-input corpus).
+    sniff
+        ``sniff(head: bytes) -> bool``: True when a file's first bytes (decompressed) look like one
+        file of this format; cheap and never raising.  None: :func:`detect` uses the built-in sniff
+        of :mod:`fleetlib._sniff` if there is one, else never proposes the format.
     """
 
     name: str
@@ -72,3 +91,155 @@ class ReaderSpec:
     summary: str
     tables: Mapping[str, tuple[str, ...]]
     samples: tuple[Sample, ...] = ()
+    sniff: Callable[[bytes], bool] | None = None
+
+
+def head_bytes(path: str | PathLike[str], n: int = _sniff.HEAD_BYTES) -> bytes:
+    """Return the first ``n`` bytes of a file, gunzipped when its bytes say gzip.
+
+    Parameters
+    ----------
+    path
+        The file (a regular file; see :mod:`fleetlib._io`).
+    n
+        How many (decompressed) bytes at most.
+
+    Returns
+    -------
+    bytes
+        The head of the plain content.
+
+    Raises
+    ------
+    InputError
+        A missing file, not a regular file, or a compression other than gzip.
+    """
+    from fleetlib import _io
+
+    p = Path(path)
+    _io._check_regular(p)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(n)
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
+    kind = _io.compression_of(raw[:8])
+    if kind is None:
+        return raw
+    if kind != "gzip":
+        raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
+                         file=str(p))
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, n)
+    except zlib.error as exc:
+        raise InputError(f"corrupt gzip stream ({exc})", file=str(p), field="gzip") from exc
+
+
+def _readers(rung: str) -> Mapping[str, ReaderSpec]:
+    if rung not in RUNGS:
+        raise DomainError(f"rung must be one of {list(RUNGS)}; got {rung!r}")
+    return importlib.import_module(f"fleetlib.{rung}.readers").READERS
+
+
+def sniff_of(rung: str, name: str, spec: ReaderSpec) -> Callable[[bytes], bool] | None:
+    """Return the sniff :func:`detect` uses for a registered format (its own, else the built-in one)."""
+    return spec.sniff or _sniff.SNIFFS.get((rung, name))
+
+
+def detect(paths: str | PathLike[str] | Iterable[str | PathLike[str]], rung: str) -> str:
+    """Name the one registered format of ``rung`` that every file's first bytes fit.
+
+    Parameters
+    ----------
+    paths
+        The input files given together (one format; several files where the format has several,
+        such as Slurm's sacct / sacctmgr / sinfo or PAI's job / task / instance tables).
+    rung
+        ``"scheduling"``, ``"runtime"`` or ``"program"``.
+
+    Returns
+    -------
+    str
+        The format name, a key of the rung's ``READERS``.
+
+    Raises
+    ------
+    InputError
+        No format fits a file, the files fit different formats, or the bytes fit several formats:
+        the message lists what each file fits and the ``--format`` choices.
+    """
+    from fleetlib._io import as_paths
+
+    readers = _readers(rung)
+    sniffs = {name: f for name, spec in readers.items() if (f := sniff_of(rung, name, spec)) is not None}
+    choices = f"name it with --format, one of {list(readers)}"
+    fits: dict[Path, set[str]] = {}
+    for p in as_paths(paths):
+        head = head_bytes(p)
+        fits[p] = {name for name, f in sniffs.items() if _safe(f, head)}
+    unknown = [p for p, f in fits.items() if not f]
+    if unknown:
+        detectable = sorted(sniffs)
+        raise InputError(
+            f"the format cannot be told from the file's bytes (formats detected by their bytes: "
+            f"{detectable}); {choices}",
+            file=str(unknown[0]),
+        )
+    common = set.intersection(*fits.values())
+    if len(common) == 1:
+        return next(iter(common))
+    first = next(iter(fits))
+    if not common:
+        each = "; ".join(f"{p.name}: {sorted(f)}" for p, f in fits.items())
+        raise InputError(f"the files are of different formats ({each}): give the files of one format "
+                         f"and {choices}", file=str(first))
+    raise InputError(f"ambiguous: the bytes fit several formats {sorted(common)}; {choices}", file=str(first))
+
+
+def _safe(sniff: Callable[[bytes], bool], head: bytes) -> bool:
+    try:
+        return bool(sniff(head))
+    except Exception:  # a sniff that breaks on odd bytes proposes nothing
+        return False
+
+
+def read_tables(
+    rung: str,
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    format: str | None = None,
+    *,
+    tz: str | None = None,
+    window: object = None,
+    **options: Any,
+) -> tuple[Mapping[str, Any], Any]:
+    """Read files with a rung's registered reader (the format detected from the bytes when None).
+
+    Parameters
+    ----------
+    rung
+        ``"scheduling"``, ``"runtime"`` or ``"program"``.
+    paths
+        The input files.
+    format
+        A key of the rung's ``READERS``; None: :func:`detect` names it.
+    tz, window, **options
+        Passed to the reader (see :mod:`fleetlib.registry`).
+
+    Returns
+    -------
+    tuple of (tables, Ledger)
+        The reader's canonical tables by name and its ledger.
+
+    Raises
+    ------
+    DomainError
+        An unknown format name.
+    InputError
+        The format cannot be detected, or a file cannot be read as the format.
+    """
+    readers = _readers(rung)
+    name = format if format is not None else detect(paths, rung)
+    spec = readers.get(name)
+    if spec is None:
+        raise DomainError(f"format must be one of {list(readers)}; got {name!r}")
+    return spec.read(paths, tz=tz, window=window, **options)

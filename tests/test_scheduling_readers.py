@@ -1003,7 +1003,8 @@ def test_read_records_dispatches_by_format(slurm, kueue):
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
     rec, _ = read_records([KUEUE], "kueue", window=KUEUE_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, kueue[0].allocations)
-    assert set(FORMATS) == {"slurm", "kueue", "volcano", "helios-sequence", "openb", "canonical"}
+    assert set(FORMATS) == {"slurm", "kueue", "volcano", "helios-sequence", "openb", "philly", "pai",
+                            "canonical"}
     with pytest.raises(DomainError, match="format must be one of"):
         read_records(SLURM, "lsf")
 

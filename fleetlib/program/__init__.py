@@ -20,9 +20,36 @@ from typing import Any
 
 from fleetlib.program.measure import ProgramMeasurement, measure
 
-__all__ = ["ProgramMeasurement", "measure", "read_trace", "read_traces", "straggler_analysis"]
+__all__ = ["READERS", "ProgramMeasurement", "measure", "read_records", "read_trace", "read_traces",
+           "straggler_analysis"]
 
-_HOME = {"read_trace": "readers.kineto", "read_traces": "readers.kineto", "straggler_analysis": "stragglers"}
+_HOME = {"read_trace": "readers.kineto", "read_traces": "readers.kineto", "straggler_analysis": "stragglers",
+         "READERS": "readers"}
+
+
+def read_records(paths: Any, format: str | None = None, *, tz: str | None = None, window: object = None,
+                 **options: Any) -> tuple[dict[str, Any], Any]:
+    """Read step-trace files into the program rung's canonical tables and a ledger.
+
+    Parameters
+    ----------
+    paths
+        The input files of one format (for ``kineto``: one trace file per rank).
+    format
+        A key of :data:`fleetlib.program.readers.READERS` (``kineto``, ``rank_timers``); None:
+        detected from the files' bytes (:func:`fleetlib.registry.detect`).
+    tz, window, **options
+        Passed to the format's reader.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        The canonical tables by name (``kernels``, ``steps``, ... or ``rank_timers``) and the ledger.
+    """
+    from fleetlib.registry import read_tables
+
+    tables, ledger = read_tables("program", paths, format, tz=tz, window=window, **options)
+    return dict(tables), ledger
 
 
 def __getattr__(name: str) -> Any:

@@ -10,10 +10,52 @@
   measurement with it; :mod:`fleetlib.runtime.synth` -- timelines with ground truth;
   :mod:`fleetlib.runtime.commands` -- the command line.
 
+:func:`read_records` reads files of any registered format (named, or detected from the bytes) into
+the canonical tables and a ledger.
+
 ``fleetlib.runtime.measure`` is the function (it shadows the module of the same name as an attribute;
 ``from fleetlib.runtime.measure import ...`` still reaches the module).
 """
 
-from fleetlib.runtime.measure import measure
+from __future__ import annotations
 
-__all__ = ["measure"]
+from collections.abc import Iterable
+from os import PathLike
+from typing import Any
+
+from fleetlib.runtime.measure import measure
+from fleetlib.runtime.readers import READERS
+
+__all__ = ["READERS", "measure", "read_records"]
+
+
+def read_records(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    format: str | None = None,
+    *,
+    tz: str | None = None,
+    window: object = None,
+    **options: Any,
+) -> tuple[dict[str, Any], Any]:
+    """Read job-timeline files into the runtime rung's canonical tables and a ledger.
+
+    Parameters
+    ----------
+    paths
+        The input files of one format.
+    format
+        A key of :data:`READERS` (``mlperf``, ``mlgoodput``, ``canonical``, ...); None: detected from
+        the files' bytes (:func:`fleetlib.registry.detect`).
+    tz, window, **options
+        Passed to the format's reader.
+
+    Returns
+    -------
+    tuple of (dict, Ledger)
+        The canonical tables by name (``steps``, ``events``; ``phases`` for serving logs) and the
+        reader's ledger.
+    """
+    from fleetlib.registry import read_tables
+
+    tables, ledger = read_tables("runtime", paths, format, tz=tz, window=window, **options)
+    return dict(tables), ledger

@@ -654,7 +654,10 @@ _SYNTH_OPTIONS: tuple[tuple[str, str, type, str, str], ...] = (
 
 
 def _cmd_runtime(args: argparse.Namespace) -> dict[str, Any]:
-    return run_runtime(args.files, args.format, job=args.job, window=args.window, definition=args.definition,
+    from fleetlib.registry import detect  # --format omitted: named from the files' bytes
+
+    fmt = args.format or detect(args.files, "runtime")
+    return run_runtime(args.files, fmt, job=args.job, window=args.window, definition=args.definition,
                        stall_factor=args.stall_factor, clean_end_commit=not args.no_clean_end_commit)
 
 
@@ -690,8 +693,9 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("files", nargs="+", type=Path, metavar="FILE",
                    help="input file(s) of one format (canonical: a one-file Parquet timeline, or steps and "
                         "events CSV/Parquet files)")
-    p.add_argument("--format", required=True, choices=FORMATS,
-                   help="input format: " + "; ".join(f"{k}: {spec.summary}" for k, spec in READERS.items()))
+    p.add_argument("--format", choices=FORMATS,
+                   help="input format (default: detected from the files' bytes when only one fits): "
+                        + "; ".join(f"{k}: {spec.summary}" for k, spec in READERS.items()))
     p.add_argument("--job", metavar="ID", help="measure only this job (default: every job in the input)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-01-01T00:00Z (default: the whole timeline)")

@@ -3,7 +3,8 @@
 * :mod:`fleetlib.scheduling.records` -- the canonical tables (allocations, capacity, queue,
   reservations, occupancy) and their validation into a row ledger;
 * :mod:`fleetlib.scheduling.readers` -- one module per scheduler format and the ``READERS``
-  registry (``read_records`` dispatches through it);
+  registry (``read_records`` dispatches through it, detecting the format from the bytes when it is
+  not named; every ``read_<format>`` is exported here too);
 * :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
   capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
   pools, unattributed) and availability;
@@ -34,6 +35,8 @@ from fleetlib.scheduling.readers import (
     read_helios,
     read_kueue,
     read_openb,
+    read_pai,
+    read_philly,
     read_records,
     read_slurm,
     read_volcano,
@@ -108,6 +111,8 @@ __all__ = [
     "read_helios",
     "read_kueue",
     "read_openb",
+    "read_pai",
+    "read_philly",
     "read_records",
     "read_slurm",
     "read_volcano",

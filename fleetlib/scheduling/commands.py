@@ -33,9 +33,9 @@ from fleetlib.accounting import Window
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.scheduling.measure import measure
-from fleetlib.scheduling.readers import READERS, read_records
+from fleetlib.scheduling.readers import READERS, check_slurm_inputs, read_records
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
-from fleetlib.scheduling.views import openb_cohorts
+from fleetlib.scheduling.views import cohort_goodput, openb_cohorts, queue_waits
 
 __all__ = [
     "DENOMINATORS",
@@ -118,6 +118,8 @@ def scheduling_command(
         ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
         ``installed`` and ``ledger``.
     """
+    if format in ("philly", "pai"):
+        return _waits_only(paths, format, tz=tz, window=window)
     if format != "openb":
         return measure(paths, format=format, tz=tz, window=window, denominator=denominator).to_dict()
     records, ledger = read_records(paths, format, tz=tz, window=window)
@@ -129,6 +131,52 @@ def scheduling_command(
         "installed": _plain_rows(records.extra.get("installed")),
         "ledger": ledger.to_dict(),
     }
+
+
+def _waits_only(paths: Sequence[str | PathLike[str]], format: str, *, tz: str | None,
+                window: Any) -> dict[str, object]:
+    """Return the object for formats with waits and size cohorts but no time-based goodput (Philly, PAI)."""
+    records, ledger = read_records(paths, format, tz=tz, window=window)
+    alloc = records.allocations
+    waits = queue_waits(alloc)
+    started = alloc["first_assigned"].notna().to_numpy()
+    w = waits["wait_s"].to_numpy()[started]
+    return {
+        "format": format,
+        "note": records.extra["notes"]["use"],
+        "jobs": int(alloc["job_id"].nunique()),
+        "attempts": len(alloc),
+        "never_assigned": int((~started).sum()),
+        "wait_p50_s": float(np.median(w)) if w.size else None,
+        "wait_p90_s": float(np.quantile(w, 0.9)) if w.size else None,
+        "cohorts": _plain_rows(cohort_goodput(alloc)),
+        "installed": _plain_rows(records.extra.get("installed")),
+        "ledger": ledger.to_dict(),
+    }
+
+
+def _render_waits_only(res: Mapping[str, Any]) -> str:
+    def num(x: Any, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    p50, p90 = num(res["wait_p50_s"], ",.0f"), num(res["wait_p90_s"], ",.0f")
+    lines = [f"{res['format']}: {res['note']}",
+             f"{res['jobs']:,} jobs, {res['attempts']:,} attempts ({res['never_assigned']:,} never assigned);"
+             " "
+             f"wait to gang completion p50 {p50} s, p90 {p90} s (attempts that got devices)",
+             "size cohorts (GPUs asked; held = GPU-hours held by complete gangs):",
+             f"  {'cohort':<8} {'jobs':>6} {'attempts':>8} {'held GPU-h':>11} {'mean wait s':>12} "
+             f"{'median wait s':>14}"]
+    for c in res["cohorts"]:
+        lines.append(f"  {c['cohort']:<8} {c['jobs']:>6} {c['allocations']:>8} "
+                     f"{num(c['held_device_s'] / _S_PER_H, ',.1f'):>11} {num(c['mean_wait_s'], ',.0f'):>12} "
+                     f"{num(c['median_wait_s'], ',.0f'):>14}")
+    if res["installed"]:
+        total = sum(int(r["devices"]) for r in res["installed"])
+        models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
+        lines.append(f"installed GPUs: {total:,} ({models})")
+    lines.append(_render_ledger(res["ledger"]))
+    return "\n".join(lines)
 
 
 def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
@@ -177,6 +225,8 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     for p in map(Path, paths):
         if p.is_dir():
             raise InputError("is a folder; give the files in it", file=str(p))
+    if format == "slurm":
+        check_slurm_inputs(paths)  # every missing input in one error
     return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator)
 
 
@@ -291,6 +341,8 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
     """
     if res.get("format") == "openb":
         return _render_openb(res)
+    if res.get("format") in ("philly", "pai"):
+        return _render_waits_only(res)
     installed = "out_of_service" in res["losses"]
     den_name = "installed" if installed else "in-service"
     cap = float(res["capacity_device_s"])
@@ -359,7 +411,10 @@ def render_synth_allocations(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
-    return run_scheduling(args.files, args.format, window=args.window, tz=args.tz,
+    from fleetlib.registry import detect  # --format omitted: named from the files' bytes
+
+    fmt = args.format or detect(args.files, "scheduling")
+    return run_scheduling(args.files, fmt, window=args.window, tz=args.tz,
                           denominator=args.denominator)
 
 
@@ -388,7 +443,8 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "cross-pool), unattributed; plus availability and the reader's row ledger. For openb "
                     "pod lists: waits and size cohorts (no time-based goodput).")
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input files of one format")
-    p.add_argument("--format", required=True, choices=list(READERS), help="record format")
+    p.add_argument("--format", choices=list(READERS),
+                   help="record format (default: detected from the files' bytes when only one fits)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
     p.add_argument("--tz", metavar="ZONE",

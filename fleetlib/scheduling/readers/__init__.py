@@ -1,7 +1,7 @@
 """Readers: scheduler records in their real formats -> canonical tables and a row ledger.
 
 One module per format (:mod:`~fleetlib.scheduling.readers.slurm`, ``kueue``, ``volcano``, ``helios``,
-``openb``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
+``openb``, ``philly``, ``pai``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
 ``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, and registered in
 :data:`READERS` under its ``--format`` name; :func:`read_records` dispatches through the registry.
 Shared helpers live in :mod:`~fleetlib.scheduling.readers._common`.
@@ -32,6 +32,10 @@ Formats and their gang-complete marker
   ``minMember``) completes the gang; ``Unknown`` is a partial gang.
 * **Helios** per-VC minute sequences: an aggregate format -> the occupancy table (running GPUs are
   complete allocations because Slurm allocates atomically); the daily quota file -> capacity.
+* **Microsoft Philly** ``cluster_job_log``: an attempt's ``start_time`` (one server: exact; several
+  servers: inferred, flagged ``gang_complete_inferred_at_start``); no capacity (a subset of the jobs).
+* **Alibaba PAI 2020** job / task / instance tables: the job's last instance (or task) launch,
+  inferred and flagged ``gang_complete_inferred``; no capacity (waits and size cohorts only).
 * **Alibaba openb** pod and node lists: waits and size cohorts only (the sample never fills the
   cluster, so it cannot give time-based scheduling goodput).
 
@@ -65,19 +69,24 @@ Adding a format
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from os import PathLike
 from types import ModuleType
 from typing import Any
 
-from fleetlib.quality import DomainError, Ledger
-from fleetlib.registry import ReaderSpec, Sample
-from fleetlib.scheduling.readers import canonical, helios, kueue, openb, slurm, volcano
+from fleetlib._io import as_paths
+from fleetlib._sniff import first_line, is_parquet
+from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.registry import ReaderSpec, Sample, head_bytes
+from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
 from fleetlib.scheduling.readers._common import queue_from_pending
 from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
 from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES, read_kueue
 from fleetlib.scheduling.readers.openb import read_openb
+from fleetlib.scheduling.readers.pai import read_pai
+from fleetlib.scheduling.readers.philly import read_philly
 from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, SLURM_STATES, expand_hostlist, read_slurm
 from fleetlib.scheduling.readers.volcano import VOLCANO_PHASES, read_volcano
 from fleetlib.scheduling.records import SchedulerRecords
@@ -98,17 +107,22 @@ __all__ = [
     "KUEUE_FINISHED_STATES",
     "READERS",
     "SLURM_END_STATES",
+    "SLURM_INPUTS",
     "SLURM_STATES",
     "VOLCANO_PHASES",
     "WAIT_COLUMNS",
     "SchedulingReaderSpec",
+    "check_slurm_inputs",
     "detect_quota_glitch_days",
     "expand_hostlist",
+    "missing_slurm_inputs",
     "openb_cohorts",
     "queue_from_pending",
     "read_helios",
     "read_kueue",
     "read_openb",
+    "read_pai",
+    "read_philly",
     "read_records",
     "read_slurm",
     "read_volcano",
@@ -146,9 +160,83 @@ class SchedulingReaderSpec(ReaderSpec):
 def _spec(
     name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]], *samples: Sample
 ) -> SchedulingReaderSpec:
+    read, recs = module.read, module.records
+    if module is canonical:
+        read, recs = _parquet_only(read), _parquet_only(recs)
     return SchedulingReaderSpec(
-        name=name, read=module.read, summary=summary, tables=tables, samples=samples, records=module.records
+        name=name, read=read, summary=summary, tables=tables, samples=samples, records=recs,
+        sniff=getattr(module, "sniff", None),
     )
+
+
+def _parquet_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap the canonical reader: a file that is not Parquet is refused with a line that says so."""
+
+    @functools.wraps(fn)
+    def wrapped(paths: Any, *args: Any, **kwargs: Any) -> Any:
+        for p in as_paths(paths):
+            head = head_bytes(p, 256)
+            if not is_parquet(head):
+                first = first_line(head)[:60]
+                raise InputError(
+                    "not a Parquet file (it starts with " + repr(first) + "): --format canonical reads the "
+                    "Parquet file 'fleetlib synth allocations' writes; for scheduler text records give their "
+                    "format (--format slurm, kueue, ...) or omit --format to detect it",
+                    file=str(p),
+                )
+        return fn(paths, *args, **kwargs)
+
+    return wrapped
+
+
+#: What each Slurm input is, and the command that writes it.
+SLURM_INPUTS: dict[str, str] = {
+    "sacct": "jobs: sacct -P -D -a --starttime S --endtime E --format=JobID,JobIDRaw,User,Account,Partition,"
+    "QOS,Priority,Submit,Eligible,Start,End,Elapsed,State,ExitCode,AllocTRES,ReqTRES,NodeList > sacct.txt",
+    "nodes": "node inventory: sinfo -N -o '%N|%P|%G' > sinfo_nodes.txt",
+    "events": "node outages (optional when no node was down): sacctmgr -P show event Start=S End=E "
+    "> sacctmgr_events.txt",
+}
+
+
+def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[str]:
+    """Return which of Slurm's three inputs are missing among ``paths`` (by their header lines).
+
+    Parameters
+    ----------
+    paths
+        The files given for ``--format slurm``.
+
+    Returns
+    -------
+    list of str
+        Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
+    """
+    from fleetlib.scheduling.readers.slurm import _sniff_slurm
+
+    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
+    return [k for k in SLURM_INPUTS if k not in seen]
+
+
+def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> None:
+    """Raise one :class:`~fleetlib.quality.InputError` naming every Slurm input scheduling goodput lacks.
+
+    sacct output and the sinfo node inventory are needed (jobs and capacity); sacctmgr events are
+    named too when they are missing along with one of those, so one run of the error lists all.
+
+    Raises
+    ------
+    InputError
+        sacct or sinfo output is missing; the message gives the command that writes each missing file.
+    """
+    missing = missing_slurm_inputs(paths)
+    if "sacct" in missing or "nodes" in missing:
+        need = "; ".join(f"{k} -- {SLURM_INPUTS[k]}" for k in missing)
+        raise InputError(
+            "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
+            f"{len(missing)} of the 3 inputs: {need}",
+            file=str(as_paths(paths)[0]),
+        )
 
 
 _HELIOS_VCS = tuple(
@@ -212,6 +300,32 @@ READERS: dict[str, SchedulingReaderSpec] = {
         ),
         Sample((f"{_CORPUS}/openb_bad_pods.csv",), bad=True),
     ),
+    "philly": _spec(
+        "philly",
+        philly,
+        "Microsoft Philly cluster_job_log JSON (attempts, waits, cohorts; America/Los_Angeles default)",
+        {"allocations": _ALLOC},
+        Sample((f"{_DATA}/philly_sample/cluster_job_log.json",), records=6),  # job objects
+        Sample((f"{_CORPUS}/philly/bad_jobs.json",), bad=True),
+        Sample((f"{_CORPUS}/philly/truncated.json",), bad=True),
+    ),
+    "pai": _spec(
+        "pai",
+        pai,
+        "Alibaba PAI 2020 job/task/instance tables, headerless CSV (waits and size cohorts only)",
+        {"allocations": _ALLOC},
+        Sample(
+            tuple(
+                f"{_DATA}/pai_sample/{n}.csv"
+                for n in ("pai_job_table", "pai_task_table", "pai_instance_table", "pai_machine_spec")
+            ),
+            records=7 + 9 + 3 + 4,  # lines
+        ),
+        Sample((f"{_DATA}/pai_sample/pai_job_table.csv", f"{_CORPUS}/pai/bad_task_table.csv"), bad=True),
+        Sample(
+            (f"{_CORPUS}/pai/truncated_job_table.csv", f"{_DATA}/pai_sample/pai_task_table.csv"), bad=True
+        ),
+    ),
     "canonical": _spec(
         "canonical",
         canonical,
@@ -228,7 +342,7 @@ FORMATS: tuple[str, ...] = tuple(READERS)
 
 def read_records(
     path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    format: str,
+    format: str | None = None,
     *,
     tz: str | None = None,
     window: object = None,
@@ -241,7 +355,9 @@ def read_records(
     path_or_paths
         The input files (for ``"canonical"``: exactly one Parquet file).
     format
-        One of :data:`FORMATS` (a key of :data:`READERS`).
+        One of :data:`FORMATS` (a key of :data:`READERS`); None: detected from the files' bytes
+        (:func:`fleetlib.registry.detect`), an :class:`~fleetlib.quality.InputError` when not exactly
+        one format fits.
     tz
         Zone of naive wall-clock times: required for Slurm files with naive times; for Helios the
         default ``"Asia/Shanghai"`` applies when None; ignored by the other formats.
@@ -257,6 +373,10 @@ def read_records(
     tuple of (SchedulerRecords, Ledger)
         As returned by the format's reader.
     """
+    if format is None:
+        from fleetlib.registry import detect
+
+        format = detect(path_or_paths, "scheduling")
     spec = READERS.get(format)
     if spec is None or spec.records is None:
         raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
