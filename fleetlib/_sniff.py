@@ -113,6 +113,22 @@ def _serving(head: bytes) -> bool:
 # -- program ---------------------------------------------------------------------------------------
 
 
+def _torchtitan(head: bytes) -> bool:
+    line = first_line(head)
+    if not line.startswith("{"):
+        return False
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return (
+        isinstance(obj, dict)
+        and "log_type_name" in obj
+        and "time_us" in obj
+        and str(obj.get("logger_name", "")).startswith("torchtitan")
+    )
+
+
 def _kineto(head: bytes) -> bool:
     text = _text(head).lstrip()
     return text[:1] == "{" and ('"traceEvents"' in text or '"deviceProperties"' in text)
@@ -135,6 +151,7 @@ SNIFFS: dict[tuple[str, str], Callable[[bytes], bool]] = {
     ("runtime", "canonical"): _runtime_canonical,
     ("runtime", "bloom"): _bloom,
     ("runtime", "serving"): _serving,
+    ("runtime", "torchtitan"): _torchtitan,
     ("program", "kineto"): _kineto,
     ("program", "rank_timers"): _rank_timers,
 }
