@@ -21,6 +21,7 @@ from fleetlib.program.classify import (
     collective_from_annotation,
     collective_from_arg,
     collective_from_kernel_name,
+    comm_rule_metadata,
     host_sync_kinds,
     is_graph_launch,
     message_bytes,
@@ -42,7 +43,7 @@ from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "3"
+READER_VERSION = "4"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
 DEFAULT_MAX_EVENT_US = 3.6e9
 #: Same-stream overlaps up to this (µs) are timestamp rounding and are trimmed.
@@ -370,7 +371,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     if col.odd_args:
         book.note("args_not_object", f"{col.odd_args} GPU events have 'args' that is not an object: ignored")
 
-    comm = _comm_semantics(gk, kind, names, rows_k, book, n_k)
+    comm = _comm_semantics(gk, kind, names, rows_k, book, n_k, opts.classifier)
     corr = _ids(gk["correlation"], rows_k, book, "correlation") if n_k else pd.array([], dtype="Int64")
     launch_us, graph, launch_tid = _launches(r, origin, scale, corr, gk, n_k, comm, s, book)
     dur = dur_all[keep]
@@ -402,6 +403,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "device": device, "correlation": corr, "launch_us": launch_us,
         "collective_source": _categorical(comm["source"], _kernel_dtypes()["collective_source"]),
         "external_id": external_id,
+        "comm_rule": _categorical(comm["rule"]),
     })
     kernels = kernels.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
 
@@ -593,14 +595,18 @@ def _format_flags(col: _Collector, source: _Source, book: _Book) -> None:
 
 
 def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.ndarray, rows_k: np.ndarray,
-                    book: _Book, n_k: int) -> dict[str, Any]:
-    """Return collective type, bytes, process group and sequence from the kernels' own args."""
+                    book: _Book, n_k: int, classifier: Classifier) -> dict[str, Any]:
+    """Return collective type, bytes, process group, sequence and ``comm_rule`` from the kernels' own args.
+
+    Metadata first: a kernel (``compute`` by its name) whose ``Collective name`` arg names a collective
+    becomes ``comm`` in place in ``kind``; its rule is ``metadata:Collective name``.
+    """
     collective = np.full(n_k, "none", dtype=object)
     source = np.full(n_k, "none", dtype=object)
     if not n_k:
         return {"collective": collective, "source": source, "bytes": np.zeros(0),
                 "pg": np.zeros(0, dtype=object), "seq": pd.array([], dtype="Int64"),
-                "is_comm": np.zeros(0, dtype=bool)}
+                "is_comm": np.zeros(0, dtype=bool), "rule": _objects([], 0)}
     comm = kind == "comm"
     raw = gk["Collective name"]
     from_arg, recognised = collective_from_arg(raw)
@@ -609,7 +615,12 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
         values = sorted({str(v) for v in raw[unrec]})
         book.note("unknown_collective_name", f"'Collective name' values {values} not recognised: collective "
                                              f"taken from the host annotation or the kernel name instead")
-    has_arg = comm & recognised
+    # metadata first: a kernel whose own args name a collective is communication whatever its name says
+    has_arg = np.isin(kind, ("compute", "comm")) & recognised
+    kind[has_arg] = "comm"
+    comm = kind == "comm"
+    rule = np.where(comm, classifier.comm_rules(names), "").astype(object)
+    rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
     nbytes = message_bytes(gk["In msg nelems"], gk["dtype"]).to_numpy(dtype=float, na_value=np.nan)
@@ -624,7 +635,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
                   gk["Process Group Name"])
     seq = _ids(gk["seq"], rows_k, book, "Seq")
     return {"collective": collective, "source": source, "bytes": nbytes, "pg": pg, "seq": seq,
-            "is_comm": comm}
+            "is_comm": comm, "rule": rule}
 
 
 def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.arrays.IntegerArray,

@@ -810,7 +810,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             ledger.flag("missing_ranks", f"{len(by_rank)} of {world} ranks read (missing {len(missing)}: "
                                          f"{shown}); cross-rank results cover the ranks read only")
-    k_all = _concat(kernels, empty_kernels(), ("name", "process_group"))
+    k_all = _concat(kernels, empty_kernels(), ("name", "process_group", "comm_rule"))
     k_all = k_all.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
     s_all = _concat(steps, empty_steps(), ()).sort_values(["rank", "start_us"], ignore_index=True)
     h_all = _concat(syncs, empty_host_syncs(), ("name", "sync_kind")).sort_values(
