@@ -127,8 +127,9 @@ def test_n_params_config_counts_palm_flops(tmp_path):
     pg = res["program_goodput"]
     # the fourth field (issue 13 item 6) records where seq_len and the step time come from
     steps = len(res["partition"])
-    assert pg["convention"] == ("MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s, seq_len 16 (source not "
-                                f"stated); step time from {steps} traced rank-step windows (profiler_step)")
+    assert pg["convention"] == ("MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s, seq_len 16 "
+                                "(source not stated); step time from "
+                                f"{steps} traced rank-step windows (profiler_step)")
     per_token = 6 * 1e6 + 12 * 2 * 4 * 8 * 16  # PaLM: 6N + 12 L H Q T, by hand
     assert pg["flops_per_token"] == per_token
     assert pg["useful_flops_per_step"] == per_token * 1000

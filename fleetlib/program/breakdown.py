@@ -72,6 +72,7 @@ __all__ = [
     "load_hta_reference",
     "program_goodput_factor",
     "step_partition",
+    "steps_without_device_activity",
 ]
 
 
@@ -446,6 +447,31 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     out["cuda_graph"] = graph_win
     out["dispatch_rule"] = rule
     return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+
+
+def steps_without_device_activity(partition: pd.DataFrame) -> pd.DataFrame:
+    """Return the (rank, step) rows of a partition during which no device activity ran at all.
+
+    Such a step is all ``host_dispatch`` and ``idle``: nothing was traced on the device in its
+    window (a profiler that lost the device buffer, a rank that skipped the step).  Averaged with
+    the other steps it would show only as a small idle share; callers flag it per step instead
+    (:func:`fleetlib.program.measure.measure` writes one ``step_without_device_activity`` flag per
+    row into the ledger).
+
+    Parameters
+    ----------
+    partition
+        Output of :func:`step_partition`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, step, step_wall_us`` of those rows (empty when every step saw device activity).
+    """
+    _require(partition, ("rank", "step", *PARTITION_PARTS, "step_wall_us"), "partition")
+    active = partition[["compute", "exposed_comm", "peer_wait", "exposed_memcpy"]].sum(axis=1)
+    quiet = (active <= 0) & (partition["step_wall_us"] > 0)
+    return partition.loc[quiet, ["rank", "step", "step_wall_us"]].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -283,6 +283,14 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
         threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold)
     matched = parts["matched"]
+    from fleetlib.program.breakdown import steps_without_device_activity
+
+    flagged = {(f.code, f.rank, f.message) for f in traces.ledger.flags}
+    for r, s, wall in steps_without_device_activity(parts["partition"]).itertuples(index=False):
+        message = (f"rank {int(r)} step {int(s)}: no kernel, copy or collective ran in its {float(wall):g} "
+                   f"µs window (all host dispatch and idle): a step without device activity, not a slow one")
+        if ("step_without_device_activity", int(r), message) not in flagged:
+            traces.ledger.flag("step_without_device_activity", message, rank=int(r))
     return ProgramMeasurement(parts["partition"], parts["waits"], parts["stragglers"], parts["audit"],
                               traces.ledger, used, traces, config, matched.attrs.get("matched_by", by),
                               matched)

@@ -375,7 +375,9 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     corr = _ids(gk["correlation"], rows_k, book, "correlation") if n_k else pd.array([], dtype="Int64")
     launch_us, graph, launch_tid = _launches(r, origin, scale, corr, gk, n_k, comm, s, book)
     dur = dur_all[keep]
-    end, trimmed = _repair_overlaps(start, end, stream, device, kind, rows_k, book, opts.overlap_tolerance_us)
+    platform = _platform(top, r.get("name", _objects([], 0)))
+    end, trimmed = _repair_overlaps(start, end, stream, device, kind, rows_k, book, opts.overlap_tolerance_us,
+                                    clip=platform == "rocm")
     dur = np.where(trimmed, end - start, dur)  # untouched rows keep their recorded duration exactly
 
     # --- steps and host syncs ----------------------------------------------------------------------
@@ -411,7 +413,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     devices = top.get("deviceProperties")
     metadata = {
         "sha256": sha, "reader_version": READER_VERSION, "format": source.format,
-        "platform": _platform(top, r.get("name", _objects([], 0))),
+        "platform": platform,
         "distributed_info": dist, "device_properties": devices if isinstance(devices, list) else [],
         "world_size": _small_int(dist.get("world_size")),
         "base_time_ns": int(base_time_ns), "time_unit": unit, "time_origin": origin_kind,
@@ -716,10 +718,13 @@ def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
 
 def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, device: np.ndarray,
                      kind: np.ndarray, rows: np.ndarray, book: _Book,
-                     tol: float) -> tuple[np.ndarray, np.ndarray]:
+                     tol: float, clip: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Trim rounding overlaps between consecutive activities on one stream; flag larger ones.
 
-    Returns the new end times and a mask of the rows whose end was moved.
+    With ``clip`` (ROCm traces, whose same-stream durations overlap by more than rounding: a
+    stream still runs one activity at a time) larger overlaps are clipped the same way, each one a
+    repair ``rocm_stream_overlap_clipped`` in the ledger, and counted in a ``stream_overlap_clipped``
+    note.  Returns the new end times and a mask of the rows whose end was moved.
     """
     trimmed = np.zeros(len(start), dtype=bool)
     idx = np.flatnonzero((stream >= 0) & np.isin(kind, ("compute", "comm", "memcpy", "memset")))
@@ -739,7 +744,19 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
                                           for o, st in zip(over[small], stream[p], strict=True)])
         end[p] = np.maximum(start[q], start[p])
         trimmed[p] = True
-    if large.any():
+    if large.any() and clip:
+        end = end.copy()
+        p, q = prev[large], nxt[large]
+        book.repair_rows(rows[p], "dur", [f"rocm_stream_overlap_clipped: end moved back {o:.6g} µs to the "
+                                          f"start of the next activity on stream {st}"
+                                          for o, st in zip(over[large], stream[p], strict=True)])
+        end[p] = np.maximum(start[q], start[p])
+        trimmed[p] = True
+        book.note("stream_overlap_clipped", f"{int(large.sum())} activities overlapped the next one on the "
+                                            f"same stream by more than {tol:g} µs (ROCm trace; largest "
+                                            f"{float(over[large].max()):.6g} µs, total "
+                                            f"{float(over[large].sum()):.6g} µs): clipped")
+    elif large.any():
         book.note("stream_overlap", f"{int(large.sum())} activities overlap the next one on the same stream "
                                     f"by more than {tol:g} µs (largest {float(over[large].max()):.6g} µs): "
                                     f"kept as recorded")
