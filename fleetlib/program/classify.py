@@ -5,8 +5,14 @@ Every row of the kernel table (:mod:`fleetlib.program.traces`) gets a ``kind``:
 ``compute``
     a kernel that is not communication;
 ``comm``
-    a communication kernel (NCCL, RCCL, HCCL, MSCCL++, custom all-reduce, DeepEP, NVSHMEM...),
-    matched by the configurable name patterns of a :class:`Classifier`;
+    a communication kernel: first by its metadata (its own ``Collective name`` argument in a Kineto
+    trace, NCCL's own NVTX range around its launch in an Nsight Systems export), whatever its name
+    says; otherwise by the configurable name patterns of a :class:`Classifier` (NCCL, RCCL,
+    ``ncclDevKernel_*``, ``ncclSymk*``, HCCL, MSCCL++, DeepEP's ``deep_ep::`` dispatch / combine /
+    notify kernels, NVSHMEM, custom all-reduce / all-gather / all-to-all ...).  The readers' kernel
+    table says which rule decided in ``comm_rule``: ``"metadata:<field>"``
+    (:func:`comm_rule_metadata`) or ``"name:<pattern>"`` (:meth:`Classifier.comm_rules`), empty for
+    kernels that are not communication;
 ``memcpy`` / ``memset``
     ``gpu_memcpy`` / ``gpu_memset`` activities (and copy or fill kernels named as such);
 ``sync``

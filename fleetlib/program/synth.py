@@ -326,6 +326,40 @@ def nsys_global_tid(pid: int, tid: int) -> int:
     return int(pid) * _PID_SHIFT + int(tid)
 
 
+def _nsys_rows(kernels: Any, memcpys: Any, memsets: Any, runtime: Any, nvtx: Any,
+               sid: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows of the activity and NVTX tables in :data:`NSYS_SCHEMA` column order (``sid`` interns text)."""
+    gtid = nsys_global_tid
+    out: dict[str, list[tuple[Any, ...]]] = {
+        "CUPTI_ACTIVITY_KIND_KERNEL": [
+            (k["start"], k["end"], k.get("device", 0), 1, k["stream"], k.get("correlation"),
+             gtid(k.get("pid", 1), 0), sid(k["name"]), sid(k.get("short", k["name"])), 1, 1, 1, 128, 1, 1,
+             32, k.get("graph_node")) for k in kernels],
+        "CUPTI_ACTIVITY_KIND_MEMCPY": [
+            (c["start"], c["end"], c.get("device", 0), 1, c["stream"], c.get("correlation"),
+             gtid(c.get("pid", 1), 0), c["bytes"], c.get("copy_kind", 2), 1, 3, None) for c in memcpys],
+        "CUPTI_ACTIVITY_KIND_MEMSET": [
+            (m["start"], m["end"], m.get("device", 0), 1, m["stream"], m.get("correlation"),
+             gtid(m.get("pid", 1), 0), 0, m["bytes"], None) for m in memsets],
+        "CUPTI_ACTIVITY_KIND_RUNTIME": [
+            (r["start"], r["end"], 1, gtid(r.get("pid", 1), r.get("tid", 1)), r.get("correlation"),
+             sid(r["name"]), 0, None) for r in runtime],
+        "NVTX_EVENTS": [],
+    }
+    domains: dict[str, int] = {}
+    for e in nvtx:
+        dom = e.get("domain")
+        tid = gtid(e.get("pid", 1), e.get("tid", 1))
+        if dom and dom not in domains:  # a domain-creation event (type 75) names the domain
+            domains[dom] = len(domains) + 1
+            out["NVTX_EVENTS"].append((0, None, 75, None, None, None, dom, tid, None, None, domains[dom],
+                                       *(None,) * 8))
+        text, text_id = (None, sid(e["text"])) if e.get("registered") else (e["text"], None)
+        out["NVTX_EVENTS"].append((e["start"], e["end"], e.get("event_type", 59), None, None, None, text, tid,
+                                   None, text_id, domains.get(dom, 0), *(None,) * 8))
+    return out
+
+
 def write_nsys_sqlite(
     path: str | Path,
     *,
@@ -385,123 +419,11 @@ def write_nsys_sqlite(
     try:
         for name in wanted:
             con.execute(f"CREATE TABLE {name} ({NSYS_SCHEMA[name]})")
-        rows_k = [
-            (
-                k["start"],
-                k["end"],
-                k.get("device", 0),
-                1,
-                k["stream"],
-                k.get("correlation"),
-                nsys_global_tid(k.get("pid", 1), 0),
-                sid(k["name"]),
-                sid(k.get("short", k["name"])),
-                1,
-                1,
-                1,
-                128,
-                1,
-                1,
-                32,
-                k.get("graph_node"),
-            )
-            for k in kernels
-        ]
-        rows_c = [
-            (
-                c["start"],
-                c["end"],
-                c.get("device", 0),
-                1,
-                c["stream"],
-                c.get("correlation"),
-                nsys_global_tid(c.get("pid", 1), 0),
-                c["bytes"],
-                c.get("copy_kind", 2),
-                1,
-                3,
-                None,
-            )
-            for c in memcpys
-        ]
-        rows_s = [
-            (
-                m["start"],
-                m["end"],
-                m.get("device", 0),
-                1,
-                m["stream"],
-                m.get("correlation"),
-                nsys_global_tid(m.get("pid", 1), 0),
-                0,
-                m["bytes"],
-                None,
-            )
-            for m in memsets
-        ]
-        rows_r = [
-            (
-                r["start"],
-                r["end"],
-                1,
-                nsys_global_tid(r.get("pid", 1), r.get("tid", 1)),
-                r.get("correlation"),
-                sid(r["name"]),
-                0,
-                None,
-            )
-            for r in runtime
-        ]
-        domains: dict[str, int] = {}
-        rows_n = []
-        for e in nvtx:
-            dom = e.get("domain")
-            if dom and dom not in domains:
-                domains[dom] = len(domains) + 1
-                rows_n.append(
-                    (
-                        0,
-                        None,
-                        75,
-                        None,
-                        None,
-                        None,
-                        dom,
-                        nsys_global_tid(e.get("pid", 1), e.get("tid", 1)),
-                        None,
-                        None,
-                        domains[dom],
-                    )
-                    + (None,) * 8
-                )
-            text, text_id = (None, sid(e["text"])) if e.get("registered") else (e["text"], None)
-            rows_n.append(
-                (
-                    e["start"],
-                    e["end"],
-                    e.get("event_type", 59),
-                    None,
-                    None,
-                    None,
-                    text,
-                    nsys_global_tid(e.get("pid", 1), e.get("tid", 1)),
-                    None,
-                    text_id,
-                    domains.get(dom, 0),
-                )
-                + (None,) * 8
-            )
-        inserts = (
-            ("CUPTI_ACTIVITY_KIND_KERNEL", rows_k),
-            ("CUPTI_ACTIVITY_KIND_MEMCPY", rows_c),
-            ("CUPTI_ACTIVITY_KIND_MEMSET", rows_s),
-            ("CUPTI_ACTIVITY_KIND_RUNTIME", rows_r),
-            ("NVTX_EVENTS", rows_n),
-        )
-        for name, rows in inserts:
-            if rows and name in wanted:
-                marks = ", ".join("?" * len(rows[0]))
-                con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
+        rows = _nsys_rows(kernels, memcpys, memsets, runtime, nvtx, sid)
+        for name, table_rows in rows.items():
+            if table_rows and name in wanted:
+                marks = ", ".join("?" * len(table_rows[0]))
+                con.executemany(f"INSERT INTO {name} VALUES ({marks})", table_rows)
         if "TARGET_INFO_GPU" in wanted:
             con.executemany(
                 "INSERT INTO TARGET_INFO_GPU VALUES (?, ?, '0000:00:00.0', 0, 132, '', 0)",

@@ -335,11 +335,7 @@ def _activities(
             nbytes = np.full(len(f), np.nan)
         elif table == MEMCPY_TABLE:
             kinds, _ = _int_column(f["copyKind"])
-            names = (
-                np.array([f"Memcpy {COPY_KINDS.get(int(k), 'unknown')}" for k in kinds], dtype=object)
-                if len(f)
-                else np.zeros(0, dtype=object)
-            )
+            names = _per_unique(kinds, lambda k: f"Memcpy {COPY_KINDS.get(int(k), 'unknown')}")
             cat = np.full(len(f), "gpu_memcpy", dtype=object)
             graph = np.zeros(len(f), dtype=bool)
             nbytes = pd.to_numeric(f["bytes"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
@@ -404,7 +400,7 @@ def _runtime(
     keep = book.close(ledger)
     ids, _ = _int_column(f["nameId"])
     names = pd.Series(ids).map(pd.Series(strings, dtype=object)).fillna("<unnamed>").to_numpy(dtype=object)
-    names = np.array([_VERSION_SUFFIX.sub("", n) for n in names], dtype=object) if len(names) else names
+    names = _per_unique(names, lambda n: _VERSION_SUFFIX.sub("", str(n)))
     tid = pd.to_numeric(f["globalTid"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
     return pd.DataFrame(
         {
@@ -456,7 +452,7 @@ def _nvtx(
             "tid": tid,
             "pid": tid // _PID_SHIFT % _PID_SHIFT,
             "text": text[is_range],
-            "domain": [domains.get(int(d), "") for d in domain_ids[is_range]],
+            "domain": _per_unique(domain_ids[is_range], lambda d: domains.get(int(d), "")),
         }
     )[keep]
     ledger.count_unused("nvtx:other_event", int((~is_range).sum()))
@@ -515,10 +511,10 @@ def _classify(
     collective = np.full(n, "none", dtype=object)
     source = np.full(n, "none", dtype=object)
     text = nvtx["text"].astype(str).to_numpy(dtype=object) if len(nvtx) else np.zeros(0, dtype=object)
-    is_nccl = np.array([t.lower().startswith("nccl") for t in text], dtype=bool)
+    is_nccl = _per_unique(text, lambda t: t.lower().startswith("nccl")).astype(bool)
     ranges = nvtx.loc[is_nccl].reset_index(drop=True)
     if len(ranges) and n:
-        labels, ok = collective_from_arg([t[4:] for t in ranges["text"].astype(str)])
+        labels, ok = collective_from_arg(ranges["text"].astype(str).str[4:])
         ranges = ranges.assign(collective=labels, recognised=ok)
         ranges = ranges.loc[ranges["recognised"]].reset_index(drop=True)
         j = _enclosing(launch, launch_tid, ranges)
@@ -541,22 +537,36 @@ def _classify(
     return {"kind": kind, "collective": collective, "source": source, "rule": rule}
 
 
+def _per_unique(values: Any, fn: Any) -> np.ndarray:
+    """``fn`` of each value, computed once per distinct value and broadcast back (object array)."""
+    arr = np.asarray(values, dtype=object)
+    if not len(arr):
+        return np.zeros(0, dtype=object)
+    codes, uniques = pd.factorize(pd.Series(arr, dtype=object), use_na_sentinel=False)
+    per = np.empty(len(uniques), dtype=object)
+    per[:] = [fn(u) for u in uniques]
+    return per[codes]
+
+
+def _marker_number(marker: re.Pattern[str], text: Any) -> int | None:
+    m = marker.search(text) if isinstance(text, str) else None
+    return int(m.group(1)) if m and m.groups() and (m.group(1) or "").isdigit() else None
+
+
 def _steps(nvtx: pd.DataFrame, marker: re.Pattern[str] | None) -> tuple[pd.DataFrame, str | None]:
     """Step ranges (pid, step, start_ns, end_ns) from ProfilerStep#N, else the marker; and the source."""
     cols = ["pid", "step", "start_ns", "end_ns"]
     if nvtx.empty:
         return pd.DataFrame(columns=cols), None
     text = nvtx["text"].astype(object).to_numpy()
-    numbers = [(int(m.group(1)) if isinstance(t, str) and (m := _STEP_RE.match(t)) else None) for t in text]
-    is_step = np.array([x is not None for x in numbers], dtype=bool)
+    numbers = _per_unique(text, lambda t: int(m.group(1)) if isinstance(t, str) and (m := _STEP_RE.match(t))
+                          else None)
+    is_step = ~np.equal(numbers, None)
     source = "profiler_step"
     if not is_step.any() and marker is not None:
-        is_step = np.array([isinstance(t, str) and marker.search(t) is not None for t in text], dtype=bool)
+        is_step = _per_unique(text, lambda t: isinstance(t, str) and bool(marker.search(t))).astype(bool)
         source = "marker"
-        numbers = []
-        for t in text:
-            m = marker.search(t) if isinstance(t, str) else None
-            numbers.append(int(m.group(1)) if m and m.groups() and (m.group(1) or "").isdigit() else None)
+        numbers = _per_unique(text, lambda t: _marker_number(marker, t))
     if not is_step.any():
         return pd.DataFrame(columns=cols), None
     sub = nvtx.loc[is_step].reset_index(drop=True)
