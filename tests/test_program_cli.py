@@ -90,7 +90,9 @@ def test_ledger_accounts_for_every_row(dlrm_json):
 
 def test_model_config_gives_program_goodput_with_convention(dlrm_json):
     pg = dlrm_json["program_goodput"]
-    assert pg["convention"] == "MFU, illustrative DLRM MLP count, V100 SXM dense FP16 125 TFLOP/s"
+    # the fourth field (issue 13 item 6) records where the step time comes from
+    assert pg["convention"] == ("MFU, illustrative DLRM MLP count, V100 SXM dense FP16 125 TFLOP/s, "
+                                "step time from 8 traced rank-step windows (profiler_step)")
     # MFU at the mean traced step: 5e11 FLOP / (8 devices x 125 TFLOP/s x mean step time)
     mean_step_s = sum(STEP_US.values()) / len(STEP_US) / 1e6
     assert pg["value"] == pytest.approx(5.0e11 / (8 * V100_PEAK * mean_step_s), rel=1e-12)
@@ -123,7 +125,11 @@ def test_n_params_config_counts_palm_flops(tmp_path):
                    "convention: palm\nn_layers: 2\nn_heads: 4\nhead_dim: 8\nseq_len: 16\n", encoding="utf-8")
     res = run_program(PP_PAIR, model=cfg, cache=False)
     pg = res["program_goodput"]
-    assert pg["convention"] == "MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s"
+    # the fourth field (issue 13 item 6) records where seq_len and the step time come from
+    steps = len(res["partition"])
+    assert pg["convention"] == ("MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s, seq_len 16 "
+                                "(source not stated); step time from "
+                                f"{steps} traced rank-step windows (profiler_step)")
     per_token = 6 * 1e6 + 12 * 2 * 4 * 8 * 16  # PaLM: 6N + 12 L H Q T, by hand
     assert pg["flops_per_token"] == per_token
     assert pg["useful_flops_per_step"] == per_token * 1000
@@ -139,7 +145,9 @@ def test_megatron_config_halves_attention_when_causal(tmp_path):
                    encoding="utf-8")
     conf = load_model_config(cfg)
     assert conf["flops_per_token"] == 6 * 1e6 + 6 * 2 * 4 * 8 * 16  # causal halves the attention term
-    assert conf["convention"].label == "MFU, Megatron causal 6N+6LHQT, A100 SXM dense BF16 312 TFLOP/s"
+    # the fourth field (issue 13 item 6): seq_len was given without its source
+    assert conf["convention"].label == ("MFU, Megatron causal 6N+6LHQT, A100 SXM dense BF16 312 TFLOP/s, "
+                                        "seq_len 16 (source not stated)")
 
 
 def test_cache_goes_to_the_configured_folder(tmp_path):

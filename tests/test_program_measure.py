@@ -74,7 +74,9 @@ def test_dlrm_numbers_stay_the_same(dlrm, dlrm_traces):
                                  window=Window.nominal(cfg["name"]))
     f = dlrm.factor()
     assert isinstance(f, Factor) and f.boundary == "program"
-    assert f.value == old.value and f.losses == old.losses and f.convention == old.convention
+    # the convention gained a fourth field (issue 13 item 6) saying where the step time comes from
+    assert f.value == old.value and f.losses == old.losses
+    assert f.convention == old.convention + ", step time from 8 traced rank-step windows (profiler_step)"
     assert f.window is dlrm.window
     assert dlrm.summary() == summary
 

@@ -50,6 +50,7 @@ from fleetlib.program.flops import (
     FlopConvention,
     PeakRate,
     ProgramGoodputConvention,
+    UtilizationAboveOneError,
     mfu,
     mfu_convention,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "load_hta_reference",
     "program_goodput_factor",
     "step_partition",
+    "steps_without_device_activity",
 ]
 
 
@@ -447,6 +449,31 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
 
 
+def steps_without_device_activity(partition: pd.DataFrame) -> pd.DataFrame:
+    """Return the (rank, step) rows of a partition during which no device activity ran at all.
+
+    Such a step is all ``host_dispatch`` and ``idle``: nothing was traced on the device in its
+    window (a profiler that lost the device buffer, a rank that skipped the step).  Averaged with
+    the other steps it would show only as a small idle share; callers flag it per step instead
+    (:func:`fleetlib.program.measure.measure` writes one ``step_without_device_activity`` flag per
+    row into the ledger).
+
+    Parameters
+    ----------
+    partition
+        Output of :func:`step_partition`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, step, step_wall_us`` of those rows (empty when every step saw device activity).
+    """
+    _require(partition, ("rank", "step", *PARTITION_PARTS, "step_wall_us"), "partition")
+    active = partition[["compute", "exposed_comm", "peer_wait", "exposed_memcpy"]].sum(axis=1)
+    quiet = (active <= 0) & (partition["step_wall_us"] > 0)
+    return partition.loc[quiet, ["rank", "step", "step_wall_us"]].reset_index(drop=True)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Program goodput from the partition
 # ---------------------------------------------------------------------------------------------------
@@ -455,7 +482,8 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
 def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: float, devices: int,
                            peak: PeakRate,
                            convention: FlopConvention | ProgramGoodputConvention | str,
-                           window: Window, causal: bool | None = None) -> Factor:
+                           window: Window, causal: bool | None = None, step_time_source: str | None = None,
+                           config_file: str | None = None) -> Factor:
     """Program goodput of the traced steps under the arithmetic ideal, with the partition as its losses.
 
     Every row of ``partition`` is one rank's share of one traced step.  The factor is kept in
@@ -494,11 +522,24 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
         Calendar window the traced steps belong to.
     causal
         Passed to :func:`fleetlib.program.flops.mfu_convention` for a convention name.
+    step_time_source
+        Where the step time comes from (e.g. ``"step time from 6 traced ProfilerStep windows"``),
+        recorded in the convention's provenance field after any provenance it already states
+        (no commas).
+    config_file
+        The model configuration the FLOPs and peak came from, named by the error below.
 
     Returns
     -------
     Factor
-        Program factor in device-s, its convention naming the FLOP rule and the peak.
+        Program factor in device-s, its convention naming the FLOP rule, the peak with its precision
+        and, when stated, where the sequence length and the step time come from.
+
+    Raises
+    ------
+    UtilizationAboveOneError
+        The MFU exceeds one (an :class:`~fleetlib.quality.InputError` naming the convention and
+        ``config_file``): the FLOPs are overcounted or the peak (its precision) is too low.
     """
     _require(partition, (*PARTITION_PARTS, "step_wall_us", "rank"), "partition")
     if partition.empty:
@@ -523,7 +564,16 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
         raise DomainError("partition has a step with no wall time")
     rows = len(partition)
     wall_s = float(wall_us.sum()) / 1e6
-    value = float(mfu(useful_flops_per_step, devices, peak.peak_flops_per_s, wall_s / rows))
+    if step_time_source:
+        stated = "; ".join(p for p in (conv.provenance, step_time_source) if p)
+        conv = conv.with_provenance(stated)
+    try:
+        value = float(mfu(useful_flops_per_step, devices, peak.peak_flops_per_s, wall_s / rows,
+                          convention=conv))
+    except UtilizationAboveOneError as exc:
+        if config_file is None:
+            raise
+        raise UtilizationAboveOneError(str(exc), file=config_file, field="useful_flops_per_step") from exc
     ideal_s = value * wall_s
     parts_s = {p: float(_float_col(partition, p, "partition").sum()) / 1e6 for p in PARTITION_PARTS}
     losses = {p: parts_s[p] for p in PARTITION_PARTS if p != "compute"}

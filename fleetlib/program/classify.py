@@ -5,8 +5,14 @@ Every row of the kernel table (:mod:`fleetlib.program.traces`) gets a ``kind``:
 ``compute``
     a kernel that is not communication;
 ``comm``
-    a communication kernel (NCCL, RCCL, HCCL, MSCCL++, custom all-reduce, DeepEP, NVSHMEM...),
-    matched by the configurable name patterns of a :class:`Classifier`;
+    a communication kernel: first by its metadata (its own ``Collective name`` argument in a Kineto
+    trace, NCCL's own NVTX range around its launch in an Nsight Systems export), whatever its name
+    says; otherwise by the configurable name patterns of a :class:`Classifier` (NCCL, RCCL,
+    ``ncclDevKernel_*``, ``ncclSymk*``, HCCL, MSCCL++, DeepEP's ``deep_ep::`` dispatch / combine /
+    notify kernels, NVSHMEM, custom all-reduce / all-gather / all-to-all ...).  The readers' kernel
+    table says which rule decided in ``comm_rule``: ``"metadata:<field>"``
+    (:func:`comm_rule_metadata`) or ``"name:<pattern>"`` (:meth:`Classifier.comm_rules`), empty for
+    kernels that are not communication;
 ``memcpy`` / ``memset``
     ``gpu_memcpy`` / ``gpu_memset`` activities (and copy or fill kernels named as such);
 ``sync``
@@ -51,6 +57,7 @@ __all__ = [
     "collective_from_annotation",
     "collective_from_arg",
     "collective_from_kernel_name",
+    "comm_rule_metadata",
     "dtype_size_bytes",
     "host_sync_kinds",
     "is_graph_launch",
@@ -74,8 +81,9 @@ DEFAULT_COMM_PATTERNS: tuple[str, ...] = (
     r"(?:one|two)_?shot_?all_?reduce",   # symmetric-memory and TensorRT-LLM all-reduce
     r"multimem_?all_?(?:reduce|gather)",
     r"allreduce_?fusion",
-    r"deep_?ep::",                # DeepEP dispatch / combine
-    r"nvshmem",
+    r"deep_?ep::",                # DeepEP dispatch / combine / notify_dispatch / cached_notify*
+    r"nvshmem",                   # NVSHMEM collectives and NVSHMEM-based all-to-all
+    r"custom_?all_?(?:gather|to_?all)",  # custom all-gather / all-to-all kernels
 )
 
 #: Kernel-name patterns that mark a copy kernel as ``memcpy`` (searched case-insensitively).
@@ -240,6 +248,33 @@ class Classifier:
         """
         return self._match(names, self._compiled[0])
 
+    def comm_rules(self, names: Sequence[object] | np.ndarray | pd.Series) -> np.ndarray:
+        """Return, per kernel name, the communication rule that matches it (``""`` when none does).
+
+        Parameters
+        ----------
+        names
+            Kernel names (missing names never match).
+
+        Returns
+        -------
+        numpy.ndarray
+            Object array: ``"name:<pattern>"`` naming the first pattern (in the order of
+            ``comm_patterns`` then ``extra_comm_patterns``) that the name matches, else ``""``.
+            This is the ``comm_rule`` column of a kernel classified by its name; a kernel whose
+            metadata decided carries ``"metadata:<field>"`` instead (:func:`comm_rule_metadata`).
+
+        Examples
+        --------
+        >>> Classifier().comm_rules(["void deep_ep::intranode::dispatch<8>(int*)", "sgemm"]).tolist()
+        ['name:deep_?ep::', '']
+        """
+        codes, uniques = _uniques(names)
+        patterns = self.comm_patterns + self.extra_comm_patterns
+        per = np.array([next((f"name:{p}" for p, r in zip(patterns, self._compiled[0], strict=True)
+                              if r.search(str(u))), "") for u in uniques], dtype=object)
+        return _broadcast(codes, per, "")
+
     def _match(self, names: Sequence[object] | np.ndarray | pd.Series,
                regexes: tuple[re.Pattern[str], ...]) -> np.ndarray:
         codes, uniques = _uniques(names)
@@ -278,6 +313,24 @@ class Classifier:
         kind[cats == "gpu_memset"] = "memset"
         kind[cats == "cuda_sync"] = "sync"
         return kind
+
+
+def comm_rule_metadata(field_name: str) -> str:
+    """Return the ``comm_rule`` of a kernel its metadata classified: ``"metadata:<field>"``.
+
+    Metadata wins over the name patterns: a kernel whose own arguments (or its launching NCCL
+    range) name a collective is communication whatever its name says, and its collective type is
+    the one the metadata names.
+
+    Parameters
+    ----------
+    field_name
+        The field that decided, e.g. ``"Collective name"`` (Kineto kernel args) or
+        ``"nvtx:NCCL"`` (an NCCL-domain NVTX range enclosing the launch, Nsight Systems).
+    """
+    if not isinstance(field_name, str) or not field_name:
+        raise DomainError(f"a metadata rule needs the field's name; got {field_name!r}")
+    return f"metadata:{field_name}"
 
 
 def _first_rule(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:

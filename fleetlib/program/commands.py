@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetlib.commands_common import writable_output_path
+from fleetlib.program.classify import Classifier
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
 from fleetlib.program.schema import PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
@@ -80,7 +81,7 @@ def _flag_line(flag: Any) -> str:
 
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
                 cache_dir: str | Path | None = None, progress: bool = False,
-                workers: int | None = None) -> dict[str, Any]:
+                workers: int | None = None, comm_patterns: Sequence[str] = ()) -> dict[str, Any]:
     """Compute the object ``fleetlib program`` prints, from command-line style arguments.
 
     Parameters
@@ -100,6 +101,9 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     workers
         Parse the rank files on a local Dask cluster of this many worker processes (one thread each,
         bounded memory); None parses them in this process.  The result is the same.
+    comm_patterns
+        More communication-kernel name patterns (regular expressions, searched case-insensitively),
+        added to :data:`fleetlib.program.classify.DEFAULT_COMM_PATTERNS` (``--comm-pattern``).
 
     Returns
     -------
@@ -132,8 +136,10 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         raise DomainError("no trace file or directory was given")
     config = load_model_config(model) if model is not None else None  # fail fast, before parsing traces
     files = trace_files([Path(p) for p in paths])
+    classifier = Classifier(extra_comm_patterns=tuple(comm_patterns)) if comm_patterns else None
     if workers is None:
-        measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress)
+        measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
+                           classifier=classifier)
     else:
         from distributed import Client
 
@@ -141,7 +147,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
 
         with local_cluster(workers) as cluster, Client(cluster) as client:
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
-                               client=client)
+                               client=client, classifier=classifier)
     summary = measured.summary()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     result: dict[str, Any] = {
@@ -473,7 +479,8 @@ def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
-                       progress=not args.json and sys.stderr.isatty(), workers=args.workers)
+                       progress=not args.json and sys.stderr.isatty(), workers=args.workers,
+                       comm_patterns=tuple(args.comm_pattern or ()))
 
 
 def register(subparsers: Any, synth_subparsers: Any,
@@ -491,13 +498,15 @@ def register(subparsers: Any, synth_subparsers: Any,
     """
     p = subparsers.add_parser(
         "program", help="step-time partition, stragglers and program goodput from step traces",
-        description="Read PyTorch profiler (Kineto) traces, one file per rank, and split each rank's "
+        description="Read PyTorch profiler (Kineto) traces or Nsight Systems SQLite exports, one file per "
+                    "rank, and split each rank's "
                     "step wall time into compute, exposed communication, peer wait, exposed copies, "
                     "host dispatch and idle; match collectives across ranks (last arriver, longest "
                     "waiter, straggler scores, collective audit); with --model, program goodput "
                     "against the arithmetic ideal with its convention.")
     p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR",
-                   help="trace files (.json / .json.gz) or directories of them")
+                   help="trace files (.json / .json.gz; Nsight Systems .sqlite exports) or directories of "
+                        "trace files")
     # dest is not "model": fleetlib.cli reads args.model as the `fleetlib model` sub-command's name
     p.add_argument("--model", dest="model_config", type=Path, metavar="CONFIG.yaml",
                    help="model configuration giving the useful FLOPs per step (accelerator, devices, "
@@ -507,6 +516,10 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="parse the rank files on a local Dask cluster of N worker processes (default: "
                         "in this process)")
+    p.add_argument("--comm-pattern", action="append", metavar="REGEX",
+                   help="a kernel-name pattern that marks communication, added to the defaults (NCCL, "
+                        "RCCL, DeepEP, NVSHMEM, custom all-reduce ...); repeat for more. Kernel metadata "
+                        "(Collective name args, NCCL NVTX ranges) still wins over names")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)
 

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from fleetlib.program._arrays import (  # noqa: F401 - roofline and iron_law import them from here
+from fleetlib.program._arrays import (
     _UNIT_SLACK,
     ArrayLike,
     FloatOrArray,
@@ -43,7 +43,7 @@ from fleetlib.program._arrays import (  # noqa: F401 - roofline and iron_law imp
     _where,
 )
 from fleetlib.program.peaks import PEAK_RATES, PeakRate, _peak_label, peak_rate
-from fleetlib.quality import DomainError
+from fleetlib.quality import DomainError, InputError
 
 __all__ = [
     "FLOP_CONVENTIONS",
@@ -53,6 +53,7 @@ __all__ = [
     "FlopConvention",
     "PeakRate",
     "ProgramGoodputConvention",
+    "UtilizationAboveOneError",
     "combine_program_rows",
     "decode_floor",
     "decode_floor_s",
@@ -74,6 +75,27 @@ __all__ = [
     "scaling_efficiency",
     "scaling_efficiency_from_mfu",
 ]
+
+class UtilizationAboveOneError(InputError, DomainError):
+    """An MFU or MBU above one: the FLOP (or byte) count, the peak or its precision is wrong.
+
+    It is an :class:`~fleetlib.quality.InputError` (the inputs describing the model or the device do
+    not fit the measured steps; the CLI prints one line and exits 2) and, for callers that catch
+    domain errors, a :class:`~fleetlib.quality.DomainError`.  The message names the convention when
+    one was given.
+    """
+
+
+def _refuse_above_one(name: str, arr: np.ndarray, hint: str, convention: object = None,
+                      file: str | None = None) -> np.ndarray:
+    """Refuse a utilization above one (beyond float round-off), naming the convention if known."""
+    bad = arr > 1.0 + _UNIT_SLACK
+    if bad.any():
+        under = f" under convention {str(convention)!r}" if convention is not None else ""
+        raise UtilizationAboveOneError(f"{name} = {_first(arr, bad):.4g} exceeds 1{_where(arr, bad)}{under}: "
+                                       f"{hint}", file=file, field="convention" if file else None)
+    return arr
+
 
 FlopConvention = Literal["palm", "megatron", "6n"]
 Ideal = Literal["MFU", "MBU"]
@@ -227,7 +249,7 @@ def peak_work_flops(devices: ArrayLike, peak_flops_per_device: ArrayLike,
 
 
 def mfu(useful_flops_per_step: ArrayLike, devices: ArrayLike, peak_flops_per_device: ArrayLike,
-        step_time_s: ArrayLike) -> FloatOrArray:
+        step_time_s: ArrayLike, *, convention: object = None) -> FloatOrArray:
     """Model FLOPs utilization, which is program goodput under the arithmetic ideal (equation 3).
 
     ``MFU = F_useful / (N R_peak T_step)``.  It equals program goodput only when ``step_time_s``
@@ -244,11 +266,16 @@ def mfu(useful_flops_per_step: ArrayLike, devices: ArrayLike, peak_flops_per_dev
         Per-device dense peak in FLOP/s.
     step_time_s
         Wall-clock time of the step, seconds.
+    convention
+        The convention the numbers follow (a :class:`ProgramGoodputConvention` or its label),
+        named in the error when the result exceeds one.
 
     Returns
     -------
     float or numpy.ndarray
-        MFU in [0, 1].  A value above one is refused: it means the FLOP count or the peak is wrong.
+        MFU in [0, 1].  A value above one raises :class:`UtilizationAboveOneError`: the FLOP
+        count, the peak or its precision is wrong (FP8 work against a BF16 peak, the model's
+        maximum sequence length instead of the training one).
 
     Examples
     --------
@@ -257,7 +284,7 @@ def mfu(useful_flops_per_step: ArrayLike, devices: ArrayLike, peak_flops_per_dev
     """
     flops = _values("useful_flops_per_step", useful_flops_per_step, nonnegative=True)
     work = np.asarray(peak_work_flops(devices, peak_flops_per_device, step_time_s))
-    return _out(_at_most_one("MFU", flops / work, _MFU_HINT))
+    return _out(_refuse_above_one("MFU", flops / work, _MFU_HINT, convention))
 
 
 def mfu_from_throughput(tokens_per_s: ArrayLike, flops_per_token: ArrayLike, devices: ArrayLike,
@@ -586,7 +613,7 @@ def decode_floor_s(n_params: float, bytes_per_param: float, devices: int, hbm_by
     return decode_floor(n_params, bytes_per_param, devices, hbm_bytes_per_s, kv_cache_bytes).floor_s
 
 
-def mbu(floor_s: ArrayLike, measured_step_s: ArrayLike) -> FloatOrArray:
+def mbu(floor_s: ArrayLike, measured_step_s: ArrayLike, *, convention: object = None) -> FloatOrArray:
     """Model bandwidth utilization: ``T_floor / T_measured``, program goodput under the bandwidth ideal.
 
     Equivalently, achieved rate of required bytes over peak bandwidth.  Name the floor's
@@ -599,18 +626,21 @@ def mbu(floor_s: ArrayLike, measured_step_s: ArrayLike) -> FloatOrArray:
         Bandwidth floor of the step, seconds (:func:`decode_floor_s`).
     measured_step_s
         Measured step time, seconds.
+    convention
+        The floor's convention (:func:`mbu_convention`), named in the error above one.
 
     Returns
     -------
     float or numpy.ndarray
-        MBU in (0, 1]; a measured step faster than its floor is refused.
+        MBU in (0, 1]; a measured step faster than its floor raises
+        :class:`UtilizationAboveOneError`.
     """
     floor = _values("floor_s", floor_s, positive=True)
     measured = _values("measured_step_s", measured_step_s, positive=True)
-    return _out(_at_most_one(
+    return _out(_refuse_above_one(
         "MBU", floor / measured,
         "the measured step is faster than its bandwidth floor; the floor counts more bytes than the "
-        "step must move (wrong bytes per parameter or sharding) or uses too low a bandwidth"))
+        "step must move (wrong bytes per parameter or sharding) or uses too low a bandwidth", convention))
 
 
 def mfu_at_floor(n_params: float, devices: int, floor_s: float, peak_flops_per_device: float, *,
@@ -657,6 +687,10 @@ def mfu_at_floor(n_params: float, devices: int, floor_s: float, peak_flops_per_d
 # ---------------------------------------------------------------------------------------------------
 
 
+#: How each part of a convention's provenance field starts (what it states the source of).
+_PROVENANCE_HEADS: tuple[str, ...] = ("seq_len", "step time", "tokens", "FLOPs")
+
+
 @dataclass(frozen=True)
 class ProgramGoodputConvention:
     """Both choices behind a program-goodput number: the ideal with its counting rule, and the peak.
@@ -679,6 +713,7 @@ class ProgramGoodputConvention:
     ideal: Ideal
     counting: str
     reference: str
+    provenance: str = ""
 
     def __post_init__(self) -> None:
         if self.ideal not in ("MFU", "MBU"):
@@ -688,11 +723,31 @@ class ProgramGoodputConvention:
             if not isinstance(text, str) or not text.strip() or "," in text:
                 raise DomainError(f"convention {name} must be a non-empty string without commas; "
                                   f"got {text!r}")
+        if not isinstance(self.provenance, str) or "," in self.provenance:
+            raise DomainError(f"convention provenance must be a string without commas; "
+                              f"got {self.provenance!r}")
+        parts = [p.strip() for p in self.provenance.split(";")] if self.provenance.strip() else []
+        odd = [p for p in parts if not p.startswith(_PROVENANCE_HEADS)]
+        if odd:
+            raise DomainError(f"convention provenance states sources as '; '-separated parts starting with "
+                              f"{list(_PROVENANCE_HEADS)}; got {odd[0]!r}")
 
     @property
     def label(self) -> str:
-        """The convention as one string."""
-        return f"{self.ideal}, {self.counting}, {self.reference}"
+        """The convention as one string (the provenance, when stated, is its fourth field)."""
+        base = f"{self.ideal}, {self.counting}, {self.reference}"
+        return f"{base}, {self.provenance}" if self.provenance else base
+
+    def with_provenance(self, provenance: str) -> ProgramGoodputConvention:
+        """Return this convention stating where its inputs came from (sequence length, step time).
+
+        Parameters
+        ----------
+        provenance
+            e.g. ``"seq_len 4096 from the training config; step time from 12 traced step windows"``
+            (no commas).
+        """
+        return ProgramGoodputConvention(self.ideal, self.counting, self.reference, provenance)
 
     def __str__(self) -> str:
         return self.label
@@ -714,10 +769,10 @@ class ProgramGoodputConvention:
         if isinstance(label, ProgramGoodputConvention):
             return label
         parts = [p.strip() for p in str(label).split(",")]
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             raise DomainError(f"a program-goodput convention has three comma-separated fields "
-                              f"(ideal, counting, peak); got {label!r}")
-        return cls(parts[0], parts[1], parts[2])  # type: ignore[arg-type]
+                              f"(ideal, counting, peak) and optionally a fourth (provenance); got {label!r}")
+        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else "")  # type: ignore[arg-type]
 
 
 def mfu_convention(flop_convention: FlopConvention, peak: PeakRate | str, *,

@@ -114,9 +114,13 @@ class ProgramMeasurement:
             raise DomainError("program goodput needs the useful FLOPs per step: measure(..., model=CONFIG)")
         m = self.model
         conv = m["convention"]
+        sources = sorted(set(self.traces.steps["source"].astype(str))) if len(self.traces.steps) else []
+        step_time = (f"step time from {len(self.partition)} traced rank-step windows "
+                     f"({' and '.join(sources) or 'no steps'})")
         return program_goodput_factor(self.partition, useful_flops_per_step=m["useful_flops_per_step"],
                                       devices=m["devices"], peak=m["peak"],
-                                      convention=getattr(conv, "label", conv), window=self.window)
+                                      convention=getattr(conv, "label", conv), window=self.window,
+                                      step_time_source=step_time, config_file=m.get("file"))
 
     def summary(self) -> dict[str, Any]:
         """Return the per-rank sums, stragglers, collectives, flags and partition records.
@@ -195,7 +199,8 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
             model: str | PathLike[str] | Mapping[str, Any] | None = None, window: Any = None,
             cache: bool = True, cache_dir: str | PathLike[str] | None = None, progress: bool = False,
             by: str = "auto", dispatch_gap_us: float | None = None,
-            threshold: float | None = None, client: Any = None) -> ProgramMeasurement:
+            threshold: float | None = None, client: Any = None,
+            classifier: Any = None) -> ProgramMeasurement:
     """Measure the traced steps: partition, stragglers, ledger, window and (with a model) the factor.
 
     Parameters
@@ -215,6 +220,9 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
     cache, cache_dir, progress, client
         Passed to :func:`~fleetlib.program.readers.kineto.read_traces` when paths are given; with a
         ``distributed.Client`` the rank files are parsed as Dask tasks (same tables).
+    classifier
+        A :class:`~fleetlib.program.classify.Classifier` for the readers (extra communication
+        patterns); None: the default patterns.
     by, dispatch_gap_us, threshold
         Collective matching rule, fallback host-dispatch gap (µs) and straggler threshold
         (:func:`fleetlib.program.collectives.analyse_traced_steps`; None: their defaults).
@@ -240,8 +248,23 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         traces = traces_or_paths
     else:
         paths = [traces_or_paths] if isinstance(traces_or_paths, (str, PathLike)) else list(traces_or_paths)
-        traces = read_traces(trace_files([Path(p) for p in paths]), cache=cache, cache_dir=cache_dir,
-                             progress=progress, client=client)
+        files = trace_files([Path(p) for p in paths])
+        if all(f.name.lower().endswith((".sqlite", ".sqlite.gz")) for f in files):  # Nsight Systems exports
+            from fleetlib.program.readers.nsys import read_nsys
+
+            traces = read_nsys(files, classifier=classifier)
+        else:
+            traces = read_traces(files, cache=cache, cache_dir=cache_dir, progress=progress, client=client,
+                                 classifier=classifier)
+    if config is not None and "peak" in config:
+        from fleetlib.program.model_config import check_model_fits
+
+        names = [str(d.get("name")) for md in traces.metadata.values()
+                 for d in (md.get("device_properties") or []) if isinstance(d, Mapping) and d.get("name")]
+        have = {(f.code, f.message) for f in traces.ledger.flags}
+        for code, message in check_model_fits(config, len(traces.metadata), names):
+            if (code, message) not in have:
+                traces.ledger.flag(code, message, file=config.get("file"))
     name = None if config is None else config.get("name")
     measured = traced_window(traces, label=name)
     if asked is None:
@@ -260,6 +283,14 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
         threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold)
     matched = parts["matched"]
+    from fleetlib.program.breakdown import steps_without_device_activity
+
+    flagged = {(f.code, f.rank, f.message) for f in traces.ledger.flags}
+    for r, s, wall in steps_without_device_activity(parts["partition"]).itertuples(index=False):
+        message = (f"rank {int(r)} step {int(s)}: no kernel, copy or collective ran in its {float(wall):g} "
+                   f"µs window (all host dispatch and idle): a step without device activity, not a slow one")
+        if ("step_without_device_activity", int(r), message) not in flagged:
+            traces.ledger.flag("step_without_device_activity", message, rank=int(r))
     return ProgramMeasurement(parts["partition"], parts["waits"], parts["stragglers"], parts["audit"],
                               traces.ledger, used, traces, config, matched.attrs.get("matched_by", by),
                               matched)

@@ -20,6 +20,16 @@ A YAML mapping (see ``data/traces/models/dlrm_example.yaml``):
     :func:`fleetlib.program.flops.model_flops_per_token` x ``tokens_per_step``, and ``convention`` must
     be ``palm``, ``megatron`` or ``6n``; ``palm`` and ``megatron`` also need ``n_layers``, ``n_heads``,
     ``head_dim`` and ``seq_len``; ``causal`` (bool) is for ``megatron``.
+``precision`` (optional)
+    The number format the work ran in (``BF16``, ``FP16``, ``FP8``, ``TF32``): the peak is the
+    device's published dense peak at that precision (:func:`fleetlib.program.peaks.peak_rate`);
+    default the device's default entry (BF16, FP16 on V100).  A precision the device has no peak
+    for is refused, never replaced by another.
+``seq_len_source`` (optional)
+    Where ``seq_len`` comes from (``"training config"``, ``"data loader"``; no commas).  The
+    convention's provenance field records it (``seq_len 4096 from training config``); a
+    ``seq_len`` without it is recorded as ``(source not stated)``, because the model's maximum
+    sequence length in place of the training one is a common cause of MFU above 100 %.
 ``name`` (optional)
     The label of the window of the traced steps (:func:`fleetlib.program.measure.measure`: their
     measured UTC span when the traces carry a calendar clock).
@@ -37,12 +47,12 @@ import yaml
 
 from fleetlib.quality import DomainError, InputError
 
-__all__ = ["MODEL_KEYS", "load_model_config"]
+__all__ = ["MODEL_KEYS", "check_model_fits", "load_model_config"]
 
 #: Keys a model configuration may hold.
 MODEL_KEYS: tuple[str, ...] = ("accelerator", "devices", "useful_flops_per_step", "n_params",
                                "tokens_per_step", "convention", "n_layers", "n_heads", "head_dim",
-                               "seq_len", "causal", "name")
+                               "seq_len", "causal", "name", "precision", "seq_len_source")
 
 _FLOP_NAMES = ("palm", "megatron", "6n")
 _SHAPE_KEYS = ("n_layers", "n_heads", "head_dim", "seq_len")
@@ -114,10 +124,12 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
     for key in ("accelerator", "devices", "convention"):
         if cfg.get(key) is None:
             raise InputError("is required", file=file, field=key)
+    precision = cfg.get("precision")
     try:
-        peak = peak_rate(str(cfg["accelerator"]))
+        peak = peak_rate(str(cfg["accelerator"]), None if precision is None else str(precision))
     except DomainError as exc:
-        raise InputError(str(exc), file=file, field="accelerator") from exc
+        raise InputError(str(exc), file=file, field="precision" if precision is not None else "accelerator") \
+            from exc
     devices = int(_number(cfg, "devices", file, whole=True))
     conv_text = str(cfg["convention"]).strip()
     causal = cfg.get("causal")
@@ -160,8 +172,68 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
             conv = mfu_convention(name, peak, causal=causal)  # type: ignore[arg-type]
     except DomainError as exc:
         raise InputError(str(exc), file=file, field="convention") from exc
+    seq_source = cfg.get("seq_len_source")
+    bad_source = not isinstance(seq_source, str) or not seq_source.strip() or "," in seq_source
+    if seq_source is not None and bad_source:
+        raise InputError(f"must be a short text without commas; got {seq_source!r}", file=file,
+                         field="seq_len_source")
+    if cfg.get("seq_len") is not None and conv_text.lower() in ("palm", "megatron") and given_params:
+        said = f"from {seq_source.strip()}" if seq_source else "(source not stated)"
+        conv = conv.with_provenance(f"seq_len {int(cfg['seq_len'])} {said}")
     label = cfg.get("name")
     return {"peak": peak, "devices": devices, "useful_flops_per_step": useful,
             "flops_per_token": flops_per_token, "tokens_per_step": tokens, "n_params": n_params,
             "convention": conv, "name": str(label) if label is not None else f"traced steps ({p.name})",
             "file": file}
+
+
+#: Device-name families of the peak table, as trace device names spell them.
+_FAMILIES: tuple[str, ...] = ("H100", "H200", "A100", "V100", "MI300X", "MI250", "B200", "L40", "TPU")
+
+
+def check_model_fits(config: Mapping[str, Any], n_ranks: int,
+                     device_names: list[str]) -> list[tuple[str, str]]:
+    """Check a model configuration against the traces it is applied to.
+
+    Parameters
+    ----------
+    config
+        What :func:`load_model_config` returns (``devices``, ``peak``, optionally ``file``).
+    n_ranks
+        The number of traced ranks.
+    device_names
+        The device names the traces state (Kineto ``deviceProperties``, nsys ``TARGET_INFO_GPU``).
+
+    Returns
+    -------
+    list of (code, message)
+        Warnings for the ledger: ``model_device_mismatch`` when the traces name a device family
+        other than the configuration's accelerator (the configured peak would be used for another
+        device), ``model_device_unverified`` when the traces name no known device.
+
+    Raises
+    ------
+    InputError
+        The configuration has fewer devices than the traces have ranks (naming its file and
+        ``devices``).
+    """
+    file = config.get("file")
+    devices = int(config["devices"])
+    if devices < int(n_ranks):
+        raise InputError(f"devices = {devices} is fewer than the {n_ranks} traced ranks: this configuration "
+                         f"describes another job", file=file, field="devices")
+    accelerator = config["peak"].accelerator if hasattr(config.get("peak"), "accelerator") else ""
+    family = next((f for f in _FAMILIES if f in accelerator.upper()), None)
+    names = sorted({str(n) for n in device_names if n})
+    known = [n for n in names if any(f in n.upper() for f in _FAMILIES)]
+    if not known:
+        if names:
+            return [("model_device_unverified", f"the traces name the device(s) {names}, none of a known "
+                                                f"family: the configured peak ({accelerator}) is not checked "
+                                                f"against them")]
+        return []
+    if family is not None and not any(family in n.upper() for n in known):
+        return [("model_device_mismatch", f"the model configuration's accelerator {accelerator!r} is not the "
+                                          f"device the traces ran on ({', '.join(known)}): its peak is "
+                                          f"divided into steps of another device; fix 'accelerator'")]
+    return []

@@ -1,18 +1,24 @@
 """Published peak rates of accelerators (dense FLOP/s per precision, HBM bandwidth), with sources.
 
-:data:`PEAK_RATES` is the table; :func:`peak_rate` looks an entry up by name.  A program-goodput
-convention always names the entry it divides by (:mod:`fleetlib.program.flops`).
+:data:`PEAK_RATES` is the table of each device's default precision (BF16, or FP16 where the device has
+no BF16 tensor cores); :data:`PEAK_RATES_BY_PRECISION` adds the other precisions a device has
+(FP8 on Hopper and MI300X).  :func:`peak_rate` looks an entry up by device and precision -- the
+named peak always carries its precision (``"H100 SXM dense BF16"``, ``"H100 SXM dense FP8"``), so
+FP8 work is never divided by a BF16 peak unnoticed.  An unknown device or a precision the device
+has no peak for is an error, never a fallback.  A program-goodput convention always names the
+entry it divides by (:mod:`fleetlib.program.flops`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleetlib.program._arrays import _values
 from fleetlib.quality import DomainError
 
-__all__ = ["PEAK_RATES", "PeakRate", "peak_rate"]
+__all__ = ["PEAK_RATES", "PEAK_RATES_BY_PRECISION", "PRECISIONS", "PeakRate", "peak_rate"]
 # ---------------------------------------------------------------------------------------------------
 # Peak rates
 # ---------------------------------------------------------------------------------------------------
@@ -31,7 +37,8 @@ class PeakRate:
     hbm_tb_per_s
         Peak HBM bandwidth in TB/s (decimal, 1 TB = 1e12 bytes).
     precision
-        Number format of the arithmetic peak, ``"BF16"`` or ``"FP16"``.
+        Number format of the arithmetic peak, one of :data:`PRECISIONS` (``"BF16"``, ``"FP16"``,
+        ``"FP8"``, ``"TF32"``).
     source
         Where the numbers come from; always reported with the peak.
     """
@@ -47,6 +54,8 @@ class PeakRate:
             raise DomainError("a peak rate needs an accelerator name")
         _values(f"{self.accelerator} dense TFLOP/s", self.dense_tflops, positive=True)
         _values(f"{self.accelerator} HBM TB/s", self.hbm_tb_per_s, positive=True)
+        if self.precision not in PRECISIONS:
+            raise DomainError(f"precision must be one of {PRECISIONS}; got {self.precision!r}")
         for part in (self.accelerator, self.precision):
             if "," in part:
                 raise DomainError(f"peak-rate names may not contain commas (they separate convention "
@@ -68,6 +77,11 @@ class PeakRate:
         return self.peak_flops_per_s / self.hbm_bytes_per_s
 
     @property
+    def named(self) -> str:
+        """The named peak with its precision, e.g. ``"H100 SXM dense BF16"``."""
+        return f"{self.accelerator} dense {self.precision}"
+
+    @property
     def arithmetic_label(self) -> str:
         """The arithmetic peak as it appears in a convention, e.g. ``"H100 SXM dense BF16 989 TFLOP/s"``."""
         return f"{self.accelerator} dense {self.precision} {self.dense_tflops:g} TFLOP/s"
@@ -79,6 +93,9 @@ class PeakRate:
 
 
 _FIELD_NOTES = "field_notes/step_traces.md section 6 (Peaks)"
+
+#: Precisions a peak may be stated in.
+PRECISIONS: tuple[str, ...] = ("BF16", "FP16", "FP8", "FP4", "TF32", "FP32", "FP64", "INT8")
 
 #: Dense peak rates with their sources.  Datasheet figures quoted "with sparsity" are halved to the
 #: dense rate; always name the entry (and its source) in a program-goodput convention.
@@ -111,25 +128,73 @@ PEAK_RATES: Mapping[str, PeakRate] = {
 }
 
 
-def peak_rate(accelerator: str) -> PeakRate:
-    """Look up an accelerator's dense peak rates in :data:`PEAK_RATES` (case-insensitive).
+def _fp8(accelerator: str, dense_tflops: float, source: str) -> PeakRate:
+    base = PEAK_RATES[accelerator]
+    return PeakRate(accelerator, dense_tflops, base.hbm_tb_per_s, "FP8", source)
+
+
+#: Every (device, precision) peak: the default-precision entries of :data:`PEAK_RATES` and the FP8
+#: peaks of the devices that have FP8 tensor cores (datasheet "with sparsity" figures halved).
+PEAK_RATES_BY_PRECISION: Mapping[tuple[str, str], PeakRate] = {
+    **{(p.accelerator, p.precision): p for p in PEAK_RATES.values()},
+    **{(p.accelerator, p.precision): p for p in (
+        _fp8("H100 SXM", 1979.0, "NVIDIA H100 Tensor Core GPU datasheet: FP8 3,958 TFLOP/s with sparsity -> "
+                                 "1,979 dense"),
+        _fp8("H200 SXM", 1979.0, "NVIDIA H200 datasheet: FP8 3,958 TFLOP/s with sparsity -> 1,979 dense (the "
+                                 "Hopper tensor peak of H100 SXM)"),
+        _fp8("MI300X", 2614.9, "AMD Instinct MI300X datasheet: FP8 2,614.9 TFLOP/s dense (5,229.8 with "
+                               "sparsity)"),
+    )},
+}
+
+_DENSE_WORD = re.compile(r"\s+dense\b", re.IGNORECASE)
+
+
+def peak_rate(accelerator: str, precision: str | None = None) -> PeakRate:
+    """Look up a device's dense peak at a precision (case-insensitive); unknown ones are errors.
 
     Parameters
     ----------
     accelerator
-        A key of :data:`PEAK_RATES`, e.g. ``"H100 SXM"``.
+        A device of :data:`PEAK_RATES` (``"H100 SXM"``), or a named peak that carries its precision
+        (``"H100 SXM dense FP8"``, ``"H100 SXM FP8"``).
+    precision
+        One of :data:`PRECISIONS`; None: the precision the name states, else the device's default
+        (the :data:`PEAK_RATES` entry, BF16 or FP16).
 
     Returns
     -------
     PeakRate
         The entry, with its source.
+
+    Raises
+    ------
+    DomainError
+        An unknown device, or a precision the device has no published peak for (never a fallback).
+
+    Examples
+    --------
+    >>> peak_rate("H100 SXM").named, peak_rate("h100 sxm dense fp8").dense_tflops
+    ('H100 SXM dense BF16', 1979.0)
     """
-    wanted = str(accelerator).strip().lower()
-    for name, rate in PEAK_RATES.items():
-        if name.lower() == wanted:
-            return rate
-    raise DomainError(f"no peak rate for accelerator {accelerator!r}; known: {sorted(PEAK_RATES)}. "
-                      "Build a PeakRate with a cited source for other devices")
+    text = _DENSE_WORD.sub("", str(accelerator).strip())
+    words = text.split()
+    if precision is None and words and words[-1].upper() in PRECISIONS:
+        precision, text = words[-1], " ".join(words[:-1])
+    wanted = text.strip().lower()
+    device = next((name for name in PEAK_RATES if name.lower() == wanted), None)
+    if device is None:
+        raise DomainError(f"no peak rate for accelerator {accelerator!r}; known: {sorted(PEAK_RATES)}. "
+                          "Build a PeakRate with a cited source for other devices")
+    if precision is None:
+        return PEAK_RATES[device]
+    prec = str(precision).strip().upper()
+    rate = PEAK_RATES_BY_PRECISION.get((device, prec))
+    if rate is None:
+        have = sorted(p for d, p in PEAK_RATES_BY_PRECISION if d == device)
+        raise DomainError(f"no {prec} peak for {device}: its published dense peaks are {have}; name the "
+                          f"precision the work ran in")
+    return rate
 
 
 def _peak_label(peak: PeakRate | str, *, bandwidth: bool) -> str:

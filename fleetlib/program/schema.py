@@ -77,7 +77,7 @@ KERNEL_COLUMNS: tuple[str, ...] = (
 )
 #: Columns the reader adds after the canonical ones.
 KERNEL_EXTRA_COLUMNS: tuple[str, ...] = ("device", "correlation", "launch_us", "collective_source",
-                                         "external_id")
+                                         "external_id", "comm_rule")
 #: CPU-operator table columns (ops with recorded input shapes).
 OPS_COLUMNS: tuple[str, ...] = ("rank", "external_id", "name", "start_us", "dur_us", "input_dims",
                                 "input_types")
@@ -159,6 +159,7 @@ def table_dtypes(table: str) -> dict[str, Any]:
             "process_group": "category", "seq": "Int64", "bytes": "Int64", "cuda_graph": "bool",
             "device": "int64", "correlation": "Int64", "launch_us": "float64",
             "collective_source": pd.CategoricalDtype(_COLLECTIVE_SOURCES), "external_id": "Int64",
+            "comm_rule": "category",
         }
         _DTYPES["steps"] = {"rank": "int64", "step": "Int64", "start_us": "float64", "end_us": "float64",
                             "source": pd.CategoricalDtype(STEP_SOURCES)}

@@ -38,7 +38,17 @@ import pandas as pd
 
 from fleetlib.quality import DomainError
 
-__all__ = ["SYNTH_PARTS", "SynthTraces", "synth_step_traces"]
+__all__ = [
+    "MOE_KERNELS",
+    "NSYS_SCHEMA",
+    "SYNTH_PARTS",
+    "SynthMoETraces",
+    "SynthTraces",
+    "nsys_global_tid",
+    "synth_moe_traces",
+    "synth_step_traces",
+    "write_nsys_sqlite",
+]
 
 #: Parts of the injected truth, as :func:`fleetlib.program.breakdown.step_partition` names them.
 SYNTH_PARTS: tuple[str, ...] = ("compute", "exposed_comm", "peer_wait", "exposed_memcpy", "host_dispatch",
@@ -259,3 +269,369 @@ def synth_step_traces(out_dir: str | Path, *, ranks: int = 4, steps: int = 3, se
                          "gemm_us": first.ravel().astype(float)})
     gemm = gemm.sort_values(["rank", "step"], ignore_index=True)
     return SynthTraces(paths, truth, gemm, last_arriver, straggler_rank, params)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Nsight Systems SQLite exports, written to the documented schema
+# ---------------------------------------------------------------------------------------------------
+
+#: The tables :func:`write_nsys_sqlite` creates, with the columns of the Nsight Systems "SQLite Export
+#: Schema Reference" (a subset of each table's documented columns; the reader looks columns up by name).
+NSYS_SCHEMA: dict[str, str] = {
+    "StringIds": "id INTEGER PRIMARY KEY, value TEXT NOT NULL",
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "demangledName INTEGER NOT NULL, "
+        "shortName INTEGER NOT NULL, gridX INTEGER, gridY INTEGER, gridZ INTEGER, blockX INTEGER, "
+        "blockY INTEGER, blockZ INTEGER, registersPerThread INTEGER, graphNodeId INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "bytes INTEGER NOT NULL, "
+        "copyKind INTEGER NOT NULL, srcKind INTEGER, dstKind INTEGER, graphNodeId INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, "
+        "contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "value INTEGER NOT NULL, "
+        "bytes INTEGER NOT NULL, graphNodeId INTEGER"
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, "
+        "correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER"
+    ),
+    "NVTX_EVENTS": (
+        "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, "
+        "category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, "
+        "textId INTEGER, domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, "
+        "uint32Value INTEGER, int32Value INTEGER, "
+        "floatValue REAL, jsonTextId INTEGER, jsonText TEXT"
+    ),
+    "TARGET_INFO_GPU": (
+        "id INTEGER NOT NULL, name TEXT NOT NULL, busLocation TEXT, totalMemory INTEGER, smCount INTEGER, "
+        "chipName TEXT, memoryBandwidth INTEGER"
+    ),
+    "TARGET_INFO_CUDA_DEVICE": "gpuId INTEGER NOT NULL, cudaId INTEGER NOT NULL, pid INTEGER, uuid TEXT, "
+    "numMultiprocessors INTEGER",
+    "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT",
+}
+
+_PID_SHIFT = 0x1000000
+
+
+def nsys_global_tid(pid: int, tid: int) -> int:
+    """``globalTid`` as nsys encodes it: the process id times 0x1000000 plus the thread id."""
+    return int(pid) * _PID_SHIFT + int(tid)
+
+
+def _nsys_rows(kernels: Any, memcpys: Any, memsets: Any, runtime: Any, nvtx: Any,
+               sid: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows of the activity and NVTX tables in :data:`NSYS_SCHEMA` column order (``sid`` interns text)."""
+    gtid = nsys_global_tid
+    out: dict[str, list[tuple[Any, ...]]] = {
+        "CUPTI_ACTIVITY_KIND_KERNEL": [
+            (k["start"], k["end"], k.get("device", 0), 1, k["stream"], k.get("correlation"),
+             gtid(k.get("pid", 1), 0), sid(k["name"]), sid(k.get("short", k["name"])), 1, 1, 1, 128, 1, 1,
+             32, k.get("graph_node")) for k in kernels],
+        "CUPTI_ACTIVITY_KIND_MEMCPY": [
+            (c["start"], c["end"], c.get("device", 0), 1, c["stream"], c.get("correlation"),
+             gtid(c.get("pid", 1), 0), c["bytes"], c.get("copy_kind", 2), 1, 3, None) for c in memcpys],
+        "CUPTI_ACTIVITY_KIND_MEMSET": [
+            (m["start"], m["end"], m.get("device", 0), 1, m["stream"], m.get("correlation"),
+             gtid(m.get("pid", 1), 0), 0, m["bytes"], None) for m in memsets],
+        "CUPTI_ACTIVITY_KIND_RUNTIME": [
+            (r["start"], r["end"], 1, gtid(r.get("pid", 1), r.get("tid", 1)), r.get("correlation"),
+             sid(r["name"]), 0, None) for r in runtime],
+        "NVTX_EVENTS": [],
+    }
+    domains: dict[str, int] = {}
+    for e in nvtx:
+        dom = e.get("domain")
+        tid = gtid(e.get("pid", 1), e.get("tid", 1))
+        if dom and dom not in domains:  # a domain-creation event (type 75) names the domain
+            domains[dom] = len(domains) + 1
+            out["NVTX_EVENTS"].append((0, None, 75, None, None, None, dom, tid, None, None, domains[dom],
+                                       *(None,) * 8))
+        text, text_id = (None, sid(e["text"])) if e.get("registered") else (e["text"], None)
+        out["NVTX_EVENTS"].append((e["start"], e["end"], e.get("event_type", 59), None, None, None, text, tid,
+                                   None, text_id, domains.get(dom, 0), *(None,) * 8))
+    return out
+
+
+def write_nsys_sqlite(
+    path: str | Path,
+    *,
+    kernels: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    memcpys: list[dict[str, Any]] = (),
+    memsets: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    runtime: list[dict[str, Any]] = (),
+    nvtx: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    gpus: list[dict[str, Any]] = (),
+    session_start_ns: int | None = None,  # type: ignore[assignment]
+    tables: tuple[str, ...] | None = None,
+) -> Path:
+    """Write a small Nsight Systems SQLite export (the documented tables) from plain records.
+
+    Parameters
+    ----------
+    path
+        The file to create (replaced if it exists).
+    kernels
+        Dicts with ``start``, ``end`` (ns), ``name`` (text; stored through ``StringIds`` as both
+        ``demangledName`` and ``shortName`` unless ``short`` is given), ``stream``, ``correlation``,
+        ``pid`` and optionally ``device`` (0), ``graph_node``.
+    memcpys, memsets
+        Dicts with ``start``, ``end``, ``bytes``, ``stream``, ``correlation``, ``pid`` (and
+        ``copy_kind`` for copies, default 2 = DtoH).
+    runtime
+        Dicts with ``start``, ``end``, ``name`` (e.g. ``cudaLaunchKernel_v7000``), ``correlation``,
+        ``pid``, ``tid``.
+    nvtx
+        Dicts with ``start``, ``end``, ``text``, ``pid``, ``tid`` and optionally ``domain`` (a name:
+        a domain-creation event is written for it) and ``registered`` (store the text through
+        ``textId`` instead of ``text``).
+    gpus
+        Dicts with ``id``, ``name`` and optionally ``cuda_id`` (default ``id``).
+    session_start_ns
+        When given, ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``.
+    tables
+        Only create these tables (default: all of :data:`NSYS_SCHEMA`); for broken-input tests.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    import sqlite3
+
+    out = Path(path)
+    if out.exists():
+        out.unlink()
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return strings.setdefault(str(text), len(strings) + 1)
+
+    wanted = tuple(NSYS_SCHEMA) if tables is None else tables
+    con = sqlite3.connect(out)
+    try:
+        for name in wanted:
+            con.execute(f"CREATE TABLE {name} ({NSYS_SCHEMA[name]})")
+        rows = _nsys_rows(kernels, memcpys, memsets, runtime, nvtx, sid)
+        for name, table_rows in rows.items():
+            if table_rows and name in wanted:
+                marks = ", ".join("?" * len(table_rows[0]))
+                con.executemany(f"INSERT INTO {name} VALUES ({marks})", table_rows)
+        if "TARGET_INFO_GPU" in wanted:
+            con.executemany(
+                "INSERT INTO TARGET_INFO_GPU VALUES (?, ?, '0000:00:00.0', 0, 132, '', 0)",
+                [(g["id"], g["name"]) for g in gpus],
+            )
+        if "TARGET_INFO_CUDA_DEVICE" in wanted:
+            con.executemany(
+                "INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (?, ?, 0, '', 132)",
+                [(g["id"], g.get("cuda_id", g["id"])) for g in gpus],
+            )
+        if session_start_ns is not None and "TARGET_INFO_SESSION_START_TIME" in wanted:
+            con.execute(
+                "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (int(session_start_ns),)
+            )
+        if "StringIds" in wanted:
+            con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
+        con.commit()
+    finally:
+        con.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# A mixture-of-experts step whose communication is DeepEP's (no "nccl" in any name)
+# ---------------------------------------------------------------------------------------------------
+
+#: DeepEP-style kernel names (the ``deep_ep::intranode`` namespace of its expert-parallel kernels).
+MOE_KERNELS: dict[str, str] = {
+    "attention": "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, __nv_bfloat16>>"
+    "(Flash_fwd_params)",
+    "notify_dispatch": "void deep_ep::intranode::notify_dispatch<8>(int const*, int*, int, int const*, int*, "
+    "int, int, int, int*, int*, int**, int)",
+    "dispatch": "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, "
+    "int*, int4 const*, float const*, long const*, float const*, bool const*, int const*, int, "
+    "int, int, int, int, int, void**, int, int, int)",
+    "shared_expert": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute",
+    "experts": "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<grouped_moe_gemm_bf16>>"
+    "(Params)",
+    "combine": "void deep_ep::intranode::combine<__nv_bfloat16, 8, 768, 4096>(__nv_bfloat16*, float*, "
+    "__nv_bfloat16 const*, float const*, int const*, int const*, int const*, int, int, int, int)",
+    "next_layer": "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<c10::BFloat16>>"
+    "(int)",
+}
+
+# (role, stream, start, end) in µs from the step start; comm on stream 20, compute on stream 7
+_MOE_LAYOUT: tuple[tuple[str, int, int, int], ...] = (
+    ("attention", 7, 0, 100),
+    ("notify_dispatch", 20, 100, 110),  # exposed: nothing else runs
+    ("dispatch", 20, 110, 170),  # the shared expert hides 40 of its 60 µs
+    ("shared_expert", 7, 110, 150),
+    ("experts", 7, 170, 270),
+    ("combine", 20, 270, 330),  # the next layer's elementwise work hides 30 of its 60 µs
+    ("next_layer", 7, 270, 300),
+)
+_MOE_WALL_US = 340  # 10 µs idle after the combine
+
+
+class SynthMoETraces:
+    """Files written by :func:`synth_moe_traces` and the per-step truth.
+
+    Attributes
+    ----------
+    paths
+        One file per rank (Kineto JSON or nsys SQLite).
+    truth
+        Per (rank, step): ``compute``, ``exposed_comm``, ``idle``, ``step_wall_us`` and
+        ``overlapped_comm_us`` in µs, from the layout (the other parts are zero).
+    """
+
+    def __init__(self, paths: list[Path], truth: pd.DataFrame) -> None:
+        self.paths = paths
+        self.truth = truth
+
+
+def _moe_truth(ranks: int, steps: int) -> pd.DataFrame:
+    comm = [(s, e) for role, _, s, e in _MOE_LAYOUT if role in ("notify_dispatch", "dispatch", "combine")]
+    comp = [(s, e) for role, _, s, e in _MOE_LAYOUT if role not in ("notify_dispatch", "dispatch", "combine")]
+    covered = np.zeros(_MOE_WALL_US, dtype=int)  # 1 µs cells: 1 compute, 2 comm only
+    for s, e in comp:
+        covered[s:e] = 1
+    hidden = sum(int((covered[s:e] == 1).sum()) for s, e in comm)
+    for s, e in comm:
+        covered[s:e] = np.where(covered[s:e] == 1, 1, 2)
+    one = {
+        "compute": float((covered == 1).sum()),
+        "exposed_comm": float((covered == 2).sum()),
+        "idle": float((covered == 0).sum()),
+        "step_wall_us": float(_MOE_WALL_US),
+        "overlapped_comm_us": float(hidden),
+    }
+    rows = [{"rank": r, "step": s, **one} for r in range(ranks) for s in range(steps)]
+    return pd.DataFrame(rows)
+
+
+def synth_moe_traces(
+    out_dir: str | Path, *, ranks: int = 2, steps: int = 3, output: str = "kineto"
+) -> SynthMoETraces:
+    """Write a synthetic mixture-of-experts training trace whose communication is DeepEP's.
+
+    Every step of every rank runs :data:`MOE_KERNELS` on two streams: attention, DeepEP's
+    ``notify_dispatch`` and ``dispatch`` (token all-to-all) partly under the shared expert's GEMM,
+    the grouped expert GEMM, and DeepEP's ``combine`` partly under the next layer's elementwise
+    kernel, then 10 µs idle.  No kernel carries collective metadata and none has ``nccl`` in its
+    name, so only the communication name patterns can find the 130 µs of communication per step,
+    of which 70 µs are overlapped with compute and 60 µs exposed.
+
+    Parameters
+    ----------
+    out_dir
+        Folder for the files (created).
+    ranks, steps
+        How many rank files and ``ProfilerStep#N`` windows.
+    output
+        ``"kineto"`` (Chrome-trace JSON) or ``"nsys"`` (an SQLite export following
+        :data:`NSYS_SCHEMA`).
+
+    Returns
+    -------
+    SynthMoETraces
+        The files and the truth per (rank, step), computed from the layout on a 1 µs grid.
+    """
+    n, n_steps = _whole("ranks", ranks, 1), _whole("steps", steps, 1)
+    if output not in ("kineto", "nsys"):
+        raise DomainError(f"output must be 'kineto' or 'nsys'; got {output!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for r in range(n):
+        kern, launches, ranges = [], [], []
+        corr = 1
+        for s in range(n_steps):
+            t0 = 1000 + s * (_MOE_WALL_US + 60)
+            ranges.append((f"ProfilerStep#{s}", t0, t0 + _MOE_WALL_US))
+            for role, stream, a, b in _MOE_LAYOUT:
+                launches.append((t0 - 40 + corr % 30, corr))  # all launched before the device needs them
+                kern.append((MOE_KERNELS[role], stream, t0 + a, t0 + b, corr))
+                corr += 1
+        if output == "kineto":
+            events: list[dict[str, Any]] = [
+                {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": a, "dur": b - a}
+                for name, a, b in ranges
+            ]
+            for (ts, c), (name, stream, a, b, _) in zip(launches, kern, strict=True):
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": ts,
+                        "dur": 2,
+                        "args": {"correlation": c},
+                    }
+                )
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": name,
+                        "pid": 0,
+                        "tid": stream,
+                        "ts": a,
+                        "dur": b - a,
+                        "args": {"device": 0, "stream": stream, "correlation": c},
+                    }
+                )
+            doc = {
+                "schemaVersion": 1,
+                "distributedInfo": {"backend": "nccl", "rank": r, "world_size": n},
+                "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                "baseTimeNanoseconds": _BASE_NS,
+                "traceEvents": events,
+            }
+            path = out / f"moe_rank-{r}.pt.trace.json"
+            path.write_text(json.dumps(doc))
+        else:
+            us = 1000
+            path = write_nsys_sqlite(
+                out / f"moe_rank{r}.sqlite",
+                kernels=[
+                    {
+                        "start": a * us,
+                        "end": b * us,
+                        "name": name,
+                        "stream": stream,
+                        "correlation": c,
+                        "pid": 100 + r,
+                    }
+                    for name, stream, a, b, c in kern
+                ],
+                runtime=[
+                    {
+                        "start": ts * us,
+                        "end": ts * us + 2000,
+                        "name": "cudaLaunchKernel_v7000",
+                        "correlation": c,
+                        "pid": 100 + r,
+                        "tid": 7,
+                    }
+                    for ts, c in launches
+                ],
+                nvtx=[
+                    {"start": a * us, "end": b * us, "text": name, "pid": 100 + r, "tid": 7}
+                    for name, a, b in ranges
+                ],
+                gpus=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                session_start_ns=_BASE_NS,
+            )
+        paths.append(path)
+    return SynthMoETraces(paths, _moe_truth(n, n_steps))

@@ -21,6 +21,7 @@ from fleetlib.program.classify import (
     collective_from_annotation,
     collective_from_arg,
     collective_from_kernel_name,
+    comm_rule_metadata,
     host_sync_kinds,
     is_graph_launch,
     message_bytes,
@@ -42,7 +43,7 @@ from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "3"
+READER_VERSION = "4"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
 DEFAULT_MAX_EVENT_US = 3.6e9
 #: Same-stream overlaps up to this (µs) are timestamp rounding and are trimmed.
@@ -370,11 +371,13 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     if col.odd_args:
         book.note("args_not_object", f"{col.odd_args} GPU events have 'args' that is not an object: ignored")
 
-    comm = _comm_semantics(gk, kind, names, rows_k, book, n_k)
+    comm = _comm_semantics(gk, kind, names, rows_k, book, n_k, opts.classifier)
     corr = _ids(gk["correlation"], rows_k, book, "correlation") if n_k else pd.array([], dtype="Int64")
     launch_us, graph, launch_tid = _launches(r, origin, scale, corr, gk, n_k, comm, s, book)
     dur = dur_all[keep]
-    end, trimmed = _repair_overlaps(start, end, stream, device, kind, rows_k, book, opts.overlap_tolerance_us)
+    platform = _platform(top, r.get("name", _objects([], 0)))
+    end, trimmed = _repair_overlaps(start, end, stream, device, kind, rows_k, book, opts.overlap_tolerance_us,
+                                    clip=platform == "rocm")
     dur = np.where(trimmed, end - start, dur)  # untouched rows keep their recorded duration exactly
 
     # --- steps and host syncs ----------------------------------------------------------------------
@@ -402,6 +405,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "device": device, "correlation": corr, "launch_us": launch_us,
         "collective_source": _categorical(comm["source"], _kernel_dtypes()["collective_source"]),
         "external_id": external_id,
+        "comm_rule": _categorical(comm["rule"]),
     })
     kernels = kernels.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
 
@@ -409,7 +413,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     devices = top.get("deviceProperties")
     metadata = {
         "sha256": sha, "reader_version": READER_VERSION, "format": source.format,
-        "platform": _platform(top, r.get("name", _objects([], 0))),
+        "platform": platform,
         "distributed_info": dist, "device_properties": devices if isinstance(devices, list) else [],
         "world_size": _small_int(dist.get("world_size")),
         "base_time_ns": int(base_time_ns), "time_unit": unit, "time_origin": origin_kind,
@@ -593,14 +597,18 @@ def _format_flags(col: _Collector, source: _Source, book: _Book) -> None:
 
 
 def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.ndarray, rows_k: np.ndarray,
-                    book: _Book, n_k: int) -> dict[str, Any]:
-    """Return collective type, bytes, process group and sequence from the kernels' own args."""
+                    book: _Book, n_k: int, classifier: Classifier) -> dict[str, Any]:
+    """Return collective type, bytes, process group, sequence and ``comm_rule`` from the kernels' own args.
+
+    Metadata first: a kernel (``compute`` by its name) whose ``Collective name`` arg names a collective
+    becomes ``comm`` in place in ``kind``; its rule is ``metadata:Collective name``.
+    """
     collective = np.full(n_k, "none", dtype=object)
     source = np.full(n_k, "none", dtype=object)
     if not n_k:
         return {"collective": collective, "source": source, "bytes": np.zeros(0),
                 "pg": np.zeros(0, dtype=object), "seq": pd.array([], dtype="Int64"),
-                "is_comm": np.zeros(0, dtype=bool)}
+                "is_comm": np.zeros(0, dtype=bool), "rule": _objects([], 0)}
     comm = kind == "comm"
     raw = gk["Collective name"]
     from_arg, recognised = collective_from_arg(raw)
@@ -609,7 +617,12 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
         values = sorted({str(v) for v in raw[unrec]})
         book.note("unknown_collective_name", f"'Collective name' values {values} not recognised: collective "
                                              f"taken from the host annotation or the kernel name instead")
-    has_arg = comm & recognised
+    # metadata first: a kernel whose own args name a collective is communication whatever its name says
+    has_arg = np.isin(kind, ("compute", "comm")) & recognised
+    kind[has_arg] = "comm"
+    comm = kind == "comm"
+    rule = np.where(comm, classifier.comm_rules(names), "").astype(object)
+    rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
     nbytes = message_bytes(gk["In msg nelems"], gk["dtype"]).to_numpy(dtype=float, na_value=np.nan)
@@ -624,7 +637,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
                   gk["Process Group Name"])
     seq = _ids(gk["seq"], rows_k, book, "Seq")
     return {"collective": collective, "source": source, "bytes": nbytes, "pg": pg, "seq": seq,
-            "is_comm": comm}
+            "is_comm": comm, "rule": rule}
 
 
 def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.arrays.IntegerArray,
@@ -705,10 +718,13 @@ def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
 
 def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, device: np.ndarray,
                      kind: np.ndarray, rows: np.ndarray, book: _Book,
-                     tol: float) -> tuple[np.ndarray, np.ndarray]:
+                     tol: float, clip: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Trim rounding overlaps between consecutive activities on one stream; flag larger ones.
 
-    Returns the new end times and a mask of the rows whose end was moved.
+    With ``clip`` (ROCm traces, whose same-stream durations overlap by more than rounding: a
+    stream still runs one activity at a time) larger overlaps are clipped the same way, each one a
+    repair ``rocm_stream_overlap_clipped`` in the ledger, and counted in a ``stream_overlap_clipped``
+    note.  Returns the new end times and a mask of the rows whose end was moved.
     """
     trimmed = np.zeros(len(start), dtype=bool)
     idx = np.flatnonzero((stream >= 0) & np.isin(kind, ("compute", "comm", "memcpy", "memset")))
@@ -728,7 +744,19 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
                                           for o, st in zip(over[small], stream[p], strict=True)])
         end[p] = np.maximum(start[q], start[p])
         trimmed[p] = True
-    if large.any():
+    if large.any() and clip:
+        end = end.copy()
+        p, q = prev[large], nxt[large]
+        book.repair_rows(rows[p], "dur", [f"rocm_stream_overlap_clipped: end moved back {o:.6g} µs to the "
+                                          f"start of the next activity on stream {st}"
+                                          for o, st in zip(over[large], stream[p], strict=True)])
+        end[p] = np.maximum(start[q], start[p])
+        trimmed[p] = True
+        book.note("stream_overlap_clipped", f"{int(large.sum())} activities overlapped the next one on the "
+                                            f"same stream by more than {tol:g} µs (ROCm trace; largest "
+                                            f"{float(over[large].max()):.6g} µs, total "
+                                            f"{float(over[large].sum()):.6g} µs): clipped")
+    elif large.any():
         book.note("stream_overlap", f"{int(large.sum())} activities overlap the next one on the same stream "
                                     f"by more than {tol:g} µs (largest {float(over[large].max()):.6g} µs): "
                                     f"kept as recorded")

@@ -17,9 +17,11 @@ files (one rank at a time with a progress bar, or one Dask task per file given a
     Extra columns: ``device`` (int64 GPU index), ``correlation`` (Int64 launch correlation id),
     ``launch_us`` (float64 start of the runtime call that launched it; NaN when the trace has no
     such call -- needed to tell a host-dispatch gap from a dependency wait),
-    ``collective_source`` (category: ``args``, ``host_annotation``, ``name`` or ``none``) and
+    ``collective_source`` (category: ``args``, ``host_annotation``, ``name`` or ``none``),
     ``external_id`` (Int64: the ``External id`` of the innermost CPU op that launched it, the key
-    into ``ops``; see *Operators*).  Sorted by rank, start, end, stream.
+    into ``ops``; see *Operators*) and ``comm_rule`` (category: the rule that made it
+    communication, ``metadata:Collective name`` or ``name:<pattern>``; ``""`` otherwise).  Sorted
+    by rank, start, end, stream.
 
 ``steps`` -- step windows (:data:`STEP_COLUMNS`): ``rank, step, start_us, end_us, source``.
     ``source`` is ``profiler_step`` (CPU ``ProfilerStep#N`` annotations), ``marker`` (user
@@ -65,7 +67,9 @@ durations, which need none).
 
 Classification
 --------------
-``kind`` and ``collective`` come from :mod:`fleetlib.program.classify` (configurable name patterns).
+``kind`` and ``collective`` come from :mod:`fleetlib.program.classify`, metadata first: a kernel
+whose own ``Collective name`` argument names a collective is ``comm`` (``comm_rule``
+``metadata:Collective name``) whatever its name says; the others by the configurable name patterns.
 A communication kernel's collective type, bytes, process group and sequence number are taken from
 its own args (``Collective name``, ``In msg nelems`` x ``dtype``, ``Process Group Name``, ``Seq``);
 when it has none (older PyTorch), from the host annotation that encloses its launch on the
@@ -97,15 +101,17 @@ window records one GPU activity that long; corrupt CUPTI records show durations 
 Repaired (one entry per row, naming the repair): overlaps of at most ``overlap_tolerance_us``
 (default 1 µs) between consecutive activities on one stream -- a stream runs one activity at a
 time, so this is timestamp rounding (pytorch#122425) -- by ending the earlier activity where the
-next begins (``ns_rounding_overlap``); numeric text converted to numbers; invalid UTF-8 bytes
+next begins (``ns_rounding_overlap``) -- and on ROCm traces larger same-stream overlaps too
+(``rocm_stream_overlap_clipped``, flag ``stream_overlap_clipped`` with their count and total);
+numeric text converted to numbers; invalid UTF-8 bytes
 replaced by U+FFFD; an integer beyond int64 in an id column (``correlation``, ``Seq``,
 ``External id``) set to missing with its exact digits kept in the ledger (never wrapped); a
 missing name replaced by ``<unnamed>`` (GPU and ``ops`` rows alike).  Flags (``ledger.flags``)
 note interpretations that change no row: ``legacy_format``, ``timestamps_in_ns``,
 ``rank_from_file_name`` / ``rank_from_mapping`` / ``rank_override`` / ``rank_assumed_zero``,
 ``no_profiler_step`` / ``steps_from_markers``, ``cuda_graph``, ``unknown_category`` (once per
-category), ``stream_overlap`` (overlaps above the tolerance, kept as recorded), ``invalid_utf8``,
-``integer_beyond_int64``, ``external_id_from_launch``, ``unknown_collective_name``,
+category), ``stream_overlap`` (overlaps above the tolerance, kept as recorded on CUDA traces),
+``invalid_utf8``, ``integer_beyond_int64``, ``external_id_from_launch``, ``unknown_collective_name``,
 ``unknown_dtype``, ``no_gpu_activity``, and from :func:`read_traces` ``missing_ranks``,
 ``world_size_mismatch``, ``time_base_shifted``.
 Input nothing can make sense of (a truncated gzip stream, invalid JSON, no events at all)
@@ -810,7 +816,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             ledger.flag("missing_ranks", f"{len(by_rank)} of {world} ranks read (missing {len(missing)}: "
                                          f"{shown}); cross-rank results cover the ranks read only")
-    k_all = _concat(kernels, empty_kernels(), ("name", "process_group"))
+    k_all = _concat(kernels, empty_kernels(), ("name", "process_group", "comm_rule"))
     k_all = k_all.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
     s_all = _concat(steps, empty_steps(), ()).sort_values(["rank", "start_us"], ignore_index=True)
     h_all = _concat(syncs, empty_host_syncs(), ("name", "sync_kind")).sort_values(

@@ -1,0 +1,661 @@
+r"""Read Nsight Systems SQLite exports (``nsys export --type sqlite``) into the program rung's tables.
+
+One file is one ``nsys profile`` report; it may hold one process (one rank, the usual
+``nsys profile ... torchrun`` per-rank capture) or several.  The tables returned are those of the
+Kineto reader (:mod:`fleetlib.program.readers.kineto`), so the step partition, the collective
+matching and the program factor run on them unchanged:
+
+``kernels`` (:data:`~fleetlib.program.schema.KERNEL_COLUMNS` + extras)
+    one row per ``CUPTI_ACTIVITY_KIND_KERNEL``, ``CUPTI_ACTIVITY_KIND_MEMCPY`` and
+    ``CUPTI_ACTIVITY_KIND_MEMSET`` record.  Kernel names come from ``StringIds`` through
+    ``demangledName`` (``kernel_names="short"``: ``shortName``); copies are named ``Memcpy <kind>``
+    from ``copyKind`` and fills ``Memset``.  ``stream`` is ``streamId``, ``device`` ``deviceId``,
+    ``correlation`` ``correlationId``; ``launch_us`` is the start of the
+    ``CUPTI_ACTIVITY_KIND_RUNTIME`` call with the same correlation id *in the same process*
+    (links are keyed by (process, correlation), so ranks that reuse ids never cross);
+    ``cuda_graph`` is set for kernels with a non-zero ``graphNodeId`` / ``graphId`` or launched by
+    ``cudaGraphLaunch``.  ``kind`` follows :class:`~fleetlib.program.classify.Classifier`, metadata
+    first (below); ``comm_rule`` names the rule that made a kernel communication.
+``steps``
+    NVTX ranges (``NVTX_EVENTS`` push/pop and start/end ranges, text from ``text`` or
+    ``textId``) named ``ProfilerStep#N``; without any, ranges matching ``step_marker`` (a regular
+    expression; a number it captures is the step), flagged ``steps_from_markers``; without either,
+    one step 0 spanning the rank's GPU activity (``gpu_span``, flagged ``no_profiler_step``).
+``host_syncs``
+    runtime calls that synchronise with the device (``cudaDeviceSynchronize``,
+    ``cudaStreamSynchronize``, ...; nsys's ``_v<version>`` suffix is dropped before matching).
+``ops``
+    empty: the export carries no operator shapes.
+
+Communication by metadata first
+-------------------------------
+A kernel launched inside an NVTX range of the ``NCCL`` domain (NCCL's own NVTX ranges,
+``ncclAllReduce``, ``ncclAllGather``, ``ncclReduceScatter``, ``ncclSend`` ...) whose name says a
+collective is ``comm`` with that collective type (``collective_source`` ``host_annotation``,
+``comm_rule`` ``metadata:nvtx:NCCL``), whatever its kernel name says.  A kernel launched in an
+``nccl*`` range of another domain (PyTorch's ``nccl:all_reduce`` under ``emit_nvtx``) takes the
+range's collective type if its name makes it communication.  Everything else is classified by the
+name patterns (``comm_rule`` ``name:<pattern>``; DeepEP, NVSHMEM, RCCL, symmetric-memory and custom
+all-reduce kernels included), and the collective type of a name-classified kernel falls back to its
+name.  Message bytes of collectives are not read (NCCL's NVTX payloads are binary schemas): ``bytes``
+is missing for them, set for copies and fills.
+
+Schema followed
+---------------
+The table and column names are those of the Nsight Systems "SQLite Export Schema Reference"
+(``nsys-exporter/exported_data.html``), as documented for the 2021.5 release and kept by later
+releases (2022-2025 exports add columns such as ``greenContextId``, ``graphNodeId``, ``graphId``;
+none is required).  Columns are looked up by name (``PRAGMA table_info``), so extra columns and
+column order do not matter; the ones read are: ``StringIds(id, value)``;
+``CUPTI_ACTIVITY_KIND_KERNEL(start, end, deviceId, streamId, correlationId, globalPid,
+demangledName, shortName[, graphNodeId, graphId])``; ``CUPTI_ACTIVITY_KIND_MEMCPY(start, end,
+deviceId, streamId, correlationId, globalPid, bytes, copyKind)``; ``CUPTI_ACTIVITY_KIND_MEMSET(...,
+bytes)``; ``CUPTI_ACTIVITY_KIND_RUNTIME(start, end, globalTid, correlationId, nameId)``;
+``NVTX_EVENTS(start, end, eventType, text, textId, globalTid, domainId)`` (event types 59
+push/pop range, 60 start/end range, 75 domain creation); ``TARGET_INFO_GPU(id, name)`` and
+``TARGET_INFO_CUDA_DEVICE(gpuId, cudaId[, pid])`` for device names;
+``TARGET_INFO_SESSION_START_TIME(utcEpochNs)`` when present for the calendar clock.  A process id is
+``globalPid`` (or ``globalTid``) ``// 0x1000000 % 0x1000000``, as the reference's recipes compute it.
+The tests build files with exactly these tables; no real nsys binary was run here.
+
+Time base and ranks
+-------------------
+nsys times are integer nanoseconds from the session start; ``start_us`` is that divided by 1000.
+With ``TARGET_INFO_SESSION_START_TIME`` the session start is ``metadata["base_time_ns"]`` (a
+calendar clock); otherwise the base is 0 (a relative clock) and a window selects nothing.  Files
+of several ranks are moved onto the earliest base.  A file's rank comes from ``ranks=`` (by path or
+file name), else from its name (``rank3``, ``worker_3``), else its position among the files; a file
+with several processes that ran GPU work gives each process its own rank (in process-id order,
+flag ``ranks_from_processes``).
+
+Ledger
+------
+Records are the rows of the activity tables read -- kernels, copies, fills, runtime calls and NVTX
+events -- so ``ledger.read`` is their ``COUNT(*)`` sum; dictionary tables (``StringIds``,
+``TARGET_INFO_*``) are not records.  Each table keeps its own :class:`~fleetlib.quality.RowBook`:
+an entry's row is the record's ``rowid`` in that table and its field is ``TABLE.column``.
+Rejected: a missing or non-integer ``start``/``end``, both zero (CUPTI could not time it), a
+negative duration, or a duration above ``max_event_us``.  Repaired: a kernel name id missing from
+``StringIds`` (``<unnamed>``).  Runtime calls that neither launch nor synchronise and NVTX events
+that are neither steps nor collectives are kept and counted in ``ledger.unused``.  Bytes that are
+not an SQLite database (the first 16 bytes must be ``SQLite format 3\0``; gzip is read through
+:mod:`fleetlib._io` and deserialised), a database without any CUDA activity table, or one without
+``StringIds`` raise :class:`~fleetlib.quality.InputError` naming the file.  Databases are opened
+read-only (``file:...?mode=ro``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib._io import as_paths
+from fleetlib.accounting import Window
+from fleetlib.program.classify import (
+    Classifier,
+    collective_from_arg,
+    collective_from_kernel_name,
+    comm_rule_metadata,
+    host_sync_kinds,
+    is_graph_launch,
+)
+from fleetlib.program.readers._nsys_sql import (
+    _ACTIVITY_TABLES,
+    _PID_SHIFT,
+    _STEP_RE,
+    KERNEL_TABLE,
+    SQLITE_MAGIC,
+    _activities,
+    _connect,
+    _devices,
+    _nvtx,
+    _per_unique,
+    _runtime,
+    _session_start_ns,
+    _strings,
+)
+from fleetlib.program.readers.kineto import (
+    DEFAULT_MAX_EVENT_US,
+    TraceSet,
+    _select_window,
+    empty_host_syncs,
+    empty_kernels,
+    empty_ops,
+    empty_steps,
+    rank_from_file_name,
+)
+from fleetlib.program.schema import table_dtypes
+from fleetlib.quality import DomainError, InputError, Ledger
+
+__all__ = ["SQLITE_MAGIC", "TABLES", "read", "read_nsys"]
+
+PathLike = str | os.PathLike[str]
+
+#: The tables :func:`read` returns.
+TABLES: tuple[str, ...] = ("kernels", "steps", "host_syncs", "ops")
+
+
+def _launch_links(act: pd.DataFrame, rt: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per activity: launch start ns, launching thread and graph-launch flag, keyed by (pid, correlation)."""
+    n = len(act)
+    launch = np.full(n, np.nan)
+    tid = np.full(n, -1, dtype=np.int64)
+    graph_launch = np.zeros(n, dtype=bool)
+    if not n or rt.empty:
+        return launch, tid, graph_launch
+    r = rt.dropna(subset=["correlation"]).drop_duplicates(["pid", "correlation"], keep="first")
+    keys = pd.MultiIndex.from_arrays(
+        [r["pid"].to_numpy(dtype=np.int64), r["correlation"].to_numpy(dtype=np.int64)]
+    )
+    have = act["correlation"].notna().to_numpy()
+    want = pd.MultiIndex.from_arrays(
+        [act["pid"].to_numpy(dtype=np.int64), act["correlation"].fillna(-1).to_numpy(dtype=np.int64)]
+    )
+    pos = np.where(have, keys.get_indexer(want), -1)
+    found = pos >= 0
+    launch[found] = r["start_ns"].to_numpy(dtype=float)[pos[found]]
+    tid[found] = r["tid"].to_numpy(dtype=np.int64)[pos[found]]
+    graph_launch[found] = is_graph_launch(r["name"].to_numpy(dtype=object))[pos[found]]
+    return launch, tid, graph_launch
+
+
+def _enclosing(t: np.ndarray, t_tid: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
+    """Per time, the index in ``ranges`` of the latest-starting range on its thread holding it; -1 if none."""
+    out = np.full(len(t), -1, dtype=np.int64)
+    if ranges.empty or not len(t):
+        return out
+    r_tid = ranges["tid"].to_numpy(dtype=np.int64)
+    for thread in np.intersect1d(np.unique(t_tid), np.unique(r_tid)):  # a handful of host threads
+        qi = np.flatnonzero((t_tid == thread) & np.isfinite(t))
+        aj = np.flatnonzero(r_tid == thread)
+        aj = aj[np.argsort(ranges["start_ns"].to_numpy()[aj], kind="stable")]
+        k = np.searchsorted(ranges["start_ns"].to_numpy()[aj], t[qi], side="right") - 1
+        j = aj[np.maximum(k, 0)]
+        good = (k >= 0) & (ranges["end_ns"].to_numpy()[j] >= t[qi])
+        out[qi[good]] = j[good]
+    return out
+
+
+def _classify(
+    act: pd.DataFrame, launch: np.ndarray, launch_tid: np.ndarray, nvtx: pd.DataFrame, classifier: Classifier
+) -> dict[str, np.ndarray]:
+    """kind, collective, collective_source and comm_rule of each activity (metadata first, then names)."""
+    names = act["name"].to_numpy(dtype=object)
+    kind = classifier.kinds(names, act["cat"].to_numpy(dtype=object)).astype(object)
+    rule = np.where(kind == "comm", classifier.comm_rules(names), "").astype(object)
+    n = len(act)
+    collective = np.full(n, "none", dtype=object)
+    source = np.full(n, "none", dtype=object)
+    text = nvtx["text"].astype(str).to_numpy(dtype=object) if len(nvtx) else np.zeros(0, dtype=object)
+    is_nccl = _per_unique(text, lambda t: t.lower().startswith("nccl")).astype(bool)
+    ranges = nvtx.loc[is_nccl].reset_index(drop=True)
+    if len(ranges) and n:
+        labels, ok = collective_from_arg(ranges["text"].astype(str).str[4:])
+        ranges = ranges.assign(collective=labels, recognised=ok)
+        ranges = ranges.loc[ranges["recognised"]].reset_index(drop=True)
+        j = _enclosing(launch, launch_tid, ranges)
+        hit = (j >= 0) & (act["cat"].to_numpy() == "kernel")
+        if hit.any():
+            jj = j[hit]
+            nccl_domain = ranges["domain"].astype(str).str.upper().to_numpy()[jj] == "NCCL"
+            idx = np.flatnonzero(hit)
+            take = idx[nccl_domain | (kind[idx] == "comm")]
+            upgrade = idx[nccl_domain]
+            kind[upgrade] = "comm"
+            rule[upgrade] = comm_rule_metadata("nvtx:NCCL")
+            collective[take] = ranges["collective"].to_numpy(dtype=object)[j[take]]
+            source[take] = "host_annotation"
+    left = (kind == "comm") & (source == "none")
+    if left.any():
+        guess = collective_from_kernel_name(names[left])
+        collective[left] = guess
+        source[left] = np.where(guess != "none", "name", "none")
+    return {"kind": kind, "collective": collective, "source": source, "rule": rule}
+
+
+def _marker_number(marker: re.Pattern[str], text: Any) -> int | None:
+    m = marker.search(text) if isinstance(text, str) else None
+    return int(m.group(1)) if m and m.groups() and (m.group(1) or "").isdigit() else None
+
+
+def _steps(nvtx: pd.DataFrame, marker: re.Pattern[str] | None) -> tuple[pd.DataFrame, str | None]:
+    """Step ranges (pid, step, start_ns, end_ns) from ProfilerStep#N, else the marker; and the source."""
+    cols = ["pid", "step", "start_ns", "end_ns"]
+    if nvtx.empty:
+        return pd.DataFrame(columns=cols), None
+    text = nvtx["text"].astype(object).to_numpy()
+    numbers = _per_unique(text, lambda t: int(m.group(1)) if isinstance(t, str) and (m := _STEP_RE.match(t))
+                          else None)
+    is_step = ~np.equal(numbers, None)
+    source = "profiler_step"
+    if not is_step.any() and marker is not None:
+        is_step = _per_unique(text, lambda t: isinstance(t, str) and bool(marker.search(t))).astype(bool)
+        source = "marker"
+        numbers = _per_unique(text, lambda t: _marker_number(marker, t))
+    if not is_step.any():
+        return pd.DataFrame(columns=cols), None
+    sub = nvtx.loc[is_step].reset_index(drop=True)
+    num = np.array(numbers, dtype=object)[is_step]
+    if source == "marker" and (
+        pd.isna(pd.Series(num, dtype=object)).any() or len(set(num.tolist())) < len(num)
+    ):
+        # number the marked ranges per process in start order when the marker captures no unique number
+        order = sub.groupby("pid")["start_ns"].rank(method="first").to_numpy(dtype=np.int64) - 1
+        num = order
+    sub = sub.assign(step=np.asarray(num, dtype=np.int64))
+    # a step annotated twice (several threads) is their union
+    out = sub.groupby(["pid", "step"], as_index=False).agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
+    )
+    return out[cols], source
+
+
+def _assign_steps(rank: np.ndarray, t: np.ndarray, steps: pd.DataFrame) -> pd.arrays.IntegerArray:
+    """Step of each (rank, time): the latest-starting window of that rank holding it, else <NA>."""
+    n = len(t)
+    value = np.zeros(n, dtype=np.int64)
+    inside = np.zeros(n, dtype=bool)
+    for r, win in steps.groupby("rank"):
+        q = np.flatnonzero(rank == r)
+        s = win["start_us"].to_numpy(dtype=float)
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], win["end_us"].to_numpy(dtype=float)[order]
+        k = win["step"].to_numpy(dtype=np.int64)[order]
+        j = np.searchsorted(s, t[q], side="right") - 1
+        jj = np.maximum(j, 0)
+        ok = (j >= 0) & (t[q] < e[jj])
+        value[q[ok]] = k[jj[ok]]
+        inside[q[ok]] = True
+    return pd.arrays.IntegerArray(value, ~inside)
+
+
+def _read_file(path: Path, position: int, options: Mapping[str, Any], ledger: Ledger) -> dict[str, Any]:
+    """Read one export into ns-based frames keyed by process id, settling its rows into ``ledger``."""
+    file = str(path)
+    con = _connect(path)
+    try:
+        tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables & set(_ACTIVITY_TABLES):
+            raise InputError(
+                f"the database has none of the CUDA activity tables {list(_ACTIVITY_TABLES)}; "
+                f"profile with 'nsys profile --trace=cuda' (and nvtx) and export again",
+                file=file,
+                field=KERNEL_TABLE,
+            )
+        if "StringIds" not in tables:
+            raise InputError(
+                "the database has no StringIds table, so kernel and range names cannot be "
+                "resolved; is this an nsys SQLite export?",
+                file=file,
+                field="StringIds",
+            )
+        strings = _strings(con, file)
+        mx = float(options["max_event_us"])
+        act = _activities(con, tables, strings, file, options["kernel_names"], mx, ledger)
+        rt = _runtime(con, tables, strings, file, mx, ledger)
+        nvtx = _nvtx(con, tables, strings, file, mx, ledger)
+        devices = _devices(con, tables)
+        base_ns = _session_start_ns(con, tables)
+    finally:
+        con.close()
+    return {
+        "path": path,
+        "position": position,
+        "act": act,
+        "rt": rt,
+        "nvtx": nvtx,
+        "devices": devices,
+        "base_ns": base_ns,
+    }
+
+
+def _ranks_of(reads: list[dict[str, Any]], mapping: Mapping[str, int], ledger: Ledger) -> None:
+    """Set ``read["ranks"]``: pid -> rank for the processes that ran GPU work (or the file's first one)."""
+    per_file = []
+    for rd in reads:
+        pids = sorted(set(rd["act"]["pid"].tolist())) or sorted(set(rd["nvtx"]["pid"].tolist()))[:1] or [0]
+        per_file.append(pids)
+    if all(len(p) == 1 for p in per_file):
+        for rd, pids in zip(reads, per_file, strict=True):
+            path = rd["path"]
+            named = mapping.get(str(path), mapping.get(path.name))
+            rank = named if named is not None else rank_from_file_name(path.name)
+            if rank is None:
+                rank = rd["position"]
+                if len(reads) > 1:
+                    ledger.flag(
+                        "rank_from_position",
+                        f"{path.name} names no rank: rank {rank} from its position among the files",
+                        file=str(path),
+                    )
+            rd["ranks"] = {pids[0]: int(rank)}
+    else:
+        rank = 0
+        for rd, pids in zip(reads, per_file, strict=True):
+            rd["ranks"] = {}
+            for pid in pids:
+                rd["ranks"][pid] = rank
+                rank += 1
+            ledger.flag(
+                "ranks_from_processes",
+                f"{rd['path'].name}: processes {pids} with GPU work are ranks "
+                f"{list(rd['ranks'].values())} (files, then process ids, in "
+                f"order)",
+                file=str(rd["path"]),
+            )
+    seen: dict[int, str] = {}
+    for rd in reads:
+        for r in rd["ranks"].values():
+            if r in seen:
+                raise InputError(
+                    f"duplicate ranks (rank {r}: {seen[r]}, {rd['path']}); expected one file per "
+                    f"rank -- pass ranks={{file: rank}} to say which is which",
+                    file=str(rd["path"]),
+                    field="rank",
+                )
+            seen[r] = str(rd["path"])
+
+
+def _options(
+    classifier: Classifier | None, step_marker: str | None, kernel_names: str, max_event_us: float
+) -> dict[str, Any]:
+    if classifier is None:
+        classifier = Classifier()
+    elif not isinstance(classifier, Classifier):
+        raise DomainError(
+            f"classifier must be a fleetlib.program.classify.Classifier; got {type(classifier).__name__}"
+        )
+    if kernel_names not in ("demangled", "short"):
+        raise DomainError(f"kernel_names must be 'demangled' or 'short'; got {kernel_names!r}")
+    marker = None
+    if step_marker is not None:
+        if not isinstance(step_marker, str) or not step_marker:
+            raise DomainError(f"step_marker must be a non-empty regular expression; got {step_marker!r}")
+        try:
+            marker = re.compile(step_marker)
+        except re.error as exc:
+            raise DomainError(
+                f"step_marker {step_marker!r} is not a valid regular expression: {exc}"
+            ) from exc
+    mx = float(max_event_us)
+    if not mx > 0:
+        raise DomainError(f"max_event_us must be > 0; got {max_event_us!r}")
+    return {"classifier": classifier, "marker": marker, "kernel_names": kernel_names, "max_event_us": mx}
+
+
+# ---------------------------------------------------------------------------------------------------
+# All files: the canonical tables
+# ---------------------------------------------------------------------------------------------------
+
+
+def _span_steps(kern: pd.DataFrame) -> pd.DataFrame:
+    g = kern.groupby("rank")
+    return pd.DataFrame(
+        {
+            "rank": g["start_us"].min().index.to_numpy(dtype=np.int64),
+            "step": 0,
+            "start_us": g["start_us"].min().to_numpy(),
+            "end_us": g["end_us"].max().to_numpy(),
+            "source": "gpu_span",
+        }
+    )
+
+
+def _one_read(
+    rd: dict[str, Any], base: int, opts: Mapping[str, Any], ledger: Ledger
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Kernels, steps and host syncs of one file in µs on the common base, ranks resolved."""
+    shift = rd["base_ns"] - base
+    ranks = rd["ranks"]
+    single = len(ranks) == 1
+    only = next(iter(ranks.values()))
+
+    def rank_of(pid: pd.Series) -> np.ndarray:
+        if single:
+            return np.full(len(pid), only, dtype=np.int64)
+        return pid.map(ranks).fillna(-1).to_numpy(dtype=np.int64)
+
+    act, rt, nvtx = rd["act"], rd["rt"], rd["nvtx"]
+    launch, launch_tid, graph_launch = _launch_links(act, rt)
+    cls = _classify(act, launch, launch_tid, nvtx, opts["classifier"])
+    k_rank = rank_of(act["pid"])
+    start = (act["start_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0
+    end = (act["end_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0
+    nbytes = act["bytes"].to_numpy(dtype=float)
+    kern = pd.DataFrame(
+        {
+            "rank": k_rank,
+            "stream": act["stream"].to_numpy(dtype=np.int64),
+            "start_us": start,
+            "end_us": end,
+            "dur_us": (act["end_ns"].to_numpy(dtype=np.int64) - act["start_ns"].to_numpy(dtype=np.int64))
+            / 1000.0,
+            "name": act["name"].to_numpy(dtype=object),
+            "kind": cls["kind"],
+            "collective": cls["collective"],
+            "process_group": "",
+            "seq": pd.array([pd.NA] * len(act), dtype="Int64"),
+            "bytes": pd.array(
+                np.where(np.isfinite(nbytes), np.round(nbytes), np.nan), dtype="Float64"
+            ).astype("Int64"),
+            "cuda_graph": act["graph"].to_numpy(dtype=bool) | graph_launch,
+            "device": act["device"].to_numpy(dtype=np.int64),
+            "correlation": act["correlation"].array,
+            "launch_us": (launch + shift) / 1000.0,
+            "collective_source": cls["source"],
+            "external_id": pd.array([pd.NA] * len(act), dtype="Int64"),
+            "comm_rule": cls["rule"],
+        }
+    )
+    if kern["cuda_graph"].any():
+        ledger.flag(
+            "cuda_graph",
+            f"{int(kern['cuda_graph'].sum())} activities ran in CUDA graphs: the "
+            f"per-kernel breakdown is less reliable",
+            file=str(rd["path"]),
+        )
+    raw_steps, source = _steps(nvtx, opts["marker"])
+    steps = pd.DataFrame(
+        {
+            "rank": rank_of(raw_steps["pid"]),
+            "step": raw_steps["step"].to_numpy(dtype=np.int64),
+            "start_us": (raw_steps["start_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0,
+            "end_us": (raw_steps["end_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0,
+            "source": source or "profiler_step",
+        }
+    )
+    steps = steps.loc[steps["rank"] >= 0]
+    if source == "marker":
+        ledger.flag(
+            "steps_from_markers",
+            f"no ProfilerStep#N range: {len(steps)} step windows from NVTX ranges "
+            f"matching {opts['marker'].pattern!r}",
+            file=str(rd["path"]),
+        )
+    bare = sorted(set(kern["rank"].tolist()) - set(steps["rank"].tolist()))
+    if bare:
+        ledger.flag(
+            "no_profiler_step",
+            f"rank(s) {bare}: no ProfilerStep#N NVTX range: one step 0 spanning "
+            f"the GPU activity (first start to last end)",
+            file=str(rd["path"]),
+        )
+        steps = pd.concat([steps, _span_steps(kern.loc[kern["rank"].isin(bare)])], ignore_index=True)
+    # host syncs and the runtime calls no table uses
+    names = rt["name"].to_numpy(dtype=object)
+    sync_kind, blocking = host_sync_kinds(names)
+    is_sync = ~np.equal(sync_kind, None)
+    launched = np.zeros(len(rt), dtype=bool)
+    if len(rt) and len(act):
+        pairs = pd.MultiIndex.from_arrays(
+            [act["pid"].to_numpy(dtype=np.int64), act["correlation"].fillna(-1).to_numpy(dtype=np.int64)]
+        )
+        rkeys = pd.MultiIndex.from_arrays(
+            [rt["pid"].to_numpy(dtype=np.int64), rt["correlation"].fillna(-2).to_numpy(dtype=np.int64)]
+        )
+        launched = rkeys.isin(pairs)
+    ledger.count_unused("runtime:other_call", int((~is_sync & ~launched).sum()))
+    sync = rt.loc[is_sync]
+    syncs = pd.DataFrame(
+        {
+            "rank": rank_of(sync["pid"]),
+            "tid": sync["tid"].to_numpy(dtype=np.int64) % _PID_SHIFT,
+            "start_us": (sync["start_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0,
+            "end_us": (sync["end_ns"].to_numpy(dtype=np.int64) + shift) / 1000.0,
+            "name": sync["name"].to_numpy(dtype=object),
+            "sync_kind": sync_kind[is_sync].astype(str),
+            "blocking": blocking[is_sync],
+        }
+    )
+    syncs["dur_us"] = syncs["end_us"] - syncs["start_us"]
+    used_ranges = len(raw_steps) if source else 0
+    nccl = int(nvtx["text"].astype(str).str.lower().str.startswith("nccl").sum()) if len(nvtx) else 0
+    ledger.count_unused("nvtx:other_range", max(len(nvtx) - nccl - used_ranges, 0))
+    return kern, steps, syncs
+
+
+def _typed(frame: pd.DataFrame, table: str, empty: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return empty
+    dtypes = table_dtypes(table)
+    out = frame[[c for c in empty.columns]].copy()
+    for col, dt in dtypes.items():
+        if col in out.columns:
+            out[col] = out[col].astype(dt)
+    if table == "kernels":
+        out["comm_rule"] = out["comm_rule"].astype(str).astype("category")
+    return out
+
+
+def read_nsys(
+    paths: PathLike | Iterable[PathLike],
+    *,
+    ranks: Mapping[str, int] | None = None,
+    classifier: Classifier | None = None,
+    step_marker: str | None = None,
+    kernel_names: str = "demangled",
+    max_event_us: float = DEFAULT_MAX_EVENT_US,
+) -> TraceSet:
+    """Read Nsight Systems SQLite exports onto one time base (the Kineto reader's :class:`TraceSet`).
+
+    Parameters
+    ----------
+    paths
+        One export or several (one per rank, or one holding several processes); plain or gzip.
+    ranks
+        Explicit rank per file, keyed by path or file name (overrides the names).
+    classifier
+        Name patterns for communication, copies and fills (default
+        :class:`~fleetlib.program.classify.Classifier`); NCCL NVTX ranges win over them.
+    step_marker
+        A regular expression for NVTX step ranges when there is no ``ProfilerStep#N`` range.
+    kernel_names
+        ``"demangled"`` (default, ``demangledName``) or ``"short"`` (``shortName``).
+    max_event_us
+        Longest believable activity, µs (longer records are rejected as corrupt).
+
+    Returns
+    -------
+    TraceSet
+        ``kernels``, ``steps``, ``host_syncs`` and an empty ``ops`` table, ``metadata`` per rank
+        (``device_properties`` from ``TARGET_INFO_GPU``, ``base_time_ns``, ``format`` ``"nsys"``,
+        ``platform`` ``"cuda"``, ``world_size`` None) and the ledger of every row read.
+
+    Raises
+    ------
+    InputError
+        A file that is not an SQLite database, holds no CUDA activity table or no ``StringIds``,
+        or two files that claim one rank.
+    """
+    files = as_paths(paths)
+    opts = _options(classifier, step_marker, kernel_names, max_event_us)
+    mapping = {str(k): int(v) for k, v in (ranks or {}).items()}
+    ledger = Ledger()
+    reads = [_read_file(p, i, opts, ledger) for i, p in enumerate(files)]
+    _ranks_of(reads, mapping, ledger)
+    bases = [rd["base_ns"] for rd in reads]
+    base = min(bases)
+    if len(set(bases)) > 1:
+        ledger.flag(
+            "time_base_shifted",
+            f"{sum(b != base for b in bases)} file(s) moved onto the common "
+            f"session start {base} ns (no clock-skew correction)",
+        )
+    kernels, steps, syncs = [], [], []
+    metadata: dict[int, dict[str, Any]] = {}
+    for rd in reads:
+        k, s, h = _one_read(rd, base, opts, ledger)
+        kernels.append(k)
+        steps.append(s)
+        syncs.append(h)
+        for rank in rd["ranks"].values():
+            metadata[rank] = {
+                "path": str(rd["path"]),
+                "format": "nsys",
+                "platform": "cuda",
+                "base_time_ns": int(rd["base_ns"]),
+                "device_properties": rd["devices"],
+                "world_size": None,
+                "distributed_info": {},
+            }
+    k_all = pd.concat(kernels, ignore_index=True)
+    s_all = pd.concat(steps, ignore_index=True)
+    if len(k_all) and not np.isin(k_all["kind"], ("compute", "comm", "memcpy", "memset")).any():
+        ledger.flag("no_gpu_activity", "the exports hold no GPU kernel, copy or fill")
+    k_all["step"] = _assign_steps(k_all["rank"].to_numpy(), k_all["start_us"].to_numpy(), s_all)
+    h_all = pd.concat(syncs, ignore_index=True)
+    h_all["step"] = _assign_steps(h_all["rank"].to_numpy(), h_all["start_us"].to_numpy(), s_all)
+    k_all = _typed(k_all, "kernels", empty_kernels()).sort_values(
+        ["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True
+    )
+    s_all = _typed(s_all, "steps", empty_steps()).sort_values(["rank", "start_us"], ignore_index=True)
+    h_all = _typed(h_all, "host_syncs", empty_host_syncs()).sort_values(
+        ["rank", "start_us"], kind="stable", ignore_index=True
+    )
+    if s_all.empty:
+        raise InputError(
+            "no step window and no GPU activity in the exports: nothing to analyse",
+            file=str(files[0]),
+            field=KERNEL_TABLE,
+        )
+    return TraceSet(k_all, s_all, h_all, metadata, ledger, base, [], empty_ops())
+
+
+def read(
+    paths: PathLike | Iterable[PathLike], *, tz: Any = None, window: Any = None, **format_options: Any
+) -> tuple[dict[str, pd.DataFrame], Ledger]:
+    """Read Nsight Systems SQLite exports the way every fleetlib reader reads (:mod:`fleetlib.registry`).
+
+    Parameters
+    ----------
+    paths
+        Export files (one per rank, or one holding several processes).
+    tz
+        Not used: nsys times count from the session start (UTC when the export says when that was).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes: with a calendar clock
+        (``TARGET_INFO_SESSION_START_TIME``) only the steps inside it are kept with their
+        activities (flag ``outside_window``); without one nothing is selected
+        (``window_not_applied``).
+    **format_options
+        Keyword arguments of :func:`read_nsys`.
+
+    Returns
+    -------
+    tables : dict of DataFrame
+        ``kernels``, ``steps``, ``host_syncs``, ``ops`` (:data:`TABLES`).
+    ledger : Ledger
+        Every row of every activity table read: read = kept + repaired + rejected.
+    """
+    del tz
+    w = Window.parse(window)
+    traces = read_nsys(paths, **format_options)
+    if w is not None and not w.is_nominal:
+        _select_window(traces, w)
+    return {t: getattr(traces, t) for t in TABLES}, traces.ledger
