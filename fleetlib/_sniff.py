@@ -129,6 +129,11 @@ def _torchtitan(head: bytes) -> bool:
     )
 
 
+def _nsys_sqlite(head: bytes) -> bool:
+    # Every SQLite 3 database opens with this 16-byte header.
+    return head[:16] == b"SQLite format 3\x00"
+
+
 def _kineto(head: bytes) -> bool:
     text = _text(head).lstrip()
     return text[:1] == "{" and ('"traceEvents"' in text or '"deviceProperties"' in text)
@@ -153,5 +158,6 @@ SNIFFS: dict[tuple[str, str], Callable[[bytes], bool]] = {
     ("runtime", "serving"): _serving,
     ("runtime", "torchtitan"): _torchtitan,
     ("program", "kineto"): _kineto,
+    ("program", "nsys"): _nsys_sqlite,
     ("program", "rank_timers"): _rank_timers,
 }
