@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "ASSETS_DIR",
+    "MATHJAX_CONFIG",
     "MATHJAX_DIR",
     "REPORT_CSS",
     "clean_notebook",
@@ -42,6 +43,17 @@ _MATHJAX_ENTRY = "MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 
 #: Parts of the MathJax copy the pages never load (other languages, accessibility explorer, mhchem 3).
 _MATHJAX_SKIP = ("localization", "a11y", "mhchem3", "unpacked")
+
+#: MathJax's configuration on every page: TeX between ``$``/``$$`` (``\\$`` a literal dollar), HTML-CSS output
+#: with the STIX web fonts of the local copy, no font download probe (MathJax's blank ``about:blank`` font,
+#: which a ``file://`` page may not fetch), no menu, no loading messages.
+MATHJAX_CONFIG = """MathJax.Hub.Config({
+  tex2jax: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']],
+            processEscapes: true, processEnvironments: true},
+  "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null,
+               styles: {"@font-face": {"font-family": "MathJax_Blank", src: "local('MathJax_Blank')"}}},
+  displayAlign: "center", messageStyle: "none", showMathMenu: false, menuSettings: {assistiveMML: false}
+});"""
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -205,7 +217,8 @@ def write_page(executed: Path, html_path: Path, *, nav: Mapping[str, Any]) -> st
     nb.metadata["title"] = title
     exporter = HTMLExporter(template_name="fleetlib", extra_template_basedirs=[str(_TEMPLATES)],
                             exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    resources = {"fleetlib": {"css": REPORT_CSS, "mathjax_src": mathjax_src("../"), **nav}}
+    resources = {"fleetlib": {"css": REPORT_CSS, "mathjax_src": mathjax_src("../"),
+                              "mathjax_config": MATHJAX_CONFIG, **nav}}
     body, _ = exporter.from_notebook_node(nb, resources=resources)
     html_path.parent.mkdir(parents=True, exist_ok=True)
     html_path.write_text(body, encoding="utf-8")

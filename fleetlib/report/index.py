@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetlib.report.html import REPORT_CSS, mathjax_src
+from fleetlib.report.html import MATHJAX_CONFIG, REPORT_CSS, mathjax_src
 
 __all__ = ["LEDGER_PREVIEW_ROWS", "render_index", "write_index"]
 
@@ -79,31 +79,39 @@ def _contract(factor: Mapping[str, Any]) -> str:
     return _e(contract)
 
 
+def _files(files: Sequence[str]) -> str:
+    """Return a record's files: all of them up to three, else a count with the list folded."""
+    if len(files) <= 3:
+        return _e(", ".join(files) or "none")
+    listed = "".join(f"<li>{_e(f)}</li>" for f in files)
+    return f"<details><summary>{len(files):,} files</summary><ul>{listed}</ul></details>"
+
+
 def _headline_measured(measured: Mapping[str, Any]) -> str:
     factors = measured["factors"]
-    source = f"measured from the fleet bundle {measured.get('manifest', '')}"
     product = " × ".join(f"{_SYMBOL[f]} {_pct(factors[f]['value'])}" for f in _FACTORS)
-    rows = []
-    for name in _FACTORS:
-        f = factors[name]
-        files = ", ".join(f.get("files", [])) or "none"
-        rows.append([
-            (f"<b>{_SYMBOL[name]}</b> {_e(name)}", False), (_pct(f["value"]), True),
-            (_label(f.get("label", "measured")), False),
-            (f"{_e(f.get('record', ''))}<br><span class=\"note\">{_e(files)}</span>", False),
-            (_e(f.get("window", {}).get("label", "")), False), (_pct(f.get("coverage")), True),
-            (_e(f.get("convention", "")), False), (_contract(f), False),
-        ])
     holds = all(c.get("holds") for c in measured.get("chain", {}).values())
+    rows = [[(f"<b>{_SYMBOL[name]}</b> {_e(name)}", False), (_pct(factors[name]["value"]), True),
+             (_label(factors[name].get("label", "measured")), False),
+             (_e(factors[name].get("record", "")), False), (_pct(factors[name].get("coverage")), True)]
+            for name in _FACTORS]
     rows.append([("<b>MPG</b>", False), (_pct(measured["mpg"]), True), (_label("measured"), False),
                  ("S × R × P, chain checked" if holds else "S × R × P (chain NOT verified)", False),
-                 (_e(measured["window"]["label"]), False), ("", True), ("", False), ("", False)])
-    table = _table(["factor", "value", "label", "record (files)", "window", "coverage", "convention",
-                    "contract"], rows, table_id="factors")
+                 ("", True)])
+    table = _table(["factor", "value", "label", "measured from", "coverage"], rows, table_id="factors")
     return (f'<p class="headline" id="headline"><b>MPG {_pct(measured["mpg"])}</b> = {_e(product)} '
             f'{_label("measured")}</p>'
-            f'<p class="note">{_e(measured.get("name", ""))}: {_e(source)}, window '
-            f'{_e(measured["window"]["label"])}.</p>{table}')
+            f'<p class="note">{_e(measured.get("name", ""))}, window {_e(measured["window"]["label"])}; '
+            f'fleet bundle {_e(measured.get("manifest", ""))}.</p>{table}')
+
+
+def _conventions(measured: Mapping[str, Any]) -> str:
+    factors = measured["factors"]
+    rows = [[(f"{_SYMBOL[name]} {_e(name)}", False), (_e(f.get("window", {}).get("label", "")), False),
+             (_files(f.get("files", [])), False), (_e(f.get("convention", "")), False), (_contract(f), False)]
+            for name, f in ((n, factors[n]) for n in _FACTORS)]
+    return ("<h2>Windows, records, conventions and contracts</h2>"
+            + _table(["factor", "window", "records", "convention", "contract"], rows, table_id="conventions"))
 
 
 def _headline_stated(summary: Mapping[str, Any]) -> str:
@@ -218,13 +226,12 @@ def render_index(summary: Mapping[str, Any], *, figures: Iterable[str] = ()) -> 
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
         f"<title>fleetlib report: {_e(title)}</title>\n"
-        '<script type="text/x-mathjax-config">MathJax.Hub.Config({tex2jax: {inlineMath: [["$", "$"]], '
-        'processEscapes: true}, "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", '
-        'imageFont: null}, messageStyle: "none", showMathMenu: false});</script>\n'
+        f'<script type="text/x-mathjax-config">{MATHJAX_CONFIG}</script>\n'
         f'<script src="{_e(mathjax_src(""))}"></script>\n'
         f"<style>{REPORT_CSS}{_INDEX_CSS}</style>\n</head>\n<body>\n"
         f"<h1>fleetlib report: {_e(title)}</h1>\n"
         f'<div class="top"><div>{headline}</div>{figure}</div>\n'
+        + (_conventions(measured) if measured else "") + "\n"
         + _levers(measured, summary) + "\n" + _pages(summary.get("pages", []), summary.get("skipped", []))
         + "\n" + _ledger(measured) + "\n" + (_stated_block(summary) if measured else "")
         + "\n</body>\n</html>\n"
