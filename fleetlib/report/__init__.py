@@ -232,8 +232,8 @@ def _kernel_environment() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _resolve_notebooks(notebooks: Sequence[str | Path], root: Path) -> list[Path]:
-    chain = list(notebooks)
+def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
+    chain = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
     if not chain:
         raise ReportError("the notebook chain is empty: give at least one notebook")
     paths = [p if p.is_absolute() else root / p for p in map(Path, chain)]
