@@ -132,7 +132,9 @@ def clean_notebook(nb: Any) -> Any:
     """Give every cell a fixed id and remove run timestamps, so an unchanged re-run writes the same bytes.
 
     Papermill's injected-parameters cell gets the id ``injected-parameters``; a cell without an id, or with
-    one already used, gets ``cell-<index>``.  Removed: ``metadata.papermill`` (notebook and cells),
+    one already used, gets ``cell-<index>``; the random table ids of pandas Styler output are replaced by ids
+    fixed by the output's position, and memory addresses in default object reprs are dropped.  Removed:
+    ``metadata.papermill`` (notebook and cells),
     ``metadata.execution`` (nbclient's per-cell timestamps) and ``metadata.widgets`` (widget state: model ids
     are random, and the static pages render no widget).
 
@@ -160,7 +162,26 @@ def clean_notebook(nb: Any) -> Any:
             cell_id = f"cell-{index}"
         seen.add(cell_id)
         cell["id"] = cell_id
+        for number, output in enumerate(cell.get("outputs", [])):
+            data = output.get("data", {})
+            if "text/html" in data:
+                data["text/html"] = _fixed_styler_ids(data["text/html"], f"{index}_{number}")
+            if "text/plain" in data:  # an object's default repr names its memory address
+                plain = data["text/plain"]
+                data["text/plain"] = _ADDRESS.sub(">", plain if isinstance(plain, str) else "".join(plain))
     return nb
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_STYLER_ID = re.compile(r"\bT_([0-9a-f]{5})(?=[_\"'\s#{.])")
+
+
+def _fixed_styler_ids(markup: Any, prefix: str) -> Any:
+    """Replace pandas Styler's random table ids (``T_1a2b3``) by ids fixed by the output's position."""
+    text = markup if isinstance(markup, str) else "".join(markup)
+    found: dict[str, str] = {}
+    fixed = _STYLER_ID.sub(lambda m: "T_" + found.setdefault(m.group(1), f"fl{prefix}_{len(found)}"), text)
+    return fixed
 
 
 def install_assets(report_dir: str | Path) -> Path:
