@@ -106,7 +106,11 @@ def test_pages_render_offline(report: Path, browser, check: str) -> None:
     for page in _pages(report):
         _open(browser, page)
         if check == "math":
-            text = browser.execute_script("return document.body.innerText;")
+            # Formulas live in prose; printed output (<pre>, <code>) is not typeset, may show a currency "$".
+            text = browser.execute_script(
+                "const body = document.body.cloneNode(true);"
+                "body.querySelectorAll('pre, code, script, style').forEach(e => e.remove());"
+                "return body.innerText;")
             if "$" in text:
                 at = text.index("$")
                 problems.append(f"{page.name}: raw $ in {text[max(0, at - 40):at + 40]!r}")
