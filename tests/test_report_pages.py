@@ -223,3 +223,23 @@ def test_unknown_override_is_refused_before_anything_runs(tmp_path: Path) -> Non
 
 def test_project_root_is_the_checkout() -> None:
     assert project_root() == ROOT
+
+
+def test_frame_formats_device_hours_without_scientific_notation() -> None:
+    import pandas as pd
+
+    from fleetlib.report import folded, frame
+
+    table = pd.DataFrame({"device-h": [52_829_420.0, 3.25], "share": [0.1234, 0.8766], "jobs": [1200, 3],
+                          "ratio": [0.123456, 1.0]})
+    markup = frame(table, percent=["share"]).to_html()
+    assert "52,829,420.0" in markup and "e+07" not in markup
+    assert "12.3%" in markup and "1,200" in markup and "0.1235" in markup
+    shown = frame(table, head=1, caption="jobs").to_html()
+    assert "jobs: first 1 of 2 rows" in shown and "3.2" not in shown
+    series = frame(pd.Series([1.5], name="share of time")).to_html()
+    assert ">share of time</th>" in series and "dtype" not in series  # a named column, not a Series dump
+    box = folded(pd.DataFrame({"row": range(25)}), "ledger entries", first=10).data
+    assert box.startswith("<details><summary>25 ledger entries (first 10 shown)</summary>")
+    assert box.count("<tr>") == 11  # header + 10 rows
+    assert folded(pd.DataFrame(), "ledger entries").data == "<p>no ledger entries</p>"

@@ -40,6 +40,7 @@ from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides
+from fleetlib.report.tables import folded, frame
 from fleetlib.scenario import load_parameters, scenario_summary
 
 __all__ = [
@@ -50,6 +51,8 @@ __all__ = [
     "RUNG_NOTEBOOKS",
     "ReportError",
     "declared_parameters",
+    "folded",
+    "frame",
     "parse_overrides",
     "project_root",
     "run_report",
