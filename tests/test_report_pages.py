@@ -243,3 +243,14 @@ def test_frame_formats_device_hours_without_scientific_notation() -> None:
     assert box.startswith("<details><summary>25 ledger entries (first 10 shown)</summary>")
     assert box.count("<tr>") == 11  # header + 10 rows
     assert folded(pd.DataFrame(), "ledger entries").data == "<p>no ledger entries</p>"
+
+
+def test_cli_report_refuses_a_bad_override_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from fleetlib.cli import main
+
+    assert main(["report", "--out", str(tmp_path / "r"), "--fleet", str(SLURM_BUNDLE), "-p", "devices"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "-p 'devices'" in err and "key=value" in err
+    assert main(["report", "--out", str(tmp_path / "r"), "--fleet", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "missing.yaml" in err

@@ -1,17 +1,28 @@
-"""The report pipeline: run the notebook chain on one scenario file and collect what it produced.
+"""The report pipeline: run the notebook chain on one scenario file (and one's own fleet) and collect it.
 
-``run_report(params_path, out_dir)`` executes each notebook of the chain with papermill, handing
-it only the parameters it declares in its ``parameters`` cell, and writes one self-contained
-folder::
+``run_report(params_path, out_dir, fleet=None, overrides=None)`` executes each notebook of the chain with
+papermill, handing it only the parameters it declares in its ``parameters`` cell, and writes one
+self-contained folder::
 
     out_dir/
+      index.html       the page to open: the measured headline (MPG, S, R, P with their windows, records,
+                       coverage; the fleet waterfall), conventions and contracts, levers and cost, the pages
+                       in the walk's order with a one-line summary each, the ledgers, the stated scenario
       summary.json     "measured": the fleet bundle's measured S, R, P and MPG (fleet_manifest), each
-                       factor naming its records and window; then the scenario's *stated* summary
-                       (fleetlib.scenario.scenario_summary, labelled "stated") plus the run:
-                       which notebooks ran, how long each took, and the figures they saved
-      notebooks/       the executed notebooks (.ipynb, outputs included)
-      html/            one HTML page per notebook, code cells hidden (narrative + outputs)
+                       factor naming its records and window, with the levers, cost and ledger; then the
+                       scenario's *stated* summary (fleetlib.scenario.scenario_summary, labelled "stated")
+                       plus the run: which notebooks ran, how long each took, the pages and figures
+      notebooks/       the executed notebooks (.ipynb, outputs included, cell ids fixed, no timestamps)
+      html/            one page per notebook, code hidden, titled by its first heading, linked to the index
+                       and its neighbours (fleetlib.report.html)
       figures/         every figure the notebooks saved through save_figure (PNG + SVG)
+      assets/mathjax/  the MathJax copy the pages typeset their formulas with: nothing is loaded remotely
+
+Two runs of an unchanged report write byte-identical pages, notebooks and figures.
+
+``fleet=MANIFEST`` points the rung notebooks at one's own fleet bundle (fleetlib.report.own_fleet); the
+cells that describe the bundled samples (tagged ``bundled-data``) are left out of that report.
+``overrides`` (``fleetlib report -p key=value``) replace any parameter.
 
 Notebooks are found relative to the *project root*: the folder above the installed ``fleetlib``
 package when that folder holds ``pyproject.toml`` and ``notebooks/`` (an editable install or a
