@@ -300,6 +300,7 @@ def test_interactive_true_is_forced_off_in_a_batch_run(path: Path, tmp_path: Pat
     import papermill as pm
 
     monkeypatch.setenv("FLEETLIB_BATCH", "1")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # figures reach the outputs
     executed = tmp_path / path.name
     pm.execute_notebook(str(path), str(executed), parameters={"interactive": True}, kernel_name="python3",
                         cwd=str(ROOT), execution_timeout=120, progress_bar=False)
