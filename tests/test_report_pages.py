@@ -64,8 +64,13 @@ def test_clean_notebook_fixes_ids_and_drops_timestamps() -> None:
     nb.cells[2]["id"] = "c1"  # set after new_notebook, which would correct it
     styled = {"text/html": '<style>#T_ab12c_row0_col0 {}</style><table id="T_ab12c">'
                            '<td id="T_ab12c_row0_col0">'}
-    nb.cells[1]["outputs"] = [nbformat.v4.new_output("execute_result", data=styled)]
+    nb.cells[1]["outputs"] = [nbformat.v4.new_output("execute_result", data=styled),
+                              nbformat.v4.new_output("stream", name="stdout", text="one\n"),
+                              nbformat.v4.new_output("stream", name="stdout", text="two\n"),
+                              nbformat.v4.new_output("stream", name="stderr", text="warn\n")]
     clean_notebook(nb)
+    assert [(o.get("name"), o.get("text")) for o in nb.cells[1].outputs[1:]] == [("stdout", "one\ntwo\n"),
+                                                                                ("stderr", "warn\n")]
     assert nb.cells[1].outputs[0].data["text/html"] == (
         '<style>#T_fl1_0_0_row0_col0 {}</style><table id="T_fl1_0_0"><td id="T_fl1_0_0_row0_col0">')
     assert [c["id"] for c in nb.cells] == ["injected-parameters", "c1", "cell-2"]

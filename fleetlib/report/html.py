@@ -132,11 +132,11 @@ def clean_notebook(nb: Any) -> Any:
     """Give every cell a fixed id and remove run timestamps, so an unchanged re-run writes the same bytes.
 
     Papermill's injected-parameters cell gets the id ``injected-parameters``; a cell without an id, or with
-    one already used, gets ``cell-<index>``; the random table ids of pandas Styler output are replaced by ids
-    fixed by the output's position, and memory addresses in default object reprs are dropped.  Removed:
-    ``metadata.papermill`` (notebook and cells),
-    ``metadata.execution`` (nbclient's per-cell timestamps) and ``metadata.widgets`` (widget state: model ids
-    are random, and the static pages render no widget).
+    one already used, gets ``cell-<index>``.  The random table ids of pandas Styler output are replaced by
+    ids fixed by the output's position, memory addresses in default object reprs are dropped, and
+    consecutive chunks of one output stream are merged.  Removed: ``metadata.papermill`` (notebook and
+    cells), ``metadata.execution`` (nbclient's per-cell timestamps) and ``metadata.widgets`` (widget state:
+    model ids are random, and the static pages render no widget).
 
     Parameters
     ----------
@@ -162,6 +162,8 @@ def clean_notebook(nb: Any) -> Any:
             cell_id = f"cell-{index}"
         seen.add(cell_id)
         cell["id"] = cell_id
+        if "outputs" in cell:
+            cell["outputs"] = _coalesced_streams(cell["outputs"])
         for number, output in enumerate(cell.get("outputs", [])):
             data = output.get("data", {})
             if "text/html" in data:
@@ -170,6 +172,21 @@ def clean_notebook(nb: Any) -> Any:
                 plain = data["text/plain"]
                 data["text/plain"] = _ADDRESS.sub(">", plain if isinstance(plain, str) else "".join(plain))
     return nb
+
+
+def _coalesced_streams(outputs: list[Any]) -> list[Any]:
+    """Merge consecutive chunks of one stream (how a kernel splits its prints depends on timing)."""
+    merged: list[Any] = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (previous is not None and output.get("output_type") == "stream"
+                and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+            text = output["text"] if isinstance(output["text"], str) else "".join(output["text"])
+            before = previous["text"] if isinstance(previous["text"], str) else "".join(previous["text"])
+            previous["text"] = before + text
+        else:
+            merged.append(output)
+    return merged
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
