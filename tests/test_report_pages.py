@@ -116,7 +116,8 @@ def _summary(measured: bool) -> dict:
     summary.update(measured=_measured_block(params) if measured else None, params_file="parameters/x.yaml",
                    pages=[{"html": "html/00_whole_fleet.html", "title": "00 · <Whole> fleet",
                            "summary": "One."},
-                          {"html": "html/01_napkin_maths.html", "title": "01 · Napkin", "summary": ""}],
+                          {"html": "html/01_napkin_maths.html", "title": "01 · Napkin", "summary": "",
+                           "part": "course"}],
                    skipped=[{"name": "03_step_traces", "reason": "no traces"}])
     return summary
 
@@ -133,7 +134,8 @@ def test_index_puts_the_measured_headline_first_with_its_records() -> None:
     assert page.index('id="headline"') < page.index('id="levers"') < page.index('id="pages"') < page.index(
         'id="ledger"')
     assert "00 · &lt;Whole&gt; fleet" in page and "<Whole>" not in page  # escaped
-    assert page.index("html/00_whole_fleet.html") < page.index("html/01_napkin_maths.html")
+    assert page.index("html/00_whole_fleet.html") < page.index('id="course"') < page.index(
+        "html/01_napkin_maths.html")
     assert "03_step_traces: not run — no traces" in page
     assert 'src="figures/fleet_waterfall.png"' in page
     assert "not stated" in page  # no factor carries a contract yet

@@ -59,6 +59,7 @@ __all__ = [
     "COURSE_NOTEBOOKS",
     "FIGURE_DPI",
     "KERNEL_NAME",
+    "OPTIONAL_RUNG_NOTEBOOKS",
     "RUNG_NOTEBOOKS",
     "ReportError",
     "declared_parameters",
@@ -305,13 +306,20 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
                          f"scenario file has no such key (see the notebooks' parameters cells)")
 
 
-def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[dict[str, str]]]:
+#: Optional notebooks of the walk, run after the rungs when the checkout has them.
+OPTIONAL_RUNG_NOTEBOOKS: list[str] = ["notebooks/04_regressions.ipynb"]
+
+
+def _default_chain(own_fleet: bool, has_traces: bool,
+                   root: Path | None = None) -> tuple[list[str], list[dict[str, str]]]:
     """Return the default chain and the notebooks left out of it, each with the reason."""
+    root = project_root() if root is None else root
+    rungs = RUNG_NOTEBOOKS + [nb for nb in OPTIONAL_RUNG_NOTEBOOKS if (root / nb).is_file()]
     if own_fleet and not has_traces:
-        chain = [nb for nb in RUNG_NOTEBOOKS + COURSE_NOTEBOOKS if not nb.endswith("03_step_traces.ipynb")]
+        chain = [nb for nb in rungs + COURSE_NOTEBOOKS if not nb.endswith("03_step_traces.ipynb")]
         return chain, [{"name": "03_step_traces",
                         "reason": "the fleet bundle has no step traces of a job with a model config"}]
-    return RUNG_NOTEBOOKS + COURSE_NOTEBOOKS, []
+    return rungs + COURSE_NOTEBOOKS, []
 
 
 def run_report(params_path: str | Path, out_dir: str | Path, *,
@@ -368,7 +376,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         fleet_params = fleet_parameters(fleet, root)
         has_traces = fleet_params.pop("fleet_has_traces")
         params.update(fleet_params)
-    default, skipped = _default_chain(fleet is not None, has_traces)
+    default, skipped = _default_chain(fleet is not None, has_traces, root)
     chain = _resolve_notebooks(default if notebooks is None else notebooks, root)
     if notebooks is not None:
         skipped = []
@@ -416,7 +424,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
 
     pages = _write_pages(runs, out)
     figures = sorted(_relative(p, out) for p in folders["figures"].rglob("*") if p.is_file())
-    summary = {"measured": measured, **summary, "params_file": str(params_path),
+    summary = {"measured": measured, **summary, "params_file": _relative(Path(params_path), root),
                "fleet_manifest": None if fleet is None else str(fleet), "overrides": dict(overrides or {}),
                "notebooks": runs, "pages": pages, "skipped": skipped, "figures": figures}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n",
@@ -433,7 +441,8 @@ def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str,
     for run in runs:
         nb = nbformat.read(out / run["notebook"], as_version=4)
         infos.append({"name": run["name"], "html": run["html"], "title": notebook_title(nb, run["name"]),
-                      "summary": notebook_summary(nb)})
+                      "summary": notebook_summary(nb),
+                      "part": "course" if "/course/" in f"/{run['source']}" else "walk"})
     for k, (run, info) in enumerate(zip(runs, infos, strict=True)):
         nav: dict[str, Any] = {"index_href": "../index.html"}
         if k > 0:

@@ -166,14 +166,24 @@ def _levers(measured: Mapping[str, Any] | None, summary: Mapping[str, Any]) -> s
     return "".join(parts)
 
 
-def _pages(pages: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, str]]) -> str:
-    items = "".join(
+def _page_items(pages: Iterable[Mapping[str, Any]]) -> str:
+    return "".join(
         f'<li><a href="{_e(p["html"])}">{_e(p["title"])}</a>'
         + (f' — <span class="summary">{_e(p["summary"])}</span>' if p.get("summary") else "") + "</li>"
         for p in pages)
+
+
+def _pages(pages: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, str]], params_file: str) -> str:
+    walk = [p for p in pages if p.get("part", "walk") != "course"]
+    course = [p for p in pages if p.get("part") == "course"]
     left_out = "".join(f"<li>{_e(s['name'])}: not run — {_e(s['reason'])}</li>" for s in skipped)
     note = f'<ul class="note">{left_out}</ul>' if left_out else ""
-    return f'<h2>The walk</h2><ol class="pages" id="pages">{items}</ol>{note}'
+    parts = ['<h2>The walk: measured from the records</h2>'
+             f'<ol class="pages" id="pages">{_page_items(walk)}</ol>{note}']
+    if course:
+        parts.append(f'<h2>The course: the stated scenario {_label("stated by " + params_file)}</h2>'
+                     f'<ol class="pages" id="course">{_page_items(course)}</ol>')
+    return "".join(parts)
 
 
 def _ledger(measured: Mapping[str, Any] | None) -> str:
@@ -232,7 +242,8 @@ def render_index(summary: Mapping[str, Any], *, figures: Iterable[str] = ()) -> 
         f"<h1>fleetlib report: {_e(title)}</h1>\n"
         f'<div class="top"><div>{headline}</div>{figure}</div>\n'
         + (_conventions(measured) if measured else "") + "\n"
-        + _levers(measured, summary) + "\n" + _pages(summary.get("pages", []), summary.get("skipped", []))
+        + _levers(measured, summary) + "\n" + _pages(summary.get("pages", []), summary.get("skipped", []),
+                                                   str(summary.get("params_file", "")))
         + "\n" + _ledger(measured) + "\n" + (_stated_block(summary) if measured else "")
         + "\n</body>\n</html>\n"
     )
