@@ -13,7 +13,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.fleetlib-installed
 
 PARAMS ?= parameters/running_example.yaml
-REPORT_DIR ?= reports/running_example
+REPORT_DIR ?= $(if $(FLEET),reports/$(notdir $(patsubst %/,%,$(dir $(FLEET)))),reports/running_example)
+# FLEET=path/fleet.yaml runs the rung notebooks on your own fleet bundle; P="key=value ..." overrides parameters.
+FLEET ?=
+P ?=
 COURSE_DIR := notebooks/course
 COURSE_NOTEBOOKS := $(wildcard $(COURSE_DIR)/*.ipynb)
 PYTEST_ARGS ?=
@@ -29,7 +32,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 help: ## list the targets
 	@echo "fleetlib -- ML fleet goodput workbook"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "variables: VENV=$(VENV) PARAMS=$(PARAMS) REPORT_DIR=$(REPORT_DIR)"
+	@echo "variables: VENV=$(VENV) PARAMS=$(PARAMS) FLEET=$(FLEET) P=$(P) REPORT_DIR=$(REPORT_DIR)"
 
 $(PY):
 	$(PYTHON_BOOT) -m venv $(VENV)
@@ -40,8 +43,9 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 
 setup: $(STAMP) ## create the virtual environment and install fleetlib with its dev tools (pinned)
 
-report: $(STAMP) ## run the report chain on PARAMS into REPORT_DIR (notebooks, HTML, figures, summary.json)
-	$(VENV)/bin/fleetlib report --params $(PARAMS) --out $(REPORT_DIR)
+report: $(STAMP) ## run the report chain on PARAMS (and FLEET=fleet.yaml) into REPORT_DIR; prints index.html's path
+	$(VENV)/bin/fleetlib report --params $(PARAMS) --out $(REPORT_DIR) $(if $(FLEET),--fleet $(FLEET)) \
+	  $(foreach kv,$(P),-p '$(kv)')
 
 test: $(STAMP) ## ruff, then pytest tests/, then the course notebooks under nbval
 	$(VENV)/bin/ruff check .
@@ -49,7 +53,7 @@ test: $(STAMP) ## ruff, then pytest tests/, then the course notebooks under nbva
 ifeq ($(strip $(COURSE_NOTEBOOKS)),)
 	@echo "make test: $(COURSE_DIR) holds no notebooks yet -- nbval step skipped"
 else
-	MPLBACKEND=module://matplotlib_inline.backend_inline \
+	MPLBACKEND=module://matplotlib_inline.backend_inline FLEETLIB_BATCH=1 \
 	  $(VENV)/bin/pytest -p no:cacheprovider $(NBVAL_ARGS) $(COURSE_DIR)
 endif
 

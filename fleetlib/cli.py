@@ -200,9 +200,11 @@ def _render_ettr(res: dict[str, Any]) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.report import run_report
+    from fleetlib.report import parse_overrides, project_root, run_report
 
-    out = run_report(args.params, args.out, notebooks=args.notebook or None, progress=not args.quiet)
+    params = args.params or project_root() / "parameters" / "running_example.yaml"
+    out = run_report(params, args.out, notebooks=args.notebook or None, progress=not args.quiet,
+                     fleet=args.fleet, overrides=parse_overrides(args.param))
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {"out_dir": str(out), **summary}
 
@@ -218,7 +220,8 @@ def _render_report(res: dict[str, Any]) -> str:
         f"{res['cost_per_useful_hour']:.2f} USD/h",
         f"  {len(res['notebooks'])} notebooks in "
         f"{sum(n['seconds'] for n in res['notebooks']):.1f} s; {len(res['figures'])} figure files",
-        f"  open {out / 'html'} in a browser, or {out / 'summary.json'}",
+        f"  summary: {out / 'summary.json'}",
+        f"open in a browser: {out / 'index.html'}",
     ]
     return "\n".join(lines)
 
@@ -303,9 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="run the notebook chain on a scenario file into a report folder",
                        description="Run the report chain (rung notebooks, then the course) with "
                                    "papermill on one scenario file and write executed notebooks, "
-                                   "HTML, figures and summary.json.")
-    p.add_argument("--params", type=Path, required=True, metavar="FILE", help="scenario YAML file")
+                                   "HTML pages, figures, summary.json and index.html.")
+    p.add_argument("--params", type=Path, metavar="FILE",
+                   help="scenario YAML file (default parameters/running_example.yaml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report folder")
+    p.add_argument("--fleet", type=Path, metavar="MANIFEST",
+                   help="your fleet bundle's fleet.yaml: the rung notebooks read its records")
+    p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="override one parameter, the value read as YAML (repeatable)")
     p.add_argument("--notebook", action="append", metavar="IPYNB",
                    help="run this notebook instead of the report chain (repeatable, in order)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -14,6 +14,12 @@ Nothing here runs at import: ``ipywidgets``, ``IPython`` and matplotlib's pyplot
 functions, so ``import fleetlib.widgets`` works where they are not loaded.  No function waits on a kernel
 comm, so under papermill or nbval (no front end) each returns at once; the widget state is simply
 recorded.  The redraw callable is kept as the box's ``redraw`` attribute (tests call it directly).
+
+Batch runs build no widget at all: each notebook passes its ``interactive`` parameter through
+:func:`interactive_allowed`, which turns it off when the kernel runs under ``FLEETLIB_BATCH=1`` (set by
+``fleetlib report`` for its papermill kernels and by ``make test`` for nbval's), so a report or a test run
+never waits on a front end that will not answer, while a live JupyterLab session still gets the controls.
+The static figure is drawn before the widget cell either way.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from typing import Any
 import pandas as pd
 
 __all__ = [
+    "BATCH_ENV",
     "capacity_cost_explorer",
     "efficiency_frontier_explorer",
+    "interactive_allowed",
     "iso_goodput_explorer",
     "lever_explorer",
     "pool_snapshot_explorer",
@@ -34,6 +42,34 @@ __all__ = [
     "straggler_explorer",
     "timeline_explorer",
 ]
+
+#: Environment variable marking a batch run (papermill under ``fleetlib report``, nbval under ``make test``).
+BATCH_ENV = "FLEETLIB_BATCH"
+
+
+def interactive_allowed(requested: bool) -> bool:
+    """Return whether a notebook should build its widget controls.
+
+    Parameters
+    ----------
+    requested
+        The notebook's ``interactive`` parameter.
+
+    Returns
+    -------
+    bool
+        ``requested``, except under a batch run (environment variable :data:`BATCH_ENV` set to anything but
+        ``""``, ``"0"`` or ``"false"``), where it is False and one line says that the controls were left out.
+    """
+    import os
+
+    batch = os.environ.get(BATCH_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    if requested and batch:
+        print(f"interactive controls left out: a batch run ({BATCH_ENV} is set) has no front end to drive "
+              "them; the static figures above show the same data")
+        return False
+    return bool(requested)
+
 
 #: Label of the whole-fleet entry of the pool control.
 ALL_POOLS = "all pools"

@@ -269,13 +269,14 @@ def test_notebook_runs_with_parameter_file(path: Path, params_path: Path, tmp_pa
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
-def test_interactive_cell_runs_headless(path: Path, tmp_path: Path) -> None:
-    """With ``interactive=True`` the widget cell runs to the end without a front end."""
+def test_interactive_cell_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a batch run ``interactive=True`` builds the widgets; the cell ends without a front end."""
     import papermill as pm
 
+    monkeypatch.delenv("FLEETLIB_BATCH", raising=False)
     executed = tmp_path / path.name
     pm.execute_notebook(str(path), str(executed), parameters={"interactive": True}, kernel_name="python3",
-                        cwd=str(ROOT), execution_timeout=300, progress_bar=False)
+                        cwd=str(ROOT), execution_timeout=120, progress_bar=False)
     result = _read(executed)
     code_cells = [c for c in result.cells if c.cell_type == "code"]
     assert all(c.execution_count is not None for c in code_cells)
@@ -284,6 +285,33 @@ def test_interactive_cell_runs_headless(path: Path, tmp_path: Path) -> None:
     assert not [o for o in widget_cell.outputs if o.get("output_type") == "error"]
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     assert state.get("state"), "no widget was created"
+
+
+BATCH_NOTEBOOKS = [ROOT / "notebooks" / n for n in ("01_scheduler_records.ipynb", "02_job_timeline.ipynb",
+                                                    "03_step_traces.ipynb")] + COURSE_NOTEBOOKS
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", BATCH_NOTEBOOKS, ids=lambda p: p.stem)
+def test_interactive_true_is_forced_off_in_a_batch_run(path: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``FLEETLIB_BATCH=1`` (fleetlib report, make test) ``interactive=True`` builds no widget, says
+    so, and every static figure is still drawn; a short cell timeout catches a cell waiting on a front end."""
+    import papermill as pm
+
+    monkeypatch.setenv("FLEETLIB_BATCH", "1")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # figures reach the outputs
+    executed = tmp_path / path.name
+    pm.execute_notebook(str(path), str(executed), parameters={"interactive": True}, kernel_name="python3",
+                        cwd=str(ROOT), execution_timeout=120, progress_bar=False)
+    result = _read(executed)
+    outputs = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert "widgets" not in result.metadata, "a widget was built in a batch run"
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert "interactive controls left out" in "".join(o.get("text", "") for o in outputs)
+    drawn = sum("image/png" in o.get("data", {}) for o in outputs)
+    assert drawn >= sum("plt.show()" in _source(c) for c in result.cells if c.cell_type == "code")
 
 
 # ---------------------------------------------------------------------------------------------------

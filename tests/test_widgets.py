@@ -275,3 +275,19 @@ def test_runtime_loss_explorer(monkeypatch):
     assert [s.value for s in sliders.values()] == [RUNTIME_SCENARIO["data_stall"], 1.0]
     assert _redraws(box, sliders["data_stall"], 0.0, monkeypatch) == 2
     assert _redraws(box, sliders["preemptions_per_day"], 12.0, monkeypatch) == 2
+
+
+@pytest.mark.parametrize(("env", "requested", "expected"), [
+    (None, True, True), (None, False, False), ("1", True, False), ("true", True, False),
+    ("0", True, True), ("", True, True), ("1", False, False),
+])
+def test_interactive_allowed_only_outside_a_batch_run(env, requested, expected, monkeypatch, capsys) -> None:
+    from fleetlib.widgets import BATCH_ENV, interactive_allowed
+
+    if env is None:
+        monkeypatch.delenv(BATCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(BATCH_ENV, env)
+    assert interactive_allowed(requested) is expected
+    said = capsys.readouterr().out
+    assert ("interactive controls left out" in said) == (requested and not expected)

@@ -1,17 +1,28 @@
-"""The report pipeline: run the notebook chain on one scenario file and collect what it produced.
+"""The report pipeline: run the notebook chain on one scenario file (and one's own fleet) and collect it.
 
-``run_report(params_path, out_dir)`` executes each notebook of the chain with papermill, handing
-it only the parameters it declares in its ``parameters`` cell, and writes one self-contained
-folder::
+``run_report(params_path, out_dir, fleet=None, overrides=None)`` executes each notebook of the chain with
+papermill, handing it only the parameters it declares in its ``parameters`` cell, and writes one
+self-contained folder::
 
     out_dir/
+      index.html       the page to open: the measured headline (MPG, S, R, P with their windows, records,
+                       coverage; the fleet waterfall), conventions and contracts, levers and cost, the pages
+                       in the walk's order with a one-line summary each, the ledgers, the stated scenario
       summary.json     "measured": the fleet bundle's measured S, R, P and MPG (fleet_manifest), each
-                       factor naming its records and window; then the scenario's *stated* summary
-                       (fleetlib.scenario.scenario_summary, labelled "stated") plus the run:
-                       which notebooks ran, how long each took, and the figures they saved
-      notebooks/       the executed notebooks (.ipynb, outputs included)
-      html/            one HTML page per notebook, code cells hidden (narrative + outputs)
+                       factor naming its records and window, with the levers, cost and ledger; then the
+                       scenario's *stated* summary (fleetlib.scenario.scenario_summary, labelled "stated")
+                       plus the run: which notebooks ran, how long each took, the pages and figures
+      notebooks/       the executed notebooks (.ipynb, outputs included, cell ids fixed, no timestamps)
+      html/            one page per notebook, code hidden, titled by its first heading, linked to the index
+                       and its neighbours (fleetlib.report.html)
       figures/         every figure the notebooks saved through save_figure (PNG + SVG)
+      assets/mathjax/  the MathJax copy the pages typeset their formulas with: nothing is loaded remotely
+
+Two runs of an unchanged report write byte-identical pages, notebooks and figures.
+
+``fleet=MANIFEST`` points the rung notebooks at one's own fleet bundle (fleetlib.report.own_fleet); the
+cells that describe the bundled samples (tagged ``bundled-data``) are left out of that report.
+``overrides`` (``fleetlib report -p key=value``) replace any parameter.
 
 Notebooks are found relative to the *project root*: the folder above the installed ``fleetlib``
 package when that folder holds ``pyproject.toml`` and ``notebooks/`` (an editable install or a
@@ -36,7 +47,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fleetlib.quality import DomainError, FleetlibError
+from fleetlib.quality import DomainError, FleetlibError, InputError
+from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
+from fleetlib.report.index import write_index
+from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides
+from fleetlib.report.tables import folded, frame
 from fleetlib.scenario import load_parameters, scenario_summary
 
 __all__ = [
@@ -44,9 +59,13 @@ __all__ = [
     "COURSE_NOTEBOOKS",
     "FIGURE_DPI",
     "KERNEL_NAME",
+    "OPTIONAL_RUNG_NOTEBOOKS",
     "RUNG_NOTEBOOKS",
     "ReportError",
     "declared_parameters",
+    "folded",
+    "frame",
+    "parse_overrides",
     "project_root",
     "run_report",
     "save_figure",
@@ -117,7 +136,7 @@ def project_root() -> Path:
     ReportError
         When neither place looks like a fleetlib checkout.
     """
-    beside_package = Path(__file__).resolve().parents[1]
+    beside_package = Path(__file__).resolve().parents[2]
     if _is_project_root(beside_package):
         return beside_package
     here = Path.cwd().resolve()
@@ -213,6 +232,8 @@ def _kernel_environment() -> Iterator[None]:
         "MPLBACKEND": _KERNEL_MPLBACKEND,
         # debugpy (in ipykernel) warns about frozen modules on every kernel start otherwise.
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        # A batch run: no front end will ever answer a widget, so the notebooks build none.
+        "FLEETLIB_BATCH": "1",
     }
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
@@ -224,17 +245,6 @@ def _kernel_environment() -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def _write_html(executed: Path, html_path: Path) -> None:
-    """Render an executed notebook as HTML with its code cells hidden."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
-    html_path.parent.mkdir(parents=True, exist_ok=True)
-    html_path.write_text(body, encoding="utf-8")
 
 
 def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
@@ -253,40 +263,77 @@ def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> li
     return paths
 
 
-def _run_one(source: Path, executed: Path, parameters: dict[str, Any], root: Path) -> None:
-    """Execute one notebook with papermill; raise ReportError naming it and the failing cell."""
+def _run_one(source: Path | Any, executed: Path, parameters: dict[str, Any], root: Path, name: str) -> None:
+    """Execute one notebook (a path or a notebook object) with papermill; raise ReportError naming it."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     try:
         papermill.execute_notebook(
-            str(source), str(executed), parameters=parameters, kernel_name=KERNEL_NAME,
-            cwd=str(root), progress_bar=False, log_output=False, execution_timeout=CELL_TIMEOUT_S,
+            source if not isinstance(source, Path) else str(source), str(executed), parameters=parameters,
+            kernel_name=KERNEL_NAME, cwd=str(root), progress_bar=False, log_output=False,
+            execution_timeout=CELL_TIMEOUT_S,
             # The kernel's own log (not the notebook's output): keep errors, drop start-up chatter.
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
     except PapermillExecutionError as exc:
         raise ReportError(
-            f"notebook {source.name} failed in cell {exc.exec_count} (cell index {exc.cell_index}): "
+            f"notebook {name} failed in cell {exc.exec_count} (cell index {exc.cell_index}): "
             f"{exc.ename}: {exc.evalue}. The executed notebook up to the failure is {executed}"
         ) from exc
     except Exception as exc:  # the kernel died, a cell timed out, the notebook is unreadable ...
         raise ReportError(
-            f"notebook {source.name} could not be run: {type(exc).__name__}: {exc}"
+            f"notebook {name} could not be run: {type(exc).__name__}: {exc}"
             + (f". Partial output: {executed}" if executed.exists() else "")
         ) from exc
 
 
+def _without_bundled_cells(source: Path) -> Any:
+    """Read a notebook and drop the cells tagged :data:`~fleetlib.report.own_fleet.BUNDLED_TAG`."""
+    import nbformat
+
+    nb = nbformat.read(source, as_version=4)
+    nb.cells = [c for c in nb.cells if BUNDLED_TAG not in c.metadata.get("tags", [])]
+    return nb
+
+
+def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params: Mapping[str, Any]) -> None:
+    """Refuse a ``-p`` key that no notebook of the chain declares and the scenario does not hold."""
+    declared = {name for path in chain for name in declared_parameters(path)}
+    unknown = sorted(k for k in overrides if k not in declared and k not in params)
+    if unknown:
+        raise InputError(f"-p {unknown[0]}: no notebook of the report declares this parameter and the "
+                         f"scenario file has no such key (see the notebooks' parameters cells)")
+
+
+#: Optional notebooks of the walk, run after the rungs when the checkout has them.
+OPTIONAL_RUNG_NOTEBOOKS: list[str] = ["notebooks/04_regressions.ipynb"]
+
+
+def _default_chain(own_fleet: bool, has_traces: bool,
+                   root: Path | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    """Return the default chain and the notebooks left out of it, each with the reason."""
+    root = project_root() if root is None else root
+    rungs = RUNG_NOTEBOOKS + [nb for nb in OPTIONAL_RUNG_NOTEBOOKS if (root / nb).is_file()]
+    if own_fleet and not has_traces:
+        chain = [nb for nb in rungs + COURSE_NOTEBOOKS if not nb.endswith("03_step_traces.ipynb")]
+        return chain, [{"name": "03_step_traces",
+                        "reason": "the fleet bundle has no step traces of a job with a model config"}]
+    return rungs + COURSE_NOTEBOOKS, []
+
+
 def run_report(params_path: str | Path, out_dir: str | Path, *,
-               notebooks: Sequence[str | Path] | None = None, progress: bool = True) -> Path:
-    """Run the notebook chain on one scenario file and write the report folder.
+               notebooks: Sequence[str | Path] | None = None, progress: bool = True,
+               fleet: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Path:
+    """Run the notebook chain on one scenario file (and optionally one's own fleet) and write the report.
 
     Each notebook runs with papermill on the ``python3`` kernel, with the project root as its
     working directory.  It receives only the scenario parameters it declares, plus ``output_dir``
     (the report's ``figures/`` folder) when it declares that name.  Notebooks that save figures
     through :func:`save_figure` into ``output_dir`` therefore fill ``figures/``.  The report's
-    ``notebooks/``, ``html/`` and ``figures/`` folders and ``summary.json`` are replaced on every run;
-    nothing else in ``out_dir`` is touched.
+    ``notebooks/``, ``html/``, ``figures/`` and ``assets/`` folders, ``summary.json`` and ``index.html`` are
+    replaced on every run; nothing else in ``out_dir`` is touched.  The kernels run with ``FLEETLIB_BATCH=1``,
+    so widget controls are never built (see :func:`fleetlib.widgets.interactive_allowed`).
 
     Parameters
     ----------
@@ -300,34 +347,53 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         :data:`COURSE_NOTEBOOKS`.  Relative paths are taken from the project root.
     progress
         Print one line per notebook to standard error.
+    fleet
+        A fleet bundle's manifest (``fleet.yaml``): the rung notebooks then read its records instead of the
+        bundled samples (:func:`fleetlib.report.own_fleet.fleet_parameters`), cells tagged ``bundled-data``
+        (case studies of the bundled samples) are left out, and without step traces in the bundle the step
+        traces notebook is left out of the default chain (the index says so).
+    overrides
+        Parameter values that replace the scenario's (and the manifest's), e.g. from ``-p key=value``.
 
     Returns
     -------
     Path
-        The report folder (absolute).
+        The report folder (absolute); its ``index.html`` is the page to open.
 
     Raises
     ------
     fleetlib.quality.InputError
-        The scenario file, or a file it includes or names as its data locations, cannot be read or holds
-        a refused value (see :func:`fleetlib.scenario.load_parameters`); nothing has run yet.
+        The scenario file, the manifest, or a file either names cannot be read or holds a refused value, or
+        an override names a parameter nothing declares; nothing has run yet.
     ReportError
         A notebook is missing, or fails; the message names the notebook, the failing cell and its
         error, and the partially executed notebook (and its HTML) is still written.
     """
     params = load_parameters(params_path)
+    root = project_root()
+    has_traces = True
+    if fleet is not None:
+        fleet_params = fleet_parameters(fleet, root)
+        has_traces = fleet_params.pop("fleet_has_traces")
+        params.update(fleet_params)
+    default, skipped = _default_chain(fleet is not None, has_traces, root)
+    chain = _resolve_notebooks(default if notebooks is None else notebooks, root)
+    if notebooks is not None:
+        skipped = []
+    _check_overrides(overrides or {}, chain, params)
+    params.update(overrides or {})
     summary = scenario_summary(params)
     measured = _measured_block(params)
-    root = project_root()
-    chain = _resolve_notebooks(notebooks, root)
 
     out = Path(out_dir).resolve()
-    folders = {name: out / name for name in ("notebooks", "html", "figures")}
+    folders = {name: out / name for name in ("notebooks", "html", "figures", ASSETS_DIR)}
     for folder in folders.values():
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-    (out / "summary.json").unlink(missing_ok=True)
+    for stale in ("summary.json", "index.html"):
+        (out / stale).unlink(missing_ok=True)
+    install_assets(out)
 
     runs: list[dict[str, Any]] = []
     with _kernel_environment():
@@ -337,50 +403,101 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
             if "output_dir" in declared:
                 given["output_dir"] = str(folders["figures"])
             executed = folders["notebooks"] / source.name
-            html = folders["html"] / f"{source.stem}.html"
             started = time.perf_counter()
+            runnable = _without_bundled_cells(source) if fleet is not None else source
             try:
-                _run_one(source, executed, given, root)
+                _run_one(runnable, executed, given, root, source.name)
             except ReportError:
                 if executed.exists():
-                    _write_html(executed, html)
+                    write_page(executed, folders["html"] / f"{source.stem}.html",
+                               nav={"index_href": "../index.html"})
                 if progress:
                     print(f"report [{i}/{len(chain)}] {source.name}: FAILED after "
                           f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
                 raise
             seconds = time.perf_counter() - started
-            _write_html(executed, html)
             if progress:
                 print(f"report [{i}/{len(chain)}] {source.name}: {seconds:.1f} s", file=sys.stderr,
                       flush=True)
-            runs.append({
-                "name": source.stem,
-                "source": _relative(source, root),
-                "seconds": round(seconds, 3),
-                "notebook": _relative(executed, out),
-                "html": _relative(html, out),
-            })
+            runs.append({"name": source.stem, "source": _relative(source, root), "seconds": round(seconds, 3),
+                         "notebook": _relative(executed, out), "html": f"html/{source.stem}.html"})
 
+    pages = _write_pages(runs, out)
     figures = sorted(_relative(p, out) for p in folders["figures"].rglob("*") if p.is_file())
-    summary = {"measured": measured, **summary, "params_file": str(params_path), "notebooks": runs,
-               "figures": figures}
+    summary = {"measured": measured, **summary, "params_file": _relative(Path(params_path), root),
+               "fleet_manifest": None if fleet is None else str(fleet), "overrides": dict(overrides or {}),
+               "notebooks": runs, "pages": pages, "skipped": skipped, "figures": figures}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n",
                                       encoding="utf-8")
+    write_index(out, summary)
     return out
 
 
+def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str, str]]:
+    """Write each executed notebook's page, linked to the index and its neighbours; return the page list."""
+    import nbformat
+
+    infos = []
+    for run in runs:
+        nb = nbformat.read(out / run["notebook"], as_version=4)
+        infos.append({"name": run["name"], "html": run["html"], "title": notebook_title(nb, run["name"]),
+                      "summary": notebook_summary(nb),
+                      "part": "course" if "/course/" in f"/{run['source']}" else "walk"})
+    for k, (run, info) in enumerate(zip(runs, infos, strict=True)):
+        nav: dict[str, Any] = {"index_href": "../index.html"}
+        if k > 0:
+            nav["previous"] = {"href": Path(infos[k - 1]["html"]).name, "title": infos[k - 1]["title"]}
+        if k + 1 < len(infos):
+            nav["next"] = {"href": Path(infos[k + 1]["html"]).name, "title": infos[k + 1]["title"]}
+        write_page(out / run["notebook"], out / info["html"], nav=nav)
+    return infos
+
+
 def _measured_block(params: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Measure the scenario's fleet bundle (``fleet_manifest``) for summary.json; None without one."""
+    """Measure the scenario's fleet bundle (``fleet_manifest``) for summary.json; None without one.
+
+    Beside :func:`fleetlib.fleet.views.measured_summary` it records the measured levers, the cost of a useful
+    device-hour and the ledger (totals, rows repaired and rejected per input file, the entries) for the index.
+    """
     manifest = params.get("fleet_manifest")
     if not manifest:
         return None
     from fleetlib.fleet import measure_fleet
-    from fleetlib.fleet.views import measured_summary
+    from fleetlib.fleet.views import lever_table, measured_summary
 
     path = Path(manifest)
     if not path.is_absolute():
         path = project_root() / path
-    return measured_summary(measure_fleet(path), manifest=str(manifest))
+    fleet = measure_fleet(path)
+    block = measured_summary(fleet, manifest=str(manifest))
+    block["levers"] = json.loads(lever_table(fleet).to_json(orient="records"))
+    block["cost"] = {"price_per_device_hour": fleet.price_per_device_hour,
+                     "cost_per_useful_device_hour": fleet.cost_per_useful_device_hour}
+    block["ledger"] = _ledger_summary(fleet, path.parent)
+    return block
+
+
+def _ledger_summary(fleet: Any, folder: Path) -> dict[str, Any]:
+    """Totals of a fleet's ledger, its rows repaired / rejected per input file, and its entries."""
+    ledger = fleet.ledger
+    record_of: dict[str, str] = {}
+    for record, files in fleet.sources.items():
+        for name in files if isinstance(files, list) else [f for fs in files.values() for f in fs]:
+            record_of[str(name)] = record
+    counts: dict[str, dict[str, int]] = {}
+    entries = []
+    for entry in ledger.entries:
+        name = _relative(Path(entry.file), folder) if entry.file else "(no file)"
+        row = counts.setdefault(name, {"repaired": 0, "rejected": 0})
+        row["repaired" if entry.action == "repaired" else "rejected"] += 1
+        entries.append({"action": entry.action, "file": name, "row": entry.row, "field": entry.field,
+                        "reason": entry.reason})
+    none = {"repaired": 0, "rejected": 0}
+    inputs = [{"record": record_of.get(name, ""), "file": name, **counts.get(name, none)}
+              for name in record_of]
+    inputs += [{"record": "", "file": name, **c} for name, c in counts.items() if name not in record_of]
+    return {"read": ledger.read, "kept": ledger.kept, "repaired": ledger.repaired,
+            "rejected": ledger.rejected, "flags": len(ledger.flags), "inputs": inputs, "entries": entries}
 
 
 def _relative(path: Path, base: Path) -> str:

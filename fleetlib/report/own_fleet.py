@@ -1,0 +1,123 @@
+"""A report on one's own fleet: parameters taken from a fleet bundle's manifest, and ``key=value`` overrides.
+
+:func:`fleet_parameters` turns a ``fleet.yaml`` (see ``data/fleet/README.md``) into the rung notebooks'
+data parameters: the scheduler records, the timelines, one traced job's traces and model config, the window.
+:func:`parse_overrides` reads ``-p key=value`` arguments with YAML typing (``-p devices=256`` is a whole
+number, ``-p 'traces_files=[a, b]'`` a list).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetlib.quality import InputError
+
+__all__ = ["BUNDLED_TAG", "fleet_parameters", "parse_overrides"]
+
+#: Cells tagged so state facts about the bundled sample data (case studies, its named jobs and ranks): a
+#: report on one's own fleet runs the notebooks without them.
+BUNDLED_TAG = "bundled-data"
+
+
+def _as_text(path: Path, root: Path) -> str:
+    """Return ``path`` relative to the project root when it lies inside it, else absolute."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
+    """Return the rung notebooks' data parameters for a fleet bundle.
+
+    Parameters
+    ----------
+    manifest
+        The bundle's ``fleet.yaml``.
+    root
+        The project root (paths inside it are given relative to it, as the notebooks resolve them).
+
+    Returns
+    -------
+    dict
+        ``fleet_manifest``, the scheduler's ``scheduling_format`` / ``_files`` / ``_tz`` and the
+        manifest's window as ``scheduling_window_start`` / ``_end``, the timelines' ``timeline_format`` /
+        ``_files``, and, when the bundle has traces, ``traces_files`` and ``traces_model`` of the first
+        traced job (in job id order) that has a model config.  ``scheduling_openb_files`` and
+        ``traces_hta_sets`` (bundled comparisons) are emptied.  ``fleet_has_traces`` says whether step
+        traces were found.
+
+    Raises
+    ------
+    fleetlib.InputError
+        The manifest cannot be read or is refused (see :func:`fleetlib.fleet.load_manifest`).
+    """
+    from fleetlib.fleet import load_manifest
+
+    m = load_manifest(manifest)
+    params: dict[str, Any] = {
+        "fleet_manifest": _as_text(m.file, root),
+        "scheduling_format": m.scheduler_format,
+        "scheduling_files": [_as_text(p, root) for p in m.scheduler_files],
+        "scheduling_tz": m.scheduler_tz or "UTC",
+        "scheduling_window_start": m.window.start.isoformat(),
+        "scheduling_window_end": m.window.end.isoformat(),
+        "scheduling_openb_files": [],
+        "timeline_format": m.timeline_format,
+        "timeline_files": [_as_text(p, root) for p in m.timeline_files],
+        "timeline_job": "",
+        "traces_hta_sets": [],
+        "fleet_has_traces": False,
+    }
+    traced = [job for job in sorted(m.traces) if job in m.models]
+    if traced:
+        job = traced[0]
+        params.update({
+            "traces_files": [_as_text(p, root) for p in m.traces[job]],
+            "traces_model": _as_text(m.models[job], root),
+            "traces_expected_collectives": [],
+            "fleet_has_traces": True,
+        })
+    return params
+
+
+def parse_overrides(pairs: Iterable[str] | None) -> dict[str, Any]:
+    """Read ``key=value`` texts into a mapping, each value typed as YAML types it.
+
+    Parameters
+    ----------
+    pairs
+        Texts such as ``devices=256``, ``scheduling_tz=UTC``, ``'timeline_files=[a.csv, b.csv]'``.
+
+    Returns
+    -------
+    dict
+        Key to value, later pairs replacing earlier ones.
+
+    Raises
+    ------
+    fleetlib.InputError
+        A text without ``=``, an empty or malformed key, a value YAML cannot read, or a value that is a
+        mapping or empty (a parameter is a plain literal or a list of them).
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise InputError(f"-p {pair!r}: expected key=value with a parameter name as the key")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise InputError(f"-p {key}: value {text!r} is not valid YAML ({exc.problem})") from None
+        if isinstance(value, datetime.date):  # YAML reads 2024-03-04 as a date; parameters hold text
+            value = text.strip()
+        if value is None or isinstance(value, Mapping):
+            raise InputError(f"-p {key}: value {text!r} must be a plain literal or a list of them")
+        out[key] = value
+    return out

@@ -1,0 +1,97 @@
+"""Tables as a reader expects them in a report page: fixed decimals, thousands separators, long ones folded.
+
+:func:`frame` formats a DataFrame for display (a pandas ``Styler``): whole numbers with separators, reals
+with a fixed number of decimals and never in scientific notation (device-hours of a large fleet stay
+``52,829,420.0``, not ``5.282942e+07``), named share columns as percentages, and, when only the first rows
+are shown, a caption that says how many there are.  :func:`folded` puts a long table (a ledger) under a
+``<details>`` summary line with its first rows.  Wide tables scroll sideways through the page's CSS.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["folded", "frame"]
+
+
+def _formats(data: pd.DataFrame, percent: set[Any], digits: int) -> dict[Any, str]:
+    formats: dict[Any, str] = {}
+    for column in data.columns:
+        values = data[column]
+        if isinstance(values, pd.DataFrame):  # a duplicated label: leave those columns as they are
+            continue
+        if column in percent:
+            formats[column] = "{:.1%}"
+        elif pd.api.types.is_bool_dtype(values):
+            continue
+        elif pd.api.types.is_integer_dtype(values):
+            formats[column] = "{:,}"
+        elif pd.api.types.is_float_dtype(values):
+            largest = values.abs().max() if values.notna().any() else 0.0
+            formats[column] = "{:,.1f}" if largest >= 1000 else f"{{:,.{digits}f}}"
+    return formats
+
+
+def frame(table: pd.DataFrame | pd.Series, *, digits: int = 4, percent: Iterable[Any] = (),
+          head: int | None = None, caption: str | None = None) -> Any:
+    """Return a table formatted for a report page.
+
+    Parameters
+    ----------
+    table
+        The table (a Series is shown as a one-column table named after it).
+    digits
+        Decimals of real columns whose largest magnitude is below 1,000 (larger ones get one decimal).
+    percent
+        Columns holding shares, shown as percentages with one decimal.
+    head
+        Show only the first ``head`` rows; the caption then says how many rows there are.
+    caption
+        Text above the table.
+
+    Returns
+    -------
+    pandas.io.formats.style.Styler
+        The formatted table (it renders as HTML in a notebook and in the report's pages).
+    """
+    data = table.to_frame() if isinstance(table, pd.Series) else table
+    total = len(data)
+    if head is not None and total > head:
+        data = data.head(head)
+        caption = f"{caption + ': ' if caption else ''}first {head:,} of {total:,} rows"
+    styler = data.style.format(_formats(data, set(percent), digits), na_rep="–")
+    if caption:
+        styler = styler.set_caption(caption)
+    return styler
+
+
+def folded(table: pd.DataFrame, what: str, *, first: int = 10) -> Any:
+    """Return a long table folded under a one-line summary that shows its first rows when opened.
+
+    Parameters
+    ----------
+    table
+        The table (e.g. a ledger's entries).
+    what
+        What one row is, plural (``"ledger entries"``), for the summary line.
+    first
+        Rows shown when the summary is opened.
+
+    Returns
+    -------
+    IPython.display.HTML
+        ``<details><summary>N what (first k shown)</summary> table </details>``; an empty table gives one
+        line saying there are none.
+    """
+    from IPython.display import HTML
+
+    if table.empty:
+        return HTML(f"<p>no {html.escape(what)}</p>")
+    shown = min(first, len(table))
+    body = frame(table.head(shown)).to_html()
+    return HTML(f"<details><summary>{len(table):,} {html.escape(what)} (first {shown:,} shown)</summary>"
+                f"{body}</details>")

@@ -1,0 +1,137 @@
+"""The report in a real browser: Debian's headless Chromium driven by selenium through /usr/bin/chromedriver.
+
+One small report (the whole-fleet walk and two course notebooks) is built once for the module; then
+``index.html`` and every page are opened at 1280×800 and checked as a reader would see them: the measured
+headline is on the first screen, MathJax left no raw ``$`` behind, every image decoded, every local link
+points at a file that exists, and the console logged no error.
+
+Without the browser the tests are skipped with the command that installs it; selenium is told the driver's
+path, so selenium-manager never looks for (or downloads) a browser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+INSTALL = "apt-get update && apt-get install -y chromium chromium-driver"
+VIEWPORT = (1280, 800)
+CHAIN = ["notebooks/00_whole_fleet.ipynb", "notebooks/course/01_napkin_maths.ipynb",
+         "notebooks/course/02_whole_fleet_and_cost.ipynb"]
+
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.skipif(not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+                       reason=f"headless Chromium not installed (needs {CHROMIUM} and {CHROMEDRIVER}): "
+                              f"run `{INSTALL}` as root"),
+]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fleetlib.report import project_root, run_report
+
+    root = project_root()
+    return run_report(root / "parameters" / "running_example.yaml", tmp_path_factory.mktemp("browser_report"),
+                      notebooks=CHAIN, progress=False)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pytest.importorskip("selenium", reason="selenium is a dev dependency (pyproject.toml [dev])")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _pages(report: Path) -> list[Path]:
+    return [report / "index.html", *sorted((report / "html").glob("*.html"))]
+
+
+def _open(driver, page: Path) -> None:
+    """Load a page, wait for MathJax to finish typesetting, and scroll to the top."""
+    driver.get(page.as_uri())
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "if (window.MathJax && MathJax.Hub) { MathJax.Hub.Queue(() => done(true)); } else { done(false); }")
+    driver.execute_script("window.scrollTo(0, 0);")
+
+
+def test_every_page_is_built(report: Path) -> None:
+    names = sorted(p.stem for p in (report / "html").glob("*.html"))
+    assert names == sorted(Path(n).stem for n in CHAIN)
+
+
+def test_headline_is_on_the_first_screen(report: Path, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(browser, report / "index.html")
+    headline = browser.find_element(By.ID, "headline")
+    assert headline.is_displayed()
+    box = browser.execute_script("const r = arguments[0].getBoundingClientRect();"
+                                 "return [r.top, r.bottom, window.innerHeight];", headline)
+    assert 0 <= box[0] and box[1] <= box[2] <= VIEWPORT[1], box
+    text = headline.text
+    measured = json.loads((report / "summary.json").read_text())["measured"]
+    assert f"MPG {100 * measured['mpg']:.1f} %" in text
+    for symbol, factor in (("S", "scheduling"), ("R", "runtime"), ("P", "program")):
+        assert f"{symbol} {100 * measured['factors'][factor]['value']:.1f} %" in text
+    assert "measured" in text
+    table = browser.find_element(By.ID, "factors").text
+    assert "scheduler records" in table and "job timelines" in table
+
+
+@pytest.mark.parametrize("check", ["math", "images", "links", "console"])
+def test_pages_render_offline(report: Path, browser, check: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    problems: list[str] = []
+    for page in _pages(report):
+        _open(browser, page)
+        if check == "math":
+            # Formulas live in prose; printed output (<pre>, <code>) is not typeset, may show a currency "$".
+            text = browser.execute_script(
+                "const body = document.body.cloneNode(true);"
+                "body.querySelectorAll('pre, code, script, style').forEach(e => e.remove());"
+                "return body.innerText;")
+            if "$" in text:
+                at = text.index("$")
+                problems.append(f"{page.name}: raw $ in {text[max(0, at - 40):at + 40]!r}")
+            typeset = browser.find_elements(By.CSS_SELECTOR, ".MathJax, .MathJax_Display")
+            if page.name != "index.html" and not typeset:
+                problems.append(f"{page.name}: no typeset formula")
+        elif check == "images":
+            for img in browser.find_elements(By.TAG_NAME, "img"):
+                loaded = "return arguments[0].complete && arguments[0].naturalWidth > 0;"
+                if not browser.execute_script(loaded, img):
+                    problems.append(f"{page.name}: image not loaded: {img.get_attribute('src')[:80]}")
+        elif check == "links":
+            for anchor in browser.find_elements(By.TAG_NAME, "a"):
+                href = anchor.get_attribute("href") or ""
+                url = urlparse(href)
+                if url.scheme in ("http", "https"):
+                    problems.append(f"{page.name}: remote link {href}")
+                elif url.scheme == "file" and not Path(unquote(url.path)).exists():
+                    problems.append(f"{page.name}: broken link {href}")
+        else:
+            for entry in browser.get_log("browser"):
+                if entry["level"] == "SEVERE":
+                    problems.append(f"{page.name}: {entry['message'][:200]}")
+    assert not problems, "\n".join(problems)
