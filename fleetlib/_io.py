@@ -470,11 +470,23 @@ def _refuse_constant(name: str) -> float:
 
 
 def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = None,
-              max_depth: int | None = None) -> Any:
+              max_depth: int | None = None, depth_checked: bool = False) -> Any:
     """Parse one JSON document with bounded nesting and finite numbers only.
 
     ``NaN``, ``Infinity`` and a number beyond the float range (``1e400``) are refused rather than
     read as non-finite floats.
+
+    Parameters
+    ----------
+    text
+        The document.
+    file, row
+        Where it is, for messages (``row``: the file line the text starts on).
+    max_depth
+        The deepest nesting allowed (default: the limit in force).
+    depth_checked
+        True when the caller has already scanned the depth (:func:`json_depth_rows` over a whole
+        JSON-lines file), to skip a second scan.
 
     Raises
     ------
@@ -482,8 +494,8 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         Not valid JSON (with its line), nested deeper than ``max_depth``, or a non-finite number.
     """
     limit = current_limits().max_depth if max_depth is None else max_depth
-    deep = json_depth_rows(text, limit)
-    if deep.size:
+    deep = () if depth_checked else json_depth_rows(text, limit)
+    if len(deep):
         line = int(deep[0]) + (row - 1 if row is not None else 0)
         raise InputError(f"JSON nested more than {limit} deep (limit max_depth; raise it with --limit "
                          "max_depth=N)", file=file, row=line)
@@ -491,8 +503,8 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         return json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         line = exc.lineno + (row - 1 if row is not None else 0)
-        raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno}); expected a complete JSON "
-                         "document", file=file, row=line) from None
+        raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno}); expected one complete JSON "
+                         "document (a truncated line?)", file=file, row=line) from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{exc}", file=file, row=row) from None
 
@@ -550,12 +562,21 @@ def _expanded_size(node: Any, limit: int, file: str) -> int:
     return sizes[id(node)]
 
 
-def load_yaml_all(text: str, *, file: str) -> list[tuple[int, Any]]:
+def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML") -> list[tuple[int, Any]]:
     """Parse every YAML document of ``text`` safely, with bounded nesting and alias expansion.
 
     Only the safe tags are constructed (no Python objects); nesting deeper than ``max_depth`` is
     refused before it is composed, and a document whose aliases would expand to more than
     ``max_yaml_nodes`` nodes (a "billion laughs") is refused before anything expands it.
+
+    Parameters
+    ----------
+    text
+        The YAML text.
+    file
+        Its name, for messages.
+    invalid
+        How a message calls YAML that does not parse.
 
     Returns
     -------
@@ -581,7 +602,8 @@ def load_yaml_all(text: str, *, file: str) -> list[tuple[int, Any]]:
             out.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file,
+        raise InputError(f"{invalid} ({getattr(exc, 'problem', None) or exc}); expected complete YAML "
+                         "(a truncated file?)", file=file,
                          row=None if mark is None else mark.line + 1) from None
     except RecursionError:
         raise InputError(f"YAML nested too deep to read (limit max_depth={limits.max_depth})",
@@ -591,7 +613,7 @@ def load_yaml_all(text: str, *, file: str) -> list[tuple[int, Any]]:
     return [(line, doc) for line, doc in out if doc is not None]
 
 
-def load_yaml(text: str, *, file: str) -> Any:
+def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML") -> Any:
     """Parse one YAML document as :func:`load_yaml_all` does; None for an empty text.
 
     Raises
@@ -599,7 +621,7 @@ def load_yaml(text: str, *, file: str) -> Any:
     InputError
         As :func:`load_yaml_all`, or the text holds more than one document.
     """
-    docs = load_yaml_all(text, file=file)
+    docs = load_yaml_all(text, file=file, invalid=invalid)
     if len(docs) > 1:
         raise InputError("expected one YAML document; found another", file=file, row=docs[1][0])
     return docs[0][1] if docs else None

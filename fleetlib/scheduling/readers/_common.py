@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import as_paths, json_depth_rows, load_json, load_yaml_all, read_text
+from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.records import SchedulerRecords
@@ -447,8 +448,6 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
     A ``kind: *List`` document contributes its items, each counted as a row.  JSON-lines files count
     rows by line; a line that is not JSON is rejected (a truncated export).
     """
-    import yaml  # a dependency of the scenario files already
-
     file = str(path)
     text = _read_text(path)
     if not text.strip():
@@ -461,32 +460,28 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
         lines = text.splitlines()
         present: list[int] = []
         broken: list[tuple[int, str]] = []
+        too_deep = set(json_depth_rows(text, per_line=True).tolist())
         for i, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             present.append(i)
+            if i in too_deep:
+                broken.append((i, f"JSON nested more than {_limits().max_depth} deep (limit max_depth; "
+                                  "raise it with --limit max_depth=N)"))
+                continue
             try:
-                docs.append((i, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                broken.append((i, f"not valid JSON ({exc.msg}); a truncated line?"))
+                docs.append((i, load_json(line, file=file, row=i, depth_checked=True)))
+            except InputError as exc:
+                why = str(exc).split(": ", 1)[-1]
+                broken.append((i, why if "JSON" in why else f"not valid JSON ({why})"))
         book.open(file, present)
         if broken:
             book.reject(file, [i for i, _ in broken], None, [why for _, why in broken])
         return [(r, o, json.dumps(o, sort_keys=True)) for r, o in docs]
-    try:
-        if stripped.startswith(("{", "[")):
-            loaded = [json.loads(text)]
-        else:
-            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg}); a truncated file?", file=file, row=exc.lineno) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(
-            f"malformed YAML ({getattr(exc, 'problem', exc)}); a truncated file?",
-            file=file,
-            row=(mark.line + 1) if mark is not None else None,
-        ) from exc
+    if stripped.startswith(("{", "[")):
+        loaded = [load_json(text, file=file)]
+    else:
+        loaded = [d for _, d in load_yaml_all(text, file=file, invalid="malformed YAML")]
     if not loaded:
         raise InputError("empty file: no objects", file=file, row=1)
     row = 0
@@ -514,7 +509,11 @@ def _quantity(value: object) -> float:
     if value is None:
         return float("nan")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            return float("nan")
+        return number if np.isfinite(number) else float("nan")
     s = str(value).strip()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(m|k)?", s)
     if m is None:
