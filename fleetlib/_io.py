@@ -33,8 +33,10 @@ from typing import Any
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
+    "ALLOW_ENV",
     "DEFAULT_MAX_BYTES",
     "GZIP_MAGIC",
+    "LIMITS_ENV",
     "LIMIT_HELP",
     "Limits",
     "allowed_roots",
@@ -226,17 +228,21 @@ def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
                          "expected UTF-8, optionally gzipped", file=str(path), row=line) from exc
 
 
-def confined(base: PathArg, name: PathArg, *, what: str = "path") -> Path:
+def confined(base: PathArg, name: PathArg, *, what: str = "path",
+             allow: Iterable[PathArg] | None = None) -> Path:
     """Resolve ``name`` against the folder ``base`` and refuse it if it leaves that folder.
 
     Parameters
     ----------
     base
-        The folder of the manifest or scenario file that names the path.
+        The folder of the manifest or scenario file that names the path (or the project root).
     name
         The path as written there (relative; an absolute path must still lie inside ``base``).
     what
         What the path is, for the message (``"scheduler file"``).
+    allow
+        Further folders the path may lie in; default those an explicit allow-list opened
+        (``fleetlib --allow-path DIR``, :func:`using_limits` ``allow=``).
 
     Returns
     -------
@@ -246,13 +252,16 @@ def confined(base: PathArg, name: PathArg, *, what: str = "path") -> Path:
     Raises
     ------
     InputError
-        The path resolves outside ``base`` (``..``, an absolute path elsewhere, a link out).
+        The path resolves outside ``base`` and every allowed folder (``..``, an absolute path
+        elsewhere, a link out).
     """
     root = Path(base).resolve()
     target = (root / Path(name)).resolve() if not Path(name).is_absolute() else Path(name).resolve()
-    if target != root and root not in target.parents:
-        raise InputError(f"{what} {os.fspath(name)!r} lies outside {root} (only paths inside the "
-                         "folder that names them are read)", file=str(name))
+    roots = (root, *(allowed_roots() if allow is None else (Path(a).resolve() for a in allow)))
+    if not any(target == r or r in target.parents for r in roots):
+        raise InputError(f"{what} {excerpt(os.fspath(name), 80)} lies outside {root} (only paths inside "
+                         "the folder that names them are read; name another folder with --allow-path DIR)",
+                         file=excerpt(os.fspath(name), 80)[1:-1])
     return target
 
 
@@ -316,12 +325,29 @@ LIMIT_HELP: dict[str, str] = {
     "latest_year": "times from January 1 of this year on are refused",
 }
 
-_LIMITS: list[Limits] = [Limits()]
-_ALLOWED: list[tuple[Path, ...]] = [()]
+#: Environment variables that carry ``--limit`` and ``--allow-path`` into the processes a command
+#: starts (the report's notebook kernels): ``FLEETLIB_LIMITS="max_depth=200,max_bytes=4e9"`` and
+#: ``FLEETLIB_ALLOW_PATH`` (folders separated by ``os.pathsep``).
+LIMITS_ENV = "FLEETLIB_LIMITS"
+ALLOW_ENV = "FLEETLIB_ALLOW_PATH"
+
+_LIMITS: list[Limits] = []
+_ALLOWED: list[tuple[Path, ...]] = []
+
+
+def _from_environment() -> None:
+    if _LIMITS:
+        return
+    text = os.environ.get(LIMITS_ENV, "").strip()
+    overrides = dict(parse_limit(t) for t in text.split(",") if t.strip())
+    allow = [Path(a).resolve() for a in os.environ.get(ALLOW_ENV, "").split(os.pathsep) if a.strip()]
+    _LIMITS.append(dataclasses.replace(Limits(), **overrides))
+    _ALLOWED.append(tuple(allow))
 
 
 def current_limits() -> Limits:
-    """Return the limits in force (the defaults unless :func:`using_limits` changed them)."""
+    """Return the limits in force: the defaults, changed by ``$FLEETLIB_LIMITS`` and :func:`using_limits`."""
+    _from_environment()
     return _LIMITS[-1]
 
 
@@ -345,7 +371,7 @@ def using_limits(limits: Limits | None = None, *, allow: Iterable[PathArg] = (),
     Limits
         The limits in force inside the block.
     """
-    base = limits if limits is not None else current_limits()
+    base = limits if limits is not None else current_limits()  # also reads the environment once
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(Limits)})
     if unknown:
         raise DomainError(f"unknown limit {unknown[0]!r}; known: {', '.join(LIMIT_HELP)}")
@@ -361,6 +387,7 @@ def using_limits(limits: Limits | None = None, *, allow: Iterable[PathArg] = (),
 
 def allowed_roots() -> tuple[Path, ...]:
     """Return the folders an explicit allow-list (``--allow-path``) opened for named paths."""
+    _from_environment()
     return _ALLOWED[-1]
 
 
@@ -509,10 +536,8 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         raise InputError(f"{exc}", file=file, row=row) from None
 
 
-def _bounded_loader(file: str, limits: Limits) -> type:
-    import yaml
-
-    class _Bounded(yaml.SafeLoader):
+def _bounded_loader(file: str, limits: Limits, base: type) -> type:
+    class _Bounded(base):  # type: ignore[misc, valid-type]
         """A safe loader that refuses deep nesting before composing and counts aliases as they expand."""
 
         _depth = 0
@@ -562,7 +587,8 @@ def _expanded_size(node: Any, limit: int, file: str) -> int:
     return sizes[id(node)]
 
 
-def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML") -> list[tuple[int, Any]]:
+def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
+                  loader: type | None = None) -> list[tuple[int, Any]]:
     """Parse every YAML document of ``text`` safely, with bounded nesting and alias expansion.
 
     Only the safe tags are constructed (no Python objects); nesting deeper than ``max_depth`` is
@@ -577,6 +603,9 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML") -> l
         Its name, for messages.
     invalid
         How a message calls YAML that does not parse.
+    loader
+        A :class:`yaml.SafeLoader` subclass to build on (extra implicit resolvers); default the safe
+        loader itself.
 
     Returns
     -------
@@ -591,15 +620,18 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML") -> l
     import yaml
 
     limits = current_limits()
-    loader = _bounded_loader(file, limits)(text)
+    base = yaml.SafeLoader if loader is None else loader
+    if not issubclass(base, yaml.SafeLoader):
+        raise DomainError("load_yaml_all builds only on yaml.SafeLoader and its subclasses")
+    reader = _bounded_loader(file, limits, base)(text)
     out: list[tuple[int, Any]] = []
     try:
-        while loader.check_node():
-            node = loader.get_node()
+        while reader.check_node():
+            node = reader.get_node()
             if node is None:
                 continue
             _expanded_size(node, limits.max_yaml_nodes, file)
-            out.append((node.start_mark.line + 1, loader.construct_document(node)))
+            out.append((node.start_mark.line + 1, reader.construct_document(node)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"{invalid} ({getattr(exc, 'problem', None) or exc}); expected complete YAML "
@@ -609,11 +641,11 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML") -> l
         raise InputError(f"YAML nested too deep to read (limit max_depth={limits.max_depth})",
                          file=file) from None
     finally:
-        loader.dispose()
+        reader.dispose()
     return [(line, doc) for line, doc in out if doc is not None]
 
 
-def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML") -> Any:
+def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML", loader: type | None = None) -> Any:
     """Parse one YAML document as :func:`load_yaml_all` does; None for an empty text.
 
     Raises
@@ -621,7 +653,7 @@ def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML") -> Any:
     InputError
         As :func:`load_yaml_all`, or the text holds more than one document.
     """
-    docs = load_yaml_all(text, file=file, invalid=invalid)
+    docs = load_yaml_all(text, file=file, invalid=invalid, loader=loader)
     if len(docs) > 1:
         raise InputError("expected one YAML document; found another", file=file, row=docs[1][0])
     return docs[0][1] if docs else None

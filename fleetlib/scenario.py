@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from fleetlib._io import confined
+from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -99,6 +99,10 @@ _ScenarioLoader.add_implicit_resolver(
     ),
     list("-+0123456789."),
 )
+
+
+#: A scenario file is a page of parameters; anything larger is not one (and is not read into memory).
+_MAX_SCENARIO_BYTES = 16 * 1024**2
 
 
 def _describe(value: Any) -> str:
@@ -197,16 +201,10 @@ class _Layer:
 def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
     """Read one YAML file that must hold a mapping."""
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the {what} ({exc.strerror or exc})", file=file) from exc
-    try:
-        data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = None if mark is None else mark.line + 1
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file, row=line) from exc
+    # regular files only, bounded, UTF-8 checked with the line of a bad byte; YAML bounded in depth and
+    # alias expansion (fleetlib._io)
+    text = read_text(path, max_bytes=min(current_limits().max_bytes, _MAX_SCENARIO_BYTES))
+    data = load_yaml(text, file=file, loader=_ScenarioLoader)
     if data is None:
         raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)
     if not isinstance(data, dict):
@@ -371,8 +369,9 @@ def _check_paths(layer: _Layer) -> None:
             try:
                 confined(root, name, what="path")
             except InputError:
-                raise InputError(f"path {name!r} lies outside the project root {root} (paths here are "
-                                 "relative to it, and only paths inside it are read)",
+                raise InputError(f"path {excerpt(name, 80)} lies outside the project root {root} (paths "
+                                 "here are relative to it, and only paths inside it are read, unless "
+                                 "--allow-path names another folder)",
                                  file=layer.stated_in[key], field=key) from None
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits, excerpt
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     _PENDING,
@@ -86,13 +87,17 @@ _EVENT_REQUIRED = ("NodeName", "TimeStart", "TimeEnd", "State")
 _OUT_OF_SERVICE = r"DOWN|DRAIN|FAIL|MAINT|POWER|REBOOT|NOT_RESPONDING|NO_RESPOND|\*"
 
 
-def expand_hostlist(expression: str) -> list[str]:
+def expand_hostlist(expression: str, *, max_names: int | None = None) -> list[str]:
     """Expand a Slurm hostlist expression into node names.
 
     Parameters
     ----------
     expression
         For example ``"gpu-a[001-003,007],gpu-h01"``; zero padding of a range is kept.
+    max_names
+        The most names the expression may expand to (default: the ``max_node_names`` limit in
+        force); the count is computed before anything is expanded, so a 60-byte
+        ``gpu-a[0000000000-9999999999]`` is refused at once instead of expanding 10^10 names.
 
     Returns
     -------
@@ -102,8 +107,19 @@ def expand_hostlist(expression: str) -> list[str]:
     Raises
     ------
     ValueError
-        When the brackets do not balance or a range is not numeric.
+        When the brackets do not balance, a range is not numeric or runs backwards, or the names
+        would number more than ``max_names``.
     """
+    limit = current_limits().max_node_names if max_names is None else max_names
+    count = _hostlist_size(expression)
+    if count > limit:
+        raise ValueError(f"hostlist {excerpt(expression)} expands to {count:,} node names, more than the "
+                         f"{limit:,} allowed (limit max_node_names; raise it with --limit max_node_names=N)")
+    return _expand_hostlist(expression)
+
+
+def _hostlist_parts(expression: str) -> list[str]:
+    """Split a hostlist at its top-level commas (refusing unbalanced brackets)."""
     parts: list[str] = []
     depth, cur = 0, []
     for ch in expression.strip():
@@ -112,33 +128,60 @@ def expand_hostlist(expression: str) -> list[str]:
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise ValueError(f"unbalanced ']' in hostlist {expression!r}")
+                raise ValueError(f"unbalanced ']' in hostlist {excerpt(expression)}")
         if ch == "," and depth == 0:
             parts.append("".join(cur))
             cur = []
         else:
             cur.append(ch)
     if depth:
-        raise ValueError(f"unbalanced '[' in hostlist {expression!r}")
+        raise ValueError(f"unbalanced '[' in hostlist {excerpt(expression)}")
     parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _hostlist_size(expression: str) -> int:
+    """Count the names a hostlist expands to, without expanding it (ranges multiply, parts add)."""
+    total = 0
+    for part in _hostlist_parts(expression):
+        if not part:
+            continue
+        m = re.fullmatch(r"([^\[\]]*)\[([^\[\]]+)\](.*)", part)
+        if m is None:
+            total += 1
+            continue
+        _, ranges, suffix = m.groups()
+        width = 0
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ValueError(f"non-numeric range {excerpt(r)} in hostlist {excerpt(expression)}")
+            if hi and int(hi) < int(lo):
+                raise ValueError(f"range {excerpt(r)} runs backwards in hostlist {excerpt(expression)}")
+            width += int(hi or lo) - int(lo) + 1
+        total += width * (_hostlist_size(suffix) if suffix else 1)
+    return total
+
+
+def _expand_hostlist(expression: str) -> list[str]:
     out: list[str] = []
-    for part in (p.strip() for p in parts):
+    for part in _hostlist_parts(expression):
         if not part:
             continue
         m = re.fullmatch(r"([^\[\]]*)\[([^\[\]]+)\](.*)", part)
         if m is None:
             if "[" in part or "]" in part:
-                raise ValueError(f"cannot read hostlist {expression!r}")
+                raise ValueError(f"cannot read hostlist {excerpt(expression)}")
             out.append(part)
             continue
         prefix, ranges, suffix = m.groups()
         for r in ranges.split(","):
             lo, _, hi = r.partition("-")
             if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise ValueError(f"non-numeric range {r!r} in hostlist {expression!r}")
+                raise ValueError(f"non-numeric range {r!r} in hostlist {excerpt(expression)}")
             width = len(lo)
             for i in range(int(lo), int(hi or lo) + 1):
-                out.extend(expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
+                out.extend(_expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
     return out
 
 
