@@ -537,12 +537,17 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
 
 
 def _bounded_loader(file: str, limits: Limits, base: type) -> type:
+    import yaml
+
     class _Bounded(base):  # type: ignore[misc, valid-type]
         """A safe loader that refuses deep nesting before composing and counts aliases as they expand."""
 
         _depth = 0
+        aliases = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
             self._depth += 1
             if self._depth > limits.max_depth:
                 mark = self.peek_event().start_mark
@@ -587,6 +592,24 @@ def _expanded_size(node: Any, limit: int, file: str) -> int:
     return sizes[id(node)]
 
 
+def _c_event_check(text: str, base: type, file: str, limits: Limits) -> int:
+    """Walk the YAML events (libyaml, iterative): refuse deep nesting; return the number of aliases."""
+    import yaml
+
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=base):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limits.max_depth:
+                raise InputError(f"YAML nested more than {limits.max_depth} deep (limit max_depth; raise "
+                                 "it with --limit max_depth=N)", file=file, row=event.start_mark.line + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+    return aliases
+
+
 def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
                   loader: type | None = None) -> list[tuple[int, Any]]:
     """Parse every YAML document of ``text`` safely, with bounded nesting and alias expansion.
@@ -621,16 +644,25 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
 
     limits = current_limits()
     base = yaml.SafeLoader if loader is None else loader
-    if not issubclass(base, yaml.SafeLoader):
-        raise DomainError("load_yaml_all builds only on yaml.SafeLoader and its subclasses")
-    reader = _bounded_loader(file, limits, base)(text)
+    c_loader = getattr(yaml, "CSafeLoader", None)
+    is_c = c_loader is not None and issubclass(base, c_loader)
+    if not (is_c or issubclass(base, yaml.SafeLoader)):
+        raise DomainError("load_yaml_all builds only on yaml.SafeLoader, yaml.CSafeLoader and their "
+                          "subclasses")
     out: list[tuple[int, Any]] = []
+    reader: Any = None
     try:
+        if is_c:  # libyaml composes in C, out of reach of a hook: check the events first (no recursion)
+            aliases = _c_event_check(text, base, file, limits)
+            reader = base(text)
+        else:
+            reader = _bounded_loader(file, limits, base)(text)
         while reader.check_node():
             node = reader.get_node()
             if node is None:
                 continue
-            _expanded_size(node, limits.max_yaml_nodes, file)
+            if (aliases if is_c else reader.aliases):  # without an alias nothing can expand
+                _expanded_size(node, limits.max_yaml_nodes, file)
             out.append((node.start_mark.line + 1, reader.construct_document(node)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -641,7 +673,8 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
         raise InputError(f"YAML nested too deep to read (limit max_depth={limits.max_depth})",
                          file=file) from None
     finally:
-        reader.dispose()
+        if reader is not None:
+            reader.dispose()
     return [(line, doc) for line, doc in out if doc is not None]
 
 

@@ -203,7 +203,11 @@ def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
     file = str(path)
     # regular files only, bounded, UTF-8 checked with the line of a bad byte; YAML bounded in depth and
     # alias expansion (fleetlib._io)
-    text = read_text(path, max_bytes=min(current_limits().max_bytes, _MAX_SCENARIO_BYTES))
+    try:
+        text = read_text(path, max_bytes=min(current_limits().max_bytes, _MAX_SCENARIO_BYTES))
+    except InputError as exc:
+        why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
+        raise InputError(f"cannot read the {what} ({why})", file=file, row=exc.row) from None
     data = load_yaml(text, file=file, loader=_ScenarioLoader)
     if data is None:
         raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)

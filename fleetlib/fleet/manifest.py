@@ -223,7 +223,11 @@ def load_manifest(path: str | Path) -> FleetManifest:
         )
     folder = file.resolve().parent
     # regular file, bounded, UTF-8 with the line of a bad byte; YAML bounded in depth and aliases
-    text = read_text(file, max_bytes=min(current_limits().max_bytes, _MAX_MANIFEST_BYTES))
+    try:
+        text = read_text(file, max_bytes=min(current_limits().max_bytes, _MAX_MANIFEST_BYTES))
+    except InputError as exc:
+        why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
+        raise InputError(f"cannot read the fleet manifest ({why})", file=str(file), row=exc.row) from None
     data = load_yaml(text, file=str(file), loader=_Loader)
     data = _mapping(data, file, "<manifest>")
     unknown = sorted(str(k) for k in data if k not in MANIFEST_KEYS)

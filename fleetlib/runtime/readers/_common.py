@@ -382,12 +382,16 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         _reject(books, frame[missing], field, f"missing {field}")
     if text is not None and aware_mask.any():
         parsed = pd.to_datetime(text[aware_mask], utc=True, format="ISO8601", errors="coerce")
+        beyond = aware_mask.copy()
+        beyond[aware_mask] = _outside_plausible(parsed)
+        parsed = _reject_outside(books, frame[aware_mask], field, parsed, text[aware_mask])
         out_ns[aware_mask] = _ns(parsed)
         bad = aware_mask.copy()
         bad[aware_mask] = parsed.isna().to_numpy()
+        bad &= ~beyond
         if bad.any():
             _reject(books, frame[bad], field,
-                    [f"{field} {v!r} is not an ISO 8601 time" for v in text[bad].tolist()])
+                    [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[bad].tolist()])
     naive_mask = ~aware_mask & ~missing
     if not naive_mask.any():
         return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
@@ -395,11 +399,15 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         naive_parsed = values[naive_mask]
     else:
         naive_parsed = pd.to_datetime(text[naive_mask], format="ISO8601", errors="coerce")
+        beyond = naive_mask.copy()
+        beyond[naive_mask] = _outside_plausible(naive_parsed)
+        naive_parsed = _reject_outside(books, frame[naive_mask], field, naive_parsed, text[naive_mask])
         unparsed = naive_mask.copy()
         unparsed[naive_mask] = naive_parsed.isna().to_numpy()
         if unparsed.any():
-            _reject(books, frame[unparsed], field,
-                    [f"{field} {v!r} is not an ISO 8601 time" for v in text[unparsed].tolist()])
+            plain = unparsed & ~beyond
+            _reject(books, frame[plain], field,
+                    [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[plain].tolist()])
             naive_parsed = naive_parsed[~unparsed[naive_mask]]
             naive_mask = naive_mask & ~unparsed
             if not naive_mask.any():
@@ -428,6 +436,37 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
     if good.any():
         _repair(books, frame[good], field, f"naive {field} localised to tz={tz}")
     return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+
+
+def _outside_plausible(times: Any) -> np.ndarray:
+    """Mask of parsed times (any unit, zone-aware or naive) outside the plausible range; NaT is not marked.
+
+    Works before the cast to nanoseconds, so a year such as -1 or 99999 is caught instead of
+    overflowing the cast.
+    """
+    s = pd.Series(times)
+    if isinstance(s.dtype, pd.DatetimeTZDtype):
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    if not pd.api.types.is_datetime64_dtype(s.dtype):
+        return np.zeros(len(s), dtype=bool)
+    arr = s.to_numpy()
+    lim = current_limits()
+    lo, hi = np.datetime64(f"{lim.earliest_year}-01-01"), np.datetime64(f"{lim.latest_year}-01-01")
+    return ~np.isnat(arr) & ((arr < lo) | (arr >= hi))
+
+
+def _reject_outside(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str, parsed: pd.Series,
+                    written: pd.Series) -> pd.Series:
+    """Reject the rows of ``parsed`` outside the plausible range (quoting ``written``); blank them."""
+    out = _outside_plausible(parsed)
+    if not out.any():
+        return parsed
+    lim = current_limits()
+    _reject(books, frame[out], field,
+            [f"{field} {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+             f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+             for v in pd.Series(written).to_numpy(dtype=object)[out].tolist()])
+    return pd.Series(parsed).where(~out)
 
 
 def _drop_implausible(times: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook],

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, json_depth_rows, load_json, load_yaml_all, read_text
+from fleetlib._io import as_paths, excerpt, json_depth_rows, load_json, load_yaml_all, read_text, time_range
 from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
@@ -274,6 +274,16 @@ def _parse_time_columns(
         bad = (~out.missing[col]) & (~rejected) & vals.isna().to_numpy()
         book.reject(file, rows[bad], col, f"not a time: expected ISO 8601 ({format_hint})")
         rejected |= bad
+        lo, hi = time_range()
+        implausible = vals.notna().to_numpy() & ~rejected & ((vals < lo) | (vals >= hi)).to_numpy()
+        if implausible.any():
+            lim = _limits()
+            book.reject(file, rows[implausible], col,
+                        [f"time {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+                         f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+                         for v in frame[col][implausible].tolist()])
+            rejected |= implausible
+            vals = vals.where(~implausible)
         out.parsed[col] = vals
         out.bad[col] = bad
     return out, rejected

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,41 @@ def _expand_hostlist(expression: str) -> list[str]:
             for i in range(int(lo), int(hi or lo) + 1):
                 out.extend(_expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
     return out
+
+
+#: States of a job that has run (so its record must show a Start and an allocation).
+_SLURM_RAN = frozenset({"COMPLETED", "COMPLETING", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                        "PREEMPTED", "RUNNING", "SUSPENDED", "DEADLINE"})
+
+#: How far sacct's Elapsed may differ from End - Start before the record is flagged (Elapsed is printed
+#: in whole seconds).
+ELAPSED_TOLERANCE_S = 1.0
+
+
+def _elapsed_seconds(text: pd.Series) -> np.ndarray:
+    """Parse sacct's ``[D-]HH:MM:SS`` (or ``MM:SS``) Elapsed into seconds; NaN where unreadable."""
+    m = text.fillna("").astype(str).str.strip().str.extract(
+        r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$")
+    parts = m.apply(pd.to_numeric, errors="coerce")
+    secs = (parts["d"].fillna(0) * 86400 + parts["h"].fillna(0) * 3600 + parts["m"] * 60 + parts["s"])
+    return secs.to_numpy(dtype=float)
+
+
+def _flag_elapsed(df: pd.DataFrame, closed: np.ndarray, flag: Callable[..., None]) -> None:
+    """Flag records whose Elapsed disagrees with End - Start (the times are kept: they are what S uses)."""
+    if "Elapsed" not in df.columns or not closed.any():
+        return
+    elapsed = _elapsed_seconds(df["Elapsed"])
+    span = (df["End_t"] - df["Start_t"]).dt.total_seconds().to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        off = (closed & np.isfinite(elapsed) & np.isfinite(span)
+               & (np.abs(elapsed - span) > ELAPSED_TOLERANCE_S))
+    if off.any():
+        flag(off, "elapsed_disagrees", "Elapsed",
+             "Elapsed " + df["Elapsed"].astype(str).str.slice(0, 24) + " is "
+             + pd.Series(elapsed - span, index=df.index).round(0).astype("Int64").astype(str)
+             + " s off End - Start " + pd.Series(span, index=df.index).round(0).astype("Int64").astype(str)
+             + " s: the times are used, Elapsed is not")
 
 
 def _pipe_table(path: Path, text: str, required: Sequence[str], book: _Book, what: str) -> pd.DataFrame:
@@ -451,6 +486,13 @@ def _slurm_jobs(
         "End",
         "state " + state_word + " has no End time",
     )
+    # a state that says the job ran, on a record that shows no start: not a job still waiting
+    ran = state_word.isin(_SLURM_RAN).to_numpy() & ~started
+    no_start = start.isna().to_numpy()
+    reject(ran & no_start, "Start", "state " + state_word + " says the job ran, but it has no Start time")
+    reject(ran & ~no_start, "AllocTRES",
+           "state " + state_word + " says the job ran, but AllocTRES names no allocation")
+    _flag_elapsed(df, started & alive & end.notna().to_numpy(), flag)
     # --- never-started records: jobs that waited and left the queue, or still wait
     never = (~started) & alive
     req_dev = requested.fillna(devices)
