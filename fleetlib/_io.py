@@ -182,8 +182,8 @@ def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
         nonlocal filled
         end = filled + len(chunk)
         if end > max_bytes:
-            raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit",
-                             file=file, field="gzip")
+            raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit (max_bytes; "
+                             "raise it with --limit max_bytes=N)", file=file, field="gzip")
         out[filled:end] = chunk
         filled = end
 
@@ -488,7 +488,8 @@ def json_depth_rows(data: str | bytes | bytearray, max_depth: int | None = None,
 def _finite_float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
-        raise ValueError(f"number {excerpt(text, 24)} is beyond the range of a float")
+        raise ValueError(f"number {excerpt(text, 24)} is beyond the range of a float; expected a finite "
+                         "number")
     return value
 
 

@@ -255,6 +255,14 @@ class _Source:
         self.typed = typed and _DECODER is not None
 
     def chunks(self) -> Iterator[list[Any]]:
+        try:  # a decoder recurses per nesting level: a hostile document ends in one line, not a traceback
+            yield from self._chunks()
+        except RecursionError:
+            raise InputError("JSON nested too deep to decode (a trace event is a few levels deep); "
+                             "expected a Chrome-trace JSON object or array", file=self.file,
+                             field="json") from None
+
+    def _chunks(self) -> Iterator[list[Any]]:
         buf = self.buf
         start = _skip_ws(buf, 0)
         if buf[start:start + 3] == b"\xef\xbb\xbf":

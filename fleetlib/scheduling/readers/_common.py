@@ -253,10 +253,15 @@ def _parse_time_columns(
         vals = pd.Series(pd.NaT, index=frame.index, dtype=_TIME)
         aw = out.aware[col] & ~rejected
         if aw.any():
-            vals[aw] = pd.to_datetime(s[aw], utc=True, errors="coerce", format="ISO8601").dt.as_unit("ns")
+            parsed = pd.to_datetime(s[aw], utc=True, errors="coerce", format="ISO8601")
+            rejected |= _reject_implausible(book, file, rows, col, aw, parsed, s)
+            vals[aw & ~rejected] = parsed[~rejected[aw]].dt.as_unit("ns")
         nv = out.naive[col] & ~rejected
         if nv.any() and tz is not None:
             local = pd.to_datetime(s[nv], errors="coerce", format="ISO8601")
+            rejected |= _reject_implausible(book, file, rows, col, nv, local, s)
+            local = local[~rejected[nv]]
+            nv = nv & ~rejected
             try:
                 loc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
             except Exception as exc:  # an unknown zone name
@@ -287,6 +292,26 @@ def _parse_time_columns(
         out.parsed[col] = vals
         out.bad[col] = bad
     return out, rejected
+
+
+def _reject_implausible(book: _Book, file: str, rows: np.ndarray, col: str, where: np.ndarray,
+                        parsed: pd.Series, written: pd.Series) -> np.ndarray:
+    """Reject parsed times (any unit) outside the plausible range, before any cast to nanoseconds.
+
+    Returns the mask (over all rows) of those rejected.
+    """
+    t = parsed.dt.tz_convert("UTC").dt.tz_localize(None) if parsed.dt.tz is not None else parsed
+    arr = t.to_numpy()
+    lim = _limits()
+    lo, hi = np.datetime64(f"{lim.earliest_year}-01-01"), np.datetime64(f"{lim.latest_year}-01-01")
+    out = np.zeros(len(where), dtype=bool)
+    out[where] = ~np.isnat(arr) & ((arr < lo) | (arr >= hi))
+    if out.any():
+        book.reject(file, rows[out], col,
+                    [f"time {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+                     f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+                     for v in written[out].tolist()])
+    return out
 
 
 def queue_from_pending(
@@ -482,8 +507,7 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
             try:
                 docs.append((i, load_json(line, file=file, row=i, depth_checked=True)))
             except InputError as exc:
-                why = str(exc).split(": ", 1)[-1]
-                broken.append((i, why if "JSON" in why else f"not valid JSON ({why})"))
+                broken.append((i, str(exc).split(": ", 1)[-1]))
         book.open(file, present)
         if broken:
             book.reject(file, [i for i, _ in broken], None, [why for _, why in broken])

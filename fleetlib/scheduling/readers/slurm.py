@@ -593,7 +593,9 @@ def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.D
         frames.append(frame)
     if not frames:
         return None
-    return pd.concat([f[list(_SACCT_KEEP)] for f in frames], ignore_index=True)
+    # Elapsed is optional (cross-checked against End - Start when present)
+    return pd.concat([f[[c for c in (*_SACCT_KEEP, "Elapsed") if c in f.columns]] for f in frames],
+                     ignore_index=True)
 
 
 def _sacct_tables(
