@@ -293,7 +293,8 @@ class Limits:
         The most events one trace file may hold.
     earliest_year, latest_year
         Times outside ``[earliest_year-01-01, latest_year-01-01)`` (UTC) are refused as implausible:
-        a number of seconds read as nanoseconds, or a 1e20 that would otherwise become 1970.
+        a number of seconds read as nanoseconds, or a 1e20 that would otherwise become 1970.  Both lie
+        in 1678..2262, the span a nanosecond time can hold.
     """
 
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -309,9 +310,10 @@ class Limits:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise DomainError(f"limit {f.name} must be a whole number >= 1; got {value!r}")
-        if self.latest_year <= self.earliest_year:
-            raise DomainError(f"latest_year ({self.latest_year}) must be after earliest_year "
-                              f"({self.earliest_year})")
+        if not 1678 <= self.earliest_year < self.latest_year <= 2262:  # what a nanosecond time holds
+            raise DomainError(f"the plausible years must satisfy 1678 <= earliest_year < latest_year <= 2262 "
+                              f"(the span a nanosecond time holds); got earliest_year={self.earliest_year}, "
+                              f"latest_year={self.latest_year}")
 
 
 #: One line per limit for ``--help`` and the README.

@@ -66,13 +66,16 @@ def main() -> None:
     # nesting: a Kueue JSON file 100,000 deep (RecursionError before)
     (sch / "kueue_deep.json").write_text("[" * 20_000 + "]" * 20_000 + "\n")
     # out of order: Finished before Admitted (was "still holding, release censored")
-    good = KUEUE_HEAD.format(name="good-wl") + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z") + cond(
-        "PodsReady", "PodsReady", "2024-05-06T09:02:00Z") + cond("Finished", "Succeeded", "2024-05-06T11:00:00Z")
-    backwards = KUEUE_HEAD.format(name="backwards-wl") + cond(
-        "Finished", "Succeeded", "2024-05-06T08:30:00Z") + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z")
+    good = (KUEUE_HEAD.format(name="good-wl") + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z")
+            + cond("PodsReady", "PodsReady", "2024-05-06T09:02:00Z")
+            + cond("Finished", "Succeeded", "2024-05-06T11:00:00Z"))
+    backwards = (KUEUE_HEAD.format(name="backwards-wl")
+                 + cond("Finished", "Succeeded", "2024-05-06T08:30:00Z")
+                 + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z"))
     (sch / "kueue_finished_before_admitted.yaml").write_text("---\n" + good + "---\n" + backwards)
     # one deep line, one NaN, one 1e400 among good Volcano lines: only those lines are rejected
-    line = ('{"time":"2024-06-03T09:00:00Z","type":"ADDED","object":{"apiVersion":"scheduling.volcano.sh/v1beta1",'
+    line = ('{"time":"2024-06-03T09:00:00Z","type":"ADDED","object":{"apiVersion":'
+            '"scheduling.volcano.sh/v1beta1",'
             '"kind":"PodGroup","metadata":{"name":"pg-a","namespace":"ml","uid":"uid-pg-a",'
             '"creationTimestamp":"2024-06-03T09:00:00Z"},"spec":{"minMember":2,"minResources":'
             '{"nvidia.com/gpu":"4"},"queue":"research"},"status":{"phase":"Running","running":2}}}')
@@ -82,7 +85,7 @@ def main() -> None:
         line.replace('"running":2', '"running":NaN'),
         line.replace('"running":2', '"running":1e400'),
     ]) + "\n")
-    # values out of range: a Slurm time in year 2999 and a COMPLETED job with no Start, Elapsed off
+    # values out of range: a Slurm time in year 2150 and a COMPLETED job with no Start, Elapsed off
     header = ("JobID|JobIDRaw|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|Elapsed|State|"
               "ExitCode|AllocTRES|ReqTRES|NodeList")
     tres = "billing=8,cpu=8,gres/gpu=8,mem=100G,node=1"
@@ -90,7 +93,7 @@ def main() -> None:
         header,
         f"1|1|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2024-03-04T00:01:00|2024-03-04T01:01:00|"
         f"01:00:00|COMPLETED|0:0|{tres}|{tres}|gpu-a001",
-        f"2|2|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2999-03-04T00:01:00|2999-03-04T01:01:00|"
+        f"2|2|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2150-03-04T00:01:00|2150-03-04T01:01:00|"
         f"01:00:00|COMPLETED|0:0|{tres}|{tres}|gpu-a001",
         f"3|3|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|Unknown|2024-03-04T02:00:00|"
         f"00:00:00|COMPLETED|0:0||{tres}|None assigned",
@@ -117,7 +120,8 @@ def main() -> None:
         "j,0,4,2025-02-10T14:06:41Z,2025-02-10T14:07:11Z,inf",
     ]) + "\n")
     # a 1.5 kB gzip that inflates to 16 MiB of zeros (a small bomb for a small limit)
-    with gzip.open(run / "gzip_bomb_steps.csv.gz", "wb", compresslevel=9) as fh:
+    with open(run / "gzip_bomb_steps.csv.gz", "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
         zeros = b"0" * (1 << 20)
         for _ in range(16):
             fh.write(zeros)
