@@ -294,9 +294,9 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
     out = pd.DataFrame(
         {
             "pool": long["pool"].astype(object).to_numpy(),
-            "start": long["_day"].reset_index(drop=True),
+            "start": long["_day"].astype(_TIME).reset_index(drop=True),
             "end": end.dt.as_unit("ns").reset_index(drop=True),
-            "devices_in_service": long["q"].round().astype("int64").to_numpy(),
+            "devices_in_service": long["q"].astype(float).round().astype("int64").to_numpy(),
             "devices_out_of_service": np.zeros(len(long), dtype=np.int64),
         }
     )
@@ -304,8 +304,9 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
 
 
 def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
-    c = cap.sort_values("start")
-    o = occ.sort_values("start")
+    # one dtype for the keys on both sides, even when a side is empty
+    c = cap.sort_values("start").astype({"pool": object, "start": _TIME})
+    o = occ.sort_values("start").astype({"pool": object, "start": _TIME})
     m = pd.merge_asof(
         o[["pool", "start", "in_service"]],
         c[["pool", "start", "end", "devices_in_service"]],
