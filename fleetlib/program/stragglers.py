@@ -422,7 +422,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def _finish(sp: _StepPartial, rp: _RankPartial, ledger: Ledger, engine: str, files: list[str],
             threshold: float) -> FleetStragglers:
     if sp.steps.size == 0:
-        raise InputError("no usable rank-timer rows (every row was rejected; see the ledger)",
+        raise InputError(f"no usable rank-timer rows (every row was rejected; {ledger.summary()})",
                          file=files[0] if len(files) == 1 else None)
     per_step = pd.DataFrame({
         "step": sp.steps, "ranks": sp.count, "max_s": sp.max_s, "min_s": sp.min_s,

@@ -144,7 +144,8 @@ def read_kueue(
             else:
                 book.reject(file, row, "kind", f"kind {kind!r} is not Workload, ClusterQueue or LocalQueue")
     if not wl_rows:
-        raise InputError("no usable Workload objects in the input", file=str(paths[0]))
+        raise InputError(f"no usable Workload objects in the input ({book.settle().summary()})",
+                         file=str(paths[0]))
     wl = pd.DataFrame(wl_rows)
     cond = pd.DataFrame(cond_rows, columns=["file", "row", "key", "type", "status", "time", "reason"])
     records = _kueue_tables(
@@ -341,7 +342,8 @@ def _kueue_times(
     wl = wl[~wl["row_id"].isin(bad)].reset_index(drop=True)
     cond = cond[~cond["row_id"].isin(bad)].reset_index(drop=True)
     if wl.empty:
-        raise InputError("every Workload object was rejected; see the ledger", file=source.split(",")[0])
+        raise InputError(f"every Workload object was rejected ({book.settle().summary()})",
+                         file=source.split(",")[0])
     return wl, cond
 
 

@@ -390,7 +390,8 @@ def read_slurm(
         times = times.dropna()
         if times.empty:
             raise InputError(
-                "no usable job records (every row was rejected or the file has none): no window",
+                "no usable job records (every row was rejected or the file has none): no window "
+                f"({book.settle().summary()})",
                 file=str(sacct_parts[0]["_file"].iloc[0]) if len(sacct_parts[0]) else None,
             )
         win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
