@@ -173,3 +173,31 @@ def test_reader_survives_mutated_samples(rung, name, spec, sample, tmp_path_fact
             assert ledger.balanced(), (ledger.read, ledger.kept, ledger.repaired, ledger.rejected)
 
     run()
+
+
+@pytest.mark.parametrize(("rung", "name", "spec", "sample"), CASES,
+                         ids=[f"{rung}-{name}" for rung, name, *_ in CASES])
+def test_reader_refuses_what_is_not_a_regular_file(rung, name, spec, sample, tmp_path):
+    """A device, a pipe or an empty folder is refused by name at once: never read forever, never a hang."""
+    import signal
+
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    folder = tmp_path / "empty"
+    folder.mkdir()
+
+    def hang(*_):
+        raise TimeoutError(f"{rung} {name} blocked on a path that is not a regular file")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    try:
+        for path in ("/dev/zero", fifo, folder):
+            signal.alarm(20)
+            try:
+                with pytest.raises(InputError) as info:
+                    spec.read([path], **dict(sample.options))
+            finally:
+                signal.alarm(0)
+            assert info.value.file is not None and Path(info.value.file).name == Path(path).name
+    finally:
+        signal.signal(signal.SIGALRM, previous)
