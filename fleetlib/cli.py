@@ -21,13 +21,14 @@ import contextlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleetlib.quality import FleetlibError
+from fleetlib.quality import DomainError, FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parser", "main"]
 
@@ -69,7 +70,25 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+def _non_finite_at(obj: Any, path: str = "") -> str | None:
+    """Return the key path of the first non-finite float in a result (None when all are finite)."""
+    stack: list[tuple[Any, str]] = [(obj, path)]
+    while stack:
+        cur, where = stack.pop()
+        if isinstance(cur, float) and not math.isfinite(cur):
+            return where or "<result>"
+        if isinstance(cur, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in cur.items())
+        elif isinstance(cur, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(cur))
+    return None
+
+
 def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+    bad = _non_finite_at(result)
+    if bad is not None:  # never print inf or NaN as if it were a measurement, in either output
+        raise DomainError(f"the result's {bad} is not a finite number (input values whose sums overflow a "
+                          "float?); nothing is printed")
     if as_json:
         print(json.dumps(result, indent=2, allow_nan=False))
     else:

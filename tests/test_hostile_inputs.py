@@ -361,3 +361,14 @@ def test_limits_are_checked_and_parsed():
         Limits(earliest_year=2100, latest_year=2000)
     with pytest.raises(DomainError, match="the span a nanosecond time holds"):
         Limits(latest_year=3000)
+
+
+def test_cli_never_prints_a_non_finite_result(capsys):
+    """A result holding inf (sums that overflowed) is refused, in text and JSON alike, before printing."""
+    result = {"factors": {"scheduling": 0.5}, "cost": [1.0, float("inf")]}
+    for as_json in (False, True):
+        with pytest.raises(DomainError) as info:
+            cli._emit(result, as_json, lambda r: "text")
+        assert str(info.value) == ("the result's cost[1] is not a finite number (input values whose sums "
+                                   "overflow a float?); nothing is printed")
+        assert capsys.readouterr().out == ""
