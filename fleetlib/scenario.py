@@ -105,6 +105,12 @@ _ScenarioLoader.add_implicit_resolver(
 _MAX_SCENARIO_BYTES = 16 * 1024**2
 
 
+def _shown(value: Any, width: int = 60) -> str:
+    """Return a value as Python writes it, escaped and cut to ``width`` characters (never a whole file)."""
+    text = ascii(value)
+    return text if len(text) <= width else f"{text[:width - 3]}... ({len(text):,} characters)"
+
+
 def _describe(value: Any) -> str:
     """Name the YAML type of a rejected value for an error message."""
     if value is None:
@@ -113,7 +119,7 @@ def _describe(value: Any) -> str:
         return "a nested mapping"
     if isinstance(value, list):
         return "a list that is neither all numbers nor all text"
-    return f"a {type(value).__name__} ({value!r})"
+    return f"a {type(value).__name__} ({_shown(value)})"
 
 
 def _is_number(value: Any) -> bool:
@@ -227,7 +233,8 @@ def _checked_value(value: Any, *, file: str, key: str) -> Any:
         return value
     if isinstance(value, list) and all(_is_number(v) for v in value):
         if not all(math.isfinite(v) for v in value):
-            raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
+            raise InputError(f"expected a list of finite numbers; got {_shown(value)}", file=file,
+                             field=key)
         return list(value)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value)
