@@ -372,9 +372,9 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike]) -> list[Path]:
     Raises
     ------
     DomainError
-        If nothing is given.
+        If nothing is given or a directory holds no trace file.
     InputError
-        If a path does not exist, or a directory holds no trace file.
+        If a path does not exist.
     """
     items = [paths_or_dir] if isinstance(paths_or_dir, (str, os.PathLike)) else list(paths_or_dir)
     if not items:
@@ -386,7 +386,7 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike]) -> list[Path]:
             found = sorted(q for q in p.iterdir()
                            if q.is_file() and q.name.lower().endswith((".json", ".json.gz")))
             if not found:
-                raise InputError("the folder holds no *.json or *.json.gz trace file", file=str(p))
+                raise DomainError(f"directory {p} holds no *.json or *.json.gz trace file")
             out.extend(found)
         elif p.exists():
             out.append(p)

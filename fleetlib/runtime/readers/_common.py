@@ -330,10 +330,15 @@ def _plausible_reason(field: str, ns: np.ndarray) -> list[str]:
 
 
 def _reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, _FileBook],
-                                columns: Sequence[str]) -> pd.DataFrame:
-    """Reject rows whose POSIX-seconds columns are non-finite or outside the plausible time range."""
+                                columns: Sequence[str], *, representable_only: bool = False) -> pd.DataFrame:
+    """Reject rows whose POSIX-seconds columns are non-finite or outside the plausible time range.
+
+    With ``representable_only`` only the values no time can hold (beyond about 2262, which would
+    otherwise wrap round to 1970) are rejected here; the reader's own checks judge the rest.
+    """
     lim = current_limits()
-    lo, hi = (t.timestamp() for t in time_range(lim))
+    lo, hi = ((-_MAX_POSIX_S, _MAX_POSIX_S) if representable_only
+              else tuple(t.timestamp() for t in time_range(lim)))
     bad_any = np.zeros(len(rec), dtype=bool)
     for col in columns:
         if col not in rec.columns:

@@ -332,7 +332,9 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     for col in ("t2", "dur", "step", "label", "where", "sync", "preempt_t"):
         if col not in rec.columns:
             rec[col] = None
-    rec = _reject_implausible_seconds(rec, books, ("t", "t2", "preempt_t"))
+    # a time no timestamp can hold is refused here (it would wrap to 1970); a merely early one is
+    # judged against its attempt's job_start_time below, which says more
+    rec = _reject_implausible_seconds(rec, books, ("t", "t2", "preempt_t"), representable_only=True)
     huge_step = out_of_range_int(rec["step"])
     if huge_step.any():
         _reject(books, rec[huge_step], "step", [f"step {v} is beyond the int64 range (it would wrap)"

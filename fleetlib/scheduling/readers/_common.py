@@ -409,7 +409,7 @@ def _capacity_from_out_of_service(
     ev["out"] = ev.groupby("pool")["d"].cumsum().round(9)
     ev["end"] = ev.groupby("pool")["time"].shift(-1)
     ev = ev[ev["end"].notna()]
-    inst = ev["pool"].map(installed.astype(float))
+    inst = ev["pool"].map(installed.astype(float)).astype(float)  # float even when no node is listed
     return pd.DataFrame(
         {
             "pool": ev["pool"].to_numpy(dtype=object),
