@@ -17,24 +17,44 @@ folder and refuses one that leaves it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import gzip
+import json
 import os
 import stat
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
+    "ALLOW_ENV",
     "DEFAULT_MAX_BYTES",
     "GZIP_MAGIC",
+    "LIMITS_ENV",
+    "LIMIT_HELP",
+    "Limits",
+    "allowed_roots",
     "as_paths",
     "compression_of",
     "confined",
+    "current_limits",
+    "excerpt",
+    "json_depth_rows",
+    "load_json",
+    "load_yaml",
+    "load_yaml_all",
+    "out_of_range_int",
+    "parse_limit",
     "read_bytes",
     "read_text",
+    "time_range",
+    "using_limits",
 ]
 
 #: The most bytes one input may hold once decompressed (16 GiB): far above any real log or trace
@@ -102,7 +122,7 @@ def _check_regular(path: Path) -> int:
     return int(st.st_size)
 
 
-def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | bytearray:
+def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytearray:
     """Return the content of ``path``, gunzipped when its bytes say gzip.
 
     Parameters
@@ -123,6 +143,8 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
         A missing file or not a regular file; a compression other than gzip; a truncated or corrupt
         gzip stream; content beyond ``max_bytes``.
     """
+    if max_bytes is None:
+        max_bytes = current_limits().max_bytes
     p = Path(path)
     size = _check_regular(p)
     try:
@@ -135,7 +157,8 @@ def read_bytes(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | 
     kind = compression_of(raw[:8])
     if kind is None:
         if len(raw) > max_bytes:
-            raise InputError(f"larger than the {max_bytes:,}-byte input limit", file=str(p))
+            raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
+                         "--limit max_bytes=N)", file=str(p))
         return raw
     if kind != "gzip":
         raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
@@ -159,8 +182,8 @@ def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
         nonlocal filled
         end = filled + len(chunk)
         if end > max_bytes:
-            raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit",
-                             file=file, field="gzip")
+            raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit (max_bytes; "
+                             "raise it with --limit max_bytes=N)", file=file, field="gzip")
         out[filled:end] = chunk
         filled = end
 
@@ -188,7 +211,7 @@ def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
-def read_text(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
     """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
 
     Raises
@@ -205,17 +228,21 @@ def read_text(path: PathArg, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
                          "expected UTF-8, optionally gzipped", file=str(path), row=line) from exc
 
 
-def confined(base: PathArg, name: PathArg, *, what: str = "path") -> Path:
+def confined(base: PathArg, name: PathArg, *, what: str = "path",
+             allow: Iterable[PathArg] | None = None) -> Path:
     """Resolve ``name`` against the folder ``base`` and refuse it if it leaves that folder.
 
     Parameters
     ----------
     base
-        The folder of the manifest or scenario file that names the path.
+        The folder of the manifest or scenario file that names the path (or the project root).
     name
         The path as written there (relative; an absolute path must still lie inside ``base``).
     what
         What the path is, for the message (``"scheduler file"``).
+    allow
+        Further folders the path may lie in; default those an explicit allow-list opened
+        (``fleetlib --allow-path DIR``, :func:`using_limits` ``allow=``).
 
     Returns
     -------
@@ -225,11 +252,486 @@ def confined(base: PathArg, name: PathArg, *, what: str = "path") -> Path:
     Raises
     ------
     InputError
-        The path resolves outside ``base`` (``..``, an absolute path elsewhere, a link out).
+        The path resolves outside ``base`` and every allowed folder (``..``, an absolute path
+        elsewhere, a link out).
     """
     root = Path(base).resolve()
     target = (root / Path(name)).resolve() if not Path(name).is_absolute() else Path(name).resolve()
-    if target != root and root not in target.parents:
-        raise InputError(f"{what} {os.fspath(name)!r} lies outside {root} (only paths inside the "
-                         "folder that names them are read)", file=str(name))
+    roots = (root, *(allowed_roots() if allow is None else (Path(a).resolve() for a in allow)))
+    if not any(target == r or r in target.parents for r in roots):
+        raise InputError(f"{what} {excerpt(os.fspath(name), 80)} lies outside {root} (only paths inside "
+                         "the folder that names them are read; name another folder with --allow-path DIR)",
+                         file=excerpt(os.fspath(name), 80)[1:-1])
     return target
+
+
+# ---------------------------------------------------------------------------------------------------
+# Limits: what one input may ask of the machine
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds every reader holds an input to; each is named in the error that reports it crossed.
+
+    The defaults are sized for real inputs (many times the largest bundled sample or real export we
+    know) and far below what would exhaust memory or time.  Raise one for a run with
+    ``fleetlib --limit NAME=VALUE ...`` or, in Python, ``with using_limits(NAME=VALUE): ...``.
+
+    Attributes
+    ----------
+    max_bytes
+        The most bytes one input may hold once decompressed.
+    max_depth
+        The deepest nesting of one JSON or YAML document (a Kubernetes object is about 8 deep).
+    max_yaml_nodes
+        The most nodes one YAML document may hold with every alias expanded where it is used
+        (a "billion laughs" document is a few aliases that expand to billions).
+    max_node_names
+        The most node names one Slurm hostlist (``gpu-a[0001-0512]``) may expand to.
+    max_events
+        The most events one trace file may hold.
+    earliest_year, latest_year
+        Times outside ``[earliest_year-01-01, latest_year-01-01)`` (UTC) are refused as implausible:
+        a number of seconds read as nanoseconds, or a 1e20 that would otherwise become 1970.  Both lie
+        in 1678..2262, the span a nanosecond time can hold.
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_depth: int = 64
+    max_yaml_nodes: int = 1_000_000
+    max_node_names: int = 1_000_000
+    max_events: int = 100_000_000
+    earliest_year: int = 2000
+    latest_year: int = 2100
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DomainError(f"limit {f.name} must be a whole number >= 1; got {value!r}")
+        if not 1678 <= self.earliest_year < self.latest_year <= 2262:  # what a nanosecond time holds
+            raise DomainError(f"the plausible years must satisfy 1678 <= earliest_year < latest_year <= 2262 "
+                              f"(the span a nanosecond time holds); got earliest_year={self.earliest_year}, "
+                              f"latest_year={self.latest_year}")
+
+
+#: One line per limit for ``--help`` and the README.
+LIMIT_HELP: dict[str, str] = {
+    "max_bytes": "bytes one input may hold once decompressed",
+    "max_depth": "nesting depth of one JSON or YAML document",
+    "max_yaml_nodes": "nodes of one YAML document with its aliases expanded",
+    "max_node_names": "node names one Slurm hostlist may expand to",
+    "max_events": "events one trace file may hold",
+    "earliest_year": "times before January 1 of this year are refused",
+    "latest_year": "times from January 1 of this year on are refused",
+}
+
+#: Environment variables that carry ``--limit`` and ``--allow-path`` into the processes a command
+#: starts (the report's notebook kernels): ``FLEETLIB_LIMITS="max_depth=200,max_bytes=4e9"`` and
+#: ``FLEETLIB_ALLOW_PATH`` (folders separated by ``os.pathsep``).
+LIMITS_ENV = "FLEETLIB_LIMITS"
+ALLOW_ENV = "FLEETLIB_ALLOW_PATH"
+
+_LIMITS: list[Limits] = []
+_ALLOWED: list[tuple[Path, ...]] = []
+
+
+def _from_environment() -> None:
+    if _LIMITS:
+        return
+    text = os.environ.get(LIMITS_ENV, "").strip()
+    overrides = dict(parse_limit(t) for t in text.split(",") if t.strip())
+    allow = [Path(a).resolve() for a in os.environ.get(ALLOW_ENV, "").split(os.pathsep) if a.strip()]
+    _LIMITS.append(dataclasses.replace(Limits(), **overrides))
+    _ALLOWED.append(tuple(allow))
+
+
+def current_limits() -> Limits:
+    """Return the limits in force: the defaults, changed by ``$FLEETLIB_LIMITS`` and :func:`using_limits`."""
+    _from_environment()
+    return _LIMITS[-1]
+
+
+@contextlib.contextmanager
+def using_limits(limits: Limits | None = None, *, allow: Iterable[PathArg] = (),
+                 **overrides: int) -> Iterator[Limits]:
+    """Run a block under other limits and with extra folders allowed for named paths.
+
+    Parameters
+    ----------
+    limits
+        The limits to start from (default: those in force).
+    allow
+        Folders outside the project root (or a manifest's folder) that paths in scenario files and
+        manifests may name during the block (the CLI's ``--allow-path``).
+    **overrides
+        Limits to change, by name (``max_depth=200``).
+
+    Yields
+    ------
+    Limits
+        The limits in force inside the block.
+    """
+    base = limits if limits is not None else current_limits()  # also reads the environment once
+    unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(Limits)})
+    if unknown:
+        raise DomainError(f"unknown limit {unknown[0]!r}; known: {', '.join(LIMIT_HELP)}")
+    new = dataclasses.replace(base, **overrides)
+    _LIMITS.append(new)
+    _ALLOWED.append((*_ALLOWED[-1], *(Path(a).resolve() for a in allow)))
+    try:
+        yield new
+    finally:
+        _LIMITS.pop()
+        _ALLOWED.pop()
+
+
+def allowed_roots() -> tuple[Path, ...]:
+    """Return the folders an explicit allow-list (``--allow-path``) opened for named paths."""
+    _from_environment()
+    return _ALLOWED[-1]
+
+
+def parse_limit(text: str) -> tuple[str, int]:
+    """Parse ``NAME=VALUE`` (``max_depth=200``, ``max_bytes=32e9``) into a limit's name and value.
+
+    Raises
+    ------
+    DomainError
+        Not ``NAME=VALUE``, an unknown name, or a value that is not a whole number >= 1.
+    """
+    name, sep, value = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in LIMIT_HELP:
+        raise DomainError(f"--limit expects NAME=VALUE with NAME one of {', '.join(LIMIT_HELP)}; "
+                          f"got {text!r}")
+    try:
+        number = float(value.replace("_", ""))
+    except ValueError:
+        number = float("nan")
+    if not (number >= 1 and number == int(number) and number < 2**63):
+        raise DomainError(f"--limit {name} expects a whole number >= 1; got {value!r}")
+    return name, int(number)
+
+
+def excerpt(value: Any, width: int = 40) -> str:
+    """Return ``value`` as a short, escaped excerpt for a message (never the whole of a long field).
+
+    Control characters and non-ASCII are escaped as Python writes them; text longer than ``width``
+    is cut and ends in ``...`` with its length, so a message never carries more than a glimpse of a
+    file's contents.
+    """
+    text = value if isinstance(value, str) else str(value)
+    shown = ascii(text[:width])[1:-1]
+    return f"'{shown}'" if len(text) <= width else f"'{shown}...' ({len(text):,} characters)"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bounded parsing: JSON and YAML
+# ---------------------------------------------------------------------------------------------------
+
+
+def _as_buffer(data: str | bytes | bytearray) -> bytes | bytearray:
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+
+
+def json_depth_rows(data: str | bytes | bytearray, max_depth: int | None = None, *,
+                    per_line: bool = False) -> Any:
+    """Return the 1-based lines where JSON text nests deeper than ``max_depth`` (vectorised scan).
+
+    Brackets inside strings are not counted (a quote preceded by an odd run of backslashes is
+    escaped).  With ``per_line`` each line is scanned as its own document (JSON lines), so one broken
+    line does not shift the depth of the next; otherwise the first line where the whole document
+    crosses the limit is returned (at most one).
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted, unique 1-based line numbers (empty when every document is within the limit).
+    """
+    import numpy as np
+
+    limit = current_limits().max_depth if max_depth is None else max_depth
+    buf = np.frombuffer(_as_buffer(data), dtype=np.uint8)
+    empty = np.zeros(0, dtype=np.int64)
+    brackets = np.isin(buf, (0x5B, 0x5D, 0x7B, 0x7D))
+    if not brackets.any():
+        return empty
+    newline = buf == 0x0A
+    idx = np.arange(buf.size, dtype=np.int64)
+    line_start = np.maximum.accumulate(np.where(newline, idx + 1, 0)) if per_line else None
+    # quotes that open or close a string: not escaped by an odd run of backslashes before them
+    quote = np.flatnonzero(buf == 0x22)
+    if quote.size:
+        last_plain = np.maximum.accumulate(np.where(buf != 0x5C, idx, -1))
+        before = np.where(quote > 0, last_plain[np.maximum(quote - 1, 0)], -1)
+        run = np.where(quote > 0, quote - 1 - before, 0)
+        quote = quote[run % 2 == 0]
+    marks = np.zeros(buf.size, dtype=np.int32)
+    marks[quote] = 1
+    parity = np.cumsum(marks, dtype=np.int64)
+    if per_line:
+        parity = parity - np.concatenate(([0], parity))[line_start]
+    outside = (parity % 2 == 0) & brackets
+    step = np.zeros(buf.size, dtype=np.int32)
+    step[outside & ((buf == 0x5B) | (buf == 0x7B))] = 1
+    step[outside & ((buf == 0x5D) | (buf == 0x7D))] = -1
+    depth = np.cumsum(step, dtype=np.int64)
+    if per_line:
+        depth = depth - np.concatenate(([0], depth))[line_start]
+    deep = np.flatnonzero(depth > limit)
+    if not deep.size:
+        return empty
+    lines = np.cumsum(newline, dtype=np.int64)[deep] - newline[deep] + 1
+    return np.unique(lines) if per_line else lines[:1]
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {excerpt(text, 24)} is beyond the range of a float; expected a finite "
+                         "number")
+    return value
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows; expected a finite number")
+
+
+def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = None,
+              max_depth: int | None = None, depth_checked: bool = False) -> Any:
+    """Parse one JSON document with bounded nesting and finite numbers only.
+
+    ``NaN``, ``Infinity`` and a number beyond the float range (``1e400``) are refused rather than
+    read as non-finite floats.
+
+    Parameters
+    ----------
+    text
+        The document.
+    file, row
+        Where it is, for messages (``row``: the file line the text starts on).
+    max_depth
+        The deepest nesting allowed (default: the limit in force).
+    depth_checked
+        True when the caller has already scanned the depth (:func:`json_depth_rows` over a whole
+        JSON-lines file), to skip a second scan.
+
+    Raises
+    ------
+    InputError
+        Not valid JSON (with its line), nested deeper than ``max_depth``, or a non-finite number.
+    """
+    limit = current_limits().max_depth if max_depth is None else max_depth
+    deep = () if depth_checked else json_depth_rows(text, limit)
+    if len(deep):
+        line = int(deep[0]) + (row - 1 if row is not None else 0)
+        raise InputError(f"JSON nested more than {limit} deep (limit max_depth; raise it with --limit "
+                         "max_depth=N)", file=file, row=line)
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        line = exc.lineno + (row - 1 if row is not None else 0)
+        raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno}); expected one complete JSON "
+                         "document (a truncated line?)", file=file, row=line) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{exc}", file=file, row=row) from None
+
+
+def _bounded_loader(file: str, limits: Limits, base: type) -> type:
+    import yaml
+
+    class _Bounded(base):  # type: ignore[misc, valid-type]
+        """A safe loader that refuses deep nesting before composing and counts aliases as they expand."""
+
+        _depth = 0
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+            self._depth += 1
+            if self._depth > limits.max_depth:
+                mark = self.peek_event().start_mark
+                raise InputError(f"YAML nested more than {limits.max_depth} deep (limit max_depth; raise "
+                                 "it with --limit max_depth=N)", file=file, row=mark.line + 1)
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return _Bounded
+
+
+def _expanded_size(node: Any, limit: int, file: str) -> int:
+    """Count the nodes of a composed YAML graph with each alias expanded where it is used."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    while stack:
+        cur, done = stack.pop()
+        key = id(cur)
+        if key in sizes and not done:
+            continue
+        if isinstance(cur, yaml.SequenceNode):
+            children = list(cur.value)
+        elif isinstance(cur, yaml.MappingNode):
+            children = [n for pair in cur.value for n in pair]
+        else:
+            sizes[key] = 1
+            continue
+        if not done:
+            stack.append((cur, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(c), 1) for c in children)
+        if total > limit:
+            raise InputError(f"YAML expands to more than {limit:,} nodes once its aliases are expanded "
+                             "(limit max_yaml_nodes; raise it with --limit max_yaml_nodes=N)",
+                             file=file, row=cur.start_mark.line + 1)
+        sizes[key] = total
+    return sizes[id(node)]
+
+
+def _c_event_check(text: str, base: type, file: str, limits: Limits) -> int:
+    """Walk the YAML events (libyaml, iterative): refuse deep nesting; return the number of aliases."""
+    import yaml
+
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=base):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limits.max_depth:
+                raise InputError(f"YAML nested more than {limits.max_depth} deep (limit max_depth; raise "
+                                 "it with --limit max_depth=N)", file=file, row=event.start_mark.line + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+    return aliases
+
+
+def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
+                  loader: type | None = None) -> list[tuple[int, Any]]:
+    """Parse every YAML document of ``text`` safely, with bounded nesting and alias expansion.
+
+    Only the safe tags are constructed (no Python objects); nesting deeper than ``max_depth`` is
+    refused before it is composed, and a document whose aliases would expand to more than
+    ``max_yaml_nodes`` nodes (a "billion laughs") is refused before anything expands it.
+
+    Parameters
+    ----------
+    text
+        The YAML text.
+    file
+        Its name, for messages.
+    invalid
+        How a message calls YAML that does not parse.
+    loader
+        A :class:`yaml.SafeLoader` subclass to build on (extra implicit resolvers); default the safe
+        loader itself.
+
+    Returns
+    -------
+    list of (int, object)
+        Each non-empty document with the 1-based line it starts on.
+
+    Raises
+    ------
+    InputError
+        Not valid YAML (with its line), too deep, or too large once expanded.
+    """
+    import yaml
+
+    limits = current_limits()
+    base = yaml.SafeLoader if loader is None else loader
+    c_loader = getattr(yaml, "CSafeLoader", None)
+    is_c = c_loader is not None and issubclass(base, c_loader)
+    if not (is_c or issubclass(base, yaml.SafeLoader)):
+        raise DomainError("load_yaml_all builds only on yaml.SafeLoader, yaml.CSafeLoader and their "
+                          "subclasses")
+    out: list[tuple[int, Any]] = []
+    reader: Any = None
+    try:
+        if is_c:  # libyaml composes in C, out of reach of a hook: check the events first (no recursion)
+            aliases = _c_event_check(text, base, file, limits)
+            reader = base(text)
+        else:
+            reader = _bounded_loader(file, limits, base)(text)
+        while reader.check_node():
+            node = reader.get_node()
+            if node is None:
+                continue
+            if (aliases if is_c else reader.aliases):  # without an alias nothing can expand
+                _expanded_size(node, limits.max_yaml_nodes, file)
+            out.append((node.start_mark.line + 1, reader.construct_document(node)))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"{invalid} ({getattr(exc, 'problem', None) or exc}); expected complete YAML "
+                         "(a truncated file?)", file=file,
+                         row=None if mark is None else mark.line + 1) from None
+    except RecursionError:
+        raise InputError(f"YAML nested too deep to read (limit max_depth={limits.max_depth})",
+                         file=file) from None
+    finally:
+        if reader is not None:
+            reader.dispose()
+    return [(line, doc) for line, doc in out if doc is not None]
+
+
+def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML", loader: type | None = None) -> Any:
+    """Parse one YAML document as :func:`load_yaml_all` does; None for an empty text.
+
+    Raises
+    ------
+    InputError
+        As :func:`load_yaml_all`, or the text holds more than one document.
+    """
+    docs = load_yaml_all(text, file=file, invalid=invalid, loader=loader)
+    if len(docs) > 1:
+        raise InputError("expected one YAML document; found another", file=file, row=docs[1][0])
+    return docs[0][1] if docs else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Values in range
+# ---------------------------------------------------------------------------------------------------
+
+_INT64_MAX = 2**63 - 1
+
+
+def out_of_range_int(values: Any) -> Any:
+    """Return a mask of values that are whole numbers beyond int64 (would wrap if stored as int64).
+
+    ``values`` may be text or numbers (a pandas Series or anything array-like); text that is not a
+    whole number, and missing values, are not marked.
+    """
+    import numpy as np
+    import pandas as pd
+
+    s = pd.Series(values) if not isinstance(values, pd.Series) else values
+    if s.dtype.kind in "iub":
+        return np.zeros(len(s), dtype=bool)
+    if s.dtype.kind == "f":
+        a = s.to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            return np.isfinite(a) & (np.abs(a) > float(_INT64_MAX))
+    text = s.astype("string").str.strip()
+    digits = text.str.fullmatch(r"[+-]?\d+").fillna(False).to_numpy(dtype=bool)
+    out = np.zeros(len(s), dtype=bool)
+    if digits.any():
+        body = text[digits].str.lstrip("+-").str.lstrip("0")
+        long = (body.str.len() > 19) | ((body.str.len() == 19) & (body > str(_INT64_MAX)))
+        out[np.flatnonzero(digits)] = long.fillna(False).to_numpy(dtype=bool)
+    return out
+
+
+def time_range(limits: Limits | None = None) -> tuple[Any, Any]:
+    """Return the plausible-time bounds ``(earliest, latest)`` as UTC :class:`pandas.Timestamp`."""
+    import pandas as pd
+
+    lim = limits or current_limits()
+    return (pd.Timestamp(year=lim.earliest_year, month=1, day=1, tz="UTC"),
+            pd.Timestamp(year=lim.latest_year, month=1, day=1, tz="UTC"))

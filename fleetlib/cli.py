@@ -17,16 +17,18 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleetlib.quality import FleetlibError
+from fleetlib.quality import DomainError, FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parser", "main"]
 
@@ -68,7 +70,25 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+def _non_finite_at(obj: Any, path: str = "") -> str | None:
+    """Return the key path of the first non-finite float in a result (None when all are finite)."""
+    stack: list[tuple[Any, str]] = [(obj, path)]
+    while stack:
+        cur, where = stack.pop()
+        if isinstance(cur, float) and not math.isfinite(cur):
+            return where or "<result>"
+        if isinstance(cur, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in cur.items())
+        elif isinstance(cur, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(cur))
+    return None
+
+
 def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+    bad = _non_finite_at(result)
+    if bad is not None:  # never print inf or NaN as if it were a measurement, in either output
+        raise DomainError(f"the result's {bad} is not a finite number (input values whose sums overflow a "
+                          "float?); nothing is printed")
     if as_json:
         print(json.dumps(result, indent=2, allow_nan=False))
     else:
@@ -244,6 +264,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fleetlib",
                      description="ML fleet goodput: scheduling x runtime x program goodput.")
     parser.add_argument("--version", action="version", version=f"fleetlib {__version__}")
+    from fleetlib._io import LIMIT_HELP, Limits
+
+    defaults = Limits()
+    parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
+                        help="raise (or lower) one input limit for this run, before the command; "
+                             + "; ".join(f"{k} ({v}, default {getattr(defaults, k):,})"
+                                         for k, v in LIMIT_HELP.items()))
+    parser.add_argument("--allow-path", action="append", default=[], metavar="DIR", type=Path,
+                        help="let paths in scenario files and fleet manifests name files under DIR "
+                             "(by default only the project root or the manifest's folder)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -331,6 +361,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _exported_limits(limit_texts: Sequence[str], allow: Sequence[Path]) -> Iterator[None]:
+    """Hold ``--limit`` and ``--allow-path`` in the environment for the command's duration.
+
+    The processes the command starts (the report's notebook kernels) then hold the same limits.
+    """
+    from fleetlib._io import ALLOW_ENV, LIMITS_ENV
+
+    saved = {k: os.environ.get(k) for k in (LIMITS_ENV, ALLOW_ENV)}
+    if limit_texts:
+        os.environ[LIMITS_ENV] = ",".join(filter(None, [saved[LIMITS_ENV], *limit_texts]))
+    if allow:
+        os.environ[ALLOW_ENV] = os.pathsep.join(
+            filter(None, [saved[ALLOW_ENV], *(str(Path(a).resolve()) for a in allow)]))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fleetlib`` command line and return its exit status.
 
@@ -355,8 +409,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = " ".join(filter(None, ["fleetlib", args.command,
                                       getattr(args, group_choice, None) if group_choice else None]))
     try:
-        result = args.func(args)
-        _emit(result, args.json, args.render)
+        from fleetlib._io import parse_limit, using_limits
+
+        limit_texts, allow = getattr(args, "limit", []), getattr(args, "allow_path", [])
+        overrides = dict(parse_limit(text) for text in limit_texts)
+        with _exported_limits(limit_texts, allow), using_limits(allow=allow, **overrides):
+            result = args.func(args)
+            _emit(result, args.json, args.render)
     except BrokenPipeError:
         # The reader went away (``fleetlib ... | head``): not an error of ours.  Point stdout at
         # /dev/null so the interpreter's final flush does not raise again, and exit quietly.
@@ -368,4 +427,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"{command}: error: {message}", file=sys.stderr)
         return EXIT_FAILED if isinstance(exc, ReportError) else EXIT_BAD_ARGUMENTS
+    except (RecursionError, MemoryError, OverflowError, UnicodeError) as exc:
+        # A last line of defence: every reader checks its input first (fleetlib._io's limits), so
+        # reaching here means an input found a gap in those checks.  Say so in one line, not a traceback.
+        message = " ".join(str(exc).split())[:200]
+        print(f"{command}: error: the input could not be read ({type(exc).__name__}: {message}); "
+              "no reader check caught it, please report the input", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
     return 0

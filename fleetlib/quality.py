@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -313,6 +314,25 @@ class Ledger:
     def balanced(self) -> bool:
         """Return True when every row read is kept, repaired or rejected exactly once."""
         return self.read == self.kept + self.repaired + self.rejected
+
+    def summary(self, first: int = 3) -> str:
+        """Return the counts and the first ``first`` rejections (or repairs) as one line.
+
+        For a message that refuses because of the ledger: the reader sees why without a ledger
+        printed anywhere else.
+        """
+        head = (f"ledger: {self.read:,} read = {self.kept:,} kept + {self.repaired:,} repaired + "
+                f"{self.rejected:,} rejected")
+        shown = [e for e in self.entries if e.action == "rejected"] or list(self.entries)
+        parts = []
+        for e in shown[:first]:
+            where = ", ".join(p for p in (Path(e.file).name, f"row {e.row}" if e.row is not None else "",
+                                          f"field {e.field!r}" if e.field else "") if p)
+            reason = e.reason if len(e.reason) <= 120 else e.reason[:117] + "..."
+            parts.append(f"{where}: {e.action} ({reason})")
+        more = len(shown) - first
+        tail = f"; and {more:,} more" if more > 0 else ""
+        return head + ("; first: " + "; ".join(parts) + tail if parts else "")
 
     def to_dict(self) -> dict[str, object]:
         """Return counts, entries, flags and unused counts as a JSON-ready dictionary."""

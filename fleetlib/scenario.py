@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from fleetlib._io import confined
+from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -101,6 +101,16 @@ _ScenarioLoader.add_implicit_resolver(
 )
 
 
+#: A scenario file is a page of parameters; anything larger is not one (and is not read into memory).
+_MAX_SCENARIO_BYTES = 16 * 1024**2
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    """Return a value as Python writes it, escaped and cut to ``width`` characters (never a whole file)."""
+    text = ascii(value)
+    return text if len(text) <= width else f"{text[:width - 3]}... ({len(text):,} characters)"
+
+
 def _describe(value: Any) -> str:
     """Name the YAML type of a rejected value for an error message."""
     if value is None:
@@ -109,7 +119,7 @@ def _describe(value: Any) -> str:
         return "a nested mapping"
     if isinstance(value, list):
         return "a list that is neither all numbers nor all text"
-    return f"a {type(value).__name__} ({value!r})"
+    return f"a {type(value).__name__} ({_shown(value)})"
 
 
 def _is_number(value: Any) -> bool:
@@ -197,16 +207,14 @@ class _Layer:
 def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
     """Read one YAML file that must hold a mapping."""
     file = str(path)
+    # regular files only, bounded, UTF-8 checked with the line of a bad byte; YAML bounded in depth and
+    # alias expansion (fleetlib._io)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the {what} ({exc.strerror or exc})", file=file) from exc
-    try:
-        data = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = None if mark is None else mark.line + 1
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', exc)}", file=file, row=line) from exc
+        text = read_text(path, max_bytes=min(current_limits().max_bytes, _MAX_SCENARIO_BYTES))
+    except InputError as exc:
+        why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
+        raise InputError(f"cannot read the {what} ({why})", file=file, row=exc.row) from None
+    data = load_yaml(text, file=file, loader=_ScenarioLoader)
     if data is None:
         raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)
     if not isinstance(data, dict):
@@ -225,7 +233,8 @@ def _checked_value(value: Any, *, file: str, key: str) -> Any:
         return value
     if isinstance(value, list) and all(_is_number(v) for v in value):
         if not all(math.isfinite(v) for v in value):
-            raise InputError(f"expected a list of finite numbers; got {value!r}", file=file, field=key)
+            raise InputError(f"expected a list of finite numbers; got {_shown(value)}", file=file,
+                             field=key)
         return list(value)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return list(value)
@@ -371,8 +380,9 @@ def _check_paths(layer: _Layer) -> None:
             try:
                 confined(root, name, what="path")
             except InputError:
-                raise InputError(f"path {name!r} lies outside the project root {root} (paths here are "
-                                 "relative to it, and only paths inside it are read)",
+                raise InputError(f"path {excerpt(name, 80)} lies outside the project root {root} (paths "
+                                 "here are relative to it, and only paths inside it are read, unless "
+                                 "--allow-path names another folder)",
                                  file=layer.stated_in[key], field=key) from None
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from fleetlib._io import confined
+from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError
 
@@ -145,6 +145,10 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+#: A manifest is a page of names; anything larger is not one.
+_MAX_MANIFEST_BYTES = 16 * 1024**2
+
+
 def _err(file: Path, key: str, message: str) -> InputError:
     return InputError(message, file=str(file), field=key)
 
@@ -159,15 +163,15 @@ def _path(
     folder: Path, file: Path, key: str, name: Any, *, must_exist: bool = True, folder_ok: bool = False
 ) -> Path:
     if not isinstance(name, str) or not name.strip():
-        raise _err(file, key, f"a path must be non-empty text; got {name!r}")
+        raise _err(file, key, f"a path must be non-empty text; got {excerpt(name)}")
     try:
         p = confined(folder, name, what=f"{key} path")
     except InputError as exc:
         raise _err(
             file,
             key,
-            f"path {name!r} lies outside the manifest's folder {folder} (only paths "
-            "inside the bundle are read)",
+            f"path {excerpt(name, 80)} lies outside the manifest's folder {folder} (only paths "
+            "inside the bundle are read, unless --allow-path names another folder)",
         ) from exc
     if must_exist and not p.exists():
         raise _err(file, key, f"names a missing file {name!r} (resolved to {p})")
@@ -218,18 +222,13 @@ def load_manifest(path: str | Path) -> FleetManifest:
             "fleet manifest not found (give fleet.yaml or the bundle folder holding it)", file=str(file)
         )
     folder = file.resolve().parent
+    # regular file, bounded, UTF-8 with the line of a bad byte; YAML bounded in depth and aliases
     try:
-        text = file.read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the fleet manifest ({exc})", file=str(file)) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(
-            f"not valid YAML ({getattr(exc, 'problem', None) or exc})",
-            file=str(file),
-            row=None if mark is None else mark.line + 1,
-        ) from exc
+        text = read_text(file, max_bytes=min(current_limits().max_bytes, _MAX_MANIFEST_BYTES))
+    except InputError as exc:
+        why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
+        raise InputError(f"cannot read the fleet manifest ({why})", file=str(file), row=exc.row) from None
+    data = load_yaml(text, file=str(file), loader=_Loader)
     data = _mapping(data, file, "<manifest>")
     unknown = sorted(str(k) for k in data if k not in MANIFEST_KEYS)
     if unknown:

@@ -43,8 +43,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fleetlib.quality import DomainError, InputError
 
 __all__ = ["MODEL_KEYS", "check_model_fits", "load_model_config"]
@@ -109,12 +107,9 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         raise InputError("model configuration not found", file=file) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the model configuration ({exc})", file=file) from exc
-    try:
-        cfg = yaml.load(text, Loader=_ScenarioLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', None) or exc})", file=file,
-                         row=None if mark is None else mark.line + 1) from exc
+    from fleetlib._io import load_yaml  # bounded nesting and alias expansion (a billion laughs)
+
+    cfg = load_yaml(text, file=file, loader=_ScenarioLoader)  # a SafeLoader subclass
     if not isinstance(cfg, Mapping):
         raise InputError("a model configuration is a YAML mapping of keys to values", file=file)
     unknown = sorted(str(k) for k in cfg if k not in MODEL_KEYS)

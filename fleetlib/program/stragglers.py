@@ -135,9 +135,12 @@ class _StepPartial:
     min_s: np.ndarray
     sum_s: np.ndarray
     last: np.ndarray
-    bits: np.ndarray | None  # (steps, bytes) bitmap of the ranks seen, bit r % 8 of byte r // 8
+    # (steps, bytes) bitmap of the ranks seen: bit k % 8 of byte k // 8 stands for rank bit_ranks[k], so
+    # its size follows the ranks present, not the largest rank id
+    bits: np.ndarray | None
     ledger: Ledger
     files: tuple[str, ...] = field(default_factory=tuple)
+    bit_ranks: np.ndarray | None = None
 
 
 def _segments(step: np.ndarray) -> np.ndarray:
@@ -179,25 +182,26 @@ def _pass1_block(frame: pd.DataFrame, block: _Block, *, check_duplicates: bool =
     if not check_duplicates:  # one block checked by the reader: no other block to compare ranks with
         return _StepPartial(step[starts].copy(), count, max_s, min_s, sum_s, last, None, clean.ledger,
                             (block.file,))
-    width = int(rank.max()) // 8 + 1
+    present, dense = np.unique(rank, return_inverse=True)
+    width = int(present.size) // 8 + 1
     seg = np.repeat(np.arange(starts.size), count)
     if starts.size * width * 8 <= 8 * n:
         flat = np.zeros(starts.size * width * 8, bool)
-        flat[seg * (width * 8) + rank] = True
+        flat[seg * (width * 8) + dense] = True
         bits = np.packbits(flat, bitorder="little").reshape(starts.size, width)
     else:
         bits = np.zeros(starts.size * width, np.uint8)
-        np.bitwise_or.at(bits, seg * width + (rank >> 3), (1 << (rank & 7)).astype(np.uint8))
+        np.bitwise_or.at(bits, seg * width + (dense >> 3), (1 << (dense & 7)).astype(np.uint8))
         bits = bits.reshape(starts.size, width)
     return _StepPartial(step[starts].copy(), count, max_s, min_s, sum_s, last, bits, clean.ledger,
-                        (block.file,))
+                        (block.file,), present.astype(np.int64))
 
 
-def _pad(bits: np.ndarray, width: int) -> np.ndarray:
-    if bits.shape[1] == width:
-        return bits
-    out = np.zeros((bits.shape[0], width), np.uint8)
-    out[:, :bits.shape[1]] = bits
+def _spread(bits: np.ndarray, ranks: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """Re-index a bitmap over ``ranks`` as a boolean table over the sorted ``union`` of ranks."""
+    seen = np.unpackbits(bits, axis=1, bitorder="little")[:, :ranks.size].astype(bool)
+    out = np.zeros((bits.shape[0], union.size), bool)
+    out[:, np.searchsorted(union, ranks)] = seen
     return out
 
 
@@ -221,24 +225,27 @@ def _combine_steps(a: _StepPartial, b: _StepPartial) -> _StepPartial:
     last = np.full(m, _NO_RANK, np.int64)
     last[ia] = np.where(a.max_s == max_s[ia], a.last, _NO_RANK)
     last[ib] = np.minimum(last[ib], np.where(b.max_s == max_s[ib], b.last, _NO_RANK))
-    bits = None
+    bits = union = None
     if a.bits is not None and b.bits is not None:
-        width = max(a.bits.shape[1], b.bits.shape[1])
-        bits = np.zeros((m, width), np.uint8)
-        bits[ia] = _pad(a.bits, width)
-        bb = _pad(b.bits, width)
-        clash = bits[ib] & bb
+        ra = a.bit_ranks if a.bit_ranks is not None else np.arange(a.bits.shape[1] * 8)
+        rb = b.bit_ranks if b.bit_ranks is not None else np.arange(b.bits.shape[1] * 8)
+        union = np.union1d(ra, rb)
+        seen = np.zeros((m, union.size), bool)
+        seen[ia] = _spread(a.bits, ra, union)
+        sb = _spread(b.bits, rb, union)
+        clash = seen[ib] & sb
         if clash.any():
-            i, byte = (int(x[0]) for x in np.nonzero(clash))
-            r = byte * 8 + int(np.flatnonzero(np.unpackbits(clash[i, byte:byte + 1], bitorder="little"))[0])
+            i, col = (int(x[0]) for x in np.nonzero(clash))
+            r = int(union[col])
             raise InputError(f"two rows for rank {r} at step {int(b.steps[i])}, in different row groups "
                              f"or files (among {_names(a.files)} and {_names(b.files)}); one timer per "
                              "(rank, step) is expected", file=b.files[0] if len(b.files) == 1 else None,
                              field="rank, step")
-        bits[ib] |= bb
+        seen[ib] |= sb
+        bits = np.packbits(seen, axis=1, bitorder="little")
     files = a.files + tuple(f for f in b.files if f not in a.files)
     ledger = Ledger.merged([a.ledger, b.ledger])
-    return _StepPartial(steps, count, max_s, min_s, sum_s, last, bits, ledger, files)
+    return _StepPartial(steps, count, max_s, min_s, sum_s, last, bits, ledger, files, union)
 
 
 def _names(files: Sequence[str]) -> str:
@@ -270,13 +277,13 @@ def _pass2_block(frame: pd.DataFrame, block: _Block, steps: np.ndarray, max_s: n
     clean = _check_block(frame, block)
     pos = np.searchsorted(steps, clean.step)
     wait = max_s[pos] - clean.dur
-    size = int(clean.rank.max()) + 1 if clean.rank.size else 0
-    count = np.bincount(clean.rank, minlength=size)
-    keep = np.flatnonzero(count)
+    # dense over the ranks present: memory follows them, not the largest rank id
+    ranks, dense = np.unique(clean.rank, return_inverse=True)
+    size = ranks.size
     return _RankPartial(
-        keep.astype(np.int64), count[keep].astype(np.int64),
-        np.bincount(clean.rank, weights=clean.dur, minlength=size)[keep],
-        np.bincount(clean.rank, weights=wait, minlength=size)[keep],
+        ranks.astype(np.int64), np.bincount(dense, minlength=size).astype(np.int64),
+        np.bincount(dense, weights=clean.dur, minlength=size),
+        np.bincount(dense, weights=wait, minlength=size),
         np.bincount(pos, weights=wait, minlength=steps.size),
     )
 
@@ -415,7 +422,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def _finish(sp: _StepPartial, rp: _RankPartial, ledger: Ledger, engine: str, files: list[str],
             threshold: float) -> FleetStragglers:
     if sp.steps.size == 0:
-        raise InputError("no usable rank-timer rows (every row was rejected; see the ledger)",
+        raise InputError(f"no usable rank-timer rows (every row was rejected; {ledger.summary()})",
                          file=files[0] if len(files) == 1 else None)
     per_step = pd.DataFrame({
         "step": sp.steps, "ranks": sp.count, "max_s": sp.max_s, "min_s": sp.min_s,

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import InputError, Ledger, RowBook
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
@@ -238,7 +239,14 @@ def times_ns(values: pd.Series | pd.Index | np.ndarray, *, file: str = "<table>"
         else:
             parsed = pd.to_datetime(s, utc=True)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"times cannot be parsed ({exc})", file=file, field=field) from exc
+        # name the first value that does not parse, by its row, as written (shortened and escaped)
+        coerced = pd.to_datetime(s.astype("string") if is_text.all() else s, utc=True, errors="coerce",
+                                 format="ISO8601" if is_text.all() else None)
+        bad = nonnull & coerced.isna().to_numpy()
+        row = _first_row(bad) if bad.any() else None
+        shown = f"{excerpt(s.iloc[row - 1])} " if row is not None else ""
+        raise InputError(f"time {shown}cannot be parsed; expected an ISO 8601 time with a zone between "
+                         "1677 and 2262", file=file, row=row, field=field) from exc
     return parsed.dt.as_unit("ns").array.asi8.copy()
 
 
@@ -252,7 +260,9 @@ def _int_column(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         return values.to_numpy(dtype=np.int64), np.ones(len(values), dtype=bool)
     num = pd.to_numeric(values, errors="coerce")
     arr = num.to_numpy(dtype=float, na_value=np.nan)
-    ok = np.isfinite(arr) & (np.floor(arr) == arr)
+    with np.errstate(invalid="ignore"):
+        # a count beyond int64 would wrap when stored: not a count
+        ok = np.isfinite(arr) & (np.floor(arr) == arr) & (np.abs(arr) < 2.0**63)
     out = np.where(ok, arr, 0).astype(np.int64)
     return out, ok
 

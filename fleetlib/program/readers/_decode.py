@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import DEFAULT_MAX_BYTES, GZIP_MAGIC, _check_regular, compression_of
+from fleetlib._io import GZIP_MAGIC, _check_regular, compression_of, current_limits
 from fleetlib.quality import InputError
 
 try:  # typed, column-projected decoding; the stdlib path below is complete without it
@@ -77,7 +77,7 @@ _TRAILING_RE = re.compile(r"trailing characters \(byte (\d+)\)")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _load_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+def _load_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
     """Return a trace file's bytes as stored, checked the way :mod:`fleetlib._io` checks every input.
 
     A path that is not a regular file is refused before any byte is read; a compression other than
@@ -91,6 +91,7 @@ def _load_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     19.9 MB against 13.6 MB).
     """
     _check_regular(path)
+    max_bytes = current_limits().max_bytes if max_bytes is None else max_bytes
     file = str(path)
     try:
         raw = path.read_bytes()
@@ -104,7 +105,7 @@ def _load_bytes(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     return raw
 
 
-def _gunzip(raw: bytes, file: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes | bytearray:
+def _gunzip(raw: bytes, file: str, max_bytes: int | None = None) -> bytes | bytearray:
     """Decompress gzip (all members) into one growing buffer, a slice of input at a time.
 
     ``gzip.decompress`` joins its output blocks at the end, briefly holding the text twice; this
@@ -116,6 +117,7 @@ def _gunzip(raw: bytes, file: str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes 
     """
     if raw[:2] != GZIP_MAGIC:
         return raw
+    max_bytes = current_limits().max_bytes if max_bytes is None else max_bytes
     # trust the trailer only within a plausible ratio: a truncated file ends in arbitrary bytes
     presize = min(int.from_bytes(raw[-4:], "little"), 64 * len(raw), max_bytes) if len(raw) >= 18 else 0
     out = bytearray(presize)
@@ -255,6 +257,21 @@ class _Source:
         self.typed = typed and _DECODER is not None
 
     def chunks(self) -> Iterator[list[Any]]:
+        limit = current_limits().max_events
+        seen = 0
+        try:  # a decoder recurses per nesting level: a hostile document ends in one line, not a traceback
+            for events in self._chunks():
+                seen += len(events)
+                if seen > limit:
+                    raise InputError(f"more than {limit:,} trace events (limit max_events; raise it with "
+                                     "--limit max_events=N)", file=self.file, field="traceEvents")
+                yield events
+        except RecursionError:
+            raise InputError("JSON nested too deep to decode (a trace event is a few levels deep); "
+                             "expected a Chrome-trace JSON object or array", file=self.file,
+                             field="json") from None
+
+    def _chunks(self) -> Iterator[list[Any]]:
         buf = self.buf
         start = _skip_ws(buf, 0)
         if buf[start:start + 3] == b"\xef\xbb\xbf":

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import _check_regular, excerpt
 from fleetlib.program.schema import RANK_TIMER_COLUMNS
 from fleetlib.quality import DomainError, InputError, Ledger
 
@@ -110,6 +111,7 @@ def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
         return files
     if not p.exists():
         raise InputError("no such file or folder", file=str(p))
+    _check_regular(p)  # a device or a pipe is refused before it is opened (a FIFO would block)
     return [p]
 
 
@@ -230,7 +232,8 @@ def _numeric(col: pd.Series, name: str, what: str, file: str, first_row: int) ->
     bad = (coerced.isna() & col.notna()).to_numpy() | is_bool
     if bad.any():
         i = _first_bad(bad)
-        raise InputError(f"must be {what}; got {col.iloc[i]!r}", file=file, row=first_row + i, field=name)
+        raise InputError(f"must be {what}; got {excerpt(col.iloc[i])}", file=file, row=first_row + i,
+                         field=name)
     return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
@@ -242,8 +245,16 @@ def _int_array(col: pd.Series, name: str, file: str, first_row: int) -> np.ndarr
         bad = ~np.isfinite(as_float) | (as_float != np.round(as_float))
         if bad.any():
             i = _first_bad(bad)
-            raise InputError(f"must be a whole number; got {col.iloc[i]!r}", file=file, row=first_row + i,
-                             field=name)
+            raise InputError(f"must be a whole number; got {excerpt(col.iloc[i])}", file=file,
+                             row=first_row + i, field=name)
+        # check the range before the cast: a float beyond int64 would wrap (1e20 -> -9223372036854775808)
+        top_f = float(MAX_RANK) if name == "rank" else 2.0**63
+        over = (as_float < 0) | (as_float > top_f) | (as_float >= 2.0**63)
+        if over.any():
+            i = _first_bad(over)
+            limit = f" and at most {MAX_RANK}" if name == "rank" else " and within the int64 range"
+            raise InputError(f"must be >= 0{limit}; got {excerpt(col.iloc[i])}", file=file,
+                             row=first_row + i, field=name)
         values = as_float.astype(np.int64)
     top = MAX_RANK if name == "rank" else np.iinfo(np.int64).max
     bad = (values < 0) | (values > top)

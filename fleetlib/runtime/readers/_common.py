@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_bytes, read_text
+from fleetlib._io import (
+    as_paths,
+    current_limits,
+    excerpt,
+    out_of_range_int,
+    read_bytes,
+    read_text,
+    time_range,
+)
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
@@ -290,8 +298,62 @@ def _posix_s_to_utc(values: Any) -> pd.Series:
     arr = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype="float64")
     ok = np.isfinite(arr)
     ns = np.full(arr.size, _NAT, dtype=np.int64)
-    ns[ok] = np.rint(arr[ok] * 1e6).astype(np.int64) * 1000
+    # a count of seconds beyond what a time can hold is pinned to the edge (year 1677 or 2262), where
+    # the plausible-range check rejects it, instead of wrapping round to 1970
+    edge = _MAX_POSIX_S
+    ns[ok] = np.rint(np.clip(arr[ok], -edge, edge) * 1e6).astype(np.int64) * 1000
     return _utc(ns)
+
+
+#: The largest count of POSIX seconds a nanosecond time can hold (about 2262-04-11), less a margin.
+_MAX_POSIX_S = 9.2e9
+
+
+def _implausible_ns(ns: np.ndarray) -> np.ndarray:
+    """Mask of int64-nanosecond times (NaT excluded) outside the plausible range of :class:`Limits`."""
+    lo, hi = (t.value for t in time_range())
+    return (ns != _NAT) & ((ns < lo) | (ns >= hi))
+
+
+def _plausible_reason(field: str, ns: np.ndarray) -> list[str]:
+    """Why each time of ``ns`` is refused: what it reads as, and the range it should lie in."""
+    lim = current_limits()
+    span = f"[{lim.earliest_year}-01-01, {lim.latest_year}-01-01) UTC"
+    edge = int(_MAX_POSIX_S * 1e9)
+    out = []
+    for v in ns.tolist():
+        shown = ("beyond the years a time can hold" if abs(v) >= edge
+                 else f"reads as {pd.Timestamp(v, tz='UTC').isoformat()}")
+        out.append(f"{field} {shown}: outside the plausible range {span} (limits earliest_year, "
+                   "latest_year; a number in the wrong unit?)")
+    return out
+
+
+def _reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, _FileBook],
+                                columns: Sequence[str], *, representable_only: bool = False) -> pd.DataFrame:
+    """Reject rows whose POSIX-seconds columns are non-finite or outside the plausible time range.
+
+    With ``representable_only`` only the values no time can hold (beyond about 2262, which would
+    otherwise wrap round to 1970) are rejected here; the reader's own checks judge the rest.
+    """
+    lim = current_limits()
+    lo, hi = ((-_MAX_POSIX_S, _MAX_POSIX_S) if representable_only
+              else tuple(t.timestamp() for t in time_range(lim)))
+    bad_any = np.zeros(len(rec), dtype=bool)
+    for col in columns:
+        if col not in rec.columns:
+            continue
+        arr = pd.to_numeric(rec[col], errors="coerce").to_numpy(dtype="float64")
+        present = rec[col].notna().to_numpy()
+        with np.errstate(invalid="ignore"):
+            bad = present & ~bad_any & (~np.isfinite(arr) | (arr < lo) | (arr >= hi))
+        if bad.any():
+            _reject(books, rec[bad], col,
+                    [f"{col} {excerpt(v, 24)} (POSIX seconds) is not a time in the plausible range "
+                     f"[{lim.earliest_year}-01-01, {lim.latest_year}-01-01) UTC (limits earliest_year, "
+                     "latest_year)" for v in rec[col][bad].tolist()])
+            bad_any |= bad
+    return rec.loc[~bad_any].reset_index(drop=True) if bad_any.any() else rec
 
 
 def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
@@ -311,7 +373,7 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         missing = out.isna().to_numpy()
         if required and missing.any():
             _reject(books, frame[missing], field, f"missing {field}")
-        return out
+        return _drop_implausible(out, frame=frame, books=books, field=field)
     out_ns = np.full(n, _NAT, dtype=np.int64)
     if pd.api.types.is_datetime64_dtype(values.dtype):
         text = None
@@ -325,28 +387,36 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         _reject(books, frame[missing], field, f"missing {field}")
     if text is not None and aware_mask.any():
         parsed = pd.to_datetime(text[aware_mask], utc=True, format="ISO8601", errors="coerce")
+        beyond = aware_mask.copy()
+        beyond[aware_mask] = _outside_plausible(parsed)
+        parsed = _reject_outside(books, frame[aware_mask], field, parsed, text[aware_mask])
         out_ns[aware_mask] = _ns(parsed)
         bad = aware_mask.copy()
         bad[aware_mask] = parsed.isna().to_numpy()
+        bad &= ~beyond
         if bad.any():
             _reject(books, frame[bad], field,
-                    [f"{field} {v!r} is not an ISO 8601 time" for v in text[bad].tolist()])
+                    [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[bad].tolist()])
     naive_mask = ~aware_mask & ~missing
     if not naive_mask.any():
-        return _utc(out_ns)
+        return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
     if text is None:
         naive_parsed = values[naive_mask]
     else:
         naive_parsed = pd.to_datetime(text[naive_mask], format="ISO8601", errors="coerce")
+        beyond = naive_mask.copy()
+        beyond[naive_mask] = _outside_plausible(naive_parsed)
+        naive_parsed = _reject_outside(books, frame[naive_mask], field, naive_parsed, text[naive_mask])
         unparsed = naive_mask.copy()
         unparsed[naive_mask] = naive_parsed.isna().to_numpy()
         if unparsed.any():
-            _reject(books, frame[unparsed], field,
-                    [f"{field} {v!r} is not an ISO 8601 time" for v in text[unparsed].tolist()])
+            plain = unparsed & ~beyond
+            _reject(books, frame[plain], field,
+                    [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[plain].tolist()])
             naive_parsed = naive_parsed[~unparsed[naive_mask]]
             naive_mask = naive_mask & ~unparsed
             if not naive_mask.any():
-                return _utc(out_ns)
+                return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
     if tz is None:
         if not aware_mask.any():
             row = int(frame["_row"].iloc[int(np.argmax(naive_mask))])
@@ -356,7 +426,7 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         _reject(books, frame[naive_mask], field,
                 f"naive {field} among zone-aware times (mixed zones): the zone is unknown; pass tz= "
                 "to name it")
-        return _utc(out_ns)
+        return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
     try:
         localised = naive_parsed.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
     except Exception as exc:  # an unknown zone name
@@ -370,7 +440,51 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
     good = naive_mask & ~bad
     if good.any():
         _repair(books, frame[good], field, f"naive {field} localised to tz={tz}")
-    return _utc(out_ns)
+    return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+
+
+def _outside_plausible(times: Any) -> np.ndarray:
+    """Mask of parsed times (any unit, zone-aware or naive) outside the plausible range; NaT is not marked.
+
+    Works before the cast to nanoseconds, so a year such as -1 or 99999 is caught instead of
+    overflowing the cast.
+    """
+    s = pd.Series(times)
+    if isinstance(s.dtype, pd.DatetimeTZDtype):
+        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+    if not pd.api.types.is_datetime64_dtype(s.dtype):
+        return np.zeros(len(s), dtype=bool)
+    arr = s.to_numpy()
+    lim = current_limits()
+    lo, hi = np.datetime64(f"{lim.earliest_year}-01-01"), np.datetime64(f"{lim.latest_year}-01-01")
+    return ~np.isnat(arr) & ((arr < lo) | (arr >= hi))
+
+
+def _reject_outside(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str, parsed: pd.Series,
+                    written: pd.Series) -> pd.Series:
+    """Reject the rows of ``parsed`` outside the plausible range (quoting ``written``); blank them."""
+    out = _outside_plausible(parsed)
+    if not out.any():
+        return parsed
+    lim = current_limits()
+    _reject(books, frame[out], field,
+            [f"{field} {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+             f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+             for v in pd.Series(written).to_numpy(dtype=object)[out].tolist()])
+    return pd.Series(parsed).where(~out)
+
+
+def _drop_implausible(times: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook],
+                      field: str) -> pd.Series:
+    """Reject (and blank) the times outside the plausible range of :class:`fleetlib._io.Limits`."""
+    ns = _ns(times)
+    bad = _implausible_ns(ns)
+    if not bad.any():
+        return times
+    _reject(books, frame[bad], field, _plausible_reason(field, ns[bad]))
+    ns = ns.copy()
+    ns[bad] = _NAT
+    return _utc(ns)
 
 
 def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
@@ -388,9 +502,16 @@ def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _
     finite = np.isfinite(num.to_numpy())
     notint = ~blank & (~finite | (np.mod(np.where(finite, num, 0.0), 1.0) != 0.0))
     below = ~blank & finite & (num.to_numpy() < minimum)
+    huge = ~blank & ~notint & (out_of_range_int(values) | (np.abs(np.where(finite, num, 0.0)) >= 2.0**63))
+    if huge.any():
+        _reject(books, frame[huge], field,
+                [f"{field} {excerpt(v, 24)} is beyond the int64 range (it would wrap)"
+                 for v in values[huge].tolist()])
+        notint = notint | huge
     if notint.any():
-        _reject(books, frame[notint], field,
-                [f"{field} {v!r} is not an integer" for v in values[notint].tolist()])
+        plain = notint & ~huge
+        _reject(books, frame[plain], field,
+                [f"{field} {v!r} is not an integer" for v in values[plain].tolist()])
     if below.any():
         _reject(books, frame[below], field, f"{field} must be >= {minimum}")
     if required and blank.any():

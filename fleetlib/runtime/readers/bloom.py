@@ -24,8 +24,10 @@ from fleetlib.runtime.readers._common import (
     _int_column,
     _job_column,
     _load_table,
+    _outside_plausible,
     _protocol_window,
     _reject,
+    _reject_outside,
     _repair,
     _sort_events,
     _text_column,
@@ -89,11 +91,13 @@ def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, Tim
     day_only = (tod.isna() | (tod == "")).to_numpy()
     local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
     naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
-    bad = naive.isna().to_numpy() & ~no_tz
+    beyond = _outside_plausible(naive) & ~no_tz
+    naive = _reject_outside(books, base, "date", naive.where(~no_tz), local_text)
+    bad = naive.isna().to_numpy() & ~no_tz & ~beyond
     if bad.any():
         _reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
     utc = pd.Series(pd.NaT, index=range(len(df)), dtype=_TIME_DTYPE)
-    ok = ~bad & ~no_tz
+    ok = ~bad & ~no_tz & ~beyond
     for zone in pd.unique(tz[ok]):  # a handful of zones
         m = ok & (tz == zone).to_numpy()
         try:

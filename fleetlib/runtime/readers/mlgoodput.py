@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import Ledger
+from fleetlib._io import current_limits, json_depth_rows, load_json, out_of_range_int
+from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
@@ -35,6 +36,7 @@ from fleetlib.runtime.readers._common import (
     _protocol_window,
     _read_text,
     _reject,
+    _reject_implausible_seconds,
     _sort_events,
     _stem,
     _timeline_tables,
@@ -299,11 +301,17 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
         book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
         books[file] = book
         bad: dict[str | None, tuple[list[int], list[str]]] = {}  # field -> (rows, reasons)
+        too_deep = set(json_depth_rows(text, per_line=True).tolist())
         for lineno in rows:
+            if lineno in too_deep:
+                _note(bad, lineno, None, f"JSON nested more than {current_limits().max_depth} deep (limit "
+                                         "max_depth; raise it with --limit max_depth=N)")
+                continue
             try:
-                obj = json.loads(lines[lineno - 1])
-            except json.JSONDecodeError as exc:
-                _note(bad, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                obj = load_json(lines[lineno - 1], file=file, row=lineno, depth_checked=True)
+            except InputError as exc:
+                why = str(exc).split(": ", 1)[-1].split(" (a truncated line?)")[0]
+                _note(bad, lineno, None, why.replace("not valid JSON (", "invalid JSON (", 1))
                 continue
             if not isinstance(obj, dict):
                 _note(bad, lineno, None, "the line is not a JSON object")
@@ -324,6 +332,16 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     for col in ("t2", "dur", "step", "label", "where", "sync", "preempt_t"):
         if col not in rec.columns:
             rec[col] = None
+    # a time no timestamp can hold is refused here (it would wrap to 1970); a merely early one is
+    # judged against its attempt's job_start_time below, which says more
+    rec = _reject_implausible_seconds(rec, books, ("t", "t2", "preempt_t"), representable_only=True)
+    huge_step = out_of_range_int(rec["step"])
+    if huge_step.any():
+        _reject(books, rec[huge_step], "step", [f"step {v} is beyond the int64 range (it would wrap)"
+                                                for v in rec["step"][huge_step].tolist()])
+        rec = rec.loc[~huge_step].reset_index(drop=True)
+    if rec.empty:
+        return TimelineTables.empty(), _close(books)
     rec["step"] = pd.array(rec["step"].to_numpy(dtype=object), dtype="Int64")
     rec["time"] = _posix_s_to_utc(rec["t"])
     # exact duplicates (same job, type, times, step) are copies

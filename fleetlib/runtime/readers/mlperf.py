@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, Ledger, check_nonnegative
+from fleetlib._io import load_json, time_range
+from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     _TIME_DTYPE,
@@ -61,6 +62,7 @@ class _MllogParse:
 
 
 def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float) -> _MllogParse:
+    plausible_ms = tuple(t.value / 1e6 for t in time_range())
     text = _read_text(path)
     file = str(path)
     truncated = bool(text) and not text.endswith("\n")
@@ -72,12 +74,14 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         rows.append(lineno)
         prefix = _RANK_PREFIX.match(line[:at])
         payload = line[at + len(_MLLOG_TAG):].strip()
-        try:
-            obj = json.loads(payload)
-        except json.JSONDecodeError as exc:
+        try:  # bounded nesting, finite numbers only (fleetlib._io)
+            obj = load_json(payload, file=file, row=lineno)
+        except InputError as exc:
             bad_rows.append(lineno)
             bad_fields.append(None)
-            bad_reasons.append(f"invalid JSON after {_MLLOG_TAG} ({exc.msg} at column {exc.colno})")
+            why = str(exc).split(": ", 1)[-1].split("; expected one complete JSON")[0]
+            bad_reasons.append(f"invalid JSON after {_MLLOG_TAG} ({why.removeprefix('not valid JSON (')}"
+                               + ("" if why.startswith("not valid JSON (") else ")"))
             continue
         if not isinstance(obj, dict):
             bad_rows.append(lineno)
@@ -88,6 +92,9 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         problem = None
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
             problem = ("time_ms", f"time_ms must be a number of milliseconds since the epoch; got {t!r}")
+        elif not plausible_ms[0] <= t < plausible_ms[1]:  # fleetlib._io.Limits: no 1970, no overflow
+            problem = ("time_ms", f"time_ms {t!r} is outside the plausible range (limits earliest_year, "
+                                  "latest_year)")
         elif obj.get("event_type") not in _MLLOG_TYPES:
             problem = ("event_type",
                        f"event_type must be one of {_MLLOG_TYPES}; got {obj.get('event_type')!r}")

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import as_paths, excerpt, json_depth_rows, load_json, load_yaml_all, read_text, time_range
+from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.records import SchedulerRecords
@@ -252,10 +253,15 @@ def _parse_time_columns(
         vals = pd.Series(pd.NaT, index=frame.index, dtype=_TIME)
         aw = out.aware[col] & ~rejected
         if aw.any():
-            vals[aw] = pd.to_datetime(s[aw], utc=True, errors="coerce", format="ISO8601").dt.as_unit("ns")
+            parsed = pd.to_datetime(s[aw], utc=True, errors="coerce", format="ISO8601")
+            rejected |= _reject_implausible(book, file, rows, col, aw, parsed, s)
+            vals[aw & ~rejected] = parsed[~rejected[aw]].dt.as_unit("ns")
         nv = out.naive[col] & ~rejected
         if nv.any() and tz is not None:
             local = pd.to_datetime(s[nv], errors="coerce", format="ISO8601")
+            rejected |= _reject_implausible(book, file, rows, col, nv, local, s)
+            local = local[~rejected[nv]]
+            nv = nv & ~rejected
             try:
                 loc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
             except Exception as exc:  # an unknown zone name
@@ -273,9 +279,39 @@ def _parse_time_columns(
         bad = (~out.missing[col]) & (~rejected) & vals.isna().to_numpy()
         book.reject(file, rows[bad], col, f"not a time: expected ISO 8601 ({format_hint})")
         rejected |= bad
+        lo, hi = time_range()
+        implausible = vals.notna().to_numpy() & ~rejected & ((vals < lo) | (vals >= hi)).to_numpy()
+        if implausible.any():
+            lim = _limits()
+            book.reject(file, rows[implausible], col,
+                        [f"time {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+                         f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+                         for v in frame[col][implausible].tolist()])
+            rejected |= implausible
+            vals = vals.where(~implausible)
         out.parsed[col] = vals
         out.bad[col] = bad
     return out, rejected
+
+
+def _reject_implausible(book: _Book, file: str, rows: np.ndarray, col: str, where: np.ndarray,
+                        parsed: pd.Series, written: pd.Series) -> np.ndarray:
+    """Reject parsed times (any unit) outside the plausible range, before any cast to nanoseconds.
+
+    Returns the mask (over all rows) of those rejected.
+    """
+    t = parsed.dt.tz_convert("UTC").dt.tz_localize(None) if parsed.dt.tz is not None else parsed
+    arr = t.to_numpy()
+    lim = _limits()
+    lo, hi = np.datetime64(f"{lim.earliest_year}-01-01"), np.datetime64(f"{lim.latest_year}-01-01")
+    out = np.zeros(len(where), dtype=bool)
+    out[where] = ~np.isnat(arr) & ((arr < lo) | (arr >= hi))
+    if out.any():
+        book.reject(file, rows[out], col,
+                    [f"time {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
+                     f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
+                     for v in written[out].tolist()])
+    return out
 
 
 def queue_from_pending(
@@ -373,7 +409,7 @@ def _capacity_from_out_of_service(
     ev["out"] = ev.groupby("pool")["d"].cumsum().round(9)
     ev["end"] = ev.groupby("pool")["time"].shift(-1)
     ev = ev[ev["end"].notna()]
-    inst = ev["pool"].map(installed.astype(float))
+    inst = ev["pool"].map(installed.astype(float)).astype(float)  # float even when no node is listed
     return pd.DataFrame(
         {
             "pool": ev["pool"].to_numpy(dtype=object),
@@ -447,8 +483,6 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
     A ``kind: *List`` document contributes its items, each counted as a row.  JSON-lines files count
     rows by line; a line that is not JSON is rejected (a truncated export).
     """
-    import yaml  # a dependency of the scenario files already
-
     file = str(path)
     text = _read_text(path)
     if not text.strip():
@@ -461,32 +495,27 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
         lines = text.splitlines()
         present: list[int] = []
         broken: list[tuple[int, str]] = []
+        too_deep = set(json_depth_rows(text, per_line=True).tolist())
         for i, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             present.append(i)
+            if i in too_deep:
+                broken.append((i, f"JSON nested more than {_limits().max_depth} deep (limit max_depth; "
+                                  "raise it with --limit max_depth=N)"))
+                continue
             try:
-                docs.append((i, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                broken.append((i, f"not valid JSON ({exc.msg}); a truncated line?"))
+                docs.append((i, load_json(line, file=file, row=i, depth_checked=True)))
+            except InputError as exc:
+                broken.append((i, str(exc).split(": ", 1)[-1]))
         book.open(file, present)
         if broken:
             book.reject(file, [i for i, _ in broken], None, [why for _, why in broken])
         return [(r, o, json.dumps(o, sort_keys=True)) for r, o in docs]
-    try:
-        if stripped.startswith(("{", "[")):
-            loaded = [json.loads(text)]
-        else:
-            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg}); a truncated file?", file=file, row=exc.lineno) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(
-            f"malformed YAML ({getattr(exc, 'problem', exc)}); a truncated file?",
-            file=file,
-            row=(mark.line + 1) if mark is not None else None,
-        ) from exc
+    if stripped.startswith(("{", "[")):
+        loaded = [load_json(text, file=file)]
+    else:
+        loaded = [d for _, d in load_yaml_all(text, file=file, invalid="malformed YAML")]
     if not loaded:
         raise InputError("empty file: no objects", file=file, row=1)
     row = 0
@@ -514,7 +543,11 @@ def _quantity(value: object) -> float:
     if value is None:
         return float("nan")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            return float("nan")
+        return number if np.isfinite(number) else float("nan")
     s = str(value).strip()
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(m|k)?", s)
     if m is None:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from fleetlib._io import _check_regular, excerpt, load_json
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import _paths, _window, protocol_read
 from fleetlib.scheduling.records import (
@@ -54,9 +54,11 @@ def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = N
         The file is not a canonical scheduler file (missing ``fleetlib`` metadata) or a table fails
         structurally.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     p = Path(path)
+    _check_regular(p)  # a folder, a device or a pipe is refused before Arrow opens it
     try:
         pf = pq.ParquetFile(p)
     except (OSError, ValueError) as exc:
@@ -66,12 +68,32 @@ def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = N
     if raw is None:
         raise InputError("not a canonical scheduler file: the 'fleetlib' metadata (written by "
                          "fleetlib.scheduling.synth.write_allocations) is missing", file=str(p))
-    meta = json.loads(raw)
-    if meta.get("format") != CANONICAL_FORMAT:
-        raise InputError(f"unknown canonical format {meta.get('format')!r}", file=str(p))
+    meta = load_json(raw, file=str(p))
+    if not isinstance(meta, dict) or meta.get("format") != CANONICAL_FORMAT:
+        shown = meta.get("format") if isinstance(meta, dict) else meta
+        raise InputError(f"unknown canonical format {excerpt(shown)}", file=str(p), field="fleetlib")
+    tables = meta.get("tables")
+    if not isinstance(tables, dict) or not all(
+            isinstance(v, list) and len(v) == 3 and all(type(x) is int and 0 <= x < 2**62 for x in v)
+            for v in tables.values()):
+        raise InputError("the 'fleetlib' metadata's tables are not name -> [first row group, end row "
+                         "group, rows]", file=str(p), field="fleetlib")
+    try:
+        return _read_tables(pf, p, tables, validate=validate, open_end=open_end)
+    except (pa.ArrowException, OSError) as exc:  # a corrupt page, a column of another type
+        raise InputError(f"cannot read the Parquet data ({excerpt(exc, 120)}); expected a file written by "
+                         "fleetlib.scheduling.synth.write_allocations", file=str(p)) from None
+
+
+def _read_tables(pf: Any, p: Path, tables: dict[str, list[int]], *, validate: bool,
+                 open_end: Any) -> tuple[SchedulerRecords, Ledger]:
+    """Read and validate each canonical table named in the metadata."""
     ledger = Ledger()
     out: dict[str, pd.DataFrame | None] = dict.fromkeys(CANONICAL_TABLES)
-    for name, (g0, g1, rows) in meta["tables"].items():
+    for name, (g0, g1, rows) in tables.items():
+        if g1 > pf.num_row_groups:
+            raise InputError(f"table {name!r} names row group {g1 - 1}, but the file has "
+                             f"{pf.num_row_groups}", file=str(p), field="fleetlib")
         if name not in _TABLE_COLUMNS:
             raise InputError(f"unknown table {name!r} in the metadata", file=str(p))
         cols = list(_TABLE_COLUMNS[name])

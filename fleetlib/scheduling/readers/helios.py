@@ -173,8 +173,10 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) ->
     alive &= ~miss_t
     nums = {}
     for c in _HELIOS_REQUIRED[1:]:
-        v = pd.to_numeric(raw[c], errors="coerce")
-        bad = (v.isna() | (v != np.round(v))).to_numpy() & alive
+        v = pd.to_numeric(raw[c], errors="coerce").astype(float)
+        # inf, and counts beyond int64 (which would wrap when stored), are not whole numbers here
+        with np.errstate(invalid="ignore"):
+            bad = (v.isna() | ~np.isfinite(v) | (v.abs() >= 2.0**63) | (v != np.round(v))).to_numpy() & alive
         if c != "idle_gpu_num":
             bad |= (v < 0).to_numpy() & alive
         book.reject(file, rows[bad], c, "not a non-negative whole number")
@@ -240,8 +242,9 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
     )
     alive = ~rejected
     vals = raw[pools].apply(pd.to_numeric, errors="coerce")
-    bad = (vals.isna() | (vals < 0)).any(axis=1).to_numpy() & alive
-    book.reject(file, rows[bad], None, "a quota is not a non-negative number")
+    vals = vals.astype(float)
+    bad = (vals.isna() | (vals < 0) | (vals >= 2.0**63) | ~np.isfinite(vals)).any(axis=1).to_numpy() & alive
+    book.reject(file, rows[bad], None, "a quota is not a finite non-negative number")
     alive &= ~bad
     if "total" in raw.columns:
         tot = pd.to_numeric(raw["total"], errors="coerce")
@@ -286,14 +289,14 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
             )
             v, d = v[~glitchy], d[~glitchy]
     long = v.assign(_day=d.to_numpy()).melt(id_vars="_day", var_name="pool", value_name="q")
-    local_day = long["_day"].dt.tz_convert(tz)
+    local_day = long["_day"].astype(_TIME).dt.tz_convert(tz)  # typed even when no day is left
     end = (local_day + pd.DateOffset(days=1)).dt.tz_convert("UTC")
     out = pd.DataFrame(
         {
             "pool": long["pool"].astype(object).to_numpy(),
-            "start": long["_day"].reset_index(drop=True),
+            "start": long["_day"].astype(_TIME).reset_index(drop=True),
             "end": end.dt.as_unit("ns").reset_index(drop=True),
-            "devices_in_service": long["q"].round().astype("int64").to_numpy(),
+            "devices_in_service": long["q"].astype(float).round().astype("int64").to_numpy(),
             "devices_out_of_service": np.zeros(len(long), dtype=np.int64),
         }
     )
@@ -301,8 +304,9 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
 
 
 def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
-    c = cap.sort_values("start")
-    o = occ.sort_values("start")
+    # one dtype for the keys on both sides, even when a side is empty
+    c = cap.sort_values("start").astype({"pool": object, "start": _TIME})
+    o = occ.sort_values("start").astype({"pool": object, "start": _TIME})
     m = pd.merge_asof(
         o[["pool", "start", "in_service"]],
         c[["pool", "start", "end", "devices_in_service"]],

@@ -144,7 +144,8 @@ def read_kueue(
             else:
                 book.reject(file, row, "kind", f"kind {kind!r} is not Workload, ClusterQueue or LocalQueue")
     if not wl_rows:
-        raise InputError("no usable Workload objects in the input", file=str(paths[0]))
+        raise InputError(f"no usable Workload objects in the input ({book.settle().summary()})",
+                         file=str(paths[0]))
     wl = pd.DataFrame(wl_rows)
     cond = pd.DataFrame(cond_rows, columns=["file", "row", "key", "type", "status", "time", "reason"])
     records = _kueue_tables(
@@ -341,7 +342,8 @@ def _kueue_times(
     wl = wl[~wl["row_id"].isin(bad)].reset_index(drop=True)
     cond = cond[~cond["row_id"].isin(bad)].reset_index(drop=True)
     if wl.empty:
-        raise InputError("every Workload object was rejected; see the ledger", file=source.split(",")[0])
+        raise InputError(f"every Workload object was rejected ({book.settle().summary()})",
+                         file=source.split(",")[0])
     return wl, cond
 
 
@@ -437,6 +439,20 @@ def _judge_kueue_attempts(
     )
     att.loc[never, "gang_complete"] = att.loc[never, "release"]
     v.reject(_on(att["release"] < att["gang_complete"]), None, "released before its gang completed")
+    # an end condition stamped before the first admission: the conditions are out of order, and the
+    # attempt after it is not "still holding"
+    early = ev[(ev["attempt"] < 0) & (ev["kind"] == "end")].groupby("key").first()
+    if len(early):
+        first_att = att["attempt"] == 0
+        hit = first_att & att["key"].isin(early.index) & ~ended & (~v.rejected)
+        if hit.any():
+            e = early.reindex(att.loc[hit, "key"])
+            kind = e["raw_end"].astype(str).where(e["raw_end"].notna(), "end")
+            reasons = (kind.to_numpy(dtype=object) + " at " + e["time"].astype(str).to_numpy(dtype=object)
+                       + " is stamped before Admitted at "
+                       + att.loc[hit, "first_assigned"].astype(str).to_numpy(dtype=object)
+                       + ": conditions out of order, the hold cannot be timed")
+            v.reject(np.flatnonzero(_on(hit)), None, reasons)
     still = ~ended & (~v.rejected)
     v.reject(
         _on(still & (att["first_assigned"] > win_end)), None, "admitted after the window end and still open"

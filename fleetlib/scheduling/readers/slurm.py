@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits, excerpt
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     _PENDING,
@@ -86,13 +87,17 @@ _EVENT_REQUIRED = ("NodeName", "TimeStart", "TimeEnd", "State")
 _OUT_OF_SERVICE = r"DOWN|DRAIN|FAIL|MAINT|POWER|REBOOT|NOT_RESPONDING|NO_RESPOND|\*"
 
 
-def expand_hostlist(expression: str) -> list[str]:
+def expand_hostlist(expression: str, *, max_names: int | None = None) -> list[str]:
     """Expand a Slurm hostlist expression into node names.
 
     Parameters
     ----------
     expression
         For example ``"gpu-a[001-003,007],gpu-h01"``; zero padding of a range is kept.
+    max_names
+        The most names the expression may expand to (default: the ``max_node_names`` limit in
+        force); the count is computed before anything is expanded, so a 60-byte
+        ``gpu-a[0000000000-9999999999]`` is refused at once instead of expanding 10^10 names.
 
     Returns
     -------
@@ -102,8 +107,19 @@ def expand_hostlist(expression: str) -> list[str]:
     Raises
     ------
     ValueError
-        When the brackets do not balance or a range is not numeric.
+        When the brackets do not balance, a range is not numeric or runs backwards, or the names
+        would number more than ``max_names``.
     """
+    limit = current_limits().max_node_names if max_names is None else max_names
+    count = _hostlist_size(expression)
+    if count > limit:
+        raise ValueError(f"hostlist {excerpt(expression)} expands to {count:,} node names, more than the "
+                         f"{limit:,} allowed (limit max_node_names; raise it with --limit max_node_names=N)")
+    return _expand_hostlist(expression)
+
+
+def _hostlist_parts(expression: str) -> list[str]:
+    """Split a hostlist at its top-level commas (refusing unbalanced brackets)."""
     parts: list[str] = []
     depth, cur = 0, []
     for ch in expression.strip():
@@ -112,34 +128,96 @@ def expand_hostlist(expression: str) -> list[str]:
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise ValueError(f"unbalanced ']' in hostlist {expression!r}")
+                raise ValueError(f"unbalanced ']' in hostlist {excerpt(expression)}")
         if ch == "," and depth == 0:
             parts.append("".join(cur))
             cur = []
         else:
             cur.append(ch)
     if depth:
-        raise ValueError(f"unbalanced '[' in hostlist {expression!r}")
+        raise ValueError(f"unbalanced '[' in hostlist {excerpt(expression)}")
     parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _hostlist_size(expression: str) -> int:
+    """Count the names a hostlist expands to, without expanding it (ranges multiply, parts add)."""
+    total = 0
+    for part in _hostlist_parts(expression):
+        if not part:
+            continue
+        m = re.fullmatch(r"([^\[\]]*)\[([^\[\]]+)\](.*)", part)
+        if m is None:
+            total += 1
+            continue
+        _, ranges, suffix = m.groups()
+        width = 0
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise ValueError(f"non-numeric range {excerpt(r)} in hostlist {excerpt(expression)}")
+            if hi and int(hi) < int(lo):
+                raise ValueError(f"range {excerpt(r)} runs backwards in hostlist {excerpt(expression)}")
+            width += int(hi or lo) - int(lo) + 1
+        total += width * (_hostlist_size(suffix) if suffix else 1)
+    return total
+
+
+def _expand_hostlist(expression: str) -> list[str]:
     out: list[str] = []
-    for part in (p.strip() for p in parts):
+    for part in _hostlist_parts(expression):
         if not part:
             continue
         m = re.fullmatch(r"([^\[\]]*)\[([^\[\]]+)\](.*)", part)
         if m is None:
             if "[" in part or "]" in part:
-                raise ValueError(f"cannot read hostlist {expression!r}")
+                raise ValueError(f"cannot read hostlist {excerpt(expression)}")
             out.append(part)
             continue
         prefix, ranges, suffix = m.groups()
         for r in ranges.split(","):
             lo, _, hi = r.partition("-")
             if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise ValueError(f"non-numeric range {r!r} in hostlist {expression!r}")
+                raise ValueError(f"non-numeric range {r!r} in hostlist {excerpt(expression)}")
             width = len(lo)
             for i in range(int(lo), int(hi or lo) + 1):
-                out.extend(expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
+                out.extend(_expand_hostlist(f"{prefix}{i:0{width}d}{suffix}"))
     return out
+
+
+#: States of a job that has run (so its record must show a Start and an allocation).
+_SLURM_RAN = frozenset({"COMPLETED", "COMPLETING", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                        "PREEMPTED", "RUNNING", "SUSPENDED", "DEADLINE"})
+
+#: How far sacct's Elapsed may differ from End - Start before the record is flagged (Elapsed is printed
+#: in whole seconds).
+ELAPSED_TOLERANCE_S = 1.0
+
+
+def _elapsed_seconds(text: pd.Series) -> np.ndarray:
+    """Parse sacct's ``[D-]HH:MM:SS`` (or ``MM:SS``) Elapsed into seconds; NaN where unreadable."""
+    m = text.fillna("").astype(str).str.strip().str.extract(
+        r"^(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+(?:\.\d+)?)$")
+    parts = m.apply(pd.to_numeric, errors="coerce")
+    secs = (parts["d"].fillna(0) * 86400 + parts["h"].fillna(0) * 3600 + parts["m"] * 60 + parts["s"])
+    return secs.to_numpy(dtype=float)
+
+
+def _flag_elapsed(df: pd.DataFrame, closed: np.ndarray, flag: Callable[..., None]) -> None:
+    """Flag records whose Elapsed disagrees with End - Start (the times are kept: they are what S uses)."""
+    if "Elapsed" not in df.columns or not closed.any():
+        return
+    elapsed = _elapsed_seconds(df["Elapsed"])
+    span = (df["End_t"] - df["Start_t"]).dt.total_seconds().to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        off = (closed & np.isfinite(elapsed) & np.isfinite(span)
+               & (np.abs(elapsed - span) > ELAPSED_TOLERANCE_S))
+    if off.any():
+        flag(off, "elapsed_disagrees", "Elapsed",
+             "Elapsed " + df["Elapsed"].astype(str).str.slice(0, 24) + " is "
+             + pd.Series(elapsed - span, index=df.index).round(0).astype("Int64").astype(str)
+             + " s off End - Start " + pd.Series(span, index=df.index).round(0).astype("Int64").astype(str)
+             + " s: the times are used, Elapsed is not")
 
 
 def _pipe_table(path: Path, text: str, required: Sequence[str], book: _Book, what: str) -> pd.DataFrame:
@@ -312,7 +390,8 @@ def read_slurm(
         times = times.dropna()
         if times.empty:
             raise InputError(
-                "no usable job records (every row was rejected or the file has none): no window",
+                "no usable job records (every row was rejected or the file has none): no window "
+                f"({book.settle().summary()})",
                 file=str(sacct_parts[0]["_file"].iloc[0]) if len(sacct_parts[0]) else None,
             )
         win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
@@ -408,6 +487,13 @@ def _slurm_jobs(
         "End",
         "state " + state_word + " has no End time",
     )
+    # a state that says the job ran, on a record that shows no start: not a job still waiting
+    ran = state_word.isin(_SLURM_RAN).to_numpy() & ~started
+    no_start = start.isna().to_numpy()
+    reject(ran & no_start, "Start", "state " + state_word + " says the job ran, but it has no Start time")
+    reject(ran & ~no_start, "AllocTRES",
+           "state " + state_word + " says the job ran, but AllocTRES names no allocation")
+    _flag_elapsed(df, started & alive & end.notna().to_numpy(), flag)
     # --- never-started records: jobs that waited and left the queue, or still wait
     never = (~started) & alive
     req_dev = requested.fillna(devices)
@@ -508,7 +594,9 @@ def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.D
         frames.append(frame)
     if not frames:
         return None
-    return pd.concat([f[list(_SACCT_KEEP)] for f in frames], ignore_index=True)
+    # Elapsed is optional (cross-checked against End - Start when present)
+    return pd.concat([f[[c for c in (*_SACCT_KEEP, "Elapsed") if c in f.columns]] for f in frames],
+                     ignore_index=True)
 
 
 def _sacct_tables(

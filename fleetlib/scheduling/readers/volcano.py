@@ -237,7 +237,8 @@ def _volcano_frame(
 ) -> pd.DataFrame:
     """Parse times, reject records without GPU demand, flag unknown phases; return the kept records."""
     if not recs:
-        raise InputError("no usable PodGroup records in the input", file=str(paths[0]))
+        raise InputError(f"no usable PodGroup records in the input ({book.settle().summary()})",
+                         file=str(paths[0]))
     df = pd.DataFrame(recs)
     keep = np.ones(len(df), dtype=bool)
     df["t"] = pd.Series(pd.NaT, index=df.index, dtype=_TIME)
@@ -276,7 +277,8 @@ def _volcano_frame(
         )
     df = df[keep].sort_values(["key", "t", "row"], kind="stable").reset_index(drop=True)
     if df.empty:
-        raise InputError("every PodGroup record was rejected; see the ledger", file=str(paths[0]))
+        raise InputError(f"every PodGroup record was rejected ({book.settle().summary()})",
+                         file=str(paths[0]))
     df["row_id"] = _row_ids(df)
     return df
 

@@ -1,0 +1,144 @@
+"""Write the hostile-input corpus (run from the repository root: python tests/corpus/hostile/make_corpus.py).
+
+One or two small files per class of broken or hostile input, per rung; README.md lists each file, its
+class and the message or ledger entry tests/test_hostile_inputs.py asserts for it.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def laughs(levels: int = 9, key_prefix: str = "") -> str:
+    """A "billion laughs" YAML mapping: ``levels`` aliases of nine, 9**levels strings once expanded."""
+    lines = [f'{key_prefix}l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        ref = ", ".join([f"*l{i - 1}"] * 9)
+        lines.append(f"{key_prefix}l{i}: &l{i} [{ref}]")
+    return "\n".join(lines) + "\n"
+
+
+KUEUE_HEAD = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: Workload
+metadata:
+  name: {name}
+  namespace: team-a
+  uid: u-{name}
+  creationTimestamp: "2024-05-06T08:59:00Z"
+spec:
+  queueName: team-a
+  priority: 10
+  podSets:
+  - name: main
+    count: 2
+    template: {{spec: {{containers: [{{name: c, resources: {{requests: {{nvidia.com/gpu: "8"}}}}}}]}}}}
+status:
+  admission:
+    clusterQueue: team-a-cq
+    podSetAssignments:
+    - {{name: main, count: 2, flavors: {{nvidia.com/gpu: a100}}, resourceUsage: {{nvidia.com/gpu: "16"}}}}
+  conditions:
+"""
+
+
+def cond(kind: str, reason: str, time: str) -> str:
+    return f'  - {{type: {kind}, status: "True", reason: {reason}, lastTransitionTime: "{time}"}}\n'
+
+
+def main() -> None:
+    sch = HERE / "scheduling"
+    run = HERE / "runtime"
+    prog = HERE / "program"
+    scen = HERE / "scenario"
+    for d in (sch, run, prog, scen):
+        d.mkdir(exist_ok=True)
+
+    # --- scheduling ------------------------------------------------------------------------------
+    # unbounded work: a 60-byte node list naming 10**10 nodes
+    (sch / "sinfo_hostlist_bomb.txt").write_text(
+        "NODELIST|PARTITION|GRES\ngpu-a[0000000000-9999999999]|gpu*|gpu:a100:8(S:0-1)\n"
+        "gpu-h01|h100|gpu:h100:8(S:0-1)\n")
+    # unbounded work: a billion-laughs Kueue file
+    (sch / "kueue_billion_laughs.yaml").write_text(laughs())
+    # nesting: a Kueue JSON file 100,000 deep (RecursionError before)
+    (sch / "kueue_deep.json").write_text("[" * 20_000 + "]" * 20_000 + "\n")
+    # out of order: Finished before Admitted (was "still holding, release censored")
+    good = (KUEUE_HEAD.format(name="good-wl") + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z")
+            + cond("PodsReady", "PodsReady", "2024-05-06T09:02:00Z")
+            + cond("Finished", "Succeeded", "2024-05-06T11:00:00Z"))
+    backwards = (KUEUE_HEAD.format(name="backwards-wl")
+                 + cond("Finished", "Succeeded", "2024-05-06T08:30:00Z")
+                 + cond("Admitted", "Admitted", "2024-05-06T09:00:00Z"))
+    (sch / "kueue_finished_before_admitted.yaml").write_text("---\n" + good + "---\n" + backwards)
+    # one deep line, one NaN, one 1e400 among good Volcano lines: only those lines are rejected
+    line = ('{"time":"2024-06-03T09:00:00Z","type":"ADDED","object":{"apiVersion":'
+            '"scheduling.volcano.sh/v1beta1",'
+            '"kind":"PodGroup","metadata":{"name":"pg-a","namespace":"ml","uid":"uid-pg-a",'
+            '"creationTimestamp":"2024-06-03T09:00:00Z"},"spec":{"minMember":2,"minResources":'
+            '{"nvidia.com/gpu":"4"},"queue":"research"},"status":{"phase":"Running","running":2}}}')
+    (sch / "volcano_hostile_lines.jsonl").write_text("\n".join([
+        line,
+        '{"deep": ' + "[" * 5000 + "]" * 5000 + "}",
+        line.replace('"running":2', '"running":NaN'),
+        line.replace('"running":2', '"running":1e400'),
+    ]) + "\n")
+    # values out of range: a Slurm time in year 2150 and a COMPLETED job with no Start, Elapsed off
+    header = ("JobID|JobIDRaw|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|Elapsed|State|"
+              "ExitCode|AllocTRES|ReqTRES|NodeList")
+    tres = "billing=8,cpu=8,gres/gpu=8,mem=100G,node=1"
+    (sch / "slurm_out_of_range.txt").write_text("\n".join([
+        header,
+        f"1|1|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2024-03-04T00:01:00|2024-03-04T01:01:00|"
+        f"01:00:00|COMPLETED|0:0|{tres}|{tres}|gpu-a001",
+        f"2|2|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2150-03-04T00:01:00|2150-03-04T01:01:00|"
+        f"01:00:00|COMPLETED|0:0|{tres}|{tres}|gpu-a001",
+        f"3|3|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|Unknown|2024-03-04T02:00:00|"
+        f"00:00:00|COMPLETED|0:0||{tres}|None assigned",
+        f"4|4|u|a|gpu|n|1|2024-03-04T00:00:00|2024-03-04T00:00:00|2024-03-04T02:00:00|2024-03-04T03:00:00|"
+        f"05:00:00|COMPLETED|0:0|{tres}|{tres}|gpu-a001",
+    ]) + "\n")
+
+    # --- runtime ---------------------------------------------------------------------------------
+    job = '{"job_name": "demo", '
+    (run / "mlgoodput_hostile_timeline.jsonl").write_text("\n".join([
+        job + '"job_start_time": 1741078800.0}',
+        job + '"step_count": 1, "step_start_time": 1e20}',
+        job + '"step_count": 99999999999999999999, "step_start_time": 1741078900.0}',
+        job + '"step_count": 3, "step_start_time": Infinity}',
+        '{"job_name": ' + "[" * 3000 + "]" * 3000 + "}",
+        job + '"job_end_time": 1741079800.0}',
+    ]) + "\n")
+    (run / "steps_out_of_range.csv").write_text("\n".join([
+        "job_id,attempt,step,start,end,input_wait_s",
+        "j,0,0,2025-02-10T14:05:12Z,2025-02-10T14:05:41Z,0.1",
+        "j,0,99999999999999999999,2025-02-10T14:05:41Z,2025-02-10T14:06:11Z,0.1",
+        "j,0,2,1900-01-01T00:00:00Z,2025-02-10T14:06:41Z,0.1",
+        "j,0,3,2025-02-10T14:06:41Z,-0001-03-20T10:00:00Z,0.1",
+        "j,0,4,2025-02-10T14:06:41Z,2025-02-10T14:07:11Z,inf",
+    ]) + "\n")
+    # a 1.5 kB gzip that inflates to 16 MiB of zeros (a small bomb for a small limit)
+    with open(run / "gzip_bomb_steps.csv.gz", "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
+        zeros = b"0" * (1 << 20)
+        for _ in range(16):
+            fh.write(zeros)
+
+    # --- program ---------------------------------------------------------------------------------
+    (prog / "rank_timers_rank_beyond_int64.csv").write_text(
+        "rank,step,duration_s\n0,0,1.0\n1e20,0,1.2\n2,0,1.1\n")
+    (prog / "model_billion_laughs.yaml").write_text(laughs())
+    (prog / "trace_deep.json").write_text('{"traceEvents": ' + "[" * 20_000 + "]" * 20_000 + "}\n")
+
+    # --- scenario files ----------------------------------------------------------------------------
+    (scen / "outside_absolute.yaml").write_text('traces_files: ["/etc/passwd"]\n')
+    (scen / "outside_dotdot.yaml").write_text('traces_files: ["../../../../../../../etc/passwd"]\n')
+    (scen / "invalid_utf8.yaml").write_bytes(b"scheduling_goodput: 0.65\nnote: caf\xe9\n")
+    (scen / "deep.yaml").write_text("runtime_goodput: " + "[" * 20_000 + "\n")
+    (scen / "billion_laughs.yaml").write_text(laughs())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""Broken and hostile input, by class and rung (tests/corpus/hostile, written by its make_corpus.py).
+
+Each file ends in one :class:`~fleetlib.InputError` whose text is asserted exactly, or in ledger
+entries whose rows and reasons are asserted exactly -- and the rest of the file is still read.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetlib import cli
+from fleetlib._io import (
+    Limits,
+    allowed_roots,
+    confined,
+    current_limits,
+    excerpt,
+    json_depth_rows,
+    load_json,
+    load_yaml,
+    out_of_range_int,
+    parse_limit,
+    using_limits,
+)
+from fleetlib.program.model_config import load_model_config
+from fleetlib.program.readers import READERS as PROGRAM
+from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime.readers import READERS as RUNTIME
+from fleetlib.scenario import load_parameters
+from fleetlib.scheduling.readers import READERS as SCHEDULING
+from fleetlib.scheduling.readers.slurm import expand_hostlist
+
+ROOT = Path(__file__).resolve().parents[1]
+H = Path("tests/corpus/hostile")
+SLURM_SAMPLE = "data/scheduler/slurm_sample/sacct.txt"
+
+DEPTH = "nested more than 64 deep (limit max_depth; raise it with --limit max_depth=N)"
+LAUGHS = ("YAML expands to more than 1,000,000 nodes once its aliases are expanded (limit max_yaml_nodes; "
+          "raise it with --limit max_yaml_nodes=N)")
+PLAUSIBLE = "outside the plausible range [2000-01-01, 2100-01-01) UTC (limits earliest_year, latest_year)"
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def entries(ledger, action="rejected"):
+    return [(e.row, e.field, e.reason) for e in ledger.entries if e.action == action]
+
+
+def refused(call, message):
+    with pytest.raises(InputError) as info:
+        call()
+    assert str(info.value) == message
+    return info.value
+
+
+# ------------------------------------------------------------------------------------------------
+# Scheduling
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_hostlist_bomb_is_counted_not_expanded_and_only_its_row_is_rejected():
+    started = time.perf_counter()
+    _, ledger = SCHEDULING["slurm"].read([SLURM_SAMPLE, H / "scheduling/sinfo_hostlist_bomb.txt"], tz="UTC")
+    assert time.perf_counter() - started < 20
+    bomb = [e for e in ledger.entries if e.file.endswith("sinfo_hostlist_bomb.txt")]
+    assert [(e.action, e.row, e.field, e.reason) for e in bomb] == [(
+        "rejected", 2, "NODELIST",
+        "hostlist 'gpu-a[0000000000-9999999999]' expands to 10,000,000,000 node names, more than the "
+        "1,000,000 allowed (limit max_node_names; raise it with --limit max_node_names=N)")]
+    assert ledger.balanced()
+
+
+def test_hostlist_size_is_counted_exactly_and_the_limit_can_be_raised():
+    names = [f"r{r}n{n:02d}" for r in (1, 2, 3) for n in (1, 2, 3, 4)] + ["x"]
+    assert expand_hostlist("r[1-3]n[01-04],x") == names
+    with pytest.raises(ValueError, match="expands to 13 node names, more than the 12 allowed"):
+        expand_hostlist("r[1-3]n[01-04],x", max_names=12)
+    with using_limits(max_node_names=13):
+        assert len(expand_hostlist("r[1-3]n[01-04],x")) == 13
+    with pytest.raises(ValueError, match="range '5-1' runs backwards"):
+        expand_hostlist("a[5-1]")
+
+
+def test_kueue_billion_laughs_and_deep_json_are_one_line_each():
+    refused(lambda: SCHEDULING["kueue"].read([H / "scheduling/kueue_billion_laughs.yaml"]),
+            f"file {H}/scheduling/kueue_billion_laughs.yaml, row 7: {LAUGHS}")
+    refused(lambda: SCHEDULING["kueue"].read([H / "scheduling/kueue_deep.json"]),
+            f"file {H}/scheduling/kueue_deep.json, row 1: JSON {DEPTH}")
+
+
+def test_kueue_finished_before_admitted_is_out_of_order_not_still_holding():
+    tables, ledger = SCHEDULING["kueue"].read([H / "scheduling/kueue_finished_before_admitted.yaml"])
+    assert entries(ledger) == [(2, None, "Finished:Succeeded at 2024-05-06 08:30:00+00:00 is stamped before "
+                                         "Admitted at 2024-05-06 09:00:00+00:00: conditions out of order, "
+                                         "the hold cannot be timed")]
+    assert entries(ledger, "repaired") == []  # no "still holding ... release censored"
+    assert (ledger.read, ledger.kept) == (2, 1)
+    assert len(tables["allocations"]) == 1
+
+
+def test_volcano_hostile_lines_are_rejected_and_the_good_line_kept():
+    tables, ledger = SCHEDULING["volcano"].read([H / "scheduling/volcano_hostile_lines.jsonl"])
+    assert entries(ledger) == [
+        (2, None, f"JSON {DEPTH}"),
+        (3, None, "NaN is not a number JSON allows; expected a finite number"),
+        (4, None, "number '1e400' is beyond the range of a float; expected a finite number"),
+    ]
+    assert ledger.read == 4 and ledger.balanced()
+    assert len(tables["allocations"]) == 1
+
+
+def test_slurm_out_of_range_times_a_ran_job_without_start_and_elapsed_disagreeing():
+    tables, ledger = SCHEDULING["slurm"].read([H / "scheduling/slurm_out_of_range.txt"], tz="UTC")
+    assert entries(ledger) == [
+        (3, "Start", f"time '2150-03-04T00:01:00' is {PLAUSIBLE}"),
+        (4, "Start", "state COMPLETED says the job ran, but it has no Start time"),
+    ]
+    flags = [(f.code, f.row, f.field, f.message) for f in ledger.flags]
+    message = "Elapsed 05:00:00 is 14400 s off End - Start 3600 s: the times are used, Elapsed is not"
+    assert flags == [("elapsed_disagrees", 5, "Elapsed", message)]
+    alloc = tables["allocations"]
+    assert len(alloc) == 2 and (alloc["release"] - alloc["first_assigned"]).max() == pd.Timedelta(hours=1)
+    assert ledger.balanced()
+
+
+def test_the_plausible_range_is_configurable():
+    with using_limits(latest_year=2200):
+        _, ledger = SCHEDULING["slurm"].read([H / "scheduling/slurm_out_of_range.txt"], tz="UTC")
+    assert [r for r, *_ in entries(ledger)] == [4]
+
+
+# ------------------------------------------------------------------------------------------------
+# Runtime
+# ------------------------------------------------------------------------------------------------
+
+
+def test_mlgoodput_bad_lines_are_rejected_with_true_reasons():
+    _, ledger = RUNTIME["mlgoodput"].read([H / "runtime/mlgoodput_hostile_timeline.jsonl"])
+    assert entries(ledger) == [
+        (2, "t", "t '1e+20' (POSIX seconds) is not a time in the plausible range [2000-01-01, 2100-01-01) "
+                 "UTC (limits earliest_year, latest_year)"),
+        (3, "step", "step 99999999999999999999 is beyond the int64 range (it would wrap)"),
+        (4, None, "Infinity is not a number JSON allows; expected a finite number"),
+        (5, None, f"JSON {DEPTH}"),
+    ]
+    assert (ledger.read, ledger.kept) == (6, 2)
+
+
+def test_canonical_steps_never_wrap_and_never_become_1970():
+    tables, ledger = RUNTIME["canonical"].read([H / "runtime/steps_out_of_range.csv"])
+    assert entries(ledger) == [
+        (3, "step", "step '99999999999999999999' is beyond the int64 range (it would wrap)"),
+        (4, "start", f"start '1900-01-01T00:00:00Z' is {PLAUSIBLE}"),
+        (5, "end", f"end '-0001-03-20T10:00:00Z' is {PLAUSIBLE}"),
+        (6, "input_wait_s", "input_wait_s 'inf' is not a finite number"),
+    ]
+    steps = tables["steps"]
+    assert steps["step"].tolist() == [0]
+    assert steps["start"].min() >= pd.Timestamp("2000-01-01", tz="UTC")
+
+
+def test_a_gzip_bomb_stops_at_the_byte_limit_with_bounded_memory():
+    tracemalloc.start()
+    try:
+        with using_limits(max_bytes=1_000_000):
+            refused(lambda: RUNTIME["canonical"].read([H / "runtime/gzip_bomb_steps.csv.gz"]),
+                    f"file {H}/runtime/gzip_bomb_steps.csv.gz, field 'gzip': decompresses to more than the "
+                    "1,000,000-byte input limit (max_bytes; raise it with --limit max_bytes=N)")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20  # the 16 MiB it inflates to is never held
+
+
+# ------------------------------------------------------------------------------------------------
+# Program: rank timers, traces, model configurations
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_rank_beyond_int64_is_refused_not_wrapped():
+    refused(lambda: PROGRAM["rank_timers"].read([H / "program/rank_timers_rank_beyond_int64.csv"]),
+            f"file {H}/program/rank_timers_rank_beyond_int64.csv, row 3, field 'rank': must be >= 0 and at "
+            "most 16777215; got '1e+20'")
+
+
+def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id():
+    from fleetlib.program import stragglers
+
+    n = 6_000
+    rank = np.where(np.arange(n) % 3 == 2, 16_777_215, np.arange(n) % 3)
+    step = np.arange(n) // 3
+    table = pd.DataFrame({"rank": rank, "step": step, "duration_s": 1.0 + (np.arange(n) % 3) / 10})
+    blocks = [stragglers._Block("t", None, 1, n // 2), stragglers._Block("t", None, 1 + n // 2, n - n // 2)]
+    parts = [table.iloc[: n // 2], table.iloc[n // 2:]]
+    tracemalloc.start()
+    try:
+        pairs = list(zip(parts, blocks, strict=True))
+        sp = stragglers._combine_steps(*(stragglers._pass1_block(p, b) for p, b in pairs))
+        rp = stragglers._combine_ranks(*(stragglers._pass2_block(p, b, sp.steps, sp.max_s) for p, b in pairs))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # the old bitmap (2,000 steps x 2 MiB per step) needed ~4 GiB
+    assert rp.ranks.tolist() == [0, 1, 16_777_215]
+    assert rp.count.tolist() == [2_000, 2_000, 2_000]
+    # rank 16,777,215 is slowest (1.2 s) at every step: it is every step's last arriver
+    assert set(sp.last.tolist()) == {16_777_215}
+    dup = pd.concat([parts[0], parts[1].iloc[:0], table.iloc[[5]]])
+    with pytest.raises(InputError, match="two rows for rank 16777215 at step 1"):
+        stragglers._combine_steps(stragglers._pass1_block(parts[0], blocks[0]),
+                                  stragglers._pass1_block(dup.iloc[-1:], stragglers._Block("u", None, 1, 1)))
+
+
+def test_a_trace_nested_too_deep_is_one_line():
+    refused(lambda: PROGRAM["kineto"].read([H / "program/trace_deep.json"]),
+            f"file {H}/program/trace_deep.json, field 'json': JSON nested too deep to decode (a trace event "
+            "is a few levels deep); expected a Chrome-trace JSON object or array")
+
+
+def test_a_billion_laughs_model_configuration_is_refused_before_anything_expands_it():
+    refused(lambda: load_model_config(H / "program/model_billion_laughs.yaml"),
+            f"file {H}/program/model_billion_laughs.yaml, row 7: {LAUGHS}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Scenario files: confinement, encoding, nesting
+# ------------------------------------------------------------------------------------------------
+
+OUTSIDE = ("lies outside the project root {root} (paths here are relative to it, and only paths inside it "
+           "are read, unless --allow-path names another folder)")
+
+
+@pytest.mark.parametrize(("name", "written"), [("outside_absolute", "/etc/passwd"),
+                                                ("outside_dotdot", "../../../../../../../etc/passwd")])
+def test_a_scenario_path_outside_the_project_is_refused(name, written):
+    refused(lambda: load_parameters(H / f"scenario/{name}.yaml"),
+            f"file {H}/scenario/{name}.yaml, field 'traces_files': path '{written}' "
+            + OUTSIDE.format(root=ROOT))
+
+
+def test_an_explicit_allow_list_opens_a_folder_and_only_that_folder(tmp_path):
+    with using_limits(allow=["/etc"]):
+        assert load_parameters(H / "scenario/outside_absolute.yaml")["traces_files"] == ["/etc/passwd"]
+        assert allowed_roots() == (Path("/etc").resolve(),)
+        with pytest.raises(InputError, match="lies outside"):
+            confined(tmp_path, "/usr/bin/env")
+    assert allowed_roots() == ()
+
+
+def test_invalid_utf8_deep_and_laughing_scenarios_are_one_line_each():
+    refused(lambda: load_parameters(H / "scenario/invalid_utf8.yaml"),
+            f"file {H}/scenario/invalid_utf8.yaml, row 2: cannot read the scenario file (byte 0xe9 at offset "
+            "34 is not UTF-8 text; expected UTF-8, optionally gzipped)")
+    refused(lambda: load_parameters(H / "scenario/deep.yaml"),
+            f"file {H}/scenario/deep.yaml, row 1: YAML {DEPTH}")
+    refused(lambda: load_parameters(H / "scenario/billion_laughs.yaml"),
+            f"file {H}/scenario/billion_laughs.yaml, row 7: {LAUGHS}")
+
+
+def test_a_device_is_never_read_as_a_scenario():
+    refused(lambda: load_parameters("/dev/zero"),
+            "file /dev/zero: cannot read the scenario file (is not a regular file (a device, pipe or socket "
+            "is never read))")
+
+
+# ------------------------------------------------------------------------------------------------
+# The command line: one line, exit 2, nothing of the file beyond the offending field
+# ------------------------------------------------------------------------------------------------
+
+
+def test_cli_report_on_an_outside_path_is_one_line_without_the_files_contents(capsys, tmp_path):
+    code = cli.main(["report", "--params", str(H / "scenario/outside_absolute.yaml"),
+                     "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("fleetlib report: error: file ")
+    assert "root:" not in err and "/bin/" not in err  # no line of /etc/passwd
+
+
+def test_cli_limit_option_changes_the_limit_for_one_command(capsys):
+    import json
+
+    args = ["scheduling", "--format", "slurm", "--tz", "UTC", str(H / "scheduling/slurm_out_of_range.txt"),
+            "data/scheduler/slurm_sample/sinfo_nodes.txt", "--json"]
+    rejected = []
+    for extra in ([], ["--limit", "latest_year=2200"]):
+        assert cli.main([*extra, *args]) == 0
+        ledger = json.loads(capsys.readouterr().out)["ledger"]
+        rejected.append([e["row"] for e in ledger["entries"]
+                         if e["action"] == "rejected" and e["file"].endswith("slurm_out_of_range.txt")])
+    assert rejected == [[3, 4], [4]]
+    assert current_limits() == Limits()  # back to the defaults after the command
+    args = ["--limit", "max_nodes=1", "mpg", "--scheduling", "1", "--runtime", "1", "--program", "1"]
+    assert cli.main(args) == 2
+    assert "--limit expects NAME=VALUE with NAME one of max_bytes" in capsys.readouterr().err
+
+
+def test_cli_a_hostile_kueue_file_is_one_line_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "fleetlib", "scheduling", "--format", "kueue",
+                           str(H / "scheduling/kueue_billion_laughs.yaml")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == ("fleetlib scheduling: error: file "
+                           f"{H}/scheduling/kueue_billion_laughs.yaml, row 7: {LAUGHS}\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# The shared defences themselves (fleetlib._io)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_json_depth_scan_ignores_brackets_in_strings_and_resets_per_line():
+    deep = "[" * 70 + "]" * 70
+    assert json_depth_rows('{"a": "' + "[" * 100 + '"}').tolist() == []
+    assert json_depth_rows('{"a": "\\"' + "[" * 100 + '"}').tolist() == []  # an escaped quote stays inside
+    assert json_depth_rows(f"[1]\n{deep}\n[[2]]\n{deep[:80]}\n[3]", per_line=True).tolist() == [2, 4]
+    assert json_depth_rows(deep, 70).tolist() == [] and json_depth_rows(deep, 69).tolist() == [1]
+    assert load_json('{"a": [1, 2.5]}', file="x") == {"a": [1, 2.5]}
+
+
+def test_yaml_loader_is_safe_and_counts_aliases_where_they_are_used():
+    assert load_yaml("a: &x [1, 2]\nb: *x\n", file="y") == {"a": [1, 2], "b": [1, 2]}
+    with pytest.raises(InputError, match="could not determine a constructor"):
+        load_yaml("a: !!python/object/apply:os.system [echo]\n", file="y")
+    with using_limits(max_yaml_nodes=6):  # 1 mapping + 2 keys + list a (3 nodes) + b expanded (3)
+        with pytest.raises(InputError, match="more than 6 nodes"):
+            load_yaml("a: &x [1, 2]\nb: *x\n", file="y")
+    with using_limits(max_yaml_nodes=9):
+        assert load_yaml("a: &x [1, 2]\nb: *x\n", file="y")["b"] == [1, 2]
+
+
+def test_int64_range_and_excerpts():
+    values = pd.Series(["1", "9223372036854775807", "9223372036854775808", "-99999999999999999999", "x",
+                        None], dtype=object)
+    assert out_of_range_int(values).tolist() == [False, False, True, True, False, False]
+    assert out_of_range_int(np.array([1e19, 1e18, np.inf])).tolist() == [True, False, False]
+    assert excerpt("a\x00b") == "'a\\x00b'"
+    # 40 characters shown: three lines of 11 and 7 more
+    assert excerpt("root:x:0:0\n" * 10) == ("'root:x:0:0\\nroot:x:0:0\\nroot:x:0:0\\nroot:x:...' "
+                                            "(110 characters)")
+
+
+def test_limits_are_checked_and_parsed():
+    assert parse_limit("max_bytes=4e9") == ("max_bytes", 4_000_000_000)
+    assert parse_limit("max-depth=200") == ("max_depth", 200)
+    for bad in ("max_depth", "max_depth=0", "max_depth=1.5", "nope=3"):
+        with pytest.raises(DomainError):
+            parse_limit(bad)
+    with pytest.raises(DomainError, match="latest_year"):
+        Limits(earliest_year=2100, latest_year=2000)
+    with pytest.raises(DomainError, match="the span a nanosecond time holds"):
+        Limits(latest_year=3000)
+
+
+def test_cli_never_prints_a_non_finite_result(capsys):
+    """A result holding inf (sums that overflowed) is refused, in text and JSON alike, before printing."""
+    result = {"factors": {"scheduling": 0.5}, "cost": [1.0, float("inf")]}
+    for as_json in (False, True):
+        with pytest.raises(DomainError) as info:
+            cli._emit(result, as_json, lambda r: "text")
+        assert str(info.value) == ("the result's cost[1] is not a finite number (input values whose sums "
+                                   "overflow a float?); nothing is printed")
+        assert capsys.readouterr().out == ""
