@@ -484,7 +484,8 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
         cfg_of = {str(p): c for p, c in configs.items()}
         job_ids = mapped.index
         devices = jobs.loc[job_ids, "devices"].astype(int)
-        stated = mapped.map(lambda p: int(cfg_of[p]["devices"]))
+        # every per-job value below is looked up per config (a dict), not computed per job
+        stated = mapped.map({p: int(c["devices"]) for p, c in cfg_of.items()})
         for job in job_ids[(stated != devices).to_numpy()]:
             path = Path(mapped[job])
             ledger.flag(
@@ -497,14 +498,14 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
             )
         # ideal device-s per step: useful FLOPs / peak FLOP/s
         per_step = mapped.map(
-            lambda p: cfg_of[p]["useful_flops_per_step"] / cfg_of[p]["peak"].peak_flops_per_s
+            {p: c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for p, c in cfg_of.items()}
         )
         jobs.loc[job_ids, "ideal_device_s"] = jobs.loc[job_ids, "retained_steps"].astype(float) * per_step
-        jobs.loc[job_ids, "model"] = mapped.map(lambda p: man.relative(Path(p)))
+        jobs.loc[job_ids, "model"] = mapped.map({p: man.relative(Path(p)) for p in cfg_of})
         jobs.loc[job_ids, "model_name"] = mapped.map(
-            lambda p: f"{cfg_of[p]['name']} / {cfg_of[p]['devices']} devices"
+            {p: f"{c['name']} / {c['devices']} devices" for p, c in cfg_of.items()}
         )
-        conventions = dict(mapped.map(lambda p: cfg_of[p]["convention"].label))
+        conventions = dict(mapped.map({p: c["convention"].label for p, c in cfg_of.items()}))
     has = jobs["ideal_device_s"].notna().to_numpy()
     prod = jobs["productive_device_s"].to_numpy(float)
     above = jobs["step_time_above_baseline"].to_numpy(float)
