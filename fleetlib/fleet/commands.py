@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ __all__ = [
 
 
 def run_fleet(
-    manifest: str | Path, *, window: Sequence[str] | None = None, engine: str = "pandas", workers: int = 2
+    manifest: str | Path, *, window: Sequence[str] | None = None, engine: str = "pandas", workers: int = 2,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -51,6 +53,8 @@ def run_fleet(
         ``"pandas"`` or ``"dask"`` (a LocalCluster of ``workers`` processes; a progress bar on stderr).
     workers
         Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
+    progress
+        Show a progress bar over timeline files on stderr (read, or measured as Dask tasks).
 
     Returns
     -------
@@ -63,8 +67,9 @@ def run_fleet(
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
     if engine == "dask":
-        return measure_fleet(manifest, window=win, engine="dask", workers=workers, progress=True).to_dict()
-    return measure_fleet(manifest, window=win, engine=engine).to_dict()
+        return measure_fleet(manifest, window=win, engine="dask", workers=workers,
+                             progress=progress).to_dict()
+    return measure_fleet(manifest, window=win, engine=engine, progress=progress).to_dict()
 
 
 def run_synth_fleet(
@@ -156,7 +161,9 @@ def render_synth_fleet(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
-    return run_fleet(args.manifest, window=args.window, engine=args.engine, workers=args.workers)
+    # bars only for a person watching: stderr a terminal, and not while printing JSON for a program
+    return run_fleet(args.manifest, window=args.window, engine=args.engine, workers=args.workers,
+                     progress=not getattr(args, "json", False) and sys.stderr.isatty())
 
 
 def _cmd_synth_fleet(args: argparse.Namespace) -> dict[str, Any]:

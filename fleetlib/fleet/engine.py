@@ -85,11 +85,11 @@ def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
     """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
-    from fleetlib.fleet.measure import _mapped_tables, _runtime_per_job, _timeline_reader
+    from fleetlib.fleet.measure import _distinct, _mapped_tables, _runtime_per_job, _timeline_reader
 
     tables, tl_ledger = _timeline_reader(fmt)(path)
     s, e = _mapped_tables(tables, job_map)
-    steps_jobs, events_jobs = sorted(set(s["job_id"])), sorted(set(e["job_id"]))
+    steps_jobs, events_jobs = _distinct(s["job_id"]), _distinct(e["job_id"])
     in_file = sorted(set(steps_jobs) | set(events_jobs))
     joined = [j for j in in_file if j in held.index]
     unknown = sorted(set(in_file) - set(joined))

@@ -287,6 +287,15 @@ def _mapped_tables(tables: Any, job_map: Mapping[str, str]) -> tuple[pd.DataFram
     return s, e
 
 
+def _distinct(ids: Any) -> list[str]:
+    """Return the sorted distinct job ids of a column or a list.
+
+    Vectorised: iterating an Arrow-backed column costs about 2 us a row.
+    """
+    column = ids if isinstance(ids, pd.Series) else pd.Series(ids, dtype=object)
+    return sorted(set(column.unique().tolist()))
+
+
 def _register_timeline(
     man: FleetManifest,
     rel: str,
@@ -300,7 +309,8 @@ def _register_timeline(
     of one job are two timelines.
     """
     for table in ("steps", "events"):
-        for job in sorted(set(jobs_by_table[table])):
+        # the distinct ids first (vectorised): iterating an Arrow-backed column costs ~2 us a row
+        for job in _distinct(jobs_by_table[table]):
             other = seen.get((job, table))
             if other is not None and other != rel:
                 raise InputError(
@@ -333,14 +343,17 @@ def _flag_unknown_jobs(
 
 
 def _read_timelines(
-    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger
+    man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger, progress: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
     """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
+    from tqdm.auto import tqdm
+
     read = _timeline_reader(man.timeline_format)
     owner: dict[str, str] = {}
     seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
     steps, events = [], []
-    for path in man.timeline_files:
+    for path in tqdm(man.timeline_files, desc="fleet timelines", unit="file", file=sys.stderr,
+                     disable=not progress):
         tables, tl_ledger = read(str(path))
         ledger.extend(tl_ledger)
         s, e = _mapped_tables(tables, man.job_map)
@@ -471,7 +484,8 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
         cfg_of = {str(p): c for p, c in configs.items()}
         job_ids = mapped.index
         devices = jobs.loc[job_ids, "devices"].astype(int)
-        stated = mapped.map(lambda p: int(cfg_of[p]["devices"]))
+        # every per-job value below is looked up per config (a dict), not computed per job
+        stated = mapped.map({p: int(c["devices"]) for p, c in cfg_of.items()})
         for job in job_ids[(stated != devices).to_numpy()]:
             path = Path(mapped[job])
             ledger.flag(
@@ -484,14 +498,14 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
             )
         # ideal device-s per step: useful FLOPs / peak FLOP/s
         per_step = mapped.map(
-            lambda p: cfg_of[p]["useful_flops_per_step"] / cfg_of[p]["peak"].peak_flops_per_s
+            {p: c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for p, c in cfg_of.items()}
         )
         jobs.loc[job_ids, "ideal_device_s"] = jobs.loc[job_ids, "retained_steps"].astype(float) * per_step
-        jobs.loc[job_ids, "model"] = mapped.map(lambda p: man.relative(Path(p)))
+        jobs.loc[job_ids, "model"] = mapped.map({p: man.relative(Path(p)) for p in cfg_of})
         jobs.loc[job_ids, "model_name"] = mapped.map(
-            lambda p: f"{cfg_of[p]['name']} / {cfg_of[p]['devices']} devices"
+            {p: f"{c['name']} / {c['devices']} devices" for p, c in cfg_of.items()}
         )
-        conventions = dict(mapped.map(lambda p: cfg_of[p]["convention"].label))
+        conventions = dict(mapped.map({p: c["convention"].label for p, c in cfg_of.items()}))
     has = jobs["ideal_device_s"].notna().to_numpy()
     prod = jobs["productive_device_s"].to_numpy(float)
     above = jobs["step_time_above_baseline"].to_numpy(float)
@@ -553,7 +567,7 @@ def _timelines_into_jobs(
     and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
     """
     if client is None:
-        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger)
+        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger, progress)
     else:
         from fleetlib.fleet.engine import dask_runtime_per_job
 
@@ -610,8 +624,8 @@ def measure_fleet(
         ``engine="dask"`` without ``client``: memory limit per worker (default
         :data:`fleetlib.fleet.engine.DEFAULT_MEMORY_PER_WORKER`).
     progress
-        ``engine="dask"``: show a progress bar over timeline files on stderr (default: when stderr is a
-        terminal).
+        Show a progress bar over timeline files on stderr (read by the pandas engine, measured as tasks
+        by the Dask one; default: when stderr is a terminal).
 
     Returns
     -------
@@ -633,13 +647,13 @@ def measure_fleet(
         raise DomainError(f"engine must be 'pandas' or 'dask'; got {engine!r}")
     if engine == "pandas" and (workers is not None or client is not None or memory_limit is not None):
         raise DomainError("workers=, client= and memory_limit= are options of engine='dask'")
+    show = sys.stderr.isatty() if progress is None else bool(progress)
     if engine == "dask":
         from fleetlib.fleet.engine import dask_client
 
-        show = sys.stderr.isatty() if progress is None else bool(progress)
         with dask_client(client, workers, memory_limit) as dask:
             return _measure(manifest_or_path, window, dask, show)
-    return _measure(manifest_or_path, window, None, False)
+    return _measure(manifest_or_path, window, None, show)
 
 
 def _measure(

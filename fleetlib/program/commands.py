@@ -79,6 +79,58 @@ def _flag_line(flag: Any) -> str:
     return f"{flag.code}{where}: {flag.message}"
 
 
+def _rank_list(ranks: Sequence[int], shown: int = 8) -> str:
+    """``0-3, 5, 9-11``: sorted ranks as runs, at most ``shown`` runs then ``...``."""
+    runs: list[list[int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(text[:shown]) + (", ..." if len(text) > shown else "")
+
+
+def flag_summary(flags: Sequence[Any]) -> list[str]:
+    """One line per distinct flag code, with the ranks that raised it (for the text output).
+
+    Parameters
+    ----------
+    flags
+        The ledger's :class:`~fleetlib.quality.Flag` objects (each with ``code``, ``message``, ``rank``).
+
+    Returns
+    -------
+    list of str
+        ``code (N ranks: 0-7): message`` in first-seen order; the message is the first rank's, with
+        ``(messages differ by rank)`` when the ranks' messages are not all the same.  Flags with no
+        rank keep their own line.  The JSON output keeps every flag.
+    """
+    groups: dict[str, list[Any]] = {}
+    lines: list[tuple[str, str]] = []
+    for f in flags:
+        if f.rank is None:
+            lines.append(("", f"{f.code}: {f.message}"))
+            continue
+        if f.code not in groups:
+            groups[f.code] = []
+            lines.append((f.code, ""))
+        groups[f.code].append(f)
+    out = []
+    for code, text in lines:
+        if not code:
+            out.append(text)
+            continue
+        members = groups[code]
+        ranks = [int(f.rank) for f in members]
+        n = len(set(ranks))
+        same = len({f.message for f in members}) == 1
+        note = "" if same else " (messages differ by rank)"
+        plural = "s" if n != 1 else ""
+        out.append(f"{code} ({n} rank{plural}: {_rank_list(ranks)}): {members[0].message}{note}")
+    return out
+
+
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
                 cache_dir: str | Path | None = None, progress: bool = False,
                 workers: int | None = None, comm_patterns: Sequence[str] = ()) -> dict[str, Any]:
@@ -115,7 +167,9 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         sums over each rank's steps); ``stragglers`` (one record per rank); ``collectives``
         (``matched_by``, ``instances``, ``first`` -- last arriver and longest waiter of each group's
         first collective of each type -- and ``audit``); ``flags`` (the analysis' notes, then the
-        reader's flags as ``code (rank r): message``); ``ledger`` (rows read / kept / repaired /
+        reader's flags as ``code (rank r): message``); ``flag_lines`` (the same flags, one line per
+        distinct reader flag code with its rank count, :func:`flag_summary`: what the text prints);
+        ``ledger`` (rows read / kept / repaired /
         rejected, at most :data:`MAX_LEDGER_ENTRIES` entries, flags); ``partition`` (one record
         per rank and step); ``program_goodput`` (None without ``model``; otherwise ``value``,
         ``convention``, the model's inputs and the factor with its losses in device-seconds).
@@ -150,6 +204,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
                                client=client, classifier=classifier)
     summary = measured.summary()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
+    flag_lines = [*summary["flags"], *flag_summary(measured.ledger.flags)]
     result: dict[str, Any] = {
         "files": [str(f) for f in files],
         "window": measured.window.to_dict(),
@@ -157,6 +212,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         "stragglers": summary["stragglers"],
         "collectives": summary["collectives"],
         "flags": flags,
+        "flag_lines": flag_lines,
         "ledger": _ledger_dict(measured.ledger),
         "partition": summary["partition"],
         "program_goodput": None,
@@ -243,7 +299,7 @@ def render_program(res: Mapping[str, Any]) -> str:
     led = res["ledger"]
     lines.append(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
                  f"{led['rejected']:,} rejected")
-    lines += [f"  flag: {f}" for f in res["flags"]]
+    lines += [f"  flag: {f}" for f in res.get("flag_lines", res["flags"])]
     return "\n".join(lines)
 
 

@@ -516,6 +516,7 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
         held = not_held_sum = queue = p_com = p_all = c_steps = r_steps = 0.0
         per_job_rows = []
         inter_frames = []
+        empty_seen = False
         n_commits = n_pauses = 0
         gaps: list[np.ndarray] = []
         for p in parts:
@@ -535,7 +536,9 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
                                  "slow_step": float(s.fine[_L["slow_step"]]),
                                  "retained_steps": s.retained_steps, "committed_steps": s.committed_steps,
                                  "fault_free_step_s": p.ff})
-            inter_frames.append(_interruption_rows(p, s, ws, we, closed))
+            if p.job.int_time.size or not empty_seen:  # one empty frame stands for all (same concat)
+                inter_frames.append(_interruption_rows(p, s, ws, we, closed))
+                empty_seen = empty_seen or p.job.int_time.size == 0
             n_commits += s.n_commits
             n_pauses += s.n_pauses
             gaps.append(s.commit_gaps)

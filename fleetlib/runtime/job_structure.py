@@ -265,7 +265,8 @@ class _JobArrays:
     utc: Callable[[float], pd.Timestamp]
 
 
-def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int) -> JobTimeline:
+def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int,
+               markers: tuple[_PairedMarkers, _PairedMarkers]) -> JobTimeline:
     job_id = t.job_ids[code]
     ledger = t.ledger
     sf, ef = t.steps_file, t.events_file
@@ -334,8 +335,9 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
         j, cause, implied, int_att, int_det, int_kind, int_time, r_roll, r_time)
 
     # --- checkpoint, evaluation and idle markers ------------------------------------------------------
-    ck_b, ck_end, ck_bd, ck_bl, ck_ds, ck_de = _paired_markers(j, "checkpoint_begin", "checkpoint_commit")
-    ev_b, ev_end, ev_bd, ev_bl, ev_ds, ev_de = _paired_markers(j, "eval_begin", "eval_end")
+    # paired for every job at once (_pair_markers_all); this job's slice
+    ck_b, ck_end, ck_bd, ck_bl, ck_ds, ck_de = markers[0].job(e_lo, e_hi)
+    ev_b, ev_end, ev_bd, ev_bl, ev_ds, ev_de = markers[1].job(e_lo, e_hi)
     idle_mask = np.isin(kind, ("hang_begin", "idle_begin"))
 
     return JobTimeline(
@@ -714,34 +716,72 @@ def _job_erasure(j: _JobArrays, cause: np.ndarray, implied: np.ndarray, int_att:
     return cause, erased_by, inferred, int_att, int_det, int_kind, int_restore, int_time
 
 
-def _paired_markers(j: _JobArrays, begin_kind: str, end_kind: str) -> tuple[np.ndarray, ...]:
-    """Pair the begin and end markers of one kind of pause (checkpoint, evaluation) of one job.
+@dataclass(frozen=True)
+class _PairedMarkers:
+    """The begin and end markers of one kind of pause, paired across every job at once.
 
-    Returns the begin times, the paired end of each begin (NaN: none), the duration logged on each
-    begin, the logged end of each begin (begin + duration), and the start and end of each lone end
-    record that carries a duration.
+    A begin pairs with the next end record of its job and attempt -- of the same step when both
+    carry one -- and an end closes only the latest begin before it.  ``begin`` and ``lone`` are event
+    positions (sorted) in the job-sorted events table; :meth:`job` cuts one job's slice out.
     """
-    kind, e_att, e_step, e_t = j.kind, j.e_att, j.e_step, j.e_t
-    e_dur, e_ns, rel_ns = j.e_dur, j.e_ns, j.rel_ns
-    # a begin pairs with the next end record of its attempt -- of the same step when both carry
-    # one -- and an end closes only the latest begin before it
+
+    begin: np.ndarray  # event position of each begin
+    begin_time: np.ndarray  # seconds since the job's origin
+    pair_end: np.ndarray  # the paired end of each begin (NaN: none)
+    begin_duration: np.ndarray  # the duration logged on each begin
+    begin_logged_end: np.ndarray  # begin + logged duration (NaN: not logged)
+    lone: np.ndarray  # event position of each unpaired end record that carries a duration
+    lone_start: np.ndarray
+    lone_end: np.ndarray
+
+    def job(self, e_lo: int, e_hi: int) -> tuple[np.ndarray, ...]:
+        """Return one job's arrays (its events are positions ``e_lo .. e_hi - 1``), as the build uses them."""
+        b0, b1 = np.searchsorted(self.begin, (e_lo, e_hi), side="left")
+        x0, x1 = np.searchsorted(self.lone, (e_lo, e_hi), side="left")
+        return (self.begin_time[b0:b1], self.pair_end[b0:b1], self.begin_duration[b0:b1],
+                self.begin_logged_end[b0:b1], self.lone_start[x0:x1], self.lone_end[x0:x1])
+
+
+def _rel_ns_all(ns: np.ndarray, origin_ns: np.ndarray, add_s: np.ndarray) -> np.ndarray:
+    """Seconds since each row's origin of an instant plus a logged duration, summed in nanoseconds.
+
+    The same arithmetic as a job's own ``rel_ns`` (one instant always maps to one float), with one
+    origin per row.
+    """
+    out = np.full(ns.size, np.nan)
+    fin = np.isfinite(add_s)
+    exact = fin & (np.abs(add_s) < _EXACT_DURATION_S)
+    out[exact] = (ns[exact] + np.rint(add_s[exact] * _NS).astype(np.int64) - origin_ns[exact]) / _NS
+    huge = fin & ~exact  # beyond int64 nanoseconds: plain float seconds
+    out[huge] = (ns[huge] - origin_ns[huge]) / _NS + add_s[huge]
+    return out
+
+
+def _pair_markers_all(t: _Tables, e_origin: np.ndarray, begin_kind: str, end_kind: str) -> _PairedMarkers:
+    """Pair the begin and end markers of one kind of pause (checkpoint, evaluation) of every job.
+
+    Two ``merge_asof`` passes over the whole events table (keyed by job, attempt and step, then by job
+    and attempt for begins without a step) replace two per job.  ``e_origin`` is each event's job
+    origin in nanoseconds.
+    """
+    kind, e_job, e_att, e_step, e_ns, e_dur = t.e_kind, t.e_job, t.e_attempt, t.e_step, t.e_time, t.e_dur
     b_idx = np.flatnonzero(kind == begin_kind)
     x_idx = np.flatnonzero(kind == end_kind)
     pair_end = np.full(b_idx.size, np.nan)
     used = np.zeros(x_idx.size, dtype=bool)
     if b_idx.size and x_idx.size:
         b_key = np.where(np.isnan(e_step[b_idx]), -1, e_step[b_idx]).astype(np.int64)
+        x_step = np.where(np.isnan(e_step[x_idx]), -2, e_step[x_idx]).astype(np.int64)
         match = np.full(b_idx.size, -1, dtype=np.int64)
         for keyed in (True, False):
             sel = (b_key >= 0) if keyed else (b_key < 0)
             if not sel.any():
                 continue
-            left = pd.DataFrame({"pos": b_idx[sel], "a": e_att[b_idx[sel]],
+            left = pd.DataFrame({"pos": b_idx[sel], "job": e_job[b_idx[sel]], "a": e_att[b_idx[sel]],
                                  "s": b_key[sel] if keyed else 0, "i": np.flatnonzero(sel)})
-            x_step = np.where(np.isnan(e_step[x_idx]), -2, e_step[x_idx]).astype(np.int64)
-            right = pd.DataFrame({"pos": x_idx, "a": e_att[x_idx], "s": x_step if keyed else 0,
-                                  "j": np.arange(x_idx.size)})
-            m = pd.merge_asof(left, right, on="pos", by=["a", "s"], direction="forward",
+            right = pd.DataFrame({"pos": x_idx, "job": e_job[x_idx], "a": e_att[x_idx],
+                                  "s": x_step if keyed else 0, "j": np.arange(x_idx.size)})
+            m = pd.merge_asof(left, right, on="pos", by=["job", "a", "s"], direction="forward",
                               allow_exact_matches=False)
             j = m["j"].to_numpy(dtype=np.float64, na_value=np.nan)
             ok = np.isfinite(j)
@@ -755,13 +795,27 @@ def _paired_markers(j: _JobArrays, begin_kind: str, end_kind: str) -> tuple[np.n
             dup[order[:-1]] = match[has][order[:-1]] == match[has][order[1:]]
             last = ~dup
         keep = has[last]
-        pair_end[keep] = e_t[x_idx[match[keep]]]
+        xk = x_idx[match[keep]]
+        pair_end[keep] = (e_ns[xk] - e_origin[xk]) / _NS
         used[match[keep]] = True
     lone = x_idx[~used]
-    dur = e_dur[lone]
-    fin = np.isfinite(dur)
-    return (e_t[b_idx], pair_end, e_dur[b_idx], rel_ns(e_ns[b_idx], e_dur[b_idx]),
-            rel_ns(e_ns[lone][fin], -dur[fin]), e_t[lone][fin])
+    lone = lone[np.isfinite(e_dur[lone])]
+    return _PairedMarkers(
+        begin=b_idx, begin_time=(e_ns[b_idx] - e_origin[b_idx]) / _NS, pair_end=pair_end,
+        begin_duration=e_dur[b_idx], begin_logged_end=_rel_ns_all(e_ns[b_idx], e_origin[b_idx], e_dur[b_idx]),
+        lone=lone, lone_start=_rel_ns_all(e_ns[lone], e_origin[lone], -e_dur[lone]),
+        lone_end=(e_ns[lone] - e_origin[lone]) / _NS)
+
+
+def _event_origins(t: _Tables) -> np.ndarray:
+    """Each event's job origin (its first gang completion) in nanoseconds; 0 for a job with none."""
+    gang = np.flatnonzero(t.e_kind == "gang_complete")
+    origin = np.zeros(len(t.job_ids), dtype=np.int64)
+    if gang.size:
+        # events are sorted by (job, time): a job's first gang_complete is its earliest
+        codes, first = np.unique(t.e_job[gang], return_index=True)
+        origin[codes.astype(np.int64)] = t.e_time[gang[first]]
+    return origin[t.e_job.astype(np.int64)] if t.e_job.size else np.zeros(0, np.int64)
 
 
 def _jobs_from_tables(t: _Tables, job_id: str | None) -> list[JobTimeline]:
@@ -774,4 +828,8 @@ def _jobs_from_tables(t: _Tables, job_id: str | None) -> list[JobTimeline]:
     # job codes in the tables' own (narrow) type, so the search does not widen the code arrays
     s_b = np.searchsorted(t.s_job, np.arange(len(t.job_ids) + 1, dtype=t.s_job.dtype), side="left")
     e_b = np.searchsorted(t.e_job, np.arange(len(t.job_ids) + 1, dtype=t.e_job.dtype), side="left")
-    return [_build_job(t, c, int(s_b[c]), int(s_b[c + 1]), int(e_b[c]), int(e_b[c + 1])) for c in codes]
+    e_origin = _event_origins(t)
+    markers = (_pair_markers_all(t, e_origin, "checkpoint_begin", "checkpoint_commit"),
+               _pair_markers_all(t, e_origin, "eval_begin", "eval_end"))
+    return [_build_job(t, c, int(s_b[c]), int(s_b[c + 1]), int(e_b[c]), int(e_b[c + 1]), markers)
+            for c in codes]

@@ -125,18 +125,17 @@ def _first_fast(dur: np.ndarray, threshold: float, starts: np.ndarray, run_end: 
     return out
 
 
-def _estimate_fault_free(dur: np.ndarray, wait: np.ndarray, first_of_run: np.ndarray,
-                         estimator: str) -> float | None:
-    """Median (or mean) compute time of the steps other than the first of each run.
+def _estimate_fault_free(compute: np.ndarray, first_of_run: np.ndarray, estimator: str) -> float | None:
+    """Median (or mean) compute time (duration less input wait) of the steps other than the first of each run.
 
     ``first_of_run`` holds the (sorted, distinct) indices left out.  Neither statistic depends on the
-    order of the sample, so it is built in one buffer -- compute times, with the left-out slots
-    filled from the tail -- and partitioned in place.
+    order of the sample, so it is built in one buffer -- a copy of the compute times, with the
+    left-out slots filled from the tail -- and partitioned in place.
     """
-    n = dur.size
+    n = compute.size
     if n == 0:
         return None
-    sample = np.subtract(dur, wait)
+    sample = compute.copy()
     m = n - first_of_run.size
     if m > 0:
         holes = first_of_run[first_of_run < m]
@@ -200,11 +199,13 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
     n_int = it.size
     int_is_pre = ikind == "preempt"
 
+    compute = np.subtract(dur, wait)  # once: the estimate, warm-up and stalls all judge compute time
     ff, resume, resume_start, run_att, run_bounds, starts, trigger = _job_runs(
-        dur, estimator, ff_given, it, job, n, n_int, s0, wait)
+        compute, estimator, ff_given, it, job, n, n_int, s0)
     erased_idx, kept, steady, x_amt, x_idx, x_lab, x_owner = _job_excess_steps(
-        dur, ff, int_is_pre, job, n, starts, tol, trigger)
-    stalled = steady & (dur - wait > stall_factor * (ff or 0.0)) if n else np.zeros(0, bool)
+        dur, compute, ff, int_is_pre, job, n, starts, tol, trigger)
+    stalled = steady & (compute > stall_factor * (ff or 0.0)) if n else np.zeros(0, bool)
+    del compute
     ct, cut, reach = _job_retention(erased_idx, job, n, s1, _clean_end(job) if clean_end_commit else None)
     ck_e, ck_s, first_start, overlays = _job_overlays(
         gang, ikind, it, job, n, n_int, release, resume, resume_start, s0, s1)
@@ -218,8 +219,8 @@ def _job_parts(job: JobTimeline, ff_given: float | None, estimator: str, tol: fl
                      pause_end=ck_e)
 
 
-def _job_runs(dur: np.ndarray, estimator: str, ff_given: float | None, it: np.ndarray, job: JobTimeline,
-              n: int, n_int: int, s0: np.ndarray, wait: np.ndarray) -> tuple[Any, ...]:
+def _job_runs(compute: np.ndarray, estimator: str, ff_given: float | None, it: np.ndarray, job: JobTimeline,
+              n: int, n_int: int, s0: np.ndarray) -> tuple[Any, ...]:
     """Split the steps into runs (the steps from each (re)start) and find what triggered each run.
 
     Returns the fault-free step time (given, or estimated from the steady steps), the first step at
@@ -244,12 +245,13 @@ def _job_runs(dur: np.ndarray, estimator: str, ff_given: float | None, it: np.nd
         # the latest interruption whose resume is a run's first step triggers that run
         trigger[np.searchsorted(starts, resume[has])] = np.flatnonzero(has)
         trigger[np.searchsorted(starts, run_bounds[job.attempt_cold[run_att]])] = -1
-    ff = ff_given if ff_given is not None else _estimate_fault_free(dur, wait, starts, estimator)
+    ff = ff_given if ff_given is not None else _estimate_fault_free(compute, starts, estimator)
     return ff, resume, resume_start, run_att, run_bounds, starts, trigger
 
 
-def _job_excess_steps(dur: np.ndarray, ff: float | None, int_is_pre: np.ndarray, job: JobTimeline, n: int,
-                      starts: np.ndarray, tol: float, trigger: np.ndarray) -> tuple[np.ndarray, ...]:
+def _job_excess_steps(dur: np.ndarray, compute: np.ndarray, ff: float | None, int_is_pre: np.ndarray,
+                      job: JobTimeline, n: int, starts: np.ndarray, tol: float,
+                      trigger: np.ndarray) -> tuple[np.ndarray, ...]:
     """Find the steps whose time is not all productive: warm-up steps and erased (re-run) steps.
 
     Warm-up is the leading run of slow steps after each (re)start.  Returns the erased steps, the
@@ -264,7 +266,7 @@ def _job_excess_steps(dur: np.ndarray, ff: float | None, int_is_pre: np.ndarray,
         assert ff is not None
         run_end = np.concatenate([starts[1:], [n]])
         # warm-up is judged on compute time: an input wait is an input wait in every step
-        first_fast = _first_fast(dur - job.step_input_wait, ff * (1.0 + tol), starts, run_end)
+        first_fast = _first_fast(compute, ff * (1.0 + tol), starts, run_end)
         length = np.maximum(np.minimum(first_fast, run_end) - starts, 0)
         if length.any():
             offsets = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)

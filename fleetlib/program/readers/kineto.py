@@ -559,6 +559,17 @@ def _progress(items: Iterable[Any], enabled: bool, total: int) -> Iterable[Any]:
     return tqdm(items, desc="traces", unit="file", total=total)
 
 
+def _bar(enabled: bool, total: int) -> Any:
+    """Return a tqdm bar over ``total`` files (None when disabled or tqdm is missing)."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the bar is a convenience: reading works without it
+        return None
+    return tqdm(desc="traces", unit="file", total=total)
+
+
 def _worker_threads(client: Any) -> int:
     """Return the number of worker threads of a Dask client's cluster (1 when it cannot say)."""
     try:
@@ -568,12 +579,57 @@ def _worker_threads(client: Any) -> int:
         return 1
 
 
+#: A Dask task reads files of at most this many compressed bytes together (one file when it is larger).
+_BATCH_BYTES = 8 << 20
+#: ... and at most this many files, so that results come back (and the bar moves) steadily.
+_BATCH_FILES = 32
+
+
+def _read_batch(files: Sequence[Path], kwargs: Sequence[dict[str, Any]]) -> list[TraceRead | InputError]:
+    """Read several files in one task; an unreadable file's :class:`InputError` is returned in its place."""
+    out: list[TraceRead | InputError] = []
+    for f, kw in zip(files, kwargs, strict=True):
+        try:
+            out.append(read_trace(f, **kw))
+        except InputError as exc:
+            out.append(exc)
+    return out
+
+
+def _batches(files: Sequence[Path], threads: int) -> list[range]:
+    """Cut the files into consecutive batches, one Dask task each.
+
+    A batch holds at most :data:`_BATCH_BYTES` of compressed input (a larger file is a batch alone)
+    and at most :data:`_BATCH_FILES` files, and there are at least four batches per worker thread
+    when there are files enough: many small rank files share one task's overhead (scheduling, one
+    round trip, one pickled result) while memory per task stays bounded.
+    """
+    n = len(files)
+    per = max(1, min(_BATCH_FILES, -(-n // (4 * max(1, threads)))))
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:  # read_trace names the missing file in its error
+            sizes.append(0)
+    out, lo, total = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > lo and (i - lo >= per or total + size > _BATCH_BYTES):
+            out.append(range(lo, i))
+            lo, total = i, 0
+        total += size
+    if lo < n:
+        out.append(range(lo, n))
+    return out
+
+
 def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, errors: str,
               client: Any, in_flight: int | None = None) -> tuple[list[TraceRead], TraceLedger]:
-    """Read every file, serially or as one Dask task per file; return the reads in file order.
+    """Read every file, serially or as Dask tasks of a few files each; return the reads in file order.
 
-    On Dask at most ``in_flight`` tasks (default twice the cluster's worker threads) are submitted
-    at a time, so a worker's memory holds a bounded number of files however many are read.
+    On Dask the files are cut into batches (:func:`_batches`) and at most ``in_flight`` batches
+    (default twice the cluster's worker threads) are submitted at a time, so a worker's memory holds a
+    bounded number of files however many are read.
 
     An :class:`InputError` raises (``errors="raise"``) or becomes a rejected ``file`` row.
     """
@@ -589,32 +645,38 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
     else:
         from distributed import as_completed
 
-        # a bounded window of tasks in flight: a finished read is gathered (and freed on its worker)
-        # before the next file is submitted, so no worker holds more than a few files' tables
-        window = max(1, in_flight or 2 * _worker_threads(client))
-        pending = iter(range(len(files)))
+        # a bounded window of tasks in flight: a finished batch is gathered (and freed on its worker)
+        # before the next one is submitted, so no worker holds more than a few batches' tables
+        threads = _worker_threads(client)
+        window = max(1, in_flight or 2 * threads)
+        batches = _batches(files, threads)
+        pending = iter(range(len(batches)))
         live: dict[str, tuple[int, Any]] = {}  # the futures not yet gathered, by key
 
-        def submit(i: int) -> Any:
-            fut = client.submit(read_trace, files[i], pure=False, **kwargs[i])
-            live[fut.key] = (i, fut)
+        def submit(b: int) -> Any:
+            idx = batches[b]
+            fut = client.submit(_read_batch, [files[i] for i in idx], [kwargs[i] for i in idx], pure=False)
+            live[fut.key] = (b, fut)
             return fut
 
-        running = as_completed([submit(i) for i in islice(pending, window)])
+        running = as_completed([submit(b) for b in islice(pending, window)])
+        bar = _bar(progress, len(files))
         try:
-            for fut in _progress(running, progress, len(files)):
-                i, _ = live.pop(fut.key)
-                try:
-                    results[i] = fut.result()
-                except InputError as exc:
-                    if errors == "raise":
-                        raise
-                    results[i] = exc
+            for fut in running:
+                b, _ = live.pop(fut.key)
+                for i, res in zip(batches[b], fut.result(), strict=True):
+                    if isinstance(res, InputError) and errors == "raise":
+                        raise res
+                    results[i] = res
+                if bar is not None:
+                    bar.update(len(batches[b]))
                 del fut  # the last reference: the worker frees the result
                 nxt = next(pending, None)
                 if nxt is not None:
                     running.add(submit(nxt))
         finally:
+            if bar is not None:
+                bar.close()
             if live:
                 client.cancel([f for _, f in live.values()])
             running.clear()
@@ -737,13 +799,14 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     classifier, step_marker, time_unit, max_event_us, overlap_tolerance_us
         As in :func:`read_trace`.
     client
-        A ``distributed.Client``: each file becomes one task (:func:`read_trace` on a worker, which
-        also reads and fills the cache there -- a shared cache directory lets workers and later
-        serial reads reuse it), gathered as they complete with the same progress bar; the merge,
-        time-base shift and flags are those of the serial path, so the result is identical.  At
-        most twice as many tasks as the cluster has worker threads are in flight, and each result
-        is released on its worker once gathered, so a worker's memory holds one file being parsed
-        and a few finished ones whatever the number of files.
+        A ``distributed.Client``: the files are read as tasks of a few consecutive files each (at
+        most 32 files or 8 MB of compressed input per task, one file when larger; :func:`read_trace`
+        on a worker, which also reads and fills the cache there -- a shared cache directory lets
+        workers and later serial reads reuse it), gathered as they complete with the same progress
+        bar; the merge, time-base shift and flags are those of the serial path, so the result is
+        identical.  At most twice as many tasks as the cluster has worker threads are in flight,
+        and each result is released on its worker once gathered, so a worker's memory holds one
+        batch being parsed and a few finished ones whatever the number of files.
         None (default) reads the files one at a time in this process.
 
     Returns
