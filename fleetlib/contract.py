@@ -155,7 +155,9 @@ class Contract:
         other: dict[str, Any] = {}
         for key, value in (mapping or {}).items():
             name = FIELD_ALIASES.get(str(key), str(key))
-            if name in CATEGORIES and isinstance(value, Mapping):
+            if name == "jobs" and isinstance(value, Mapping):
+                other["jobs"] = f"{len(value)} jobs state their own fields (contract.jobs)"
+            elif name in CATEGORIES and isinstance(value, Mapping):
                 for sub, v in value.items():
                     sub_name = FIELD_ALIASES.get(str(sub), str(sub))
                     (stated if sub_name in _CATEGORY_OF else other)[sub_name] = _plain(v)
@@ -237,8 +239,14 @@ def contract_differences(
                 continue
             kind = "stated_once" if NOT_STATED in (a, b) else "differs"
             out.append(
-                {"field": f, "category": cat, "baseline": a, "candidate": b, "kind": kind,
-                 "under_test": f in tested}
+                {
+                    "field": f,
+                    "category": cat,
+                    "baseline": a,
+                    "candidate": b,
+                    "kind": kind,
+                    "under_test": f in tested,
+                }
             )
     return out
 
@@ -247,7 +255,7 @@ def contract_differences(
 # Fields the records carry
 # ---------------------------------------------------------------------------------------------------
 
-_MLLOG = re.compile(r':::MLLOG\s+(\{.*\})\s*$')
+_MLLOG = re.compile(r":::MLLOG\s+(\{.*\})\s*$")
 _MLPERF_KEYS = {
     "submission_benchmark": "model_revision",
     "submission_platform": "architecture",
@@ -296,8 +304,12 @@ def _kineto_fields(path: Path) -> dict[str, Any]:
         return {}
     names = sorted(
         {
-            str(p["name"]) + (f" (sm_{p['computeMajor']}{p['computeMinor']})"
-                              if "computeMajor" in p and "computeMinor" in p else "")
+            str(p["name"])
+            + (
+                f" (sm_{p['computeMajor']}{p['computeMinor']})"
+                if "computeMajor" in p and "computeMinor" in p
+                else ""
+            )
             for p in props
             if isinstance(p, dict) and p.get("name")
         }

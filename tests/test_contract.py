@@ -19,8 +19,13 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def test_every_category_of_table_2_and_nothing_defaulted() -> None:
     c = Contract.from_mapping({})
     d = c.to_dict()
-    assert list(CATEGORIES) == ["workload", "system_state", "timing_boundary", "statistical_report",
-                                "load_generation"]
+    assert list(CATEGORIES) == [
+        "workload",
+        "system_state",
+        "timing_boundary",
+        "statistical_report",
+        "load_generation",
+    ]
     for cat, fields in CATEGORIES.items():
         assert set(d[cat]) == set(fields)
         assert all(v == NOT_STATED for v in d[cat].values())
@@ -52,15 +57,26 @@ def test_records_fill_only_what_they_carry(tmp_path: Path) -> None:
     mllog.write_text(
         ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", '
         '"key": "submission_benchmark", "value": "llama2_70b_lora", "metadata": {}}\n'
-        'noise line\n'
+        "noise line\n"
         ':::MLLOG {"namespace": "", "time_ms": 2, "event_type": "POINT_IN_TIME", '
         '"key": "submission_platform", "value": "8xH100", "metadata": {}}\n'
     )
     trace = tmp_path / "rank0.json"
-    trace.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "H100", "computeMajor": 9,
-                                                      "computeMinor": 0}], "traceEvents": []}))
-    c = contract_from_records(scheduler_files=[sacct], scheduler_format="slurm", timeline_files=[mllog],
-                              timeline_format="mlperf", trace_files=[trace])
+    trace.write_text(
+        json.dumps(
+            {
+                "deviceProperties": [{"id": 0, "name": "H100", "computeMajor": 9, "computeMinor": 0}],
+                "traceEvents": [],
+            }
+        )
+    )
+    c = contract_from_records(
+        scheduler_files=[sacct],
+        scheduler_format="slurm",
+        timeline_files=[mllog],
+        timeline_format="mlperf",
+        trace_files=[trace],
+    )
     assert c.get("pool") == "gpu"
     assert c.get("qos") == ["high", "normal"]
     assert c.get("model_revision") == "llama2_70b_lora"
@@ -79,8 +95,9 @@ def test_real_mlperf_log_states_its_submission() -> None:
 
 def test_manifest_wins_and_conflict_is_named() -> None:
     man = Contract.from_mapping({"pool": "all"})
-    rec = Contract(stated={"pool": ["dev", "train"], "qos": "normal"},
-                   sources={"pool": "sacct", "qos": "sacct"})
+    rec = Contract(
+        stated={"pool": ["dev", "train"], "qos": "normal"}, sources={"pool": "sacct", "qos": "sacct"}
+    )
     m = man.merged(rec)
     assert m.get("pool") == "all" and m.get("qos") == "normal"
     assert len(m.conflicts) == 1 and "pool" in m.conflicts[0]

@@ -38,6 +38,7 @@ INJECTION_KEYS: tuple[str, ...] = (
     "rank_timers",
     "scheduler_policy",
     "storage",
+    "compiler_version",
 )
 
 
@@ -57,6 +58,7 @@ class _Injection:
     rank_timers: bool = False
     scheduler_policy: str | None = None
     storage: str | None = None
+    compiler_version: str | None = None
 
     @classmethod
     def parse(cls, inject: Mapping[str, Any]) -> _Injection:
@@ -91,8 +93,8 @@ class _Injection:
             rank_timers=bool(inject.get("rank_timers", False)),
             scheduler_policy=_text(inject.get("scheduler_policy")),
             storage=_text(inject.get("storage")),
+            compiler_version=_text(inject.get("compiler_version")),
         )
-
 
 
 def _text(value: Any) -> str | None:
@@ -124,7 +126,7 @@ def _write_rank_timers(out: Path, jobs: list[_Job], models: Mapping[str, str], s
         arr = np.array([(st[1], st[3] - st[2] - st[4]) for st in tl.steps], dtype=float)[idx]
         causes = np.array(tl.causes, dtype=object)[idx]
         n_steps, ranks = idx.size, job.devices
-        base = float(tl.step_s) * np.ones(n_steps)
+        base = float(tl.fault_free_s or tl.step_s) * np.ones(n_steps)
         dur = base[:, None] * g.uniform(0.98, 1.0, size=(n_steps, ranks))
         dur = np.minimum(dur, arr[:, 1][:, None])
         culprit = g.integers(0, ranks, size=n_steps)
@@ -155,6 +157,8 @@ def _inj_yaml(inj: _Injection, jobs: list[_Job], rank_files: list[str]) -> str:
     text += "  pool: all\n  architecture: H100 SXM\n"
     if inj.scheduler_policy is not None:
         text += f"  scheduler_policy: {json.dumps(inj.scheduler_policy)}\n"
+    if inj.compiler_version is not None:
+        text += f"  compiler_version: {json.dumps(inj.compiler_version)}\n"
     if inj.storage is not None:
         text += f"  storage: {json.dumps(inj.storage)}\n"
     if inj.versions:
@@ -176,8 +180,12 @@ def _inj_truth(
             lo = j.slow_node * _GPUS_PER_NODE
             for a, z in j.episodes:
                 episodes.append(
-                    {"job_id": j.job_id, "node": j.nodes[j.slow_node],
-                     "ranks": list(range(lo, lo + _GPUS_PER_NODE)), "steps": [a, z]}
+                    {
+                        "job_id": j.job_id,
+                        "node": j.nodes[j.slow_node],
+                        "ranks": list(range(lo, lo + _GPUS_PER_NODE)),
+                        "steps": [a, z],
+                    }
                 )
     opts = {k: getattr(inj, k) for k in inj.__dataclass_fields__}
     opts["versions"] = list(inj.versions)
@@ -188,4 +196,3 @@ def _inj_truth(
         "straggler_episodes": episodes,
         "job_versions": {j.job_id: j.version for j in jobs},
     }
-

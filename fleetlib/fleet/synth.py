@@ -78,6 +78,7 @@ class _Timeline:
     step_s: int
     #: per entry of ``steps``: "" (healthy), "slow" (one rank, background) or "episode" (injected straggler)
     causes: list[str] = field(default_factory=list)
+    fault_free_s: int = 0  # the job's fault-free step (step_s plus an injected kernel regression)
 
 
 @dataclass
@@ -226,7 +227,7 @@ def _timeline(
     truth["idle"] += teardown
     t += teardown
     events.append((0, float(t), "release"))
-    return _Timeline(steps, events, t, truth, n, b0, causes)
+    return _Timeline(steps, events, t, truth, n, b0, causes, b)
 
 
 def _place(
@@ -584,8 +585,9 @@ def synth_fleet(
         quota change that strands them), ``kernel_regression`` (``{version, slowdown}``: jobs of that
         version run every step ``ceil(slowdown x step)`` seconds longer), ``rank_timers`` (write
         per-rank step timers of every job with a model config, ``rank_timers/JOB.parquet``),
-        ``scheduler_policy`` and ``storage`` (stated in the contract).  Injection draws use their
-        own generator, so the same seed draws the same jobs; ``truth.json`` gains ``injected``.
+        ``scheduler_policy``, ``compiler_version`` and ``storage`` (stated in the contract).
+        Injection draws use their own generator, so the same seed draws the same jobs;
+        ``truth.json`` gains ``injected``.
 
     Returns
     -------
