@@ -502,7 +502,7 @@ def _draw_jobs(
         )
         if inj is not None and irng is not None:
             job.version = str(irng.choice(list(inj.versions))) if inj.versions else inj.software_version
-            if kind == "timeline" and pool == "train" and irng.random() < p_slow:
+            if kind == "timeline" and pool == "train" and irng.random() < p_slow and job.nodes_n >= 2:
                 a = int(irng.integers(3, 20))
                 first = (a, a + int(irng.integers(2, 5)))
                 b = int(irng.integers(first[1] + 5, 36))
@@ -580,8 +580,8 @@ def synth_fleet(
         ``compile_extra_s`` (seconds added to every job's startup: a compiler release),
         ``checkpoint_factor`` (checkpoint pause multiplied: a storage change), ``slow_nodes`` and
         ``slowdown`` (that many train nodes run ``slowdown`` slower -- ``ceil(slowdown x step)``
-        seconds per step -- in two straggler episodes of each job placed on them; only such jobs use
-        them), ``quota_nodes`` (that many train nodes are in service but no job may use them: a
+        seconds per step -- in two straggler episodes of each multi-node job placed on them; only
+        such jobs use them), ``quota_nodes`` (that many train nodes are in service but no job may use them: a
         quota change that strands them), ``kernel_regression`` (``{version, slowdown}``: jobs of that
         version run every step ``ceil(slowdown x step)`` seconds longer), ``rank_timers`` (write
         per-rank step timers of every job with a model config, ``rank_timers/JOB.parquet``),

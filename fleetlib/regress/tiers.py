@@ -27,7 +27,7 @@ not give measure_fleet; the allocation tier names it as not measured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ import pandas as pd
 from fleetlib.fleet.results import RUNTIME_LOSSES
 
 __all__ = [
+    "REFERENCE_QUANTILE",
     "STRAGGLER_BOUND",
     "TIERS",
     "Metric",
@@ -56,6 +57,8 @@ TIERS: dict[str, str] = {
 }
 #: A rank (or step) is slow when its timer exceeds its reference by more than this fraction.
 STRAGGLER_BOUND: float = 0.05
+#: A rank's reference: this quantile of its step's rank times.
+REFERENCE_QUANTILE: float = 0.25
 _S_LOSSES = ("partial_gang_hold", "reservation", "idle_with_queue", "idle_empty_queue", "unattributed")
 _P_LOSSES = ("step_time_above_baseline", "below_ideal_rate", "program_unobserved")
 #: The resampling unit and its cluster, per unit table.
@@ -181,11 +184,22 @@ def _all_timers(rank_timers: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return t.sort_values(["job_id", "rank", "step"], kind="stable", ignore_index=True)
 
 
+def _reference(t: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """Each row's reference time: the lower quartile of its step's rank times.
+
+    The lower quartile stays a healthy rank's time while up to three quarters of the ranks are slow
+    (a slow node is half the ranks of a two-node job), where the median would not.
+    """
+    q = t.groupby(list(keys), sort=False)["duration_s"].quantile(REFERENCE_QUANTILE)
+    idx = pd.MultiIndex.from_arrays([t[k].to_numpy() for k in keys]) if len(keys) > 1 else t[keys[0]]
+    return q.reindex(idx).to_numpy(float)
+
+
 def _flag(t: pd.DataFrame, bound: float) -> pd.DataFrame:
-    """Mark each rank-step over ``(1 + bound) x`` its step's median, and those on a run of >= 2 steps."""
-    med = t.groupby(["job_id", "step"])["duration_s"].transform("median").to_numpy(float)
+    """Mark each rank-step over ``(1 + bound) x`` its step's reference, and those on a run of >= 2 steps."""
+    ref = _reference(t, ["job_id", "step"])
     d = t["duration_s"].to_numpy(float)
-    slow = d > (1.0 + bound) * med
+    slow = d > (1.0 + bound) * ref
     job, rank, step = t["job_id"].to_numpy(), t["rank"].to_numpy(), t["step"].to_numpy()
     same = np.r_[False, (job[1:] == job[:-1]) & (rank[1:] == rank[:-1]) & (step[1:] == step[:-1] + 1)]
     prev_slow = np.r_[False, slow[:-1]] & same
@@ -193,20 +207,20 @@ def _flag(t: pd.DataFrame, bound: float) -> pd.DataFrame:
     return t.assign(
         slow=slow,
         episode=slow & (prev_slow | next_slow),
-        ratio=d / np.where(med > 0, med, np.nan),
+        ratio=d / np.where(ref > 0, ref, np.nan),
         run_start=slow & ~prev_slow,
     )
 
 
 def rank_step_table(rank_timers: Mapping[str, pd.DataFrame], bound: float = STRAGGLER_BOUND) -> pd.DataFrame:
-    """Per (job, step): ranks timed, ranks over ``(1 + bound) x`` the step's median rank time.
+    """Per (job, step): ranks timed, ranks over ``(1 + bound) x`` the step's lower-quartile rank time.
 
     Parameters
     ----------
     rank_timers
         ``{job id: rank-timer table (rank, step, duration_s)}``.
     bound
-        The anomaly bound, a fraction of the step's median.
+        The anomaly bound, a fraction of the step's lower quartile.
 
     Returns
     -------
@@ -423,13 +437,13 @@ def straggler_episodes(
     min_steps
         Shortest run that is an episode (a single slow step is the background).
     bound
-        The anomaly bound (a fraction over the step's median rank time).
+        The anomaly bound (a fraction over the step's lower-quartile rank time).
 
     Returns
     -------
     list of dict
         ``job_id``, ``ranks`` (the slow ranks of runs with the same first and last step), ``steps``
-        ``[first, last]``, ``excess`` (mean slow-rank time over the step median, minus one).
+        ``[first, last]``, ``excess`` (mean slow-rank time over the step's lower quartile, minus one).
     """
     t = _all_timers(rank_timers)
     if not len(t):

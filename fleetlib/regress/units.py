@@ -70,6 +70,9 @@ class FleetUnits:
         The :class:`~fleetlib.fleet.measure.FleetMeasurement` (None for a subset).
     notes
         What a subset left out (e.g. S when a split field has no capacity of its own).
+    rank_steps
+        Per (job, step) straggler counts kept instead of ``rank_timers`` (a stored baseline); None:
+        computed from ``rank_timers``.
     """
 
     name: str
@@ -82,6 +85,7 @@ class FleetUnits:
     rank_timers: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     measurement: Any = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list)
+    rank_steps: pd.DataFrame | None = field(default=None, repr=False)
 
     def subset(
         self,
@@ -132,6 +136,9 @@ class FleetUnits:
             jobs=job_tab,
             steps=steps,
             rank_timers={j: t for j, t in self.rank_timers.items() if j in job_tab.index},
+            rank_steps=None
+            if self.rank_steps is None
+            else self.rank_steps[self.rank_steps["job_id"].isin(job_tab.index)],
             measurement=None,
             notes=notes,
         )
