@@ -88,8 +88,13 @@ def test_straddling_a_software_version_change_is_named(tmp_path: Path) -> None:
     from fleetlib.fleet.synth import synth_fleet
 
     a = synth_fleet(tmp_path / "a", devices=16, days=0.25, seed=5, inject={"software_version": "1.0"})
-    b = synth_fleet(tmp_path / "b", devices=16, days=0.25, seed=5,
-                    inject={"software_version": "2.0", "checkpoint_factor": 2.0})
+    b = synth_fleet(
+        tmp_path / "b",
+        devices=16,
+        days=0.25,
+        seed=5,
+        inject={"software_version": "2.0", "checkpoint_factor": 2.0},
+    )
     ua, ub = fleet_units(a.manifest, cycle="1h"), fleet_units(b.manifest, cycle="1h")
     res = compare(ua, ub)
     diff = {d["field"]: d for d in res.contract_differences}
@@ -101,8 +106,10 @@ def test_straddling_a_software_version_change_is_named(tmp_path: Path) -> None:
 
 def test_false_alarm_rate_on_unchanged_pairs(pairs: dict[str, Any]) -> None:
     fa = false_alarm_rate(pairs["units"]["baseline"], pairs=20, boot=200, seed=1)
-    print(f"false-alarm rate {fa['rate']:.3f} over {fa['pairs']} unchanged pairs "
-          f"({fa['metrics_per_pair']} metrics each): {fa['alarmed']}")
+    print(
+        f"false-alarm rate {fa['rate']:.3f} over {fa['pairs']} unchanged pairs "
+        f"({fa['metrics_per_pair']} metrics each): {fa['alarmed']}"
+    )
     assert fa["pairs"] == 20
     assert fa["rate"] <= 0.05
 
@@ -113,8 +120,14 @@ def test_every_injected_straggler_episode_is_located(pairs: dict[str, Any]) -> N
     found = straggler_episodes(pairs["units"]["gray_failure"].rank_timers)
     for ep in truth:
         a, z = ep["steps"]
-        hits = [f for f in found if f["job_id"] == ep["job_id"] and f["steps"][0] <= z and f["steps"][1] >= a
-                and set(ep["ranks"]) <= set(f["ranks"])]
+        hits = [
+            f
+            for f in found
+            if f["job_id"] == ep["job_id"]
+            and f["steps"][0] <= z
+            and f["steps"][1] >= a
+            and set(ep["ranks"]) <= set(f["ranks"])
+        ]
         assert hits, ep
     # and the baseline's background (single slow steps) is no episode
     assert straggler_episodes(pairs["units"]["baseline"].rank_timers) == []

@@ -23,9 +23,12 @@ def test_trace_plan_stratified_never_rank_zero_alone(pairs: dict[str, Any]) -> N
     u = pairs["units"]["gray_failure"]
     plan = trace_plan(u)
     # every stratum present among the timed jobs is covered
-    present = {(int(d) // 8, a, v) for d, a, v in u.jobs.loc[u.jobs.index.isin(u.steps["job_id"]),
-                                                           ["devices", "architecture", "software_version"]]
-               .itertuples(index=False, name=None)}
+    present = {
+        (int(d) // 8, a, v)
+        for d, a, v in u.jobs.loc[
+            u.jobs.index.isin(u.steps["job_id"]), ["devices", "architecture", "software_version"]
+        ].itertuples(index=False, name=None)
+    }
     covered = {(s["nodes"], s["architecture"], s["software_version"]) for s in plan["strata"] if s["chosen"]}
     assert present == covered
     assert plan["coverage"]["strata_present"] == plan["coverage"]["strata_covered"]
@@ -45,8 +48,14 @@ def test_triggered_episodes_include_every_injected_one_with_a_healthy_peer(pairs
     truth = pairs["pairs"].truth["gray_failure"]["injected"]["straggler_episodes"]
     for ep in truth:
         a, z = ep["steps"]
-        hits = [t for t in plan["triggered"] if t["job_id"] == ep["job_id"] and t["steps"][0] <= z
-                and t["steps"][1] >= a and set(ep["ranks"]) <= set(t["ranks"])]
+        hits = [
+            t
+            for t in plan["triggered"]
+            if t["job_id"] == ep["job_id"]
+            and t["steps"][0] <= z
+            and t["steps"][1] >= a
+            and set(ep["ranks"]) <= set(t["ranks"])
+        ]
         assert hits, ep
         for t in hits:
             assert t["healthy_peer"] is not None and t["healthy_peer"] not in ep["ranks"]
@@ -71,8 +80,11 @@ def test_baselines_build_and_check(pairs: dict[str, Any], tmp_path: Path) -> Non
     assert load_baseline(tmp_path / "bl", "train", "H100 SXM", "9.9") is None
     # the kernel regression is flagged on (train, H100 SXM, 2.2) by the fleet-baseline tier only there
     res = check_baselines(pairs["units"]["kernel"], tmp_path / "bl", boot=200)
-    flagged = {(r["pool"], r["software_version"], r["tier"]) for r in res["regressions"]
-               if r["tier"] == "fleet_baseline"}
+    flagged = {
+        (r["pool"], r["software_version"], r["tier"])
+        for r in res["regressions"]
+        if r["tier"] == "fleet_baseline"
+    }
     assert ("train", "2.2", "fleet_baseline") in flagged
     assert not any(v == "2.1" for _p, v, _t in flagged)
     # the unchanged baseline checks clean
@@ -84,8 +96,20 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     from fleetlib.cli import main
 
     rp = pairs["pairs"]
-    code = main(["compare", str(rp.baseline), str(rp.candidates["storage"]), "--json", "--cycle", "2h",
-                 "--boot", "100", "--tier", "startup_recovery"])
+    code = main(
+        [
+            "compare",
+            str(rp.baseline),
+            str(rp.candidates["storage"]),
+            "--json",
+            "--cycle",
+            "2h",
+            "--boot",
+            "100",
+            "--tier",
+            "startup_recovery",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"contract_differences", "verdicts"}
@@ -93,14 +117,26 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     assert all(keys <= set(v) for v in out["verdicts"])
     assert any(v["metric"] == "checkpoint pause per commit" and v["significant"] for v in out["verdicts"])
     assert [d["field"] for d in out["contract_differences"]] == ["storage"]
-    code = main(["compare", str(rp.baseline), str(rp.candidates["compiler"]), "--cycle", "2h", "--boot", "60",
-                 "--tier", "startup_recovery"])
+    code = main(
+        [
+            "compare",
+            str(rp.baseline),
+            str(rp.candidates["compiler"]),
+            "--cycle",
+            "2h",
+            "--boot",
+            "60",
+            "--tier",
+            "startup_recovery",
+        ]
+    )
     assert code == 0
     assert "NO VERDICT" in capsys.readouterr().out
 
 
-def test_cli_fleet_json_carries_contract_and_trace_plan(pairs: dict[str, Any],
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_fleet_json_carries_contract_and_trace_plan(
+    pairs: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     from fleetlib.cli import main
 
     code = main(["fleet", str(pairs["pairs"].candidates["gray_failure"]), "--json", "--plan-traces"])
