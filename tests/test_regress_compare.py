@@ -26,6 +26,14 @@ def pairs() -> dict[str, Any]:
     return regression_units()
 
 
+def test_poisson_bounds_match_garwood_tables() -> None:
+    from fleetlib.regress.compare import poisson_bounds
+
+    for k, (lo, hi) in {0: (0.0, 3.689), 5: (1.623, 11.668), 20: (12.217, 30.889)}.items():
+        got = poisson_bounds(k, 0.025)
+        assert got[0] == pytest.approx(lo, abs=2e-3) and got[1] == pytest.approx(hi, abs=2e-3)
+
+
 def test_t_quantile_matches_tables() -> None:
     # Student's t table values (two-sided 95 % and 99 %), and the normal limit
     assert t_quantile(0.975, 10) == pytest.approx(2.228, abs=2e-3)

@@ -25,6 +25,7 @@ A field that differs and is not ``under_test`` confounds the comparison: every v
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,15 @@ from fleetlib.regress.tiers import (
     tier_metrics,
 )
 
-__all__ = ["Comparison", "compare", "false_alarm_rate", "t_quantile", "unit_tables", "verdict_table"]
+__all__ = [
+    "Comparison",
+    "compare",
+    "false_alarm_rate",
+    "poisson_bounds",
+    "t_quantile",
+    "unit_tables",
+    "verdict_table",
+]
 
 _P_COLS = ("step_time_above_baseline", "below_ideal_rate", "program_unobserved")
 
@@ -117,6 +126,72 @@ def _labels(t: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
     for c in cols[1:]:
         out = out + "|" + t[c].astype(str).astype(object)
     return out
+
+
+def _poisson_cdf(k: int, lam: float) -> float:
+    if lam <= 0:
+        return 1.0
+    terms = [-lam + i * math.log(lam) - math.lgamma(i + 1) for i in range(k + 1)]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+def poisson_bounds(k: int, tail: float) -> tuple[float, float]:
+    """Return the exact (Garwood) bounds of a Poisson mean from ``k`` events, ``tail`` in each tail.
+
+    Parameters
+    ----------
+    k
+        Events observed (>= 0).
+    tail
+        Probability left in each tail (e.g. 0.025 for a 95 % interval).
+    """
+
+    def solve(f: Any, lo: float, hi: float) -> float:
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if f(mid) else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    hi_start = max(10.0, 10.0 * (k + 10))
+    upper = solve(lambda lam: _poisson_cdf(k, lam) > tail, 0.0, hi_start)
+    lower = 0.0 if k == 0 else solve(lambda lam: 1.0 - _poisson_cdf(k - 1, lam) < tail, 0.0, hi_start)
+    return lower, upper
+
+
+def _events(t: pd.DataFrame, m: Metric) -> tuple[float, float]:
+    """Return (events, exposure) of an events metric over its rows."""
+    mask = np.ones(len(t), dtype=bool)
+    for col, value in m.where.items():
+        mask &= (t[col] == value).to_numpy()
+    if not len(t) or m.num not in t or m.den not in t:
+        return 0.0, 0.0
+    return float(t.loc[mask, m.num].sum()), float(t.loc[mask, m.den].sum())
+
+
+def _events_verdict(
+    m: Metric, ta: pd.DataFrame, tb: pd.DataFrame, alpha: float, refused: bool, confounders: list[str]
+) -> dict[str, Any]:
+    """Return an events metric's record: exact Poisson rate intervals, combined for the delta."""
+    (ka, na), (kb, nb) = _events(ta, m), _events(tb, m)
+    if na <= 0 or nb <= 0:
+        rec = _verdict(m, float("nan"), float("nan"), float("nan"), 0.0, refused, confounders, 0)
+        rec["resampling"] = "exact Poisson (events over exposure)"
+        return rec
+    la, ua = poisson_bounds(round(ka), alpha / 4)
+    lb, ub = poisson_bounds(round(kb), alpha / 4)
+    va, vb = m.scale * ka / na, m.scale * kb / nb
+    lo, hi = m.scale * (lb / nb - ua / na), m.scale * (ub / nb - la / na)
+    rec = _verdict(m, va, vb, 1.0, 0.0, refused, confounders, int(ka + kb))
+    rec["ci_low"], rec["ci_high"] = float(lo), float(hi)
+    if not refused:
+        sig = bool(lo > 0 or hi < 0)
+        rec["significant"] = sig
+        worse = (vb < va) if m.better == "higher" else (vb > va)
+        rec["verdict"] = ("regression" if worse else "improvement") if sig else "no significant change"
+    rec["resampling"] = "exact Poisson (events over exposure)"
+    rec["events"] = {"baseline": ka, "candidate": kb}
+    return rec
 
 
 class _Resampler:
@@ -354,6 +429,8 @@ def compare(
     if paired:  # one shared draw per key
         side_b._shared = side_a._shared
     rows = []
+    events = [m for m in metrics if m.kind == "events"]
+    metrics = [m for m in metrics if m.kind != "events"]
     for m in metrics:
         va, ra, na = side_a.metric(m)
         vb, rb, nb = side_b.metric(m)
@@ -366,12 +443,23 @@ def compare(
             se = float(np.sqrt(np.nanvar(ra) + np.nanvar(rb)))
         rows.append((m, va, vb, se, min(na, nb)))
     testable = [r for r in rows if np.isfinite(r[1]) and np.isfinite(r[2]) and np.isfinite(r[3]) and r[3] > 0]
-    n_tests = max(len(testable), 1)
+    n_tests = max(len(testable) + len(events), 1)
     p = 1.0 - (1.0 - level) / (2.0 * n_tests)
     verdicts = [
         _verdict(m, va, vb, se, t_quantile(p, units - 1), refused, confounders, units)
         for m, va, vb, se, units in rows
     ]
+    verdicts += [
+        _events_verdict(m, ta[m.table], tb[m.table], (1.0 - level) / n_tests, refused, confounders)
+        for m in events
+    ]
+    order = {m.name: i for i, m in enumerate(factor_metrics() + tier_metrics(baseline))}
+    verdicts.sort(
+        key=lambda v: (
+            list(TIERS).index(v["tier"]) + 2 if v["tier"] in TIERS else ["factor", "loss"].index(v["tier"]),
+            order.get(v["metric"], 0),
+        )
+    )
     sections = {t: {"factor": TIERS[t], "metrics": [v for v in verdicts if v["tier"] == t]} for t in chosen}
     if "canaries" in sections:
         sections["canaries"]["scaling_curve"] = {

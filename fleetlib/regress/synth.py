@@ -45,7 +45,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "tier": "gray_failure",
         "factor": "program",
         "under_test": [],
-        "metric": "rank-steps in straggler episodes per 1,000",
+        "metric": "straggler episodes per million rank-steps",
     },
     "quota": {
         "tier": "allocation",

@@ -92,6 +92,9 @@ class Metric:
         ``{column: value}`` rows kept.
     cluster
         Override of the table's outer resampling unit (e.g. ``"cycle"`` for jobs under S).
+    kind
+        ``"ratio"`` (bootstrap interval) or ``"events"``: ``num`` counts rare events over the exposure
+        ``den``; the interval is the exact (Garwood) Poisson one of each rate, combined.
     """
 
     name: str
@@ -105,6 +108,7 @@ class Metric:
     scale: float = 1.0
     where: Mapping[str, Any] = field(default_factory=dict)
     cluster: str | None = None
+    kind: str = "ratio"
 
 
 def factor_metrics() -> list[Metric]:
@@ -300,6 +304,18 @@ def tier_metrics(units: Any) -> list[Metric]:
             "lower",
             "per 1,000 rank-steps",
             scale=1000.0,
+        ),
+        Metric(
+            "straggler episodes per million rank-steps",
+            "program",
+            "gray_failure",
+            "jobs",
+            "straggler_episodes",
+            "rank_steps",
+            "lower",
+            "per 10^6 rank-steps",
+            scale=1e6,
+            kind="events",
         ),
         Metric(
             "rank-steps in straggler episodes per 1,000",

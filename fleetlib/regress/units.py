@@ -240,6 +240,15 @@ def _job_contract(man: Any, jobs: pd.DataFrame, base: Contract) -> pd.DataFrame:
     return out
 
 
+def _episode_columns(jobs: pd.DataFrame, timers: Mapping[str, pd.DataFrame]) -> None:
+    """Per job: straggler episodes its per-rank timers show and the rank-steps they cover (exposure)."""
+    from fleetlib.regress.tiers import straggler_episodes
+
+    eps = pd.Series([e["job_id"] for e in straggler_episodes(timers)], dtype=object).value_counts()
+    jobs["straggler_episodes"] = eps.reindex(jobs.index).fillna(0).to_numpy(float)
+    jobs["rank_steps"] = [float(len(timers[j])) if j in timers else 0.0 for j in jobs.index]
+
+
 def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Rank timers per job: a file named after its job id (``rank_timers/JOB.parquet``)."""
     from fleetlib.program.readers.rank_timers import read_rank_timers
@@ -321,6 +330,7 @@ def fleet_units(
     for col, values in _job_contract(man, jobs, base).items():
         jobs[col] = values
     timers = _rank_timers(man, jobs)
+    _episode_columns(jobs, timers)
     return FleetUnits(
         name=fm.name,
         window=win,
