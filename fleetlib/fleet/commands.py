@@ -76,7 +76,7 @@ def run_fleet(
         from fleetlib.regress.sampling import trace_plan
         from fleetlib.regress.units import fleet_units
 
-        units = fleet_units(manifest, window=win, cycle="1h")
+        units = fleet_units(manifest, window=win, cycle=None)
         res = units.measurement.to_dict()
         res["trace_plan"] = trace_plan(units)
         return res

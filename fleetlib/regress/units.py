@@ -71,8 +71,8 @@ class FleetUnits:
     notes
         What a subset left out (e.g. S when a split field has no capacity of its own).
     rank_steps
-        Per (job, step) straggler counts kept instead of ``rank_timers`` (a stored baseline); None:
-        computed from ``rank_timers``.
+        Per (job, step) straggler counts (:func:`fleetlib.regress.tiers.rank_step_table`; a stored
+        baseline keeps only these); None: computed from ``rank_timers`` when needed.
     """
 
     name: str
@@ -263,7 +263,7 @@ def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def fleet_units(
-    source: str | Path | Any, *, window: Any = None, cycle: str | pd.Timedelta = "1D"
+    source: str | Path | Any, *, window: Any = None, cycle: str | pd.Timedelta | None = "1D"
 ) -> FleetUnits:
     """Measure a bundle and return its factors' resampling units.
 
@@ -275,7 +275,8 @@ def fleet_units(
         Override of the manifest's window (as :func:`fleetlib.fleet.measure_fleet`).
     cycle
         Length of one demand cycle (S's resampling unit); the window must hold a whole number of
-        them (a remainder is left out of ``cycles`` and named in ``notes``).
+        them (a remainder is left out of ``cycles`` and named in ``notes``).  None: the whole window
+        is one cycle (S is then not resampled).
 
     Returns
     -------
@@ -290,10 +291,10 @@ def fleet_units(
     from fleetlib.fleet.manifest import FleetManifest, load_manifest
     from fleetlib.fleet.measure import _read_scheduler, _read_timelines, measure_fleet
 
-    length = parse_cycle(cycle)
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
     fm = measure_fleet(man, window=window)
     win = fm.window
+    length = (win.end - win.start) if cycle is None else parse_cycle(cycle)
     records, _ledger, _ = _read_scheduler(man, win)
     cycles = _cycles(records, win, length)
     notes = []
@@ -329,6 +330,8 @@ def fleet_units(
     base = Contract.from_mapping(man.contract).merged(records_contract)
     for col, values in _job_contract(man, jobs, base).items():
         jobs[col] = values
+    from fleetlib.regress.tiers import rank_step_table
+
     timers = _rank_timers(man, jobs)
     _episode_columns(jobs, timers)
     return FleetUnits(
@@ -342,4 +345,5 @@ def fleet_units(
         rank_timers=timers,
         measurement=fm,
         notes=notes,
+        rank_steps=rank_step_table(timers),
     )
