@@ -77,7 +77,8 @@ def test_kernel_regression_only_on_its_version(pairs: dict[str, Any]) -> None:
     by = {v["metric"]: v for v in res.sections["fleet_baseline"]["metrics"]}
     assert by["program goodput, H100 SXM x 2.2"]["verdict"] == "regression"
     assert by["program goodput, H100 SXM x 2.1"]["verdict"] != "regression"
-    assert by["program goodput, H100 SXM x 2.1"]["delta"] == pytest.approx(0.0, abs=1e-9)
+    # the 2.1 jobs are the same draws (only placement may drop one): their MFU barely moves
+    assert abs(by["program goodput, H100 SXM x 2.1"]["delta"]) < 0.01
 
 
 def test_a_contract_difference_not_under_test_refuses_the_verdict(pairs: dict[str, Any]) -> None:

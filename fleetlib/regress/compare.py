@@ -50,6 +50,7 @@ from fleetlib.regress.tiers import (
 
 __all__ = [
     "Comparison",
+    "binomial_bounds",
     "compare",
     "false_alarm_rate",
     "poisson_bounds",
@@ -169,27 +170,68 @@ def _events(t: pd.DataFrame, m: Metric) -> tuple[float, float]:
     return float(t.loc[mask, m.num].sum()), float(t.loc[mask, m.den].sum())
 
 
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    terms = [
+        math.lgamma(n + 1)
+        - math.lgamma(i + 1)
+        - math.lgamma(n - i + 1)
+        + i * math.log(p)
+        + (n - i) * math.log1p(-p)
+        for i in range(k + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+def binomial_bounds(k: int, n: int, tail: float) -> tuple[float, float]:
+    """Return the exact (Clopper-Pearson) bounds of a binomial proportion, ``tail`` in each tail."""
+
+    def solve(f: Any) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if f(mid) else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    lower = 0.0 if k == 0 else solve(lambda p: 1.0 - _binom_cdf(k - 1, n, p) < tail)
+    upper = 1.0 if k == n else solve(lambda p: _binom_cdf(k, n, p) > tail)
+    return lower, upper
+
+
 def _events_verdict(
     m: Metric, ta: pd.DataFrame, tb: pd.DataFrame, alpha: float, refused: bool, confounders: list[str]
 ) -> dict[str, Any]:
-    """Return an events metric's record: exact Poisson rate intervals, combined for the delta."""
+    """Return an events metric's record: the two Poisson rates compared by the exact conditional test.
+
+    Given the ``K`` events of both sides, the candidate's share is binomial with ``p0 = nb / (na + nb)``
+    when the rates are equal; its Clopper-Pearson interval ``[pl, pu]`` maps onto the delta of the rates
+    as ``K (p / nb - (1 - p) / na)``, so the interval excludes 0 exactly when the test rejects.
+    """
     (ka, na), (kb, nb) = _events(ta, m), _events(tb, m)
+    total = round(ka + kb)
     if na <= 0 or nb <= 0:
         rec = _verdict(m, float("nan"), float("nan"), float("nan"), 0.0, refused, confounders, 0)
-        rec["resampling"] = "exact Poisson (events over exposure)"
-        return rec
-    la, ua = poisson_bounds(round(ka), alpha / 4)
-    lb, ub = poisson_bounds(round(kb), alpha / 4)
-    va, vb = m.scale * ka / na, m.scale * kb / nb
-    lo, hi = m.scale * (lb / nb - ua / na), m.scale * (ub / nb - la / na)
-    rec = _verdict(m, va, vb, 1.0, 0.0, refused, confounders, int(ka + kb))
-    rec["ci_low"], rec["ci_high"] = float(lo), float(hi)
-    if not refused:
-        sig = bool(lo > 0 or hi < 0)
-        rec["significant"] = sig
-        worse = (vb < va) if m.better == "higher" else (vb > va)
-        rec["verdict"] = ("regression" if worse else "improvement") if sig else "no significant change"
-    rec["resampling"] = "exact Poisson (events over exposure)"
+    elif total == 0:
+        rec = _verdict(m, 0.0, 0.0, float("nan"), 0.0, refused, confounders, 0)
+    else:
+        va, vb = m.scale * ka / na, m.scale * kb / nb
+        pl, pu = binomial_bounds(round(kb), total, alpha / 2)
+        lo = m.scale * total * (pl / nb - (1 - pl) / na)
+        hi = m.scale * total * (pu / nb - (1 - pu) / na)
+        rec = _verdict(m, va, vb, 1.0, 0.0, refused, confounders, total)
+        rec["ci_low"], rec["ci_high"] = float(lo), float(hi)
+        if not refused:
+            sig = bool(lo > 0 or hi < 0)
+            rec["significant"] = sig
+            worse = (vb < va) if m.better == "higher" else (vb > va)
+            rec["verdict"] = ("regression" if worse else "improvement") if sig else "no significant change"
+    rec["resampling"] = "exact conditional Poisson test (events over exposure)"
     rec["events"] = {"baseline": ka, "candidate": kb}
     return rec
 
