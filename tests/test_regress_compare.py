@@ -166,3 +166,33 @@ def test_bad_options_are_refused(pairs: dict[str, Any]) -> None:
         compare(u, u, level=1.5)
     with pytest.raises(DomainError):
         compare(u, u, tiers=["no such tier"])
+
+
+def test_binomial_bounds_match_clopper_pearson() -> None:
+    from fleetlib.regress.compare import binomial_bounds
+
+    lo, hi = binomial_bounds(0, 10, 0.025)
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 10), abs=1e-6)
+    lo, hi = binomial_bounds(5, 10, 0.025)
+    assert lo == pytest.approx(0.1871, abs=1e-3) and hi == pytest.approx(0.8129, abs=1e-3)
+
+
+def test_events_rates_compared_by_the_conditional_test() -> None:
+    import pandas as pd
+
+    from fleetlib.regress.compare import _events_verdict
+    from fleetlib.regress.tiers import Metric
+
+    m = Metric(
+        "episodes", "program", "gray_failure", "jobs", "k", "n", "lower", "per rank-step", kind="events"
+    )
+    quiet = pd.DataFrame({"k": [0.0, 0.0], "n": [5000.0, 5000.0]})
+    loud = pd.DataFrame({"k": [9.0, 7.0], "n": [5000.0, 5000.0]})
+    rec = _events_verdict(m, quiet, loud, 0.05, False, [])
+    # 16 of 16 events on one side of equal exposures: p = 0.5 ** 16, far below 0.05
+    assert rec["verdict"] == "regression" and rec["ci_low"] > 0
+    assert rec["delta"] == pytest.approx(16 / 10_000)
+    same = _events_verdict(m, loud, loud, 0.05, False, [])
+    assert same["verdict"] == "no significant change" and same["ci_low"] < 0 < same["ci_high"]
+    none = _events_verdict(m, quiet, quiet, 0.05, False, [])
+    assert none["significant"] is None
