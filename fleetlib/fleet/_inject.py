@@ -106,40 +106,46 @@ def _slow_node_index(job: _Job, slow: frozenset[str]) -> int | None:
     return hits[0] if hits else None
 
 
+def _retained(tl: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the retained executions (last per step number): step numbers, compute seconds, causes."""
+    last: dict[int, int] = {}
+    for i, st in enumerate(tl.steps):
+        last[int(st[1])] = i
+    idx = np.array(sorted(last.values()), dtype=int)
+    arr = np.array([(st[1], st[3] - st[2] - st[4]) for st in tl.steps], dtype=float)[idx]
+    return arr[:, 0].astype(np.int64), arr[:, 1], np.array(tl.causes, dtype=object)[idx]
+
+
 def _write_rank_timers(out: Path, jobs: list[_Job], models: Mapping[str, str], seed: int) -> list[str]:
-    """Per-rank step timers (``rank, step, duration_s``) of each job with a model config.
+    """Write per-rank step timers (``rank, step, duration_s``) of every timed job.
 
     Each retained step's compute time (wall less input wait) is the slowest rank's; the others run
-    0-2 % faster.  A background slow step is one rank's; an injected episode step is the slow node's
-    eight ranks'.
+    0-2 % faster.  A background slow step slows every rank alike (no straggler); in an injected
+    episode step the slow node's eight ranks take the whole step, the others the step less the
+    injected slowdown.
     """
     rels = []
     for job in jobs:
         tl = job.timeline
-        if job.kind != "timeline" or tl is None or job.job_id not in models or not tl.steps:
+        if job.kind != "timeline" or tl is None or not tl.steps:
             continue
         g = np.random.default_rng([seed, 13, int(job.job_id)])
-        last: dict[int, int] = {}
-        for i, st in enumerate(tl.steps):
-            last[int(st[1])] = i  # the retained execution of each step is its last
-        idx = np.array(sorted(last.values()))
-        arr = np.array([(st[1], st[3] - st[2] - st[4]) for st in tl.steps], dtype=float)[idx]
-        causes = np.array(tl.causes, dtype=object)[idx]
-        n_steps, ranks = idx.size, job.devices
-        base = float(tl.fault_free_s or tl.step_s) * np.ones(n_steps)
-        dur = base[:, None] * g.uniform(0.98, 1.0, size=(n_steps, ranks))
-        dur = np.minimum(dur, arr[:, 1][:, None])
-        culprit = g.integers(0, ranks, size=n_steps)
-        dur[np.arange(n_steps), culprit] = arr[:, 1]  # the rank that set the step's time
+        steps, compute, causes = _retained(tl)
+        n_steps, ranks = steps.size, job.devices
         ep = causes == "episode"
+        slow_extra = math.ceil(job.slowdown * (tl.fault_free_s or tl.step_s)) if ep.any() else 0
+        healthy = np.where(ep, compute - slow_extra, compute)
+        dur = healthy[:, None] * g.uniform(0.98, 1.0, size=(n_steps, ranks))
+        culprit = g.integers(0, ranks, size=n_steps)
+        dur[np.arange(n_steps), culprit] = healthy
         node = job.slow_node
         if node is not None and ep.any():
             lo = node * _GPUS_PER_NODE
-            dur[np.ix_(np.flatnonzero(ep), np.arange(lo, lo + _GPUS_PER_NODE))] = arr[ep, 1][:, None]
+            dur[np.ix_(np.flatnonzero(ep), np.arange(lo, lo + _GPUS_PER_NODE))] = compute[ep][:, None]
         frame = pd.DataFrame(
             {
                 "rank": np.tile(np.arange(ranks, dtype=np.int64), n_steps),
-                "step": np.repeat(arr[:, 0].astype(np.int64), ranks),
+                "step": np.repeat(steps, ranks),
                 "duration_s": dur.reshape(-1),
             }
         )
@@ -174,19 +180,24 @@ def _inj_truth(
     inj: _Injection, jobs: list[_Job], stranded: list[str], slow: frozenset[str]
 ) -> dict[str, Any]:
     """Return what was injected: the options, stranded and slow nodes, each straggler episode, versions."""
-    episodes = []
+    episodes, singles = [], []
     for j in jobs:
-        if j.episodes and j.slow_node is not None and j.kind == "timeline":
-            lo = j.slow_node * _GPUS_PER_NODE
-            for a, z in j.episodes:
-                episodes.append(
-                    {
-                        "job_id": j.job_id,
-                        "node": j.nodes[j.slow_node],
-                        "ranks": list(range(lo, lo + _GPUS_PER_NODE)),
-                        "steps": [a, z],
-                    }
-                )
+        if not (j.episodes and j.slow_node is not None and j.kind == "timeline" and j.timeline is not None):
+            continue
+        lo = j.slow_node * _GPUS_PER_NODE
+        steps, _compute, causes = _retained(j.timeline)
+        hit = steps[causes == "episode"]
+        # consecutive retained slow steps: a restart can cut an injected range (its re-run is warm-up)
+        cuts = np.flatnonzero(np.diff(hit) != 1) + 1
+        for run in np.split(hit, cuts) if hit.size else []:
+            rec = {
+                "job_id": j.job_id,
+                "node": j.nodes[j.slow_node],
+                "ranks": list(range(lo, lo + _GPUS_PER_NODE)),
+                "steps": [int(run[0]), int(run[-1])],
+                "injected_steps": [list(e) for e in j.episodes],
+            }
+            (episodes if run.size >= 2 else singles).append(rec)
     opts = {k: getattr(inj, k) for k in inj.__dataclass_fields__}
     opts["versions"] = list(inj.versions)
     return {
@@ -194,5 +205,6 @@ def _inj_truth(
         "stranded_nodes": list(stranded),
         "slow_nodes": sorted(slow),
         "straggler_episodes": episodes,
+        "single_slow_steps": singles,
         "job_versions": {j.job_id: j.version for j in jobs},
     }

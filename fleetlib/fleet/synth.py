@@ -99,6 +99,7 @@ class _Job:
     version: str | None = None  # software version (injection runs only)
     episodes: tuple[tuple[int, int], ...] = ()  # injected straggler step ranges (first, last)
     slow_node: int | None = None  # index in ``nodes`` of its slow node (injected gray failure)
+    slowdown: float = 0.0  # the slow node's slowdown (injected gray failure)
 
     @property
     def devices(self) -> int:
@@ -584,7 +585,7 @@ def synth_fleet(
         such jobs use them), ``quota_nodes`` (that many train nodes are in service but no job may use them: a
         quota change that strands them), ``kernel_regression`` (``{version, slowdown}``: jobs of that
         version run every step ``ceil(slowdown x step)`` seconds longer), ``rank_timers`` (write
-        per-rank step timers of every job with a model config, ``rank_timers/JOB.parquet``),
+        per-rank step timers of every timed job, ``rank_timers/JOB.parquet``),
         ``scheduler_policy``, ``compiler_version`` and ``storage`` (stated in the contract).
         Injection draws use their own generator, so the same seed draws the same jobs;
         ``truth.json`` gains ``injected``.
@@ -639,6 +640,7 @@ def synth_fleet(
     jobs = _place(jobs, placeable, horizon, slow)
     for job in jobs:
         job.slow_node = _slow_node_index(job, slow)
+        job.slowdown = inj.slowdown if inj is not None else 0.0
     # the first job of each kind is kept whatever the draw, so every category shows up
     _ensure_kinds(jobs, rng, inj)
     jobs.sort(key=lambda j: j.job_id)

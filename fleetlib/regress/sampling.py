@@ -13,7 +13,7 @@ trigger tracing the lagging rank beside a healthy peer of the same collective gr
   data-parallel job -- each at a different local index, so rank 0 is never alone) and two step
   ranges, one in warm-up (the first steps) and one in steady state (the middle);
 * ``triggered``: each straggler episode of the rank timers (ranks over the step's lower quartile by the bound
-  on >= 3 consecutive steps), its slow ranks and a healthy peer of the job (its collective group):
+  on >= 2 consecutive steps), its slow ranks and a healthy peer of the job (its collective group):
   the job's rank with the smallest worst ratio over those steps;
 * ``program_sampling``: P estimated from the sampled steps alone, with its bootstrap standard
   error, beside the measured P -- P's sampling error.

@@ -442,7 +442,7 @@ def scaling_curve(units: Any) -> list[dict[str, Any]]:
 
 
 def straggler_episodes(
-    rank_timers: Mapping[str, pd.DataFrame], min_steps: int = 3, bound: float = STRAGGLER_BOUND
+    rank_timers: Mapping[str, pd.DataFrame], min_steps: int = 2, bound: float = STRAGGLER_BOUND
 ) -> list[dict[str, Any]]:
     """Return the straggler episodes: runs of >= ``min_steps`` consecutive steps of ranks over the bound.
 
