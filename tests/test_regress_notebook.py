@@ -34,7 +34,7 @@ def test_committed_without_outputs_and_thin(nb):
     check_stripped(nb)
     assert defined_functions(nb) == []
     assert declared_parameters(nb) == {
-        "devices": 96,
+        "pair_devices": 96,
         "seed": 0,
         "cycle": "2h",
         "unchanged_pairs": 20,
