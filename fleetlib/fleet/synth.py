@@ -185,8 +185,9 @@ def _timeline(
             dur = b + wait + extra
         why = "slow" if extra else ""
         if in_run > 0 and any(a <= step <= z for a, z in episodes):
-            extra, why = extra + slow_extra, "episode"
-            dur += slow_extra
+            # the slow node sets the step: its slowdown replaces a background slow step (drawn all the same)
+            dur += slow_extra - extra
+            extra, why = slow_extra, "episode"
         if fail_step is not None and step == fail_step:
             partial = int(rng.integers(1, b0))
             detect, restart = int(rng.integers(10, 60)), int(rng.integers(60, 240))
