@@ -149,3 +149,26 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["baseline", "check", str(tmp_path), "--baselines", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "baselines.json" in err[0]
+
+
+def test_injected_bundle_measures_its_truth(tmp_path: Path) -> None:
+    from fleetlib.fleet import measure_fleet, synth_fleet
+
+    inject = {
+        "slow_nodes": 1,
+        "rank_timers": True,
+        "compile_extra_s": 60,
+        "checkpoint_factor": 1.5,
+        "versions": ["a", "b"],
+        "kernel_regression": {"version": "b", "slowdown": 0.2},
+        "quota_nodes": 1,
+    }
+    b = synth_fleet(tmp_path / "f", devices=48, days=0.5, seed=4, inject=inject)
+    fm = measure_fleet(b.manifest)
+    for name in ("scheduling", "runtime", "program"):
+        truth = b.truth["factors"][name]
+        factor = getattr(fm, name)
+        assert factor.value == pytest.approx(truth["value"], rel=1e-9)
+        for k, v in truth["losses"].items():
+            assert factor.losses.get(k, 0.0) == pytest.approx(v, rel=1e-9, abs=1e-6), (name, k)
+    assert b.truth["injected"]["stranded_nodes"] and b.truth["injected"]["slow_nodes"] == ["h001"]

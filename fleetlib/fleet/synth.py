@@ -184,7 +184,7 @@ def _timeline(
                 extra = int(rng.integers(1, 2 * b0))
             dur = b + wait + extra
         why = "slow" if extra else ""
-        if in_run > 0 and any(a <= step <= z for a, z in episodes):
+        if in_run >= 2 and any(a <= step <= z for a, z in episodes):  # not in a (re)start's warm-up
             # the slow node sets the step: its slowdown replaces a background slow step (drawn all the same)
             dur += slow_extra - extra
             extra, why = slow_extra, "episode"
