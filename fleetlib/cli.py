@@ -35,7 +35,8 @@ __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parse
 #: Modules that add a rung's subcommands: each defines ``register(subparsers, synth_subparsers,
 #: add_json)`` and sets ``func`` / ``render`` on its leaf parsers like the commands here.
 RUNG_COMMAND_MODULES: tuple[str, ...] = ("fleetlib.fleet.commands", "fleetlib.scheduling.commands",
-                                          "fleetlib.runtime.commands", "fleetlib.program.commands")
+                                          "fleetlib.runtime.commands", "fleetlib.program.commands",
+                                          "fleetlib.regress.commands")
 
 #: Exit status for arguments outside a formula's domain or unreadable input (argparse's own code).
 EXIT_BAD_ARGUMENTS = 2
@@ -405,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_ARGUMENTS
     # The leaf command's name: groups (model, synth) store their chosen subcommand under their own name.
-    group_choice = {"model": "model", "synth": "synth"}.get(args.command)
+    group_choice = {"model": "model", "synth": "synth", "baseline": "baseline"}.get(args.command)
     command = " ".join(filter(None, ["fleetlib", args.command,
                                       getattr(args, group_choice, None) if group_choice else None]))
     try:

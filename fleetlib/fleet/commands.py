@@ -38,8 +38,13 @@ __all__ = [
 
 
 def run_fleet(
-    manifest: str | Path, *, window: Sequence[str] | None = None, engine: str = "pandas", workers: int = 2,
+    manifest: str | Path,
+    *,
+    window: Sequence[str] | None = None,
+    engine: str = "pandas",
+    workers: int = 2,
     progress: bool = False,
+    plan_traces: bool = False,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -55,17 +60,30 @@ def run_fleet(
         Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
     progress
         Show a progress bar over timeline files on stderr (read, or measured as Dask tasks).
+    plan_traces
+        Add ``trace_plan`` (:func:`fleetlib.regress.sampling.trace_plan`: stratified jobs, ranks and
+        step ranges, triggered episodes with a healthy peer, P's sampling error); pandas engine.
 
     Returns
     -------
     dict
-        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict`.
+        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` (with its ``contract`` per factor).
     """
     from fleetlib.fleet.measure import measure_fleet
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
+    if plan_traces:
+        if engine != "pandas":
+            raise DomainError("--plan-traces runs on the pandas engine")
+        from fleetlib.regress.sampling import trace_plan
+        from fleetlib.regress.units import fleet_units
+
+        units = fleet_units(manifest, window=win, cycle=None)
+        res = units.measurement.to_dict()
+        res["trace_plan"] = trace_plan(units)
+        return res
     if engine == "dask":
         return measure_fleet(manifest, window=win, engine="dask", workers=workers,
                              progress=progress).to_dict()
@@ -140,6 +158,22 @@ def render_fleet(res: Mapping[str, Any]) -> str:
             f"\ncost per useful device-hour: {res['cost_per_useful_device_hour']:.2f} "
             f"(at {res['price_per_device_hour']:.2f} per in-service device-hour)"
         )
+    contract = res.get("contract", {}).get("program", {})
+    state = contract.get("system_state", {})
+    if state:
+        stated = {k: v for k, v in state.items() if v != "not stated"}
+        lines.append(
+            "\ncontract (system state): "
+            + (", ".join(f"{k}={v}" for k, v in stated.items()) or "nothing stated")
+            + f"; {len(state) - len(stated)} fields not stated"
+        )
+    plan = res.get("trace_plan")
+    if plan:
+        lines.append(
+            f"trace plan: {plan['coverage']['strata_covered']} of "
+            f"{plan['coverage']['strata_present']} strata, "
+            f"{len(plan['continuous'])} jobs sampled, {len(plan['triggered'])} triggered episodes"
+        )
     flags = res["ledger"].get("flags", [])
     if flags:
         lines += ["", f"ledger flags ({len(flags)}):"]
@@ -162,8 +196,14 @@ def render_synth_fleet(res: Mapping[str, Any]) -> str:
 
 def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
     # bars only for a person watching: stderr a terminal, and not while printing JSON for a program
-    return run_fleet(args.manifest, window=args.window, engine=args.engine, workers=args.workers,
-                     progress=not getattr(args, "json", False) and sys.stderr.isatty())
+    return run_fleet(
+        args.manifest,
+        window=args.window,
+        engine=args.engine,
+        workers=args.workers,
+        progress=not getattr(args, "json", False) and sys.stderr.isatty(),
+        plan_traces=args.plan_traces,
+    )
 
 
 def _cmd_synth_fleet(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,6 +243,11 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
     )
     p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask worker processes (default 2)")
+    p.add_argument(
+        "--plan-traces",
+        action="store_true",
+        help="add a stratified step-trace plan with triggered episodes (trace_plan in --json)",
+    )
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_fleet, render=render_fleet)
 

@@ -72,6 +72,7 @@ from fleetlib.fleet.results import (  # noqa: F401  (re-exported: the old import
     _runtime_factor,
     _text,
     _waterfall,
+    factor_contracts,
 )
 from fleetlib.quality import DomainError, InputError, Ledger
 
@@ -120,6 +121,9 @@ class FleetMeasurement:
         One ledger for every record read, with the join's flags.
     sources
         The records each factor was read from.
+    contracts
+        Per factor, its measurement contract (chapter Table 2;
+        :func:`fleetlib.fleet.results.factor_contracts`).
     """
 
     name: str
@@ -140,6 +144,7 @@ class FleetMeasurement:
     ledger: Ledger = field(repr=False)
     sources: dict[str, Any] = field(default_factory=dict)
     lever_gains: list[LeverGain] = field(default_factory=list, repr=False)
+    contracts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def mpg(self) -> float:
@@ -223,6 +228,7 @@ class FleetMeasurement:
                 "note": "listed in the manifest; not read by measure_fleet yet",
             },
             "ledger": self.ledger.to_dict(),
+            "contract": self.contracts,
         }
 
 
@@ -733,6 +739,8 @@ def _measure(
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
         "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
+    pools = _pools(partition, jobs, win)
+    contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pools)
     return FleetMeasurement(
         name=man.name,
         window=win,
@@ -741,7 +749,7 @@ def _measure(
         program=p,
         product=product,
         jobs=jobs,
-        pools=_pools(partition, jobs, win),
+        pools=pools,
         reconciliation=recon,
         traces=traces,
         levers=levers,
@@ -752,4 +760,5 @@ def _measure(
         ledger=ledger,
         sources=sources,
         lever_gains=gains,
+        contracts=contracts,
     )

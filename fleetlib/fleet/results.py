@@ -340,3 +340,96 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
             "waterfall_device_s": waterfall,
         }
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The measurement contract of each factor (chapter Table 2)
+# ---------------------------------------------------------------------------------------------------
+
+#: What measure_fleet itself fixes about each factor's timing boundary (stated by this code, not a default).
+_TIMING: dict[str, dict[str, str]] = {
+    "scheduling": {
+        "included_setup": "none: held time starts at gang complete (partial gangs are a scheduling loss)",
+        "steady_state": "not applicable (capacity-time over whole demand cycles)",
+    },
+    "runtime": {
+        "included_setup": "everything from gang complete to release (startup and compilation included)",
+        "warmup": "warm-up excess of the first step after a (re)start is startup or recovery",
+        "cold_start": "gang complete -> first step (the startup loss)",
+    },
+    "program": {
+        "included_setup": "none: retained steps only (startup and warm-up excess are runtime losses)",
+        "warmup": "warm-up excess excluded (charged to startup or recovery)",
+        "steady_state": "retained steps, wall time less input waits",
+    },
+}
+_DENOMINATORS = {
+    "scheduling": "in-service capacity device-s of the pools",
+    "runtime": "the scheduler's held device-s (gang complete -> release), clipped to the window",
+    "program": "runtime's numerator: retained steps' productive device-s",
+}
+
+
+def _weighted_std(values: np.ndarray, weights: np.ndarray) -> float | None:
+    ok = np.isfinite(values) & (weights > 0)
+    if ok.sum() < 2:
+        return None
+    v, w = values[ok], weights[ok]
+    mean = float(np.average(v, weights=w))
+    return float(np.sqrt(np.average((v - mean) ** 2, weights=w)))
+
+
+def factor_contracts(
+    man: Any, factors: Mapping[str, Factor], jobs: pd.DataFrame, pools: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Return ``{factor: contract dict}``: Table 2's categories for each measured factor.
+
+    Workload and system state come from the manifest's ``contract:`` block merged with what the
+    records carry (:func:`fleetlib.contract.contract_from_records`); the timing boundary is what
+    :func:`~fleetlib.fleet.measure.measure_fleet` fixes for that factor; the statistical report is the
+    factor, its denominator, window, the count of units it sums, its value and the spread across them.
+    Every other field reads ``"not stated"``.
+    """
+    from fleetlib.contract import Contract, contract_from_records
+
+    trace_files: list[Any] = []
+    for paths in man.traces.values():
+        for p in paths:
+            trace_files += sorted(q for q in p.rglob("*.json*") if q.is_file()) if p.is_dir() else [p]
+    records = contract_from_records(
+        scheduler_files=man.scheduler_files,
+        scheduler_format=man.scheduler_format,
+        timeline_files=man.timeline_files,
+        timeline_format=man.timeline_format,
+        trace_files=trace_files,
+        relative=lambda p: man.relative(p),
+    )
+    base = Contract.from_mapping(man.contract).merged(records)
+    out = {}
+    for name, f in factors.items():
+        if name == "scheduling":
+            vals = np.array([p["scheduling"] for p in pools.values()], float)
+            wts = np.array([p["capacity_device_s"] for p in pools.values()], float)
+            units, spread = f"{len(pools)} pools", "capacity-weighted standard deviation across pools"
+        elif name == "runtime":
+            vals, wts = jobs["runtime_goodput"].to_numpy(float), jobs["held_device_s"].to_numpy(float)
+            units, spread = f"{len(jobs)} jobs", "held-weighted standard deviation across jobs"
+        else:
+            vals = jobs["program_goodput"].to_numpy(float)
+            wts = jobs["productive_device_s"].to_numpy(float)
+            n = int(np.isfinite(vals).sum())
+            units = f"{n} jobs with a model config"
+            spread = "productive-weighted standard deviation across jobs"
+        sd = _weighted_std(vals, wts)
+        report = {
+            "factor": f"{name} goodput",
+            "denominator": _DENOMINATORS[name],
+            "window": f.window.label,
+            "trial_count": f"1 window; {units}",
+            "central_value": f"ratio of sums {f.value:.6g}",
+            "dispersion": None if sd is None else f"{spread}: {sd:.4g}",
+        }
+        c = base.with_fields(_TIMING[name], source="measure_fleet (its timing boundary)")
+        c = c.with_fields(report, source="measure_fleet (this measurement)")
+        out[name] = c.to_dict()
+    return out

@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.fleet._inject import (
+    INJECTION_KEYS,
+    _inj_truth,
+    _inj_yaml,
+    _Injection,
+    _slow_node_index,
+    _write_rank_timers,
+)
 from fleetlib.quality import DomainError
 
-__all__ = ["FLEET_START", "SyntheticFleetBundle", "synth_fleet"]
+__all__ = ["FLEET_START", "INJECTION_KEYS", "SyntheticFleetBundle", "synth_fleet"]
 
 #: First instant of every synthetic fleet's window.
 FLEET_START = pd.Timestamp("2024-05-01T00:00:00Z")
@@ -67,6 +76,9 @@ class _Timeline:
     truth_s: dict[str, float]
     retained_steps: int
     step_s: int
+    #: per entry of ``steps``: "" (healthy), "slow" (one rank, background) or "episode" (injected straggler)
+    causes: list[str] = field(default_factory=list)
+    fault_free_s: int = 0  # the job's fault-free step (step_s plus an injected kernel regression)
 
 
 @dataclass
@@ -84,6 +96,10 @@ class _Job:
     nodes: list[str] = field(default_factory=list)
     mfu: float | None = None
     traced: bool = False
+    version: str | None = None  # software version (injection runs only)
+    episodes: tuple[tuple[int, int], ...] = ()  # injected straggler step ranges (first, last)
+    slow_node: int | None = None  # index in ``nodes`` of its slow node (injected gray failure)
+    slowdown: float = 0.0  # the slow node's slowdown (injected gray failure)
 
     @property
     def devices(self) -> int:
@@ -121,13 +137,33 @@ class SyntheticFleetBundle:
     files: list[str]
 
 
-def _timeline(rng: np.random.Generator, *, fail: bool) -> _Timeline:
-    """Simulate one job's timeline; return it with the seconds injected into each category."""
-    b = int(rng.choice([5, 10, 20]))
+def _timeline(
+    rng: np.random.Generator,
+    *,
+    fail: bool,
+    inj: _Injection | None = None,
+    episodes: tuple[tuple[int, int], ...] = (),
+    kernel_extra: int = 0,
+) -> _Timeline:
+    """Simulate one job's timeline; return it with the seconds injected into each category.
+
+    With an injection: ``compile_extra_s`` lengthens the startup, ``checkpoint_factor`` the
+    checkpoint pause, ``kernel_extra`` seconds are added to every step (a slower fault-free step), and
+    the steps of ``episodes`` run ``ceil(slowdown x step)`` longer (one node of the job is slow).  No
+    extra random number is drawn, so the rest of the fleet is drawn as without the injection.
+    """
+    b0 = int(rng.choice([5, 10, 20]))
     n = int(rng.integers(40, 160))
     every = int(rng.choice([10, 20]))
     ckpt = int(rng.integers(5, 30))
     startup = int(rng.integers(60, 300))
+    b = b0 + kernel_extra
+    slow_extra = 0
+    if inj is not None:
+        startup += inj.compile_extra_s
+        ckpt = round(ckpt * inj.checkpoint_factor)
+        slow_extra = math.ceil(inj.slowdown * b)
+    causes: list[str] = []
     truth = dict.fromkeys(("productive", "step_time_above_baseline", *_RUNTIME_LOSSES), 0.0)
     fail_step = int(rng.integers(every + 1, 2 * every + 1)) if fail and n > 2 * every + 2 else None
     steps: list[tuple[Any, ...]] = []
@@ -143,12 +179,17 @@ def _timeline(rng: np.random.Generator, *, fail: bool) -> _Timeline:
         elif in_run >= 2:
             u = rng.random()
             if u < 0.15:
-                wait = int(rng.integers(1, 3 * b))
+                wait = int(rng.integers(1, 3 * b0))
             elif u < 0.30:
-                extra = int(rng.integers(1, 2 * b))
+                extra = int(rng.integers(1, 2 * b0))
             dur = b + wait + extra
+        why = "slow" if extra else ""
+        if in_run >= 2 and any(a <= step <= z for a, z in episodes):  # not in a (re)start's warm-up
+            # the slow node sets the step: its slowdown replaces a background slow step (drawn all the same)
+            dur += slow_extra - extra
+            extra, why = slow_extra, "episode"
         if fail_step is not None and step == fail_step:
-            partial = int(rng.integers(1, b))
+            partial = int(rng.integers(1, b0))
             detect, restart = int(rng.integers(10, 60)), int(rng.integers(60, 240))
             events.append((0, float(t + partial), "failure"))
             events.append((0, float(t + partial + detect), "failure_detected"))
@@ -164,6 +205,7 @@ def _timeline(rng: np.random.Generator, *, fail: bool) -> _Timeline:
             step, in_run, cause, fail_step = last_commit + 1, 0, "recovery", None
             continue
         steps.append((0, step, float(t), float(t + dur), float(wait)))
+        causes.append(why)
         contrib = {
             "productive": float(b),
             "input_wait": float(wait),
@@ -187,11 +229,16 @@ def _timeline(rng: np.random.Generator, *, fail: bool) -> _Timeline:
     truth["idle"] += teardown
     t += teardown
     events.append((0, float(t), "release"))
-    return _Timeline(steps, events, t, truth, n, b)
+    return _Timeline(steps, events, t, truth, n, b0, causes, b)
 
 
-def _place(jobs: list[_Job], pool_nodes: dict[str, list[str]], horizon: int) -> list[_Job]:
-    """Place jobs greedily (earliest-free nodes); return those that fit inside the window."""
+def _place(
+    jobs: list[_Job], pool_nodes: dict[str, list[str]], horizon: int, slow: frozenset[str] = frozenset()
+) -> list[_Job]:
+    """Place jobs greedily (earliest-free nodes); return those that fit inside the window.
+
+    ``slow`` nodes (an injected gray failure) take only jobs drawn as slowed, each on one slow node.
+    """
     free_at = {p: np.zeros(len(names), dtype=np.int64) for p, names in pool_nodes.items()}
     placed = []
     for job in sorted(jobs, key=lambda j: (j.submit, j.job_id)):
@@ -199,6 +246,16 @@ def _place(jobs: list[_Job], pool_nodes: dict[str, list[str]], horizon: int) -> 
         if job.nodes_n > fa.size:
             continue
         order = np.argsort(fa, kind="stable")[: job.nodes_n]
+        if slow:
+            is_slow = np.array([n in slow for n in pool_nodes[job.pool]])
+            key = np.where(is_slow, np.iinfo(np.int64).max, fa)
+            order = np.argsort(key, kind="stable")[: job.nodes_n]
+            if job.episodes:  # one slow node (the earliest free) and the rest healthy
+                slow_i = np.flatnonzero(is_slow)
+                pick = slow_i[np.argsort(fa[slow_i], kind="stable")[:1]]
+                order = np.concatenate([pick, order[: job.nodes_n - 1]])
+            if (is_slow[order].sum() != (1 if job.episodes else 0)) or order.size < job.nodes_n:
+                continue
         start = max(job.submit, int(fa[order].max()))
         if start + job.duration_s > horizon:
             continue
@@ -402,6 +459,15 @@ def _yaml_list(items: list[str], indent: str) -> str:
     return "".join(f"{indent}- {i}\n" for i in items)
 
 
+def _inj_timeline(rng: np.random.Generator, fail: bool, inj: _Injection, job: _Job) -> _Timeline:
+    """:func:`_timeline` with the injection, the kernel regression sized on the step time it draws."""
+    state = rng.bit_generator.state
+    probe = int(rng.choice([5, 10, 20]))  # the step time _timeline draws first
+    rng.bit_generator.state = state
+    extra = math.ceil(inj.kernel_slowdown * probe) if job.version == inj.kernel_version else 0
+    return _timeline(rng, fail=fail, inj=inj, episodes=job.episodes, kernel_extra=extra)
+
+
 def _draw_jobs(
     rng: np.random.Generator,
     placeable: dict[str, list[str]],
@@ -409,9 +475,18 @@ def _draw_jobs(
     n_nodes: int,
     has_dev: bool,
     scheduler: str,
+    inj: _Injection | None = None,
+    irng: np.random.Generator | None = None,
 ) -> list[_Job]:
-    """Draw the jobs that arrive over the window (kind, size, timeline, residual, partial gang)."""
+    """Draw the jobs that arrive over the window (kind, size, timeline, residual, partial gang).
+
+    With an injection, its own generator ``irng`` draws each job's software version and whether a
+    train job lands on a slow node (with its straggler episodes), so ``rng`` draws the same fleet.
+    """
     jobs: list[_Job] = []
+    p_slow = 0.0
+    if inj is not None and inj.slow_nodes:
+        p_slow = min(1.0, 2.0 * inj.slow_nodes / max(len(placeable["train"]) - inj.quota_nodes, 1))
     t, i = 0, 0
     mean_gap = max(horizon / (6.0 * n_nodes), 60.0)
     while t < horizon:
@@ -427,8 +502,16 @@ def _draw_jobs(
             duration_s=0,
             kind=kind,
         )
+        if inj is not None and irng is not None:
+            job.version = str(irng.choice(list(inj.versions))) if inj.versions else inj.software_version
+            if kind == "timeline" and pool == "train" and irng.random() < p_slow and job.nodes_n >= 2:
+                a = int(irng.integers(3, 20))
+                first = (a, a + int(irng.integers(2, 5)))
+                b = int(irng.integers(first[1] + 5, 36))
+                job.episodes = (first, (b, b + int(irng.integers(2, 4))))
         if kind == "timeline":
-            job.timeline = _timeline(rng, fail=rng.random() < 0.35)
+            fail = rng.random() < 0.35
+            job.timeline = _timeline(rng, fail=fail) if inj is None else _inj_timeline(rng, fail, inj, job)
             job.residual_s = int(rng.integers(1, 61)) if rng.random() < 0.3 else 0
             job.duration_s = job.timeline.duration_s + job.residual_s
             job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
@@ -467,7 +550,13 @@ def _sample_traces(
 
 
 def synth_fleet(
-    out_dir: str | Path, *, devices: int = 64, days: float = 1.0, seed: int = 0, scheduler: str = "slurm"
+    out_dir: str | Path,
+    *,
+    devices: int = 64,
+    days: float = 1.0,
+    seed: int = 0,
+    scheduler: str = "slurm",
+    inject: Mapping[str, Any] | None = None,
 ) -> SyntheticFleetBundle:
     """Write a synthetic fleet bundle with its truth file.
 
@@ -486,6 +575,21 @@ def synth_fleet(
         ``"canonical"`` (the scheduling rung's Parquet file, written by
         :func:`fleetlib.scheduling.synth.write_allocations`, in which some gangs complete minutes after
         their first node is assigned: partial-gang hold).
+    inject
+        Regressions and contract statements for a synthetic pair (None: the plain fleet, unchanged).
+        Keys: ``software_version`` (stated in the contract; default ``"synthetic"``), ``versions``
+        (a list: each job is given one at random, stated per job under ``contract.jobs``),
+        ``compile_extra_s`` (seconds added to every job's startup: a compiler release),
+        ``checkpoint_factor`` (checkpoint pause multiplied: a storage change), ``slow_nodes`` and
+        ``slowdown`` (that many train nodes run ``slowdown`` slower -- ``ceil(slowdown x step)``
+        seconds per step -- in two straggler episodes of each multi-node job placed on them; only
+        such jobs use them), ``quota_nodes`` (that many train nodes are in service but no job may use them: a
+        quota change that strands them), ``kernel_regression`` (``{version, slowdown}``: jobs of that
+        version run every step ``ceil(slowdown x step)`` seconds longer), ``rank_timers`` (write
+        per-rank step timers of every timed job, ``rank_timers/JOB.parquet``),
+        ``scheduler_policy``, ``compiler_version`` and ``storage`` (stated in the contract).
+        Injection draws use their own generator, so the same seed draws the same jobs;
+        ``truth.json`` gains ``injected``.
 
     Returns
     -------
@@ -520,10 +624,26 @@ def synth_fleet(
     d0 = int(rng.integers(0, horizon // 2))
     drains = [("train", spare, d0, d0 + int(rng.integers(horizon // 8, horizon // 3)))]
 
-    jobs = _draw_jobs(rng, placeable, horizon, n_nodes, bool(n_dev), scheduler)
-    jobs = _place(jobs, placeable, horizon)
+    inj = None if inject is None else _Injection.parse(inject)
+    irng = np.random.default_rng([seed, 11])
+    jobs = _draw_jobs(rng, placeable, horizon, n_nodes, bool(n_dev), scheduler, inj, irng)
+    slow: frozenset[str] = frozenset()
+    stranded: list[str] = []
+    if inj is not None:
+        usable = placeable["train"]
+        if inj.quota_nodes + inj.slow_nodes >= len(usable):
+            raise DomainError(
+                f"inject: quota_nodes + slow_nodes must leave a usable train node; the pool has {len(usable)}"
+            )
+        stranded = usable[len(usable) - inj.quota_nodes:] if inj.quota_nodes else []
+        placeable = {**placeable, "train": [n for n in usable if n not in stranded]}
+        slow = frozenset(usable[: inj.slow_nodes])
+    jobs = _place(jobs, placeable, horizon, slow)
+    for job in jobs:
+        job.slow_node = _slow_node_index(job, slow)
+        job.slowdown = inj.slowdown if inj is not None else 0.0
     # the first job of each kind is kept whatever the draw, so every category shows up
-    _ensure_kinds(jobs, rng)
+    _ensure_kinds(jobs, rng, inj)
     jobs.sort(key=lambda j: j.job_id)
 
     out = Path(out_dir)
@@ -551,6 +671,8 @@ def synth_fleet(
         if job.kind == "timeline" and job.mfu is not None:
             models[job.job_id] = _write_model(out, job)
     traces, trace_truth = _sample_traces(out, jobs, pool_nodes, models, seed)
+    rank_files = _write_rank_timers(out, jobs, models, seed) if inj is not None and inj.rank_timers else []
+    files += rank_files
     files += timelines + list(models.values())
     for rels in traces.values():
         files += sorted(str(p.relative_to(out)) for p in (out / rels[0]).iterdir())
@@ -572,18 +694,24 @@ def synth_fleet(
         + "traces:\n"
         + "".join(f"  '{k}': [{v[0]}]\n" for k, v in traces.items())
         + "price_per_device_hour: 2.0\n"
-        + "contract:\n  software_version: synthetic\n  pool: all\n"
+        + (
+            "contract:\n  software_version: synthetic\n  pool: all\n"
+            if inj is None
+            else _inj_yaml(inj, jobs, rank_files)
+        )
     )
     (out / "fleet.yaml").write_text(manifest, encoding="utf-8")
     truth = _truth(
         jobs, pool_nodes, drains, horizon, window, trace_truth, int(devices), float(days), seed, scheduler
     )
+    if inj is not None:
+        truth["injected"] = _inj_truth(inj, jobs, stranded, slow)
     (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     files += ["fleet.yaml", "truth.json"]
     return SyntheticFleetBundle(out / "fleet.yaml", truth, sorted(files))
 
 
-def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator) -> None:
+def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator, inj: _Injection | None = None) -> None:
     """Turn the first placed jobs into the kinds the draw missed (zombie, unobserved, a failure)."""
     kinds = {j.kind for j in jobs}
     timed = [j for j in jobs if j.kind == "timeline"]
@@ -596,7 +724,8 @@ def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator) -> None:
         j = timed[0]
         assert j.timeline is not None
         for attempt in range(50):
-            tl = _timeline(np.random.default_rng(int(rng.integers(1 << 30)) + attempt), fail=True)
+            g = np.random.default_rng(int(rng.integers(1 << 30)) + attempt)
+            tl = _timeline(g, fail=True) if inj is None else _inj_timeline(g, True, inj, j)
             if tl.truth_s["rework"] > 0 and tl.duration_s <= j.held_s - j.residual_s:
                 pad = j.held_s - j.residual_s - tl.duration_s
                 time_, kind = tl.events[-1][1], tl.events[-1][2]

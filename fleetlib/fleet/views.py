@@ -201,7 +201,8 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
     dict
         JSON-ready: ``label`` ("measured"), ``manifest``, ``name``, ``window``, ``mpg``, and per factor
         its value, numerator and denominator in device-seconds, coverage, convention, the records it
-        was read from (``record`` and ``files``) and its losses; the chain as checked.
+        was read from (``record`` and ``files``), its losses and its measurement ``contract`` (chapter
+        Table 2, :func:`fleetlib.fleet.results.factor_contracts`); the chain as checked.
     """
     cov = _coverage(fm)
     files = fm.sources
@@ -212,6 +213,7 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
             "denominator_device_s": f.denominator, "coverage": cov[f.boundary], "convention": f.convention,
             "record": f.record, "files": files.get(f.boundary, []), "window": f.window.to_dict(),
             "losses": dict(f.losses),
+            "contract": fm.contracts.get(f.boundary, {}),
         }
     return {
         "label": "measured",

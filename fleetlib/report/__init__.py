@@ -75,7 +75,8 @@ __all__ = [
 #: -> measured S, R, P and MPG), then each rung on its own records (scheduler records, the job timeline,
 #: step traces); they run before the course.  Paths are relative to the project root.
 RUNG_NOTEBOOKS: list[str] = ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb",
-                             "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb"]
+                             "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb",
+                             "notebooks/04_regressions.ipynb"]
 
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
 #: relative to the project root.

@@ -1,0 +1,212 @@
+"""Baselines kept as Parquet per (pool, architecture, software version), built and checked.
+
+:func:`build_baselines` pools the units of one or more measured bundles and writes, per
+(pool, architecture, software version) of their jobs, a folder
+``DIR/pool=P/architecture=A/software_version=V/`` with ``jobs.parquet``, ``steps.parquet`` and
+``rank_steps.parquet``, and per pool ``DIR/pool=P/cycles.parquet`` (the allocation tier's whole
+demand cycles); ``DIR/baselines.json`` lists them with the contract they were built under.
+
+:func:`check_baselines` splits a bundle the same way and compares each group with its baseline
+(:func:`fleetlib.regress.compare.compare`): the program and runtime tiers per (pool, architecture,
+software version), the allocation tier per pool.  A group without a baseline is named, never
+compared with another group's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fleetlib.contract import Contract
+from fleetlib.quality import InputError
+from fleetlib.regress.tiers import rank_step_table
+
+__all__ = ["build_baselines", "check_baselines", "load_baseline"]
+
+_GROUP = ("pool", "architecture", "software_version")
+_JOB_DROP = ("timeline", "model", "model_name")
+
+
+def _safe(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value))
+
+
+def _stack(units_list: Sequence[Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Pool several bundles' units; job ids prefixed by the bundle's index, cycles renumbered."""
+    jobs, steps, ranks, cycles = [], [], [], []
+    offset = 0
+    for i, u in enumerate(units_list):
+        prefix = f"b{i}:" if len(units_list) > 1 else ""
+        j = u.jobs.drop(columns=[c for c in _JOB_DROP if c in u.jobs.columns]).copy()
+        j.index = prefix + j.index.astype(str)
+        j["cycle"] = j["cycle"] + offset
+        jobs.append(j)
+        s = u.steps.copy()
+        s["job_id"] = prefix + s["job_id"].astype(str)
+        steps.append(s)
+        r = u.rank_steps if u.rank_steps is not None else rank_step_table(u.rank_timers)
+        r = r.copy()
+        r["job_id"] = prefix + r["job_id"].astype(str)
+        ranks.append(r)
+        c = u.cycles.copy()
+        c["cycle"] = c["cycle"] + offset
+        cycles.append(c)
+        offset += int(u.cycles["cycle"].max()) + 1 if len(u.cycles) else 0
+    return (
+        pd.concat(jobs),
+        pd.concat(steps, ignore_index=True),
+        pd.concat(ranks, ignore_index=True),
+        pd.concat(cycles, ignore_index=True),
+    )
+
+
+def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str, Any]:
+    """Write baselines per (pool, architecture, software version) from measured bundles.
+
+    Parameters
+    ----------
+    units_list
+        :class:`~fleetlib.regress.units.FleetUnits` of the bundles (one cycle length).
+    out_dir
+        Folder to write (created).
+
+    Returns
+    -------
+    dict
+        ``groups`` (each with its folder, jobs, steps and the units' contract), ``pools``, ``cycle``.
+
+    Raises
+    ------
+    InputError
+        No bundle, or bundles with different cycle lengths.
+    """
+    if not units_list:
+        raise InputError("baseline build needs at least one bundle", field="BUNDLE")
+    cycles_len = {str(u.cycle) for u in units_list}
+    if len(cycles_len) > 1:
+        raise InputError(f"bundles measured with different cycles {sorted(cycles_len)}", field="cycle")
+    out = Path(out_dir)
+    jobs, steps, ranks, cycles = _stack(units_list)
+    groups = []
+    for key, sel in jobs.groupby(list(_GROUP), sort=True):
+        pool, arch, ver = (str(k) for k in key)
+        folder = (
+            out / f"pool={_safe(pool)}" / f"architecture={_safe(arch)}" / f"software_version={_safe(ver)}"
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        sel.rename_axis("job_id").reset_index().to_parquet(folder / "jobs.parquet", index=False)
+        steps[steps["job_id"].isin(sel.index)].to_parquet(folder / "steps.parquet", index=False)
+        ranks[ranks["job_id"].isin(sel.index)].to_parquet(folder / "rank_steps.parquet", index=False)
+        groups.append(
+            {
+                "pool": pool,
+                "architecture": arch,
+                "software_version": ver,
+                "folder": str(folder.relative_to(out)),
+                "jobs": len(sel),
+                "steps": int(steps["job_id"].isin(sel.index).sum()),
+            }
+        )
+    pools = []
+    for pool, sel in cycles.groupby("pool", sort=True):
+        folder = out / f"pool={_safe(pool)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        sel.to_parquet(folder / "cycles.parquet", index=False)
+        pools.append({"pool": str(pool), "cycles": int(sel["cycle"].nunique())})
+    contract = units_list[0].contract
+    index = {
+        "format": "fleetlib baselines 1",
+        "cycle": str(units_list[0].cycle),
+        "bundles": [u.name for u in units_list],
+        "windows": [u.window.label for u in units_list],
+        "contract": {
+            "stated": dict(contract.stated),
+            "sources": dict(contract.sources),
+            "other": dict(contract.other),
+        },
+        "groups": groups,
+        "pools": pools,
+    }
+    (out / "baselines.json").write_text(json.dumps(index, indent=1, default=str) + "\n", encoding="utf-8")
+    return index
+
+
+def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, software_version: str) -> Any:
+    """Return a stored baseline group as :class:`~fleetlib.regress.units.FleetUnits` (None if absent)."""
+    from fleetlib.accounting import Window
+    from fleetlib.regress.units import FleetUnits
+
+    base = Path(baselines_dir)
+    index_file = base / "baselines.json"
+    if not index_file.is_file():
+        raise InputError("not a baselines folder (no baselines.json)", file=str(base))
+    index = json.loads(index_file.read_text(encoding="utf-8"))
+    hit = [
+        g
+        for g in index["groups"]
+        if (g["pool"], g["architecture"], g["software_version"])
+        == (str(pool), str(architecture), str(software_version))
+    ]
+    if not hit:
+        return None
+    folder = base / hit[0]["folder"]
+    jobs = pd.read_parquet(folder / "jobs.parquet").set_index("job_id")
+    cyc_file = base / f"pool={_safe(pool)}" / "cycles.parquet"
+    cycles = pd.read_parquet(cyc_file) if cyc_file.is_file() else pd.DataFrame()
+    c = index["contract"]
+    contract = Contract(stated=c["stated"], sources=c["sources"], other=c.get("other", {})).with_fields(
+        {"pool": pool, "architecture": architecture, "software_version": software_version},
+        source="baseline group",
+    )
+    return FleetUnits(
+        name=f"baseline {pool} x {architecture} x {software_version}",
+        window=Window.nominal("; ".join(index["windows"])),
+        contract=contract,
+        cycles=cycles,
+        jobs=jobs,
+        steps=pd.read_parquet(folder / "steps.parquet"),
+        cycle=pd.Timedelta(index["cycle"]),
+        rank_steps=pd.read_parquet(folder / "rank_steps.parquet"),
+    )
+
+
+def check_baselines(units: Any, baselines_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Compare each (pool, architecture, software version) group of a bundle with its stored baseline.
+
+    Parameters
+    ----------
+    units
+        The bundle's :class:`~fleetlib.regress.units.FleetUnits`.
+    baselines_dir
+        A folder written by :func:`build_baselines`.
+    **kwargs
+        Passed to :func:`fleetlib.regress.compare.compare` (``allow_confounded``, ``boot``, ...).
+
+    Returns
+    -------
+    dict
+        ``groups``: per group the comparison (or ``"no baseline"``); ``regressions``: every
+        significant regression with its group.
+    """
+    from fleetlib.regress.compare import compare
+
+    out, regressions = [], []
+    for key, sel in units.jobs.groupby(list(_GROUP), sort=True):
+        pool, arch, ver = (str(k) for k in key)
+        group = {"pool": pool, "architecture": arch, "software_version": ver}
+        base = load_baseline(baselines_dir, pool, arch, ver)
+        if base is None:
+            out.append({**group, "result": "no baseline for this (pool, architecture, software version)"})
+            continue
+        cand = units.subset(jobs=sel.index, label=f"[{pool} x {arch} x {ver}]", contract=group)
+        cand.cycles = units.cycles[units.cycles["pool"] == pool]
+        res = compare(base, cand, **kwargs)
+        d = res.to_dict()
+        out.append({**group, "result": d})
+        regressions += [{**group, **v} for v in d["verdicts"] if v["verdict"] == "regression"]
+    return {"baselines": str(baselines_dir), "bundle": units.name, "groups": out, "regressions": regressions}

@@ -1,0 +1,327 @@
+"""Command line of the regression tiers: ``fleetlib compare`` and ``fleetlib baseline build | check``.
+
+.. code-block:: console
+
+    $ fleetlib compare BASELINE CANDIDATE --json                  # two bundles
+    $ fleetlib compare B B --window-a S0 E0 --window-b S1 E1       # two windows of one bundle
+    $ fleetlib compare B --split-by software_version --groups 2.1 2.2
+    $ fleetlib baseline build B1 B2 --out baselines/
+    $ fleetlib baseline check B --baselines baselines/
+
+:func:`register` has the signature :mod:`fleetlib.cli` calls on every module of
+``RUNG_COMMAND_MODULES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetlib.quality import DomainError, InputError
+
+__all__ = [
+    "register",
+    "render_baseline",
+    "render_compare",
+    "run_baseline_build",
+    "run_baseline_check",
+    "run_compare",
+]
+
+
+def run_compare(
+    baseline: str | Path,
+    candidate: str | Path | None = None,
+    *,
+    window_a: Sequence[str] | None = None,
+    window_b: Sequence[str] | None = None,
+    split_by: str | None = None,
+    groups: Sequence[str] | None = None,
+    under_test: Sequence[str] = (),
+    allow_confounded: bool = False,
+    cycle: str = "1D",
+    tiers: Sequence[str] | None = None,
+    boot: int = 400,
+    seed: int = 0,
+    paired: bool = False,
+) -> dict[str, Any]:
+    """Return the JSON object of ``fleetlib compare``.
+
+    Parameters
+    ----------
+    baseline, candidate
+        Bundles (``fleet.yaml`` or folders); without ``candidate``, two groups of ``baseline``
+        split by ``split_by`` (or its two windows).
+    window_a, window_b
+        ``(START, END)`` windows of the baseline and the candidate (two windows of one bundle).
+    split_by, groups
+        A contract field of the jobs (``software_version``, ``architecture``, ``pool``) and the two
+        values to compare; the field is under test.
+    under_test, allow_confounded, tiers, boot, seed, paired
+        As :func:`fleetlib.regress.compare.compare`.
+    cycle
+        Demand-cycle length, S's resampling unit.
+
+    Returns
+    -------
+    dict
+        :meth:`fleetlib.regress.compare.Comparison.to_dict`.
+    """
+    from fleetlib.regress.compare import compare
+    from fleetlib.regress.units import fleet_units
+
+    if split_by is not None:
+        if candidate is not None:
+            raise InputError(
+                "--split-by compares two groups of one bundle: give one BUNDLE", field="CANDIDATE"
+            )
+        if not groups or len(groups) != 2:
+            raise InputError("--split-by needs --groups A B (two values of the field)", field="--groups")
+        units = fleet_units(baseline, window=window_a, cycle=cycle)
+        parts = units.split(split_by)
+        missing = [g for g in groups if g not in parts]
+        if missing:
+            raise InputError(
+                f"no job has {split_by}={missing[0]!r}; the bundle's values are {sorted(parts)}",
+                file=str(baseline),
+                field=split_by,
+            )
+        a, b = parts[groups[0]], parts[groups[1]]
+        tested = [*under_test, split_by]
+    else:
+        if candidate is None and window_b is None:
+            raise InputError(
+                "give a CANDIDATE bundle, --window-b for a second window, or --split-by", field="CANDIDATE"
+            )
+        a = fleet_units(baseline, window=window_a, cycle=cycle)
+        b = fleet_units(candidate or baseline, window=window_b, cycle=cycle)
+        tested = list(under_test)
+    res = compare(
+        a,
+        b,
+        under_test=tested,
+        allow_confounded=allow_confounded,
+        tiers=tiers,
+        boot=boot,
+        seed=seed,
+        paired=paired,
+    )
+    return res.to_dict()
+
+
+def _num(v: Any, unit: str) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.4f}" if "fraction" in unit else f"{v:.4g}"
+
+
+def render_compare(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib compare``'s result as text: differences, then the verdicts by tier."""
+    lines = [f"compare {res['baseline']!r} (baseline) -> {res['candidate']!r} (candidate)"]
+    diffs = res["contract_differences"]
+    if diffs:
+        lines.append("contract differences:")
+        lines += [
+            f"  {d['field']}: {d['baseline']!r} -> {d['candidate']!r} ({d['kind']}"
+            f"{', under test' if d['under_test'] else ''})"
+            for d in diffs
+        ]
+    if res["refused"]:
+        lines.append(
+            "NO VERDICT: the contracts differ on "
+            + ", ".join(res["confounders"])
+            + " (name it with --under-test, or --allow-confounded)"
+        )
+    s = res["settings"]
+    lines.append(
+        f"intervals: {100 * s['level']:.0f} % family-wise over {s['bonferroni_metrics']} metrics; "
+        f"{s['boot']} bootstrap draws; cycle {s['cycle']}"
+    )
+    current = None
+    for v in res["verdicts"]:
+        if v["tier"] != current:
+            current = v["tier"]
+            lines.append(f"\n[{current}]")
+        ci = (
+            ""
+            if v["ci_low"] is None
+            else f" [{_num(v['ci_low'], v['unit'])}, {_num(v['ci_high'], v['unit'])}]"
+        )
+        delta = "n/a" if v["delta"] is None else f"{v['delta']:+.4g}"
+        lines.append(
+            f"  {v['factor'][:5]:<5} {v['metric']:<48} {_num(v['baseline'], v['unit']):>9} -> "
+            f"{_num(v['candidate'], v['unit']):>9}  {delta:>10}{ci}  {v['verdict']}"
+        )
+    for n in res.get("notes", []):
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
+
+
+def run_baseline_build(
+    bundles: Sequence[str | Path], out: str | Path, *, cycle: str = "1D"
+) -> dict[str, Any]:
+    """Measure bundles and write baselines per (pool, architecture, software version) into ``out``."""
+    from fleetlib.regress.baselines import build_baselines
+    from fleetlib.regress.units import fleet_units
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError("cannot write baselines: it is a file, not a folder", file=str(path))
+    if not path.parent.is_dir():
+        raise InputError(
+            f"cannot write baselines: folder {str(path.parent)!r} does not exist", file=str(path)
+        )
+    return build_baselines([fleet_units(b, cycle=cycle) for b in bundles], path)
+
+
+def run_baseline_check(
+    bundle: str | Path,
+    baselines: str | Path,
+    *,
+    allow_confounded: bool = False,
+    boot: int = 400,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Compare each group of a bundle with its stored baseline (see ``check_baselines``).
+
+    Returns
+    -------
+    dict
+        Per (pool, architecture, software version): the comparison or ``"no baseline"``.
+    """
+    import json
+
+    from fleetlib.regress.baselines import check_baselines
+    from fleetlib.regress.units import fleet_units
+
+    index = Path(baselines) / "baselines.json"
+    if not index.is_file():
+        raise InputError("not a baselines folder (no baselines.json)", file=str(baselines))
+    cycle = json.loads(index.read_text(encoding="utf-8")).get("cycle", "1D")
+    units = fleet_units(bundle, cycle=cycle)
+    return check_baselines(units, baselines, allow_confounded=allow_confounded, boot=boot, seed=seed)
+
+
+def render_baseline(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib baseline build`` or ``check`` as text."""
+    if "regressions" not in res:
+        lines = [f"wrote baselines of {len(res['bundles'])} bundle(s), cycle {res['cycle']}:"]
+        lines += [
+            f"  {g['pool']} x {g['architecture']} x {g['software_version']}: {g['jobs']} jobs, "
+            f"{g['steps']} steps -> {g['folder']}"
+            for g in res["groups"]
+        ]
+        return "\n".join(lines)
+    lines = [f"baseline check of {res['bundle']!r} against {res['baselines']}"]
+    for g in res["groups"]:
+        r = g["result"]
+        state = (
+            r
+            if isinstance(r, str)
+            else (
+                "no verdict: " + ", ".join(r["confounders"])
+                if r["refused"]
+                else f"{sum(v['verdict'] == 'regression' for v in r['verdicts'])} regression(s)"
+            )
+        )
+        lines.append(f"  {g['pool']} x {g['architecture']} x {g['software_version']}: {state}")
+    for v in res["regressions"]:
+        lines.append(
+            f"  REGRESSION {v['pool']} x {v['architecture']} x {v['software_version']} [{v['tier']}] "
+            f"{v['metric']}: {v['baseline']:.4g} -> {v['candidate']:.4g}"
+        )
+    return "\n".join(lines)
+
+
+def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
+    if args.boot < 50:
+        raise DomainError(f"--boot must be at least 50; got {args.boot}")
+    return run_compare(
+        args.baseline,
+        args.candidate,
+        window_a=args.window_a,
+        window_b=args.window_b,
+        split_by=args.split_by,
+        groups=args.groups,
+        under_test=args.under_test or (),
+        allow_confounded=args.allow_confounded,
+        cycle=args.cycle,
+        tiers=args.tier,
+        boot=args.boot,
+        seed=args.seed,
+        paired=args.paired,
+    )
+
+
+def _cmd_build(args: argparse.Namespace) -> dict[str, Any]:
+    return run_baseline_build(args.bundles, args.out, cycle=args.cycle)
+
+
+def _cmd_check(args: argparse.Namespace) -> dict[str, Any]:
+    return run_baseline_check(
+        args.bundle, args.baselines, allow_confounded=args.allow_confounded, boot=args.boot, seed=args.seed
+    )
+
+
+def register(
+    subparsers: Any, synth_subparsers: Any, add_json: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """Add ``fleetlib compare`` and ``fleetlib baseline build | check`` (called by :mod:`fleetlib.cli`).
+
+    Parameters
+    ----------
+    subparsers, synth_subparsers
+        The ``fleetlib`` and ``fleetlib synth`` sub-command actions (no synth command here).
+    add_json
+        Adds the common ``--json`` flag to a parser.
+    """
+    from fleetlib.regress.tiers import TIERS
+
+    p = subparsers.add_parser(
+        "compare",
+        help="two bundles, two windows or two groups -> per factor, loss and tier: delta, CI, verdict",
+        description="Compare two measurements under their contracts: per factor, loss category and "
+        "Table 4 tier, the baseline, candidate, delta, a bootstrap interval at the factor's resampling "
+        "unit (cycles for S, jobs within days for R, steps within jobs for P) and a verdict; contract "
+        "fields that differ and are not under test are named and block the verdict.",
+    )
+    p.add_argument("baseline", type=Path, metavar="BASELINE", help="fleet.yaml or bundle folder")
+    p.add_argument("candidate", type=Path, nargs="?", metavar="CANDIDATE", help="second bundle (optional)")
+    p.add_argument("--window-a", nargs=2, metavar=("START", "END"), help="the baseline's window")
+    p.add_argument("--window-b", nargs=2, metavar=("START", "END"), help="the candidate's window")
+    p.add_argument("--split-by", metavar="FIELD", help="compare two groups of one bundle by this job field")
+    p.add_argument("--groups", nargs=2, metavar=("A", "B"), help="the two values of --split-by")
+    p.add_argument("--under-test", action="append", metavar="FIELD", help="contract field under test")
+    p.add_argument("--allow-confounded", action="store_true", help="verdicts even when other fields differ")
+    p.add_argument("--cycle", default="1D", help="demand-cycle length, S's resampling unit (default 1D)")
+    p.add_argument("--tier", action="append", choices=list(TIERS), help="only these tiers (repeatable)")
+    p.add_argument("--boot", type=int, default=400, help="bootstrap draws (default 400)")
+    p.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
+    p.add_argument("--paired", action="store_true", help="the two sides hold the same jobs (same unit ids)")
+    add_json(p)
+    p.set_defaults(func=_cmd_compare, render=render_compare)
+
+    b = subparsers.add_parser(
+        "baseline",
+        help="baselines per (pool, architecture, software version)",
+        description="Build baselines as Parquet per (pool, architecture, software "
+        "version) from bundles, or check a bundle against them.",
+    )
+    bsub = b.add_subparsers(dest="baseline", metavar="ACTION")
+    bsub.required = True
+    pb = bsub.add_parser("build", help="measure bundles and write baselines")
+    pb.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
+    pb.add_argument("--out", type=Path, required=True, metavar="DIR")
+    pb.add_argument("--cycle", default="1D", help="demand-cycle length (default 1D)")
+    add_json(pb)
+    pb.set_defaults(func=_cmd_build, render=render_baseline)
+    pc = bsub.add_parser("check", help="compare a bundle with stored baselines")
+    pc.add_argument("bundle", type=Path, metavar="BUNDLE")
+    pc.add_argument("--baselines", type=Path, required=True, metavar="DIR")
+    pc.add_argument("--allow-confounded", action="store_true")
+    pc.add_argument("--boot", type=int, default=400)
+    pc.add_argument("--seed", type=int, default=0)
+    add_json(pc)
+    pc.set_defaults(func=_cmd_check, render=render_baseline)

@@ -1,0 +1,155 @@
+"""Synthetic regression pairs: one baseline fleet and a candidate per injected regression.
+
+:func:`regression_pairs` writes, with :func:`fleetlib.fleet.synth.synth_fleet` on one seed (so every
+bundle draws the same jobs), a baseline and one candidate per regression of the chapter's Table 4:
+
+==================  =====================================================  =================  ==========
+candidate           injected                                               tier               factor
+==================  =====================================================  =================  ==========
+``compiler``        a compiler release adds ``compile_extra_s`` to every   startup_recovery   runtime
+                    job's startup (compiler version stated: under test)
+``storage``         a storage change doubles the checkpoint pause          startup_recovery   runtime
+``gray_failure``    one train node slowed by ``slowdown`` in straggler     gray_failure       program
+                    episodes of the jobs placed on it
+``quota``           a quota change strands ``quota_nodes`` train nodes     allocation         scheduling
+                    (scheduler policy stated: under test)
+``kernel``          a kernel regression on (H100 SXM, version 2.2)         fleet_baseline     program
+==================  =====================================================  =================  ==========
+
+Every bundle has two software versions (2.1 and 2.2, per job) and per-rank timers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EXPECTED", "RegressionPair", "regression_pairs"]
+
+#: Per candidate: the tier that must catch it, the factor it is charged to, the fields under test.
+EXPECTED: dict[str, dict[str, Any]] = {
+    "compiler": {
+        "tier": "startup_recovery",
+        "factor": "runtime",
+        "under_test": ["compiler_version"],
+        "metric": "startup per job (gang complete -> first step)",
+    },
+    "storage": {
+        "tier": "startup_recovery",
+        "factor": "runtime",
+        "under_test": [],
+        "metric": "checkpoint pause per commit",
+    },
+    "gray_failure": {
+        "tier": "gray_failure",
+        "factor": "program",
+        "under_test": [],
+        "metric": "straggler episodes per million rank-steps",
+    },
+    "quota": {
+        "tier": "allocation",
+        "factor": "scheduling",
+        "under_test": ["scheduler_policy"],
+        "metric": "idle while queued (stranded) share of capacity",
+    },
+    "kernel": {
+        "tier": "fleet_baseline",
+        "factor": "program",
+        "under_test": [],
+        "metric": "program goodput, H100 SXM x 2.2",
+    },
+}
+_BASE: dict[str, Any] = {
+    "versions": ["2.1", "2.2"],
+    "rank_timers": True,
+    "compiler_version": "xla-1",
+    "scheduler_policy": "fair-share",
+    "storage": "fs-a",
+}
+
+
+@dataclass
+class RegressionPair:
+    """A baseline and its candidates.
+
+    Attributes
+    ----------
+    baseline
+        The baseline bundle's ``fleet.yaml``.
+    candidates
+        ``{name: fleet.yaml}``.
+    truth
+        ``{name: truth.json object}`` (``"baseline"`` too); each candidate's ``injected`` block.
+    expected
+        :data:`EXPECTED` for the candidates written.
+    """
+
+    baseline: Path
+    candidates: dict[str, Path]
+    truth: dict[str, dict[str, Any]]
+    expected: dict[str, dict[str, Any]]
+
+
+def candidate_injections(
+    *,
+    compile_extra_s: int = 300,
+    checkpoint_factor: float = 2.0,
+    slowdown: float = 0.10,
+    quota_nodes: int = 3,
+    kernel_slowdown: float = 0.25,
+) -> dict[str, dict[str, Any]]:
+    """Return the ``inject=`` options of the baseline and of each candidate."""
+    return {
+        "baseline": dict(_BASE),
+        "compiler": {**_BASE, "compiler_version": "xla-2", "compile_extra_s": compile_extra_s},
+        "storage": {**_BASE, "storage": "fs-b", "checkpoint_factor": checkpoint_factor},
+        "gray_failure": {**_BASE, "slow_nodes": 1, "slowdown": slowdown},
+        "quota": {**_BASE, "scheduler_policy": "quota-v2", "quota_nodes": quota_nodes},
+        "kernel": {**_BASE, "kernel_regression": {"version": "2.2", "slowdown": kernel_slowdown}},
+    }
+
+
+def regression_pairs(
+    out_dir: str | Path,
+    *,
+    devices: int = 96,
+    days: float = 1.0,
+    seed: int = 0,
+    candidates: Any = None,
+    **options: Any,
+) -> RegressionPair:
+    """Write a baseline fleet and one candidate per injected regression.
+
+    Parameters
+    ----------
+    out_dir
+        Folder; each bundle is written to ``out_dir/NAME``.
+    devices, days, seed
+        As :func:`fleetlib.fleet.synth.synth_fleet` (the same for every bundle).
+    candidates
+        Names to write (default all of :data:`EXPECTED`).
+    **options
+        Sizes of the injections (:func:`candidate_injections`).
+
+    Returns
+    -------
+    RegressionPair
+        Manifest paths, truths and what each candidate must be caught by.
+    """
+    from fleetlib.fleet.synth import synth_fleet
+
+    inj = candidate_injections(**options)
+    names = list(EXPECTED) if candidates is None else list(candidates)
+    out = Path(out_dir)
+    truth = {}
+    paths = {}
+    for name in ["baseline", *names]:
+        b = synth_fleet(out / name, devices=devices, days=days, seed=seed, inject=inj[name])
+        paths[name], truth[name] = b.manifest, b.truth
+    return RegressionPair(
+        baseline=paths.pop("baseline"),
+        candidates=paths,
+        truth=truth,
+        expected={n: EXPECTED[n] for n in names},
+    )
