@@ -17,7 +17,7 @@ import fleetlib.scheduling
 from fleetlib.cli import main
 from fleetlib.quality import InputError
 from fleetlib.registry import RUNGS, detect, head_bytes, sniff_of
-from tests.test_reader_conformance import REGISTRIES
+from test_reader_conformance import REGISTRIES
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "data/scheduler/slurm_sample"
