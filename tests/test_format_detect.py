@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_reader_conformance import REGISTRIES
 
 import fleetlib.program
 import fleetlib.runtime
@@ -17,7 +18,6 @@ import fleetlib.scheduling
 from fleetlib.cli import main
 from fleetlib.quality import InputError
 from fleetlib.registry import RUNGS, detect, head_bytes, sniff_of
-from test_reader_conformance import REGISTRIES
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "data/scheduler/slurm_sample"
