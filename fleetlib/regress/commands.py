@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 
+#: The factor a verdict is charged to, as the one letter the product uses.
+_FACTOR_LETTER = {"scheduling": "S", "runtime": "R", "program": "P"}
+
 def run_compare(
     baseline: str | Path,
     candidate: str | Path | None = None,
@@ -150,8 +153,9 @@ def render_compare(res: Mapping[str, Any]) -> str:
             else f" [{_num(v['ci_low'], v['unit'])}, {_num(v['ci_high'], v['unit'])}]"
         )
         delta = "n/a" if v["delta"] is None else f"{v['delta']:+.4g}"
+        letter = _FACTOR_LETTER.get(v["factor"], v["factor"])
         lines.append(
-            f"  {v['factor'][:5]:<5} {v['metric']:<48} {_num(v['baseline'], v['unit']):>9} -> "
+            f"  {letter} {v['metric']:<48} {_num(v['baseline'], v['unit']):>9} -> "
             f"{_num(v['candidate'], v['unit']):>9}  {delta:>10}{ci}  {v['verdict']}"
         )
     for n in res.get("notes", []):
