@@ -555,9 +555,11 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         f"{'productive':<24} {_seconds(float(res['productive_s']))}  {_share(res['productive_s'], held)}",
         "loss terms (seconds, share of held time):",
     ]
+    # the longest label sets the column; the seconds column shrinks so that the line keeps its width
+    width = max(26, *(len(label) for label in _TERM_LABELS.values()))
     for k, label in _TERM_LABELS.items():
         v = float(res["terms"][k])
-        lines.append(f"  {label:<26} {_seconds(v):>22}  {_share(v, held)}")
+        lines.append(f"  {label:<{width}} {_seconds(v):>{max(10, 48 - width)}}  {_share(v, held)}")
     if res.get("slow_step_s") is not None:
         slow = float(res["slow_step_s"])
         lines.append(f"{'slow-step time':<24} {_seconds(slow)}  {_share(slow, held)}  (inside productive: "
