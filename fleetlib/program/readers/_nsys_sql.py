@@ -79,6 +79,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         )
     else:
         con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    # text that is not UTF-8 (a damaged name or string) reads with U+FFFD in place of the bad bytes
+    con.text_factory = _lenient_text
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -87,8 +89,15 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in con.execute(f'PRAGMA table_info("{table}")')]
+    try:
+        return [row[1] for row in con.execute(f'PRAGMA table_info("{table}")')]
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"the schema of table {table} cannot be read ({exc})", field=table) from exc
 
 
 def _frame(con: sqlite3.Connection, table: str, wanted: Iterable[str], file: str) -> pd.DataFrame:

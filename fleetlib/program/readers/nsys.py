@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,13 @@ def _read_file(path: Path, position: int, options: Mapping[str, Any], ledger: Le
         nvtx = _nvtx(con, tables, strings, file, mx, ledger)
         devices = _devices(con, tables)
         base_ns = _session_start_ns(con, tables)
+    except InputError as exc:
+        if exc.file is not None:
+            raise
+        raise InputError(str(exc), file=file) from exc
+    except (sqlite3.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        # a damaged database can break any query: one line naming the file, never a traceback
+        raise InputError(f"the SQLite database cannot be read ({exc})", file=file) from exc
     finally:
         con.close()
     return {
