@@ -149,8 +149,15 @@ def test_index_puts_the_measured_headline_first_with_its_records() -> None:
 
 def test_index_renders_a_contract_when_the_factor_states_one() -> None:
     summary = _summary(measured=True)
-    summary["measured"]["factors"]["runtime"]["contract"] = {"software_version": "v1.2"}
-    assert "software_version: v1.2" in render_index(summary)
+    summary["measured"]["factors"]["runtime"]["contract"] = {
+        "system_state": {"software_version": "v1.2", "clocks": "not stated"},
+        "workload": {"model_revision": "not stated"},
+        "sources": {"software_version": "manifest"},
+    }
+    page = render_index(summary)
+    assert "<b>system state</b>: software_version = v1.2 (manifest); <i>not stated</i>: clocks" in page
+    assert "<b>workload</b>: <i>not stated</i>: model_revision" in page
+    assert "<b>sources</b>" not in page  # the sources show beside the fields they name
 
 
 def test_index_without_a_bundle_labels_the_factors_stated_by_the_scenario_file() -> None:

@@ -59,7 +59,7 @@ __all__ = [
     "COURSE_NOTEBOOKS",
     "FIGURE_DPI",
     "KERNEL_NAME",
-    "OPTIONAL_RUNG_NOTEBOOKS",
+    "REGRESSIONS_NOTEBOOK",
     "RUNG_NOTEBOOKS",
     "ReportError",
     "declared_parameters",
@@ -73,10 +73,15 @@ __all__ = [
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
 #: -> measured S, R, P and MPG), then each rung on its own records (scheduler records, the job timeline,
-#: step traces); they run before the course.  Paths are relative to the project root.
+#: step traces), then regressions between two measurements; they run before the course.  Paths are
+#: relative to the project root.
 RUNG_NOTEBOOKS: list[str] = ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb",
                              "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb",
                              "notebooks/04_regressions.ipynb"]
+
+#: The notebook that measures synthetic fleet pairs of its own rather than the bundle's records; a
+#: report on one's own fleet leaves it out (``fleetlib compare`` compares one's own bundles).
+REGRESSIONS_NOTEBOOK = "notebooks/04_regressions.ipynb"
 
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
 #: relative to the project root.
@@ -307,20 +312,20 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
                          f"scenario file has no such key (see the notebooks' parameters cells)")
 
 
-#: Optional notebooks of the walk, run after the rungs when the checkout has them.
-OPTIONAL_RUNG_NOTEBOOKS: list[str] = ["notebooks/04_regressions.ipynb"]
-
-
-def _default_chain(own_fleet: bool, has_traces: bool,
-                   root: Path | None = None) -> tuple[list[str], list[dict[str, str]]]:
+def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[dict[str, str]]]:
     """Return the default chain and the notebooks left out of it, each with the reason."""
-    root = project_root() if root is None else root
-    rungs = RUNG_NOTEBOOKS + [nb for nb in OPTIONAL_RUNG_NOTEBOOKS if (root / nb).is_file()]
-    if own_fleet and not has_traces:
-        chain = [nb for nb in rungs + COURSE_NOTEBOOKS if not nb.endswith("03_step_traces.ipynb")]
-        return chain, [{"name": "03_step_traces",
-                        "reason": "the fleet bundle has no step traces of a job with a model config"}]
-    return rungs + COURSE_NOTEBOOKS, []
+    chain, skipped = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS, []
+    if not own_fleet:
+        return chain, skipped
+    chain = [nb for nb in chain if nb != REGRESSIONS_NOTEBOOK]
+    skipped.append({"name": Path(REGRESSIONS_NOTEBOOK).stem,
+                    "reason": "it measures synthetic fleet pairs of its own; compare your bundles with "
+                              "'fleetlib compare BASELINE CANDIDATE'"})
+    if not has_traces:
+        chain = [nb for nb in chain if not nb.endswith("03_step_traces.ipynb")]
+        skipped.insert(0, {"name": "03_step_traces",
+                           "reason": "the fleet bundle has no step traces of a job with a model config"})
+    return chain, skipped
 
 
 def run_report(params_path: str | Path, out_dir: str | Path, *,
@@ -377,7 +382,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         fleet_params = fleet_parameters(fleet, root)
         has_traces = fleet_params.pop("fleet_has_traces")
         params.update(fleet_params)
-    default, skipped = _default_chain(fleet is not None, has_traces, root)
+    default, skipped = _default_chain(fleet is not None, has_traces)
     chain = _resolve_notebooks(default if notebooks is None else notebooks, root)
     if notebooks is not None:
         skipped = []

@@ -70,13 +70,36 @@ def _label(text: str) -> str:
     return f'<span class="label {kind}">{_e(text)}</span>'
 
 
+#: The contract's own bookkeeping keys, shown through the fields they describe rather than as categories.
+_CONTRACT_META = ("sources", "conflicts")
+_NOT_STATED = "not stated"
+
+
 def _contract(factor: Mapping[str, Any]) -> str:
+    """Return the factor's contract: each category's stated fields with their source, then the rest."""
     contract = factor.get("contract")
     if not contract:
-        return "not stated"
-    if isinstance(contract, Mapping):
-        return "; ".join(f"{_e(k)}: {_e(v)}" for k, v in contract.items())
-    return _e(contract)
+        return _NOT_STATED
+    if not isinstance(contract, Mapping):
+        return _e(contract)
+    sources = contract.get("sources") or {}
+    parts = []
+    for category, fields in contract.items():
+        if category in _CONTRACT_META:
+            continue
+        if not isinstance(fields, Mapping):
+            parts.append(f"<b>{_e(category)}</b>: {_e(fields)}")
+            continue
+        stated = [(k, v) for k, v in fields.items() if v != _NOT_STATED]
+        unstated = [k for k, v in fields.items() if v == _NOT_STATED]
+        items = [f"{_e(k)} = {_e(v)}" + (f" ({_e(sources[k])})" if k in sources else "") for k, v in stated]
+        if unstated:
+            items.append(f"<i>not stated</i>: {_e(', '.join(unstated))}")
+        parts.append(f"<b>{_e(category.replace('_', ' '))}</b>: " + "; ".join(items))
+    conflicts = contract.get("conflicts")
+    if conflicts:
+        parts.append(f"<b>conflicts</b>: {_e(conflicts)}")
+    return "<br>".join(parts)
 
 
 def _files(files: Sequence[str]) -> str:
