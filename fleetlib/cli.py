@@ -233,7 +233,9 @@ def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
 def _render_report(res: dict[str, Any]) -> str:
     out = Path(res["out_dir"])
     measured = res.get("measured")
-    lines = [f"report for {res['scenario']['name']} written to {out}"]
+    subject = (f"fleet bundle {res['fleet_manifest']}" if res.get("fleet_manifest")
+               else f"scenario {res['scenario']['name']}")
+    lines = [f"report on {subject} written to {out}"]
     if measured:
         lines.append(f"  measured ({measured['name']}): {measured['headline']}")
     lines += [
