@@ -370,22 +370,17 @@ def _exported_limits(limit_texts: Sequence[str], allow: Sequence[Path]) -> Itera
 
     The processes the command starts (the report's notebook kernels) then hold the same limits.
     """
+    from fleetlib._environ import environment
     from fleetlib._io import ALLOW_ENV, LIMITS_ENV
 
-    saved = {k: os.environ.get(k) for k in (LIMITS_ENV, ALLOW_ENV)}
+    values = {}
     if limit_texts:
-        os.environ[LIMITS_ENV] = ",".join(filter(None, [saved[LIMITS_ENV], *limit_texts]))
+        values[LIMITS_ENV] = ",".join(filter(None, [os.environ.get(LIMITS_ENV), *limit_texts]))
     if allow:
-        os.environ[ALLOW_ENV] = os.pathsep.join(
-            filter(None, [saved[ALLOW_ENV], *(str(Path(a).resolve()) for a in allow)]))
-    try:
+        values[ALLOW_ENV] = os.pathsep.join(
+            filter(None, [os.environ.get(ALLOW_ENV), *(str(Path(a).resolve()) for a in allow)]))
+    with environment(values):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,7 +37,6 @@ the figure, so a re-run of an unchanged report leaves them identical.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -47,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fleetlib._environ import environment
 from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
@@ -241,16 +241,8 @@ def _kernel_environment() -> Iterator[None]:
         # A batch run: no front end will ever answer a widget, so the notebooks build none.
         "FLEETLIB_BATCH": "1",
     }
-    saved = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
+    with environment(wanted):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
