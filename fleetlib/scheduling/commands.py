@@ -155,6 +155,16 @@ def _waits_only(paths: Sequence[str | PathLike[str]], format: str, *, tz: str | 
     }
 
 
+def _installed_and_ledger(res: dict[str, Any]) -> list[str]:
+    """Return the closing lines of a waits-only rendering: installed GPUs by model, then the ledger."""
+    lines = []
+    if res["installed"]:
+        total = sum(int(r["devices"]) for r in res["installed"])
+        models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
+        lines.append(f"installed GPUs: {total:,} ({models})")
+    return [*lines, _render_ledger(res["ledger"])]
+
+
 def _render_waits_only(res: Mapping[str, Any]) -> str:
     def num(x: Any, fmt: str) -> str:
         return "-" if x is None else format(x, fmt)
@@ -171,12 +181,7 @@ def _render_waits_only(res: Mapping[str, Any]) -> str:
         lines.append(f"  {c['cohort']:<8} {c['jobs']:>6} {c['allocations']:>8} "
                      f"{num(c['held_device_s'] / _S_PER_H, ',.1f'):>11} {num(c['mean_wait_s'], ',.0f'):>12} "
                      f"{num(c['median_wait_s'], ',.0f'):>14}")
-    if res["installed"]:
-        total = sum(int(r["devices"]) for r in res["installed"])
-        models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
-        lines.append(f"installed GPUs: {total:,} ({models})")
-    lines.append(_render_ledger(res["ledger"]))
-    return "\n".join(lines)
+    return "\n".join(lines + _installed_and_ledger(res))
 
 
 def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
@@ -298,12 +303,7 @@ def _render_openb(res: Mapping[str, Any]) -> str:
                      f"{num(c['devices_requested'], ',.1f'):>10} {num(c['wait_p50_s'], ',.0f'):>9} "
                      f"{num(c['wait_p90_s'], ',.0f'):>9} {num(c['wait_max_s'], ',.0f'):>10} "
                      f"{num(None if c['share_waited'] is None else 100 * c['share_waited'], '.1f'):>5} %")
-    if res["installed"]:
-        total = sum(int(r["devices"]) for r in res["installed"])
-        models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
-        lines.append(f"installed GPUs: {total:,} ({models})")
-    lines.append(_render_ledger(res["ledger"]))
-    return "\n".join(lines)
+    return "\n".join(lines + _installed_and_ledger(res))
 
 
 def _render_ledger(led: Mapping[str, Any]) -> str:
