@@ -146,6 +146,8 @@ _COLUMNS: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {
         "start": ("time", _UTC, "step start"),
         "end": ("time", _UTC, "step end"),
         "input_wait_s": (_S, _N, "time of the step spent waiting for input data (0 when not logged)"),
+        "source_file": (_N, _N, "provenance (optional; every reader fills it): the record's file"),
+        "source_row": (_N, _N, "provenance (optional): the record's 1-based row or line in its file"),
     },
     ("runtime", "events"): {
         "job_id": (_N, _N, "the job (run) id"),
@@ -159,6 +161,8 @@ _COLUMNS: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {
         ),
         "step": (_N, _N, "the step it refers to, where it has one"),
         "duration_s": (_S, _N, "a duration the event carries (checkpoint blocking time, lost work)"),
+        "source_file": (_N, _N, "provenance (optional; every reader fills it): the record's file"),
+        "source_row": (_N, _N, "provenance (optional): the record's 1-based row or line in its file"),
     },
     ("runtime", "phases"): {
         "replica_id": (_N, _N, "serving replica"),
@@ -312,7 +316,8 @@ def _schema_tables() -> dict[str, dict[str, tuple[str, ...]]]:
     prog = {k: v for k, v in program.TABLE_COLUMNS.items() if k != "partition"}
     return {
         "scheduling": sched,
-        "runtime": {"steps": runtime.STEP_COLUMNS, "events": runtime.EVENT_COLUMNS},
+        "runtime": {"steps": (*runtime.STEP_COLUMNS, *runtime.PROVENANCE_COLUMNS),
+                    "events": (*runtime.EVENT_COLUMNS, *runtime.PROVENANCE_COLUMNS)},
         "program": prog,
     }
 
@@ -360,7 +365,8 @@ def _cell(value: Any) -> str:
         if value == int(value):
             return f"{value:.0f}"
         return f"{value:.1f}" if abs(value) >= 1000 else f"{value:.6g}"
-    text = str(value).replace("|", "\\|").replace("\n", " ")
+    # a sample's path as the repository names it, not this checkout's absolute path
+    text = str(value).replace(f"{ROOT}/", "").replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= 48 else text[:45] + "..."
 
 

@@ -57,6 +57,7 @@ class InputError(FleetlibError):
 
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
                  field: str | None = None) -> None:
+        self.message = message
         self.file = file
         self.row = row
         self.field = field

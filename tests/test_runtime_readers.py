@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime import model
 from fleetlib.runtime import readers as R
+from fleetlib.runtime.schema import PROVENANCE_COLUMNS
 from fleetlib.runtime.timeline import EVENT_COLUMNS, STEP_COLUMNS
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "timelines"
@@ -118,7 +119,10 @@ def test_read_mlperf_tables():
     tables, ledger = R.read_mlperf(ASUS, job_id="asus")
     s = R.mlperf_summary(ASUS)
     steps, events = tables.steps, tables.events
-    assert list(steps.columns) == [*STEP_COLUMNS, "samples"] and list(events.columns) == list(EVENT_COLUMNS)
+    assert list(steps.columns) == [*STEP_COLUMNS, *PROVENANCE_COLUMNS, "samples"]
+    assert list(events.columns) == [*EVENT_COLUMNS, *PROVENANCE_COLUMNS]
+    # each record names the log line it came from
+    assert (steps["source_file"].astype(str) == str(ASUS)).all() and (steps["source_row"] > 0).all()
     assert str(steps["start"].dtype) == UTC and str(events["time"].dtype) == UTC
     # issue 13: the per-block throughput dialect cuts each block into its steps: (samples since the last
     # block) / global batch 8 = 192, 48, 48, 48, 48 steps
@@ -371,8 +375,11 @@ def test_write_canonical_round_trip(tmp_path, suffix):
     path = R.write_canonical(tables, tmp_path / f"timeline{suffix}")
     back, ledger = R.read_canonical(path)
     assert balanced(ledger) and ledger.kept == len(tables.steps) + len(tables.events)
-    pd.testing.assert_frame_equal(back.steps, tables.steps)
-    pd.testing.assert_frame_equal(back.events, tables.events)
+    pd.testing.assert_frame_equal(back.steps[list(STEP_COLUMNS)], tables.steps[list(STEP_COLUMNS)])
+    pd.testing.assert_frame_equal(back.events[list(EVENT_COLUMNS)], tables.events[list(EVENT_COLUMNS)])
+    # the provenance is the file read: the written file, a CSV's data rows below its header line
+    assert (back.steps["source_file"].astype(str) == str(path)).all()
+    assert back.steps["source_row"].min() == (2 if suffix == ".csv" else 1)
 
 
 def test_aliases_and_units(tmp_path):

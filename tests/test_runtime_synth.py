@@ -198,7 +198,7 @@ def test_read_refuses_bad_files(tmp_path):
     pq.write_table(bad, tmp_path / "bad.parquet")
     with pytest.raises(InputError, match="record") as err:
         read_canonical_timeline(tmp_path / "bad.parquet")
-    assert err.value.row == table.num_rows - 1
+    assert err.value.row == table.num_rows  # the last row, 1-based
     pq.write_table(table.drop_columns(["input_wait_s"]), tmp_path / "short.parquet")
     with pytest.raises(InputError, match="missing column"):
         read_canonical_timeline(tmp_path / "short.parquet")
@@ -293,7 +293,7 @@ def test_fast_parquet_path_falls_back_with_the_same_errors(tmp_path):
     pq.write_table(odd, tmp_path / "odd.parquet")
     with pytest.raises(InputError, match="record") as err:
         read_canonical_timeline(tmp_path / "odd.parquet")
-    assert err.value.row == n_steps + 3
+    assert err.value.row == n_steps + 4  # the file's row: index + 1
     # a null attempt on a step row
     attempt = table.column("attempt").to_pylist()
     attempt[5] = None
@@ -301,7 +301,8 @@ def test_fast_parquet_path_falls_back_with_the_same_errors(tmp_path):
     pq.write_table(holed, tmp_path / "holed.parquet")
     with pytest.raises(InputError, match="missing value") as err:
         runtime_summary_file(tmp_path / "holed.parquet")
-    assert err.value.row == 5 and err.value.field == "attempt"
+    assert err.value.row == 6 and err.value.field == "attempt"
+    assert err.value.file == str(tmp_path / "holed.parquet")
     # a missing column is named as such, not reported as an unreadable file
     pq.write_table(table.drop_columns(["duration_s"]), tmp_path / "short.parquet")
     with pytest.raises(InputError, match="missing column") as err:

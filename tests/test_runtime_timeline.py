@@ -70,7 +70,8 @@ def test_step_ending_before_it_starts():
     s.loc[2, "end"] = s.loc[2, "start"] - pd.Timedelta(seconds=1)
     with pytest.raises(InputError) as err:
         validate_timeline(s, e, source="t.csv")
-    assert err.value.row == 2 and err.value.field == "end" and "t.csv" in str(err.value)
+    # a table built in code has no provenance columns: it is named by label and 1-based position
+    assert err.value.row == 3 and err.value.field == "end" and err.value.file == "t.csv (steps)"
 
 
 def test_missing_input_wait_column_is_refused():
@@ -101,7 +102,7 @@ def test_naive_and_mixed_timezones():
                               dtype=object)
     with pytest.raises(InputError, match="mixed") as err:
         validate_timeline(s, mixed)
-    assert err.value.row == 2
+    assert err.value.row == 3
     # other zones are the same instants and convert silently
     other = e.copy()
     other["time"] = other["time"].dt.tz_convert("Europe/Paris")
@@ -114,7 +115,8 @@ def test_exact_duplicate_step_is_rejected_and_conflicting_one_raises():
     dup = pd.concat([s, s.iloc[[1]]], ignore_index=True)
     steps, _, ledger = validate_timeline(dup, e)
     assert len(steps) == 4
-    assert ledger.rejected == 1 and ledger.entries[0].row == 4 and "duplicate" in ledger.entries[0].reason
+    assert ledger.rejected == 1 and ledger.entries[0].row == 5 and "duplicate" in ledger.entries[0].reason
+    assert "step row 2 of timeline (steps)" in ledger.entries[0].reason
     assert ledger.read == 9 and ledger.balanced()
     conflict = s.iloc[[1]].copy()
     conflict["end"] = conflict["end"] + pd.Timedelta(seconds=0.5)
@@ -127,7 +129,7 @@ def test_events_out_of_order_are_sorted_and_flagged_as_a_repair():
     shuffled = e.iloc[[0, 2, 1, 3]].reset_index(drop=True)
     _, events, ledger = validate_timeline(s, shuffled)
     assert list(events["kind"]) == ["gang_complete", "checkpoint_begin", "checkpoint_commit", "release"]
-    assert ledger.repaired == 1 and ledger.entries[0].row == 2
+    assert ledger.repaired == 1 and ledger.entries[0].row == 3
     assert "time order" in ledger.entries[0].reason and ledger.balanced()
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "INTERRUPTION_KINDS",
     "ISSUE_TERMS",
     "PARQUET_COLUMNS",
+    "PROVENANCE_COLUMNS",
     "REPLICA_PHASES",
     "REPLICA_PHASE_ALIASES",
     "SIMULTANEOUS_EVENT_ORDER",
@@ -67,6 +68,11 @@ STEP_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "step", "start", "end", "i
 
 #: Columns of the canonical events table, in order.
 EVENT_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "time", "kind", "step", "duration_s")
+
+#: Optional provenance columns a reader appends to both tables: the file each record came from
+#: (categorical) and its 1-based row or line as the file counts it.  Checks of the timeline's
+#: structure name this file and row; tables without them are named by table and 1-based position.
+PROVENANCE_COLUMNS: tuple[str, ...] = ("source_file", "source_row")
 
 
 #: Accepted alternative column names of a steps file (lower case), by canonical column.

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, check_fraction, check_nonnegative, check_positive
 from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS, STEP_COLUMNS
 from fleetlib.runtime.timeline import TimelineLedger, validate_timeline
@@ -596,7 +597,7 @@ def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFram
         The validated canonical tables.
     ledger : TimelineLedger
         Row accounting (rows read = kept + repaired + rejected over the file's rows) and flags.
-        Row numbers in errors and ledger entries count within the steps part or the events part.
+        Row numbers in errors and ledger entries are the file's rows (1-based: index + 1).
 
     Raises
     ------
@@ -709,6 +710,24 @@ def _read_parquet_fast(pf: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     }).select(list(STEP_COLUMNS)).to_pandas(split_blocks=True)
     del num, job_codes
     events = _read_event_rows(pf, n_steps)
+    return _with_file_rows(steps, events, np.s_[:n_steps], n_steps)
+
+
+def _with_file_rows(steps: pd.DataFrame, events: pd.DataFrame, step_rows: Any, n_steps: int
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Index both tables by their rows in the file (1-based), so that errors name the file's row.
+
+    ``step_rows`` is the slice of the leading steps (steps stored first: both indexes are ranges and
+    cost nothing) or the 0-based file positions of the step rows (any other layout).
+    """
+    if isinstance(step_rows, slice):
+        steps.index = pd.RangeIndex(1, n_steps + 1, name="source_row")
+        events.index = pd.RangeIndex(n_steps + 1, n_steps + 1 + len(events), name="source_row")
+    else:
+        is_step = np.zeros(len(steps) + len(events), dtype=bool)
+        is_step[step_rows] = True
+        steps.index = pd.Index(np.flatnonzero(is_step) + 1, name="source_row")
+        events.index = pd.Index(np.flatnonzero(~is_step) + 1, name="source_row")
     return steps, events
 
 
@@ -764,8 +783,8 @@ def _read_parquet_general(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]
         is_step = pc.fill_null(pc.equal(text, "step"), False).to_numpy(zero_copy_only=False)
     if not ok.all():
         i = int(np.argmin(ok))
-        raise InputError(f"record must be 'step' or 'event', got {record[i].as_py()!r}", file=src, row=i,
-                         field="record")
+        raise InputError(f"record must be 'step' or 'event', got {excerpt(record[i].as_py())}", file=src,
+                         row=i + 1, field="record")
     n_steps = int(np.count_nonzero(is_step))
     if is_step[:n_steps].all():
         # the layout write_timeline produces -- steps first, then events -- slices without copying
@@ -779,8 +798,9 @@ def _read_parquet_general(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]
     if len(steps) and steps["input_wait_s"].isna().any():
         i = int(np.flatnonzero(is_step)[np.argmax(steps["input_wait_s"].isna().to_numpy())])
         raise InputError("step record without input_wait_s (rule 22: log input wait per step; 0.0 when none)",
-                         file=src, row=i, field="input_wait_s")
-    return steps, events
+                         file=src, row=i + 1, field="input_wait_s")
+    leading = bool(is_step[:n_steps].all())
+    return _with_file_rows(steps, events, np.s_[:n_steps] if leading else np.flatnonzero(is_step), n_steps)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -49,7 +49,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import Flag, InputError, Ledger
+from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
     _BLOCK,
     _NS,
@@ -206,15 +208,16 @@ def _times_ns(col: pd.Series, *, file: str, field: str) -> np.ndarray:
     if pd.api.types.is_datetime64_dtype(dtype):
         raise InputError("naive timestamps: canonical timeline times are timezone-aware UTC "
                          "(localise them in the reader, where the format says which zone they are in)",
-                         file=file, row=0, field=field)
+                         file=file, field=field)
     if dtype == np.dtype(object):
         values = col.to_numpy()
         aware = np.fromiter((getattr(v, "tzinfo", None) is not None for v in values), bool, n)
         is_time = np.fromiter((isinstance(v, pd.Timestamp | np.datetime64) or hasattr(v, "tzinfo")
                                for v in values), bool, n)
         if not is_time.all():
-            raise InputError(f"expected a timestamp, got {values[int(np.argmin(is_time))]!r}", file=file,
-                             row=int(np.argmin(is_time)), field=field)
+            first = int(np.argmin(is_time))
+            raise InputError(f"expected a timestamp, got {excerpt(values[first])}", file=file, row=first,
+                             field=field)
         if not aware.all():
             msg = ("mixed timezone-aware and naive timestamps in one column" if aware.any()
                    else "naive timestamps: canonical timeline times are timezone-aware UTC")
@@ -225,7 +228,7 @@ def _times_ns(col: pd.Series, *, file: str, field: str) -> np.ndarray:
                              field=field)
         return conv.dt.as_unit("ns").array.asi8.astype(np.int64, copy=False)
     raise InputError(f"expected timezone-aware UTC timestamps, got column dtype {dtype}", file=file,
-                     row=0, field=field)
+                     field=field)
 
 
 def _int_column(col: pd.Series, *, file: str, field: str) -> np.ndarray:
@@ -234,13 +237,12 @@ def _int_column(col: pd.Series, *, file: str, field: str) -> np.ndarray:
                          row=int(np.argmax(col.isna().to_numpy())), field=field)
     if pd.api.types.is_bool_dtype(col.dtype) or not (pd.api.types.is_integer_dtype(col.dtype)
                                                      or pd.api.types.is_float_dtype(col.dtype)):
-        raise InputError(f"expected integers, got column dtype {col.dtype}", file=file, row=0,
-                         field=field)
+        raise InputError(f"expected integers, got column dtype {col.dtype}", file=file, field=field)
     values = col.to_numpy(dtype=np.float64) if pd.api.types.is_float_dtype(col.dtype) else None
     if values is not None:
         bad = values != np.round(values)
         if bad.any():
-            raise InputError(f"expected an integer, got {values[int(np.argmax(bad))]!r}", file=file,
+            raise InputError(f"expected an integer, got {excerpt(values[int(np.argmax(bad))])}", file=file,
                              row=int(np.argmax(bad)), field=field)
         return values.astype(np.int64)
     return col.to_numpy(dtype=np.int64)
@@ -280,14 +282,17 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     ev_required = ("job_id", "attempt", "time", "kind")
     _check_columns(events, ev_required, file=events_file)
     ledger = TimelineLedger(read=len(steps) + len(events))
+    prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
     rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
-    e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger)
+    e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger,
+                                                                                 prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file)
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s)
+    _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
     events_frame, steps_frame = _table_frames(
@@ -297,6 +302,43 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     return _Tables(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end, s_wait,
                    rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file,
                    events_file)
+
+
+def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
+                             e_time: np.ndarray, e_dur: np.ndarray, e_rows: np.ndarray, s_job: np.ndarray,
+                             s_start: np.ndarray, s_end: np.ndarray) -> None:
+    """Flag logged durations longer than their job's whole timeline (first record to last).
+
+    Such a duration cannot be time this timeline measured.  The row is kept with a note: the
+    partition never charges a logged duration beyond held time (a pause ends at the next marker or
+    its attempt's release, whichever is first).  Steps are sorted by job and start and do not
+    overlap, so a job's first step starts earliest and its last step ends latest.
+    """
+    logged = np.isfinite(e_dur) & (e_dur > 0)
+    if not logged.any():
+        return
+    n_jobs = len(job_ids)
+    lo = np.full(n_jobs, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n_jobs, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, e_job, e_time)
+    np.maximum.at(hi, e_job, e_time)
+    if s_job.size:
+        bounds = np.searchsorted(s_job, np.arange(n_jobs + 1, dtype=s_job.dtype))
+        jobs = np.flatnonzero(bounds[1:] > bounds[:-1])
+        lo[jobs] = np.minimum(lo[jobs], s_start[bounds[jobs]])
+        hi[jobs] = np.maximum(hi[jobs], s_end[bounds[jobs + 1] - 1])
+    span_s = (hi - lo) / _NS
+    over = logged & (e_dur > span_s[e_job] + 1e-9)
+    if not over.any():
+        return
+    i = int(np.argmax(over))
+    job = job_ids[int(e_job[i])]
+    ledger.flag("duration_exceeds_timeline",
+                f"{int(over.sum())} logged duration(s) longer than their job's whole timeline (first: "
+                f"duration_s {excerpt(float(e_dur[i]))} at {prov.describe(int(e_rows[i]))}, where the "
+                f"records of job {excerpt(job)} span {float(span_s[e_job[i]]):g} s): kept; no time is "
+                "charged beyond held time (a pause ends at the next marker or its attempt's release)",
+                file=prov.label, row=int(e_rows[i]), field="duration_s", job_id=str(job))
 
 
 def _steps_arrays(steps: pd.DataFrame, steps_file: str
@@ -328,7 +370,7 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str
     bad = ~np.isfinite(s_wait) | (s_wait < 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InputError(f"input wait must be a finite number of seconds >= 0, got {s_wait[i]!r}",
+        raise InputError(f"input wait must be a finite number of seconds >= 0, got {excerpt(s_wait[i])}",
                          file=steps_file, row=i, field="input_wait_s")
     ns_buf, dur_buf = np.empty(min(len(steps), _BLOCK), np.int64), np.empty(min(len(steps), _BLOCK))
     for lo, hi in _blocks(len(steps)):
@@ -340,12 +382,12 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str
         if bad.any():
             i = int(np.argmax(bad))
             step_s = float((s_end[lo + i] - s_start[lo + i]) / _NS)
-            raise InputError(f"input wait {s_wait[lo + i]!r} s is longer than the step itself ({step_s!r} s)",
-                             file=steps_file, row=lo + i, field="input_wait_s")
+            raise InputError(f"input wait {excerpt(s_wait[lo + i])} s is longer than the step itself "
+                             f"({step_s:g} s)", file=steps_file, row=lo + i, field="input_wait_s")
     return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
 
 
-def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedger
+def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedger, prov: Provenance
                    ) -> tuple[np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray, np.ndarray,
                               np.ndarray]:
     """Read and check the event columns; flag kinds the partition does not know.
@@ -366,7 +408,7 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
         fin = np.isfinite(e_step)
         if (e_step[fin] != np.round(e_step[fin])).any():
             i = int(np.flatnonzero(fin)[np.argmax(e_step[fin] != np.round(e_step[fin]))])
-            raise InputError(f"expected an integer step, got {e_step[i]!r}", file=events_file, row=i,
+            raise InputError(f"expected an integer step, got {excerpt(e_step[i])}", file=events_file, row=i,
                              field="step")
     else:
         e_step = np.full(len(events), np.nan)
@@ -378,7 +420,7 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
         e_dur = pd.to_numeric(col).to_numpy(dtype=np.float64, na_value=np.nan)
         bad = np.isfinite(e_dur) & (e_dur < 0) | np.isinf(e_dur)
         if bad.any():
-            raise InputError(f"duration must be >= 0 and finite, got {e_dur[int(np.argmax(bad))]!r}",
+            raise InputError(f"duration must be >= 0 and finite, got {excerpt(e_dur[int(np.argmax(bad))])}",
                              file=events_file, row=int(np.argmax(bad)), field="duration_s")
     else:
         e_dur = np.full(len(events), np.nan)
@@ -393,8 +435,8 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
         for k, c in zip(kinds.tolist(), counts.tolist(), strict=True):
             first = int(e_rows[~known][np.argmax(e_kind[~known] == k)])
             ledger.flag("unknown_event_kind",
-                        f"{c} event(s) of unknown kind {k!r} (first at row {first}) kept in the table "
-                        "and not used by the partition")
+                        f"{c} event(s) of unknown kind {excerpt(k)} (first at {prov.describe(first)}) kept "
+                        "in the table and not used by the partition")
     return e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time
 
 
@@ -434,7 +476,8 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str) -> tuple[Any, ...]:
+                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance
+                       ) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
@@ -454,8 +497,8 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
                 dup = np.concatenate([[False], same])
                 for i in np.flatnonzero(dup):
                     ledger.reject(steps_file, int(rows[i]), None,
-                                  f"exact duplicate of step row {int(rows[i - 1])} (same job, attempt, "
-                                  "step, start, end and input wait)")
+                                  f"exact duplicate of step {prov.describe(int(rows[i - 1]))} (same job, "
+                                  "attempt, step, start, end and input wait)")
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
@@ -464,7 +507,8 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
             row_of = _RowIndex(rows, 0, s_job.size)
             raise InputError(
                 f"step {int(s_step[i])} (attempt {int(s_attempt[i])}) starts before step "
-                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, row {row_of[i - 1]}) ends: "
+                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, {prov.describe(row_of[i - 1])}) "
+                "ends: "
                 "steps of one job must not overlap in time (a conflicting duplicate step record?)",
                 file=steps_file, row=row_of[i], field="start")
     return rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched
@@ -586,8 +630,10 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
                       ) -> tuple[pd.DataFrame, pd.DataFrame, TimelineLedger]:
     """Check a canonical timeline and return it cleaned, with a ledger of every row and flag.
 
-    Row-level checks raise :class:`fleetlib.quality.InputError` naming the table, row (0-based
-    position in the table as given), field and expectation: a missing column (``input_wait_s`` is
+    Row-level checks raise :class:`fleetlib.quality.InputError` naming the file and 1-based row the
+    record came from (the tables' provenance columns, which every reader fills; a table built in code
+    is named ``"<source> (steps)"`` or ``"<source> (events)"`` with the record's 1-based position), the
+    field and the expectation: a missing column (``input_wait_s`` is
     required), a missing value, naive or mixed-zone timestamps, a step ending before it starts, an
     input wait longer than its step, overlapping steps of one job (including conflicting duplicate
     step records), an attempt without ``gang_complete``, records outside their attempt's held
@@ -625,9 +671,14 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     fleetlib.quality.InputError
         On any unrepairable record, as listed above.
     """
-    tables = _prepare_tables(steps, events, source=source, build_frames=True)
-    _jobs_from_tables(tables, None)
+    where = _provenances(steps, events, source)
+    try:
+        tables = _prepare_tables(steps, events, source=source, build_frames=True)
+        _jobs_from_tables(tables, None)
+    except InputError as err:
+        raise relocate_error(err, where) from None
     assert tables.steps_frame is not None and tables.events_frame is not None
+    relocate_ledger(tables.ledger, where)
     return tables.steps_frame, tables.events_frame, tables.ledger
 
 
@@ -651,5 +702,18 @@ def job_timelines(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | No
     ledger : TimelineLedger
         As returned by :func:`validate_timeline`.
     """
-    tables = _prepare_tables(steps, events, source=source, build_frames=False)
-    return _jobs_from_tables(tables, job_id), tables.ledger
+    where = _provenances(steps, events, source)
+    try:
+        tables = _prepare_tables(steps, events, source=source, build_frames=False)
+        jobs = _jobs_from_tables(tables, job_id)
+    except InputError as err:
+        raise relocate_error(err, where) from None
+    relocate_ledger(tables.ledger, where)
+    return jobs, tables.ledger
+
+
+def _provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
+    """Return the provenance of both tables (none for what is not a table: the checks refuse it)."""
+    pairs = ((steps, "steps"), (events, "events"))
+    return tuple(Provenance(frame, f"{source} ({name})", source) for frame, name in pairs
+                 if isinstance(frame, pd.DataFrame))

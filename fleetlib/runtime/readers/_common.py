@@ -753,6 +753,21 @@ def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str,
                    "this failure" for t, at in zip(a["time"], a["attempt"], strict=True)], "time")
 
 
+def _provenance(frame: pd.DataFrame) -> dict[str, Any]:
+    """Return the provenance columns (``source_file``, ``source_row``) of a reader's working frame.
+
+    The readers carry each record's file and 1-based row as ``_file`` and ``_row``; the canonical
+    tables keep them under :data:`~fleetlib.runtime.schema.PROVENANCE_COLUMNS`, so that the timeline's
+    structure checks can name the file and row a record came from.  Empty when the frame lacks them.
+    """
+    if "_file" not in frame.columns or "_row" not in frame.columns:
+        return {}
+    files = frame["_file"]
+    source_file = files.array if isinstance(files.dtype, pd.CategoricalDtype) else pd.Categorical(files)
+    rows = pd.to_numeric(frame["_row"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
+    return {"source_file": source_file, "source_row": rows}
+
+
 def _finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
     if steps.empty:
         return empty_steps()
@@ -764,6 +779,7 @@ def _finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
         "start": steps["start"].astype(_TIME_DTYPE).array,
         "end": steps["end"].astype(_TIME_DTYPE).array,
         "input_wait_s": steps["input_wait_s"].to_numpy(dtype=np.float64),
+        **_provenance(steps),
     })
 
 
@@ -780,6 +796,7 @@ def _finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.Data
         "kind": pd.Series(events["kind"].astype("str").to_numpy(), dtype="str"),
         "step": pd.array(events["step"].to_numpy(dtype=object), dtype="Int64"),
         "duration_s": pd.array(events["duration_s"].astype("float64").to_numpy(), dtype="Float64"),
+        **_provenance(events),
     })
     for col in extra:
         out[col] = events[col].to_numpy()
