@@ -33,6 +33,7 @@ from fleetlib._io import (
 from fleetlib.program.model_config import load_model_config
 from fleetlib.program.readers import READERS as PROGRAM
 from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime.goodput import runtime_goodput
 from fleetlib.runtime.readers import READERS as RUNTIME
 from fleetlib.scenario import load_parameters
 from fleetlib.scheduling.readers import READERS as SCHEDULING
@@ -168,6 +169,43 @@ def test_canonical_steps_never_wrap_and_never_become_1970():
     steps = tables["steps"]
     assert steps["step"].tolist() == [0]
     assert steps["start"].min() >= pd.Timestamp("2000-01-01", tz="UTC")
+
+
+def test_structure_errors_name_the_files_own_line_not_a_table_position():
+    overlap = H / "runtime/attempts_overlap_timeline.csv"
+    tables, _ = RUNTIME["canonical"].read([overlap])
+    with pytest.raises(InputError) as err:
+        runtime_goodput(tables["steps"], tables["events"], source=str(overlap))
+    # line 5 of the file (was "row 2 of <source> (events)", the event's 0-based position)
+    assert str(err.value) == (f"file {overlap}, row 5, field 'time': attempt 1 of job 'j' becomes complete "
+                              "before attempt 0 is released: attempts of one job must not overlap")
+    outside = H / "runtime/step_outside_held_timeline.csv"
+    tables, _ = RUNTIME["canonical"].read([outside])
+    with pytest.raises(InputError) as err:
+        runtime_goodput(tables["steps"], tables["events"], source=str(outside))
+    assert (err.value.file, err.value.row, err.value.field) == (str(outside), 5, "start")
+    assert err.value.message == ("step 1 of attempt 0 lies outside the attempt's held interval "
+                                 "(gang_complete -> release)")
+
+
+def test_a_duration_longer_than_the_timeline_is_flagged_with_its_line_and_charges_nothing_beyond_held():
+    path = H / "runtime/duration_longer_than_timeline.csv"
+    tables, _ = RUNTIME["canonical"].read([path])
+    result = runtime_goodput(tables["steps"], tables["events"], source=str(path))
+    flags = [f for f in result.ledger.flags if f.code == "duration_exceeds_timeline"]
+    assert len(flags) == 1 and (flags[0].file, flags[0].row, flags[0].field) == (str(path), 4, "duration_s")
+    assert f"duration_s '1000000000.0' at row 4 of {path}" in flags[0].message
+    assert "span 180 s" in flags[0].message
+    # the pause the duration opens ends at the commit 10 s later; held time is the 180 s logged
+    assert result.held_s == pytest.approx(180.0)
+    assert result.breakdown["checkpoint"] == pytest.approx(10.0)
+
+
+def test_cli_a_structure_error_is_one_line_with_the_files_line(capsys):
+    path = H / "runtime/attempts_overlap_timeline.csv"
+    assert cli.main(["runtime", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"file {path}, row 5, field 'time'" in err and "Traceback" not in err
 
 
 def test_a_gzip_bomb_stops_at_the_byte_limit_with_bounded_memory():

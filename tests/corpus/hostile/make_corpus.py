@@ -119,6 +119,41 @@ def main() -> None:
         "j,0,3,2025-02-10T14:06:41Z,-0001-03-20T10:00:00Z,0.1",
         "j,0,4,2025-02-10T14:06:41Z,2025-02-10T14:07:11Z,inf",
     ]) + "\n")
+    # structure errors and flags named by the file's own line (they were 0-based table positions)
+    head = "record,job_id,attempt,step,start,end,input_wait_s,time,kind,duration_s"
+
+    def step(attempt: int, number: int, start: str, end: str) -> str:
+        return f"step,j,{attempt},{number},2025-02-10T{start}Z,2025-02-10T{end}Z,0.5,,,"
+
+    def event(attempt: int, time: str, kind: str, duration: str = "", number: str = "") -> str:
+        return f"event,j,{attempt},{number},,,,2025-02-10T{time}Z,{kind},{duration}"
+
+    (run / "attempts_overlap_timeline.csv").write_text("\n".join([
+        head,
+        event(0, "14:00:00", "gang_complete"),
+        step(0, 0, "14:01:00", "14:01:30"),
+        step(0, 1, "14:01:30", "14:02:00"),
+        event(1, "14:02:30", "gang_complete"),  # line 5: before attempt 0 is released
+        event(0, "14:03:00", "release"),
+        step(1, 2, "14:04:00", "14:04:30"),
+        event(1, "14:05:00", "release"),
+    ]) + "\n")
+    (run / "step_outside_held_timeline.csv").write_text("\n".join([
+        head,
+        event(0, "14:00:00", "gang_complete"),
+        step(0, 0, "14:01:00", "14:01:30"),
+        event(0, "14:02:00", "release"),
+        step(0, 1, "14:02:30", "14:03:00"),  # line 5: after the release
+    ]) + "\n")
+    (run / "duration_longer_than_timeline.csv").write_text("\n".join([
+        head,
+        event(0, "14:00:00", "gang_complete"),
+        step(0, 0, "14:01:00", "14:01:30"),
+        event(0, "14:01:30", "checkpoint_begin", "1e9", "0"),  # line 4: a pause of 31 years
+        event(0, "14:01:40", "checkpoint_commit", "", "0"),
+        step(0, 1, "14:01:40", "14:02:10"),
+        event(0, "14:03:00", "release"),
+    ]) + "\n")
     # a 1.5 kB gzip that inflates to 16 MiB of zeros (a small bomb for a small limit)
     with open(run / "gzip_bomb_steps.csv.gz", "wb") as raw, \
             gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as fh:
