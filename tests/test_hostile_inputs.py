@@ -33,6 +33,7 @@ from fleetlib._io import (
 from fleetlib.program.model_config import load_model_config
 from fleetlib.program.readers import READERS as PROGRAM
 from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime.commands import mlperf_summary
 from fleetlib.runtime.goodput import runtime_goodput
 from fleetlib.runtime.readers import READERS as RUNTIME
 from fleetlib.scenario import load_parameters
@@ -206,6 +207,21 @@ def test_cli_a_structure_error_is_one_line_with_the_files_line(capsys):
     assert cli.main(["runtime", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"file {path}, row 5, field 'time'" in err and "Traceback" not in err
+
+
+def test_a_refusal_names_the_rejections_that_caused_it_since_no_ledger_is_printed(tmp_path):
+    source = ROOT / "data/timelines/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt"
+    lines = source.read_text().splitlines()
+    stop = next(i for i, line in enumerate(lines) if '"run_stop"' in line)
+    lines[stop] = lines[stop].replace('"time_ms": 1715850093688', '"time_ms": 1e400')
+    log = tmp_path / "result_0.txt"
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as err:
+        mlperf_summary(log)
+    message = str(err.value)
+    assert ("found 1 and 0 (2 row(s) rejected, first: row 21: run_start with no matching run_stop after it: "
+            "interval not counted; row 52: invalid JSON after :::MLLOG (number '1e400' is beyond") in message
+    assert message.startswith(f"file {log}, field 'key': held time needs exactly one kept init_start")
 
 
 def test_a_gzip_bomb_stops_at_the_byte_limit_with_bounded_memory():

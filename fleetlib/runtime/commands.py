@@ -296,8 +296,13 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
     inits = recs[recs["key"] == "init_start"] if not recs.empty else recs
     stops = recs[recs["key"] == "run_stop"] if not recs.empty else recs
     if len(inits) != 1 or len(stops) != 1:
+        # the ledger is not printed when the command refuses: name its first rejections here
+        rejected = [e for e in ledger.entries if e.action == "rejected"][:3]
+        shown = "; ".join(f"row {e.row}: {e.reason if len(e.reason) <= 100 else e.reason[:97] + '...'}"
+                          for e in rejected)
         raise InputError(f"held time needs exactly one kept init_start and one kept run_stop; found "
-                         f"{len(inits)} and {len(stops)} (see the ledger for rejected markers)",
+                         f"{len(inits)} and {len(stops)}"
+                         + (f" ({ledger.rejected} row(s) rejected, first: {shown})" if rejected else ""),
                          file=p.file, field="key")
     t0 = int(_ns(inits["time"])[0])
     t1 = int(_ns(stops["time"])[0])
