@@ -567,8 +567,9 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         lines.append(f"  {label:<{width}} {_seconds(v):>{max(10, 48 - width)}}  {_share(v, held)}")
     if res.get("slow_step_s") is not None:
         slow = float(res["slow_step_s"])
+        sign = "" if slow >= 0 else "; negative: the retained steps ran faster than it on the whole"
         lines.append(f"{'slow-step time':<24} {_seconds(slow)}  {_share(slow, held)}  (inside productive: "
-                     "retained steps above the fault-free baseline, handed to the program rung)")
+                     f"retained steps above the fault-free baseline, handed to the program rung{sign})")
     ff = res.get("fault_free_step_s")
     if res.get("format") == "mlperf":
         lines += _render_mlperf_steps(res)
