@@ -226,3 +226,31 @@ def test_failing_notebook_is_named_and_partial_output_kept(tmp_path, chain, caps
     assert "before the failure" in texts and "never reached" not in texts
     assert (out / "html" / "c_failing.html").is_file()
     assert not (out / "summary.json").exists()
+
+
+def test_the_report_kernel_is_shut_down_without_an_interrupt_but_timeouts_still_interrupt():
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from fleetlib.report import _quiet_shutdown_kernel_manager
+
+    sent: list[str] = []
+
+    async def record(self):
+        sent.append("SIGINT")
+
+    cls = _quiet_shutdown_kernel_manager()
+    assert issubclass(cls, AsyncKernelManager)
+    original = AsyncKernelManager._async_interrupt_kernel
+    AsyncKernelManager._async_interrupt_kernel = record
+    try:
+        km = cls()
+        km.shutting_down = True
+        asyncio.run(km._async_interrupt_kernel())
+        assert sent == []  # the shutdown request alone ends an idle kernel
+        km.shutting_down = False
+        asyncio.run(km._async_interrupt_kernel())
+        assert sent == ["SIGINT"]  # a cell past its timeout is still interrupted
+    finally:
+        AsyncKernelManager._async_interrupt_kernel = original

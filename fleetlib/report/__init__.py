@@ -261,6 +261,25 @@ def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> li
     return paths
 
 
+def _quiet_shutdown_kernel_manager() -> type:
+    """Return a kernel manager that shuts a finished kernel down without interrupting it first.
+
+    jupyter_client sends SIGINT before every shutdown request; a kernel that is idle between
+    messages then logs ``KeyboardInterrupt caught in kernel`` on stderr, in the middle of the
+    report's progress lines, though nothing went wrong.  Interrupts outside shutdown (a cell past
+    its timeout) are sent as before.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
+    return QuietShutdownKernelManager
+
+
 def _run_one(source: Path | Any, executed: Path, parameters: dict[str, Any], root: Path, name: str) -> None:
     """Execute one notebook (a path or a notebook object) with papermill; raise ReportError naming it."""
     import papermill
@@ -273,6 +292,7 @@ def _run_one(source: Path | Any, executed: Path, parameters: dict[str, Any], roo
             execution_timeout=CELL_TIMEOUT_S,
             # The kernel's own log (not the notebook's output): keep errors, drop start-up chatter.
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            kernel_manager_class=_quiet_shutdown_kernel_manager(),
         )
     except PapermillExecutionError as exc:
         raise ReportError(
