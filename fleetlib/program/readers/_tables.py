@@ -22,11 +22,9 @@ from fleetlib.program.classify import (
     collective_from_arg,
     collective_from_kernel_name,
     comm_rule_metadata,
-    host_sync_kinds,
-    is_graph_launch,
-    message_bytes,
     shape_bytes,
 )
+from fleetlib.program.readers import _memo, _numeric
 from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
@@ -82,17 +80,16 @@ def _has_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> bool:
 def _categorical(values: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.Categorical:
     """``pd.Categorical(values)`` (or with a fixed ``dtype``), built from codes: several times faster.
 
-    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them.
+    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them; their
+    dtype is built once per process and set of names (:func:`~._memo.text_dtype`).
     """
     if dtype is not None:
         return pd.Categorical.from_codes(dtype.categories.get_indexer(values), dtype=dtype, validate=False)
     codes, uniques = pd.factorize(values, sort=True)
-    if not all(isinstance(u, str) for u in uniques):
+    uniques = np.asarray(uniques, dtype=object)
+    if not _memo.all_text(uniques):
         return pd.Categorical(values)
-    cats = pd.Index(uniques, dtype="str")
-    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)  # distinct by construction: no re-check
-    return pd.Categorical.from_codes(codes, dtype=fast(cats, False) if fast else pd.CategoricalDtype(cats),
-                                     validate=False)
+    return pd.Categorical.from_codes(codes, dtype=_memo.text_dtype(uniques), validate=False)
 
 
 _EMPTY: dict[tuple[str, ...], pd.DataFrame] = {}
@@ -611,7 +608,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
                 "is_comm": np.zeros(0, dtype=bool), "rule": _objects([], 0)}
     comm = kind == "comm"
     raw = gk["Collective name"]
-    from_arg, recognised = collective_from_arg(raw)
+    from_arg, recognised = _memo.collectives_from_arg(raw)
     unrec = comm & ~np.equal(raw, None) & ~recognised
     if unrec.any():
         values = sorted({str(v) for v in raw[unrec]})
@@ -621,16 +618,16 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     has_arg = np.isin(kind, ("compute", "comm")) & recognised
     kind[has_arg] = "comm"
     comm = kind == "comm"
-    rule = np.where(comm, classifier.comm_rules(names), "").astype(object)
+    rule = np.where(comm, _memo.comm_rules(classifier, names), "").astype(object)
     rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
-    nbytes = message_bytes(gk["In msg nelems"], gk["dtype"]).to_numpy(dtype=float, na_value=np.nan)
+    nbytes = _numeric.message_bytes(gk["In msg nelems"], gk["dtype"])
     unknown_dtype = comm & ~np.equal(gk["In msg nelems"], None) & np.isnan(nbytes)
     if unknown_dtype.any():
         book.note("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
                                    f"({sorted({str(d) for d in gk['dtype'][unknown_dtype]})}): bytes missing")
-    copy_bytes = pd.to_numeric(pd.Series(gk["bytes"], dtype=object), errors="coerce").to_numpy(dtype=float)
+    copy_bytes = _numeric.to_floats(gk["bytes"])
     is_copy = (kind == "memcpy") | (kind == "memset")
     nbytes = np.where(is_copy, copy_bytes, np.where(comm, nbytes, np.nan))
     pg = np.where(np.equal(gk["Process Group Name"], None), gk["Process Group Description"],
@@ -656,7 +653,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         r_ts, _, r_ok = _times(r, None)
         r_start = _to_us(r_ts, origin, scale)
         r_corr = _ids(r["correlation"], r["row"], None, "correlation")
-        graph_call = is_graph_launch(r["name"]) & r_ok
+        graph_call = _memo.graph_launches(r["name"]) & r_ok
         n_launch = int(graph_call.sum())
         valid = r_ok & ~np.asarray(pd.isna(r_corr))
         if n_k and valid.any():
@@ -778,12 +775,12 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
     coll[nccl] = collective_from_annotation(names[use][nccl])
-    b_arg = message_bytes(s["In msg nelems"][use], s["dtype"][use]).to_numpy(dtype=float, na_value=np.nan)
+    b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
     b_shape = shape_bytes(list(s["Input Dims"][use]), list(s["Input type"][use]))
     nbytes = np.where(np.isnan(b_arg), b_shape.to_numpy(dtype=float, na_value=np.nan), b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],
                   s["Process Group Name"][use])
-    seq = pd.to_numeric(pd.Series(s["seq"][use], dtype=object), errors="coerce").to_numpy(dtype=float)
+    seq = _numeric.to_floats(s["seq"][use])
     start = _to_us(ts, origin, scale)[use]
     return {"start": start, "end": start + du[use].astype(np.float64) / scale, "tid": s["tid"][use],
             "collective": coll, "bytes": nbytes, "pg": pg, "seq": seq, "param": is_param[use]}
@@ -914,7 +911,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
                      book: _Book, opts: _Options) -> pd.DataFrame:
     if not r:
         return empty_host_syncs()
-    sync_kind, blocking = host_sync_kinds(r["name"])
+    sync_kind, blocking = _memo.sync_kinds(r["name"])
     is_sync = ~np.equal(sync_kind, None)
     if not is_sync.any():
         return empty_host_syncs()

@@ -1,0 +1,155 @@
+"""Per-process memos of what repeats from rank file to rank file: one answer per distinct value.
+
+The ranks of a job launch the same kernels, call the same runtime functions and write the same
+category names, so a value-by-value rule (a pattern search, a dtype lookup) is worth computing once
+per distinct value and process, not once per file.  Each memo is a bounded dictionary (cleared when
+full); a value that is not text is never memoised and takes the rule itself, so the answers are the
+rule's answers exactly.  Also the categorical dtypes of the tables' text columns: the ranks of a job
+share their sets of names, and one dtype object serves every file with the same set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.program.classify import Classifier, collective_from_arg, host_sync_kinds, is_graph_launch
+
+_LIMIT = 200_000  # distinct values kept per memo before it starts over
+_MEMOS: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def memo(kind: str, key: str = "") -> dict[str, Any]:
+    """Return the memo of one rule (``kind``) under one configuration (``key``, e.g. a fingerprint)."""
+    table = _MEMOS.get((kind, key))
+    if table is None:
+        table = _MEMOS[(kind, key)] = {}
+    return table
+
+
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return (codes, distinct values) of an object array (code -1 for a missing value), or None.
+
+    None when a value is unhashable (a malformed trace): the caller applies its rule as it is.
+    """
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:
+        return None
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def per_distinct(uniques: np.ndarray, rule: Callable[[np.ndarray], Any], table: dict[str, Any]) -> list[Any]:
+    """Answers of ``rule`` (a vectorised function of an object array) for each distinct text value.
+
+    Values found in ``table`` are not computed again; the others are computed in one call of
+    ``rule`` and remembered.  ``uniques`` must all be text (see :func:`all_text`).
+    """
+    keys = uniques.tolist()
+    found = [table.get(k, _ABSENT) for k in keys]  # a local copy: another thread may clear the memo
+    new = [i for i, v in enumerate(found) if v is _ABSENT]
+    if new:
+        if len(table) + len(new) > _LIMIT:
+            table.clear()
+        answers = rule(uniques[new])
+        for i, answer in zip(new, answers, strict=True):
+            found[i] = table[keys[i]] = answer
+    return found
+
+
+def all_text(uniques: np.ndarray) -> bool:
+    """Whether every distinct value is a ``str`` (only text values are memoised)."""
+    return all(type(u) is str for u in uniques.tolist())
+
+
+def broadcast(codes: np.ndarray, per: list[Any], missing: Any, dtype: Any = object) -> np.ndarray:
+    """Spread per-distinct answers over the rows (``missing`` where the code is -1)."""
+    table = np.empty(len(per) + 1, dtype=dtype)
+    table[:len(per)] = per
+    table[-1] = missing
+    return table[codes]  # code -1 indexes the last entry: the missing value
+
+
+def mapped(values: np.ndarray, rule: Callable[[np.ndarray], Any], kind: str, key: str = "",
+           missing: Any = None) -> np.ndarray | None:
+    """``rule(values)`` computed once per distinct text value and process (object array).
+
+    ``missing`` is what ``rule`` answers for a missing value.  None (the caller applies ``rule``
+    itself) where a value is unhashable or not text.
+    """
+    found = distinct(np.asarray(values, dtype=object))
+    if found is None or not all_text(found[1]):
+        return None
+    codes, uniques = found
+    return broadcast(codes, per_distinct(uniques, rule, memo(kind, key)), missing)
+
+
+class _Absent:
+    __slots__ = ()
+
+
+_ABSENT = _Absent()
+
+#: Sorted distinct names -> the categorical dtype of a text column with exactly those categories.
+_DTYPES: dict[tuple[str, ...], pd.CategoricalDtype] = {}
+_DTYPE_LIMIT = 4_096
+
+
+def text_dtype(categories: np.ndarray) -> pd.CategoricalDtype:
+    """Return the categorical dtype with these (sorted, distinct, text) categories, built once.
+
+    Equal to ``pd.CategoricalDtype(pd.Index(categories, dtype="str"))``; the ranks of a job share
+    their sets of names, so the second and later files reuse the dtype instead of building its
+    categories' index again.
+    """
+    key = tuple(categories.tolist())
+    dtype = _DTYPES.get(key)
+    if dtype is None:
+        cats = pd.Index(categories, dtype="str")
+        fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)  # distinct by construction
+        dtype = fast(cats, False) if fast else pd.CategoricalDtype(cats)
+        if len(_DTYPES) >= _DTYPE_LIMIT:
+            _DTYPES.clear()
+        _DTYPES[key] = dtype
+    return dtype
+
+
+# ---------------------------------------------------------------------------------------------------
+# The classification rules the Kineto reader applies per name, memoised
+# ---------------------------------------------------------------------------------------------------
+
+def comm_rules(classifier: Classifier, names: np.ndarray) -> np.ndarray:
+    """:meth:`Classifier.comm_rules`, each distinct name searched once per process and classifier."""
+    out = mapped(names, classifier.comm_rules, "comm_rule", classifier.fingerprint(), "")
+    return classifier.comm_rules(names) if out is None else out
+
+
+def sync_kinds(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~fleetlib.program.classify.host_sync_kinds`, once per distinct runtime call name."""
+    out = mapped(names, lambda u: list(zip(*host_sync_kinds(u), strict=True)), "host_sync", "",
+                 (None, False))
+    if out is None:
+        return host_sync_kinds(names)
+    kinds = np.fromiter((k for k, _ in out), dtype=object, count=len(out))
+    blocking = np.fromiter((b for _, b in out), dtype=bool, count=len(out))
+    return kinds, blocking
+
+
+def graph_launches(names: np.ndarray) -> np.ndarray:
+    """:func:`~fleetlib.program.classify.is_graph_launch`, once per distinct runtime call name."""
+    out = mapped(names, is_graph_launch, "graph_launch", "", False)
+    return is_graph_launch(names) if out is None else out.astype(bool)
+
+
+def collectives_from_arg(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~fleetlib.program.classify.collective_from_arg`, once per distinct value."""
+    out = mapped(values, lambda u: list(zip(*collective_from_arg(u), strict=True)), "collective_arg", "",
+                 ("none", False))
+    if out is None:
+        return collective_from_arg(values)
+    labels = np.fromiter((c for c, _ in out), dtype=object, count=len(out))
+    ok = np.fromiter((r for _, r in out), dtype=bool, count=len(out))
+    return labels, ok
