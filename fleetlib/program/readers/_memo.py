@@ -153,3 +153,53 @@ def collectives_from_arg(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     labels = np.fromiter((c for c, _ in out), dtype=object, count=len(out))
     ok = np.fromiter((r for _, r in out), dtype=bool, count=len(out))
     return labels, ok
+
+
+#: Categories of a fixed categorical dtype -> {category: code} (the kinds, collectives, sources).
+_CODES: dict[tuple[str, ...], dict[str, int]] = {}
+
+
+def fixed_codes(values: np.ndarray, dtype: pd.CategoricalDtype) -> np.ndarray:
+    """``dtype.categories.get_indexer(values)`` by a dictionary per distinct value (-1: not a category)."""
+    found = distinct(np.asarray(values, dtype=object))
+    if found is None or not all_text(found[1]):
+        return dtype.categories.get_indexer(values)
+    codes, uniques = found
+    key = tuple(dtype.categories.tolist())
+    lookup = _CODES.get(key)
+    if lookup is None:
+        if len(_CODES) >= _DTYPE_LIMIT:
+            _CODES.clear()
+        lookup = _CODES[key] = {c: i for i, c in enumerate(key)}
+    per = [lookup.get(u, -1) for u in uniques.tolist()]
+    return broadcast(codes, per, -1, dtype=np.int64)
+
+
+#: Distinct text values in order of first appearance -> (their sorted categorical dtype, the code
+#: of each in it).  The rank files of a job name the same kernels in much the same order.
+_ORDERS: dict[tuple[str, ...], tuple[pd.CategoricalDtype, np.ndarray]] = {}
+
+
+def text_categorical(values: np.ndarray) -> pd.Categorical | None:
+    """``pd.Categorical(values)`` for text values (categories sorted), or None for other values.
+
+    The values are hashed once (no sort); the sort of the distinct values, and their dtype, are
+    done once per process and order of first appearance.
+    """
+    found = distinct(np.asarray(values, dtype=object))
+    if found is None:
+        return None
+    codes, uniques = found
+    if (codes < 0).any() or not all_text(uniques):
+        return None
+    key = tuple(uniques.tolist())
+    hit = _ORDERS.get(key)
+    if hit is None:
+        order = np.argsort(uniques, kind="stable")  # Python's str ordering, as pd.factorize(sort=True)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        if len(_ORDERS) >= _DTYPE_LIMIT:
+            _ORDERS.clear()
+        hit = _ORDERS[key] = (text_dtype(uniques[order]), rank)
+    dtype, rank = hit
+    return pd.Categorical.from_codes(rank[codes], dtype=dtype, validate=False)

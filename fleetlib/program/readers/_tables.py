@@ -19,10 +19,8 @@ import pandas as pd
 from fleetlib.program.classify import (
     Classifier,
     collective_from_annotation,
-    collective_from_arg,
     collective_from_kernel_name,
     comm_rule_metadata,
-    shape_bytes,
 )
 from fleetlib.program.readers import _memo, _numeric
 from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
@@ -80,16 +78,13 @@ def _has_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> bool:
 def _categorical(values: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.Categorical:
     """``pd.Categorical(values)`` (or with a fixed ``dtype``), built from codes: several times faster.
 
-    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them; their
-    dtype is built once per process and set of names (:func:`~._memo.text_dtype`).
+    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them; the sort
+    and the dtype are done once per process and set of names (:func:`~._memo.text_categorical`).
     """
     if dtype is not None:
-        return pd.Categorical.from_codes(dtype.categories.get_indexer(values), dtype=dtype, validate=False)
-    codes, uniques = pd.factorize(values, sort=True)
-    uniques = np.asarray(uniques, dtype=object)
-    if not _memo.all_text(uniques):
-        return pd.Categorical(values)
-    return pd.Categorical.from_codes(codes, dtype=_memo.text_dtype(uniques), validate=False)
+        return pd.Categorical.from_codes(_memo.fixed_codes(values, dtype), dtype=dtype, validate=False)
+    fast = _memo.text_categorical(values)
+    return pd.Categorical(values) if fast is None else fast
 
 
 _EMPTY: dict[tuple[str, ...], pd.DataFrame] = {}
@@ -387,7 +382,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
-    kernels = pd.DataFrame({
+    columns = {
         "rank": np.zeros(n_k, dtype=np.int64),
         "step": _assign_steps(start, steps),
         "stream": stream,
@@ -403,8 +398,11 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "collective_source": _categorical(comm["source"], _kernel_dtypes()["collective_source"]),
         "external_id": external_id,
         "comm_rule": _categorical(comm["rule"]),
-    })
-    kernels = kernels.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
+    }
+    # sorted by rank (one here), start, end, stream -- stable, as sort_values(kind="stable") sorts -- and
+    # built once in that order
+    order = np.lexsort((stream, end, start))
+    kernels = pd.DataFrame({k: v[order] for k, v in columns.items()}, copy=False)
 
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties")
@@ -471,7 +469,7 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
         "name": _categorical(names), "start_us": start[ok], "dur_us": dur[ok],
         "input_dims": pd.Series(dims, dtype=object), "input_types": pd.Series(types, dtype=object),
     })
-    return frame.sort_values("start_us", kind="stable", ignore_index=True), links
+    return frame.take(np.argsort(frame["start_us"].to_numpy(), kind="stable")).reset_index(drop=True), links
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -771,13 +769,13 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     if not len(use):
         return None
     coll = np.full(len(use), "none", dtype=object)
-    from_arg, recognised = collective_from_arg(s["Collective name"][use])
+    from_arg, recognised = _memo.collectives_from_arg(s["Collective name"][use])
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
     coll[nccl] = collective_from_annotation(names[use][nccl])
     b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
-    b_shape = shape_bytes(list(s["Input Dims"][use]), list(s["Input type"][use]))
-    nbytes = np.where(np.isnan(b_arg), b_shape.to_numpy(dtype=float, na_value=np.nan), b_arg)
+    b_shape = _numeric.shape_bytes(s["Input Dims"][use], s["Input type"][use])
+    nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],
                   s["Process Group Name"][use])
     seq = _numeric.to_floats(s["seq"][use])
