@@ -555,6 +555,7 @@ _JSON_WHITESPACE = b" \t\n\r"
 #: Raw JSON text of a shape value -> its ``json.dumps`` text, kept across files (ranks share shapes).
 _TEXT_MEMO: dict[bytes, str | None] = {}
 _TEXT_MEMO_LIMIT = 100_000
+_UNSEEN = object()  # a raw text not (or no longer) in the memo
 
 
 def _decode_raw(value: Any) -> Any:
@@ -600,10 +601,11 @@ def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
         if have.any():
             out[have] = _json_texts(values[have], typed)
         return out
-    if typed:
-        keys = _objects(map(bytes, values), n)
-        codes, uniques = pd.factorize(keys)
-        return _objects(map(_raw_text, uniques), len(uniques))[codes]
+    if typed:  # one dictionary look-up per value; a text not seen before in this process is written
+        texts = list(map(_TEXT_MEMO.get, map(bytes, values), repeat(_UNSEEN)))
+        for i in [i for i, t in enumerate(texts) if t is _UNSEEN]:
+            texts[i] = _raw_text(bytes(values[i]))
+        return _objects(texts, n)
     keys = _objects(map(repr, values), n)
     codes, uniques = pd.factorize(keys)
     first = np.zeros(len(uniques), dtype=np.int64)

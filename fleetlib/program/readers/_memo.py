@@ -80,11 +80,18 @@ def mapped(values: np.ndarray, rule: Callable[[np.ndarray], Any], kind: str, key
     ``missing`` is what ``rule`` answers for a missing value.  None (the caller applies ``rule``
     itself) where a value is unhashable or not text.
     """
+    found = _answers(values, rule, kind, key)
+    return None if found is None else broadcast(found[0], found[1], missing)
+
+
+def _answers(values: np.ndarray, rule: Callable[[np.ndarray], Any], kind: str,
+             key: str) -> tuple[np.ndarray, list[Any]] | None:
+    """(codes, the answer per distinct value) of a memoised rule; None as for :func:`mapped`."""
     found = distinct(np.asarray(values, dtype=object))
     if found is None or not all_text(found[1]):
         return None
     codes, uniques = found
-    return broadcast(codes, per_distinct(uniques, rule, memo(kind, key)), missing)
+    return codes, per_distinct(uniques, rule, memo(kind, key))
 
 
 class _Absent:
@@ -129,13 +136,12 @@ def comm_rules(classifier: Classifier, names: np.ndarray) -> np.ndarray:
 
 def sync_kinds(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~fleetlib.program.classify.host_sync_kinds`, once per distinct runtime call name."""
-    out = mapped(names, lambda u: list(zip(*host_sync_kinds(u), strict=True)), "host_sync", "",
-                 (None, False))
-    if out is None:
+    found = _answers(names, lambda u: list(zip(*host_sync_kinds(u), strict=True)), "host_sync", "")
+    if found is None:
         return host_sync_kinds(names)
-    kinds = np.fromiter((k for k, _ in out), dtype=object, count=len(out))
-    blocking = np.fromiter((b for _, b in out), dtype=bool, count=len(out))
-    return kinds, blocking
+    codes, per = found
+    return (broadcast(codes, [k for k, _ in per], None),
+            broadcast(codes, [b for _, b in per], False, dtype=bool))
 
 
 def graph_launches(names: np.ndarray) -> np.ndarray:
@@ -146,13 +152,12 @@ def graph_launches(names: np.ndarray) -> np.ndarray:
 
 def collectives_from_arg(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~fleetlib.program.classify.collective_from_arg`, once per distinct value."""
-    out = mapped(values, lambda u: list(zip(*collective_from_arg(u), strict=True)), "collective_arg", "",
-                 ("none", False))
-    if out is None:
+    found = _answers(values, lambda u: list(zip(*collective_from_arg(u), strict=True)), "collective_arg", "")
+    if found is None:
         return collective_from_arg(values)
-    labels = np.fromiter((c for c, _ in out), dtype=object, count=len(out))
-    ok = np.fromiter((r for _, r in out), dtype=bool, count=len(out))
-    return labels, ok
+    codes, per = found
+    return (broadcast(codes, [c for c, _ in per], "none"),
+            broadcast(codes, [r for _, r in per], False, dtype=bool))
 
 
 #: Categories of a fixed categorical dtype -> {category: code} (the kinds, collectives, sources).

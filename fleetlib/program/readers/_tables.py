@@ -464,12 +464,14 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
+    order = np.argsort(start[ok], kind="stable")  # sorted by start as sort_values(kind="stable") sorts
     frame = pd.DataFrame({
-        "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext,
-        "name": _categorical(names), "start_us": start[ok], "dur_us": dur[ok],
-        "input_dims": pd.Series(dims, dtype=object), "input_types": pd.Series(types, dtype=object),
-    })
-    return frame.take(np.argsort(frame["start_us"].to_numpy(), kind="stable")).reset_index(drop=True), links
+        "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext[order],
+        "name": _categorical(names)[order], "start_us": start[ok][order], "dur_us": dur[ok][order],
+        "input_dims": pd.Series(dims[order], dtype=object),
+        "input_types": pd.Series(types[order], dtype=object),
+    }, copy=False)
+    return frame, links
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -703,7 +705,9 @@ def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
         return "rocm"
     if "cuda" in keys or "cupti" in keys:
         return "cuda"
-    runtime = [str(x) for x in pd.unique(pd.Series(runtime_names, dtype=object).dropna())]
+    found = _memo.distinct(np.asarray(runtime_names, dtype=object))
+    uniques = found[1] if found is not None else pd.unique(pd.Series(runtime_names, dtype=object).dropna())
+    runtime = [str(x) for x in uniques]
     if any(x.startswith("hip") for x in runtime):
         return "rocm"
     if any(x.startswith("cu") for x in runtime):
