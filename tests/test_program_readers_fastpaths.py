@@ -139,3 +139,13 @@ def test_fixed_categorical_codes_are_get_indexer():
     values = obj("comm", "compute", "unknown", None, "memcpy", "comm")
     got = _categorical(values, dtype)
     assert got.codes.tolist() == dtype.categories.get_indexer(values).tolist() == [1, 0, -1, -1, 2, 1]
+
+
+def test_collectives_from_annotation_are_classifys():
+    names = obj("nccl:all_reduce", "nccl:all_to_all", None, "nccl:send 0->1", "gloo:broadcast",
+                "ProfilerStep#3",
+                "nccl:all_reduce")
+    for _ in range(2):
+        got = _memo.collectives_from_annotation(names).tolist()
+        assert got == classify.collective_from_annotation(names).tolist()
+    assert got[:2] == ["allreduce", "alltoall"]

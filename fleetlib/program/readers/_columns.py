@@ -603,8 +603,9 @@ def _json_texts(values: np.ndarray, typed: bool) -> np.ndarray:
         return out
     if typed:  # one dictionary look-up per value; a text not seen before in this process is written
         texts = list(map(_TEXT_MEMO.get, map(bytes, values), repeat(_UNSEEN)))
-        for i in [i for i, t in enumerate(texts) if t is _UNSEEN]:
-            texts[i] = _raw_text(bytes(values[i]))
+        if _UNSEEN in texts:
+            for i in [i for i, t in enumerate(texts) if t is _UNSEEN]:
+                texts[i] = _raw_text(bytes(values[i]))
         return _objects(texts, n)
     keys = _objects(map(repr, values), n)
     codes, uniques = pd.factorize(keys)

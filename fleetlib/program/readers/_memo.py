@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.program.classify import Classifier, collective_from_arg, host_sync_kinds, is_graph_launch
+from fleetlib.program.classify import (
+    Classifier,
+    collective_from_annotation,
+    collective_from_arg,
+    host_sync_kinds,
+    is_graph_launch,
+)
 
 _LIMIT = 200_000  # distinct values kept per memo before it starts over
 _MEMOS: dict[tuple[str, str], dict[str, Any]] = {}
@@ -208,3 +214,9 @@ def text_categorical(values: np.ndarray) -> pd.Categorical | None:
         hit = _ORDERS[key] = (text_dtype(uniques[order]), rank)
     dtype, rank = hit
     return pd.Categorical.from_codes(rank[codes], dtype=dtype, validate=False)
+
+
+def collectives_from_annotation(names: np.ndarray) -> np.ndarray:
+    """:func:`~fleetlib.program.classify.collective_from_annotation`, once per distinct name."""
+    out = mapped(names, collective_from_annotation, "collective_annotation", "", "none")
+    return collective_from_annotation(names) if out is None else out

@@ -18,7 +18,6 @@ import pandas as pd
 
 from fleetlib.program.classify import (
     Classifier,
-    collective_from_annotation,
     collective_from_kernel_name,
     comm_rule_metadata,
 )
@@ -776,7 +775,7 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     from_arg, recognised = _memo.collectives_from_arg(s["Collective name"][use])
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
-    coll[nccl] = collective_from_annotation(names[use][nccl])
+    coll[nccl] = _memo.collectives_from_annotation(names[use][nccl])
     b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
     b_shape = _numeric.shape_bytes(s["Input Dims"][use], s["Input type"][use])
     nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
