@@ -228,15 +228,19 @@ def _compact_ids(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _timing(x: Mapping[str, np.ndarray], pos: np.ndarray) -> dict[str, np.ndarray]:
+def _timing(x: Mapping[str, Any], pos: np.ndarray) -> dict[str, np.ndarray]:
     """``ts`` and ``dur`` of the events at ``pos`` as numbers with their parse status.
 
     Converted per role and chunk (see :func:`_numbers`: integers stay exact int64 when a group
-    holds nothing else).
+    holds nothing else).  Where all complete events of the chunk converted to int64 (``x["ts#"]``,
+    ``x["dur#"]``), every part of them converts to the same values: those are sliced instead.
     """
-    ts, ts_status = _numbers(x["ts"][pos])
-    dur, dur_status = _numbers(x["dur"][pos])
-    return {"ts": ts, "ts_status": ts_status, "dur": dur, "dur_status": dur_status}
+    out: dict[str, np.ndarray] = {}
+    for key in ("ts", "dur"):
+        whole = x.get(key + "#")
+        values, status = (whole[0][pos], whole[1][pos]) if whole is not None else _numbers(x[key][pos])
+        out[key], out[key + "_status"] = values, status
+    return out
 
 
 def _meta_dict(event: Any) -> dict[str, Any]:
@@ -325,11 +329,14 @@ class _Collector:
             return
         # the fields every role uses, taken once for all complete events
         xs = evs[xi]
-        x = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
-             "tid": _shared(_get(xs, "tid")), "args": _get(xs, "args")}  # one int object per thread
+        x: dict[str, Any] = {"ts": _get(xs, "ts"), "dur": _get(xs, "dur"), "name": _shared(_get(xs, "name")),
+                             "tid": _shared(_get(xs, "tid")),  # one int object per thread
+                             "args": _get(xs, "args")}
         # the span of all timed events, and a sample of timestamps for the unit check
         ts, st = _numbers(x["ts"])
         du, sd = _numbers(x["dur"])
+        x["ts#"] = (ts, st) if ts.dtype == np.int64 else None  # reused by _timing
+        x["dur#"] = (du, sd) if du.dtype == np.int64 else None
         ok = (st == _NUM_OK) | (st == _NUM_TEXT)
         if not np.issubdtype(ts.dtype, np.integer):
             ok &= np.isfinite(ts)
