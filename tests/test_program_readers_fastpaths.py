@@ -149,3 +149,31 @@ def test_collectives_from_annotation_are_classifys():
         got = _memo.collectives_from_annotation(names).tolist()
         assert got == classify.collective_from_annotation(names).tolist()
     assert got[:2] == ["allreduce", "alltoall"]
+
+
+def test_gunzip_one_call_and_sliced_loop_agree():
+    import gzip
+    import zlib
+
+    from fleetlib.program.readers import _decode
+    from fleetlib.quality import InputError
+
+    text = b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d}' % i for i in range(5000)) + b"]}"
+    one = gzip.compress(text)
+    assert _decode._gunzip_small(one, 1 << 30) == text  # the one-call path took it
+    assert bytes(_decode._gunzip(one, "f")) == text
+    # what the one-call path leaves to the loop: several members with zero padding between them
+    two = gzip.compress(text[:100]) + b"\0\0" + gzip.compress(text[100:])
+    assert _decode._gunzip_small(two, 1 << 30) is None
+    assert bytes(_decode._gunzip(two, "f")) == text
+    # refusals are the loop's, whichever path saw the file first: truncated, trailing garbage, a
+    # trailer whose length does not match the content
+    lying = one[:-4] + (10).to_bytes(4, "little")
+    for bad, why in ((one[:-9], "truncated or corrupt"), (one + b"junk", "trailing garbage"),
+                     (lying, "incorrect length")):
+        assert _decode._gunzip_small(bad, 1 << 30) is None
+        with pytest.raises(InputError, match=why):
+            _decode._gunzip(bad, "f")
+    with pytest.raises(InputError, match="decompresses to more than"):
+        _decode._gunzip(one, "f", max_bytes=len(text) - 1)
+    assert zlib.crc32(bytes(_decode._gunzip(one, "f"))) == zlib.crc32(text)
