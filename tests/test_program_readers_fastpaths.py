@@ -177,3 +177,23 @@ def test_gunzip_one_call_and_sliced_loop_agree():
     with pytest.raises(InputError, match="decompresses to more than"):
         _decode._gunzip(one, "f", max_bytes=len(text) - 1)
     assert zlib.crc32(bytes(_decode._gunzip(one, "f"))) == zlib.crc32(text)
+
+
+@pytest.mark.parametrize("values", [
+    obj("b", "a", None, "b", "", "a"),
+    obj(None, None),
+    obj(),
+    obj("x", 1, 1.0, None, float("nan"), "x"),   # not only text: pandas factorises
+    obj(*[f"k{i % 7}" for i in range(5000)]),      # beyond the dictionary's size: pandas
+])
+def test_factorize_is_pd_factorize(values):
+    codes, uniques = _memo.factorize(values)
+    want_codes, want_uniques = pd.factorize(values, use_na_sentinel=True)
+    assert codes.tolist() == want_codes.tolist()
+    assert list(uniques) == list(want_uniques)
+
+
+def test_factorize_refuses_unhashable_values_as_pandas_does():
+    with pytest.raises(TypeError):
+        _memo.factorize(obj("a", ["b"]))
+    assert _memo.distinct(obj("a", ["b"])) is None

@@ -21,6 +21,7 @@ try:  # typed, column-projected decoding; the stdlib path is complete without it
 except ImportError:  # pragma: no cover - msgspec is a declared dependency
     msgspec = None
 
+from fleetlib.program.readers import _memo
 from fleetlib.program.readers._decode import (
     _ARG_KEYS,
     _ATTRS,
@@ -207,7 +208,7 @@ def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
 def _shared(values: np.ndarray) -> np.ndarray:
     """Point equal values at one object (the decoder makes a new string per event; names are long)."""
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        codes, uniques = _memo.factorize(values)
     except TypeError:  # unhashable values in a malformed trace: keep them as they are
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))

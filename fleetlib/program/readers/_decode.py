@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fleetlib._io import GZIP_MAGIC, _check_regular, compression_of, current_limits
+from fleetlib.program.readers import _memo
 from fleetlib.quality import InputError
 
 try:  # typed, column-projected decoding; the stdlib path below is complete without it
@@ -509,7 +509,7 @@ def _small_int(value: Any) -> int | None:
 def _map_unique(values: np.ndarray, fn: Any, missing: Any) -> np.ndarray:
     """Apply ``fn`` once per distinct value; missing values get ``missing``."""
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        codes, uniques = _memo.factorize(values)
     except TypeError:  # unhashable values (lists, objects) in a malformed trace
         return _objects((missing if isinstance(v, (list, dict)) or v is None else fn(v) for v in values),
                         len(values))

@@ -36,16 +36,45 @@ def memo(kind: str, key: str = "") -> dict[str, Any]:
     return table
 
 
+#: Up to this many values, text is factorised by a dictionary: ``pd.factorize`` first scans an
+#: object array for its kind of values, a fixed cost that outweighs the hashing on a rank file's
+#: few hundred kernels.
+_SMALL = 4096
+_TEXT_OR_NONE = frozenset({str, type(None)})
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, use_na_sentinel=True)`` of an object array, uniques as objects.
+
+    Codes number the distinct values in order of first appearance; a missing value is -1.  Small
+    arrays of only text and None are factorised by a dictionary, anything else by pandas.
+
+    Raises
+    ------
+    TypeError
+        A value is unhashable (as ``pd.factorize`` raises).
+    """
+    if len(values) <= _SMALL:
+        items = values.tolist()
+        if set(map(type, items)) <= _TEXT_OR_NONE:
+            seen: dict[Any, int] = {None: -1}
+            number = seen.setdefault
+            codes = np.fromiter([number(v, len(seen) - 1) for v in items], dtype=np.intp, count=len(items))
+            del seen[None]
+            return codes, np.fromiter(seen, dtype=object, count=len(seen))
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    return codes, np.asarray(uniques, dtype=object)
+
+
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Return (codes, distinct values) of an object array (code -1 for a missing value), or None.
 
     None when a value is unhashable (a malformed trace): the caller applies its rule as it is.
     """
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return factorize(values)
     except TypeError:
         return None
-    return codes, np.asarray(uniques, dtype=object)
 
 
 def per_distinct(uniques: np.ndarray, rule: Callable[[np.ndarray], Any], table: dict[str, Any]) -> list[Any]:
