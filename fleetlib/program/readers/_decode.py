@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fleetlib._io import GZIP_MAGIC, _check_regular, compression_of, current_limits
+from fleetlib.program.readers import _memo
 from fleetlib.quality import InputError
 
 try:  # typed, column-projected decoding; the stdlib path below is complete without it
@@ -118,6 +118,9 @@ def _gunzip(raw: bytes, file: str, max_bytes: int | None = None) -> bytes | byte
     if raw[:2] != GZIP_MAGIC:
         return raw
     max_bytes = current_limits().max_bytes if max_bytes is None else max_bytes
+    whole = _gunzip_small(raw, max_bytes)
+    if whole is not None:
+        return whole
     # trust the trailer only within a plausible ratio: a truncated file ends in arbitrary bytes
     presize = min(int.from_bytes(raw[-4:], "little"), 64 * len(raw), max_bytes) if len(raw) >= 18 else 0
     out = bytearray(presize)
@@ -148,6 +151,33 @@ def _gunzip(raw: bytes, file: str, max_bytes: int | None = None) -> bytes | byte
                          file=file, field="gzip") from exc
     del out[size:]  # a multi-member file's trailer gives only the last member's length
     return out
+
+
+#: A gzip file whose trailer states at most this many bytes is decompressed in one call.
+_ONE_SHOT_BYTES = 4 << 20
+
+
+def _gunzip_small(raw: bytes, max_bytes: int) -> bytes | None:
+    """Decompress a small single-member gzip file in one call (a third of the sliced loop's time).
+
+    Returns None -- and :func:`_gunzip`'s loop decides, errors included -- unless the file is one
+    complete member whose trailer states at most :data:`_ONE_SHOT_BYTES` (and ``max_bytes``) and
+    whose content has exactly that length, with nothing after it.  The one call's output is built
+    in blocks and joined, briefly twice its size: for a sub-4 MiB rank file that is a few MB.
+    """
+    if len(raw) < 18:
+        return None
+    stated = int.from_bytes(raw[-4:], "little")
+    if stated > min(_ONE_SHOT_BYTES, max_bytes):
+        return None
+    member = zlib.decompressobj(wbits=31)
+    try:
+        data = member.decompress(raw, stated + 1)
+    except zlib.error:
+        return None
+    if not member.eof or member.unused_data or member.unconsumed_tail or len(data) != stated:
+        return None
+    return data
 
 
 def _line_col(buf: bytes | bytearray, offset: int) -> tuple[int, int]:
@@ -479,7 +509,7 @@ def _small_int(value: Any) -> int | None:
 def _map_unique(values: np.ndarray, fn: Any, missing: Any) -> np.ndarray:
     """Apply ``fn`` once per distinct value; missing values get ``missing``."""
     try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        codes, uniques = _memo.factorize(values)
     except TypeError:  # unhashable values (lists, objects) in a malformed trace
         return _objects((missing if isinstance(v, (list, dict)) or v is None else fn(v) for v in values),
                         len(values))

@@ -18,15 +18,10 @@ import pandas as pd
 
 from fleetlib.program.classify import (
     Classifier,
-    collective_from_annotation,
-    collective_from_arg,
     collective_from_kernel_name,
     comm_rule_metadata,
-    host_sync_kinds,
-    is_graph_launch,
-    message_bytes,
-    shape_bytes,
 )
+from fleetlib.program.readers import _memo, _numeric
 from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
@@ -82,17 +77,13 @@ def _has_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> bool:
 def _categorical(values: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.Categorical:
     """``pd.Categorical(values)`` (or with a fixed ``dtype``), built from codes: several times faster.
 
-    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them.
+    Free categories are the sorted distinct text values, as ``pd.Categorical`` makes them; the sort
+    and the dtype are done once per process and set of names (:func:`~._memo.text_categorical`).
     """
     if dtype is not None:
-        return pd.Categorical.from_codes(dtype.categories.get_indexer(values), dtype=dtype, validate=False)
-    codes, uniques = pd.factorize(values, sort=True)
-    if not all(isinstance(u, str) for u in uniques):
-        return pd.Categorical(values)
-    cats = pd.Index(uniques, dtype="str")
-    fast = getattr(pd.CategoricalDtype, "_from_fastpath", None)  # distinct by construction: no re-check
-    return pd.Categorical.from_codes(codes, dtype=fast(cats, False) if fast else pd.CategoricalDtype(cats),
-                                     validate=False)
+        return pd.Categorical.from_codes(_memo.fixed_codes(values, dtype), dtype=dtype, validate=False)
+    fast = _memo.text_categorical(values)
+    return pd.Categorical(values) if fast is None else fast
 
 
 _EMPTY: dict[tuple[str, ...], pd.DataFrame] = {}
@@ -390,7 +381,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
-    kernels = pd.DataFrame({
+    columns = {
         "rank": np.zeros(n_k, dtype=np.int64),
         "step": _assign_steps(start, steps),
         "stream": stream,
@@ -406,8 +397,11 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "collective_source": _categorical(comm["source"], _kernel_dtypes()["collective_source"]),
         "external_id": external_id,
         "comm_rule": _categorical(comm["rule"]),
-    })
-    kernels = kernels.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
+    }
+    # sorted by rank (one here), start, end, stream -- stable, as sort_values(kind="stable") sorts -- and
+    # built once in that order
+    order = np.lexsort((stream, end, start))
+    kernels = pd.DataFrame({k: v[order] for k, v in columns.items()}, copy=False)
 
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties")
@@ -469,12 +463,14 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
+    order = np.argsort(start[ok], kind="stable")  # sorted by start as sort_values(kind="stable") sorts
     frame = pd.DataFrame({
-        "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext,
-        "name": _categorical(names), "start_us": start[ok], "dur_us": dur[ok],
-        "input_dims": pd.Series(dims, dtype=object), "input_types": pd.Series(types, dtype=object),
-    })
-    return frame.sort_values("start_us", kind="stable", ignore_index=True), links
+        "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext[order],
+        "name": _categorical(names)[order], "start_us": start[ok][order], "dur_us": dur[ok][order],
+        "input_dims": pd.Series(dims[order], dtype=object),
+        "input_types": pd.Series(types[order], dtype=object),
+    }, copy=False)
+    return frame, links
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -611,7 +607,7 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
                 "is_comm": np.zeros(0, dtype=bool), "rule": _objects([], 0)}
     comm = kind == "comm"
     raw = gk["Collective name"]
-    from_arg, recognised = collective_from_arg(raw)
+    from_arg, recognised = _memo.collectives_from_arg(raw)
     unrec = comm & ~np.equal(raw, None) & ~recognised
     if unrec.any():
         values = sorted({str(v) for v in raw[unrec]})
@@ -621,16 +617,16 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     has_arg = np.isin(kind, ("compute", "comm")) & recognised
     kind[has_arg] = "comm"
     comm = kind == "comm"
-    rule = np.where(comm, classifier.comm_rules(names), "").astype(object)
+    rule = np.where(comm, _memo.comm_rules(classifier, names), "").astype(object)
     rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
-    nbytes = message_bytes(gk["In msg nelems"], gk["dtype"]).to_numpy(dtype=float, na_value=np.nan)
+    nbytes = _numeric.message_bytes(gk["In msg nelems"], gk["dtype"])
     unknown_dtype = comm & ~np.equal(gk["In msg nelems"], None) & np.isnan(nbytes)
     if unknown_dtype.any():
         book.note("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
                                    f"({sorted({str(d) for d in gk['dtype'][unknown_dtype]})}): bytes missing")
-    copy_bytes = pd.to_numeric(pd.Series(gk["bytes"], dtype=object), errors="coerce").to_numpy(dtype=float)
+    copy_bytes = _numeric.to_floats(gk["bytes"])
     is_copy = (kind == "memcpy") | (kind == "memset")
     nbytes = np.where(is_copy, copy_bytes, np.where(comm, nbytes, np.nan))
     pg = np.where(np.equal(gk["Process Group Name"], None), gk["Process Group Description"],
@@ -656,7 +652,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         r_ts, _, r_ok = _times(r, None)
         r_start = _to_us(r_ts, origin, scale)
         r_corr = _ids(r["correlation"], r["row"], None, "correlation")
-        graph_call = is_graph_launch(r["name"]) & r_ok
+        graph_call = _memo.graph_launches(r["name"]) & r_ok
         n_launch = int(graph_call.sum())
         valid = r_ok & ~np.asarray(pd.isna(r_corr))
         if n_k and valid.any():
@@ -708,7 +704,9 @@ def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
         return "rocm"
     if "cuda" in keys or "cupti" in keys:
         return "cuda"
-    runtime = [str(x) for x in pd.unique(pd.Series(runtime_names, dtype=object).dropna())]
+    found = _memo.distinct(np.asarray(runtime_names, dtype=object))
+    uniques = found[1] if found is not None else pd.unique(pd.Series(runtime_names, dtype=object).dropna())
+    runtime = [str(x) for x in uniques]
     if any(x.startswith("hip") for x in runtime):
         return "rocm"
     if any(x.startswith("cu") for x in runtime):
@@ -774,16 +772,16 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     if not len(use):
         return None
     coll = np.full(len(use), "none", dtype=object)
-    from_arg, recognised = collective_from_arg(s["Collective name"][use])
+    from_arg, recognised = _memo.collectives_from_arg(s["Collective name"][use])
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
-    coll[nccl] = collective_from_annotation(names[use][nccl])
-    b_arg = message_bytes(s["In msg nelems"][use], s["dtype"][use]).to_numpy(dtype=float, na_value=np.nan)
-    b_shape = shape_bytes(list(s["Input Dims"][use]), list(s["Input type"][use]))
-    nbytes = np.where(np.isnan(b_arg), b_shape.to_numpy(dtype=float, na_value=np.nan), b_arg)
+    coll[nccl] = _memo.collectives_from_annotation(names[use][nccl])
+    b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
+    b_shape = _numeric.shape_bytes(s["Input Dims"][use], s["Input type"][use])
+    nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],
                   s["Process Group Name"][use])
-    seq = pd.to_numeric(pd.Series(s["seq"][use], dtype=object), errors="coerce").to_numpy(dtype=float)
+    seq = _numeric.to_floats(s["seq"][use])
     start = _to_us(ts, origin, scale)[use]
     return {"start": start, "end": start + du[use].astype(np.float64) / scale, "tid": s["tid"][use],
             "collective": coll, "bytes": nbytes, "pg": pg, "seq": seq, "param": is_param[use]}
@@ -914,7 +912,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
                      book: _Book, opts: _Options) -> pd.DataFrame:
     if not r:
         return empty_host_syncs()
-    sync_kind, blocking = host_sync_kinds(r["name"])
+    sync_kind, blocking = _memo.sync_kinds(r["name"])
     is_sync = ~np.equal(sync_kind, None)
     if not is_sync.any():
         return empty_host_syncs()

@@ -129,9 +129,11 @@ next is decoded; equal names share one string.  A piece is decoded by ``msgspec`
 records that declare only the fields the tables use (``ph``, ``cat``, ``name``, ``pid``, ``tid``,
 ``ts``, ``dur`` and a few ``args`` keys): every other field is skipped without building Python
 objects, and CPU-op shapes (``Input Dims``, ``Input type``) stay raw JSON text, written as the
-``ops`` columns' text once per distinct value.  What repeats from rank to rank -- the kind of
-each distinct (kernel name, category), the text of each distinct shape -- is computed once per
-process (bounded memos), so the second and later files of a job skip that work.
+``ops`` columns' text once per distinct value.  What repeats from rank to rank -- the kind and
+``comm_rule`` of each distinct kernel name, the sync kind of each runtime call, the collective of
+each ``Collective name`` and host annotation, each dtype's size, the text of each distinct shape,
+the sorted categories of each set of names -- is computed once per process (bounded memos,
+:mod:`fleetlib.program.readers._memo`), so the second and later files of a job skip that work.
 Wherever the typed decoder could differ from the standard library -- invalid UTF-8
 anywhere in the piece, malformed JSON, ``NaN`` or lone-surrogate escapes, a non-object entry or
 ``args`` -- that piece is decoded by :mod:`json` instead, so rows, ledger entries and errors are
