@@ -263,8 +263,8 @@ def warm():
 def worker_peak():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                              dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+from fleetlib.program.stragglers import local_cluster  # the cluster `fleetlib program --workers` starts
+with local_cluster(workers) as cluster, distributed.Client(cluster) as client:
     client.run(warm)
     # warm: the imports and a first read on every worker (a long-lived cluster has done both)
     from pathlib import Path

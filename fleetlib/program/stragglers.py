@@ -473,13 +473,17 @@ def local_cluster(workers: int = 2, *, memory_limit_bytes: int | None = None,
     distributed.LocalCluster
         The cluster (close it, or use it as a context manager).
     """
+    import dask
     from distributed import LocalCluster
 
     if isinstance(workers, bool) or int(workers) != workers or workers < 1:
         raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
     limit = memory_limit_bytes if memory_limit_bytes is not None else min(2 * 2**30, int(6e9 / workers))
-    return LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=processes,
-                        memory_limit=limit, dashboard_address=None, silence_logs=logging.ERROR)
+    # glibc's own (dynamic) malloc thresholds in the workers, as in fleetlib.fleet.engine.dask_client:
+    # distributed's MALLOC_TRIM_THRESHOLD_ makes every large temporary a fresh mmap (slower parses)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=processes,
+                            memory_limit=limit, dashboard_address=None, silence_logs=logging.ERROR)
 
 
 def _progress(futures: list[Any], label: str, enabled: bool) -> None:
