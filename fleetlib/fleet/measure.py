@@ -589,8 +589,11 @@ def _timelines_into_jobs(
         return
     before = set(jobs.columns)
     _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
+    pos = jobs.index.get_indexer(runtime.index)  # every measured job is held: one position each
     for col in [c for c in runtime.columns if c not in before]:
-        jobs.loc[runtime.index, col] = runtime[col]
+        values = jobs[col].to_numpy(copy=True)
+        values[pos] = runtime[col].to_numpy(dtype=values.dtype)
+        jobs[col] = values
 
 
 # ---------------------------------------------------------------------------------------------------
