@@ -573,6 +573,11 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
                  int_queue=int_queue, n_commits=int(ct.size), n_pauses=n_pauses, commit_gaps=gaps)
 
 
+def _sum(values: np.ndarray, where: np.ndarray) -> Any:
+    """Return ``np.sum(values, where=where)``: the same ufunc reduction, called without the wrapper."""
+    return np.add.reduce(values, axis=None, where=where)
+
+
 def _step_sums(start: np.ndarray, dur: np.ndarray, wait: np.ndarray, kept: np.ndarray, steady: np.ndarray,
                stalled: np.ndarray, ff: float, cut: int, reach: float, ws: float, we: float, whole: bool
                ) -> tuple[float, float, float, float, float, float, np.ndarray | None]:
@@ -587,7 +592,7 @@ def _step_sums(start: np.ndarray, dur: np.ndarray, wait: np.ndarray, kept: np.nd
     n = dur.size
     if whole:
         n_kept = float(np.count_nonzero(kept))
-        wait_sum = float(np.sum(wait, where=kept))
+        wait_sum = float(_sum(wait, where=kept))
         above = above_com = stall = 0.0
         buf = np.empty(min(n, _BLOCK))
         for lo, hi in _blocks(n):
@@ -595,11 +600,11 @@ def _step_sums(start: np.ndarray, dur: np.ndarray, wait: np.ndarray, kept: np.nd
             excess = np.subtract(dur[lo:hi], wait[lo:hi], out=buf[:hi - lo])
             excess -= ff
             slow = steady[lo:hi] & ~stalled[lo:hi]
-            above += float(np.sum(excess, where=slow))
-            stall += float(np.sum(excess, where=stalled[lo:hi]))
+            above += float(_sum(excess, where=slow))
+            stall += float(_sum(excess, where=stalled[lo:hi]))
             if lo < cut:
                 c_hi = min(hi, cut)
-                above_com += float(np.sum(excess[:c_hi - lo], where=slow[:c_hi - lo]))
+                above_com += float(_sum(excess[:c_hi - lo], where=slow[:c_hi - lo]))
         return reach, n_kept, wait_sum, above, above_com, stall, None
     # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
     ov = np.minimum(start + dur, we) - np.maximum(start, ws)
@@ -607,12 +612,12 @@ def _step_sums(start: np.ndarray, dur: np.ndarray, wait: np.ndarray, kept: np.nd
     zero = dur == 0
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(zero, ((start >= ws) & (start < we)).astype(float), ov / np.where(zero, 1.0, dur))
-    n_com = float(np.sum(f[:cut], where=kept[:cut]))
-    n_kept = float(np.sum(f, where=kept))
-    wait_sum = float(np.sum(f * wait, where=kept))
+    n_com = float(_sum(f[:cut], where=kept[:cut]))
+    n_kept = float(_sum(f, where=kept))
+    wait_sum = float(_sum(f * wait, where=kept))
     weighted_excess = f * (dur - wait - ff)
     slow = steady & ~stalled
-    above = float(np.sum(weighted_excess, where=slow))
-    stall = float(np.sum(weighted_excess, where=stalled))
-    above_com = float(np.sum(weighted_excess[:cut], where=slow[:cut]))
+    above = float(_sum(weighted_excess, where=slow))
+    stall = float(_sum(weighted_excess, where=stalled))
+    above_com = float(_sum(weighted_excess[:cut], where=slow[:cut]))
     return n_com, n_kept, wait_sum, above, above_com, stall, f
