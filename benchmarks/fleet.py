@@ -14,6 +14,8 @@
   descendants (the measuring process, the nannies, the workers) every 0.2 s; the peak of the sum is
   reported (shared pages are counted once per process, so it is an upper bound).
 * The 1- and 2-worker results must agree (S, R, P, MPG to 1e-12) and equal the generator's truth.
+* Two fixed costs inside each timed window are timed again alone, after it, in the same child: the
+  manifest load and a LocalCluster of that many workers started (every worker answering) and closed.
 
 The last line is ``fleet: ratio_to_floor=X peak_rss_gb=Y speedup_2_workers=Z`` (X: the 2-worker
 measurement's wall time over the floor's; Y: the larger peak of the two measurements, GB decimal; Z:

@@ -11,6 +11,14 @@ timelines for one job are refused, as by the pandas engine) and carries on with 
 code.  Step traces are parsed in parallel on the same cluster
 (:func:`fleetlib.program.readers.kineto.read_traces` with ``client=``).
 
+What crosses the wire is small: each task is sent the held jobs' device counts (scattered once) and
+sends back, per joined job, only the columns the runtime rung adds, as plain arrays; the client writes
+them into its job table by position.  The runtime rung measures a file's common jobs all at once
+(:mod:`fleetlib.runtime._fast`).  A cluster started here keeps glibc's dynamic malloc thresholds in
+its workers (``distributed`` sets ``MALLOC_TRIM_THRESHOLD_``, which made every large numpy temporary
+a fresh ``mmap`` and a timeline task 35-50 % slower), and its workers import the measuring code while
+the calling process reads the manifest and the scheduler records.
+
 Every runtime category is a per-job sum and the fault-free step time is estimated per job, so a
 timeline measured alone gives the numbers it gives among the others: the two engines agree exactly.
 
