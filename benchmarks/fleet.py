@@ -14,6 +14,8 @@
   descendants (the measuring process, the nannies, the workers) every 0.2 s; the peak of the sum is
   reported (shared pages are counted once per process, so it is an upper bound).
 * The 1- and 2-worker results must agree (S, R, P, MPG to 1e-12) and equal the generator's truth.
+* Two fixed costs inside each timed window are timed again alone, after it, in the same child: the
+  manifest load and a LocalCluster of that many workers started (every worker answering) and closed.
 
 The last line is ``fleet: ratio_to_floor=X peak_rss_gb=Y speedup_2_workers=Z`` (X: the 2-worker
 measurement's wall time over the floor's; Y: the larger peak of the two measurements, GB decimal; Z:
@@ -72,12 +74,28 @@ def _measure(path: Path, workers: int) -> dict[str, Any]:
     steps = int(m.jobs["steps_in_timeline"].sum())
     return {
         "seconds": seconds,
+        "fixed": _fixed_costs(path, workers),
         "mpg": m.mpg,
         "factors": {f.boundary: f.value for f in (m.scheduling, m.runtime, m.program)},
         "jobs": len(m.jobs),
         "steps": steps,
         "chain": {k: bool(v["holds"]) for k, v in m.product.chain.items()},
     }
+
+
+def _fixed_costs(path: Path, workers: int) -> dict[str, float]:
+    """Two fixed costs inside the timed window, timed again alone (after it): the manifest, the cluster."""
+    from fleetlib.fleet.engine import dask_client
+    from fleetlib.fleet.manifest import load_manifest
+
+    t0 = time.perf_counter()
+    load_manifest(path)
+    t1 = time.perf_counter()
+    with dask_client(None, workers) as client:
+        client.run(lambda: None)  # every worker up
+        t2 = time.perf_counter()
+    t3 = time.perf_counter()
+    return {"manifest_s": t1 - t0, "cluster_start_s": t2 - t1, "cluster_close_s": t3 - t2}
 
 
 def _child(args: argparse.Namespace, what: str, extra: list[str]) -> tuple[dict[str, Any], int]:
@@ -135,6 +153,9 @@ def main() -> int:
         print(f"measure_fleet(engine='dask', workers={workers}): {res['seconds']:.1f} s, "
               f"{res['jobs']:,} jobs held, {res['steps']:,} steps, MPG {res['mpg']:.6f}, "
               f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB")
+        fixed = res["fixed"]
+        print(f"  fixed costs inside it (timed again alone): manifest load {fixed['manifest_s']:.2f} s, "
+              f"LocalCluster start {fixed['cluster_start_s']:.2f} s + close {fixed['cluster_close_s']:.2f} s")
     same = all(math.isclose(runs[1]["factors"][f], runs[2]["factors"][f], rel_tol=1e-12) for f in FACTORS)
     exact = all(math.isclose(runs[2]["factors"][f], truth["factors"][f]["value"], rel_tol=1e-9)
                 for f in FACTORS)

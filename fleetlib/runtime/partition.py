@@ -521,40 +521,13 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
     if n == 0:
         n_com = n_kept = wait_sum = above = above_com = stall = 0.0
         fx = np.zeros(0)
-    elif ws <= job.start_s and we >= job.end_s:
-        n_com = float(parts.commit_reach[last]) if last >= 0 else 0.0
-        n_kept = float(np.count_nonzero(parts.kept))
-        wait_sum = float(np.sum(parts.wait, where=parts.kept))
-        above = above_com = stall = 0.0
-        buf = np.empty(min(n, _BLOCK))
-        for lo, hi in _blocks(n):
-            # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
-            excess = np.subtract(parts.dur[lo:hi], parts.wait[lo:hi], out=buf[:hi - lo])
-            excess -= ff
-            slow = parts.steady[lo:hi] & ~parts.stalled[lo:hi]
-            above += float(np.sum(excess, where=slow))
-            stall += float(np.sum(excess, where=parts.stalled[lo:hi]))
-            if lo < cut:
-                c_hi = min(hi, cut)
-                above_com += float(np.sum(excess[:c_hi - lo], where=slow[:c_hi - lo]))
-        fx = np.ones(parts.x_idx.size)
     else:
-        # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
-        ov = np.minimum(parts.start + parts.dur, we) - np.maximum(parts.start, ws)
-        np.maximum(ov, 0.0, out=ov)
-        zero = parts.dur == 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(zero, ((parts.start >= ws) & (parts.start < we)).astype(float),
-                         ov / np.where(zero, 1.0, parts.dur))
-        n_com = float(np.sum(f[:cut], where=parts.kept[:cut]))
-        n_kept = float(np.sum(f, where=parts.kept))
-        wait_sum = float(np.sum(f * parts.wait, where=parts.kept))
-        weighted_excess = f * (parts.dur - parts.wait - ff)
-        slow = parts.steady & ~parts.stalled
-        above = float(np.sum(weighted_excess, where=slow))
-        stall = float(np.sum(weighted_excess, where=parts.stalled))
-        above_com = float(np.sum(weighted_excess[:cut], where=slow[:cut]))
-        fx = f[parts.x_idx]
+        whole = ws <= job.start_s and we >= job.end_s
+        reach = (float(parts.commit_reach[last]) if last >= 0 else 0.0) if whole else 0.0
+        n_com, n_kept, wait_sum, above, above_com, stall, f = _step_sums(
+            parts.start, parts.dur, parts.wait, parts.kept, parts.steady, parts.stalled, ff, cut, reach,
+            ws, we, whole)
+        fx = np.ones(parts.x_idx.size) if f is None else f[parts.x_idx]
     # a retained step's productive time is its compute time (wall time less input wait); the part
     # above (or, negative, below) the fault-free baseline is the slow-step time handed to the program
     # rung, kept apart in the breakdown ("The walk")
@@ -598,3 +571,53 @@ def _window_sums(parts: _JobParts, ws: float, we: float, as_of: float, definitio
                  committed_steps=n_com, retained_steps=n_kept,
                  held=held, not_held=max(we - ws, 0.0) - held, queue=queue, per_int=per_int[1:],
                  int_queue=int_queue, n_commits=int(ct.size), n_pauses=n_pauses, commit_gaps=gaps)
+
+
+def _sum(values: np.ndarray, where: np.ndarray) -> Any:
+    """Return ``np.sum(values, where=where)``: the same ufunc reduction, called without the wrapper."""
+    return np.add.reduce(values, axis=None, where=where)
+
+
+def _step_sums(start: np.ndarray, dur: np.ndarray, wait: np.ndarray, kept: np.ndarray, steady: np.ndarray,
+               stalled: np.ndarray, ff: float, cut: int, reach: float, ws: float, we: float, whole: bool
+               ) -> tuple[float, float, float, float, float, float, np.ndarray | None]:
+    """Sum one job's steps inside a window: steps, input wait, time above the baseline (one step or more).
+
+    ``whole``: the window covers the job's held time (``reach``: the steps its last commit retains);
+    otherwise each step counts by the share of its duration inside the window.  Shared by the per-job
+    path (:func:`_window_sums`) and the cross-job one (:mod:`fleetlib.runtime._fast`), so both make
+    the same floating-point sums.  Returns committed and retained steps, input wait, time above the
+    baseline (all, committed), stall time, and the shares (None when ``whole``).
+    """
+    n = dur.size
+    if whole:
+        n_kept = float(np.count_nonzero(kept))
+        wait_sum = float(_sum(wait, where=kept))
+        above = above_com = stall = 0.0
+        buf = np.empty(min(n, _BLOCK))
+        for lo, hi in _blocks(n):
+            # compute time above the baseline, in blocks of one reused buffer (no full-length temporary)
+            excess = np.subtract(dur[lo:hi], wait[lo:hi], out=buf[:hi - lo])
+            excess -= ff
+            slow = steady[lo:hi] & ~stalled[lo:hi]
+            above += float(_sum(excess, where=slow))
+            stall += float(_sum(excess, where=stalled[lo:hi]))
+            if lo < cut:
+                c_hi = min(hi, cut)
+                above_com += float(_sum(excess[:c_hi - lo], where=slow[:c_hi - lo]))
+        return reach, n_kept, wait_sum, above, above_com, stall, None
+    # the share of each step's duration inside the window (a zero-length step: 1 if it lies inside)
+    ov = np.minimum(start + dur, we) - np.maximum(start, ws)
+    np.maximum(ov, 0.0, out=ov)
+    zero = dur == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(zero, ((start >= ws) & (start < we)).astype(float), ov / np.where(zero, 1.0, dur))
+    n_com = float(_sum(f[:cut], where=kept[:cut]))
+    n_kept = float(_sum(f, where=kept))
+    wait_sum = float(_sum(f * wait, where=kept))
+    weighted_excess = f * (dur - wait - ff)
+    slow = steady & ~stalled
+    above = float(_sum(weighted_excess, where=slow))
+    stall = float(_sum(weighted_excess, where=stalled))
+    above_com = float(_sum(weighted_excess[:cut], where=slow[:cut]))
+    return n_com, n_kept, wait_sum, above, above_com, stall, f
