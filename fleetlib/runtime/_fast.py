@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.runtime._provenance import relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
     _NS,
     _build_job,
@@ -41,7 +42,7 @@ from fleetlib.runtime.job_structure import (
 )
 from fleetlib.runtime.partition import _FINE, _L, _NFINE, _clean_end, _job_parts, _step_sums, _window_sums
 from fleetlib.runtime.schema import BREAKDOWN, CATEGORIES, STALL_FACTOR
-from fleetlib.runtime.timeline import _prepare_tables
+from fleetlib.runtime.timeline import _prepare_tables, _provenances
 
 __all__ = ["runtime_per_job"]
 
@@ -483,6 +484,23 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     fleetlib.quality.DomainError
         Invalid options or window, a non-positive estimated fault-free step time, no job.
     """
+    where = _provenances(steps, events, source)
+    try:
+        frame, ledger = _runtime_per_job(
+            steps, events, window=window, definition=definition, estimator=estimator,
+            warmup_tolerance=warmup_tolerance, as_of=as_of, source=source, stall_factor=stall_factor,
+            clean_end_commit=clean_end_commit, fast=fast)
+    except InputError as err:
+        raise relocate_error(err, where) from None
+    relocate_ledger(ledger, where)
+    return frame, ledger
+
+
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
+                     definition: str = "committed", estimator: str = "median", warmup_tolerance: float = 0.1,
+                     as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
+                     clean_end_commit: bool = True, fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+    """:func:`runtime_per_job` on table positions (errors and ledger name them; the caller relocates)."""
     from fleetlib.runtime.goodput import _check_options, _coarse, _rel, _ts
 
     t = _prepare_tables(steps, events, source=source, build_frames=False)
