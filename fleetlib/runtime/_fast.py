@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime._provenance import relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
@@ -535,8 +536,8 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any =
         end = _clean_end(j) if clean_end_commit else None
         if end is not None:
             t.ledger.flag("clean_end_commit",
-                          f"job {j.job_id!r} ended cleanly at {j.to_utc(end).isoformat()}: the clean end "
-                          "counts as its final commit (clean_end_commit=False turns this off)",
+                          f"job {excerpt(j.job_id)} ended cleanly at {j.to_utc(end).isoformat()}: the clean "
+                          "end counts as its final commit (clean_end_commit=False turns this off)",
                           job_id=j.job_id, time=j.to_utc(end))
     ws_t, we_t = _window_ns(window, t, list(built.values()), f)
     span1 = _window_ns(None, t, list(built.values()), f)[1]

@@ -111,6 +111,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, Ledger, check_nonnegative
 from fleetlib.runtime.partition import (
@@ -490,8 +491,9 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
     for j in jobs:
         end = _clean_end(j) if clean_end_commit else None
         if end is not None:
-            ledger.flag("clean_end_commit", f"job {j.job_id!r} ended cleanly at {j.to_utc(end).isoformat()}: "
-                        "the clean end counts as its final commit (clean_end_commit=False turns this off)",
+            ledger.flag("clean_end_commit", f"job {excerpt(j.job_id)} ended cleanly at "
+                        f"{j.to_utc(end).isoformat()}: the clean end counts as its final commit "
+                        "(clean_end_commit=False turns this off)",
                         job_id=j.job_id, time=j.to_utc(end))
     span0 = min(j.to_utc(j.start_s) for j in jobs)
     span1 = max(j.to_utc(j.end_s) for j in jobs)

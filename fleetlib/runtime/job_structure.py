@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS, AUXILIARY_KIND_PREFIXES, INTERRUPTION_KINDS
 
@@ -284,7 +285,7 @@ def _build_job(t: _Tables, code: int, s_lo: int, s_hi: int, e_lo: int, e_hi: int
 
     gang_mask = kind == "gang_complete"
     if not gang_mask.any():
-        raise InputError(f"job {job_id!r} has no gang_complete event: held time starts when the "
+        raise InputError(f"job {excerpt(job_id)} has no gang_complete event: held time starts when the "
                          "allocation is complete, which must be logged (rule 8), not inferred",
                          file=ef if e_row.size else sf, row=int(e_row[0]) if e_row.size else int(s_row[0]),
                          field="kind")
@@ -368,14 +369,14 @@ def _job_attempts(j: _JobArrays) -> tuple[np.ndarray, ...]:
     g_att, g_idx, g_cnt = np.unique(e_att[gang_mask], return_index=True, return_counts=True)
     if (g_cnt > 1).any():
         a = g_att[np.argmax(g_cnt > 1)]
-        raise InputError(f"attempt {int(a)} of job {job_id!r} has {int(g_cnt.max())} gang_complete events; "
-                         "a new allocation is a new attempt", file=ef,
+        raise InputError(f"attempt {int(a)} of job {excerpt(job_id)} has {int(g_cnt.max())} gang_complete "
+                         "events; a new allocation is a new attempt", file=ef,
                          row=int(e_row[gang_mask][e_att[gang_mask] == a][1]), field="attempt")
     rel_mask = kind == "release"
     r_att, r_cnt = np.unique(e_att[rel_mask], return_counts=True)
     if (r_cnt > 1).any():
         a = r_att[np.argmax(r_cnt > 1)]
-        raise InputError(f"attempt {int(a)} of job {job_id!r} is released twice", file=ef,
+        raise InputError(f"attempt {int(a)} of job {excerpt(job_id)} is released twice", file=ef,
                          row=int(e_row[rel_mask][e_att[rel_mask] == a][1]), field="kind")
     # first step of each block of one attempt's steps (steps are in time order)
     blk = np.concatenate([[0], np.flatnonzero(s_att[1:] != s_att[:-1]) + 1]).astype(np.int64) if n else \
@@ -385,8 +386,8 @@ def _job_attempts(j: _JobArrays) -> tuple[np.ndarray, ...]:
     if missing.size:
         a = int(missing[0])
         in_steps = s_att == a
-        raise InputError(f"attempt {a} of job {job_id!r} has records but no gang_complete event; held time "
-                         "starts at gang completion, which must be logged (rule 8)",
+        raise InputError(f"attempt {a} of job {excerpt(job_id)} has records but no gang_complete event; held "
+                         "time starts at gang completion, which must be logged (rule 8)",
                          file=sf if in_steps.any() else ef,
                          row=int(s_row[np.argmax(in_steps)] if in_steps.any()
                                  else e_row[np.argmax(e_att == a)]),
@@ -404,15 +405,16 @@ def _job_attempts(j: _JobArrays) -> tuple[np.ndarray, ...]:
                     "end at its last record", job_id=job_id, attempt=int(a), time=utc(last))
     if (release < gang).any():
         i = int(np.argmax(release < gang))
-        raise InputError(f"attempt {int(g_att[i])} of job {job_id!r} is released before its gang completes",
+        raise InputError(f"attempt {int(g_att[i])} of job {excerpt(job_id)} is released before its gang "
+                         "completes",
                          file=ef, row=int(e_row[rel_mask][np.argmax(e_att[rel_mask] == g_att[i])]),
                          field="time")
     order = np.argsort(gang, kind="stable")
     att_num, gang, release = g_att[order], gang[order], release[order]
     if (gang[1:] < release[:-1]).any():
         i = int(np.argmax(gang[1:] < release[:-1])) + 1
-        raise InputError(f"attempt {int(att_num[i])} of job {job_id!r} becomes complete before attempt "
-                         f"{int(att_num[i - 1])} is released: attempts of one job must not overlap",
+        raise InputError(f"attempt {int(att_num[i])} of job {excerpt(job_id)} becomes complete before "
+                         f"attempt {int(att_num[i - 1])} is released: attempts of one job must not overlap",
                          file=ef, row=int(e_row[gang_mask][e_att[gang_mask] == att_num[i]][0]), field="time")
     by_number = np.argsort(att_num)
     e_pos = by_number[np.searchsorted(att_num[by_number], e_att)]
@@ -822,7 +824,7 @@ def _jobs_from_tables(t: _Tables, job_id: str | None) -> list[JobTimeline]:
     codes = range(len(t.job_ids))
     if job_id is not None:
         if str(job_id) not in t.job_ids:
-            raise InputError(f"job {job_id!r} is not in the timeline (jobs: {t.job_ids[:10]})",
+            raise InputError(f"job {excerpt(job_id)} is not in the timeline (jobs: {t.job_ids[:10]})",
                              file=t.events_file, field="job_id")
         codes = [t.job_ids.index(str(job_id))]
     # job codes in the tables' own (narrow) type, so the search does not widen the code arrays
