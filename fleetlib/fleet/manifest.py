@@ -8,8 +8,8 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
     scheduler: {format: slurm, files: [scheduler/sacct.txt, ...], tz: UTC}
     timelines: {format: canonical, files: [timelines/70001.parquet, ...]}
     job_map: {timeline_job_id: scheduler_job_id}   # optional, when the ids differ
-    models: {"70001": models/70001.yaml}           # fleetlib.program model configs
-    traces: {"70001": [traces/70001/]}             # optional, sampled ranks / steps
+    models: {"70001": models/70001.yaml}           # fleetlib.program model configs (or {file: TABLE})
+    traces: {"70001": [traces/70001/]}             # optional, sampled ranks / steps (or {file: TABLE})
     rank_timers: {files: [...]}                    # optional, always-on per-rank step timers
     price_per_device_hour: 2.0                     # optional
     contract: {...}                                # free-form for now
@@ -17,6 +17,25 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
 Every path is relative to the manifest's folder and must stay inside it
 (:func:`fleetlib._io.confined`); a named file must exist.  Any problem is one
 :class:`~fleetlib.quality.InputError` naming the manifest file and the key.
+
+**The table form of** ``models:`` **and** ``traces:`` (large fleets).  A fleet of 200,000 jobs would
+put 200,000 YAML entries in ``fleet.yaml``; instead the key may name one table::
+
+    models: {file: models.csv}     # columns job_id, model: one row per job
+    traces: {file: traces.csv}     # columns job_id, path: one row per trace file or folder
+
+A table is CSV (gzip by its bytes allowed) or Parquet (``.parquet``/``.pq`` or its magic bytes),
+read whole and bounded like any input; its column names are matched without case or surrounding
+space.  Cells are text, kept exactly as written (``007`` stays ``007``; Parquet whole-number job ids
+are taken as their digits).  The paths in it are relative to the manifest's folder, as every path
+of the manifest, and each distinct path is confined and checked once.  A ``traces`` job may have
+several rows (its files in row order); a ``models`` job has one.  The result is the same
+:class:`FleetManifest` the mapping form gives.  A mapping whose only key is ``file`` is the table
+form, so a job named ``file`` is itself written in a table.  A bad table is one
+:class:`~fleetlib.quality.InputError` naming the table file, the 1-based row (the CSV header is row
+1) and the column: a missing column, an empty cell, a job given two model configs, a path outside
+the folder, a missing file.  A job the bundle has no timeline for is refused by
+:func:`fleetlib.fleet.measure_fleet`, as for the mapping form.
 """
 
 from __future__ import annotations
@@ -78,9 +97,9 @@ class FleetManifest:
     job_map
         ``{timeline job id: scheduler job id}``.
     models
-        ``{scheduler job id: model config path}``.
+        ``{scheduler job id: model config path}`` (from the mapping or the table form).
     traces
-        ``{scheduler job id: [trace files or folders]}``.
+        ``{scheduler job id: [trace files or folders]}`` (from the mapping or the table form).
     rank_timer_files
         Optional per-rank step timers (read by nothing yet; listed in the result).
     price_per_device_hour
@@ -216,7 +235,8 @@ def load_manifest(path: str | Path) -> FleetManifest:
     InputError
         A missing or unreadable manifest, invalid YAML, an unknown or missing key, a value of the
         wrong shape, a window without a zone, a path outside the folder, a missing file -- one line
-        naming the manifest file and the key.
+        naming the manifest file and the key; a bad ``models:``/``traces:`` table -- one line naming
+        the table file, its row and column.
     """
     file = Path(path)
     if file.is_dir():
