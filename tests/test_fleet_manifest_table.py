@@ -144,3 +144,36 @@ def test_the_scale_bundle_written_both_ways_measures_identically(tmp_path: Path)
     assert ra["mpg"] == pytest.approx(table.truth["mpg"], rel=1e-9)
     with pytest.raises(DomainError, match="models_form"):
         synth_fleet_scale(tmp_path / "x", models_form="yaml", **kw)
+
+
+def test_a_table_path_outside_is_read_only_from_an_allowed_folder(bundle: Path, tmp_path: Path) -> None:
+    from fleetlib._io import using_limits
+
+    shared = tmp_path / "shared_models"
+    shared.mkdir()
+    shutil.copy(bundle / "models" / "101.yaml", shared / "101.yaml")
+    (bundle / "models.csv").write_text(f"job_id,model\n101,{shared / '101.yaml'}\n")
+    man = _with_manifest(bundle, "table.yaml", models={"file": "models.csv"})
+    with pytest.raises(InputError, match="lies outside the manifest's folder"):
+        load_manifest(man)
+    with using_limits(allow=[shared]):
+        assert load_manifest(man).models == {"101": (shared / "101.yaml").resolve()}
+
+
+def test_the_yaml_loader_restores_the_collectors_state_even_on_an_error() -> None:
+    import gc
+
+    from fleetlib._io import load_yaml
+
+    assert gc.isenabled()
+    assert load_yaml("a: [1, 2]\n", file="x.yaml") == {"a": [1, 2]}
+    assert gc.isenabled()
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_yaml("a: [\n", file="x.yaml")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_yaml("a: 1\n", file="x.yaml")
+        assert not gc.isenabled()  # a caller's own pause is left as it was
+    finally:
+        gc.enable()
