@@ -177,3 +177,11 @@ def test_the_yaml_loader_restores_the_collectors_state_even_on_an_error() -> Non
         assert not gc.isenabled()  # a caller's own pause is left as it was
     finally:
         gc.enable()
+
+
+def test_the_table_form_takes_no_other_key(bundle: Path) -> None:
+    for key in ("models", "traces"):
+        with pytest.raises(InputError) as info:
+            load_manifest(_with_manifest(bundle, "t.yaml", **{key: {"file": "x.csv", "101": "m.yaml"}}))
+        assert info.value.field == f"{key}.file"
+        assert "the table form {file: TABLE} takes no other key" in str(info.value)

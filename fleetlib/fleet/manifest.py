@@ -291,12 +291,12 @@ def load_manifest(path: str | Path) -> FleetManifest:
     traces_value = _mapping(data.get("traces") or {}, file, "traces")
     models = (
         _models_table(folder, file, models_value)
-        if _is_table_form(models_value)
+        if _is_table_form(models_value, file, "models")
         else _models(folder, file, models_value)
     )
     traces = (
         _traces_table(folder, file, traces_value)
-        if _is_table_form(traces_value)
+        if _is_table_form(traces_value, file, "traces")
         else {
             _job_key(file, "traces", k): _files(folder, file, f"traces.{k}", v, folder_ok=True)
             for k, v in traces_value.items()
@@ -359,9 +359,12 @@ TABLE_COLUMNS: Mapping[str, tuple[str, str]] = {"models": ("job_id", "model"), "
 _PARQUET_MAGIC = b"PAR1"
 
 
-def _is_table_form(value: Mapping[Any, Any]) -> bool:
-    """``{file: TABLE}``: the one key ``file`` (a job named ``file`` goes in a table itself)."""
-    return len(value) == 1 and "file" in value
+def _is_table_form(value: Mapping[Any, Any], file: Path, key: str) -> bool:
+    """``{file: TABLE}``: the one key ``file`` (so a job named ``file`` goes in a table itself)."""
+    if "file" in value and len(value) > 1:
+        raise _err(file, f"{key}.file", f"the table form {{file: TABLE}} takes no other key; got "
+                   f"{excerpt(sorted(map(str, value)), 80)} (a job named 'file' is written in a table)")
+    return "file" in value
 
 
 def _read_job_table(
