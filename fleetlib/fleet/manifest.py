@@ -8,8 +8,8 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
     scheduler: {format: slurm, files: [scheduler/sacct.txt, ...], tz: UTC}
     timelines: {format: canonical, files: [timelines/70001.parquet, ...]}
     job_map: {timeline_job_id: scheduler_job_id}   # optional, when the ids differ
-    models: {"70001": models/70001.yaml}           # fleetlib.program model configs
-    traces: {"70001": [traces/70001/]}             # optional, sampled ranks / steps
+    models: {"70001": models/70001.yaml}           # fleetlib.program model configs (or {file: TABLE})
+    traces: {"70001": [traces/70001/]}             # optional, sampled ranks / steps (or {file: TABLE})
     rank_timers: {files: [...]}                    # optional, always-on per-rank step timers
     price_per_device_hour: 2.0                     # optional
     contract: {...}                                # free-form for now
@@ -17,24 +17,47 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
 Every path is relative to the manifest's folder and must stay inside it
 (:func:`fleetlib._io.confined`); a named file must exist.  Any problem is one
 :class:`~fleetlib.quality.InputError` naming the manifest file and the key.
+
+**The table form of** ``models:`` **and** ``traces:`` (large fleets).  A fleet of 200,000 jobs would
+put 200,000 YAML entries in ``fleet.yaml``; instead the key may name one table::
+
+    models: {file: models.csv}     # columns job_id, model: one row per job
+    traces: {file: traces.csv}     # columns job_id, path: one row per trace file or folder
+
+A table is CSV (gzip by its bytes allowed) or Parquet (``.parquet``/``.pq`` or its magic bytes),
+read whole and bounded like any input; its column names are matched without case or surrounding
+space.  Cells are text, kept exactly as written (``007`` stays ``007``; Parquet whole-number job ids
+are taken as their digits).  The paths in it are relative to the manifest's folder, as every path
+of the manifest, and each distinct path is confined and checked once.  A ``traces`` job may have
+several rows (its files in row order); a ``models`` job has one.  The result is the same
+:class:`FleetManifest` the mapping form gives.  A mapping whose only key is ``file`` is the table
+form, so a job named ``file`` is itself written in a table.  A bad table is one
+:class:`~fleetlib.quality.InputError` naming the table file, the 1-based row (the CSV header is row
+1) and the column: a missing column, an empty cell, a job given two model configs, a path outside
+the folder, a missing file.  A job the bundle has no timeline for is refused by
+:func:`fleetlib.fleet.measure_fleet`, as for the mapping form.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import io
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 
-from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
+from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_bytes, read_text
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError
 
-__all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TIMELINE_FORMATS", "FleetManifest", "load_manifest"]
+__all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TABLE_COLUMNS", "TIMELINE_FORMATS", "FleetManifest",
+           "load_manifest"]
 
 #: Keys a manifest may have (any other is refused, so a misspelt key is never silently ignored).
 MANIFEST_KEYS: tuple[str, ...] = (
@@ -74,9 +97,9 @@ class FleetManifest:
     job_map
         ``{timeline job id: scheduler job id}``.
     models
-        ``{scheduler job id: model config path}``.
+        ``{scheduler job id: model config path}`` (from the mapping or the table form).
     traces
-        ``{scheduler job id: [trace files or folders]}``.
+        ``{scheduler job id: [trace files or folders]}`` (from the mapping or the table form).
     rank_timer_files
         Optional per-rank step timers (read by nothing yet; listed in the result).
     price_per_device_hour
@@ -212,7 +235,8 @@ def load_manifest(path: str | Path) -> FleetManifest:
     InputError
         A missing or unreadable manifest, invalid YAML, an unknown or missing key, a value of the
         wrong shape, a window without a zone, a path outside the folder, a missing file -- one line
-        naming the manifest file and the key.
+        naming the manifest file and the key; a bad ``models:``/``traces:`` table -- one line naming
+        the table file, its row and column.
     """
     file = Path(path)
     if file.is_dir():
@@ -263,11 +287,21 @@ def load_manifest(path: str | Path) -> FleetManifest:
         _job_key(file, "job_map", k): _job_key(file, "job_map", v)
         for k, v in _mapping(data.get("job_map") or {}, file, "job_map").items()
     }
-    models = _models(folder, file, _mapping(data.get("models") or {}, file, "models"))
-    traces = {
-        _job_key(file, "traces", k): _files(folder, file, f"traces.{k}", v, folder_ok=True)
-        for k, v in _mapping(data.get("traces") or {}, file, "traces").items()
-    }
+    models_value = _mapping(data.get("models") or {}, file, "models")
+    traces_value = _mapping(data.get("traces") or {}, file, "traces")
+    models = (
+        _models_table(folder, file, models_value)
+        if _is_table_form(models_value, file, "models")
+        else _models(folder, file, models_value)
+    )
+    traces = (
+        _traces_table(folder, file, traces_value)
+        if _is_table_form(traces_value, file, "traces")
+        else {
+            _job_key(file, "traces", k): _files(folder, file, f"traces.{k}", v, folder_ok=True)
+            for k, v in traces_value.items()
+        }
+    )
     rank_timers: tuple[Path, ...] = ()
     if data.get("rank_timers") is not None:
         rt = _mapping(data["rank_timers"], file, "rank_timers")
@@ -313,6 +347,129 @@ def _models(folder: Path, file: Path, entries: Mapping[Any, Any]) -> dict[str, P
             checked[v] = _path(folder, file, f"models.{k}", v)
         out[job] = checked[v]
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The table form of models: and traces: (a fleet-scale manifest's 200k job entries in one CSV/Parquet)
+# ---------------------------------------------------------------------------------------------------
+
+#: The columns of the table form: ``job_id`` and the path column, per key.
+TABLE_COLUMNS: Mapping[str, tuple[str, str]] = {"models": ("job_id", "model"), "traces": ("job_id", "path")}
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def _is_table_form(value: Mapping[Any, Any], file: Path, key: str) -> bool:
+    """``{file: TABLE}``: the one key ``file`` (so a job named ``file`` goes in a table itself)."""
+    if "file" in value and len(value) > 1:
+        raise _err(file, f"{key}.file", f"the table form {{file: TABLE}} takes no other key; got "
+                   f"{excerpt(sorted(map(str, value)), 80)} (a job named 'file' is written in a table)")
+    return "file" in value
+
+
+def _read_job_table(
+    folder: Path, file: Path, key: str, spec: Mapping[str, Any]
+) -> tuple[pd.Series, pd.Series, np.ndarray, Path]:
+    """Read ``key``'s table (CSV, gzip CSV or Parquet): job ids, path names, 1-based rows, the table file."""
+    table = _path(folder, file, f"{key}.file", spec["file"])
+    job_col, path_col = TABLE_COLUMNS[key]
+    raw = read_bytes(table)  # bounded, regular file, gzip by its bytes
+    if table.suffix.lower() in (".parquet", ".pq") or bytes(raw[:4]) == _PARQUET_MAGIC:
+        try:
+            df = pd.read_parquet(io.BytesIO(raw))
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise InputError(f"not a readable Parquet file ({exc})", file=str(table)) from None
+        rows = np.arange(1, len(df) + 1, dtype=np.int64)
+    else:
+        try:
+            df = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_values=[""])
+        except pd.errors.EmptyDataError:
+            raise InputError("empty file: no header row", file=str(table), row=1) from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise InputError(f"not a well-formed CSV file ({exc})", file=str(table)) from None
+        rows = np.arange(2, len(df) + 2, dtype=np.int64)  # the header is row 1
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    for col in (job_col, path_col):
+        if col not in df.columns:
+            raise InputError(
+                f"missing column {col!r}: the {key} table has the columns {job_col}, {path_col}; "
+                f"found {list(df.columns)}",
+                file=str(table),
+                row=1,
+                field=col,
+            )
+    jobs = _text_column(df[job_col], table, rows, job_col, whole_numbers=True)
+    paths = _text_column(df[path_col], table, rows, path_col, whole_numbers=False)
+    return jobs, paths, rows, table
+
+
+def _text_column(
+    values: pd.Series, table: Path, rows: np.ndarray, col: str, *, whole_numbers: bool
+) -> pd.Series:
+    """Return the column as text; a blank or non-text cell is refused by its row.
+
+    Parquet integers are taken as their digits where ``whole_numbers`` (job ids, as the mapping form).
+    """
+    if whole_numbers and values.dtype.kind in "iu":
+        return values.astype(str).reset_index(drop=True)
+    text = values.astype(object).reset_index(drop=True)
+    is_text = (
+        np.ones(len(text), dtype=bool)
+        if pd.api.types.infer_dtype(text, skipna=False) == "string"  # every cell text (one C pass)
+        else text.map(type).eq(str).to_numpy()
+    )
+    bad = ~is_text
+    bad[is_text] = (text[is_text].eq("") | text[is_text].str.isspace()).to_numpy()
+    if bad.any():
+        i = int(np.argmax(bad))
+        what = "a job id (text or a whole number)" if whole_numbers else "a path"
+        raise InputError(
+            f"is empty or not text ({excerpt(text.iloc[i])}); every row names {what}",
+            file=str(table),
+            row=int(rows[i]),
+            field=col,
+        )
+    return text
+
+
+def _resolve_once(
+    folder: Path, table: Path, rows: np.ndarray, col: str, names: pd.Series, *, folder_ok: bool
+) -> np.ndarray:
+    """Confine and check each distinct path once; return every row's resolved path (object array)."""
+    codes, distinct = pd.factorize(names)
+    _, first = np.unique(codes, return_index=True)
+    resolved = np.empty(len(distinct), dtype=object)
+    for i, name in enumerate(distinct):
+        try:
+            resolved[i] = _path(folder, table, col, name, folder_ok=folder_ok)
+        except InputError as exc:
+            raise InputError(exc.message, file=str(table), row=int(rows[first[i]]), field=col) from None
+    return resolved[codes]
+
+
+def _models_table(folder: Path, file: Path, spec: Mapping[str, Any]) -> dict[str, Path]:
+    """``models: {file: TABLE}``: ``{job: model config path}`` from a ``job_id,model`` table."""
+    jobs, names, rows, table = _read_job_table(folder, file, "models", spec)
+    twice = jobs.duplicated().to_numpy()
+    if twice.any():
+        i = int(np.argmax(twice))
+        first = int(rows[int(np.argmax((jobs == jobs.iloc[i]).to_numpy()))])
+        raise InputError(
+            f"job {jobs.iloc[i]!r} is given a second model config (the first in row {first}); a job has one",
+            file=str(table),
+            row=int(rows[i]),
+            field="job_id",
+        )
+    resolved = _resolve_once(folder, table, rows, "model", names, folder_ok=False)
+    return dict(zip(jobs.tolist(), resolved.tolist(), strict=True))
+
+
+def _traces_table(folder: Path, file: Path, spec: Mapping[str, Any]) -> dict[str, tuple[Path, ...]]:
+    """``traces: {file: TABLE}``: ``{job: (trace files or folders, in row order)}`` from ``job_id,path``."""
+    jobs, names, rows, table = _read_job_table(folder, file, "traces", spec)
+    resolved = _resolve_once(folder, table, rows, "path", names, folder_ok=True)
+    paths = pd.Series(resolved, index=jobs.to_numpy())
+    return {job: tuple(group) for job, group in paths.groupby(level=0, sort=False)}
 
 
 def _window(value: Any, file: Path) -> Window | None:

@@ -22,7 +22,9 @@ timeline file per job) cannot reach: about 200,000 allocations and 100 million t
   complete gang, a timeline with no step) and a few have no timeline (unobserved).  No failures or
   restarts at this size (the small bundles have them).
 * **Model configs**: one file per (devices, step time, MFU) combination -- a few dozen files shared
-  by the jobs, mapped per job in the manifest; a sixth of the timed jobs have none (P unobserved).
+  by the jobs, mapped per job by ``models.csv`` (``job_id,model``; the manifest's table form
+  ``models: {file: models.csv}``, so ``fleet.yaml`` stays a page); a sixth of the timed jobs have
+  none (P unobserved).
 * **Traces**: Kineto traces (:func:`fleetlib.program.synth.synth_step_traces`) for the smallest and
   the largest job with a model config.
 * ``truth.json``: the factors' numerators and denominators and the runtime and program losses, summed
@@ -178,7 +180,8 @@ def _model_name(devices: int, b: int, mfu: float) -> str:
 
 def synth_fleet_scale(out_dir: str | Path, *, devices: int = 16384, days: float = 30.0, seed: int = 0,
                       partitions: int | None = None,
-                      steps_per_job: tuple[int, int] = (450, 650)) -> SyntheticFleetBundle:
+                      steps_per_job: tuple[int, int] = (450, 650),
+                      models_form: str = "table") -> SyntheticFleetBundle:
     """Write a fleet-scale synthetic bundle (canonical Parquet, partitioned timelines) with its truth.
 
     Parameters
@@ -196,6 +199,11 @@ def synth_fleet_scale(out_dir: str | Path, *, devices: int = 16384, days: float 
         steps each).
     steps_per_job
         Inclusive range of steps of a timed job (default 450..650).
+    models_form
+        How ``fleet.yaml`` names each job's model config: ``"table"`` (default) writes ``models.csv``
+        (``job_id,model``, one row per job) and ``models: {file: models.csv}`` -- at 16,384 devices the
+        manifest then loads in about 0.3 s instead of 2-4 s for the 175,000-entry YAML mapping;
+        ``"mapping"`` writes the entries in ``fleet.yaml`` itself.
 
     Returns
     -------
@@ -205,8 +213,10 @@ def synth_fleet_scale(out_dir: str | Path, *, devices: int = 16384, days: float 
     Raises
     ------
     DomainError
-        Bad ``devices``, ``days``, ``partitions`` or ``steps_per_job``.
+        Bad ``devices``, ``days``, ``partitions``, ``steps_per_job`` or ``models_form``.
     """
+    if models_form not in ("table", "mapping"):
+        raise DomainError(f"models_form must be 'table' or 'mapping'; got {models_form!r}")
     if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 16 \
             or devices % _GPUS_PER_NODE:
         raise DomainError(f"devices must be a whole multiple of 8, at least 16; got {devices!r}")
@@ -305,8 +315,12 @@ def synth_fleet_scale(out_dir: str | Path, *, devices: int = 16384, days: float 
     files += timelines + sorted(model_files) + [f for v in traces.values() for f in v[1]]
     window = [FLEET_START.isoformat().replace("+00:00", "Z"),
               (FLEET_START + pd.Timedelta(seconds=horizon)).isoformat().replace("+00:00", "Z")]
-    _write_manifest(out, devices, days, seed, window, files[:1], timelines, models,
-                    {j: v[0] for j, v in traces.items()})
+    if models_form == "table":
+        pd.DataFrame({"job_id": list(models), "model": list(models.values())}).to_csv(
+            out / _MODELS_TABLE, index=False)
+        files.append(_MODELS_TABLE)
+    _write_manifest(out, devices, days, seed, window, files[:1], timelines,
+                    _MODELS_TABLE if models_form == "table" else models, {j: v[0] for j, v in traces.items()})
     capacity = float(devices) * horizon
     result = _truth(truth, capacity, window, int(devices), float(days), seed, len(alloc))
     (out / "truth.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -344,8 +358,12 @@ def _write_traces(out: Path, jobs: list[str], seed: int) -> dict[str, tuple[str,
     return traces
 
 
+#: The table of job -> model config the manifest names (``models: {file: models.csv}``).
+_MODELS_TABLE = "models.csv"
+
+
 def _write_manifest(out: Path, devices: int, days: float, seed: int, window: list[str],
-                    scheduler: list[str], timelines: list[str], models: dict[str, str],
+                    scheduler: list[str], timelines: list[str], models: dict[str, str] | str,
                     traces: dict[str, str]) -> None:
     lines = [
         f"# A synthetic fleet at scale written by fleetlib.fleet.scale.synth_fleet_scale(devices={devices},"
@@ -354,7 +372,8 @@ def _write_manifest(out: Path, devices: int, days: float, seed: int, window: lis
         f"window: ['{window[0]}', '{window[1]}']",
         "scheduler:", "  format: canonical", "  files:", *[f"    - {f}" for f in scheduler],
         "timelines:", "  format: canonical", "  files:", *[f"    - {f}" for f in timelines],
-        "models:", *[f"  '{k}': {v}" for k, v in models.items()],
+        *([f"models: {{file: {models}}}"] if isinstance(models, str)
+          else ["models:", *[f"  '{k}': {v}" for k, v in models.items()]]),
         "traces:", *[f"  '{k}': [{v}]" for k, v in traces.items()],
         "price_per_device_hour: 2.0",
     ]
