@@ -739,7 +739,8 @@ def _measure(
     sources = {
         "scheduling": [man.relative(f) for f in man.scheduler_files],
         "runtime": [man.relative(f) for f in man.timeline_files],
-        "program": sorted(man.relative(f) for f in man.models.values()),
+        # each model configuration file once (a fleet's jobs share a few): not one entry per job
+        "program": sorted({man.relative(f) for f in set(man.models.values())}),
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
         "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
