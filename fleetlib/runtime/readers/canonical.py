@@ -40,6 +40,7 @@ from fleetlib.runtime.readers._common import (
     _text_column,
     _timeline_tables,
 )
+from fleetlib.runtime.readers._parquet_fast import read_fast
 from fleetlib.runtime.schema import (
     EVENT_ALIASES,
     EVENT_COLUMNS,
@@ -196,7 +197,22 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     -------
     tuple of (TimelineTables, TimelineLedger)
         The canonical tables and the ledger over every data row.
+
+    Notes
+    -----
+    Parquet files whose columns are already canonical-typed and pass every check are read by a fast
+    path (:mod:`fleetlib.runtime.readers._parquet_fast`) that returns the same tables and ledger;
+    anything else is read by the general path, which names every row it rejects or repairs.
     """
+    fast = read_fast(paths, tz=tz, job_id=job_id)
+    if fast is not None:
+        return fast
+    return _read_general(paths, tz=tz, job_id=job_id)
+
+
+def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
+                  job_id: str | None) -> tuple[TimelineTables, TimelineLedger]:
+    """Read by the general path of :func:`read_canonical`: any CSV or Parquet, each row booked."""
     books: dict[str, _FileBook] = {}
     steps_parts, event_parts = [], []
     for path in _as_paths(paths):
