@@ -247,10 +247,32 @@ def test_events_out_of_order_are_repaired(scale_partitions, tmp_path):
     assert _ledger_says(ledger, "repaired", "time", "out of time order")
 
 
-def test_missing_attempt_column_is_handed_over(scale_partitions, tmp_path):
+def test_missing_attempt_column_is_assigned_from_markers_on_the_fast_path(scale_partitions, tmp_path):
     path = _mutate(scale_partitions, tmp_path, lambda f, n: f.drop(columns="attempt"))
-    tables, _ = _handed_over(path)
-    assert (tables.steps["attempt"] == 0).all()
+    tables, ledger = _fast_equals_general(path)
+    assert (tables.steps["attempt"] == 0).all() and not ledger.flags
+
+
+def test_missing_attempts_without_markers_infer_a_restart(scale_partitions, tmp_path):
+    # one job loses its gang_complete markers and numbers its later steps from 1 again: a restart
+    # is inferred from the step numbers, and flagged, on both paths alike
+    def restart(f, n):
+        f = f.drop(columns="attempt")
+        job = f["job_id"].iloc[0]
+        steps = f.index[(f.index < n) & (f["job_id"] == job)]
+        later = steps[len(steps) // 2:]
+        f.loc[later, "step"] = np.arange(1, len(later) + 1)
+        drop = (f.index >= n) & (f["job_id"] == job) & (f["kind"].astype(str) == "gang_complete")
+        return f[~drop].reset_index(drop=True)
+    _, ledger = _fast_equals_general(_mutate(scale_partitions, tmp_path, restart))
+    assert [g.code for g in ledger.flags] == ["restart_inferred_from_step_numbers"]
+
+
+def test_separate_steps_file_without_attempts_or_events(tmp_path, demo_tables):
+    path = tmp_path / "steps.parquet"
+    demo_tables.steps[["job_id", "step", "start", "end"]].to_parquet(path, index=False)
+    tables, _ = _fast_equals_general(path)
+    assert tables.events.empty and (tables.steps["input_wait_s"] == 0.0).all()
 
 
 def test_huge_step_number_is_handed_over(scale_partitions, tmp_path):

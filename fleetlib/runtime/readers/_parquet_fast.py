@@ -18,7 +18,7 @@ run by the same function on the same rows).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from fleetlib.runtime.readers._common import (
     PathLike,
     TimelineTables,
     _as_paths,
+    _attempts_from_bounds,
     _close,
     _cross_checks,
     _file_column,
@@ -114,9 +115,13 @@ def _read(paths: list[Path]) -> tuple[TimelineTables, Ledger]:
                 if events_part is not None:
                     raise _Unusual
                 events_part = part
-    steps = _steps(*steps_part) if steps_part is not None else _finalise_steps(pd.DataFrame())
-    events, kinds = _events(*events_part, books) if events_part is not None else (
-        _finalise_events(pd.DataFrame()), set())
+    s = _parse_steps(*steps_part) if steps_part is not None else None
+    e = _parse_events(*events_part) if events_part is not None else None
+    if (s is not None and s["attempt"] is None) or (e is not None and e["attempt"] is None):
+        _assign_attempts(s, e, books)
+    steps = _build_steps(s) if s is not None else _finalise_steps(pd.DataFrame())
+    events = _build_events(e, books) if e is not None else _finalise_events(pd.DataFrame())
+    kinds = set(e["kinds"]) if e is not None else set()
     if kinds & {"restore", "failure"}:  # the cross checks look at nothing else
         work = events.assign(_file=events["source_file"], _row=events["source_row"])
         _cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), work, books)
@@ -273,13 +278,13 @@ def _text_array(dictionary: Any, codes: np.ndarray) -> Any:
     return pd.Series(dictionary.take(pa.array(codes)), dtype=_STR).array
 
 
-def _steps(file: str, table: Any, rows: np.ndarray) -> pd.DataFrame:
-    """Return the canonical steps table of one clean steps part, in the general path's order."""
+def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
+    """Return the columns of one steps part as arrays, checked (attempt None when the file has none)."""
     names = set(table.column_names)
-    if not {"job_id", "attempt", "step", "start", "end"} <= names:
-        raise _Unusual  # a missing job id, attempt (assigned from markers) or required column
+    if not {"job_id", "step", "start", "end"} <= names:
+        raise _Unusual  # a missing job id or required column: the general path says which
     codes, values = _text_codes(table.column("job_id"))
-    attempt, _ = _ints(table.column("attempt"))
+    attempt = _ints(table.column("attempt"))[0] if "attempt" in names else None
     step, _ = _ints(table.column("step"))
     start, end = _times(table.column("start")), _times(table.column("end"))
     wait = (_floats(table.column("input_wait_s"), nullable=False) if "input_wait_s" in names
@@ -292,16 +297,24 @@ def _steps(file: str, table: Any, rows: np.ndarray) -> pd.DataFrame:
     jobs_present = np.count_nonzero(np.bincount(codes, minlength=len(values)))
     if int(new_run.sum()) != jobs_present or (~new_run[1:] & (start[1:] < end[:-1])).any():
         raise _Unusual
-    rank, dictionary = _job_strings(codes, values)
-    run_start = np.flatnonzero(new_run)
+    return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
+            "start": start, "end": end, "wait": wait, "new_run": new_run}
+
+
+def _build_steps(p: dict[str, Any]) -> pd.DataFrame:
+    """Return the canonical steps table of a checked steps part, in the general path's order."""
+    codes, rows = p["codes"], p["rows"]
+    rank, dictionary = _job_strings(codes, p["values"])
+    run_start = np.flatnonzero(p["new_run"])
     by_text = np.argsort(rank[run_start], kind="stable")
-    order = None
-    if not np.array_equal(by_text, np.arange(by_text.size)):
+    columns = [p[k] for k in ("attempt", "step", "start", "end", "wait")]
+    if not np.array_equal(by_text, np.arange(by_text.size)):  # runs of jobs into text order
         lengths = np.diff(np.r_[run_start, codes.size])[by_text]
         offsets = run_start[by_text] - (np.cumsum(lengths) - lengths)
         order = np.repeat(offsets, lengths) + np.arange(codes.size)
-        codes, attempt, step, start, end, wait, rows = (
-            a[order] for a in (codes, attempt, step, start, end, wait, rows))
+        codes, rows = codes[order], rows[order]
+        columns = [a[order] for a in columns]
+    attempt, step, start, end, wait = columns
     return pd.DataFrame({
         "job_id": _text_array(dictionary, codes),
         "attempt": attempt,
@@ -309,21 +322,18 @@ def _steps(file: str, table: Any, rows: np.ndarray) -> pd.DataFrame:
         "start": _utc_array(start),
         "end": _utc_array(end),
         "input_wait_s": wait,
-        "source_file": _file_column(file, rows.size),
+        "source_file": _file_column(p["file"], rows.size),
         "source_row": rows,
     }, copy=False)  # fresh arrays: no copy into consolidated blocks
 
 
-def _events(file: str, table: Any, rows: np.ndarray, books: dict[str, _FileBook],
-            ) -> tuple[pd.DataFrame, set[str]]:
-    """Return the canonical events table of one clean events part, and the kinds it holds."""
-    import pyarrow as pa
-
+def _parse_events(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
+    """Return the columns of one events part as arrays, checked (attempt None when the file has none)."""
     names = set(table.column_names)
-    if not {"job_id", "attempt", "time", "kind"} <= names:
+    if not {"job_id", "time", "kind"} <= names:
         raise _Unusual
     codes, values = _text_codes(table.column("job_id"))
-    attempt, _ = _ints(table.column("attempt"))
+    attempt = _ints(table.column("attempt"))[0] if "attempt" in names else None
     time = _times(table.column("time"))
     kind_codes, kinds = _text_codes(table.column("kind"))
     normal = pd.Series(kinds, dtype=object).str.lower().str.replace(r"[\s\-]+", "_", regex=True)
@@ -337,14 +347,25 @@ def _events(file: str, table: Any, rows: np.ndarray, books: dict[str, _FileBook]
         step_na = np.zeros(rows.size, dtype=bool)
     duration = (_floats(table.column("duration_s"), nullable=True) if "duration_s" in names
                 else np.full(rows.size, np.nan))
-    rank, dictionary = _job_strings(codes, values)
+    return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "time": time,
+            "kind_codes": kind_codes, "kinds": kinds, "step": step, "step_na": step_na, "duration": duration}
+
+
+def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFrame:
+    """Return the canonical events table of a parsed events part; flag unknown kinds as the general path."""
+    import pyarrow as pa
+
+    file, rows, codes, values, attempt, time = (p[k] for k in ("file", "rows", "codes", "values", "attempt",
+                                                                "time"))
+    kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
+                                                                 "duration"))
     # duplicates of (job, attempt, time, kind, step, duration): the general path rejects them
     step_key = np.where(step_na, -1, step)
     dur_key = np.where(np.isnan(duration), -1.0, duration)
     by_key = np.lexsort((dur_key, step_key, kind_codes, time, attempt, codes))
-    k = [a[by_key] for a in (codes, attempt, time, kind_codes, step_key, dur_key)]
     same = np.ones(rows.size - 1, dtype=bool)
-    for a in k:
+    for a in (codes, attempt, time, kind_codes, step_key, dur_key):
+        a = a[by_key]
         same &= a[1:] == a[:-1]
     if same.any():
         raise _Unusual
@@ -363,17 +384,79 @@ def _events(file: str, table: Any, rows: np.ndarray, books: dict[str, _FileBook]
         _flag(books, u, "unknown_event_kind",
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
+    rank, dictionary = _job_strings(codes, values)
     kind_rank = pd.Series(kinds, dtype=object).map(_KIND_RANK).fillna(len(_KIND_RANK) // 2).to_numpy()
     order = np.lexsort((kind_rank[kind_codes], attempt, time, rank))
-    kind_dictionary = pa.array(kinds, pa.string())
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "job_id": _text_array(dictionary, codes[order]),
         "attempt": attempt[order],
         "time": _utc_array(time[order]),
-        "kind": _text_array(kind_dictionary, kind_codes[order]),
+        "kind": _text_array(pa.array(kinds, pa.string()), kind_codes[order]),
         "step": pd.arrays.IntegerArray(step[order], step_na[order]),
         "duration_s": pd.arrays.FloatingArray(np.nan_to_num(duration[order]), np.isnan(duration[order])),
         "source_file": _file_column(file, rows.size),
         "source_row": rows[order],
     }, copy=False)
-    return out, set(kinds)
+
+
+def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook],
+                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
+
+    A row belongs to the attempt of the last ``gang_complete`` of its job at or before it (0 before
+    the first).  Where a job has no markers, a step number that repeats is flagged as a restart the
+    partition will have to infer; the attempt stays 0.
+    """
+    need_s = (not steps.empty) and steps["attempt"].isna().any()
+    need_e = (not events.empty) and events["attempt"].isna().any()
+    if not (need_s or need_e):
+        return steps, events
+    markers = events.loc[events["kind"] == "gang_complete", ["job_id", "time"]] if not events.empty else \
+        pd.DataFrame(columns=["job_id", "time"])
+    if need_s:
+        m = steps["attempt"].isna().to_numpy()
+        sub = steps.loc[m, ["job_id", "start"]].rename(columns={"start": "time"})
+        steps.loc[m, "attempt"] = _attempts_from_bounds(sub, markers)
+        s = steps[m & ~steps["job_id"].isin(set(markers["job_id"])).to_numpy()].sort_values(
+            ["job_id", "start", "_row"], kind="stable")
+        prev = s.groupby("job_id", sort=False)["step"].shift(1)
+        repeat = (s["step"] <= prev).fillna(False).to_numpy(dtype=bool)
+        if repeat.any():
+            r = s[repeat]
+            _flag(books, r, "restart_inferred_from_step_numbers",
+                  [f"step {a} follows step {int(b)} with no attempt column or gang_complete marker: a "
+                   "restart is assumed here (fallback from repeated step numbers)"
+                   for a, b in zip(r["step"], prev[repeat], strict=True)], "start")
+    if need_e:
+        m = events["attempt"].isna().to_numpy()
+        events.loc[m, "attempt"] = _attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
+    return steps, events
+
+
+def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: dict[str, _FileBook]) -> None:
+    """Fill a missing attempt column from the gang_complete markers, by the general path's own function.
+
+    The frames handed to :func:`_assign_missing_attempts` hold what the general path's would (file order,
+    the same values), so its attempts and its ``restart_inferred_from_step_numbers`` flags are the same.
+    """
+    steps = events = pd.DataFrame()
+    if s is not None:
+        n = s["rows"].size
+        att = (pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)) if s["attempt"] is None
+               else pd.arrays.IntegerArray(s["attempt"], np.zeros(n, bool)))
+        steps = pd.DataFrame({"_file": _file_column(s["file"], n), "_row": s["rows"],
+                              "job_id": _text_array(_job_strings(s["codes"], s["values"])[1], s["codes"]),
+                              "attempt": att, "step": s["step"], "start": _utc_array(s["start"])})
+    if e is not None:
+        n = e["rows"].size
+        att = (pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)) if e["attempt"] is None
+               else pd.arrays.IntegerArray(e["attempt"], np.zeros(n, bool)))
+        kinds = np.asarray(e["kinds"], dtype=object)[e["kind_codes"]]
+        events = pd.DataFrame({"_file": _file_column(e["file"], n), "_row": e["rows"],
+                               "job_id": _text_array(_job_strings(e["codes"], e["values"])[1], e["codes"]),
+                               "attempt": att, "time": _utc_array(e["time"]), "kind": kinds})
+    steps, events = _assign_missing_attempts(steps, events, books)
+    if s is not None:
+        s["attempt"] = steps["attempt"].to_numpy(dtype=np.int64)
+    if e is not None:
+        e["attempt"] = events["attempt"].to_numpy(dtype=np.int64)
