@@ -316,3 +316,13 @@ def test_many_row_groups_and_plain_text_columns(scale_partitions, tmp_path):
     pq.write_table(table, path, row_group_size=97)
     assert pq.read_metadata(path).num_row_groups > 10
     _fast_equals_general(path)
+
+
+def test_a_column_pandas_reads_as_the_index_is_handed_over(tmp_path, demo_tables):
+    # written with job_id as the pandas index: pandas (the general path) reads it as the index and
+    # drops it, so the file has no job_id column for it; the fast path must not read it as one
+    path = tmp_path / "indexed.parquet"
+    demo_tables.steps[list(STEP_COLUMNS)].set_index("job_id").to_parquet(path)
+    assert read_fast(path) is None
+    with pytest.raises(InputError, match="job_id"):
+        read_canonical(path)

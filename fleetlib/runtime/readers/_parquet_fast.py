@@ -142,6 +142,9 @@ def _load(path: Path) -> Any:
         table = pq.read_table(pa.py_buffer(raw))
     except Exception as exc:  # a damaged file: the general path names it
         raise _Unusual from exc
+    meta = table.schema.pandas_metadata or {}
+    if any(isinstance(c, str) for c in meta.get("index_columns", [])):  # pandas reads these as the index
+        raise _Unusual
     names = [str(c).strip().lower() for c in table.column_names]
     if len(set(names)) != len(names) or not set(names) <= set(PARQUET_COLUMNS) or table.num_rows == 0:
         raise _Unusual
