@@ -294,32 +294,26 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
             else np.zeros(rows.size, dtype=np.float64))
     if (end <= start).any() or (wait > (end - start) / _NS_PER_S).any():
         raise _Unusual
-    # each job one run of rows, each run in time order with no overlap: then the file order is the
-    # general path's sorted order within a job, with no duplicate, overlap or late row to record
-    new_run = np.r_[True, codes[1:] != codes[:-1]]
-    jobs_present = np.count_nonzero(np.bincount(codes, minlength=len(values)))
-    if int(new_run.sum()) != jobs_present or (~new_run[1:] & (start[1:] < end[:-1])).any():
+    # the rows grouped by job in text order, each job's rows kept in file order (a stable sort): when
+    # every job's rows are then in time order with no overlap, this is the general path's sorted
+    # order, with no duplicate, overlap or late row to record
+    rank, dictionary = _job_strings(codes, values)
+    order = None if (rank[1:] >= rank[:-1]).all() else np.argsort(rank, kind="stable")
+    r, s0, e0 = (rank, start, end) if order is None else (rank[order], start[order], end[order])
+    if ((r[1:] == r[:-1]) & (s0[1:] < e0[:-1])).any():
         raise _Unusual
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
-            "start": start, "end": end, "wait": wait, "new_run": new_run}
+            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary}
 
 
 def _build_steps(p: dict[str, Any]) -> pd.DataFrame:
     """Return the canonical steps table of a checked steps part, in the general path's order."""
-    codes, rows = p["codes"], p["rows"]
-    rank, dictionary = _job_strings(codes, p["values"])
-    run_start = np.flatnonzero(p["new_run"])
-    by_text = np.argsort(rank[run_start], kind="stable")
-    columns = [p[k] for k in ("attempt", "step", "start", "end", "wait")]
-    if not np.array_equal(by_text, np.arange(by_text.size)):  # runs of jobs into text order
-        lengths = np.diff(np.r_[run_start, codes.size])[by_text]
-        offsets = run_start[by_text] - (np.cumsum(lengths) - lengths)
-        order = np.repeat(offsets, lengths) + np.arange(codes.size)
-        codes, rows = codes[order], rows[order]
-        columns = [a[order] for a in columns]
-    attempt, step, start, end, wait = columns
+    order = p["order"]
+    codes, rows, attempt, step, start, end, wait = (
+        p[k] if order is None else p[k][order] for k in ("codes", "rows", "attempt", "step", "start", "end",
+                                                          "wait"))
     return pd.DataFrame({
-        "job_id": _text_array(dictionary, codes),
+        "job_id": _text_array(p["dictionary"], codes),
         "attempt": attempt,
         "step": step,
         "start": _utc_array(start),
@@ -448,7 +442,7 @@ def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: 
         att = (pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)) if s["attempt"] is None
                else pd.arrays.IntegerArray(s["attempt"], np.zeros(n, bool)))
         steps = pd.DataFrame({"_file": _file_column(s["file"], n), "_row": s["rows"],
-                              "job_id": _text_array(_job_strings(s["codes"], s["values"])[1], s["codes"]),
+                              "job_id": _text_array(s["dictionary"], s["codes"]),
                               "attempt": att, "step": s["step"], "start": _utc_array(s["start"])})
     if e is not None:
         n = e["rows"].size
