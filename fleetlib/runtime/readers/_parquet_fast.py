@@ -7,13 +7,14 @@ through float64, so only magnitudes below 2**53 are taken here), the plausible t
 ending after it starts, the input wait fitting in its step, kinds already normalised, duplicate
 steps and events, overlapping steps, rows in time order.  When every check passes it builds exactly
 the tables and the ledger the general path returns (the identity is tested).  When any check does
-not pass, or anything is unusual (another layout or type, several steps tables, a missing attempt
-column, text that needs stripping), it returns ``None`` and the general path reads the file, naming
-the rows it rejects or repairs.
+not pass, or anything is unusual (another layout or type, several steps or events tables in one
+call, naive or non-UTC zones, text that needs stripping, a column pandas reads as the index), it
+returns ``None`` and the general path reads the files, naming the rows it rejects or repairs.
 
-What a clean file can still carry is recorded exactly as the general path records it: unknown event
-kinds are flagged, restores to uncommitted steps and failures without a restart (the cross checks,
-run by the same function on the same rows).
+What a clean file can still carry is recorded exactly as the general path records it, by the
+general path's own functions on the same rows: attempts assigned from ``gang_complete`` markers when
+the attempt column is missing (and restarts inferred from step numbers, flagged), unknown event kinds
+flagged, restores to uncommitted steps and failures without a restart (the cross checks).
 """
 
 from __future__ import annotations
