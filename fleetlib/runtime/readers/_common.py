@@ -933,6 +933,7 @@ def _attempts_from_bounds(rec: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray
         return np.zeros(len(rec), dtype=np.int64)
     b = bounds.sort_values(["job_id", "time"]).drop_duplicates().copy()
     b["_attempt"] = b.groupby("job_id").cumcount().astype("int64")
+    b = b.sort_values("time", kind="stable")  # merge_asof needs the right keys sorted by time alone
     left = pd.DataFrame({"job_id": rec["job_id"].to_numpy(), "time": rec["time"].astype(_TIME_DTYPE).array,
                          "_pos": np.arange(len(rec))}).sort_values("time", kind="stable")
     left["time"] = left["time"].astype(_TIME_DTYPE)

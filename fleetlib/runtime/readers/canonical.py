@@ -16,7 +16,6 @@ from fleetlib.runtime.readers._common import (
     TimelineTables,
     _apply_aliases,
     _as_paths,
-    _attempts_from_bounds,
     _check_events,
     _check_steps,
     _close,
@@ -27,7 +26,6 @@ from fleetlib.runtime.readers._common import (
     _FileBook,
     _finalise_events,
     _finalise_steps,
-    _flag,
     _float_column,
     _int_column,
     _job_column,
@@ -40,6 +38,7 @@ from fleetlib.runtime.readers._common import (
     _text_column,
     _timeline_tables,
 )
+from fleetlib.runtime.readers._parquet_fast import _assign_missing_attempts, read_fast
 from fleetlib.runtime.schema import (
     EVENT_ALIASES,
     EVENT_COLUMNS,
@@ -123,40 +122,6 @@ def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str,
     return out
 
 
-def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook],
-                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
-
-    A row belongs to the attempt of the last ``gang_complete`` of its job at or before it (0 before
-    the first).  Where a job has no markers, a step number that repeats is flagged as a restart the
-    partition will have to infer; the attempt stays 0.
-    """
-    need_s = (not steps.empty) and steps["attempt"].isna().any()
-    need_e = (not events.empty) and events["attempt"].isna().any()
-    if not (need_s or need_e):
-        return steps, events
-    markers = events.loc[events["kind"] == "gang_complete", ["job_id", "time"]] if not events.empty else \
-        pd.DataFrame(columns=["job_id", "time"])
-    if need_s:
-        m = steps["attempt"].isna().to_numpy()
-        sub = steps.loc[m, ["job_id", "start"]].rename(columns={"start": "time"})
-        steps.loc[m, "attempt"] = _attempts_from_bounds(sub, markers)
-        s = steps[m & ~steps["job_id"].isin(set(markers["job_id"])).to_numpy()].sort_values(
-            ["job_id", "start", "_row"], kind="stable")
-        prev = s.groupby("job_id", sort=False)["step"].shift(1)
-        repeat = (s["step"] <= prev).fillna(False).to_numpy(dtype=bool)
-        if repeat.any():
-            r = s[repeat]
-            _flag(books, r, "restart_inferred_from_step_numbers",
-                  [f"step {a} follows step {int(b)} with no attempt column or gang_complete marker: a "
-                   "restart is assumed here (fallback from repeated step numbers)"
-                   for a, b in zip(r["step"], prev[repeat], strict=True)], "start")
-    if need_e:
-        m = events["attempt"].isna().to_numpy()
-        events.loc[m, "attempt"] = _attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
-    return steps, events
-
-
 def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
                    job_id: str | None = None) -> tuple[TimelineTables, TimelineLedger]:
     """Read canonical steps and/or events from CSV or Parquet files.
@@ -196,7 +161,22 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     -------
     tuple of (TimelineTables, TimelineLedger)
         The canonical tables and the ledger over every data row.
+
+    Notes
+    -----
+    Parquet files whose columns are already canonical-typed and pass every check are read by a fast
+    path (:mod:`fleetlib.runtime.readers._parquet_fast`) that returns the same tables and ledger;
+    anything else is read by the general path, which names every row it rejects or repairs.
     """
+    fast = read_fast(paths, tz=tz, job_id=job_id)
+    if fast is not None:
+        return fast
+    return _read_general(paths, tz=tz, job_id=job_id)
+
+
+def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
+                  job_id: str | None) -> tuple[TimelineTables, TimelineLedger]:
+    """Read by the general path of :func:`read_canonical`: any CSV or Parquet, each row booked."""
     books: dict[str, _FileBook] = {}
     steps_parts, event_parts = [], []
     for path in _as_paths(paths):
