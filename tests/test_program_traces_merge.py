@@ -27,8 +27,10 @@ PP = [DATA / "hta_pp_pair_rank-0.json.gz", DATA / "hta_pp_pair_rank-1.json.gz"]
 
 FREE = {"kernels": ("name", "process_group", "comm_rule"), "steps": (), "host_syncs": ("name", "sync_kind"),
         "ops": ("name",)}
-SORTS = {"kernels": (["rank", "start_us", "end_us", "stream"], "stable"), "steps": (["rank", "start_us"], None),
-         "host_syncs": (["rank", "start_us"], "stable"), "ops": (["rank", "start_us"], "stable")}
+SORTS = {"kernels": (["rank", "start_us", "end_us", "stream"], "stable"),
+         "steps": (["rank", "start_us"], None),
+         "host_syncs": (["rank", "start_us"], "stable"),
+         "ops": (["rank", "start_us"], "stable")}
 TIMES = {"kernels": ("start_us", "end_us", "launch_us"), "steps": ("start_us", "end_us"),
          "host_syncs": ("start_us", "end_us"), "ops": ("start_us",)}
 
