@@ -1,7 +1,7 @@
 """Read PyTorch profiler (Kineto) Chrome-trace JSON into the canonical kernel and step tables.
 
 One file is one rank.  :func:`read_trace` reads a file, :func:`read_traces` a directory or list of
-files (one rank at a time with a progress bar, or one Dask task per file given a
+files (one rank at a time with a progress bar, or as Dask tasks of a few files each given a
 ``distributed.Client``), both with a Parquet cache keyed by the file's content.  What comes back:
 
 ``kernels`` -- one row per GPU activity (:data:`KERNEL_COLUMNS`, then :data:`KERNEL_EXTRA_COLUMNS`)
@@ -706,9 +706,13 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         on a worker, which also reads and fills the cache there -- a shared cache directory lets
         workers and later serial reads reuse it), gathered as they complete with the same progress
         bar; the merge, time-base shift and flags are those of the serial path, so the result is
-        identical.  At most twice as many tasks as the cluster has worker threads are in flight,
-        and each result is released on its worker once gathered, so a worker's memory holds one
-        batch being parsed and a few finished ones whatever the number of files.
+        identical.  Each batch's tables are joined on the client as soon as the batch is back,
+        while the workers parse the next ones, so little is left to do after the last file (the
+        batch pieces joined, each rank's rows moved onto the common base, the sorts, skipped when
+        the rows are already in order).  At most twice as many tasks as the cluster has worker
+        threads are in flight, and each result is released on its worker once gathered, so a
+        worker's memory holds one batch being parsed and a few finished ones whatever the number
+        of files.
         None (default) reads the files one at a time in this process.
 
     Returns
