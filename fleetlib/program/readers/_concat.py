@@ -175,7 +175,8 @@ class _Merger:
         order = sorted(self.pieces)
         out = {}
         for name, free, times in _TABLES:
-            frame = _concat([self.pieces[b][name] for b in order], self.empties[name], free)
+            # each table's pieces are dropped once joined (the client holds less at its peak)
+            frame = _concat([self.pieces[b].pop(name) for b in order], self.empties[name], free)
             out[name] = _shift(frame, times, shift_by_rank)
         self.pieces.clear()
         return {
