@@ -1,7 +1,7 @@
 """Read PyTorch profiler (Kineto) Chrome-trace JSON into the canonical kernel and step tables.
 
 One file is one rank.  :func:`read_trace` reads a file, :func:`read_traces` a directory or list of
-files (one rank at a time with a progress bar, or one Dask task per file given a
+files (one rank at a time with a progress bar, or as Dask tasks of a few files each given a
 ``distributed.Client``), both with a Parquet cache keyed by the file's content.  What comes back:
 
 ``kernels`` -- one row per GPU activity (:data:`KERNEL_COLUMNS`, then :data:`KERNEL_EXTRA_COLUMNS`)
@@ -159,7 +159,6 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +182,8 @@ from fleetlib.program.readers._cache import (
     _write_cache,
     default_cache_dir,
 )
-from fleetlib.program.readers._concat import _concat
+from fleetlib.program.readers._concat import _concat, _Merger  # noqa: F401  (_concat: old import path)
+from fleetlib.program.readers._dask import _gather, _read_batch  # noqa: F401  (_read_batch: old path)
 from fleetlib.program.readers._decode import _load_bytes, _small_int
 from fleetlib.program.readers._tables import (
     DEFAULT_MAX_EVENT_US,
@@ -588,17 +588,6 @@ _BATCH_BYTES = 8 << 20
 _BATCH_FILES = 32
 
 
-def _read_batch(files: Sequence[Path], kwargs: Sequence[dict[str, Any]]) -> list[TraceRead | InputError]:
-    """Read several files in one task; an unreadable file's :class:`InputError` is returned in its place."""
-    out: list[TraceRead | InputError] = []
-    for f, kw in zip(files, kwargs, strict=True):
-        try:
-            out.append(read_trace(f, **kw))
-        except InputError as exc:
-            out.append(exc)
-    return out
-
-
 def _batches(files: Sequence[Path], threads: int) -> list[range]:
     """Cut the files into consecutive batches, one Dask task each.
 
@@ -627,62 +616,54 @@ def _batches(files: Sequence[Path], threads: int) -> list[range]:
 
 
 def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, errors: str,
-              client: Any, in_flight: int | None = None) -> tuple[list[TraceRead], TraceLedger]:
+              client: Any, in_flight: int | None = None) -> tuple[list[TraceRead], TraceLedger, _Merger]:
     """Read every file, serially or as Dask tasks of a few files each; return the reads in file order.
 
-    On Dask the files are cut into batches (:func:`_batches`) and at most ``in_flight`` batches
-    (default twice the cluster's worker threads) are submitted at a time, so a worker's memory holds a
-    bounded number of files however many are read.
+    Each batch of files read is joined into one piece per table as soon as it is back (a
+    :class:`~fleetlib.program.readers._concat._Merger`, returned): on Dask while the workers parse
+    the next batches.  On Dask the files are cut into batches (:func:`_batches`) and at most
+    ``in_flight`` batches (default twice the cluster's worker threads) are submitted at a time, so
+    a worker's memory holds a bounded number of files however many are read; serially a batch is
+    :data:`_BATCH_FILES` consecutive files.
 
     An :class:`InputError` raises (``errors="raise"``) or becomes a rejected ``file`` row.
     """
     results: list[TraceRead | InputError | None] = [None] * len(files)
-    if client is None:
-        for i in _progress(range(len(files)), progress, len(files)):
-            try:
-                results[i] = read_trace(files[i], **kwargs[i])
-            except InputError as exc:
-                if errors == "raise":
-                    raise
-                results[i] = exc
-    else:
-        from distributed import as_completed
+    merger = _Merger({"kernels": empty_kernels(), "steps": empty_steps(), "host_syncs": empty_host_syncs(),
+                      "ops": empty_ops()})
 
-        # a bounded window of tasks in flight: a finished batch is gathered (and freed on its worker)
-        # before the next one is submitted, so no worker holds more than a few batches' tables
-        threads = _worker_threads(client)
-        window = max(1, in_flight or 2 * threads)
-        batches = _batches(files, threads)
-        pending = iter(range(len(batches)))
-        live: dict[str, tuple[int, Any]] = {}  # the futures not yet gathered, by key
+    def take(b: int, idx: range, got: list[TraceRead | InputError]) -> None:
+        for i, res in zip(idx, got, strict=True):
+            if isinstance(res, InputError) and errors == "raise":
+                raise res
+            results[i] = res
+        merger.add(b, [r for r in got if isinstance(r, TraceRead)])
 
-        def submit(b: int) -> Any:
-            idx = batches[b]
-            fut = client.submit(_read_batch, [files[i] for i in idx], [kwargs[i] for i in idx], pure=False)
-            live[fut.key] = (b, fut)
-            return fut
-
-        running = as_completed([submit(b) for b in islice(pending, window)])
-        bar = _bar(progress, len(files))
-        try:
-            for fut in running:
-                b, _ = live.pop(fut.key)
-                for i, res in zip(batches[b], fut.result(), strict=True):
-                    if isinstance(res, InputError) and errors == "raise":
-                        raise res
-                    results[i] = res
-                if bar is not None:
-                    bar.update(len(batches[b]))
-                del fut  # the last reference: the worker frees the result
-                nxt = next(pending, None)
-                if nxt is not None:
-                    running.add(submit(nxt))
-        finally:
-            if bar is not None:
-                bar.close()
-            if live:
-                client.cancel([f for _, f in live.values()])
-            running.clear()
+    bar = _bar(progress, len(files))
+    try:
+        if client is None:
+            step = max(1, _BATCH_FILES)
+            for b, lo in enumerate(range(0, len(files), step)):
+                idx = range(lo, min(lo + step, len(files)))
+                got: list[TraceRead | InputError] = []
+                for i in idx:
+                    try:
+                        got.append(read_trace(files[i], **kwargs[i]))
+                    except InputError as exc:
+                        if errors == "raise":
+                            raise
+                        got.append(exc)
+                    if bar is not None:
+                        bar.update(1)
+                take(b, idx, got)
+        else:
+            threads = _worker_threads(client)
+            batches = _batches(files, threads)
+            _gather(client, files, kwargs, batches, in_flight or 2 * threads,
+                    lambda b, got: take(b, batches[b], got), bar)
+    finally:
+        if bar is not None:
+            bar.close()
     reads: list[TraceRead] = []
     failures = Ledger()
     for p, res in zip(files, results, strict=True):
@@ -691,7 +672,7 @@ def _read_all(files: list[Path], kwargs: list[dict[str, Any]], progress: bool, e
         else:
             failures.read += 1
             failures.reject(str(p), getattr(res, "row", None), "file", str(res))
-    return reads, failures
+    return reads, failures, merger
 
 
 def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = True, progress: bool = True,
@@ -725,9 +706,13 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         on a worker, which also reads and fills the cache there -- a shared cache directory lets
         workers and later serial reads reuse it), gathered as they complete with the same progress
         bar; the merge, time-base shift and flags are those of the serial path, so the result is
-        identical.  At most twice as many tasks as the cluster has worker threads are in flight,
-        and each result is released on its worker once gathered, so a worker's memory holds one
-        batch being parsed and a few finished ones whatever the number of files.
+        identical.  Each batch's tables are joined on the client as soon as the batch is back,
+        while the workers parse the next ones, so little is left to do after the last file (the
+        batch pieces joined, each rank's rows moved onto the common base, the sorts, skipped when
+        the rows are already in order).  At most twice as many tasks as the cluster has worker
+        threads are in flight, and each result is released on its worker once gathered, so a
+        worker's memory holds one batch being parsed and a few finished ones whatever the number
+        of files.
         None (default) reads the files one at a time in this process.
 
     Returns
@@ -756,7 +741,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
               "time_unit": time_unit, "max_event_us": max_event_us,
               "overlap_tolerance_us": overlap_tolerance_us}
     kwargs = [{**common, "rank": mapping.get(str(p), mapping.get(p.name))} for p in files]
-    reads, failures = _read_all(files, kwargs, progress, errors, client)
+    reads, failures, merger = _read_all(files, kwargs, progress, errors, client)
     if not reads:
         raise InputError(f"none of the {len(files)} trace files could be read", file=str(files[0]))
     by_rank: dict[int, list[str]] = {}
@@ -772,20 +757,8 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         ledger.extend(tr.ledger)
     ledger.extend(failures)
     base = min(int(tr.metadata["base_time_ns"]) for tr in reads)
-    kernels, steps, syncs, ops = [], [], [], []
-    for tr in reads:
-        shift = (int(tr.metadata["base_time_ns"]) - base) / 1000.0
-        k, s, h, o = tr.kernels, tr.steps, tr.host_syncs, tr.ops
-        if shift:
-            k = k.assign(start_us=k["start_us"] + shift, end_us=k["end_us"] + shift,
-                         launch_us=k["launch_us"] + shift)
-            s = s.assign(start_us=s["start_us"] + shift, end_us=s["end_us"] + shift)
-            h = h.assign(start_us=h["start_us"] + shift, end_us=h["end_us"] + shift)
-            o = o.assign(start_us=o["start_us"] + shift)
-        kernels.append(k)
-        steps.append(s)
-        syncs.append(h)
-        ops.append(o)
+    # each rank's shift onto the common base; the merger adds it to that rank's rows (where not 0)
+    shift_by_rank = {tr.rank: (int(tr.metadata["base_time_ns"]) - base) / 1000.0 for tr in reads}
     shifted = sum(int(tr.metadata["base_time_ns"]) != base for tr in reads)
     if shifted:
         ledger.flag("time_base_shifted", f"{shifted} file(s) moved onto the common time base {base} ns (no "
@@ -800,13 +773,8 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
             shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
             ledger.flag("missing_ranks", f"{len(by_rank)} of {world} ranks read (missing {len(missing)}: "
                                          f"{shown}); cross-rank results cover the ranks read only")
-    k_all = _concat(kernels, empty_kernels(), ("name", "process_group", "comm_rule"))
-    k_all = k_all.sort_values(["rank", "start_us", "end_us", "stream"], kind="stable", ignore_index=True)
-    s_all = _concat(steps, empty_steps(), ()).sort_values(["rank", "start_us"], ignore_index=True)
-    h_all = _concat(syncs, empty_host_syncs(), ("name", "sync_kind")).sort_values(
-        ["rank", "start_us"], kind="stable", ignore_index=True)
-    o_all = _concat(ops, empty_ops(), ("name",)).sort_values(["rank", "start_us"], kind="stable",
-                                                             ignore_index=True)
+    tables = merger.finish(shift_by_rank)
+    k_all, s_all, h_all, o_all = (tables[t] for t in ("kernels", "steps", "host_syncs", "ops"))
     return TraceSet(k_all, s_all, h_all, {tr.rank: tr.metadata for tr in reads}, ledger, base, reads, o_all)
 
 
