@@ -44,6 +44,23 @@ class FleetlibError(ValueError):
     """Base class of every error fleetlib raises on purpose."""
 
 
+#: The longest message, reason or flag text fleetlib keeps (characters).  Readers quote a field's
+#: value shortened (:func:`fleetlib._io.excerpt`); this bound holds for every text whatever it quotes,
+#: so no error, ledger or report carries more than a glimpse of a file's contents.
+MESSAGE_LIMIT = 600
+
+
+def bounded_text(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Return ``text``, or its head and tail with the middle cut and counted when it exceeds ``limit``.
+
+    The tail is kept because messages end with what was expected.
+    """
+    if len(text) <= limit:
+        return text
+    head, tail = (limit * 2) // 3, limit // 6
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters cut ...] {text[-tail:]}"
+
+
 class InputError(FleetlibError):
     """A record that cannot be read or repaired.
 
@@ -57,6 +74,7 @@ class InputError(FleetlibError):
 
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
                  field: str | None = None) -> None:
+        message = bounded_text(str(message))
         self.message = message
         self.file = file
         self.row = row
@@ -169,6 +187,7 @@ class LedgerEntry:
             raise DomainError(f"ledger action must be one of {LEDGER_ACTIONS}; got {self.action!r}")
         if not self.reason:
             raise DomainError("a ledger entry must name its repair or its reason for rejection")
+        object.__setattr__(self, "reason", bounded_text(str(self.reason)))
 
     def to_dict(self) -> dict[str, object]:
         """Return the entry as a JSON-ready dictionary."""
@@ -211,6 +230,7 @@ class Flag:
     def __post_init__(self) -> None:
         if not self.code or not self.message:
             raise DomainError("a flag needs a code and a message")
+        object.__setattr__(self, "message", bounded_text(str(self.message)))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the flag as a JSON-ready dictionary (every key present; unknown ones are None)."""

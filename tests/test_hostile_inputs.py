@@ -235,6 +235,24 @@ def test_a_refusal_names_the_rejections_that_caused_it_since_no_ledger_is_printe
     assert message.startswith(f"file {log}, field 'key': held time needs exactly one kept init_start")
 
 
+def test_no_message_reason_or_flag_carries_more_than_a_glimpse_of_a_huge_field(tmp_path):
+    from fleetlib.quality import MESSAGE_LIMIT
+
+    huge = "x" * 200_000
+    events = tmp_path / "events.csv"
+    events.write_text("job_id,attempt,time,kind\n"
+                      "j,0,2025-02-10T14:00:00Z,gang_complete\n"
+                      f"j,0,2025-02-10T14:01:00Z,{huge}\n"
+                      "j,0,2025-02-10T14:02:00Z,release\n")
+    _, ledger = RUNTIME["canonical"].read([events])
+    texts = [f.message for f in ledger.flags] + [e.reason for e in ledger.entries]
+    assert texts and max(len(t) for t in texts) <= MESSAGE_LIMIT + 60
+    assert any("characters cut" in t or "characters)" in t for t in texts)
+    err = InputError(f"value {huge} is not a number; expected seconds", file="f.csv", row=3, field="t")
+    assert len(err.message) <= MESSAGE_LIMIT + 60 and err.message.endswith("expected seconds")
+    assert f"[... {200_040 - 400 - 100:,} characters cut ...]" in err.message  # the cut is counted
+
+
 def test_a_gzip_bomb_stops_at_the_byte_limit_with_bounded_memory():
     tracemalloc.start()
     try:
