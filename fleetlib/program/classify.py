@@ -509,8 +509,28 @@ def shape_bytes(dims: Sequence[object], types: Sequence[object]) -> pd.arrays.In
     """
     if len(dims) != len(types):
         raise DomainError(f"dims and types differ in length ({len(dims)} != {len(types)})")
+    count, first_type = first_shape_elements(dims, types)
+    return message_bytes(count, first_type)
+
+
+def first_shape_elements(dims: Sequence[object], types: Sequence[object]) -> tuple[np.ndarray, np.ndarray]:
+    """Return each annotation's element count of its first shape (NaN if none) and its first dtype.
+
+    Parameters
+    ----------
+    dims, types
+        ``Input Dims`` and ``Input type`` of host collective annotations, of equal length.
+
+    Returns
+    -------
+    count : numpy.ndarray
+        Float element counts (the product of the first shape's dimensions); NaN where the first
+        shape is empty, missing or not a list of integers.
+    first_type : numpy.ndarray
+        Object array of the first dtype name of each annotation (None where there is none).
+    """
     count = np.full(len(dims), np.nan)
-    first_type: list[object] = [None] * len(dims)
+    first_type = np.full(len(dims), None, dtype=object)
     # host collective annotations are few (tens per step): a plain loop is clearest here
     for i, (d, t) in enumerate(zip(dims, types, strict=True)):
         if isinstance(d, list) and d and isinstance(d[0], list) and d[0] \
@@ -518,7 +538,7 @@ def shape_bytes(dims: Sequence[object], types: Sequence[object]) -> pd.arrays.In
             count[i] = float(np.prod(np.asarray(d[0], dtype=float)))
         if isinstance(t, list) and t:
             first_type[i] = t[0]
-    return message_bytes(count, first_type)
+    return count, first_type
 
 
 def host_sync_kinds(runtime_names: Sequence[object] | np.ndarray | pd.Series,

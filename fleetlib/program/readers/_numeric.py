@@ -83,12 +83,5 @@ def shape_bytes(dims: np.ndarray, types: np.ndarray) -> np.ndarray:
     """
     if len(dims) != len(types):
         return classify.shape_bytes(list(dims), list(types)).to_numpy(dtype=float, na_value=np.nan)
-    count = np.full(len(dims), np.nan)
-    first_type = np.full(len(dims), None, dtype=object)
-    for i, (d, t) in enumerate(zip(dims.tolist(), types.tolist(), strict=True)):  # host annotations: tens
-        if isinstance(d, list) and d and isinstance(d[0], list) and d[0] \
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in d[0]):
-            count[i] = float(np.prod(np.asarray(d[0], dtype=float)))
-        if isinstance(t, list) and t:
-            first_type[i] = t[0]
+    count, first_type = classify.first_shape_elements(dims.tolist(), types.tolist())
     return message_bytes(count, first_type)
