@@ -90,3 +90,58 @@ def test_cli_engine_dask_with_workers(partitioned: Path) -> None:
     args = parser.parse_args(["fleet", str(partitioned), "--engine", "dask", "--workers", "1", "--json"])
     res = args.func(args)
     assert res["mpg"] == measure_fleet(partitioned).mpg
+
+
+def test_the_cluster_starting_in_the_background_is_closed_when_the_bundle_is_refused(tmp_path: Path) -> None:
+    """A bad bundle is refused while the cluster starts; the cluster is still started and closed."""
+    import threading
+
+    from fleetlib.fleet import engine
+
+    closed: list[bool] = []
+    real = engine.dask_client
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        manager = real(*args, **kwargs)
+
+        class Watch:
+            def __enter__(self) -> Any:
+                return manager.__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                closed.append(True)
+                return manager.__exit__(*exc)
+
+        return Watch()
+
+    bad = tmp_path / "fleet.yaml"
+    bad.write_text("name: x\nscheduler: {format: canonical, files: [missing.parquet]}\n"
+                   "timelines: {format: canonical, files: [missing.parquet]}\n")
+    before = threading.active_count()
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(engine, "dask_client", watched)
+    try:
+        with pytest.raises(InputError, match=r"missing\.parquet"):
+            measure_fleet(bad, engine="dask", workers=1)
+    finally:
+        monkey.undo()
+    assert closed == [True]
+    assert threading.active_count() <= before + 1  # no cluster thread left running (allow a pool reaper)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True])
+def test_a_bad_worker_count_is_refused_before_any_cluster_starts(workers: Any) -> None:
+    from fleetlib.fleet.engine import dask_client_in_background
+    from fleetlib.quality import DomainError
+
+    with pytest.raises(DomainError, match="workers must be a whole number"):
+        with dask_client_in_background(None, workers):
+            pass
+
+
+def test_a_failed_cluster_start_is_raised_when_the_client_is_asked_for() -> None:
+    from fleetlib.fleet.engine import dask_client_in_background
+
+    with pytest.raises((ValueError, TypeError)):
+        with dask_client_in_background(None, 1, memory_limit="not a size") as get_client:
+            get_client()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from fleetlib.accounting import Window
 from fleetlib.fleet.manifest import FleetManifest
 from fleetlib.quality import DomainError, InputError, Ledger
 
-__all__ = ["DEFAULT_MEMORY_PER_WORKER", "dask_client", "dask_runtime_per_job"]
+__all__ = ["DEFAULT_MEMORY_PER_WORKER", "dask_client", "dask_client_in_background", "dask_runtime_per_job"]
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
 DEFAULT_MEMORY_PER_WORKER = "3GiB"
@@ -71,9 +71,7 @@ def dask_client(
     if client is not None:
         yield client
         return
-    n = 2 if workers is None else workers
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
+    n = _worker_count(workers)
     import dask
     from distributed import Client, LocalCluster
 
@@ -101,11 +99,61 @@ def dask_client(
         yield new
 
 
+def _worker_count(workers: int | None) -> int:
+    """Return the number of worker processes to start (default 2); refuse all but a whole number >= 1."""
+    n = 2 if workers is None else workers
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
+    return n
+
+
+@contextlib.contextmanager
+def dask_client_in_background(
+    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None
+) -> Iterator[Callable[[], Any]]:
+    """Start :func:`dask_client`'s cluster in a background thread; yield a function that waits for it.
+
+    The worker processes spend about a second starting (and importing the measuring code); the
+    calling process reads the manifest and the scheduler records meanwhile and asks for the client
+    only when it submits the first task.  The cluster is closed on exit, after its start finished,
+    whether or not the client was asked for; an error starting it is raised by the function.
+
+    Parameters
+    ----------
+    client, workers, memory_limit
+        As :func:`dask_client`: a given ``client`` is returned as it is (and left open).
+
+    Yields
+    ------
+    callable
+        No arguments; returns the ``distributed.Client`` (waiting for the cluster to start).
+    """
+    if client is not None:
+        yield lambda: client
+        return
+    _worker_count(workers)  # a bad count is refused here, before any thread
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    starting = dask_client(None, workers, memory_limit)
+    # entered and exited in one context: the client's "current client" variable is reset where it was set
+    context = contextvars.copy_context()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="fleetlib-cluster")
+    started = pool.submit(context.run, starting.__enter__)
+    pool.shutdown(wait=False)  # the thread ends when the start does
+    try:
+        yield started.result
+    finally:
+        if started.exception() is None:  # waits for the start; a failed start closed itself
+            context.run(starting.__exit__, None, None, None)
+
+
 def _warm_imports() -> None:
     """Import what a timeline task runs (on a worker, ahead of its first task)."""
     import pyarrow.parquet  # noqa: F401
 
     import fleetlib.fleet.measure
+    import fleetlib.program.readers.kineto  # the trace step's tasks, after the timelines
     import fleetlib.runtime._fast
     import fleetlib.runtime.readers  # noqa: F401
 
@@ -221,7 +269,7 @@ def dask_runtime_per_job(
     ]
     results = _gather(client, futures, progress)
     owner: dict[str, str] = {}
-    seen: dict[tuple[str, str], str] = {}
+    seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     rows: dict[str, int] = {}
     for path, res in zip(man.timeline_files, results, strict=True):
         ledger.extend(res["ledger"])
@@ -231,19 +279,18 @@ def dask_runtime_per_job(
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
-    split = sorted(
-        j for (j, t), f in seen.items() if t == "steps" and seen.get((j, "events"), f) != f
-    )
+    in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
+    split = sorted(j for j in in_steps.keys() & in_events.keys() if in_steps[j] != in_events[j])
     if split:
         job = split[0]
         raise InputError(
             f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
-            f"{seen[(job, 'steps')]} and its events in {seen[(job, 'events')]}: write one job's "
+            f"{in_steps[job]} and its events in {in_events[job]}: write one job's "
             "timeline into one file (partition), or use engine='pandas'",
             file=str(man.file),
             field="timelines.files",
         )
-    known = set(jobs.index)
+    known = set(jobs.index.tolist())
     _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     joined = {j: f for j, f in owner.items() if j in known}
     done = [r for r in results if r["runtime_jobs"]]

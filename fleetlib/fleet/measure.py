@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -293,6 +293,11 @@ def _mapped_tables(tables: Any, job_map: Mapping[str, str]) -> tuple[pd.DataFram
     return s, e
 
 
+def _index_set(frame: pd.DataFrame) -> set[str]:
+    """Return the index labels of ``frame`` as a set (one conversion: iterating an Arrow index is slow)."""
+    return set(frame.index.tolist())
+
+
 def _distinct(ids: Any) -> list[str]:
     """Return the sorted distinct job ids of a column or a list.
 
@@ -307,26 +312,36 @@ def _register_timeline(
     rel: str,
     jobs_by_table: Mapping[str, Any],
     owner: dict[str, str],
-    seen: dict[tuple[str, str], str],
+    seen: dict[str, dict[str, str]],
 ) -> None:
     """Record which file holds each job's steps and events; refuse a job whose steps (or events) are in two.
 
     A steps file and an events file of one job are one timeline; two files with steps (or with events)
-    of one job are two timelines.
+    of one job are two timelines.  ``seen`` maps ``"steps"`` and ``"events"`` to job -> file; ``owner``
+    maps each job to the first file that named it.  Set and dict operations, not a loop over jobs: a
+    fleet-scale partition names thousands.
     """
     for table in ("steps", "events"):
         # the distinct ids first (vectorised): iterating an Arrow-backed column costs ~2 us a row
-        for job in _distinct(jobs_by_table[table]):
-            other = seen.get((job, table))
-            if other is not None and other != rel:
+        ids = _distinct(jobs_by_table[table])
+        table_seen = seen.setdefault(table, {})
+        clash = table_seen.keys() & ids
+        if clash:
+            for job in (j for j in ids if j in clash and table_seen[j] != rel):  # the first, in id order
                 raise InputError(
-                    f"two timelines for job {job!r}: {other} and {rel} both hold its {table} (one job, "
-                    "one timeline; merge them or map one to another job with job_map)",
+                    f"two timelines for job {job!r}: {table_seen[job]} and {rel} both hold its {table} "
+                    "(one job, one timeline; merge them or map one to another job with job_map)",
                     file=str(man.file),
                     field="timelines.files",
                 )
-            seen[(job, table)] = rel
-            owner.setdefault(job, rel)
+        table_seen.update(dict.fromkeys(ids, rel))
+        fresh = owner.keys().isdisjoint(ids)
+        if fresh:
+            owner.update(dict.fromkeys(ids, rel))
+        else:
+            new = set(ids) - owner.keys()
+            if new:
+                owner.update(dict.fromkeys([j for j in ids if j in new], rel))
 
 
 def _flag_unknown_jobs(
@@ -356,7 +371,7 @@ def _read_timelines(
 
     read = _timeline_reader(man.timeline_format)
     owner: dict[str, str] = {}
-    seen: dict[tuple[str, str], str] = {}  # (job, "steps" | "events") -> file
+    seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     steps, events = [], []
     for path in tqdm(man.timeline_files, desc="fleet timelines", unit="file", file=sys.stderr,
                      disable=not progress):
@@ -399,16 +414,15 @@ def _check_job_keys(
 ) -> None:
     """Refuse a model config or traces for a job with no timeline; note those of jobs outside the window."""
     for key, ids in (("models", man.models), ("traces", man.traces)):
-        for job in ids:
-            if job not in owner:
-                raise InputError(
-                    f"names job {job!r}, which has no timeline in the bundle: a {key[:-1]} without a "
-                    "timeline has no retained steps to measure",
-                    file=str(man.file),
-                    field=f"{key}.{job}",
-                )
-            if job not in joined:
-                ledger.count_unused(f"{key} of jobs not joined in the window", 1)
+        if not owner.keys() >= ids.keys():
+            job = next(j for j in ids if j not in owner)  # the first in the manifest's order
+            raise InputError(
+                f"names job {job!r}, which has no timeline in the bundle: a {key[:-1]} without a "
+                "timeline has no retained steps to measure",
+                file=str(man.file),
+                field=f"{key}.{job}",
+            )
+        ledger.count_unused(f"{key} of jobs not joined in the window", len(ids.keys() - joined.keys()))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -480,39 +494,45 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
     """Ideal device-s per job from its model config; P and its partition per job; conventions."""
     from fleetlib.program.commands import load_model_config
 
-    jobs["ideal_device_s"] = np.nan
-    jobs["model"] = None
-    jobs["model_name"] = None
+    n = len(jobs)
+    ideal_device_s = np.full(n, np.nan)
+    model = np.full(n, None, dtype=object)
+    model_name = np.full(n, None, dtype=object)
     conventions: dict[str, str] = {}
-    mapped = pd.Series({j: str(p) for j, p in man.models.items() if j in jobs.index}, dtype=object)
-    if len(mapped):
-        # one read per config file: at fleet scale 200,000 jobs share a few dozen configs
-        configs = {Path(p): load_model_config(Path(p)) for p in sorted(set(mapped))}
-        cfg_of = {str(p): c for p, c in configs.items()}
-        job_ids = mapped.index
-        devices = jobs.loc[job_ids, "devices"].astype(int)
-        # every per-job value below is looked up per config (a dict), not computed per job
-        stated = mapped.map({p: int(c["devices"]) for p, c in cfg_of.items()})
-        for job in job_ids[(stated != devices).to_numpy()]:
-            path = Path(mapped[job])
+    held = _index_set(jobs)
+    pairs = [(j, str(p)) for j, p in man.models.items() if j in held]  # the manifest's order
+    if pairs:
+        # one read per config file: at fleet scale 200,000 jobs share a few dozen configs; every
+        # per-job value below is a per-config array taken by each job's config code
+        job_ids = [j for j, _ in pairs]
+        paths = sorted({p for _, p in pairs})
+        code_of = {p: i for i, p in enumerate(paths)}
+        codes = np.fromiter((code_of[p] for _, p in pairs), dtype=np.intp, count=len(pairs))
+        cfgs = [load_model_config(Path(p)) for p in paths]
+        pos = jobs.index.get_indexer(job_ids)
+        devices = jobs["devices"].to_numpy()[pos].astype(int)
+        stated = np.array([int(c["devices"]) for c in cfgs])[codes]
+        for i in np.flatnonzero(stated != devices):
+            rel = man.relative(Path(paths[codes[i]]))
             ledger.flag(
                 "model_devices_mismatch",
-                f"model config {man.relative(path)} states {int(stated[job])} "
-                f"devices, the scheduler held {int(devices[job])}; ideal device-time does "
-                "not depend on it (useful FLOPs / peak)",
-                file=man.relative(path),
-                job_id=job,
+                f"model config {rel} states {int(stated[i])} devices, the scheduler held "
+                f"{int(devices[i])}; ideal device-time does not depend on it (useful FLOPs / peak)",
+                file=rel,
+                job_id=job_ids[i],
             )
         # ideal device-s per step: useful FLOPs / peak FLOP/s
-        per_step = mapped.map(
-            {p: c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for p, c in cfg_of.items()}
-        )
-        jobs.loc[job_ids, "ideal_device_s"] = jobs.loc[job_ids, "retained_steps"].astype(float) * per_step
-        jobs.loc[job_ids, "model"] = mapped.map({p: man.relative(Path(p)) for p in cfg_of})
-        jobs.loc[job_ids, "model_name"] = mapped.map(
-            {p: f"{c['name']} / {c['devices']} devices" for p, c in cfg_of.items()}
-        )
-        conventions = dict(mapped.map({p: c["convention"].label for p, c in cfg_of.items()}))
+        per_step = np.array([c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for c in cfgs])
+        retained = jobs["retained_steps"].to_numpy(float)[pos]
+        ideal_device_s[pos] = retained * per_step[codes]
+        model[pos] = np.array([man.relative(Path(p)) for p in paths], dtype=object)[codes]
+        names = np.array([f"{c['name']} / {c['devices']} devices" for c in cfgs], dtype=object)
+        model_name[pos] = names[codes]
+        labels = [c["convention"].label for c in cfgs]
+        conventions = dict(zip(job_ids, [labels[c] for c in codes.tolist()], strict=True))
+    jobs["ideal_device_s"] = ideal_device_s
+    jobs["model"] = pd.Series(model, index=jobs.index, dtype=object)  # None where no config
+    jobs["model_name"] = pd.Series(model_name, index=jobs.index, dtype=object)
     has = jobs["ideal_device_s"].notna().to_numpy()
     prod = jobs["productive_device_s"].to_numpy(float)
     above = jobs["step_time_above_baseline"].to_numpy(float)
@@ -582,8 +602,10 @@ def _timelines_into_jobs(
             man, jobs, scheduled, window, ledger, client, progress=progress
         )
     _check_job_keys(man, owner, joined, ledger)
-    jobs["observed"] = jobs.index.isin(list(joined))
-    jobs["timeline"] = [joined.get(j) for j in jobs.index]
+    # one pass over the ids as Python strings (an Arrow-backed index's isin converts each value)
+    timeline = [joined.get(j) for j in jobs.index.tolist()]
+    jobs["observed"] = np.fromiter((t is not None for t in timeline), dtype=bool, count=len(timeline))
+    jobs["timeline"] = timeline
     if client is None:
         _runtime_per_job(steps, events, window, jobs)
         return
@@ -659,17 +681,25 @@ def measure_fleet(
         raise DomainError("workers=, client= and memory_limit= are options of engine='dask'")
     show = sys.stderr.isatty() if progress is None else bool(progress)
     if engine == "dask":
-        from fleetlib.fleet.engine import dask_client
+        from fleetlib.fleet.engine import dask_client_in_background
 
-        with dask_client(client, workers, memory_limit) as dask:
-            return _measure(manifest_or_path, window, dask, show)
+        # the cluster starts while this process reads the manifest and the scheduler records
+        with dask_client_in_background(client, workers, memory_limit) as get_client:
+            return _measure(manifest_or_path, window, get_client, show)
     return _measure(manifest_or_path, window, None, show)
 
 
 def _measure(
-    manifest_or_path: str | Path | FleetManifest, window: Any, client: Any, progress: bool
+    manifest_or_path: str | Path | FleetManifest,
+    window: Any,
+    get_client: Callable[[], Any] | None,
+    progress: bool,
 ) -> FleetMeasurement:
-    """:func:`measure_fleet` on the pandas engine (``client`` None) or on Dask."""
+    """:func:`measure_fleet` on the pandas engine (``get_client`` None) or on Dask.
+
+    ``get_client`` returns the Dask client (waiting for its cluster); it is called only once the
+    scheduler records are read, the first step that submits tasks.
+    """
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
@@ -685,7 +715,8 @@ def _measure(
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
-    scheduled = set(records.allocations["job_id"].astype(str))
+    scheduled = set(records.allocations["job_id"].astype(str).tolist())
+    client = get_client() if get_client is not None else None
     _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger)
@@ -714,15 +745,15 @@ def _measure(
         "total_residual_device_s": float(jobs["reconciliation_residual"].sum()),
         "jobs": {
             str(j): {
-                "scheduler_held_device_s": float(held),
-                "timeline_held_device_s": float(timeline),
-                "residual_device_s": float(residual),
+                "scheduler_held_device_s": held,
+                "timeline_held_device_s": timeline,
+                "residual_device_s": residual,
             }
-            for j, held, timeline, residual in zip(
-                rec.index,
-                rec["held_device_s"].to_numpy(float),
-                rec["timeline_held_device_s"].to_numpy(float),
-                rec["reconciliation_residual"].to_numpy(float),
+            for j, held, timeline, residual in zip(  # tolist(): Python floats, no per-value cast
+                rec.index.tolist(),
+                rec["held_device_s"].to_numpy(float).tolist(),
+                rec["timeline_held_device_s"].to_numpy(float).tolist(),
+                rec["reconciliation_residual"].to_numpy(float).tolist(),
                 strict=True,
             )
         },
