@@ -143,5 +143,5 @@ def test_a_failed_cluster_start_is_raised_when_the_client_is_asked_for() -> None
     from fleetlib.fleet.engine import dask_client_in_background
 
     with pytest.raises((ValueError, TypeError)):
-        with dask_client_in_background(None, 1, memory_limit="not a size") as get_client:
-            get_client()
+        with dask_client_in_background(None, 1, memory_limit="not a size") as cluster:
+            cluster.client()

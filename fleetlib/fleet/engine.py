@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,13 @@ from fleetlib.accounting import Window
 from fleetlib.fleet.manifest import FleetManifest
 from fleetlib.quality import DomainError, InputError, Ledger
 
-__all__ = ["DEFAULT_MEMORY_PER_WORKER", "dask_client", "dask_client_in_background", "dask_runtime_per_job"]
+__all__ = [
+    "DEFAULT_MEMORY_PER_WORKER",
+    "BackgroundCluster",
+    "dask_client",
+    "dask_client_in_background",
+    "dask_runtime_per_job",
+]
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
 DEFAULT_MEMORY_PER_WORKER = "3GiB"
@@ -107,16 +113,70 @@ def _worker_count(workers: int | None) -> int:
     return n
 
 
+class BackgroundCluster:
+    """A :func:`dask_client` cluster started in a background thread (see :func:`dask_client_in_background`).
+
+    :meth:`client` waits for the start and returns the client; :meth:`release` starts closing the
+    cluster in the background once no more tasks will be submitted; :meth:`close` waits for the
+    close (after the start, whether or not the client was asked for).
+    """
+
+    def __init__(self, workers: int | None, memory_limit: str | int | None) -> None:
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        _worker_count(workers)  # a bad count is refused here, before any thread
+        self._manager = dask_client(None, workers, memory_limit)
+        # entered and exited in one context: the client's "current client" is reset where it was set
+        self._context = contextvars.copy_context()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="fleetlib-cluster")
+        self._started = self._pool.submit(self._context.run, self._manager.__enter__)
+        self._closed: Any = None
+
+    def client(self) -> Any:
+        """Return the ``distributed.Client``, waiting for the cluster to start (its error raised here)."""
+        return self._started.result()
+
+    def release(self) -> None:
+        """Start closing the cluster in the background thread; no task may be submitted after."""
+        if self._closed is None:
+            self._closed = self._pool.submit(self._close)
+
+    def close(self) -> None:
+        """Close the cluster (wait for a close :meth:`release` started); the thread ends."""
+        self.release()
+        self._pool.shutdown(wait=True)
+        self._closed.result()
+
+    def _close(self) -> None:
+        if self._started.exception() is None:  # waits for the start; a failed start closed itself
+            self._context.run(self._manager.__exit__, None, None, None)
+
+
+class _GivenClient:
+    """A client given by the caller: returned as it is, never closed."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def client(self) -> Any:
+        return self._client
+
+    def release(self) -> None:
+        return None
+
+
 @contextlib.contextmanager
 def dask_client_in_background(
     client: Any = None, workers: int | None = None, memory_limit: str | int | None = None
-) -> Iterator[Callable[[], Any]]:
-    """Start :func:`dask_client`'s cluster in a background thread; yield a function that waits for it.
+) -> Iterator[BackgroundCluster | _GivenClient]:
+    """Start :func:`dask_client`'s cluster in a background thread; yield its handle.
 
     The worker processes spend about a second starting (and importing the measuring code); the
     calling process reads the manifest and the scheduler records meanwhile and asks for the client
-    only when it submits the first task.  The cluster is closed on exit, after its start finished,
-    whether or not the client was asked for; an error starting it is raised by the function.
+    (``handle.client()``) only when it submits the first task.  After its last task it may call
+    ``handle.release()``: the cluster closes while it finishes its own work.  On exit the cluster is
+    closed (waiting for its start and its close), whether or not the client was asked for.
 
     Parameters
     ----------
@@ -125,27 +185,18 @@ def dask_client_in_background(
 
     Yields
     ------
-    callable
-        No arguments; returns the ``distributed.Client`` (waiting for the cluster to start).
+    BackgroundCluster
+        ``client()`` returns the ``distributed.Client`` (an error starting the cluster is raised
+        there); ``release()`` starts closing it.
     """
     if client is not None:
-        yield lambda: client
+        yield _GivenClient(client)
         return
-    _worker_count(workers)  # a bad count is refused here, before any thread
-    import contextvars
-    from concurrent.futures import ThreadPoolExecutor
-
-    starting = dask_client(None, workers, memory_limit)
-    # entered and exited in one context: the client's "current client" variable is reset where it was set
-    context = contextvars.copy_context()
-    pool = ThreadPoolExecutor(1, thread_name_prefix="fleetlib-cluster")
-    started = pool.submit(context.run, starting.__enter__)
-    pool.shutdown(wait=False)  # the thread ends when the start does
+    handle = BackgroundCluster(workers, memory_limit)
     try:
-        yield started.result
+        yield handle
     finally:
-        if started.exception() is None:  # waits for the start; a failed start closed itself
-            context.run(starting.__exit__, None, None, None)
+        handle.close()
 
 
 def _warm_imports() -> None:
@@ -280,7 +331,8 @@ def dask_runtime_per_job(
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
     in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
-    split = sorted(j for j in in_steps.keys() & in_events.keys() if in_steps[j] != in_events[j])
+    # jobs with steps and events whose files differ (set operations on the (job, file) pairs)
+    split = sorted({j for j, _ in in_steps.items() - in_events.items()} & in_events.keys())
     if split:
         job = split[0]
         raise InputError(
@@ -292,7 +344,9 @@ def dask_runtime_per_job(
         )
     known = set(jobs.index.tolist())
     _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
-    joined = {j: f for j, f in owner.items() if j in known}
+    joined = dict(owner)
+    for j in owner.keys() - known:  # the few jobs the scheduler did not hold in the window
+        del joined[j]
     done = [r for r in results if r["runtime_jobs"]]
     index = pd.Index([j for r in done for j in r["runtime_jobs"]], name=jobs.index.name)
     runtime = pd.DataFrame(

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,8 +303,9 @@ def _distinct(ids: Any) -> list[str]:
 
     Vectorised: iterating an Arrow-backed column costs about 2 us a row.
     """
-    column = ids if isinstance(ids, pd.Series) else pd.Series(ids, dtype=object)
-    return sorted(set(column.unique().tolist()))
+    if isinstance(ids, pd.Series):
+        return sorted(set(ids.unique().tolist()))
+    return sorted(set(ids))  # a list (the Dask engine's tasks send their distinct ids)
 
 
 def _register_timeline(
@@ -684,21 +685,22 @@ def measure_fleet(
         from fleetlib.fleet.engine import dask_client_in_background
 
         # the cluster starts while this process reads the manifest and the scheduler records
-        with dask_client_in_background(client, workers, memory_limit) as get_client:
-            return _measure(manifest_or_path, window, get_client, show)
+        with dask_client_in_background(client, workers, memory_limit) as cluster:
+            return _measure(manifest_or_path, window, cluster, show)
     return _measure(manifest_or_path, window, None, show)
 
 
 def _measure(
     manifest_or_path: str | Path | FleetManifest,
     window: Any,
-    get_client: Callable[[], Any] | None,
+    cluster: Any,
     progress: bool,
 ) -> FleetMeasurement:
-    """:func:`measure_fleet` on the pandas engine (``get_client`` None) or on Dask.
+    """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
-    ``get_client`` returns the Dask client (waiting for its cluster); it is called only once the
-    scheduler records are read, the first step that submits tasks.
+    ``cluster`` (:func:`fleetlib.fleet.engine.dask_client_in_background`'s handle) gives the Dask
+    client, waiting for its start, once the scheduler records are read (the first step that submits
+    tasks), and is released after the last (the trace step): it closes while the results are built.
     """
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
@@ -716,7 +718,7 @@ def _measure(
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
-    client = get_client() if get_client is not None else None
+    client = cluster.client() if cluster is not None else None
     _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger)
@@ -725,6 +727,8 @@ def _measure(
     p = _program_factor(jobs, win, r, conventions)
     product = mpg(s, r, p)
     traces = _traces(jobs, man, ledger, client)
+    if cluster is not None:
+        cluster.release()  # no task after this one
     obs = jobs[jobs["observed"]]
     obs_held = float(obs["held_device_s"].sum())
     runtime_observed = {
