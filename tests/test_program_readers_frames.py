@@ -124,3 +124,64 @@ def test_bundled_traces_read_alike_with_the_direct_builders(path: Path, monkeypa
     assert cached.from_cache
     for name in ("kernels", "steps", "host_syncs", "ops"):
         pd.testing.assert_frame_equal(getattr(cached, name), getattr(slow, name), check_exact=True)
+
+
+# --- factorising text by identity (fleetlib.program.readers._identity) -----------------------------
+
+TEXT = st.one_of(st.none(), st.sampled_from(["", "a", "b", "nccl:all_reduce", "é", "a" * 50]),
+                 st.text(max_size=6))
+
+
+def fresh_copies(values: list[object]) -> np.ndarray:
+    """The values with every string a new object (as the decoder hands them over)."""
+    return objects([None if v is None else "".join(list(v)) if isinstance(v, str) else v for v in values])
+
+
+def shared_copies(values: list[object]) -> np.ndarray:
+    """The values with equal strings one object (as after _columns._shared)."""
+    one: dict[object, object] = {}
+    return objects([v if v is None else one.setdefault(v, v) for v in values])
+
+
+@settings(max_examples=150, deadline=None)
+@given(pool=st.lists(TEXT, min_size=1, max_size=12), picks=st.lists(st.integers(0, 11), max_size=700),
+       shared=st.booleans())
+def test_factorize_text_equals_pandas(pool: list[object], picks: list[int], shared: bool) -> None:
+    from fleetlib.program.readers import _memo
+    from fleetlib.program.readers._identity import factorize_text
+
+    values = [pool[i % len(pool)] for i in picks]
+    array = shared_copies(values) if shared else fresh_copies(values)
+    want_codes, want_uniques = pd.factorize(array, use_na_sentinel=True)
+    got = factorize_text(array)
+    if got is not None:
+        np.testing.assert_array_equal(got[0], want_codes)
+        assert got[1].tolist() == list(want_uniques)
+    codes, uniques = _memo.factorize(array)  # whatever path it takes
+    np.testing.assert_array_equal(codes, want_codes)
+    assert uniques.tolist() == list(want_uniques)
+
+
+@pytest.mark.parametrize("odd", [1, 2.5, float("nan"), True, b"x", ("t",)])
+def test_factorize_text_leaves_other_values_to_pandas(odd: object) -> None:
+    from fleetlib.program.readers import _memo
+    from fleetlib.program.readers._identity import factorize_text
+
+    array = shared_copies(["a", None, "b"] * 300 + [odd])
+    assert factorize_text(array) is None
+    codes, uniques = _memo.factorize(array)
+    want_codes, want_uniques = pd.factorize(array, use_na_sentinel=True)
+    np.testing.assert_array_equal(codes, want_codes)
+    assert [type(u) for u in uniques.tolist()] == [type(u) for u in want_uniques]
+
+
+def test_factorize_text_reads_a_strided_array() -> None:
+    from fleetlib.program.readers._identity import factorize_text
+
+    base = shared_copies(["x", "y", None, "x"] * 500)
+    view = base[::3]
+    got = factorize_text(view)
+    want_codes, want_uniques = pd.factorize(view, use_na_sentinel=True)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], want_codes)
+    assert got[1].tolist() == list(want_uniques)

@@ -208,7 +208,7 @@ def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
 def _shared(values: np.ndarray) -> np.ndarray:
     """Point equal values at one object (the decoder makes a new string per event; names are long)."""
     try:
-        codes, uniques = _memo.factorize(values)
+        codes, uniques = _memo.factorize_by_value(values)  # one object per row: by value
     except TypeError:  # unhashable values in a malformed trace: keep them as they are
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
