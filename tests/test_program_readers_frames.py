@@ -1,8 +1,7 @@
 """The readers' direct table builders equal the pandas calls they stand in for.
 
 :func:`fleetlib.program.readers._frames.frame` must return what ``pd.DataFrame(columns, copy=False)``
-returns, and :func:`~fleetlib.program.readers._frames.with_column` what ``table[name] = values``
-leaves in the table -- values, dtypes (categories included), column order and index -- on columns
+returns -- values, dtypes (categories included), column order and index -- on columns
 that take the direct path and on columns that must go to the constructor (bare object arrays,
 lists, Series with another index, unequal lengths).  The bundled traces are read with both and
 compared table by table.
@@ -19,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetlib.program.readers import _frames
-from fleetlib.program.readers._frames import frame, with_column
+from fleetlib.program.readers._frames import frame
 from fleetlib.program.traces import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -79,33 +78,6 @@ def test_a_shared_column_index_is_never_changed_by_a_table() -> None:
     assert list(frame(typed_columns(2)).columns) == list(typed_columns(3))
 
 
-def setitem(table: pd.DataFrame, name: str, values: np.ndarray) -> pd.DataFrame:
-    out = table.copy(deep=False)
-    out[name] = values
-    return out
-
-
-@settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 40), rank=st.integers(0, 2**40), which=st.sampled_from(sorted(typed_columns(1))))
-def test_with_column_equals_setitem(n: int, rank: int, which: str) -> None:
-    table = pd.DataFrame(typed_columns(n), copy=False)
-    values = np.full(n, rank, dtype=np.int64)
-    before = table.copy(deep=True)
-    got = with_column(table, which, values)
-    pd.testing.assert_frame_equal(got, setitem(table, which, values), check_exact=True)
-    pd.testing.assert_frame_equal(table, before, check_exact=True)  # the input is left as it was
-
-
-@pytest.mark.parametrize("table", [
-    pd.DataFrame({"rank": [1, 2], "x": [0.5, 1.5]}, index=[3, 4]),              # another index
-    pd.DataFrame([[1, 2], [3, 4]], columns=["rank", "rank"]),                  # a repeated column
-    pd.DataFrame({"x": [1.0, 2.0]}),                                            # no such column: added
-])
-def test_with_column_falls_back_to_setitem(table: pd.DataFrame) -> None:
-    values = np.array([7, 8], dtype=np.int64)
-    pd.testing.assert_frame_equal(with_column(table, "rank", values), setitem(table, "rank", values))
-
-
 def bundled() -> list[Path]:
     return sorted(p for p in DATA.rglob("*.json*") if p.name.endswith((".json", ".json.gz")))
 
@@ -114,7 +86,7 @@ def bundled() -> list[Path]:
 def test_bundled_traces_read_alike_with_the_direct_builders(path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            tmp_path: Path) -> None:
     fast = read_trace(path, cache=False)
-    monkeypatch.setattr(_frames, "_FROM_ARRAYS", None)  # every table through pd.DataFrame / setitem
+    monkeypatch.setattr(_frames, "_FROM_ARRAYS", None)  # every table through pd.DataFrame
     slow = read_trace(path, cache=False)
     for name in ("kernels", "steps", "host_syncs", "ops"):
         pd.testing.assert_frame_equal(getattr(fast, name), getattr(slow, name), check_exact=True)

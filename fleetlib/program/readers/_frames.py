@@ -81,34 +81,3 @@ def frame(columns: Mapping[str, Any]) -> pd.DataFrame:
         index = _COLUMN_INDEX[names] = pd.Index(list(names))
     return _FROM_ARRAYS(arrays, columns=index, index=pd.RangeIndex(n), verify_integrity=False)
 
-
-def with_column(table: pd.DataFrame, name: str, values: np.ndarray) -> pd.DataFrame:
-    """Return ``table`` with its column ``name`` replaced by ``values`` (same place, same index).
-
-    What ``table[name] = values`` leaves in ``table`` (pandas' setitem splits the column's block,
-    about five times the cost of building a small table afresh), as a new table sharing the other
-    columns; ``table`` itself is not changed.  Falls back to setitem on a copy for any table this
-    does not cover (a missing or repeated column, an index other than a ``RangeIndex`` from 0).
-
-    Parameters
-    ----------
-    table
-        A table with a default index.
-    name
-        An existing column.
-    values
-        A 1-D numpy array as long as the table.
-    """
-    names = list(table.columns)
-    index = table.index
-    n = len(table)
-    get = getattr(table, "_get_column_array", None)
-    if (_FROM_ARRAYS is None or get is None or names.count(name) != 1 or not isinstance(index, pd.RangeIndex)
-            or index.start != 0 or index.step != 1 or not isinstance(values, np.ndarray)
-            or values.ndim != 1 or len(values) != n):
-        out = table.copy(deep=False)
-        out[name] = values
-        return out
-    arrays = [get(i) for i in range(len(names))]
-    arrays[names.index(name)] = values
-    return _FROM_ARRAYS(arrays, columns=table.columns, index=pd.RangeIndex(n), verify_integrity=False)

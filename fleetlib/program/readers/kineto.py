@@ -185,7 +185,6 @@ from fleetlib.program.readers._cache import (
 from fleetlib.program.readers._concat import _concat, _Merger  # noqa: F401  (_concat: old import path)
 from fleetlib.program.readers._dask import _gather, _read_batch  # noqa: F401  (_read_batch: old path)
 from fleetlib.program.readers._decode import _load_bytes, _small_int
-from fleetlib.program.readers._frames import with_column
 from fleetlib.program.readers._tables import (
     DEFAULT_MAX_EVENT_US,
     DEFAULT_OVERLAP_TOLERANCE_US,
@@ -546,12 +545,11 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         built, ledger = hit
     r, source = _resolve_rank(p, built.metadata, rank, ledger)
     metadata = {**built.metadata, "rank": r, "rank_source": source, "file": file}
-    # the rank column rebuilt into each table (a setitem splits the table's block: five times the cost)
-    kernels, steps, host_syncs, ops = (with_column(t, "rank", np.full(len(t), r, dtype=np.int64))
-                                       for t in (built.kernels, built.steps, built.host_syncs, built.ops))
+    for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
+        frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     ledger.flags = [replace(f, rank=r) for f in ledger.flags]
-    return TraceRead(p, r, kernels, steps, host_syncs, metadata, ledger, hit is not None,
-                     time.perf_counter() - t0, ops)
+    return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
+                     time.perf_counter() - t0, built.ops)
 
 
 def _progress(items: Iterable[Any], enabled: bool, total: int) -> Iterable[Any]:
