@@ -157,3 +157,19 @@ def test_factorize_text_reads_a_strided_array() -> None:
     assert got is not None
     np.testing.assert_array_equal(got[0], want_codes)
     assert got[1].tolist() == list(want_uniques)
+
+
+# --- comparing factorised values (fleetlib.program.readers._columns._is_value) ----------------------
+
+JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True),
+                        st.sampled_from(["X", "M", "x", "X ", "", "f", "s"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(JSON_SCALAR, max_size=60), text=st.sampled_from(["X", "M", "f"]))
+def test_is_value_equals_elementwise_comparison(values: list[object], text: str) -> None:
+    from fleetlib.program.readers._columns import _is_value
+
+    array = fresh_copies(values)
+    codes, uniques = pd.factorize(array, use_na_sentinel=True)
+    np.testing.assert_array_equal(_is_value(codes, uniques, text), np.asarray(array == text, dtype=bool))
