@@ -72,3 +72,23 @@ def test_local_cluster_workers_run_no_statistical_profiler():
 
     with local_cluster(1) as cluster, distributed.Client(cluster) as client:
         assert list(client.run(profiling).values()) == [False]
+
+
+def test_a_packed_batch_unpickles_to_what_the_batch_read(tmp_path):
+    import pickle
+
+    from fleetlib.program.readers import _dask
+    from fleetlib.quality import InputError
+
+    bad = tmp_path / "rank7.json"
+    bad.write_text('{"traceEvents": [')
+    files = [DLRM[2], bad, PP[0]]
+    kwargs = [{"cache": False}] * 3
+    packed = _dask._read_batch_packed(files, kwargs)
+    assert isinstance(packed, bytes)
+    got, want = pickle.loads(packed), _dask._read_batch(files, kwargs)
+    assert isinstance(got[1], InputError) and str(got[1]) == str(want[1])
+    for g, w in zip([got[0], got[2]], [want[0], want[2]], strict=True):
+        for table in ("kernels", "steps", "host_syncs", "ops"):
+            pd.testing.assert_frame_equal(getattr(g, table), getattr(w, table), check_exact=True)
+        assert g.ledger.to_dict() == w.ledger.to_dict() and g.metadata == w.metadata and g.rank == w.rank

@@ -181,6 +181,18 @@ def _numbers(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, status
 
 
+def _is_value(codes: np.ndarray, uniques: Sequence[Any], text: str) -> np.ndarray:
+    """``values == text`` of factorised values (``codes`` into ``uniques``), without comparing each row.
+
+    A decoded JSON value equals a string only when it is that string, and the uniques are distinct,
+    so at most one code matches.
+    """
+    for j, u in enumerate(uniques):
+        if type(u) is str and u == text:
+            return codes == j
+    return np.zeros(len(codes), dtype=bool)
+
+
 def _args(args: np.ndarray) -> tuple[np.ndarray, int]:
     """Return events' ``args`` values as objects ({} when missing) and how many were not objects."""
     kinds = set(map(type, args))
@@ -208,7 +220,7 @@ def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
 def _shared(values: np.ndarray) -> np.ndarray:
     """Point equal values at one object (the decoder makes a new string per event; names are long)."""
     try:
-        codes, uniques = _memo.factorize(values)
+        codes, uniques = _memo.factorize_by_value(values)  # one object per row: by value
     except TypeError:  # unhashable values in a malformed trace: keep them as they are
         return values
     table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
@@ -300,7 +312,7 @@ class _Collector:
         for u, c in zip(ph_uniques, np.bincount(ph_codes[ph_codes >= 0], minlength=len(ph_uniques)),
                         strict=True):
             self.phase_counts[str(u)] += int(c)
-        is_x = ph == "X"
+        is_x = _is_value(ph_codes, ph_uniques, "X")  # ph == "X", from the codes
         cat_codes, cat_uniques = pd.factorize(_get(evs, "cat"), use_na_sentinel=True)
         counts = np.bincount(cat_codes[cat_codes >= 0], minlength=len(cat_uniques))
         norm = np.empty(len(cat_uniques) + 1, dtype=object)
@@ -322,7 +334,7 @@ class _Collector:
         self.cat_counts["<none>"] += int((cat_codes < 0).sum())
         ev_role = np.where(is_x, role[code], _ROLE_IGNORE)
         cat_norm = norm[code]
-        m_idx = np.flatnonzero(ph == "M")
+        m_idx = np.flatnonzero(_is_value(ph_codes, ph_uniques, "M"))
         if len(m_idx):
             self.meta_events.extend(map(_meta_dict, evs[m_idx].tolist()))
         xi = np.flatnonzero(is_x)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.program.readers._frames import frame
+
 __all__: list[str] = []
 
 
@@ -98,7 +100,7 @@ def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame, free_categories: Se
     per_frame = [_column_arrays(f) for f in frames]
     columns = {c: _concat_column([arrays[i] for arrays in per_frame], c in free_categories)
                for i, c in enumerate(names)}
-    return pd.DataFrame(columns, copy=False)
+    return frame(columns)
 
 
 def _sorted_by(frame: pd.DataFrame, keys: Sequence[str]) -> bool:

@@ -34,6 +34,7 @@ from fleetlib.program.readers._decode import (
     _small_int,
     _Source,
 )
+from fleetlib.program.readers._frames import frame
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
@@ -401,7 +402,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     # sorted by rank (one here), start, end, stream -- stable, as sort_values(kind="stable") sorts -- and
     # built once in that order
     order = np.lexsort((stream, end, start))
-    kernels = pd.DataFrame({k: v[order] for k, v in columns.items()}, copy=False)
+    kernels = frame({k: v[order] for k, v in columns.items()})
 
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties")
@@ -464,13 +465,13 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
     order = np.argsort(start[ok], kind="stable")  # sorted by start as sort_values(kind="stable") sorts
-    frame = pd.DataFrame({
+    table = frame({
         "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext[order],
         "name": _categorical(names)[order], "start_us": start[ok][order], "dur_us": dur[ok][order],
         "input_dims": pd.Series(dims[order], dtype=object),
         "input_types": pd.Series(types[order], dtype=object),
-    }, copy=False)
-    return frame, links
+    })
+    return table, links
 
 
 def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -885,11 +886,11 @@ def _step_frame(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: 
                                        "starts at or before it")
     n = len(steps)
     dtypes = _step_dtypes()
-    return pd.DataFrame({
+    return frame({
         "rank": np.zeros(n, dtype=np.int64), "step": pd.arrays.IntegerArray(steps, np.zeros(n, dtype=bool)),
         "start_us": lo, "end_us": hi,
         "source": pd.Categorical.from_codes(np.full(n, STEP_SOURCES.index(source)), dtype=dtypes["source"]),
-    }, copy=False)
+    })
 
 
 def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _Collector, origin: int,
@@ -922,7 +923,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
     order = order[np.argsort(start[order], kind="stable")]
     tids = _map_unique(sub["tid"][order], _small_int, None)
     missing = np.equal(tids, None)
-    return pd.DataFrame({
+    return frame({
         "rank": np.zeros(len(order), dtype=np.int64),
         "step": _assign_steps(start[order], steps),
         "tid": pd.arrays.IntegerArray(np.where(missing, 0, tids).astype(np.int64), missing),
@@ -930,7 +931,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
         "name": _categorical(sub["name"][order].astype(str)),
         "sync_kind": _categorical(sync_kind[is_sync][order].astype(str)),
         "blocking": blocking[is_sync][order].astype(bool),
-    }, copy=False)
+    })
 
 
 
