@@ -63,7 +63,7 @@ class _Unusual(Exception):
 
 
 def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
-              job_id: str | None = None) -> tuple[TimelineTables, Ledger] | None:
+              job_id: str | None = None, job_codes: bool = False) -> tuple[TimelineTables, Ledger] | None:
     """Read canonical-typed Parquet timelines fast, or return None when the general path must.
 
     Parameters
@@ -73,6 +73,10 @@ def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
     tz, job_id
         As in :func:`~fleetlib.runtime.readers.read_canonical`; a file this path takes has zone-aware
         times and a job id on every row, so neither changes what it reads.
+    job_codes
+        Return the steps' ``job_id`` as a categorical (categories: the job ids in text order) instead of
+        text: the same ids, the same rows and ledger, without a text value per step (what the fleet
+        engine measures from; :func:`~fleetlib.runtime.timeline.job_timelines` takes either).
 
     Returns
     -------
@@ -89,12 +93,12 @@ def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
     except Exception:  # the general path refuses the paths with its own message
         return None
     try:
-        return _read(files)
+        return _read(files, job_codes=job_codes)
     except _Unusual:
         return None
 
 
-def _read(paths: list[Path]) -> tuple[TimelineTables, Ledger]:
+def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables, Ledger]:
     books: dict[str, _FileBook] = {}
     steps_part: tuple[str, Any, np.ndarray] | None = None
     events_part: tuple[str, Any, np.ndarray] | None = None
@@ -120,12 +124,12 @@ def _read(paths: list[Path]) -> tuple[TimelineTables, Ledger]:
     e = _parse_events(*events_part) if events_part is not None else None
     if (s is not None and s["attempt"] is None) or (e is not None and e["attempt"] is None):
         _assign_attempts(s, e, books)
-    steps = _build_steps(s) if s is not None else _finalise_steps(pd.DataFrame())
+    steps = _build_steps(s, job_codes) if s is not None else _finalise_steps(pd.DataFrame())
     events = _build_events(e, books) if e is not None else _finalise_events(pd.DataFrame())
     kinds = set(e["kinds"]) if e is not None else set()
     if kinds & {"restore", "failure"}:  # the cross checks look at nothing else
         work = events.assign(_file=events["source_file"], _row=events["source_row"])
-        _cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), work, books)
+        _cross_checks(_check_steps(steps, s, job_codes), work, books)
     return TimelineTables(steps, events), _close(books)
 
 
@@ -307,14 +311,45 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
             "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary}
 
 
-def _build_steps(p: dict[str, Any]) -> pd.DataFrame:
-    """Return the canonical steps table of a checked steps part, in the general path's order."""
+def _sorted_job_codes(p: dict[str, Any], codes: np.ndarray) -> pd.Categorical:
+    """Return the steps' job ids as a categorical whose categories are the job ids in text order."""
+    values = p["values"]
+    by_text = np.argsort(np.asarray(values, dtype=object), kind="stable")
+    rank = np.empty(len(values), dtype=np.int32)
+    rank[by_text] = np.arange(len(values), dtype=np.int32)
+    return pd.Categorical.from_codes(rank[codes], categories=pd.Index([values[i] for i in by_text],
+                                                                         dtype=object))
+
+
+def _check_steps(steps: pd.DataFrame, p: dict[str, Any] | None, job_codes: bool) -> pd.DataFrame:
+    """Return the steps frame :func:`_cross_checks` reads (it reads ``job_id`` and ``attempt`` only).
+
+    With ``job_codes`` a frame of each job's largest attempt stands for the steps: the cross checks
+    take only each job's largest attempt from them, so the flags are the same.
+    """
+    if steps.empty:
+        return pd.DataFrame(columns=["job_id", "attempt"])
+    if not job_codes or p is None:
+        return steps
+    codes, attempt = p["codes"], p["attempt"]
+    top = np.full(len(p["values"]), -1, dtype=np.int64)
+    np.maximum.at(top, codes, attempt)
+    present = top >= 0
+    ids = pd.array(np.asarray(p["values"], dtype=object)[present], dtype=_STR)
+    return pd.DataFrame({"job_id": ids, "attempt": top[present]})
+
+
+def _build_steps(p: dict[str, Any], job_codes: bool = False) -> pd.DataFrame:
+    """Return the canonical steps table of a checked steps part, in the general path's order.
+
+    ``job_codes``: the job ids as a categorical (:func:`_sorted_job_codes`), not text.
+    """
     order = p["order"]
     codes, rows, attempt, step, start, end, wait = (
         p[k] if order is None else p[k][order] for k in ("codes", "rows", "attempt", "step", "start", "end",
                                                           "wait"))
     return pd.DataFrame({
-        "job_id": _text_array(p["dictionary"], codes),
+        "job_id": _sorted_job_codes(p, codes) if job_codes else _text_array(p["dictionary"], codes),
         "attempt": attempt,
         "step": step,
         "start": _utc_array(start),
