@@ -149,23 +149,14 @@ def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.C
     )
 
 
-def _job_counts(ids: pd.Series) -> pd.Series:
-    """Rows per job id of a column (text or categorical); only ids with rows."""
-    if isinstance(ids.dtype, pd.CategoricalDtype):
-        counts = np.bincount(np.asarray(ids.array.codes), minlength=len(ids.cat.categories))
-        used = counts > 0
-        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
-    return ids.value_counts()
-
-
 def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
     """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
-    from fleetlib.fleet.measure import _runtime_per_job
+    from fleetlib.fleet.measure import _runtime_per_job, _step_counts
 
     s, e, tl_ledger = _read_timeline_file(fmt, path, job_map)
-    steps_counts, events_counts = _job_counts(s["job_id"]), _job_counts(e["job_id"])
+    steps_counts, events_counts = _step_counts(s["job_id"]), _step_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
     index = held.index  # its hash table is built once per worker (held is scattered once), not per task
