@@ -18,8 +18,9 @@ retained and committed steps, the fault-free step time, per job) without buildin
   rows at once; searches within a job are global searches on complex keys (job + i*value: numpy
   orders complex numbers by real part, then imaginary part); medians are read off one sort; label sums
   are one ``bincount`` in the per-job order.  The few order-sensitive floating-point sums
-  (``np.sum`` with ``where=``, pairwise) are made per job on slices, with the per-job code's own calls
-  (:func:`fleetlib.runtime.partition._step_sums`), so every number is bit-for-bit the per-job path's.
+  (``np.add.reduce`` with ``where=``, pairwise) are made per job on slices by the same reduction
+  (:func:`_whole_sums`; a job the window cuts by the per-job code's own
+  :func:`fleetlib.runtime.partition._step_sums`), so every number is bit-for-bit the per-job path's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime._provenance import relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
+    _BLOCK,
     _NS,
     _build_job,
     _event_origins,
@@ -365,6 +367,45 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     return pr, label, p0, p1
 
 
+def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, ffz: np.ndarray,
+                cut: np.ndarray, whole: np.ndarray, committed: bool) -> np.ndarray:
+    """:func:`~fleetlib.runtime.partition._step_sums` of every job the window covers whole, as rows.
+
+    The same numbers by the same operations: the time above the baseline is the same elementwise
+    ``(dur - wait) - ff`` (made once for every step), and each sum the same ufunc reduction
+    (``np.add.reduce`` with ``where=``) on the same slice, one call per job and sum.  Sums whose mask
+    holds no step of a job are the reduction's identity, 0.0, without a call; the committed share of
+    the time above the baseline is summed only for ``definition="committed"`` (nothing reads it
+    otherwise: it stays 0.0).  Rows: committed and retained steps, input wait, time above the
+    baseline (all, committed), stall time.  A job that is not ``whole`` (or has more steps than one
+    block) gets zeros here: the caller sums it by the per-job code.
+    """
+    m = f.codes.size
+    sums = np.zeros((6, m))
+    do = whole & (f.n > 0) & (f.n <= _BLOCK)
+    sums[0, do] = cut[do].astype(float)
+    sums[1, do] = f.n[do].astype(float)  # every step of a fast job is kept
+    excess = f.compute - ffz[f.g]
+    stalled = steps["stalled"]
+    slow = steps["steady"] & ~stalled
+    any_slow = np.bincount(f.g[slow], minlength=m) > 0
+    any_stalled = np.bincount(f.g[stalled], minlength=m) > 0
+    add, wait, lo_all = np.add.reduce, f.wait, f.lo.tolist()
+    wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
+    for r in np.flatnonzero(do).tolist():
+        lo, hi = lo_all[r], lo_all[r + 1]
+        wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
+        if any_slow[r]:
+            above[r] = 0.0 + add(excess[lo:hi], axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
+            c = int(cut[r])
+            if committed and c > 0:
+                c_hi = min(hi, lo + c)
+                above_com[r] = 0.0 + add(excess[lo:c_hi], axis=None, where=slow[lo:c_hi])
+        if any_stalled[r]:
+            stall[r] = 0.0 + add(excess[lo:hi], axis=None, where=stalled[lo:hi])
+    return sums
+
+
 def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _PairedMarkers],
                e_origin: np.ndarray,
                ff: np.ndarray, tol: float, stall_factor: float, definition: str, ws_ns: int, we_ns: int,
@@ -385,11 +426,12 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
     landed = c_last >= c_first
     cut = np.zeros(m, dtype=np.int64)
     cut[landed] = reach[c_last[landed]] if reach.size else 0
-    sums = np.zeros((6, m))
     fx_all = np.ones(f.g.size)
     ffz = np.where(np.isnan(ff), 0.0, ff)
     kept = np.ones(f.g.size, dtype=bool)  # no step of a fast job is erased
-    for r in np.flatnonzero(f.n > 0).tolist():
+    sums = _whole_sums(f, steps, kept, ffz, cut, whole, definition == "committed")
+    for r in np.flatnonzero((f.n > 0) & ~(whole & (f.n <= _BLOCK))).tolist():
+        # a job the window cuts (or longer than one block): the per-job code's own sums
         lo, hi = int(f.lo[r]), int(f.lo[r + 1])
         w = bool(whole[r])
         c = int(cut[r])
