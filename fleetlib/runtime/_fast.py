@@ -73,6 +73,28 @@ def _gsearch(sorted_key: np.ndarray, group: np.ndarray, values: np.ndarray, side
     return np.searchsorted(sorted_key, _key(group, values), side=side)  # type: ignore[call-overload]
 
 
+def _search_within(sorted_values: np.ndarray, lo: np.ndarray, hi: np.ndarray, targets: np.ndarray,
+                   side: str) -> np.ndarray:
+    """Global position of ``searchsorted`` of each target in its own sorted run ``sorted_values[lo:hi]``.
+
+    A bisection of all targets at once (about log2 of the longest run steps): what :func:`_gsearch`
+    finds, without a complex key over every value.  A NaN target lands after its run, as in numpy.
+    """
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    top = max(sorted_values.size - 1, 0)
+    while True:
+        active = np.flatnonzero(lo < hi)
+        if active.size == 0:
+            return lo
+        a_lo, a_hi = lo[active], hi[active]
+        mid = (a_lo + a_hi) // 2
+        v = sorted_values[np.minimum(mid, top)]
+        t = targets[active]
+        right = ~(v >= t) if side == "left" else ~(v > t)
+        lo[active] = np.where(right, mid + 1, a_lo)
+        hi[active] = np.where(right, a_hi, mid)
+
+
 def _next_in_group(sorted_key: np.ndarray, sorted_values: np.ndarray, group_end: np.ndarray,
                    group: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
     """Return each value's next entry in its group, at or after it (side 'left') or after it; inf: none."""
@@ -121,7 +143,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     """
     n_jobs = len(t.job_ids)
     kind, e_job = t.e_kind, t.e_job.astype(np.int64)
-    s_job = t.s_job.astype(np.int64)
+    s_job = t.s_job  # the narrow codes index as well as int64 ones (no full-length int64 copy)
     is_kind = {k: kind == k for k in _FAST_KINDS}
     other = ~(is_kind["gang_complete"] | is_kind["release"] | is_kind["checkpoint_begin"]
               | is_kind["checkpoint_commit"])
@@ -152,7 +174,8 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     del bad_s
     n = np.diff(s_b)
     if t.s_step.size > 1:
-        jump = (s_job[1:] == s_job[:-1]) & (t.s_step[1:] - t.s_step[:-1] != 1)
+        jump = np.diff(t.s_step) != 1
+        jump[s_b[1:-1][(s_b[1:-1] > 0) & (s_b[1:-1] < t.s_step.size)] - 1] = False  # across two jobs
         ok &= np.bincount(s_job[1:][jump], minlength=n_jobs) == 0
     last = s_b[1:] - 1
     has = n > 0
@@ -163,7 +186,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     if com.size:
         c_job = e_job[com]
         c_step = t.e_step[com]
-        end_idx = _gsearch(_key(s_job, s_t1), c_job, e_t[com], "right")
+        end_idx = _search_within(s_t1, s_b[c_job], s_b[c_job + 1], e_t[com], "right")
         done_count = end_idx - s_b[c_job]
         done = np.full(com.size, -np.inf)
         inside = done_count > 0
@@ -190,13 +213,13 @@ class _FastSteps:
         rank_of[codes] = np.arange(m)
         self.rank_of = rank_of
         self.event_job = t.e_job.astype(np.int64)
-        s_sel = rank_of[t.s_job.astype(np.int64)] >= 0
-        every = bool(s_sel.all())
+        every = m == len(t.job_ids)  # every job is fast: every step is
+        s_sel = None if every else rank_of[t.s_job] >= 0
 
         def pick(a: np.ndarray) -> np.ndarray:
             return a if every else a[s_sel]
 
-        self.g = rank_of[pick(t.s_job).astype(np.int64)]
+        self.g = rank_of[pick(t.s_job)]
         self.n = (s_b[codes + 1] - s_b[codes]).astype(np.int64)
         self.lo = np.concatenate([[0], np.cumsum(self.n)]).astype(np.int64)
         self.origin = shared["origin"][codes]
@@ -212,7 +235,6 @@ class _FastSteps:
         self.first_start[has] = self.s0[self.lo[:-1][has]]
         self.first_step = np.zeros(m, dtype=np.int64)
         self.first_step[has] = self.step[self.lo[:-1][has]]
-        self.s0_key = _key(self.g, self.s0)
         c_sel = rank_of[self.event_job[shared["commit_pos"]]] >= 0
         self.commit_pos = shared["commit_pos"][c_sel]
         self.commit_done = shared["commit_done"][c_sel]
@@ -287,7 +309,11 @@ def _pause_windows(f: _FastSteps, mk: _PairedMarkers) -> tuple[np.ndarray, ...]:
     paired, logged = mk.pair_end[b_sel], mk.begin_logged_end[b_sel]
     end = np.where(np.isnan(paired), np.inf, paired)
     end = np.minimum(end, np.where(np.isnan(logged), np.inf, logged))
-    end = np.minimum(end, _next_in_group(f.s0_key, f.s0, f.lo[1:], bg, b, "left"))
+    i = _search_within(f.s0, f.lo[bg], f.lo[bg + 1], b, "left")
+    nxt = np.full(b.size, np.inf)
+    ok = i < f.lo[bg + 1]
+    nxt[ok] = f.s0[i[ok]]
+    end = np.minimum(end, nxt)
     end = np.minimum(end, f.release[bg])
     if b.size:
         m_key = np.sort(_key(bg, b))
