@@ -245,41 +245,73 @@ def _fault_free(f: _FastSteps) -> np.ndarray:
 
     ``np.median``'s value, as the per-job estimate takes it: the middle order statistic, or the mean
     ``(a + b) / 2`` of the two middle ones (the median does not depend on the order of the sample).
-    One partition per job: measured faster than one sort of every job's steps by (job, value).
+    Jobs with samples of one size are partitioned together, one row each (an order statistic is one
+    value however it is found): one ``np.partition`` per sample size, not per job.
     """
     ff = np.full(f.codes.size, np.nan)
-    lo, n = f.lo[:-1].tolist(), f.n.tolist()
-    compute = f.compute
-    for r in range(f.codes.size):
-        if n[r] < 1:
+    n = f.n
+    has = n >= 1
+    size = np.where(n == 1, 1, n - 1)  # the sample: every step but the first (one step: itself)
+    start = np.where(n == 1, f.lo[:-1], f.lo[:-1] + 1)
+    jobs = np.flatnonzero(has)
+    by_size = jobs[np.argsort(size[jobs], kind="stable")]
+    sizes = size[by_size]
+    cuts = np.flatnonzero(np.diff(sizes)) + 1
+    for group in np.split(by_size, cuts):
+        if group.size == 0:
             continue
-        x = compute[lo[r]:lo[r] + 1] if n[r] == 1 else compute[lo[r] + 1:lo[r] + n[r]]
-        h = x.size // 2
-        if x.size % 2:
-            ff[r] = float(np.partition(x, h)[h])
+        k = int(size[group[0]])
+        sample = f.compute[start[group][:, None] + np.arange(k)]
+        h = k // 2
+        if k % 2:
+            ff[group] = np.partition(sample, h, axis=1)[:, h]
         else:
-            part = np.partition(x, (h - 1, h))
-            ff[r] = float((part[h - 1] + part[h]) / 2.0)
+            part = np.partition(sample, (h - 1, h), axis=1)
+            ff[group] = (part[:, h - 1] + part[:, h]) / 2.0
     return ff
 
 
+def _first_fast(f: _FastSteps, threshold: np.ndarray, probe: int = 16) -> np.ndarray:
+    """Per job: the index of its first step whose compute time is at most ``threshold`` (none: its end).
+
+    The first ``probe`` steps of every job are looked at together (a warm-up is short); a job with no
+    such step among them is searched on to its end alone.
+    """
+    lo, hi = f.lo[:-1], f.lo[1:]
+    first = hi.copy()
+    pending = np.flatnonzero(hi > lo)
+    for j in range(probe):
+        if pending.size == 0:
+            return first
+        pos = lo[pending] + j
+        inside = pos < hi[pending]
+        hit = np.zeros(pending.size, dtype=bool)
+        hit[inside] = f.compute[pos[inside]] <= threshold[pending[inside]]
+        first[pending[hit]] = pos[hit]
+        pending = pending[inside & ~hit]
+    for r in pending.tolist():
+        rest = f.compute[lo[r] + probe:hi[r]] <= threshold[r]
+        if rest.any():
+            first[r] = lo[r] + probe + int(np.argmax(rest))
+    return first
+
+
 def _steps_parts(f: _FastSteps, ff: np.ndarray, tol: float, stall_factor: float) -> dict[str, np.ndarray]:
-    """Warm-up, steady and stalled steps of every fast job (one run each, from its cold launch)."""
-    ffs = ff[f.g]
-    fast = f.compute <= ffs * (1.0 + tol)
-    hits = np.flatnonzero(fast)
-    k = np.searchsorted(hits, f.lo[:-1], side="left")
-    first_fast = f.lo[1:].copy()
-    found = k < hits.size
-    found[found] = hits[k[found]] < f.lo[1:][found]
-    first_fast[found] = hits[k[found]]
-    length = first_fast - f.lo[:-1]
-    local = np.arange(f.g.size) - f.lo[:-1][f.g]
-    warm = local < length[f.g]
-    steady = ~warm
-    stalled = steady & (f.compute > stall_factor * np.where(np.isnan(ffs), 0.0, ffs))
-    x_idx = np.flatnonzero(warm)
-    x_amt = f.dur[x_idx] - f.wait[x_idx] - ffs[x_idx]
+    """Warm-up, steady and stalled steps of every fast job (one run each, from its cold launch).
+
+    Each threshold is made once per job (the same product the per-job code makes) and compared per
+    step; a job's warm-up is its steps before the first one within tolerance of its fault-free time.
+    """
+    first = _first_fast(f, ff * (1.0 + tol))
+    length = first - f.lo[:-1]
+    total = int(length.sum())
+    x_idx = np.repeat(f.lo[:-1], length) + (np.arange(total) - np.repeat(np.cumsum(length) - length, length))
+    steady = np.ones(f.g.size, dtype=bool)
+    steady[x_idx] = False
+    stalled = f.compute > (stall_factor * np.where(np.isnan(ff), 0.0, ff))[f.g]
+    stalled &= steady
+    ffs = ff[f.g[x_idx]]
+    x_amt = f.dur[x_idx] - f.wait[x_idx] - ffs
     return {"steady": steady, "stalled": stalled, "x_idx": x_idx, "x_amt": x_amt}
 
 
