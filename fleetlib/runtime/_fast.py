@@ -95,6 +95,16 @@ def _search_within(sorted_values: np.ndarray, lo: np.ndarray, hi: np.ndarray, ta
         hi[active] = np.where(right, a_hi, mid)
 
 
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """``np.unique`` of NaN-free keys by one sort (numpy's hashed unique of complex keys is slower)."""
+    k = np.sort(keys)
+    if k.size < 2:
+        return k
+    new = np.ones(k.size, dtype=bool)
+    np.not_equal(k[1:], k[:-1], out=new[1:])
+    return k[new]
+
+
 def _next_in_group(sorted_key: np.ndarray, sorted_values: np.ndarray, group_end: np.ndarray,
                    group: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
     """Return each value's next entry in its group, at or after it (side 'left') or after it; inf: none."""
@@ -378,15 +388,16 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     cut_g = np.concatenate([o[3] for o in overlays for _ in (0, 1)])
     cut_v = np.concatenate([o[i] for o in overlays for i in (0, 1)])
     fin = np.isfinite(cut_v)
-    cut_key = np.unique(_key(cut_g[fin], cut_v[fin]))
+    cut_key = _sorted_unique(_key(cut_g[fin], cut_v[fin]))
     cuts = cut_key.imag
     # the gaps: startup (gang -> first step or release), then after each step followed by a gap (in order)
     s_last = np.zeros(f.g.size, dtype=bool)
     s_last[last[has]] = True
     follows = np.zeros(f.g.size, dtype=bool)
     if f.g.size > 1:
-        follows[:-1] = f.s0[1:] > f.s1[:-1]
-    gi = np.flatnonzero(follows | s_last)
+        np.greater(f.s0[1:], f.s1[:-1], out=follows[:-1])
+    follows |= s_last
+    gi = np.flatnonzero(follows)
     nxt = np.empty(gi.size)
     inner = ~s_last[gi]
     nxt[inner] = f.s0[gi[inner] + 1]
