@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import read_bytes
+from fleetlib._io import read_bytes, time_range
 from fleetlib.quality import Ledger
 from fleetlib.runtime.readers._common import (
     _KIND_RANK,
@@ -243,7 +243,9 @@ def _times(column: Any) -> np.ndarray:
         ns = column.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # beyond what nanoseconds hold
         raise _Unusual from exc
-    if _implausible_ns(ns).any():
+    # every time in range (two reductions, no temporaries), or the full check
+    lo, hi = (t.value for t in time_range())
+    if ns.size and not (int(ns.min()) >= lo and int(ns.max()) < hi) and _implausible_ns(ns).any():
         raise _Unusual
     return _writable(ns)
 
@@ -255,8 +257,8 @@ def _floats(column: Any, *, nullable: bool) -> np.ndarray:
     if not (pa.types.is_floating(column.type) or (nullable and pa.types.is_null(column.type))):
         raise _Unusual
     values = _writable(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
-    blank = np.isnan(values)
-    if (blank.any() and not nullable) or (~np.isfinite(values[~blank])).any() or (values[~blank] < 0).any():
+    # a NaN is neither infinite nor below 0: the non-NaN values checked without selecting them
+    if (not nullable and np.isnan(values).any()) or np.isinf(values).any() or (values < 0).any():
         raise _Unusual
     return values
 
@@ -308,17 +310,18 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     if ((r[1:] == r[:-1]) & (s0[1:] < e0[:-1])).any():
         raise _Unusual
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
-            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary}
+            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank}
 
 
-def _sorted_job_codes(p: dict[str, Any], codes: np.ndarray) -> pd.Categorical:
-    """Return the steps' job ids as a categorical whose categories are the job ids in text order."""
+def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
+    """Return the steps' job ids as a categorical whose categories are the job ids in text order.
+
+    ``rank``: each row's job rank in text order (:func:`_job_strings`), in the table's row order.
+    """
     values = p["values"]
     by_text = np.argsort(np.asarray(values, dtype=object), kind="stable")
-    rank = np.empty(len(values), dtype=np.int32)
-    rank[by_text] = np.arange(len(values), dtype=np.int32)
-    return pd.Categorical.from_codes(rank[codes], categories=pd.Index([values[i] for i in by_text],
-                                                                         dtype=object))
+    codes = rank.astype(np.int32) if len(values) < 2**31 - 1 else rank
+    return pd.Categorical.from_codes(codes, categories=pd.Index([values[i] for i in by_text], dtype=object))
 
 
 def _check_steps(steps: pd.DataFrame, p: dict[str, Any] | None, job_codes: bool) -> pd.DataFrame:
@@ -345,11 +348,14 @@ def _build_steps(p: dict[str, Any], job_codes: bool = False) -> pd.DataFrame:
     ``job_codes``: the job ids as a categorical (:func:`_sorted_job_codes`), not text.
     """
     order = p["order"]
-    codes, rows, attempt, step, start, end, wait = (
-        p[k] if order is None else p[k][order] for k in ("codes", "rows", "attempt", "step", "start", "end",
-                                                          "wait"))
+    rows, attempt, step, start, end, wait = (
+        p[k] if order is None else p[k][order] for k in ("rows", "attempt", "step", "start", "end", "wait"))
+    if job_codes:
+        job_id = _sorted_job_codes(p, p["rank"] if order is None else p["rank"][order])
+    else:
+        job_id = _text_array(p["dictionary"], p["codes"] if order is None else p["codes"][order])
     return pd.DataFrame({
-        "job_id": _sorted_job_codes(p, codes) if job_codes else _text_array(p["dictionary"], codes),
+        "job_id": job_id,
         "attempt": attempt,
         "step": step,
         "start": _utc_array(start),
