@@ -179,10 +179,17 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     s_t0 = (t.s_start - o) / _NS
     s_t1 = (t.s_end - o) / _NS
     del o
-    bad_s = (t.s_attempt != attempt[s_job]) | (s_t0 < 0.0) | (s_t1 > release[s_job])
-    ok &= np.bincount(s_job[bad_s], minlength=n_jobs) == 0
-    del bad_s
     n = np.diff(s_b)
+    # a job's steps are in start order and do not overlap (the table checks): its first step starts
+    # first and its last ends last, so the held-interval test of every step is one of two per job;
+    # every step in the job's attempt: the attempts' least and greatest, per job
+    held = np.flatnonzero(n > 0)
+    if held.size:
+        first, final = s_b[held], s_b[held + 1] - 1
+        bad = (s_t0[first] < 0.0) | (s_t1[final] > release[held])
+        bad |= np.minimum.reduceat(t.s_attempt, first) != attempt[held]
+        bad |= np.maximum.reduceat(t.s_attempt, first) != attempt[held]
+        ok[held[bad]] = False
     if t.s_step.size > 1:
         jump = np.diff(t.s_step) != 1
         jump[s_b[1:-1][(s_b[1:-1] > 0) & (s_b[1:-1] < t.s_step.size)] - 1] = False  # across two jobs
