@@ -236,7 +236,9 @@ class _FastSteps:
         def pick(a: np.ndarray) -> np.ndarray:
             return a if every else a[s_sel]
 
-        self.g = rank_of[pick(t.s_job)]
+        # each step's job rank: with every job fast, the job codes themselves (narrow: index with it,
+        # widen before arithmetic)
+        self.g = t.s_job if every else rank_of[t.s_job[s_sel]]
         self.n = (s_b[codes + 1] - s_b[codes]).astype(np.int64)
         self.lo = np.concatenate([[0], np.cumsum(self.n)]).astype(np.int64)
         self.origin = shared["origin"][codes]
@@ -461,24 +463,34 @@ def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, f
     do = whole & (f.n > 0) & (f.n <= _BLOCK)
     sums[0, do] = cut[do].astype(float)
     sums[1, do] = f.n[do].astype(float)  # every step of a fast job is kept
-    excess = f.compute - ffz[f.g]
     stalled = steps["stalled"]
     slow = steps["steady"] & ~stalled
-    any_slow = np.bincount(f.g[slow], minlength=m) > 0
-    any_stalled = np.bincount(f.g[stalled], minlength=m) > 0
-    add, wait, lo_all = np.add.reduce, f.wait, f.lo.tolist()
+    # per job: whether any step is slow, stalled, or waited (one pass each over a mask)
+    nonempty = np.flatnonzero(f.n > 0)
+    any_slow, any_stalled, any_wait = (np.zeros(m, dtype=bool) for _ in range(3))
+    if nonempty.size:
+        starts = f.lo[nonempty]
+        any_slow[nonempty] = np.logical_or.reduceat(slow, starts)
+        any_stalled[nonempty] = np.logical_or.reduceat(stalled, starts)
+        any_wait[nonempty] = np.logical_or.reduceat(f.wait != 0.0, starts)
+    add, wait, compute, lo_all = np.add.reduce, f.wait, f.compute, f.lo.tolist()
+    ff_all, cut_all = ffz.tolist(), cut.tolist()
     wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
-    for r in np.flatnonzero(do).tolist():
+    for r in np.flatnonzero(do & (any_wait | any_slow | any_stalled)).tolist():
         lo, hi = lo_all[r], lo_all[r + 1]
-        wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
+        if any_wait[r]:  # else every wait is zero: the sum is 0.0
+            wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
+        if not (any_slow[r] or any_stalled[r]):
+            continue
+        excess = compute[lo:hi] - ff_all[r]  # (dur - wait) - ff, as _step_sums makes it
         if any_slow[r]:
-            above[r] = 0.0 + add(excess[lo:hi], axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
-            c = int(cut[r])
+            above[r] = 0.0 + add(excess, axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
+            c = cut_all[r]
             if committed and c > 0:
                 c_hi = min(hi, lo + c)
-                above_com[r] = 0.0 + add(excess[lo:c_hi], axis=None, where=slow[lo:c_hi])
+                above_com[r] = 0.0 + add(excess[:c_hi - lo], axis=None, where=slow[lo:c_hi])
         if any_stalled[r]:
-            stall[r] = 0.0 + add(excess[lo:hi], axis=None, where=stalled[lo:hi])
+            stall[r] = 0.0 + add(excess, axis=None, where=stalled[lo:hi])
     return sums
 
 
@@ -502,7 +514,8 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
     landed = c_last >= c_first
     cut = np.zeros(m, dtype=np.int64)
     cut[landed] = reach[c_last[landed]] if reach.size else 0
-    fx_all = np.ones(f.g.size)
+    x_idx = steps["x_idx"]
+    fx = np.ones(x_idx.size)  # each warm-up step's share inside the window (1 but where the window cuts)
     ffz = np.where(np.isnan(ff), 0.0, ff)
     kept = np.ones(f.g.size, dtype=bool)  # no step of a fast job is erased
     sums = _whole_sums(f, steps, kept, ffz, cut, whole, definition == "committed")
@@ -516,7 +529,8 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
                                   float(c) if w else 0.0, float(ws[r]), float(we[r]), w)
         sums[:, r] = vals
         if share is not None:
-            fx_all[lo:hi] = share
+            a, b = np.searchsorted(x_idx, (lo, hi))
+            fx[a:b] = share[x_idx[a:b] - lo]
     n_com, n_kept, wait_sum, above, above_com, stall = sums
     fine = np.zeros((m, _NFINE))
     if definition == "committed":
@@ -529,8 +543,8 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
         fine[:, _L["slow_step"]] = above
     fine[:, _L["input_wait"]] = wait_sum
     fine[:, _L["stall"]] = stall
-    x = fx_all[steps["x_idx"]] * steps["x_amt"]
-    fine = fine + np.bincount(f.g[steps["x_idx"]] * _NFINE + _L["startup_warmup"], weights=x,
+    x = fx * steps["x_amt"]
+    fine = fine + np.bincount(f.g[steps["x_idx"]].astype(np.int64) * _NFINE + _L["startup_warmup"], weights=x,
                               minlength=m * _NFINE).reshape(m, _NFINE)
     ov = np.clip(np.minimum(p1, we[pr]) - np.maximum(p0, ws[pr]), 0.0, None)
     fine = fine + np.bincount(pr * _NFINE + label, weights=ov, minlength=m * _NFINE).reshape(m, _NFINE)
