@@ -74,7 +74,8 @@ def _write_combined(path: Path, steps: pd.DataFrame, events: pd.DataFrame, *, at
     e["step"] = e["step"].astype("Int64")
     frame = pd.concat([s, e], ignore_index=True)
     frame["step"] = frame["step"].astype("Int64")
-    cols = ["record", "job_id", "attempt", "step", "start", "end", "input_wait_s", "time", "kind", "duration_s"]
+    cols = ["record", "job_id", "attempt", "step", "start", "end", "input_wait_s", "time", "kind",
+            "duration_s"]
     if not attempt:
         cols.remove("attempt")
     table = pa.Table.from_pandas(frame[cols], preserve_index=False)
@@ -145,7 +146,8 @@ def test_timeline_task_equals_the_text_path_with_a_job_map_and_unknown_jobs(
     # rename two jobs (one of them to a name that sorts first), and leave one out of the scheduler's
     job_map = {jobs[1]: "aaa-renamed", jobs[3]: jobs[3] + "-x"}
     held_ids = [job_map.get(j, j) for j in jobs if j != jobs[4]]
-    held = pd.DataFrame({"devices": np.arange(len(held_ids)) % 7 + 1}, index=pd.Index(held_ids, name="job_id"))
+    held = pd.DataFrame({"devices": np.arange(len(held_ids)) % 7 + 1},
+                        index=pd.Index(held_ids, name="job_id"))
     t0, t1 = tables["events"]["time"].min(), tables["events"]["time"].max()
     for window in (Window.parse([t0 - pd.Timedelta("1h"), t1 + pd.Timedelta("1h")]),
                    Window.parse([t0 + (t1 - t0) * 0.3, t0 + (t1 - t0) * 0.7])):
@@ -201,7 +203,8 @@ def _job(draw: Any, job: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     t = float(draw(st.integers(0, 5)))
     steps, events = [], [(0, 0.0, "gang_complete")]
     for k in range(warm + steady):
-        dur = draw(st.sampled_from([6.0, 9.0])) if k < warm else draw(st.sampled_from([2.0, 2.0, 2.1, 7.5, 0.0]))
+        pool = [6.0, 9.0] if k < warm else [2.0, 2.0, 2.1, 7.5, 0.0]  # slow warm-up, then steady/stalled
+        dur = draw(st.sampled_from(pool))
         wait = min(dur, draw(st.sampled_from([0.0, 0.25, 1.0]))) if waits else 0.0
         steps.append((0, k + 1, t, t + dur, wait))
         t += dur + draw(st.sampled_from([0.0, 0.0, 1.0]))
