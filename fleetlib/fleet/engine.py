@@ -159,9 +159,12 @@ def _measure_timeline_file(
     steps_counts, events_counts = _step_counts(s["job_id"]), _step_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
-    index = held.index  # its hash table is built once per worker (held is scattered once), not per task
-    joined = [j for j in in_file if j in index]
-    unknown = [j for j in in_file if j not in index]
+    # held's index keeps its hash table between tasks (held is scattered once to each worker)
+    index = held.index
+    is_held = ((index.get_indexer(pd.Index(in_file, dtype=object)) >= 0).tolist() if index.is_unique
+               else [j in index for j in in_file])
+    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
+    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
     rows: dict[str, int] = {}
     if unknown:
         counts = steps_counts.add(events_counts, fill_value=0)

@@ -468,7 +468,12 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
 def _step_counts(ids: pd.Series) -> pd.Series:
     """Return the rows of each job id (as text) of a job-id column, text or categorical."""
     if isinstance(ids.dtype, pd.CategoricalDtype):
-        counts = np.bincount(np.asarray(ids.array.codes), minlength=len(ids.cat.categories))
+        codes = np.asarray(ids.array.codes)
+        k = len(ids.cat.categories)
+        if codes.size and codes[0] >= 0 and bool((codes[1:] >= codes[:-1]).all()):  # rows grouped by job
+            counts = np.diff(np.searchsorted(codes, np.arange(k + 1, dtype=codes.dtype)))
+        else:
+            counts = np.bincount(codes, minlength=k)
         used = counts > 0
         return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
     counts = ids.value_counts()

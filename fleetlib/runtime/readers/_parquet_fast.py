@@ -257,6 +257,8 @@ def _floats(column: Any, *, nullable: bool) -> np.ndarray:
     if not (pa.types.is_floating(column.type) or (nullable and pa.types.is_null(column.type))):
         raise _Unusual
     values = _writable(column.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    if values.size and values.min() >= 0.0 and values.max() < np.inf:  # NaN-free, finite, >= 0: no mask
+        return values
     # a NaN is neither infinite nor below 0: the non-NaN values checked without selecting them
     if (not nullable and np.isnan(values).any()) or np.isinf(values).any() or (values < 0).any():
         raise _Unusual
@@ -398,16 +400,26 @@ def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFram
                                                                 "time"))
     kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
                                                                  "duration"))
-    # duplicates of (job, attempt, time, kind, step, duration): the general path rejects them
-    step_key = np.where(step_na, -1, step)
-    dur_key = np.where(np.isnan(duration), -1.0, duration)
-    by_key = np.lexsort((dur_key, step_key, kind_codes, time, attempt, codes))
-    same = np.ones(rows.size - 1, dtype=bool)
-    for a in (codes, attempt, time, kind_codes, step_key, dur_key):
-        a = a[by_key]
-        same &= a[1:] == a[:-1]
-    if same.any():
-        raise _Unusual
+    rank, dictionary = _job_strings(codes, values)
+    kind_rank = pd.Series(kinds, dtype=object).map(_KIND_RANK).fillna(len(_KIND_RANK) // 2).to_numpy()
+    order = np.lexsort((kind_rank[kind_codes], attempt, time, rank))
+    # duplicates of (job, attempt, time, kind, step, duration): the general path rejects them.  Two
+    # such rows tie on the table's own order (job, time, attempt, kind rank); only where rows tie there
+    # is the full comparison needed
+    tied = np.ones(rows.size - 1, dtype=bool)
+    for a in (rank, time, attempt, kind_rank[kind_codes]):
+        a = a[order]
+        tied &= a[1:] == a[:-1]
+    if tied.any():
+        step_key = np.where(step_na, -1, step)
+        dur_key = np.where(np.isnan(duration), -1.0, duration)
+        by_key = np.lexsort((dur_key, step_key, kind_codes, time, attempt, codes))
+        same = np.ones(rows.size - 1, dtype=bool)
+        for a in (codes, attempt, time, kind_codes, step_key, dur_key):
+            a = a[by_key]
+            same &= a[1:] == a[:-1]
+        if same.any():
+            raise _Unusual
     # events of a job listed out of time order: the general path repairs them
     by_job = np.argsort(codes, kind="stable")
     jt, jc = time[by_job], codes[by_job]
@@ -423,9 +435,6 @@ def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFram
         _flag(books, u, "unknown_event_kind",
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
-    rank, dictionary = _job_strings(codes, values)
-    kind_rank = pd.Series(kinds, dtype=object).map(_KIND_RANK).fillna(len(_KIND_RANK) // 2).to_numpy()
-    order = np.lexsort((kind_rank[kind_codes], attempt, time, rank))
     return pd.DataFrame({
         "job_id": _text_array(dictionary, codes[order]),
         "attempt": attempt[order],
