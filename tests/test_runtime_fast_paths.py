@@ -161,6 +161,31 @@ def test_timeline_task_equals_the_text_path_with_a_job_map_and_unknown_jobs(
                       _text_task(monkeypatch, partitions[1], {}, held_all, window))
 
 
+def test_timeline_task_equals_the_text_path_on_a_file_with_a_job_with_no_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps, events = _faulty_tables()
+    # the restore to an uncommitted step is refused by the measurement (both paths): leave that job out
+    steps, events = steps[steps["job_id"] != "b-restore"], events[events["job_id"] != "b-restore"]
+    zombie = tables_from_seconds([], [(0, 0.0, "gang_complete"), (0, 40.0, "release")], job_id="z-zombie",
+                                 origin=_T0)[1]
+    events = pd.concat([events, zombie], ignore_index=True)
+    window = Window.parse([_T0 - pd.Timedelta("1h"), _T0 + pd.Timedelta("1h")])
+    held = pd.DataFrame({"devices": [4, 2, 1]},
+                        index=pd.Index(["a-fail", "c-clean", "z-zombie"], name="job_id"))
+    both = _write_combined(tmp_path / "both.parquet", steps, events)
+    for job_map in ({}, {"c-clean": "a-fail-2"}):
+        got = _task(both, job_map, held, window)
+        _assert_task_same(got, _text_task(monkeypatch, both, job_map, held, window))
+    only_events = tmp_path / "events.parquet"
+    pq.write_table(pa.Table.from_pandas(zombie.assign(step=zombie["step"].astype("Int64")),
+                                        preserve_index=False), only_events)
+    got = _task(only_events, {"z-zombie": "z"}, held.rename(index={"z-zombie": "z"}), window)
+    assert got["runtime_jobs"] == ["z"]
+    _assert_task_same(got, _text_task(monkeypatch, only_events, {"z-zombie": "z"},
+                                      held.rename(index={"z-zombie": "z"}), window))
+
+
 # ---------------------------------------------------------------------------------------------------
 # The cross-job helpers against the numpy calls they replace
 # ---------------------------------------------------------------------------------------------------

@@ -112,12 +112,13 @@ def _warm_imports() -> None:
 
 def _read_timeline_file(
     fmt: str, path: str, job_map: Mapping[str, str]
-) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
+) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
     """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
 
     A canonical Parquet file the reader's fast path takes comes back with the steps' job ids as a
     categorical (one code per step, no text per step); anything else as the manifest's reader returns
-    it, job ids as text.  The same ids, rows and ledger either way.
+    it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
+    steps are the fast path's table as it checked it (no job id of the steps changed by the map).
     """
     from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
 
@@ -129,14 +130,17 @@ def _read_timeline_file(
     if fast is None:
         tables, ledger = _timeline_reader(fmt)(path)
         steps, events = _mapped_tables(tables, job_map)
-        return steps, events, ledger
+        return steps, events, ledger, False
     tables, ledger = fast
     steps, events = tables.steps, tables.events  # the reader's own frames: nobody else holds them
     ids = events["job_id"].astype(str)
     events["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
-    if job_map:
-        steps["job_id"] = _mapped_categorical(steps["job_id"].array, job_map)
-    return steps, events, ledger
+    ids = steps["job_id"]  # a categorical, or the empty text column of a file with no steps
+    remapped = (bool(job_map) and isinstance(ids.dtype, pd.CategoricalDtype)
+                and any(str(c) in job_map for c in ids.cat.categories))
+    if remapped:
+        steps["job_id"] = _mapped_categorical(ids.array, job_map)
+    return steps, events, ledger, not remapped
 
 
 def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.Categorical:
@@ -155,7 +159,7 @@ def _measure_timeline_file(
     """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
     from fleetlib.fleet.measure import _runtime_per_job, _step_counts
 
-    s, e, tl_ledger = _read_timeline_file(fmt, path, job_map)
+    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _step_counts(s["job_id"]), _step_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
@@ -174,7 +178,7 @@ def _measure_timeline_file(
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
-    _runtime_per_job(s, e, window, sub)
+    _runtime_per_job(s, e, window, sub, steps_checked=checked)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
         "steps_jobs": steps_jobs,

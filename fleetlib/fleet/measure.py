@@ -416,11 +416,13 @@ def _check_job_keys(
 # ---------------------------------------------------------------------------------------------------
 
 
-def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame) -> None:
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame,
+                     *, steps_checked: bool = False) -> None:
     """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``.
 
     Every column is written once, by position (``jobs`` has one row per job id); a steps table whose
-    job ids are a categorical is counted by its codes.
+    job ids are a categorical is counted by its codes.  ``steps_checked``: the steps are the canonical
+    Parquet reader's fast-path table (see :func:`fleetlib.runtime._fast.runtime_per_job`).
     """
     from fleetlib.runtime._fast import runtime_per_job
 
@@ -439,7 +441,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     if not events.empty:
         # runtime_goodput(...).per_job, with the common jobs measured all at once (the same numbers)
         per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
-                                 source="fleet timelines")
+                                 source="fleet timelines", steps_checked=steps_checked)
         pos = jobs.index.get_indexer(per.index.astype(str))
         have = pos >= 0
         at = pos[have]

@@ -588,7 +588,8 @@ def _window_ns(window: Any, t: _Tables, jobs: list[Any], f: _FastSteps | None
 def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
                     definition: str = "committed", estimator: str = "median", warmup_tolerance: float = 0.1,
                     as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                    clean_end_commit: bool = True, fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+                    clean_end_commit: bool = True, fast: bool = True,
+                    steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """Measure each job of a canonical timeline: ``runtime_goodput(...).per_job``, many jobs at once.
 
     Parameters
@@ -602,6 +603,10 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     fast
         Measure the common jobs (see the module docstring) all at once; False runs every job through
         the per-job code (the reference the fast path is tested against).
+    steps_checked
+        The steps are the canonical Parquet reader's fast-path table, unchanged but for dropped rows:
+        the per-row value checks it made are not repeated
+        (:func:`~fleetlib.runtime.timeline._prepare_tables`).
 
     Returns
     -------
@@ -622,7 +627,7 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
         frame, ledger = _runtime_per_job(
             steps, events, window=window, definition=definition, estimator=estimator,
             warmup_tolerance=warmup_tolerance, as_of=as_of, source=source, stall_factor=stall_factor,
-            clean_end_commit=clean_end_commit, fast=fast)
+            clean_end_commit=clean_end_commit, fast=fast, steps_checked=steps_checked)
     except InputError as err:
         raise relocate_error(err, where) from None
     relocate_ledger(ledger, where)
@@ -632,11 +637,12 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
 def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
                      definition: str = "committed", estimator: str = "median", warmup_tolerance: float = 0.1,
                      as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                     clean_end_commit: bool = True, fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+                     clean_end_commit: bool = True, fast: bool = True,
+                     steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """:func:`runtime_per_job` on table positions (errors and ledger name them; the caller relocates)."""
     from fleetlib.runtime.goodput import _check_options, _coarse, _rel, _ts
 
-    t = _prepare_tables(steps, events, source=source, build_frames=False)
+    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
     n_jobs = len(t.job_ids)
     s_b = np.searchsorted(t.s_job, np.arange(n_jobs + 1, dtype=t.s_job.dtype), side="left").astype(np.int64)
     e_b = np.searchsorted(t.e_job, np.arange(n_jobs + 1, dtype=t.e_job.dtype), side="left").astype(np.int64)

@@ -276,7 +276,15 @@ def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], *, file: str)
 
 
 def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
-                    build_frames: bool) -> _Tables:
+                    build_frames: bool, steps_checked: bool = False) -> _Tables:
+    """Validate both tables and return their arrays, sorted by job (the measurement's input).
+
+    ``steps_checked``: the steps come straight from the canonical Parquet reader's fast path, which
+    refused (handed to its general path) any step ending at or before its start, any input wait that
+    is missing, negative, infinite or longer than its step, and any step starting before the previous
+    step of its job ends -- in the order of these rows.  Those per-row checks are not repeated here;
+    every other check is (and the overlap check too, should the rows need sorting).
+    """
     steps_file, events_file = f"{source} (steps)", f"{source} (events)"
     _check_columns(steps, STEP_COLUMNS, file=steps_file)
     ev_required = ("job_id", "attempt", "time", "kind")
@@ -284,14 +292,16 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     ledger = TimelineLedger(read=len(steps) + len(events))
     prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
-    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
+    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file,
+                                                                              checked=steps_checked)
     e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger,
                                                                                  prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s)
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s,
+        checked=steps_checked)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
@@ -341,13 +351,14 @@ def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: 
                 file=prov.label, row=int(e_rows[i]), field="duration_s", job_id=str(job))
 
 
-def _steps_arrays(steps: pd.DataFrame, steps_file: str
+def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
                   ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray,
                              np.ndarray]:
     """Read and check the step columns: ends after starts, input waits finite, >= 0 and inside their step.
 
     Returns the input row of each step (None: input order), attempt, end, job text, start, step
-    number and input wait.
+    number and input wait.  ``checked``: the reader has made the value checks (see
+    :func:`_prepare_tables`); the columns' types and missing values are still checked.
     """
     s_jobtext = _text_column(steps["job_id"], file=steps_file, field="job_id")
     s_attempt = _int_column(steps["attempt"], file=steps_file, field="attempt")
@@ -361,6 +372,8 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str
     s_wait = wait_col.to_numpy(dtype=np.float64, na_value=np.nan)
     # input row of each step: None while the steps are still in input order (no index array needed)
     rows: np.ndarray | None = None
+    if checked:
+        return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
     bad = s_end < s_start
     if bad.any():
         i = int(np.argmax(bad))
@@ -479,12 +492,13 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance
-                       ) -> tuple[Any, ...]:
+                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance,
+                       *, checked: bool = False) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
-    already in order with no duplicate.
+    already in order with no duplicate.  ``checked``: the reader refused overlaps in this row order,
+    so rows found in order are not searched for one again.
     """
     steps_untouched = True
     if len(steps):
@@ -505,7 +519,7 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
-        i = _first_overlap(s_job, s_start, s_end)
+        i = -1 if (checked and steps_untouched) else _first_overlap(s_job, s_start, s_end)
         if i >= 0:
             row_of = _RowIndex(rows, 0, s_job.size)
             raise InputError(
