@@ -476,6 +476,11 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
                         e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray, events: pd.DataFrame,
                         events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
+    if len(events) > 1:
+        same_job = e_job[1:] == e_job[:-1]
+        if bool((e_job[1:] >= e_job[:-1]).all()) and bool((~same_job | (e_time[1:] >= e_time[:-1])).all()):
+            # already in (job, time) order: no row is late within its attempt, and the sort keeps them
+            return e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time
     if len(events):
         keys = [e_job, e_attempt]
         seen_max = pd.Series(e_time).groupby(keys, sort=False).cummax()

@@ -301,15 +301,18 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     start, end = _times(table.column("start")), _times(table.column("end"))
     wait = (_floats(table.column("input_wait_s"), nullable=False) if "input_wait_s" in names
             else np.zeros(rows.size, dtype=np.float64))
-    if (end <= start).any() or (wait > (end - start) / _NS_PER_S).any():
+    span = end - start
+    if span.min(initial=1) <= 0 or (wait > span / _NS_PER_S).any():
         raise _Unusual
+    del span
     # the rows grouped by job in text order, each job's rows kept in file order (a stable sort): when
     # every job's rows are then in time order with no overlap, this is the general path's sorted
     # order, with no duplicate, overlap or late row to record
     rank, dictionary = _job_strings(codes, values)
     order = None if (rank[1:] >= rank[:-1]).all() else np.argsort(rank, kind="stable")
     r, s0, e0 = (rank, start, end) if order is None else (rank[order], start[order], end[order])
-    if ((r[1:] == r[:-1]) & (s0[1:] < e0[:-1])).any():
+    early = np.flatnonzero(s0[1:] < e0[:-1])  # a step starting before the previous row ends
+    if early.size and (r[early + 1] == r[early]).any():  # ... of its own job
         raise _Unusual
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
             "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank}
