@@ -207,6 +207,18 @@ def test_search_within_equals_the_complex_key_search(seed: int) -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_group_cummax_equals_the_pandas_running_maximum() -> None:
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 30, 4000):
+        group = np.sort(rng.integers(0, 12, n))
+        values = rng.choice([-3.0, 0.0, 1.5, 2.0, 7.0, np.inf], n)
+        want = pd.Series(values).groupby(group, sort=False).cummax().to_numpy()
+        np.testing.assert_array_equal(_fast._group_cummax(values, group), want)
+        shuffled = rng.permutation(group)  # groups not in order: the pandas path itself
+        want = pd.Series(values).groupby(shuffled, sort=False).cummax().to_numpy()
+        np.testing.assert_array_equal(_fast._group_cummax(values, shuffled), want)
+
+
 def test_sorted_unique_equals_np_unique() -> None:
     rng = np.random.default_rng(3)
     for n in (0, 1, 2, 50, 5000):

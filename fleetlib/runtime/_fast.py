@@ -119,6 +119,11 @@ def _group_cummax(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Return the running maximum within each (contiguous) group."""
     if values.size == 0:
         return values.copy()
+    if not np.isnan(values).any() and bool((group[1:] >= group[:-1]).all()):
+        # groups in order: the running lexicographic maximum of (group, value) is each group's own
+        # running maximum once the group starts (numpy orders complex numbers by real, then imaginary
+        # part; nothing is added to a value)
+        return np.maximum.accumulate(_key(group, values)).imag.copy()
     return pd.Series(values).groupby(group, sort=False).cummax().to_numpy()
 
 
