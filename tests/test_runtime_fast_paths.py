@@ -219,6 +219,27 @@ def test_group_cummax_equals_the_pandas_running_maximum() -> None:
         np.testing.assert_array_equal(_fast._group_cummax(values, shuffled), want)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_next_match_equals_merge_asof(seed: int) -> None:
+    from fleetlib.runtime.job_structure import _next_match
+
+    rng = np.random.default_rng(seed)
+    pos = rng.permutation(400)
+    b_pos, x_pos = np.sort(pos[:150]), np.sort(pos[150:])
+    b_keys = [rng.integers(0, 4, 150), rng.integers(0, 2, 150), rng.integers(-1, 3, 150)]
+    x_keys = [rng.integers(0, 4, 250), rng.integers(0, 2, 250), rng.integers(-2, 3, 250)]
+    left = pd.DataFrame({"pos": b_pos, "job": b_keys[0], "a": b_keys[1], "s": b_keys[2]})
+    right = pd.DataFrame({"pos": x_pos, "job": x_keys[0], "a": x_keys[1], "s": x_keys[2],
+                          "j": np.arange(250)})
+    m = pd.merge_asof(left, right, on="pos", by=["job", "a", "s"], direction="forward",
+                      allow_exact_matches=False)
+    want = m["j"].fillna(-1).to_numpy(dtype=np.int64)
+    np.testing.assert_array_equal(_next_match(b_pos, b_keys, x_pos, x_keys), want)
+    np.testing.assert_array_equal(_next_match(b_pos, b_keys[:2], x_pos, x_keys[:2]),
+                                  pd.merge_asof(left, right, on="pos", by=["job", "a"], direction="forward",
+                                                allow_exact_matches=False)["j"].fillna(-1).to_numpy(np.int64))
+
+
 def test_sorted_unique_equals_np_unique() -> None:
     rng = np.random.default_rng(3)
     for n in (0, 1, 2, 50, 5000):
