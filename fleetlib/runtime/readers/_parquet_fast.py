@@ -271,8 +271,13 @@ def _writable(values: np.ndarray) -> np.ndarray:
 
 
 def _utc_array(ns: np.ndarray) -> Any:
-    """Return int64 nanoseconds (none missing) as a UTC time array."""
-    return pd.array(ns.view("datetime64[ns]"), dtype=_TIME_DTYPE)
+    """Return int64 nanoseconds (none missing) as a UTC time array.
+
+    Localised from naive nanoseconds (one copy): ``pd.array(..., dtype=_TIME_DTYPE)`` makes the same
+    array but took ~30 ms for two million times.
+    """
+    times = pd.Series(ns.view("datetime64[ns]"), copy=False).dt.tz_localize("UTC").array
+    return times.astype(_TIME_DTYPE, copy=False)
 
 
 def _job_strings(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, Any]:
