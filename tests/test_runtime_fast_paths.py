@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_runtime_fast import _windows, assert_same
+from test_runtime_fast import _random_fleet, _windows, assert_same
 
 from fleetlib.accounting import Window
 from fleetlib.fleet import engine
@@ -299,3 +299,19 @@ def test_fast_path_equals_the_per_job_path_on_generated_timelines(
                 raise
             with pytest.raises(DomainError):
                 _fast.runtime_per_job(steps, events, window=window, definition=definition, fast=False)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stalled_steps_compared_for_every_job_at_once_equal_the_per_job_path(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_fast._stalled, "__defaults__", (0,))  # the vectorised branch, for any count
+    steps, events = _random_fleet(seed)
+    for window in _windows(steps, events):
+        try:
+            assert_same(steps, events, window=window, definition="committed")
+        except Exception as exc:
+            from fleetlib.quality import DomainError
+
+            if not isinstance(exc, DomainError):
+                raise

@@ -332,11 +332,38 @@ def _steps_parts(f: _FastSteps, ff: np.ndarray, tol: float, stall_factor: float)
     x_idx = np.repeat(f.lo[:-1], length) + (np.arange(total) - np.repeat(np.cumsum(length) - length, length))
     steady = np.ones(f.g.size, dtype=bool)
     steady[x_idx] = False
-    stalled = f.compute > (stall_factor * np.where(np.isnan(ff), 0.0, ff))[f.g]
-    stalled &= steady
+    stalled, stalled_jobs = _stalled(f, stall_factor * np.where(np.isnan(ff), 0.0, ff), steady)
     ffs = ff[f.g[x_idx]]
     x_amt = f.dur[x_idx] - f.wait[x_idx] - ffs
-    return {"steady": steady, "stalled": stalled, "x_idx": x_idx, "x_amt": x_amt}
+    return {"steady": steady, "stalled": stalled, "x_idx": x_idx, "x_amt": x_amt, "warm_len": length,
+            "stalled_jobs": stalled_jobs}
+
+
+def _stalled(f: _FastSteps, threshold: np.ndarray, steady: np.ndarray, loop_jobs: int = 256
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Steady steps whose compute time exceeds their job's stall threshold, and the jobs that have one.
+
+    A job's longest compute time is compared first (one reduction): only jobs above their threshold
+    are compared step by step -- the same comparison, on their own steps.
+    """
+    m = f.codes.size
+    stalled = np.zeros(f.g.size, dtype=bool)
+    jobs = np.zeros(m, dtype=bool)
+    nonempty = np.flatnonzero(f.n > 0)
+    if nonempty.size == 0:
+        return stalled, jobs
+    over = nonempty[np.maximum.reduceat(f.compute, f.lo[nonempty]) > threshold[nonempty]]
+    if over.size > loop_jobs:
+        stalled = f.compute > threshold[f.g]
+        stalled &= steady
+        jobs[nonempty] = np.logical_or.reduceat(stalled, f.lo[nonempty])
+        return stalled, jobs
+    lo_all = f.lo.tolist()
+    for r in over.tolist():
+        lo, hi = lo_all[r], lo_all[r + 1]
+        np.logical_and(f.compute[lo:hi] > threshold[r], steady[lo:hi], out=stalled[lo:hi])
+        jobs[r] = bool(stalled[lo:hi].any())
+    return stalled, jobs
 
 
 def _commit_reach(t: _Tables, f: _FastSteps, e_origin: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -468,16 +495,20 @@ def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, f
     do = whole & (f.n > 0) & (f.n <= _BLOCK)
     sums[0, do] = cut[do].astype(float)
     sums[1, do] = f.n[do].astype(float)  # every step of a fast job is kept
-    stalled = steps["stalled"]
-    slow = steps["steady"] & ~stalled
-    # per job: whether any step is slow, stalled, or waited (one pass each over a mask)
+    stalled, any_stalled = steps["stalled"], steps["stalled_jobs"]
+    # per job: whether any step is slow (steady, not stalled), stalled, or waited
     nonempty = np.flatnonzero(f.n > 0)
-    any_slow, any_stalled, any_wait = (np.zeros(m, dtype=bool) for _ in range(3))
-    if nonempty.size:
-        starts = f.lo[nonempty]
-        any_slow[nonempty] = np.logical_or.reduceat(slow, starts)
-        any_stalled[nonempty] = np.logical_or.reduceat(stalled, starts)
-        any_wait[nonempty] = np.logical_or.reduceat(f.wait != 0.0, starts)
+    any_wait = np.zeros(m, dtype=bool)
+    if any_stalled.any():
+        slow = steps["steady"] & ~stalled
+        any_slow = np.zeros(m, dtype=bool)
+        if nonempty.size:
+            any_slow[nonempty] = np.logical_or.reduceat(slow, f.lo[nonempty])
+    else:  # no stalled step: the slow steps are the steady ones, the steps after each warm-up
+        slow = steps["steady"]
+        any_slow = f.n - steps["warm_len"] > 0
+    if nonempty.size:  # waits are >= 0: a job waited where its longest wait is above 0
+        any_wait[nonempty] = np.maximum.reduceat(f.wait, f.lo[nonempty]) > 0.0
     add, wait, compute, lo_all = np.add.reduce, f.wait, f.compute, f.lo.tolist()
     ff_all, cut_all = ffz.tolist(), cut.tolist()
     wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
