@@ -153,14 +153,30 @@ def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.C
     )
 
 
+def _job_row_counts(ids: pd.Series) -> pd.Series:
+    """Return the rows of each job id (as text) of a job-id column, text or categorical."""
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        codes = np.asarray(ids.array.codes)
+        k = len(ids.cat.categories)
+        if codes.size and codes[0] >= 0 and bool((codes[1:] >= codes[:-1]).all()):  # rows grouped by job
+            counts = np.diff(np.searchsorted(codes, np.arange(k + 1, dtype=codes.dtype)))
+        else:
+            counts = np.bincount(codes, minlength=k)
+        used = counts > 0
+        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
+    counts = ids.value_counts()
+    counts.index = counts.index.astype(str)
+    return counts
+
+
 def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
     """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
-    from fleetlib.fleet.measure import _runtime_per_job, _step_counts
+    from fleetlib.fleet.measure import _runtime_per_job
 
     s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map)
-    steps_counts, events_counts = _step_counts(s["job_id"]), _step_counts(e["job_id"])
+    steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
     # held's index keeps its hash table between tasks (held is scattered once to each worker): a

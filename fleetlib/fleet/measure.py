@@ -424,6 +424,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     job ids are a categorical is counted by its codes.  ``steps_checked``: the steps are the canonical
     Parquet reader's fast-path table (see :func:`fleetlib.runtime._fast.runtime_per_job`).
     """
+    from fleetlib.fleet.engine import _job_row_counts
     from fleetlib.runtime._fast import runtime_per_job
 
     n = len(jobs)
@@ -459,28 +460,12 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
         for col in ("fault_free_step_s", "retained_steps"):
             v = per[col].astype(float).to_numpy()[have]
             cols[col][at] = np.where(np.isnan(v), 0.0, v)
-        counts = _step_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
+        counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
     for col in names:
         jobs[col] = cols[col]
     jobs["steps_in_timeline"] = steps_in_timeline
-
-
-def _step_counts(ids: pd.Series) -> pd.Series:
-    """Return the rows of each job id (as text) of a job-id column, text or categorical."""
-    if isinstance(ids.dtype, pd.CategoricalDtype):
-        codes = np.asarray(ids.array.codes)
-        k = len(ids.cat.categories)
-        if codes.size and codes[0] >= 0 and bool((codes[1:] >= codes[:-1]).all()):  # rows grouped by job
-            counts = np.diff(np.searchsorted(codes, np.arange(k + 1, dtype=codes.dtype)))
-        else:
-            counts = np.bincount(codes, minlength=k)
-        used = counts > 0
-        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
-    counts = ids.value_counts()
-    counts.index = counts.index.astype(str)
-    return counts
 
 
 def _runtime_columns(jobs: pd.DataFrame) -> None:
