@@ -187,7 +187,10 @@ def _rows_of(table: Any, positions: np.ndarray) -> Any:
 
 
 def _text_codes(column: Any) -> tuple[np.ndarray, list[str]]:
-    """Codes and distinct values of a text column (no nulls, no blank or unstripped value)."""
+    """Codes and distinct values of a text column (no nulls, no blank or unstripped value).
+
+    The codes keep the dictionary's own integer type (int32 from Parquet): they only index.
+    """
     import pyarrow as pa
 
     if column.null_count:
@@ -198,11 +201,11 @@ def _text_codes(column: Any) -> tuple[np.ndarray, list[str]]:
             raise _Unusual
         chunks = column.unify_dictionaries().chunks if column.num_chunks > 1 else column.chunks
         values = chunks[0].dictionary.to_pylist() if chunks else []
-        codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]).astype(np.int64)
+        codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         enc = column.combine_chunks().dictionary_encode()
         values = enc.dictionary.to_pylist()
-        codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        codes = enc.indices.to_numpy(zero_copy_only=False)
     else:
         raise _Unusual
     if any(v is None or v != v.strip() or v == "" for v in values):
@@ -284,7 +287,7 @@ def _job_strings(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, Any]
     """Return the jobs' rank in text order, per row, and the arrow array of distinct values."""
     import pyarrow as pa
 
-    rank = np.empty(len(values), dtype=np.int64)
+    rank = np.empty(len(values), dtype=np.int32 if len(values) < 2**31 - 1 else np.int64)
     rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
     return rank[codes], pa.array(values, pa.string())
 
@@ -330,7 +333,7 @@ def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
     """
     values = p["values"]
     by_text = np.argsort(np.asarray(values, dtype=object), kind="stable")
-    codes = rank.astype(np.int32) if len(values) < 2**31 - 1 else rank
+    codes = rank.astype(np.int32, copy=False) if len(values) < 2**31 - 1 else rank
     return pd.Categorical.from_codes(codes, categories=pd.Index([values[i] for i in by_text], dtype=object))
 
 
