@@ -209,34 +209,97 @@ def _warm_imports() -> None:
     import fleetlib.runtime.readers  # noqa: F401
 
 
+def _read_timeline_file(
+    fmt: str, path: str, job_map: Mapping[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
+    """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
+
+    A canonical Parquet file the reader's fast path takes comes back with the steps' job ids as a
+    categorical (one code per step, no text per step); anything else as the manifest's reader returns
+    it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
+    steps are the fast path's table as it checked it (no job id of the steps changed by the map).
+    """
+    from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
+
+    fast = None
+    if fmt == "canonical":
+        from fleetlib.runtime.readers._parquet_fast import read_fast
+
+        fast = read_fast(path, job_codes=True)
+    if fast is None:
+        tables, ledger = _timeline_reader(fmt)(path)
+        steps, events = _mapped_tables(tables, job_map)
+        return steps, events, ledger, False
+    tables, ledger = fast
+    steps, events = tables.steps, tables.events  # the reader's own frames: nobody else holds them
+    ids = events["job_id"].astype(str)
+    events["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
+    ids = steps["job_id"]  # a categorical, or the empty text column of a file with no steps
+    remapped = (bool(job_map) and isinstance(ids.dtype, pd.CategoricalDtype)
+                and any(str(c) in job_map for c in ids.cat.categories))
+    if remapped:
+        steps["job_id"] = _mapped_categorical(ids.array, job_map)
+    return steps, events, ledger, not remapped
+
+
+def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.Categorical:
+    """Map a categorical's categories by ``job_map`` (two ids mapped to one become one category)."""
+    mapped = np.asarray([job_map.get(str(c), str(c)) for c in ids.categories], dtype=object)
+    categories, inverse = np.unique(mapped, return_inverse=True)
+    codes = np.asarray(ids.codes)
+    return pd.Categorical.from_codes(
+        inverse.astype(codes.dtype)[codes], categories=pd.Index(categories, dtype=object)
+    )
+
+
+def _job_row_counts(ids: pd.Series) -> pd.Series:
+    """Return the rows of each job id (as text) of a job-id column, text or categorical."""
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        codes = np.asarray(ids.array.codes)
+        k = len(ids.cat.categories)
+        if codes.size and codes[0] >= 0 and bool((codes[1:] >= codes[:-1]).all()):  # rows grouped by job
+            counts = np.diff(np.searchsorted(codes, np.arange(k + 1, dtype=codes.dtype)))
+        else:
+            counts = np.bincount(codes, minlength=k)
+        used = counts > 0
+        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
+    counts = ids.value_counts()
+    counts.index = counts.index.astype(str)
+    return counts
+
+
 def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
     """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
-    from fleetlib.fleet.measure import _distinct, _mapped_tables, _runtime_per_job, _timeline_reader
+    from fleetlib.fleet.measure import _runtime_per_job
 
-    tables, tl_ledger = _timeline_reader(fmt)(path)
-    s, e = _mapped_tables(tables, job_map)
-    steps_jobs, events_jobs = _distinct(s["job_id"]), _distinct(e["job_id"])
+    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map)
+    steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
+    steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
-    joined = [j for j in in_file if j in held.index]
-    unknown = sorted(set(in_file) - set(joined))
+    # held's index keeps its hash table between tasks (held is scattered once to each worker): a
+    # lookup per job costs ~0.5 us; a get_indexer of another dtype would rebuild it (~50 ms)
+    index = held.index
+    is_held = [j in index for j in in_file]
+    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
+    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
     rows: dict[str, int] = {}
     if unknown:
-        counts = pd.concat([s["job_id"], e["job_id"]]).value_counts()
+        counts = steps_counts.add(events_counts, fill_value=0)
         rows = {j: int(counts.get(j, 0)) for j in unknown}
     sub = held.loc[joined, ["devices"]].copy()
     if unknown:  # measure only the joined jobs (all of them: the tables as read)
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
-    _runtime_per_job(s, e, window, sub)
+    _runtime_per_job(s, e, window, sub, steps_checked=checked)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
         "steps_jobs": steps_jobs,
         "events_jobs": events_jobs,
         "unknown_rows": rows,
-        "runtime_jobs": list(joined),
+        "runtime_jobs": joined,
         "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
         "ledger": tl_ledger,
     }

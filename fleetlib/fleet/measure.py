@@ -431,11 +431,19 @@ def _check_job_keys(
 # ---------------------------------------------------------------------------------------------------
 
 
-def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame) -> None:
-    """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``."""
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame,
+                     *, steps_checked: bool = False) -> None:
+    """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``.
+
+    Every column is written once, by position (``jobs`` has one row per job id); a steps table whose
+    job ids are a categorical is counted by its codes.  ``steps_checked``: the steps are the canonical
+    Parquet reader's fast-path table (see :func:`fleetlib.runtime._fast.runtime_per_job`).
+    """
+    from fleetlib.fleet.engine import _job_row_counts
     from fleetlib.runtime._fast import runtime_per_job
 
-    for col in (
+    n = len(jobs)
+    names = (
         *_RUNG_LOSSES,
         "timeline_unattributed",
         "timeline_held_device_s",
@@ -443,29 +451,36 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
         "step_time_above_baseline",
         "fault_free_step_s",
         "retained_steps",
-    ):
-        jobs[col] = 0.0
-    jobs["steps_in_timeline"] = 0
-    if events.empty:
-        return
-    # runtime_goodput(...).per_job, with the common jobs measured all at once (the same numbers)
-    per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
-                             source="fleet timelines")
-    per.index = per.index.astype(str)
-    idx = per.index.intersection(jobs.index)
-    d = jobs.loc[idx, "devices"].astype(float)
-    for cat in _RUNG_LOSSES:
-        jobs.loc[idx, cat] = per.loc[idx, cat] * d
-    jobs.loc[idx, "timeline_unattributed"] = per.loc[idx, "unattributed"] * d
-    jobs.loc[idx, "timeline_held_device_s"] = per.loc[idx, "held_s"] * d
-    jobs.loc[idx, "rung_productive_device_s"] = per.loc[idx, "productive"] * d
-    jobs.loc[idx, "step_time_above_baseline"] = per.loc[idx, "slow_step"] * d  # inside productive
-    ff = per.loc[idx, "fault_free_step_s"].astype(float)
-    jobs.loc[idx, "fault_free_step_s"] = ff.fillna(0.0)
-    jobs.loc[idx, "retained_steps"] = per.loc[idx, "retained_steps"].astype(float).fillna(0.0)
-    counts = steps.groupby("job_id").size() if len(steps) else pd.Series(dtype=int)
-    counts.index = counts.index.astype(str)
-    jobs["steps_in_timeline"] = counts.reindex(jobs.index).fillna(0).astype(int)
+    )
+    cols = {c: np.zeros(n) for c in names}
+    steps_in_timeline = np.zeros(n, dtype=np.int64)
+    if not events.empty:
+        # runtime_goodput(...).per_job, with the common jobs measured all at once (the same numbers)
+        per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
+                                 source="fleet timelines", steps_checked=steps_checked)
+        pos = jobs.index.get_indexer(per.index.astype(str))
+        have = pos >= 0
+        at = pos[have]
+        d = jobs["devices"].to_numpy()[at].astype(float)
+
+        def value(column: str) -> np.ndarray:
+            return per[column].to_numpy()[have]
+
+        for cat in _RUNG_LOSSES:
+            cols[cat][at] = value(cat) * d
+        cols["timeline_unattributed"][at] = value("unattributed") * d
+        cols["timeline_held_device_s"][at] = value("held_s") * d
+        cols["rung_productive_device_s"][at] = value("productive") * d
+        cols["step_time_above_baseline"][at] = value("slow_step") * d  # inside productive
+        for col in ("fault_free_step_s", "retained_steps"):
+            v = per[col].astype(float).to_numpy()[have]
+            cols[col][at] = np.where(np.isnan(v), 0.0, v)
+        counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
+        pos = jobs.index.get_indexer(counts.index)
+        steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
+    for col in names:
+        jobs[col] = cols[col]
+    jobs["steps_in_timeline"] = steps_in_timeline
 
 
 def _runtime_columns(jobs: pd.DataFrame) -> None:

@@ -18,8 +18,9 @@ retained and committed steps, the fault-free step time, per job) without buildin
   rows at once; searches within a job are global searches on complex keys (job + i*value: numpy
   orders complex numbers by real part, then imaginary part); medians are read off one sort; label sums
   are one ``bincount`` in the per-job order.  The few order-sensitive floating-point sums
-  (``np.sum`` with ``where=``, pairwise) are made per job on slices, with the per-job code's own calls
-  (:func:`fleetlib.runtime.partition._step_sums`), so every number is bit-for-bit the per-job path's.
+  (``np.add.reduce`` with ``where=``, pairwise) are made per job on slices by the same reduction
+  (:func:`_whole_sums`; a job the window cuts by the per-job code's own
+  :func:`fleetlib.runtime.partition._step_sums`), so every number is bit-for-bit the per-job path's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime._provenance import relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
+    _BLOCK,
     _NS,
     _build_job,
     _event_origins,
@@ -71,6 +73,38 @@ def _gsearch(sorted_key: np.ndarray, group: np.ndarray, values: np.ndarray, side
     return np.searchsorted(sorted_key, _key(group, values), side=side)  # type: ignore[call-overload]
 
 
+def _search_within(sorted_values: np.ndarray, lo: np.ndarray, hi: np.ndarray, targets: np.ndarray,
+                   side: str) -> np.ndarray:
+    """Global position of ``searchsorted`` of each target in its own sorted run ``sorted_values[lo:hi]``.
+
+    A bisection of all targets at once (about log2 of the longest run steps): what :func:`_gsearch`
+    finds, without a complex key over every value.  A NaN target lands after its run, as in numpy.
+    """
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    top = max(sorted_values.size - 1, 0)
+    while True:
+        active = np.flatnonzero(lo < hi)
+        if active.size == 0:
+            return lo
+        a_lo, a_hi = lo[active], hi[active]
+        mid = (a_lo + a_hi) // 2
+        v = sorted_values[np.minimum(mid, top)]
+        t = targets[active]
+        right = ~(v >= t) if side == "left" else ~(v > t)
+        lo[active] = np.where(right, mid + 1, a_lo)
+        hi[active] = np.where(right, a_hi, mid)
+
+
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """``np.unique`` of NaN-free keys by one sort (numpy's hashed unique of complex keys is slower)."""
+    k = np.sort(keys)
+    if k.size < 2:
+        return k
+    new = np.ones(k.size, dtype=bool)
+    np.not_equal(k[1:], k[:-1], out=new[1:])
+    return k[new]
+
+
 def _next_in_group(sorted_key: np.ndarray, sorted_values: np.ndarray, group_end: np.ndarray,
                    group: np.ndarray, values: np.ndarray, side: str) -> np.ndarray:
     """Return each value's next entry in its group, at or after it (side 'left') or after it; inf: none."""
@@ -85,6 +119,11 @@ def _group_cummax(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Return the running maximum within each (contiguous) group."""
     if values.size == 0:
         return values.copy()
+    if not np.isnan(values).any() and bool((group[1:] >= group[:-1]).all()):
+        # groups in order: the running lexicographic maximum of (group, value) is each group's own
+        # running maximum once the group starts (numpy orders complex numbers by real, then imaginary
+        # part; nothing is added to a value)
+        return np.maximum.accumulate(_key(group, values)).imag.copy()
     return pd.Series(values).groupby(group, sort=False).cummax().to_numpy()
 
 
@@ -119,7 +158,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     """
     n_jobs = len(t.job_ids)
     kind, e_job = t.e_kind, t.e_job.astype(np.int64)
-    s_job = t.s_job.astype(np.int64)
+    s_job = t.s_job  # the narrow codes index as well as int64 ones (no full-length int64 copy)
     is_kind = {k: kind == k for k in _FAST_KINDS}
     other = ~(is_kind["gang_complete"] | is_kind["release"] | is_kind["checkpoint_begin"]
               | is_kind["checkpoint_commit"])
@@ -145,12 +184,20 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     s_t0 = (t.s_start - o) / _NS
     s_t1 = (t.s_end - o) / _NS
     del o
-    bad_s = (t.s_attempt != attempt[s_job]) | (s_t0 < 0.0) | (s_t1 > release[s_job])
-    ok &= np.bincount(s_job[bad_s], minlength=n_jobs) == 0
-    del bad_s
     n = np.diff(s_b)
+    # a job's steps are in start order and do not overlap (the table checks): its first step starts
+    # first and its last ends last, so the held-interval test of every step is one of two per job;
+    # every step in the job's attempt: the attempts' least and greatest, per job
+    held = np.flatnonzero(n > 0)
+    if held.size:
+        first, final = s_b[held], s_b[held + 1] - 1
+        bad = (s_t0[first] < 0.0) | (s_t1[final] > release[held])
+        bad |= np.minimum.reduceat(t.s_attempt, first) != attempt[held]
+        bad |= np.maximum.reduceat(t.s_attempt, first) != attempt[held]
+        ok[held[bad]] = False
     if t.s_step.size > 1:
-        jump = (s_job[1:] == s_job[:-1]) & (t.s_step[1:] - t.s_step[:-1] != 1)
+        jump = np.diff(t.s_step) != 1
+        jump[s_b[1:-1][(s_b[1:-1] > 0) & (s_b[1:-1] < t.s_step.size)] - 1] = False  # across two jobs
         ok &= np.bincount(s_job[1:][jump], minlength=n_jobs) == 0
     last = s_b[1:] - 1
     has = n > 0
@@ -161,7 +208,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     if com.size:
         c_job = e_job[com]
         c_step = t.e_step[com]
-        end_idx = _gsearch(_key(s_job, s_t1), c_job, e_t[com], "right")
+        end_idx = _search_within(s_t1, s_b[c_job], s_b[c_job + 1], e_t[com], "right")
         done_count = end_idx - s_b[c_job]
         done = np.full(com.size, -np.inf)
         inside = done_count > 0
@@ -188,13 +235,15 @@ class _FastSteps:
         rank_of[codes] = np.arange(m)
         self.rank_of = rank_of
         self.event_job = t.e_job.astype(np.int64)
-        s_sel = rank_of[t.s_job.astype(np.int64)] >= 0
-        every = bool(s_sel.all())
+        every = m == len(t.job_ids)  # every job is fast: every step is
+        s_sel = None if every else rank_of[t.s_job] >= 0
 
         def pick(a: np.ndarray) -> np.ndarray:
             return a if every else a[s_sel]
 
-        self.g = rank_of[pick(t.s_job).astype(np.int64)]
+        # each step's job rank: with every job fast, the job codes themselves (narrow: index with it,
+        # widen before arithmetic)
+        self.g = t.s_job if every else rank_of[t.s_job[s_sel]]
         self.n = (s_b[codes + 1] - s_b[codes]).astype(np.int64)
         self.lo = np.concatenate([[0], np.cumsum(self.n)]).astype(np.int64)
         self.origin = shared["origin"][codes]
@@ -210,7 +259,6 @@ class _FastSteps:
         self.first_start[has] = self.s0[self.lo[:-1][has]]
         self.first_step = np.zeros(m, dtype=np.int64)
         self.first_step[has] = self.step[self.lo[:-1][has]]
-        self.s0_key = _key(self.g, self.s0)
         c_sel = rank_of[self.event_job[shared["commit_pos"]]] >= 0
         self.commit_pos = shared["commit_pos"][c_sel]
         self.commit_done = shared["commit_done"][c_sel]
@@ -221,42 +269,102 @@ def _fault_free(f: _FastSteps) -> np.ndarray:
 
     ``np.median``'s value, as the per-job estimate takes it: the middle order statistic, or the mean
     ``(a + b) / 2`` of the two middle ones (the median does not depend on the order of the sample).
-    One partition per job: measured faster than one sort of every job's steps by (job, value).
+    Jobs with samples of one size are partitioned together, one row each (an order statistic is one
+    value however it is found): one ``np.partition`` per sample size, not per job.
     """
     ff = np.full(f.codes.size, np.nan)
-    lo, n = f.lo[:-1].tolist(), f.n.tolist()
-    compute = f.compute
-    for r in range(f.codes.size):
-        if n[r] < 1:
+    n = f.n
+    has = n >= 1
+    size = np.where(n == 1, 1, n - 1)  # the sample: every step but the first (one step: itself)
+    start = np.where(n == 1, f.lo[:-1], f.lo[:-1] + 1)
+    jobs = np.flatnonzero(has)
+    by_size = jobs[np.argsort(size[jobs], kind="stable")]
+    sizes = size[by_size]
+    cuts = np.flatnonzero(np.diff(sizes)) + 1
+    for group in np.split(by_size, cuts):
+        if group.size == 0:
             continue
-        x = compute[lo[r]:lo[r] + 1] if n[r] == 1 else compute[lo[r] + 1:lo[r] + n[r]]
-        h = x.size // 2
-        if x.size % 2:
-            ff[r] = float(np.partition(x, h)[h])
+        k = int(size[group[0]])
+        # each job's sample as one row: rows of a strided window view (no index array is built)
+        sample = np.lib.stride_tricks.sliding_window_view(f.compute, k)[start[group]]
+        h = k // 2
+        if k % 2:
+            ff[group] = np.partition(sample, h, axis=1)[:, h]
         else:
-            part = np.partition(x, (h - 1, h))
-            ff[r] = float((part[h - 1] + part[h]) / 2.0)
+            part = np.partition(sample, (h - 1, h), axis=1)
+            ff[group] = (part[:, h - 1] + part[:, h]) / 2.0
     return ff
 
 
+def _first_fast(f: _FastSteps, threshold: np.ndarray, probe: int = 16) -> np.ndarray:
+    """Per job: the index of its first step whose compute time is at most ``threshold`` (none: its end).
+
+    The first ``probe`` steps of every job are looked at together (a warm-up is short); a job with no
+    such step among them is searched on to its end alone.
+    """
+    lo, hi = f.lo[:-1], f.lo[1:]
+    first = hi.copy()
+    pending = np.flatnonzero(hi > lo)
+    for j in range(probe):
+        if pending.size == 0:
+            return first
+        pos = lo[pending] + j
+        inside = pos < hi[pending]
+        hit = np.zeros(pending.size, dtype=bool)
+        hit[inside] = f.compute[pos[inside]] <= threshold[pending[inside]]
+        first[pending[hit]] = pos[hit]
+        pending = pending[inside & ~hit]
+    for r in pending.tolist():
+        rest = f.compute[lo[r] + probe:hi[r]] <= threshold[r]
+        if rest.any():
+            first[r] = lo[r] + probe + int(np.argmax(rest))
+    return first
+
+
 def _steps_parts(f: _FastSteps, ff: np.ndarray, tol: float, stall_factor: float) -> dict[str, np.ndarray]:
-    """Warm-up, steady and stalled steps of every fast job (one run each, from its cold launch)."""
-    ffs = ff[f.g]
-    fast = f.compute <= ffs * (1.0 + tol)
-    hits = np.flatnonzero(fast)
-    k = np.searchsorted(hits, f.lo[:-1], side="left")
-    first_fast = f.lo[1:].copy()
-    found = k < hits.size
-    found[found] = hits[k[found]] < f.lo[1:][found]
-    first_fast[found] = hits[k[found]]
-    length = first_fast - f.lo[:-1]
-    local = np.arange(f.g.size) - f.lo[:-1][f.g]
-    warm = local < length[f.g]
-    steady = ~warm
-    stalled = steady & (f.compute > stall_factor * np.where(np.isnan(ffs), 0.0, ffs))
-    x_idx = np.flatnonzero(warm)
-    x_amt = f.dur[x_idx] - f.wait[x_idx] - ffs[x_idx]
-    return {"steady": steady, "stalled": stalled, "x_idx": x_idx, "x_amt": x_amt}
+    """Warm-up, steady and stalled steps of every fast job (one run each, from its cold launch).
+
+    Each threshold is made once per job (the same product the per-job code makes) and compared per
+    step; a job's warm-up is its steps before the first one within tolerance of its fault-free time.
+    """
+    first = _first_fast(f, ff * (1.0 + tol))
+    length = first - f.lo[:-1]
+    total = int(length.sum())
+    x_idx = np.repeat(f.lo[:-1], length) + (np.arange(total) - np.repeat(np.cumsum(length) - length, length))
+    steady = np.ones(f.g.size, dtype=bool)
+    steady[x_idx] = False
+    stalled, stalled_jobs = _stalled(f, stall_factor * np.where(np.isnan(ff), 0.0, ff), steady)
+    ffs = ff[f.g[x_idx]]
+    x_amt = f.dur[x_idx] - f.wait[x_idx] - ffs
+    return {"steady": steady, "stalled": stalled, "x_idx": x_idx, "x_amt": x_amt, "warm_len": length,
+            "stalled_jobs": stalled_jobs}
+
+
+def _stalled(f: _FastSteps, threshold: np.ndarray, steady: np.ndarray, loop_jobs: int = 256
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Steady steps whose compute time exceeds their job's stall threshold, and the jobs that have one.
+
+    A job's longest compute time is compared first (one reduction): only jobs above their threshold
+    are compared step by step -- the same comparison, on their own steps.
+    """
+    m = f.codes.size
+    stalled = np.zeros(f.g.size, dtype=bool)
+    jobs = np.zeros(m, dtype=bool)
+    nonempty = np.flatnonzero(f.n > 0)
+    if nonempty.size == 0:
+        return stalled, jobs
+    over = nonempty[np.maximum.reduceat(f.compute, f.lo[nonempty]) > threshold[nonempty]]
+    if over.size > loop_jobs:
+        stalled = f.compute > threshold[f.g]
+        stalled &= steady
+        jobs[nonempty] = np.logical_or.reduceat(stalled, f.lo[nonempty])
+        return stalled, jobs
+    lo_all = f.lo.tolist()
+    for r in over.tolist():
+        lo, hi = lo_all[r], lo_all[r + 1]
+        np.logical_and(f.compute[lo:hi] > threshold[r], steady[lo:hi], out=stalled[lo:hi])
+        jobs[r] = bool(stalled[lo:hi].any())
+    return stalled, jobs
 
 
 def _commit_reach(t: _Tables, f: _FastSteps, e_origin: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -285,7 +393,11 @@ def _pause_windows(f: _FastSteps, mk: _PairedMarkers) -> tuple[np.ndarray, ...]:
     paired, logged = mk.pair_end[b_sel], mk.begin_logged_end[b_sel]
     end = np.where(np.isnan(paired), np.inf, paired)
     end = np.minimum(end, np.where(np.isnan(logged), np.inf, logged))
-    end = np.minimum(end, _next_in_group(f.s0_key, f.s0, f.lo[1:], bg, b, "left"))
+    i = _search_within(f.s0, f.lo[bg], f.lo[bg + 1], b, "left")
+    nxt = np.full(b.size, np.inf)
+    ok = i < f.lo[bg + 1]
+    nxt[ok] = f.s0[i[ok]]
+    end = np.minimum(end, nxt)
     end = np.minimum(end, f.release[bg])
     if b.size:
         m_key = np.sort(_key(bg, b))
@@ -318,15 +430,16 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     cut_g = np.concatenate([o[3] for o in overlays for _ in (0, 1)])
     cut_v = np.concatenate([o[i] for o in overlays for i in (0, 1)])
     fin = np.isfinite(cut_v)
-    cut_key = np.unique(_key(cut_g[fin], cut_v[fin]))
+    cut_key = _sorted_unique(_key(cut_g[fin], cut_v[fin]))
     cuts = cut_key.imag
     # the gaps: startup (gang -> first step or release), then after each step followed by a gap (in order)
     s_last = np.zeros(f.g.size, dtype=bool)
     s_last[last[has]] = True
     follows = np.zeros(f.g.size, dtype=bool)
     if f.g.size > 1:
-        follows[:-1] = f.s0[1:] > f.s1[:-1]
-    gi = np.flatnonzero(follows | s_last)
+        np.greater(f.s0[1:], f.s1[:-1], out=follows[:-1])
+    follows |= s_last
+    gi = np.flatnonzero(follows)
     nxt = np.empty(gi.size)
     inner = ~s_last[gi]
     nxt[inner] = f.s0[gi[inner] + 1]
@@ -365,6 +478,59 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     return pr, label, p0, p1
 
 
+def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, ffz: np.ndarray,
+                cut: np.ndarray, whole: np.ndarray, committed: bool) -> np.ndarray:
+    """:func:`~fleetlib.runtime.partition._step_sums` of every job the window covers whole, as rows.
+
+    The same numbers by the same operations: the time above the baseline is the same elementwise
+    ``(dur - wait) - ff`` (made once for every step), and each sum the same ufunc reduction
+    (``np.add.reduce`` with ``where=``) on the same slice, one call per job and sum.  Sums whose mask
+    holds no step of a job are the reduction's identity, 0.0, without a call; the committed share of
+    the time above the baseline is summed only for ``definition="committed"`` (nothing reads it
+    otherwise: it stays 0.0).  Rows: committed and retained steps, input wait, time above the
+    baseline (all, committed), stall time.  A job that is not ``whole`` (or has more steps than one
+    block) gets zeros here: the caller sums it by the per-job code.
+    """
+    m = f.codes.size
+    sums = np.zeros((6, m))
+    do = whole & (f.n > 0) & (f.n <= _BLOCK)
+    sums[0, do] = cut[do].astype(float)
+    sums[1, do] = f.n[do].astype(float)  # every step of a fast job is kept
+    stalled, any_stalled = steps["stalled"], steps["stalled_jobs"]
+    # per job: whether any step is slow (steady, not stalled), stalled, or waited
+    nonempty = np.flatnonzero(f.n > 0)
+    any_wait = np.zeros(m, dtype=bool)
+    if any_stalled.any():
+        slow = steps["steady"] & ~stalled
+        any_slow = np.zeros(m, dtype=bool)
+        if nonempty.size:
+            any_slow[nonempty] = np.logical_or.reduceat(slow, f.lo[nonempty])
+    else:  # no stalled step: the slow steps are the steady ones, the steps after each warm-up
+        slow = steps["steady"]
+        any_slow = f.n - steps["warm_len"] > 0
+    if nonempty.size:  # waits are >= 0: a job waited where its longest wait is above 0
+        any_wait[nonempty] = np.maximum.reduceat(f.wait, f.lo[nonempty]) > 0.0
+    add, wait, compute, lo_all = np.add.reduce, f.wait, f.compute, f.lo.tolist()
+    ff_all, cut_all = ffz.tolist(), cut.tolist()
+    wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
+    for r in np.flatnonzero(do & (any_wait | any_slow | any_stalled)).tolist():
+        lo, hi = lo_all[r], lo_all[r + 1]
+        if any_wait[r]:  # else every wait is zero: the sum is 0.0
+            wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
+        if not (any_slow[r] or any_stalled[r]):
+            continue
+        excess = compute[lo:hi] - ff_all[r]  # (dur - wait) - ff, as _step_sums makes it
+        if any_slow[r]:
+            above[r] = 0.0 + add(excess, axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
+            c = cut_all[r]
+            if committed and c > 0:
+                c_hi = min(hi, lo + c)
+                above_com[r] = 0.0 + add(excess[:c_hi - lo], axis=None, where=slow[lo:c_hi])
+        if any_stalled[r]:
+            stall[r] = 0.0 + add(excess, axis=None, where=stalled[lo:hi])
+    return sums
+
+
 def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _PairedMarkers],
                e_origin: np.ndarray,
                ff: np.ndarray, tol: float, stall_factor: float, definition: str, ws_ns: int, we_ns: int,
@@ -385,11 +551,13 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
     landed = c_last >= c_first
     cut = np.zeros(m, dtype=np.int64)
     cut[landed] = reach[c_last[landed]] if reach.size else 0
-    sums = np.zeros((6, m))
-    fx_all = np.ones(f.g.size)
+    x_idx = steps["x_idx"]
+    fx = np.ones(x_idx.size)  # each warm-up step's share inside the window (1 but where the window cuts)
     ffz = np.where(np.isnan(ff), 0.0, ff)
     kept = np.ones(f.g.size, dtype=bool)  # no step of a fast job is erased
-    for r in np.flatnonzero(f.n > 0).tolist():
+    sums = _whole_sums(f, steps, kept, ffz, cut, whole, definition == "committed")
+    for r in np.flatnonzero((f.n > 0) & ~(whole & (f.n <= _BLOCK))).tolist():
+        # a job the window cuts (or longer than one block): the per-job code's own sums
         lo, hi = int(f.lo[r]), int(f.lo[r + 1])
         w = bool(whole[r])
         c = int(cut[r])
@@ -398,7 +566,8 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
                                   float(c) if w else 0.0, float(ws[r]), float(we[r]), w)
         sums[:, r] = vals
         if share is not None:
-            fx_all[lo:hi] = share
+            a, b = np.searchsorted(x_idx, (lo, hi))
+            fx[a:b] = share[x_idx[a:b] - lo]
     n_com, n_kept, wait_sum, above, above_com, stall = sums
     fine = np.zeros((m, _NFINE))
     if definition == "committed":
@@ -411,8 +580,8 @@ def _fast_rows(t: _Tables, f: _FastSteps, markers: tuple[_PairedMarkers, _Paired
         fine[:, _L["slow_step"]] = above
     fine[:, _L["input_wait"]] = wait_sum
     fine[:, _L["stall"]] = stall
-    x = fx_all[steps["x_idx"]] * steps["x_amt"]
-    fine = fine + np.bincount(f.g[steps["x_idx"]] * _NFINE + _L["startup_warmup"], weights=x,
+    x = fx * steps["x_amt"]
+    fine = fine + np.bincount(f.g[steps["x_idx"]].astype(np.int64) * _NFINE + _L["startup_warmup"], weights=x,
                               minlength=m * _NFINE).reshape(m, _NFINE)
     ov = np.clip(np.minimum(p1, we[pr]) - np.maximum(p0, ws[pr]), 0.0, None)
     fine = fine + np.bincount(pr * _NFINE + label, weights=ov, minlength=m * _NFINE).reshape(m, _NFINE)
@@ -456,7 +625,8 @@ def _window_ns(window: Any, t: _Tables, jobs: list[Any], f: _FastSteps | None
 def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
                     definition: str = "committed", estimator: str = "median", warmup_tolerance: float = 0.1,
                     as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                    clean_end_commit: bool = True, fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+                    clean_end_commit: bool = True, fast: bool = True,
+                    steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """Measure each job of a canonical timeline: ``runtime_goodput(...).per_job``, many jobs at once.
 
     Parameters
@@ -470,6 +640,10 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     fast
         Measure the common jobs (see the module docstring) all at once; False runs every job through
         the per-job code (the reference the fast path is tested against).
+    steps_checked
+        The steps are the canonical Parquet reader's fast-path table, unchanged but for dropped rows:
+        the per-row value checks it made are not repeated
+        (:func:`~fleetlib.runtime.timeline._prepare_tables`).
 
     Returns
     -------
@@ -490,7 +664,7 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
         frame, ledger = _runtime_per_job(
             steps, events, window=window, definition=definition, estimator=estimator,
             warmup_tolerance=warmup_tolerance, as_of=as_of, source=source, stall_factor=stall_factor,
-            clean_end_commit=clean_end_commit, fast=fast)
+            clean_end_commit=clean_end_commit, fast=fast, steps_checked=steps_checked)
     except InputError as err:
         raise relocate_error(err, where) from None
     relocate_ledger(ledger, where)
@@ -500,11 +674,12 @@ def runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
 def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
                      definition: str = "committed", estimator: str = "median", warmup_tolerance: float = 0.1,
                      as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                     clean_end_commit: bool = True, fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+                     clean_end_commit: bool = True, fast: bool = True,
+                     steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """:func:`runtime_per_job` on table positions (errors and ledger name them; the caller relocates)."""
     from fleetlib.runtime.goodput import _check_options, _coarse, _rel, _ts
 
-    t = _prepare_tables(steps, events, source=source, build_frames=False)
+    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
     n_jobs = len(t.job_ids)
     s_b = np.searchsorted(t.s_job, np.arange(n_jobs + 1, dtype=t.s_job.dtype), side="left").astype(np.int64)
     e_b = np.searchsorted(t.e_job, np.arange(n_jobs + 1, dtype=t.e_job.dtype), side="left").astype(np.int64)

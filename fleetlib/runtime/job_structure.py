@@ -779,15 +779,10 @@ def _pair_markers_all(t: _Tables, e_origin: np.ndarray, begin_kind: str, end_kin
             sel = (b_key >= 0) if keyed else (b_key < 0)
             if not sel.any():
                 continue
-            left = pd.DataFrame({"pos": b_idx[sel], "job": e_job[b_idx[sel]], "a": e_att[b_idx[sel]],
-                                 "s": b_key[sel] if keyed else 0, "i": np.flatnonzero(sel)})
-            right = pd.DataFrame({"pos": x_idx, "job": e_job[x_idx], "a": e_att[x_idx],
-                                  "s": x_step if keyed else 0, "j": np.arange(x_idx.size)})
-            m = pd.merge_asof(left, right, on="pos", by=["job", "a", "s"], direction="forward",
-                              allow_exact_matches=False)
-            j = m["j"].to_numpy(dtype=np.float64, na_value=np.nan)
-            ok = np.isfinite(j)
-            match[m["i"].to_numpy()[ok]] = j[ok].astype(np.int64)
+            bs = b_idx[sel]
+            b_keys = [e_job[bs], e_att[bs]] + ([b_key[sel]] if keyed else [])
+            x_keys = [e_job[x_idx], e_att[x_idx]] + ([x_step] if keyed else [])
+            match[np.flatnonzero(sel)] = _next_match(bs, b_keys, x_idx, x_keys)
         has = np.flatnonzero(match >= 0)
         # several begins may reach one end: only the latest of them pairs with it
         last = np.ones(has.size, dtype=bool)
@@ -807,6 +802,38 @@ def _pair_markers_all(t: _Tables, e_origin: np.ndarray, begin_kind: str, end_kin
         begin_duration=e_dur[b_idx], begin_logged_end=_rel_ns_all(e_ns[b_idx], e_origin[b_idx], e_dur[b_idx]),
         lone=lone, lone_start=_rel_ns_all(e_ns[lone], e_origin[lone], -e_dur[lone]),
         lone_end=(e_ns[lone] - e_origin[lone]) / _NS)
+
+
+def _next_match(b_pos: np.ndarray, b_keys: list[np.ndarray], x_pos: np.ndarray, x_keys: list[np.ndarray]
+                ) -> np.ndarray:
+    """For each ``b``: the index of the first ``x`` with the same keys and a greater position; -1: none.
+
+    What ``pd.merge_asof(b, x, on=pos, by=keys, direction="forward", allow_exact_matches=False)``
+    finds, by one sort of both sides by (keys, position) and one running minimum, from the end, of
+    each group's next ``x`` (positions are distinct integers).
+    """
+    nb, n = b_pos.size, b_pos.size + x_pos.size
+    if nb == 0 or x_pos.size == 0:
+        return np.full(nb, -1, dtype=np.int64)
+    keys = [np.concatenate([np.asarray(b, dtype=np.int64), np.asarray(x, dtype=np.int64)])
+            for b, x in zip(b_keys, x_keys, strict=True)]
+    pos = np.concatenate([b_pos, x_pos]).astype(np.int64)
+    order = np.lexsort((pos, *keys[::-1]))
+    new_group = np.zeros(n, dtype=bool)
+    new_group[0] = True
+    for k in keys:
+        ks = k[order]
+        new_group[1:] |= ks[1:] != ks[:-1]
+    gid = np.cumsum(new_group) - 1
+    big = n + 1
+    # each sorted row's own index where it is an x, else "none" (n); groups made disjoint by gid * big
+    own = np.where(order >= nb, np.arange(n), n)
+    nxt = np.minimum.accumulate((gid * big + own)[::-1])[::-1] % big  # the first x at or after each row
+    out = np.full(nb, -1, dtype=np.int64)
+    is_b = order < nb
+    found = nxt[is_b] < n
+    out[order[is_b][found]] = order[nxt[is_b][found]] - nb
+    return out
 
 
 def _event_origins(t: _Tables) -> np.ndarray:

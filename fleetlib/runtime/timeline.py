@@ -276,7 +276,15 @@ def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], *, file: str)
 
 
 def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
-                    build_frames: bool) -> _Tables:
+                    build_frames: bool, steps_checked: bool = False) -> _Tables:
+    """Validate both tables and return their arrays, sorted by job (the measurement's input).
+
+    ``steps_checked``: the steps come straight from the canonical Parquet reader's fast path, which
+    refused (handed to its general path) any step ending at or before its start, any input wait that
+    is missing, negative, infinite or longer than its step, and any step starting before the previous
+    step of its job ends -- in the order of these rows.  Those per-row checks are not repeated here;
+    every other check is (and the overlap check too, should the rows need sorting).
+    """
     steps_file, events_file = f"{source} (steps)", f"{source} (events)"
     _check_columns(steps, STEP_COLUMNS, file=steps_file)
     ev_required = ("job_id", "attempt", "time", "kind")
@@ -284,14 +292,16 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     ledger = TimelineLedger(read=len(steps) + len(events))
     prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
-    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
+    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file,
+                                                                              checked=steps_checked)
     e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger,
                                                                                  prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s)
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s,
+        checked=steps_checked)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
@@ -341,13 +351,14 @@ def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: 
                 file=prov.label, row=int(e_rows[i]), field="duration_s", job_id=str(job))
 
 
-def _steps_arrays(steps: pd.DataFrame, steps_file: str
+def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
                   ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray,
                              np.ndarray]:
     """Read and check the step columns: ends after starts, input waits finite, >= 0 and inside their step.
 
     Returns the input row of each step (None: input order), attempt, end, job text, start, step
-    number and input wait.
+    number and input wait.  ``checked``: the reader has made the value checks (see
+    :func:`_prepare_tables`); the columns' types and missing values are still checked.
     """
     s_jobtext = _text_column(steps["job_id"], file=steps_file, field="job_id")
     s_attempt = _int_column(steps["attempt"], file=steps_file, field="attempt")
@@ -361,6 +372,8 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str
     s_wait = wait_col.to_numpy(dtype=np.float64, na_value=np.nan)
     # input row of each step: None while the steps are still in input order (no index array needed)
     rows: np.ndarray | None = None
+    if checked:
+        return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
     bad = s_end < s_start
     if bad.any():
         i = int(np.argmax(bad))
@@ -397,7 +410,8 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
     e_jobtext = _text_column(events["job_id"], file=events_file, field="job_id")
     e_attempt = _int_column(events["attempt"], file=events_file, field="attempt")
     e_time = _times_ns(events["time"], file=events_file, field="time")
-    e_kind = _text_column(events["kind"], file=events_file, field="kind").to_numpy(dtype=object)
+    kind_col = _text_column(events["kind"], file=events_file, field="kind")
+    e_kind = kind_col.to_numpy(dtype=object)
     if "step" in events.columns:
         col = events["step"]
         if len(col) and not (pd.api.types.is_numeric_dtype(col.dtype) or col.isna().all()):
@@ -426,10 +440,12 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
         e_dur = np.full(len(events), np.nan)
     e_rows = np.arange(len(events), dtype=np.int64)
 
-    known = np.isin(e_kind, [*EVENT_KINDS, *AUXILIARY_EVENT_KINDS])
-    if not known.all():
-        other = np.flatnonzero(~known)
-        known[other] = [str(k).startswith(AUXILIARY_KIND_PREFIXES) for k in e_kind[other]]
+    # whether each kind is known, decided once per distinct kind (a few) and read off per row
+    kind_codes, kind_values = _text_codes(kind_col)
+    known_value = np.isin(np.asarray(kind_values, dtype=object), [*EVENT_KINDS, *AUXILIARY_EVENT_KINDS])
+    other = np.flatnonzero(~known_value)
+    known_value[other] = [str(kind_values[i]).startswith(AUXILIARY_KIND_PREFIXES) for i in other.tolist()]
+    known = known_value[kind_codes] if len(events) else np.zeros(0, dtype=bool)
     if not known.all():
         kinds, counts = np.unique(e_kind[~known].astype(str), return_counts=True)
         for k, c in zip(kinds.tolist(), counts.tolist(), strict=True):
@@ -460,6 +476,11 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
                         e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray, events: pd.DataFrame,
                         events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
+    if len(events) > 1:
+        same_job = e_job[1:] == e_job[:-1]
+        if bool((e_job[1:] >= e_job[:-1]).all()) and bool((~same_job | (e_time[1:] >= e_time[:-1])).all()):
+            # already in (job, time) order: no row is late within its attempt, and the sort keeps them
+            return e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time
     if len(events):
         keys = [e_job, e_attempt]
         seen_max = pd.Series(e_time).groupby(keys, sort=False).cummax()
@@ -476,12 +497,13 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance
-                       ) -> tuple[Any, ...]:
+                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance,
+                       *, checked: bool = False) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
-    already in order with no duplicate.
+    already in order with no duplicate.  ``checked``: the reader refused overlaps in this row order,
+    so rows found in order are not searched for one again.
     """
     steps_untouched = True
     if len(steps):
@@ -502,7 +524,7 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
-        i = _first_overlap(s_job, s_start, s_end)
+        i = -1 if (checked and steps_untouched) else _first_overlap(s_job, s_start, s_end)
         if i >= 0:
             row_of = _RowIndex(rows, 0, s_job.size)
             raise InputError(
@@ -582,7 +604,7 @@ def _text_codes(col: pd.Series) -> tuple[np.ndarray, list[Any]]:
     """
     if isinstance(col.dtype, pd.CategoricalDtype):
         codes = col.cat.codes.to_numpy()
-        cats = list(col.cat.categories)
+        cats = col.cat.categories.tolist()
         used = np.zeros(len(cats), dtype=bool)
         for lo, hi in _blocks(codes.size):
             used |= np.bincount(codes[lo:hi], minlength=len(cats)).astype(bool)
@@ -593,7 +615,7 @@ def _text_codes(col: pd.Series) -> tuple[np.ndarray, list[Any]]:
         remap[keep] = np.arange(keep.size)
         return _recode(codes, remap), [cats[i] for i in keep]
     codes, uniques = pd.factorize(col)
-    return codes, list(uniques)
+    return codes, uniques.tolist()  # tolist: iterating an arrow-backed array costs ~1.5 us a value
 
 
 def _recode(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
