@@ -84,7 +84,10 @@ def dask_client(
     with (
         # glibc's own (dynamic) malloc thresholds in the workers: distributed's MALLOC_TRIM_THRESHOLD_
         # makes every large numpy temporary a fresh mmap -- a timeline task ran 35-50 % slower so
-        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+        # and no statistical profiler: it samples every thread's stack 100 times a second for the
+        # dashboard's profile page (as program.stragglers.local_cluster)
+        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                         "distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=n,
             threads_per_worker=1,

@@ -516,13 +516,14 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> 
     model_name = np.full(n, None, dtype=object)
     conventions: dict[str, str] = {}
     held = _index_set(jobs)
-    pairs = [(j, str(p)) for j, p in man.models.items() if j in held]  # the manifest's order
+    pairs = [(j, p) for j, p in man.models.items() if j in held]  # the manifest's order
     if pairs:
         # one read per config file: at fleet scale 200,000 jobs share a few dozen configs; every
         # per-job value below is a per-config array taken by each job's config code
         job_ids = [j for j, _ in pairs]
-        paths = sorted({p for _, p in pairs})
-        code_of = {p: i for i, p in enumerate(paths)}
+        text_of = {p: str(p) for p in {p for _, p in pairs}}  # each distinct path named once
+        paths = sorted(set(text_of.values()))
+        code_of = {p: paths.index(t) for p, t in text_of.items()}
         codes = np.fromiter((code_of[p] for _, p in pairs), dtype=np.intp, count=len(pairs))
         cfgs = [load_model_config(Path(p)) for p in paths]
         pos = jobs.index.get_indexer(job_ids)
