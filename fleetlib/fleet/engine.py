@@ -16,8 +16,11 @@ sends back, per joined job, only the columns the runtime rung adds, as plain arr
 them into its job table by position.  The runtime rung measures a file's common jobs all at once
 (:mod:`fleetlib.runtime._fast`).  A cluster started here keeps glibc's dynamic malloc thresholds in
 its workers (``distributed`` sets ``MALLOC_TRIM_THRESHOLD_``, which made every large numpy temporary
-a fresh ``mmap`` and a timeline task 35-50 % slower), and its workers import the measuring code while
-the calling process reads the manifest and the scheduler records.
+a fresh ``mmap`` and a timeline task 35-50 % slower) and runs no statistical profiler.
+:func:`measure_fleet` starts its cluster in a background thread (:func:`dask_client_in_background`):
+the workers start and import the measuring code while the calling process reads the manifest and
+the scheduler records, and the cluster closes in the background once the trace step has run, while
+the results are built.
 
 Every runtime category is a per-job sum and the fault-free step time is estimated per job, so a
 timeline measured alone gives the numbers it gives among the others: the two engines agree exactly.
