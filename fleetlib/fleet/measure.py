@@ -319,8 +319,8 @@ def _register_timeline(
 
     A steps file and an events file of one job are one timeline; two files with steps (or with events)
     of one job are two timelines.  ``seen`` maps ``"steps"`` and ``"events"`` to job -> file; ``owner``
-    maps each job to the first file that named it.  Set and dict operations, not a loop over jobs: a
-    fleet-scale partition names thousands.
+    maps each job to the first file that named it.  Each call costs the file's distinct ids (dict
+    operations over them), never the jobs of the files before it: a fleet has hundreds of thousands.
     """
     for table in ("steps", "events"):
         # the distinct ids first (vectorised): iterating an Arrow-backed column costs ~2 us a row
