@@ -50,6 +50,7 @@ __all__ = [
     "dask_client",
     "dask_client_in_background",
     "dask_runtime_per_job",
+    "submit_timeline_tasks",
 ]
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
@@ -327,6 +328,44 @@ def _gather(client: Any, futures: list[Any], progress: bool) -> list[Any]:
     return out
 
 
+def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window, client: Any) -> list[Any]:
+    """Submit one task per timeline file of ``man`` (manifest order); return the futures.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    jobs
+        The scheduler's jobs held in the window (index ``job_id``; ``devices``): scattered once to
+        every worker.
+    window
+        The measured window.
+    client
+        A ``distributed.Client``.
+
+    Returns
+    -------
+    list of distributed.Future
+        One per timeline file; :func:`dask_runtime_per_job` (``submitted=``) gathers them.
+    """
+    held = client.scatter(jobs[["devices"]], broadcast=True)  # the tasks read the held jobs and devices
+    job_map = dict(man.job_map)
+    return [
+        client.submit(
+            _measure_timeline_file,
+            man.timeline_format,
+            str(path),
+            man.relative(path),
+            job_map,
+            held,
+            window,
+            key=f"fleet-timeline-{i}-{man.relative(path)}",
+            pure=False,
+        )
+        for i, path in enumerate(man.timeline_files)
+    ]
+
+
 def dask_runtime_per_job(
     man: FleetManifest,
     jobs: pd.DataFrame,
@@ -336,6 +375,7 @@ def dask_runtime_per_job(
     client: Any,
     *,
     progress: bool = False,
+    submitted: list[Any] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
     """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
 
@@ -356,6 +396,9 @@ def dask_runtime_per_job(
         A ``distributed.Client``.
     progress
         Show a progress bar over files on stderr.
+    submitted
+        The tasks :func:`submit_timeline_tasks` submitted for these jobs (the caller's own work ran
+        meanwhile); None submits them here.
 
     Returns
     -------
@@ -371,22 +414,7 @@ def dask_runtime_per_job(
     """
     from fleetlib.fleet.measure import _flag_unknown_jobs, _register_timeline
 
-    held = client.scatter(jobs[["devices"]], broadcast=True)  # the tasks read the held jobs and devices
-    job_map = dict(man.job_map)
-    futures = [
-        client.submit(
-            _measure_timeline_file,
-            man.timeline_format,
-            str(path),
-            man.relative(path),
-            job_map,
-            held,
-            window,
-            key=f"fleet-timeline-{i}-{man.relative(path)}",
-            pure=False,
-        )
-        for i, path in enumerate(man.timeline_files)
-    ]
+    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, window, client)
     results = _gather(client, futures, progress)
     owner: dict[str, str] = {}
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file

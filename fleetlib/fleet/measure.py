@@ -601,12 +601,14 @@ def _timelines_into_jobs(
     ledger: Ledger,
     client: Any,
     progress: bool,
+    submitted: list[Any] | None = None,
 ) -> None:
     """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
 
     Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
-    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`)
-    and the per-job rows are written into ``jobs`` -- the same columns, the same numbers.
+    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`;
+    ``submitted``: the tasks, already submitted) and the per-job rows are written into ``jobs`` -- the
+    same columns, the same numbers.
     """
     if client is None:
         steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger, progress)
@@ -614,7 +616,7 @@ def _timelines_into_jobs(
         from fleetlib.fleet.engine import dask_runtime_per_job
 
         runtime, joined, owner = dask_runtime_per_job(
-            man, jobs, scheduled, window, ledger, client, progress=progress
+            man, jobs, scheduled, window, ledger, client, progress=progress, submitted=submitted
         )
     _check_job_keys(man, owner, joined, ledger)
     # one pass over the ids as Python strings (an Arrow-backed index's isin converts each value)
@@ -713,8 +715,9 @@ def _measure(
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
     ``cluster`` (:func:`fleetlib.fleet.engine.dask_client_in_background`'s handle) gives the Dask
-    client, waiting for its start, once the scheduler records are read (the first step that submits
-    tasks), and is released after the last (the trace step): it closes while the results are built.
+    client, waiting for its start, once the scheduler records are read and the held jobs known: the
+    timeline tasks are submitted then, and run while this process settles S.  It is released after
+    the last task (the trace step): the cluster closes while the results are built.
     """
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
@@ -724,16 +727,21 @@ def _measure(
     except DomainError as exc:
         raise InputError(str(exc), file=str(man.file), field="window") from exc
     records, ledger, win = _read_scheduler(man, win)
-    partition = scheduling_partition(**records.tables(), window=win)
-    s = partition.factor()
-    _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
-    scheduled = set(records.allocations["job_id"].astype(str).tolist())
     client = cluster.client() if cluster is not None else None
-    _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress)
+    submitted = None
+    if client is not None:  # the timeline tasks run while this process settles S
+        from fleetlib.fleet.engine import submit_timeline_tasks
+
+        submitted = submit_timeline_tasks(man, jobs, win, client)
+    partition = scheduling_partition(**records.tables(), window=win)
+    s = partition.factor()
+    _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
+    scheduled = set(records.allocations["job_id"].astype(str).tolist())
+    _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress, submitted)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
