@@ -82,6 +82,23 @@ def test_dask_refuses_two_timelines_for_one_job(client: Any, partitioned: Path, 
         measure_fleet(bundle, engine="dask", client=client)
 
 
+def test_dask_raises_the_first_bad_file_in_manifest_order_as_pandas_does(
+    client: Any, partitioned: Path, tmp_path: Path
+) -> None:
+    # the results are taken in manifest order as they come back: whichever task fails first, the
+    # error raised is the first bad file's, the one the pandas engine (reading in order) names
+    bundle = tmp_path / "b"
+    shutil.copytree(partitioned, bundle)
+    for name in ("part-00001.parquet", "part-00002.parquet"):
+        (bundle / "timelines" / name).write_bytes(b"PAR1 not a parquet file PAR1")
+    with pytest.raises(InputError) as by_pandas:
+        measure_fleet(bundle)
+    with pytest.raises(InputError) as by_dask:
+        measure_fleet(bundle, engine="dask", client=client, progress=False)
+    assert "part-00001.parquet" in str(by_pandas.value)
+    assert str(by_dask.value) == str(by_pandas.value)
+
+
 def test_cli_engine_dask_with_workers(partitioned: Path) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")

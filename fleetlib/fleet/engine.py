@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -312,20 +312,39 @@ def _measure_timeline_file(
     }
 
 
-def _gather(client: Any, futures: list[Any], progress: bool) -> list[Any]:
-    """Results of ``futures`` in submission order, gathered as they complete (a tqdm bar on stderr)."""
+def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable[[int, Any], None]) -> None:
+    """Hand each future's result to ``on_result(i, result)`` in submission order, as soon as it can be.
+
+    The results are fetched as the tasks complete (``as_completed(..., with_results=True)``: the
+    transfer runs on the client's communication thread, not as a blocking call per task) and handed
+    over in order: result ``i`` as soon as it and every result before it are back, so the caller's
+    work on the early files overlaps the workers' work on the later ones.  A task's error is raised
+    when its turn comes -- the first failing file in manifest order, as the pandas engine reads them
+    -- and the tasks not yet handed over are then cancelled.  A tqdm bar on stderr counts completions.
+    """
     from distributed import as_completed
     from tqdm.auto import tqdm
 
     index = {f.key: i for i, f in enumerate(futures)}
-    out: list[Any] = [None] * len(futures)
-    with tqdm(
-        total=len(futures), desc="fleet timelines", unit="file", file=sys.stderr, disable=not progress
-    ) as bar:
-        for fut in as_completed(futures):
-            out[index[fut.key]] = fut.result()
-            bar.update(1)
-    return out
+    back: dict[int, Any] = {}  # completed, not yet handed over
+    turn = 0  # the next result to hand over
+    try:
+        with tqdm(
+            total=len(futures), desc="fleet timelines", unit="file", file=sys.stderr, disable=not progress
+        ) as bar:
+            for fut, result in as_completed(futures, with_results=True, raise_errors=False):
+                back[index[fut.key]] = (fut, result)
+                bar.update(1)
+                while turn in back:
+                    done, value = back.pop(turn)
+                    if done.status != "finished":  # an error (or a cancellation): raised as the task's own
+                        done.result()
+                    on_result(turn, value)
+                    turn += 1
+    finally:
+        live = [f for f in futures if f.status not in ("finished", "error")]
+        if live:
+            client.cancel(live)
 
 
 def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window, client: Any) -> list[Any]:
@@ -415,18 +434,23 @@ def dask_runtime_per_job(
     from fleetlib.fleet.measure import _flag_unknown_jobs, _register_timeline
 
     futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, window, client)
-    results = _gather(client, futures, progress)
     owner: dict[str, str] = {}
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     rows: dict[str, int] = {}
-    for path, res in zip(man.timeline_files, results, strict=True):
+    done: list[dict[str, Any]] = []  # the results with measured jobs, in manifest order
+
+    def register(i: int, res: dict[str, Any]) -> None:  # in manifest order, while later files run
         ledger.extend(res["ledger"])
-        rel = man.relative(path)
+        rel = man.relative(man.timeline_files[i])
         _register_timeline(
             man, rel, {"steps": res["steps_jobs"], "events": res["events_jobs"]}, owner, seen
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
+        if res["runtime_jobs"]:
+            done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"]})
+
+    _gather(client, list(futures), progress, register)
     in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
     # jobs with steps and events whose files differ (set operations on the (job, file) pairs)
     split = sorted({j for j, _ in in_steps.items() - in_events.items()} & in_events.keys())
@@ -444,7 +468,6 @@ def dask_runtime_per_job(
     joined = dict(owner)
     for j in owner.keys() - known:  # the few jobs the scheduler did not hold in the window
         del joined[j]
-    done = [r for r in results if r["runtime_jobs"]]
     index = pd.Index([j for r in done for j in r["runtime_jobs"]], name=jobs.index.name)
     runtime = pd.DataFrame(
         {c: np.concatenate([r["runtime"][c] for r in done]) for c in done[0]["runtime"]} if done else {},
