@@ -21,6 +21,7 @@ from fleetlib.program.collectives import (
     program_summary,
     step_heatmap_table,
     straggler_report,
+    traced_step_partition,
 )
 from fleetlib.quality import DomainError
 
@@ -322,6 +323,20 @@ def test_expected_collectives_needs_steps():
 
 
 # ------------------------------------------------------------------------------------------ summary
+
+
+def test_traced_step_partition_is_the_partition_the_summary_reports():
+    # the fleet walk reads the partition alone: the same rows and values as program_summary's records,
+    # which step_partition gives when handed collective_waits of match_collectives
+    k, s = straggling_job()
+    matched, waits, part = traced_step_partition(k, s)
+    by_hand = step_partition(k, s, collective_wait=collective_waits(match_collectives(k))[
+        ["kernel_index", "peer_wait_us"]])
+    pd.testing.assert_frame_equal(part, by_hand, check_exact=True)
+    records = pd.DataFrame.from_records(program_summary(k, s)["partition"])
+    cols = [*PARTITION_PARTS, "step_wall_us"]
+    assert (records[cols].to_numpy(float) == part[cols].to_numpy(float)).all()
+    assert len(matched) == len(k[k["kind"] == "comm"]) and len(waits) == len(matched)
 
 
 def test_program_summary_is_json_ready_and_adds_up():

@@ -51,6 +51,7 @@ __all__ = [
     "step_heatmap_table",
     "straggler_report",
     "summarise_traced_steps",
+    "traced_step_partition",
 ]
 
 #: Collective types of the kernel table's ``collective`` column.
@@ -587,13 +588,41 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         ``matched``, ``waits``, ``partition`` (one row per rank and step), ``stragglers`` and
         ``audit``; :func:`summarise_traced_steps` turns them into one JSON-ready dictionary.
     """
+    matched, waits, part = traced_step_partition(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us)
+    return {"matched": matched, "waits": waits, "partition": part,
+            "stragglers": straggler_report(waits, part, threshold=threshold),
+            "audit": collective_audit(kernels)}
+
+
+def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
+                          by: Literal["auto", "seq", "occurrence"] = "auto",
+                          dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Match collectives, measure peer waits and partition every rank's steps (no stragglers, no audit).
+
+    The part of :func:`analyse_traced_steps` a caller needs for the step partition alone (the fleet
+    walk's trace step): the same three tables it computes.
+
+    Parameters
+    ----------
+    kernels, steps
+        Kernel table and step windows (see :func:`~fleetlib.program.breakdown.step_partition`).
+    by
+        Matching rule for :func:`match_collectives`.
+    dispatch_gap_us
+        Fallback host-dispatch gap, microseconds.
+
+    Returns
+    -------
+    tuple of DataFrame
+        ``matched`` (:func:`match_collectives`), ``waits`` (:func:`collective_waits`) and the
+        partition (:func:`~fleetlib.program.breakdown.step_partition`, one row per rank and step).
+    """
     matched = match_collectives(kernels, by=by)
     waits = collective_waits(matched)
     part = step_partition(kernels, steps, collective_wait=waits[["kernel_index", "peer_wait_us"]],
                           dispatch_gap_us=dispatch_gap_us)
-    return {"matched": matched, "waits": waits, "partition": part,
-            "stragglers": straggler_report(waits, part, threshold=threshold),
-            "audit": collective_audit(kernels)}
+    return matched, waits, part
 
 
 def summarise_traced_steps(parts: Mapping[str, pd.DataFrame], *, by: str = "auto") -> dict[str, Any]:
