@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +217,7 @@ class FleetMeasurement:
             "pools": self.pools,
             "cohorts": _cohorts(self.jobs),
             "jobs": _job_records(self.jobs),
-            "reconciliation": self.reconciliation,
+            "reconciliation": {**self.reconciliation, "jobs": dict(self.reconciliation["jobs"])},
             "traces": self.traces,
             "levers": self.levers,
             "price_per_device_hour": self.price_per_device_hour,
@@ -230,6 +230,47 @@ class FleetMeasurement:
             "ledger": self.ledger.to_dict(),
             "contract": self.contracts,
         }
+
+
+class _JobReconciliation(Mapping[str, dict[str, float]]):
+    """Per reconciled job: the scheduler's held device-s, the timeline's and the residual (read-only).
+
+    A mapping ``job_id -> {"scheduler_held_device_s", "timeline_held_device_s", "residual_device_s"}``
+    over the observed jobs that are not zombies, in the job table's order.  At fleet scale it has
+    200,000 entries, so the dictionaries are built on first use (a lookup, an iteration, the JSON),
+    not by every measurement.
+    """
+
+    _KEYS = ("scheduler_held_device_s", "timeline_held_device_s", "residual_device_s")
+
+    def __init__(self, jobs: pd.DataFrame, rows: np.ndarray) -> None:
+        self._ids = jobs.index[rows]
+        self._values = [jobs[c].to_numpy(float)[rows] for c in
+                        ("held_device_s", "timeline_held_device_s", "reconciliation_residual")]
+        self._built: dict[str, dict[str, float]] | None = None
+
+    def _records(self) -> dict[str, dict[str, float]]:
+        if self._built is None:
+            keys = self._KEYS
+            self._built = {
+                str(j): {keys[0]: held, keys[1]: timeline, keys[2]: residual}
+                for j, held, timeline, residual in zip(  # tolist(): Python floats, no per-value cast
+                    self._ids.tolist(), *(v.tolist() for v in self._values), strict=True
+                )
+            }
+        return self._built
+
+    def __getitem__(self, job: str) -> dict[str, float]:
+        return self._records()[job]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records())
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __repr__(self) -> str:
+        return f"<reconciliation of {len(self)} jobs>"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -504,47 +545,90 @@ def _runtime_columns(jobs: pd.DataFrame) -> None:
         jobs["runtime_goodput"] = np.where(held > 0, jobs["productive_device_s"].to_numpy() / held, np.nan)
 
 
-def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger) -> dict[str, str]:
-    """Ideal device-s per job from its model config; P and its partition per job; conventions."""
+@dataclass(frozen=True)
+class _ModelConfigs:
+    """The model configurations of the held jobs, read once per file (:func:`_model_configs`).
+
+    ``pos``: each configured job's row in the jobs table (the manifest's order); ``codes``: its config
+    (index into the per-config arrays); ``per_step``: ideal device-s per step (useful FLOPs / peak
+    FLOP/s); ``stated``: the devices each config states; ``paths``, ``names``, ``labels``: per config.
+    """
+
+    job_ids: list[str]
+    pos: np.ndarray
+    codes: np.ndarray
+    paths: list[str]
+    per_step: np.ndarray
+    stated: np.ndarray
+    names: np.ndarray
+    labels: list[str]
+
+
+def _model_configs(jobs: pd.DataFrame, man: FleetManifest) -> _ModelConfigs | None:
+    """Read the model configs of the held jobs (None: no held job has one).
+
+    Needs only the scheduler's jobs, not their timelines: the Dask engine reads them while the timeline
+    tasks run.  At fleet scale 200,000 jobs share a few dozen configs: one read per config file, and
+    every per-job value is a per-config array taken by each job's config code.
+    """
     from fleetlib.program.commands import load_model_config
 
+    held = _index_set(jobs)
+    pairs = [(j, p) for j, p in man.models.items() if j in held]  # the manifest's order
+    if not pairs:
+        return None
+    job_ids = [j for j, _ in pairs]
+    text_of = {p: str(p) for p in {p for _, p in pairs}}  # each distinct path named once
+    paths = sorted(set(text_of.values()))
+    code_of = {p: paths.index(t) for p, t in text_of.items()}
+    codes = np.fromiter((code_of[p] for _, p in pairs), dtype=np.intp, count=len(pairs))
+    cfgs = [load_model_config(Path(p)) for p in paths]
+    return _ModelConfigs(
+        job_ids=job_ids,
+        pos=jobs.index.get_indexer(job_ids),
+        codes=codes,
+        paths=paths,
+        # ideal device-s per step: useful FLOPs / peak FLOP/s
+        per_step=np.array([c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for c in cfgs]),
+        stated=np.array([int(c["devices"]) for c in cfgs]),
+        names=np.array([f"{c['name']} / {c['devices']} devices" for c in cfgs], dtype=object),
+        labels=[c["convention"].label for c in cfgs],
+    )
+
+
+def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger,
+                     configs: _ModelConfigs | Exception | None) -> dict[str, str]:
+    """Ideal device-s per job from its model config; P and its partition per job; conventions.
+
+    ``configs``: :func:`_model_configs` of these jobs, or the error reading them raised (raised here,
+    so that a bundle's timeline errors still come first).
+    """
+    if isinstance(configs, Exception):
+        raise configs
     n = len(jobs)
     ideal_device_s = np.full(n, np.nan)
     model = np.full(n, None, dtype=object)
     model_name = np.full(n, None, dtype=object)
     conventions: dict[str, str] = {}
-    held = _index_set(jobs)
-    pairs = [(j, p) for j, p in man.models.items() if j in held]  # the manifest's order
-    if pairs:
-        # one read per config file: at fleet scale 200,000 jobs share a few dozen configs; every
-        # per-job value below is a per-config array taken by each job's config code
-        job_ids = [j for j, _ in pairs]
-        text_of = {p: str(p) for p in {p for _, p in pairs}}  # each distinct path named once
-        paths = sorted(set(text_of.values()))
-        code_of = {p: paths.index(t) for p, t in text_of.items()}
-        codes = np.fromiter((code_of[p] for _, p in pairs), dtype=np.intp, count=len(pairs))
-        cfgs = [load_model_config(Path(p)) for p in paths]
-        pos = jobs.index.get_indexer(job_ids)
+    if configs is not None:
+        c = configs
+        pos, codes = c.pos, c.codes
         devices = jobs["devices"].to_numpy()[pos].astype(int)
-        stated = np.array([int(c["devices"]) for c in cfgs])[codes]
+        stated = c.stated[codes]
         for i in np.flatnonzero(stated != devices):
-            rel = man.relative(Path(paths[codes[i]]))
+            rel = man.relative(Path(c.paths[codes[i]]))
             ledger.flag(
                 "model_devices_mismatch",
                 f"model config {rel} states {int(stated[i])} devices, the scheduler held "
                 f"{int(devices[i])}; ideal device-time does not depend on it (useful FLOPs / peak)",
                 file=rel,
-                job_id=job_ids[i],
+                job_id=c.job_ids[i],
             )
-        # ideal device-s per step: useful FLOPs / peak FLOP/s
-        per_step = np.array([c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for c in cfgs])
         retained = jobs["retained_steps"].to_numpy(float)[pos]
-        ideal_device_s[pos] = retained * per_step[codes]
-        model[pos] = np.array([man.relative(Path(p)) for p in paths], dtype=object)[codes]
-        names = np.array([f"{c['name']} / {c['devices']} devices" for c in cfgs], dtype=object)
-        model_name[pos] = names[codes]
-        labels = [c["convention"].label for c in cfgs]
-        conventions = dict(zip(job_ids, [labels[c] for c in codes.tolist()], strict=True))
+        ideal_device_s[pos] = retained * c.per_step[codes]
+        model[pos] = np.array([man.relative(Path(p)) for p in c.paths], dtype=object)[codes]
+        model_name[pos] = c.names[codes]
+        conventions = dict(zip(c.job_ids, [c.labels[k] for k in codes.tolist()], strict=True))
     jobs["ideal_device_s"] = ideal_device_s
     jobs["model"] = pd.Series(model, index=jobs.index, dtype=object)  # None where no config
     jobs["model_name"] = pd.Series(model_name, index=jobs.index, dtype=object)
@@ -566,7 +650,7 @@ def _traces(
 
     With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
     """
-    from fleetlib.program.collectives import program_summary
+    from fleetlib.program.collectives import traced_step_partition
     from fleetlib.program.traces import read_traces, trace_files
 
     out = {}
@@ -576,9 +660,11 @@ def _traces(
         files = trace_files(list(paths))
         ts = read_traces(files, cache=False, progress=False, client=client)
         ledger.extend(ts.ledger)
-        part = pd.DataFrame.from_records(program_summary(ts.kernels, ts.steps)["partition"])
-        sums = part[list(TRACE_PARTS)].sum()
-        wall = float(part["step_wall_us"].sum())
+        # the step partition alone (program_summary's stragglers, audit and JSON are not used here),
+        # its values as floats, as program_summary's records give them
+        part = traced_step_partition(ts.kernels, ts.steps)[2]
+        sums = part[list(TRACE_PARTS)].astype(float).sum()
+        wall = float(part["step_wall_us"].astype(float).sum())
         prod = float(jobs.loc[job, "productive_device_s"])
         retained = float(jobs.loc[job, "retained_steps"]) * float(jobs.loc[job, "devices"])
         out[job] = {
@@ -706,6 +792,11 @@ def measure_fleet(
     return _measure(manifest_or_path, window, None, show)
 
 
+def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
+    """Return the pandas sum of ``column`` over the ``rows`` mask (no rows of the whole table selected)."""
+    return float(pd.Series(jobs[column].to_numpy()[rows]).sum())
+
+
 def _measure(
     manifest_or_path: str | Path | FleetManifest,
     window: Any,
@@ -741,9 +832,13 @@ def _measure(
     s = partition.factor()
     _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
+    try:  # needs no timeline: read while the timeline tasks run
+        configs: _ModelConfigs | Exception | None = _model_configs(jobs, man)
+    except Exception as exc:  # raised where it was before, after the timelines' own errors
+        configs = exc
     _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress, submitted)
     _runtime_columns(jobs)
-    conventions = _program_columns(jobs, man, ledger)
+    conventions = _program_columns(jobs, man, ledger, configs)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
     r = _runtime_factor(jobs, win, held_total)
     p = _program_factor(jobs, win, r, conventions)
@@ -751,38 +846,26 @@ def _measure(
     traces = _traces(jobs, man, ledger, client)
     if cluster is not None:
         cluster.release()  # no task after this one
-    obs = jobs[jobs["observed"]]
-    obs_held = float(obs["held_device_s"].sum())
+    # sums over the observed jobs' columns, not over a copy of the job table (200,000 rows at scale)
+    observed = jobs["observed"].to_numpy(bool)
+    obs_held = _column_sum(jobs, "held_device_s", observed)
+    obs_prod = _column_sum(jobs, "productive_device_s", observed)
     runtime_observed = {
         "label": "ESTIMATE, observed jobs only (held time with a timeline); not in the product",
-        "value": float(obs["productive_device_s"].sum()) / obs_held if obs_held > 0 else None,
-        "numerator_device_s": float(obs["productive_device_s"].sum()),
+        "value": obs_prod / obs_held if obs_held > 0 else None,
+        "numerator_device_s": obs_prod,
         "denominator_device_s": obs_held,
     }
     prod_total = r.numerator
-    with_cfg = float(jobs.loc[jobs["ideal_device_s"].notna(), "productive_device_s"].sum())
+    with_cfg = _column_sum(jobs, "productive_device_s", jobs["ideal_device_s"].notna().to_numpy())
     coverage = {
         "runtime": obs_held / held_total if held_total > 0 else None,
         "program": with_cfg / prod_total if prod_total > 0 else None,
         "traces": {j: t["coverage"] for j, t in traces.items()},
     }
-    rec = obs[~obs["zombie_job"].to_numpy(bool)]
     recon = {
         "total_residual_device_s": float(jobs["reconciliation_residual"].sum()),
-        "jobs": {
-            str(j): {
-                "scheduler_held_device_s": held,
-                "timeline_held_device_s": timeline,
-                "residual_device_s": residual,
-            }
-            for j, held, timeline, residual in zip(  # tolist(): Python floats, no per-value cast
-                rec.index.tolist(),
-                rec["held_device_s"].to_numpy(float).tolist(),
-                rec["timeline_held_device_s"].to_numpy(float).tolist(),
-                rec["reconciliation_residual"].to_numpy(float).tolist(),
-                strict=True,
-            )
-        },
+        "jobs": _JobReconciliation(jobs, observed & ~jobs["zombie_job"].to_numpy(bool)),
         "note": "scheduler held device-time (gang complete -> release) the job's timeline does not "
         "cover; a named runtime loss, never absorbed",
     }

@@ -187,7 +187,8 @@ def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict
     out = {}
     for pool in partition.pools:
         s = partition.factor(pool)
-        sel = jobs[jobs["pool"] == pool]
+        mask = (jobs["pool"] == pool).to_numpy(dtype=bool)
+        sel = jobs if mask.all() else jobs[mask]  # one pool: the jobs themselves, not a copy
         entry: dict[str, Any] = {
             "scheduling": s.value,
             "capacity_device_s": s.denominator,
