@@ -840,8 +840,9 @@ def _measure(
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
-    r = _runtime_factor(jobs, win, held_total)
-    p = _program_factor(jobs, win, r, conventions)
+    sums: dict[str, float] = {}  # the job columns' exact sums, shared with a pool holding every job
+    r = _runtime_factor(jobs, win, held_total, sums)
+    p = _program_factor(jobs, win, r, conventions, sums)
     product = mpg(s, r, p)
     traces = _traces(jobs, man, ledger, client)
     if cluster is not None:
@@ -884,7 +885,7 @@ def _measure(
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
         "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
-    pools = _pools(partition, jobs, win)
+    pools = _pools(partition, jobs, win, sums)
     contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pools)
     return FleetMeasurement(
         name=man.name,

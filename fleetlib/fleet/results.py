@@ -116,12 +116,31 @@ def _nonneg_losses(values: Mapping[str, float]) -> tuple[dict[str, float], list[
     return losses, notes
 
 
-def _runtime_factor(jobs: pd.DataFrame, window: Window, held_total: float) -> Factor:
-    sums = {k: math.fsum(jobs[k].to_numpy(float)) for k in RUNTIME_LOSSES}
+def _fsum(
+    jobs: pd.DataFrame, column: str, memo: dict[str, float] | None, *, nan_as_zero: bool = False
+) -> float:
+    """Return ``math.fsum`` of a job column (NaN read as 0 with ``nan_as_zero``).
+
+    ``memo`` maps column -> sum and must only ever see one job table: the fleet's factors and a pool
+    holding every job read the same rows, so each column is summed once.
+    """
+    if memo is not None and column in memo:
+        return memo[column]
+    values = jobs[column].to_numpy(float)
+    total = math.fsum(np.where(np.isnan(values), 0.0, values) if nan_as_zero else values)
+    if memo is not None:
+        memo[column] = total
+    return total
+
+
+def _runtime_factor(
+    jobs: pd.DataFrame, window: Window, held_total: float, memo: dict[str, float] | None = None
+) -> Factor:
+    sums = {k: _fsum(jobs, k, memo) for k in RUNTIME_LOSSES}
     losses, notes = _nonneg_losses(sums)
     return Factor(
         boundary="runtime",
-        numerator=math.fsum(jobs["productive_device_s"].to_numpy(float)),
+        numerator=_fsum(jobs, "productive_device_s", memo),
         denominator=held_total,
         window=window,
         record="job timelines joined to the scheduler records",
@@ -133,12 +152,16 @@ def _runtime_factor(jobs: pd.DataFrame, window: Window, held_total: float) -> Fa
 
 
 def _program_factor(
-    jobs: pd.DataFrame, window: Window, runtime: Factor, conventions: Mapping[str, str]
+    jobs: pd.DataFrame,
+    window: Window,
+    runtime: Factor,
+    conventions: Mapping[str, str],
+    memo: dict[str, float] | None = None,
 ) -> Factor:
     sums = {
-        "step_time_above_baseline": math.fsum(jobs["step_time_above_baseline"].to_numpy(float)),
-        "below_ideal_rate": math.fsum(jobs["below_ideal_rate"].to_numpy(float)),
-        "unobserved": math.fsum(jobs["program_unobserved"].to_numpy(float)),
+        "step_time_above_baseline": _fsum(jobs, "step_time_above_baseline", memo),
+        "below_ideal_rate": _fsum(jobs, "below_ideal_rate", memo),
+        "unobserved": _fsum(jobs, "program_unobserved", memo),
     }
     losses, notes = _nonneg_losses(sums)
     names = sorted(set(conventions.values()))
@@ -149,7 +172,7 @@ def _program_factor(
     )
     return Factor(
         boundary="program",
-        numerator=math.fsum(jobs["ideal_device_s"].fillna(0.0).to_numpy()),
+        numerator=_fsum(jobs, "ideal_device_s", memo, nan_as_zero=True),
         denominator=runtime.numerator,
         window=window,
         record="job timelines + model configs (traces explain)",
@@ -183,12 +206,21 @@ def _job_waterfall(row: pd.Series) -> dict[str, float]:
     return out
 
 
-def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict[str, Any]]:
+def _pools(
+    partition: Any, jobs: pd.DataFrame, window: Window, memo: dict[str, float] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per pool: S, R, P, MPG, the job product and the waterfall.
+
+    ``memo``: the fleet factors' column sums of ``jobs`` (:func:`_fsum`), reused by a pool holding
+    every job.
+    """
     out = {}
     for pool in partition.pools:
         s = partition.factor(pool)
         mask = (jobs["pool"] == pool).to_numpy(dtype=bool)
-        sel = jobs if mask.all() else jobs[mask]  # one pool: the jobs themselves, not a copy
+        every = bool(mask.all())
+        sel = jobs if every else jobs[mask]  # one pool: the jobs themselves, not a copy
+        sums = memo if every else None
         entry: dict[str, Any] = {
             "scheduling": s.value,
             "capacity_device_s": s.denominator,
@@ -196,11 +228,11 @@ def _pools(partition: Any, jobs: pd.DataFrame, window: Window) -> dict[str, dict
             "scheduling_losses": dict(s.losses),
         }
         if s.numerator > 0 and len(sel):
-            r = _runtime_factor(sel, window, s.numerator)
+            r = _runtime_factor(sel, window, s.numerator, sums)
             entry["runtime"] = r.value
             entry["runtime_losses"] = dict(r.losses)
             if r.numerator > 0:
-                p = _program_factor(sel, window, r, {})
+                p = _program_factor(sel, window, r, {}, sums)
                 prod = mpg(s, r, p)
                 entry.update(
                     program=p.value,
