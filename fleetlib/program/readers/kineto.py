@@ -525,7 +525,8 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
     sha = hashlib.sha256(raw).hexdigest()
     cpath = _cache_path(Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
                         sha, opts)
-    hit = _read_cache(cpath, file) if cache and cpath.is_file() else None
+    hit = (_read_cache(cpath, file, lambda meta, led: _resolve_rank(p, meta, rank, led))
+           if cache and cpath.is_file() else None)  # a hit comes with its rank resolved and filled in
     if hit is None:
         collecting = gc.isenabled()
         gc.disable()  # decoding builds many containers and no cycles: collections would only cost time
@@ -538,15 +539,15 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
                 gc.enable()
         if cache:
             try:
-                _write_cache(cpath, built, ledger)
+                _write_cache(cpath, built, ledger, file)
             except OSError as exc:
                 ledger.flag("cache_not_written", f"could not write the cache file {cpath} ({exc})", file=file)
+        r, source = _resolve_rank(p, built.metadata, rank, ledger)
+        for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
+            frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     else:
-        built, ledger = hit
-    r, source = _resolve_rank(p, built.metadata, rank, ledger)
+        built, ledger, (r, source) = hit
     metadata = {**built.metadata, "rank": r, "rank_source": source, "file": file}
-    for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
-        frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     ledger.flags = [replace(f, rank=r) for f in ledger.flags]
     return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
                      time.perf_counter() - t0, built.ops)
