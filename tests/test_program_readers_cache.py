@@ -383,5 +383,6 @@ def test_the_string_memo_is_bounded_and_keyed_by_content():
     assert len(_cache._STRINGS) <= _cache._STRINGS_LIMIT
     assert decode(["ab", "c"]) is decode(["ab", "c"])  # the second from the memo
     assert decode(["a", "bc"]).categories.tolist() == ["a", "bc"]  # same text, other strings
+    assert decode(["b", "a", ""]).categories.tolist() == ["b", "a", ""]  # stored order, not sorted
     with pytest.raises(ValueError, match="unique"):
         decode(["a", "a"])  # a set that is not a valid categorical dtype is refused, not memoised

@@ -28,6 +28,7 @@ the format cannot reproduce exactly (an unexpected dtype, a non-JSON value) is n
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -42,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib.program.readers import _memo
 from fleetlib.program.readers._frames import frame as build_frame
 from fleetlib.program.readers._tables import READER_VERSION, _Built, _Options
 from fleetlib.program.schema import _dtypes
@@ -73,6 +75,8 @@ CACHE_FORMAT = 1
 #: Suffix of the cache files (the Parquet files of earlier versions are never looked up).
 CACHE_SUFFIX = ".fltrace"
 
+#: The parse's memo of sorted-text categorical dtypes (see _decode_set), where it has one.
+_TEXT_DTYPE: Callable[[np.ndarray], pd.CategoricalDtype] | None = getattr(_memo, "text_dtype", None)
 _MAGIC = b"FLTRACE\x00"
 _PREFIX = struct.Struct("<8sII")
 _ALIGN = 64
@@ -416,12 +420,20 @@ def _decode_set(kind: str, ends: np.ndarray, blob: np.ndarray, stored: bytes) ->
         return hit
     text = blob.tobytes().decode("utf-8", "surrogatepass")
     bounds = ends.tolist()
-    if bounds[-1:] != ([len(text)] if bounds else [0] * bool(text)) or (bounds and bounds[0] < 0) or (
-            len(bounds) > 1 and (np.diff(ends) < 0).any()):
+    if bounds:  # each string ends where the next begins, the last at the end of the text
+        whole = bounds[0] >= 0 and bounds[-1] == len(text) and not (np.diff(ends) < 0).any()
+    else:
+        whole = not text
+    if not whole:
         raise _Damaged("string offsets")
-    strings = [text[a:b] for a, b in zip([0, *bounds], bounds, strict=False)]
-    if kind.startswith("categories:"):  # validated: distinct, no missing value (a wrong set raises)
-        out: Any = pd.CategoricalDtype(pd.Index(strings, dtype=kind.partition(":")[2]), ordered=False)
+    strings = [text[a:b] for a, b in itertools.pairwise([0, *bounds])]
+    if kind == "categories:str" and _TEXT_DTYPE is not None and all(
+            a < b for a, b in itertools.pairwise(strings)):
+        # sorted strictly, so distinct: the readers' own memo of such dtypes (the one the parse
+        # fills) needs no second check -- and a reload shares the parse's dtype objects
+        out: Any = _TEXT_DTYPE(np.array(strings, dtype=object))
+    elif kind.startswith("categories:"):  # validated: distinct, no missing value (else it raises)
+        out = pd.CategoricalDtype(pd.Index(strings, dtype=kind.partition(":")[2]), ordered=False)
     else:
         out = np.array([*strings, None], dtype=object)
         out.flags.writeable = False
