@@ -250,8 +250,12 @@ def _text_set(strings: list[str]) -> tuple[np.ndarray, bytes]:
 
 
 def _encode_table(plan: _Plan, frame: pd.DataFrame, out: list[np.ndarray],
-                  strings: list[tuple[np.ndarray, bytes, str]]) -> int:
-    """Append ``frame``'s regions to ``out`` and its string sets to ``strings``; return its rows."""
+                  strings: list[tuple[np.ndarray, bytes, str, Any]]) -> int:
+    """Append ``frame``'s regions to ``out`` and its string sets to ``strings``; return its rows.
+
+    A string set comes with what a reload decodes it to (the column's dtype, or the dictionary's
+    strings and None), for the memo of :func:`_decode_set`.
+    """
     n = len(frame)
     index = frame.index
     if (tuple(frame.columns) != plan.names or type(index) is not pd.RangeIndex or index.start != 0
@@ -277,7 +281,7 @@ def _encode_table(plan: _Plan, frame: pd.DataFrame, out: list[np.ndarray],
             if not (cats.dtype == fixed.categories.dtype and cats.equals(fixed.categories)):
                 raise _Uncacheable("dtype")
         elif cats.dtype == _STR or (cats.dtype == object and all(type(c) is str for c in cats)):
-            strings.append((*_text_set(cats.tolist()), "str" if cats.dtype == _STR else "object"))
+            strings.append((*_text_set(cats.tolist()), "str" if cats.dtype == _STR else "object", dtype))
         else:  # an empty table's categories are an empty object index: those are kept as they are
             raise _Uncacheable("dtype")
         out.append(np.asarray(cols[j].array.codes, dtype=_codes_dtype(len(cats))))
@@ -291,7 +295,7 @@ def _encode_table(plan: _Plan, frame: pd.DataFrame, out: list[np.ndarray],
                 or len(uniques) >= np.iinfo(np.int32).max):
             raise _Uncacheable("text values")  # only text and None are stored
         out.append(codes.astype(np.int32).reshape(len(plan.objects), n))
-        strings.append((*_text_set(uniques.tolist()), "object"))
+        strings.append((*_text_set(uniques.tolist()), "object", np.array([*uniques, None], dtype=object)))
     return n
 
 
@@ -319,13 +323,17 @@ def _payload(built: _Built, ledger: Ledger, file: str | None) -> dict[str, Any]:
             "unused": ledger.unused}
 
 
-def _encode(key: str, built: _Built, ledger: Ledger, file: str | None) -> list[bytes | np.ndarray]:
-    """Return the pieces of a cache file (the prefix with the header, then each region), in order."""
+def _encode(key: str, built: _Built, ledger: Ledger, file: str | None
+            ) -> tuple[list[bytes | np.ndarray], list[tuple[str, Any]]]:
+    """Return the pieces of a cache file (the prefix with the header, then each region), in order.
+
+    With them, per string set, its memo kind and what it decodes to (see :func:`_decode_set`).
+    """
     regions: list[np.ndarray] = []
-    strings: list[tuple[np.ndarray, bytes, str]] = []
+    strings: list[tuple[np.ndarray, bytes, str, Any]] = []
     rows = [_encode_table(_plan(t), getattr(built, t), regions, strings) for t in _TABLES]
-    counts = [[len(ends), len(blob), text] for ends, blob, text in strings]
-    for ends, blob, _ in strings:
+    counts = [[len(ends), len(blob), text] for ends, blob, text, _ in strings]
+    for ends, blob, _, _ in strings:
         regions += [ends, np.frombuffer(blob, dtype=np.uint8)]
     header = {"key": key, "rows": rows, "strings": counts, **_payload(built, ledger, file)}
     try:
@@ -346,7 +354,9 @@ def _encode(key: str, built: _Built, ledger: Ledger, file: str | None) -> list[b
     layout = _layout(rows, counts)
     if [(r.dtype, r.shape) for r in regions] != layout:  # the writer and the reader agree
         raise AssertionError("trace cache: regions differ from their layout")
-    return [_PREFIX.pack(_MAGIC, CACHE_FORMAT, len(head)) + head, *regions]
+    decoded = [(f"{kind}:{text}", value)
+               for kind, (_, _, text, value) in zip(_string_kinds(), strings, strict=True)]
+    return [_PREFIX.pack(_MAGIC, CACHE_FORMAT, len(head)) + head, *regions], decoded
 
 
 def _write_cache(path: Path, built: _Built, ledger: Ledger, file: str | None = None) -> bool:
@@ -374,7 +384,7 @@ def _write_cache(path: Path, built: _Built, ledger: Ledger, file: str | None = N
         The folder or file cannot be written.
     """
     try:
-        pieces = _encode(path.name, built, ledger, file)
+        pieces, decoded = _encode(path.name, built, ledger, file)
     except _Uncacheable:
         return False
     layout_start = len(pieces[0])
@@ -394,6 +404,11 @@ def _write_cache(path: Path, built: _Built, ledger: Ledger, file: str | None = N
     finally:
         if tmp.exists():  # a failed write leaves no partial file behind
             tmp.unlink()
+    # what this process would decode the string sets to, it has: a reload here need not decode them
+    first = len(offsets) - 2 * len(decoded)
+    for s, (kind, value) in enumerate(decoded):
+        at = first + 2 * s
+        _remember((kind, buf[offsets[at]:offsets[at + 1] + pieces[1 + at + 1].nbytes].tobytes()), value)
     return True
 
 
@@ -436,11 +451,16 @@ def _decode_set(kind: str, ends: np.ndarray, blob: np.ndarray, stored: bytes) ->
         out = pd.CategoricalDtype(pd.Index(strings, dtype=kind.partition(":")[2]), ordered=False)
     else:
         out = np.array([*strings, None], dtype=object)
-        out.flags.writeable = False
+    _remember(key, out)
+    return out
+
+
+def _remember(key: tuple[str, bytes], value: Any) -> None:
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False  # shared by every reload: never handed out, only taken from
     if len(_STRINGS) >= _STRINGS_LIMIT:
         _STRINGS.clear()
-    _STRINGS[key] = out
-    return out
+    _STRINGS[key] = value
 
 
 def _checked_codes(codes: np.ndarray, count: int) -> np.ndarray:
