@@ -195,10 +195,12 @@ def test_what_the_format_cannot_reproduce_is_not_written(tmp_path):
     tr = read_trace(DLRM0, cache=False)
     built = _tables._Built(tr.kernels, tr.steps, tr.host_syncs, {"window": (1.0, 2.0)}, tr.ops)
     assert not _cache._write_cache(tmp_path / "a", built, tr.ledger)  # a tuple would come back a list
-    odd = tr.ops.copy()
-    odd["input_dims"] = odd["input_dims"].astype(object).where(odd.index > 0, 5)
-    built = _tables._Built(tr.kernels, tr.steps, tr.host_syncs, {}, odd)
-    assert not _cache._write_cache(tmp_path / "b", built, tr.ledger)  # only text and None are stored
+    for value in (5, [1], float("nan")):  # only text and None are stored
+        odd = tr.ops.copy()
+        odd["input_dims"] = odd["input_dims"].astype(object)
+        odd.loc[1, "input_dims"] = value
+        built = _tables._Built(tr.kernels, tr.steps, tr.host_syncs, {}, odd)
+        assert not _cache._write_cache(tmp_path / "b", built, tr.ledger), value
     assert not list(tmp_path.iterdir())
 
 

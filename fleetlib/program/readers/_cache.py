@@ -5,7 +5,7 @@ holds each table as the blocks pandas keeps it in -- every ``float64`` column of
 ``(columns, rows)`` array, the ``int64`` ones in another, the ``bool`` ones in a third, the
 masked ``Int64`` columns as one data and one mask array, a categorical as its codes, the text
 columns as codes into one dictionary -- and a reload is one read of the file into one buffer,
-array views into it and :func:`pandas.api.internals.create_dataframe_from_blocks`: no per-column
+array views into it and pandas blocks made from the views (:func:`_frame`): no per-column
 conversion, no copy.  Text (free categories, the dictionaries) is stored once per distinct set;
 the dtype or dictionary each set decodes to is kept per process (:data:`_STRINGS`), since the
 ranks of a job share their sets of names.
@@ -33,6 +33,7 @@ import json
 import math
 import os
 import struct
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -83,6 +84,7 @@ _ALIGN = 64
 _TABLES = ("kernels", "steps", "host_syncs", "ops")
 _STR = pd.Index([], dtype="str").dtype  # the dtype of the readers' free categories
 _LIMIT = 1 << 40  # no count in a header is larger (a larger one is a damaged file)
+_NATIVE = sys.byteorder == "little"  # the regions are little-endian; elsewhere nothing is cached
 
 
 def default_cache_dir() -> Path:
@@ -289,7 +291,10 @@ def _encode_table(plan: _Plan, frame: pd.DataFrame, out: list[np.ndarray],
         if any(cols[j].dtype != object for j in plan.objects):
             raise _Uncacheable("dtype")
         values = np.concatenate([cols[j].to_numpy() for j in plan.objects])
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        try:
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        except TypeError as exc:  # an unhashable value (a list): not text
+            raise _Uncacheable("text values") from exc
         missing = values[codes < 0]
         if (any(v is not None for v in missing) or any(type(u) is not str for u in uniques)
                 or len(uniques) >= np.iinfo(np.int32).max):
@@ -354,8 +359,8 @@ def _encode(key: str, built: _Built, ledger: Ledger, file: str | None
     layout = _layout(rows, counts)
     if [(r.dtype, r.shape) for r in regions] != layout:  # the writer and the reader agree
         raise AssertionError("trace cache: regions differ from their layout")
-    decoded = [(f"{kind}:{text}", value)
-               for kind, (_, _, text, value) in zip(_string_kinds(), strings, strict=True)]
+    decoded = [(f"{kind}:{text_dtype}", value)
+               for kind, (_, _, text_dtype, value) in zip(_string_kinds(), strings, strict=True)]
     return [_PREFIX.pack(_MAGIC, CACHE_FORMAT, len(head)) + head, *regions], decoded
 
 
@@ -383,6 +388,8 @@ def _write_cache(path: Path, built: _Built, ledger: Ledger, file: str | None = N
     OSError
         The folder or file cannot be written.
     """
+    if not _NATIVE:
+        return False
     try:
         pieces, decoded = _encode(path.name, built, ledger, file)
     except _Uncacheable:
@@ -644,6 +651,8 @@ def _read_cache(path: Path, file: str, rank_of: Callable[[dict[str, Any], Ledger
         the file is missing, damaged, of another format or another entry's (the caller parses the
         trace again and rewrites the entry).
     """
+    if not _NATIVE:
+        return None
     try:
         buf = _read_whole(path)
         head, views, offsets = _header(buf, path.name)
