@@ -415,7 +415,9 @@ def _write_cache(path: Path, built: _Built, ledger: Ledger, file: str | None = N
     first = len(offsets) - 2 * len(decoded)
     for s, (kind, value) in enumerate(decoded):
         at = first + 2 * s
-        _remember((kind, buf[offsets[at]:offsets[at + 1] + pieces[1 + at + 1].nbytes].tobytes()), value)
+        stored = buf[offsets[at]:offsets[at + 1] + pieces[1 + at + 1].nbytes].tobytes()
+        _remember((kind, stored), value)
+        _remember_recent((path.name, s), stored, value)
     return True
 
 
@@ -432,6 +434,9 @@ class _Damaged(Exception):
 #: (free categories) or an object array of the strings plus None (a dictionary).  Bounded.
 _STRINGS: dict[tuple[str, bytes], Any] = {}
 _STRINGS_LIMIT = 4096
+#: (cache file name, string set) -> (its stored bytes, what they decode to), the last seen: a
+#: reload of the same entry compares its bytes (no hash of them) to find what it decoded before.
+_RECENT: dict[tuple[str, int], tuple[bytes, Any]] = {}
 
 
 def _decode_set(kind: str, ends: np.ndarray, blob: np.ndarray, stored: bytes) -> Any:
@@ -468,6 +473,17 @@ def _remember(key: tuple[str, bytes], value: Any) -> None:
     if len(_STRINGS) >= _STRINGS_LIMIT:
         _STRINGS.clear()
     _STRINGS[key] = value
+
+
+def _remember_recent(entry: tuple[str, int], stored: bytes, value: Any) -> None:
+    if len(_RECENT) >= _STRINGS_LIMIT:
+        _RECENT.clear()
+    _RECENT[entry] = (stored, value)
+
+
+#: ``IntegerArray(data, mask)`` without its checks of what the layout guarantees (int64 data, a
+#: checked bool mask of the same length), where pandas has the constructor that skips them.
+_masked = getattr(pd.arrays.IntegerArray, "_simple_new", pd.arrays.IntegerArray)
 
 
 def _checked_codes(codes: np.ndarray, count: int) -> np.ndarray:
@@ -560,8 +576,7 @@ def _table_blocks(plan: _Plan, regions: Iterator[np.ndarray],
         blocks.append((values, placement))
     if plan.masked:
         data, mask = next(regions), _checked_bools(next(regions))
-        blocks += [(pd.arrays.IntegerArray(data[k], mask[k]), placement)
-                   for k, (_, placement) in enumerate(plan.masked)]
+        blocks += [(_masked(data[k], mask[k]), placement) for k, (_, placement) in enumerate(plan.masked)]
     for _, fixed, placement in plan.cats:
         dtype = fixed if fixed is not None else next(sets)
         codes = _checked_codes(next(regions), len(dtype.categories))
@@ -581,7 +596,13 @@ def _decode_tables(buf: np.ndarray, head: Mapping[str, Any], views: list[np.ndar
     for s, (kind, (_, nbytes, text)) in enumerate(zip(_string_kinds(), head["strings"], strict=True)):
         at = first + 2 * s
         stored = buf[offsets[at]:offsets[at + 1] + nbytes].tobytes()
-        sets.append(_decode_set(f"{kind}:{text}", views[at], views[at + 1], stored))
+        recent = _RECENT.get((head["key"], s))
+        if recent is not None and recent[0] == stored:  # the same bytes: what they decoded to
+            sets.append(recent[1])
+            continue
+        value = _decode_set(f"{kind}:{text}", views[at], views[at + 1], stored)
+        _remember_recent((head["key"], s), stored, value)
+        sets.append(value)
     regions, set_iter = iter(views[:first]), iter(sets)
     tables, rank_rows = [], []
     for t in _TABLES:
@@ -603,10 +624,10 @@ def _frame(plan: _Plan, n: int, blocks: list[tuple[Any, np.ndarray]]) -> pd.Data
         block_type, _, manager = _FAST
         made = [block_type(values.dtype)(values, ndim=2, placement=place)
                 for (values, _), place in zip(blocks, plan.block_places, strict=True)]
-        mgr = manager(made, [plan.columns, pd.RangeIndex(n)], verify_integrity=False)
+        mgr = manager(made, [plan.columns, pd.RangeIndex.from_range(range(n))], verify_integrity=False)
         return pd.DataFrame._from_mgr(mgr, mgr.axes)
     if _from_blocks is not None:
-        return _from_blocks(blocks, pd.RangeIndex(n), plan.columns)
+        return _from_blocks(blocks, pd.RangeIndex.from_range(range(n)), plan.columns)
     columns: dict[int, Any] = {}
     for values, placement in blocks:
         for k, j in enumerate(placement.tolist()):
