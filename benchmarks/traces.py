@@ -9,7 +9,7 @@ memory are comparable):
   time).  The trace files are linked into a temporary folder, which HTA loads (one rank per file).
 * **fleetlib** -- :func:`fleetlib.program.read_trace` (:func:`~fleetlib.program.read_traces` for a
   folder) with ``cache=False``; then, in the same child, one read with a fresh cache folder (parse
-  and write) and reloads from the Parquet cache.
+  and write) and reloads from the cache (``read_trace(..., cache=True)``: hash, file read, tables).
 
 Each tool loads the trace twice per child: *cold* is the first load in the process (after the
 imports: it also pays one-time lazy initialisation inside the libraries), *warm* the second.
@@ -127,7 +127,8 @@ print(json.dumps(out))
 
 _OURS_CHILD = _MEMORY + r"""
 import json, statistics, sys, tempfile, time
-import pyarrow.parquet  # noqa: F401  (the cache's reader: part of the baseline, like HTA's imports)
+import pyarrow.parquet  # noqa: F401  (imported before the baseline as when it read the cache, so memory
+                        # figures stay comparable with earlier runs; the cache no longer needs it)
 from fleetlib.program.traces import read_trace, read_traces
 paths, parse_repeats, reload_repeats = sys.argv[1:-2], int(sys.argv[-2]), int(sys.argv[-1])
 one = len(paths) == 1

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from fleetlib.program import traces
 from fleetlib.program.classify import COLLECTIVES, KINDS, Classifier
 from fleetlib.program.readers import _decode
+from fleetlib.program.readers._cache import CACHE_SUFFIX
 from fleetlib.program.traces import (
     HOST_SYNC_COLUMNS,
     KERNEL_COLUMNS,
@@ -832,7 +833,7 @@ def test_cache_round_trip_is_identical_and_keyed_by_content(tmp_path, cache_dir)
     first = read_trace(path, cache_dir=cache_dir)
     second = read_trace(path, cache_dir=cache_dir)
     assert not first.from_cache and second.from_cache
-    assert len(list(cache_dir.glob("*.parquet"))) == 1
+    assert len(list(cache_dir.glob("*" + CACHE_SUFFIX))) == 1
     for a, b in (
         (first.kernels, second.kernels),
         (first.steps, second.steps),
@@ -847,8 +848,8 @@ def test_cache_round_trip_is_identical_and_keyed_by_content(tmp_path, cache_dir)
     assert third.from_cache and third.rank == 5 and (third.kernels["rank"] == 5).all()
     assert all(e.file == str(other) for e in third.ledger.entries)
     # a damaged entry is ignored and rewritten
-    entry = next(cache_dir.glob("*.parquet"))
-    entry.write_bytes(b"not parquet")
+    entry = next(cache_dir.glob("*" + CACHE_SUFFIX))
+    entry.write_bytes(b"not a cache file")
     fourth = read_trace(path, cache_dir=cache_dir)
     assert not fourth.from_cache
     pd.testing.assert_frame_equal(first.kernels, fourth.kernels)

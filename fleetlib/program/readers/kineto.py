@@ -2,7 +2,7 @@
 
 One file is one rank.  :func:`read_trace` reads a file, :func:`read_traces` a directory or list of
 files (one rank at a time with a progress bar, or as Dask tasks of a few files each given a
-``distributed.Client``), both with a Parquet cache keyed by the file's content.  What comes back:
+``distributed.Client``), both with a cache keyed by the file's content.  What comes back:
 
 ``kernels`` -- one row per GPU activity (:data:`KERNEL_COLUMNS`, then :data:`KERNEL_EXTRA_COLUMNS`)
     ``rank`` (int64), ``step`` (Int64: the ``ProfilerStep`` window the activity *starts* in;
@@ -141,10 +141,11 @@ the same either way (without ``msgspec`` installed every piece takes the :mod:`j
 memory stays near the size of the JSON text plus one piece's objects (on a 43 MB trace a read adds
 about 1.5x the text to the resident set the first time in a process -- one-time initialisation
 included -- and about 1.0x later).  The
-Parquet cache (one file per trace under :func:`default_cache_dir`, holding all four tables as
-plain uncompressed columns, the metadata and the ledger) is keyed by the SHA-256 of the file's
-bytes, :data:`READER_VERSION` and the options that change the tables; the rank is resolved after
-loading, so a renamed copy of a file is a cache hit that still takes its rank from its own name.
+cache (one file per trace under :func:`default_cache_dir`, holding all four tables as the raw
+blocks pandas keeps them in, the metadata and the ledger: ``readers._cache``) is keyed by the SHA-256
+of the file's bytes, :data:`READER_VERSION`, the cache format and the options that change the
+tables; the rank is resolved after loading, so a renamed copy of a file is a cache hit that still
+takes its rank from its own name.  A damaged or foreign cache file is a miss (parsed again).
 Several processes (Dask workers) may share one cache directory: each writes a temporary file of
 its own (process and thread in the name) and renames it into place, so a reader sees a whole entry
 or none, and two workers writing the same entry write the same bytes.
@@ -273,7 +274,7 @@ class TraceRead:
     ledger
         Rows read / kept / repaired / rejected, with flags.
     from_cache
-        True when the tables came from the Parquet cache.
+        True when the tables came from the cache.
     read_s
         Wall seconds this call took.
     """
@@ -478,7 +479,7 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         A Chrome-trace JSON file, gzipped or not (recognised by its bytes, not its name): the object
         form ``{"traceEvents": [...], ...}`` or the 2021 bare array of events.
     cache
-        Use and fill the Parquet cache (keyed by the SHA-256 of the file's bytes, the reader version
+        Use and fill the trace cache (keyed by the SHA-256 of the file's bytes, the reader version
         and the options below).
     rank
         The rank to give the rows; overrides ``distributedInfo.rank`` (flagged when they differ).
@@ -525,7 +526,8 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
     sha = hashlib.sha256(raw).hexdigest()
     cpath = _cache_path(Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir(),
                         sha, opts)
-    hit = _read_cache(cpath, file) if cache and cpath.is_file() else None
+    hit = (_read_cache(cpath, file, lambda meta, led: _resolve_rank(p, meta, rank, led))
+           if cache and cpath.is_file() else None)  # a hit comes with its rank resolved and filled in
     if hit is None:
         collecting = gc.isenabled()
         gc.disable()  # decoding builds many containers and no cycles: collections would only cost time
@@ -538,15 +540,15 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
                 gc.enable()
         if cache:
             try:
-                _write_cache(cpath, built, ledger)
+                _write_cache(cpath, built, ledger, file)
             except OSError as exc:
                 ledger.flag("cache_not_written", f"could not write the cache file {cpath} ({exc})", file=file)
+        r, source = _resolve_rank(p, built.metadata, rank, ledger)
+        for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
+            frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     else:
-        built, ledger = hit
-    r, source = _resolve_rank(p, built.metadata, rank, ledger)
+        built, ledger, (r, source) = hit
     metadata = {**built.metadata, "rank": r, "rank_source": source, "file": file}
-    for frame in (built.kernels, built.steps, built.host_syncs, built.ops):
-        frame["rank"] = np.full(len(frame), r, dtype=np.int64)
     ledger.flags = [replace(f, rank=r) for f in ledger.flags]
     return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
                      time.perf_counter() - t0, built.ops)
@@ -687,7 +689,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     paths_or_dir
         A directory (its ``*.json`` / ``*.json.gz`` files), a file, or an iterable of either.
     cache
-        Use and fill the Parquet cache.
+        Use and fill the trace cache.
     progress
         Show a progress bar over files (tqdm, when installed).
     ranks
