@@ -278,6 +278,20 @@ def test_damaged_or_foreign_cache_files_are_parsed_again(tmp_path):
         same_read(parsed, hit)
 
 
+def test_a_cache_file_beyond_the_input_limit_is_not_read(tmp_path):
+    from fleetlib._io import using_limits
+
+    read_trace(DLRM0, cache_dir=tmp_path)
+    entry = entry_of(tmp_path)
+    size = entry.stat().st_size
+    with using_limits(max_bytes=size - 1):
+        with pytest.raises(_cache._Damaged, match="input limit"):  # from its size, before any read
+            _cache._read_whole(entry)
+        assert _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is None
+    with using_limits(max_bytes=size):
+        assert _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is not None
+
+
 def test_another_entrys_file_and_old_parquet_entries_are_not_read(tmp_path):
     other = ROOT / "data" / "traces" / "dlrm_8rank" / "worker1_step_12.1694128201556.pt.trace.json.gz"
     read_trace(other, cache_dir=tmp_path)

@@ -144,7 +144,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         Optional model configuration YAML (see the module docstring); with it the result carries
         ``program_goodput``.
     cache
-        Use and fill the reader's Parquet cache (``$FLEETLIB_TRACE_CACHE`` or
+        Use and fill the reader's trace cache (``$FLEETLIB_TRACE_CACHE`` or
         ``~/.cache/fleetlib/traces`` unless ``cache_dir`` is given).
     cache_dir
         Cache directory.
@@ -568,7 +568,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="model configuration giving the useful FLOPs per step (accelerator, devices, "
                         "useful_flops_per_step or n_params + tokens_per_step, convention)")
     p.add_argument("--no-cache", action="store_true",
-                   help="neither read nor write the Parquet trace cache ($FLEETLIB_TRACE_CACHE)")
+                   help="neither read nor write the trace cache ($FLEETLIB_TRACE_CACHE)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="parse the rank files on a local Dask cluster of N worker processes (default: "
                         "in this process)")

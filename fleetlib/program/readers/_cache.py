@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits
 from fleetlib.program.readers import _memo
 from fleetlib.program.readers._frames import frame as build_frame
 from fleetlib.program.readers._tables import READER_VERSION, _Built, _Options
@@ -500,9 +501,16 @@ def _checked_bools(values: np.ndarray) -> np.ndarray:
 
 
 def _read_whole(path: Path) -> np.ndarray:
-    """Return the file's bytes in one writable, aligned buffer (the tables' arrays view it)."""
+    """Return the file's bytes in one writable, aligned buffer (the tables' arrays view it).
+
+    A file larger than the input limit (``max_bytes`` of :func:`fleetlib._io.current_limits`) is
+    not read at all: an entry is far smaller than the trace it holds, and a huge foreign file in a
+    shared folder must not cost its size in memory.
+    """
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
+        if size > current_limits().max_bytes:
+            raise _Damaged("larger than the input limit")
         buf = np.empty(size, dtype=np.uint8)
         if f.readinto(memoryview(buf)) != size:
             raise _Damaged("short read")
