@@ -33,7 +33,7 @@ import pandas as pd
 
 from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.runtime._provenance import relocate_error, relocate_ledger
+from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
     _BLOCK,
     _NS,
@@ -47,7 +47,7 @@ from fleetlib.runtime.partition import _FINE, _L, _NFINE, _clean_end, _job_parts
 from fleetlib.runtime.schema import BREAKDOWN, CATEGORIES, STALL_FACTOR
 from fleetlib.runtime.timeline import _prepare_tables, _provenances
 
-__all__ = ["runtime_per_job"]
+__all__ = ["runtime_per_job", "runtime_per_job_tables"]
 
 #: Event kinds a fast-path job may carry.
 _FAST_KINDS = ("gang_complete", "release", "checkpoint_begin", "checkpoint_commit")
@@ -677,9 +677,54 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any =
                      clean_end_commit: bool = True, fast: bool = True,
                      steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """:func:`runtime_per_job` on table positions (errors and ledger name them; the caller relocates)."""
+    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
+    return _measure_tables(t, window=window, definition=definition, estimator=estimator,
+                           warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                           clean_end_commit=clean_end_commit, fast=fast)
+
+
+def runtime_per_job_tables(tables: _Tables, where: tuple[Provenance, ...], *, window: Any = None,
+                           definition: str = "committed", estimator: str = "median",
+                           warmup_tolerance: float = 0.1, as_of: Any = None,
+                           stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True,
+                           fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+    """Measure each job of tables already prepared: :func:`runtime_per_job` without the frames.
+
+    The tables come from :func:`fleetlib.runtime._handoff.tables_from_parsed`.
+
+    Parameters
+    ----------
+    tables
+        The measurement's arrays, as ``_prepare_tables`` makes them (their ledger is extended here).
+    where
+        The provenance of the steps and events tables: errors and the ledger name the file and row.
+    window, definition, estimator, warmup_tolerance, as_of, stall_factor, clean_end_commit, fast
+        As for :func:`runtime_per_job`.
+
+    Returns
+    -------
+    per_job : pandas.DataFrame
+        As :func:`runtime_per_job`.
+    ledger : Ledger
+        As :func:`runtime_per_job`.
+    """
+    try:
+        frame, ledger = _measure_tables(
+            tables, window=window, definition=definition, estimator=estimator,
+            warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+            clean_end_commit=clean_end_commit, fast=fast)
+    except InputError as err:
+        raise relocate_error(err, where) from None
+    relocate_ledger(ledger, where)
+    return frame, ledger
+
+
+def _measure_tables(t: _Tables, *, window: Any, definition: str, estimator: str, warmup_tolerance: float,
+                    as_of: Any, stall_factor: float, clean_end_commit: bool, fast: bool
+                    ) -> tuple[pd.DataFrame, Ledger]:
+    """Return the per-job columns of prepared tables (on table positions; the caller relocates)."""
     from fleetlib.runtime.goodput import _check_options, _coarse, _rel, _ts
 
-    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
     n_jobs = len(t.job_ids)
     s_b = np.searchsorted(t.s_job, np.arange(n_jobs + 1, dtype=t.s_job.dtype), side="left").astype(np.int64)
     e_b = np.searchsorted(t.e_job, np.arange(n_jobs + 1, dtype=t.e_job.dtype), side="left").astype(np.int64)

@@ -98,7 +98,51 @@ def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
         return None
 
 
+class _Parsed:
+    """One fast-path read, checked, before any frame is built: each part's columns and the row books.
+
+    ``s`` and ``e``: the steps and events parts (:func:`_parse_steps`, :func:`_parse_events`, with the
+    events' table order and checks of :func:`_check_events`), None where the files hold none.
+    """
+
+    __slots__ = ("books", "e", "s")
+
+    def __init__(self, s: dict[str, Any] | None, e: dict[str, Any] | None,
+                 books: dict[str, _FileBook]) -> None:
+        self.s, self.e, self.books = s, e, books
+
+    @property
+    def needs_cross_checks(self) -> bool:
+        """Whether the reader's cross checks (restores, failures) must look at the built frames."""
+        return self.e is not None and bool(set(self.e["kinds"]) & {"restore", "failure"})
+
+
+def read_parsed(path: PathLike) -> _Parsed | None:
+    """Return the fast path's checked columns of one file, before any frame is built (None: not this path).
+
+    Internal (the fleet engine's timeline task measures from these arrays):
+    ``_finish(read_parsed(path), job_codes)`` is exactly what :func:`read_fast` returns.
+    """
+    try:
+        import pyarrow as pa  # noqa: F401
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        files = _as_paths(path)
+    except Exception:
+        return None
+    try:
+        return _parse(files)
+    except _Unusual:
+        return None
+
+
 def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables, Ledger]:
+    return _finish(_parse(paths), job_codes)
+
+
+def _parse(paths: list[Path]) -> _Parsed:
+    """Decode and check every file (raises :class:`_Unusual`); record unknown kinds and attempts."""
     books: dict[str, _FileBook] = {}
     steps_part: tuple[str, Any, np.ndarray] | None = None
     events_part: tuple[str, Any, np.ndarray] | None = None
@@ -124,10 +168,17 @@ def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables
     e = _parse_events(*events_part) if events_part is not None else None
     if (s is not None and s["attempt"] is None) or (e is not None and e["attempt"] is None):
         _assign_attempts(s, e, books)
+    if e is not None:
+        _check_events(e, books)
+    return _Parsed(s, e, books)
+
+
+def _finish(p: _Parsed, job_codes: bool) -> tuple[TimelineTables, Ledger]:
+    """Build the canonical frames of a parsed read, run the cross checks and close the ledger."""
+    s, e, books = p.s, p.e, p.books
     steps = _build_steps(s, job_codes) if s is not None else _finalise_steps(pd.DataFrame())
-    events = _build_events(e, books) if e is not None else _finalise_events(pd.DataFrame())
-    kinds = set(e["kinds"]) if e is not None else set()
-    if kinds & {"restore", "failure"}:  # the cross checks look at nothing else
+    events = _build_events(e) if e is not None else _finalise_events(pd.DataFrame())
+    if p.needs_cross_checks:  # the cross checks look at nothing else
         work = events.assign(_file=events["source_file"], _row=events["source_row"])
         _cross_checks(_check_steps(steps, s, job_codes), work, books)
     return TimelineTables(steps, events), _close(books)
@@ -322,8 +373,11 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     early = np.flatnonzero(s0[1:] < e0[:-1])  # a step starting before the previous row ends
     if early.size and (r[early + 1] == r[early]).any():  # ... of its own job
         raise _Unusual
+    # the rows of each job (by rank), by a search of the sorted ranks (no pass over the rows)
+    job_rows = np.diff(np.searchsorted(r, np.arange(len(values) + 1, dtype=r.dtype)))
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
-            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank}
+            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank,
+            "sorted_rank": r, "job_rows": job_rows}
 
 
 def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
@@ -364,7 +418,7 @@ def _build_steps(p: dict[str, Any], job_codes: bool = False) -> pd.DataFrame:
     rows, attempt, step, start, end, wait = (
         p[k] if order is None else p[k][order] for k in ("rows", "attempt", "step", "start", "end", "wait"))
     if job_codes:
-        job_id = _sorted_job_codes(p, p["rank"] if order is None else p["rank"][order])
+        job_id = _sorted_job_codes(p, p["sorted_rank"])
     else:
         job_id = _text_array(p["dictionary"], p["codes"] if order is None else p["codes"][order])
     return pd.DataFrame({
@@ -403,10 +457,12 @@ def _parse_events(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
             "kind_codes": kind_codes, "kinds": kinds, "step": step, "step_na": step_na, "duration": duration}
 
 
-def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFrame:
-    """Return the canonical events table of a parsed events part; flag unknown kinds as the general path."""
-    import pyarrow as pa
+def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
+    """Put a parsed events part in the canonical order (``p["order"]``); refuse what the general path repairs.
 
+    Flags unknown kinds as the general path does.  Also keeps each row's job rank in text order and
+    the arrow array of the job ids (``p["rank"]``, ``p["dictionary"]``).
+    """
     file, rows, codes, values, attempt, time = (p[k] for k in ("file", "rows", "codes", "values", "attempt",
                                                                 "time"))
     kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
@@ -446,14 +502,25 @@ def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFram
         _flag(books, u, "unknown_event_kind",
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
+    p.update(order=order, rank=rank, dictionary=dictionary)
+
+
+def _build_events(p: dict[str, Any]) -> pd.DataFrame:
+    """Return the canonical events table of a checked events part (:func:`_check_events`)."""
+    import pyarrow as pa
+
+    order = p["order"]
+    rows, codes, attempt, time = (p[k] for k in ("rows", "codes", "attempt", "time"))
+    kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
+                                                                 "duration"))
     return pd.DataFrame({
-        "job_id": _text_array(dictionary, codes[order]),
+        "job_id": _text_array(p["dictionary"], codes[order]),
         "attempt": attempt[order],
         "time": _utc_array(time[order]),
         "kind": _text_array(pa.array(kinds, pa.string()), kind_codes[order]),
         "step": pd.arrays.IntegerArray(step[order], step_na[order]),
         "duration_s": pd.arrays.FloatingArray(np.nan_to_num(duration[order]), np.isnan(duration[order])),
-        "source_file": _file_column(file, rows.size),
+        "source_file": _file_column(p["file"], rows.size),
         "source_row": rows[order],
     }, copy=False)
 
