@@ -88,6 +88,9 @@ def test_the_handed_off_tables_equal_the_prepared_frames(files: list[Path]) -> N
             else:
                 np.testing.assert_array_equal(a, b, err_msg=name)
         assert got.s_row is None and want.s_row is None
+        # the reader's step durations: the measurement's own expression, bit for bit
+        np.testing.assert_array_equal(got.s_dur.view(np.uint64),
+                                      ((want.s_end - want.s_start) / 1_000_000_000).view(np.uint64))
         assert (got.steps_file, got.events_file) == (want.steps_file, want.events_file)
         assert got.ledger.to_dict() == want.ledger.to_dict()
         where_s, where_e = _provenances(steps, events, _SOURCE)

@@ -83,16 +83,16 @@ def _search_within(sorted_values: np.ndarray, lo: np.ndarray, hi: np.ndarray, ta
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     top = max(sorted_values.size - 1, 0)
     while True:
-        active = np.flatnonzero(lo < hi)
-        if active.size == 0:
+        # every target steps each round (a finished one, lo == hi, stays put): no compaction of the
+        # unfinished ones, which cost more than the rounds they save on runs of similar lengths
+        active = lo < hi
+        if not active.any():
             return lo
-        a_lo, a_hi = lo[active], hi[active]
-        mid = (a_lo + a_hi) // 2
+        mid = (lo + hi) >> 1
         v = sorted_values[np.minimum(mid, top)]
-        t = targets[active]
-        right = ~(v >= t) if side == "left" else ~(v > t)
-        lo[active] = np.where(right, mid + 1, a_lo)
-        hi[active] = np.where(right, a_hi, mid)
+        right = ~(v >= targets) if side == "left" else ~(v > targets)
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -180,11 +180,14 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     bad_e = (t.e_attempt != attempt[e_job]) | (e_t < 0.0) | (e_t > release[e_job])
     ok &= np.bincount(e_job[bad_e], minlength=n_jobs) == 0
     ok &= release >= 0.0
-    o = origin[s_job]
-    s_t0 = (t.s_start - o) / _NS
-    s_t1 = (t.s_end - o) / _NS
-    del o
     n = np.diff(s_b)
+    # each step's job origin: the steps are grouped by job and s_b bounds every job's run, so a repeat
+    # is ``origin[s_job]`` (no gather); one integer buffer serves both differences and the step jumps
+    o = np.repeat(origin, n)
+    d = np.subtract(t.s_start, o)
+    s_t0 = np.divide(d, _NS)
+    s_t1 = np.divide(np.subtract(t.s_end, o, out=d), _NS)
+    del o
     # a job's steps are in start order and do not overlap (the table checks): its first step starts
     # first and its last ends last, so the held-interval test of every step is one of two per job;
     # every step in the job's attempt: the attempts' least and greatest, per job
@@ -196,7 +199,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
         bad |= np.maximum.reduceat(t.s_attempt, first) != attempt[held]
         ok[held[bad]] = False
     if t.s_step.size > 1:
-        jump = np.diff(t.s_step) != 1
+        jump = np.not_equal(np.subtract(t.s_step[1:], t.s_step[:-1], out=d[:-1]), 1)  # np.diff(step) != 1
         jump[s_b[1:-1][(s_b[1:-1] > 0) & (s_b[1:-1] < t.s_step.size)] - 1] = False  # across two jobs
         ok &= np.bincount(s_job[1:][jump], minlength=n_jobs) == 0
     last = s_b[1:] - 1
@@ -249,8 +252,9 @@ class _FastSteps:
         self.origin = shared["origin"][codes]
         self.release = shared["release"][codes]
         self.s0, self.s1 = pick(shared["s_t0"]), pick(shared["s_t1"])
-        start_ns, end_ns = pick(t.s_start), pick(t.s_end)
-        self.dur = (end_ns - start_ns) / _NS  # (end - origin) - (start - origin), in integer nanoseconds
+        # (end - origin) - (start - origin), in integer nanoseconds; a reader's own (the same operations)
+        # where it made them
+        self.dur = pick(t.s_dur) if t.s_dur is not None else (pick(t.s_end) - pick(t.s_start)) / _NS
         self.wait = pick(t.s_wait)
         self.step = pick(t.s_step)
         self.compute = np.subtract(self.dur, self.wait)
@@ -288,11 +292,13 @@ def _fault_free(f: _FastSteps) -> np.ndarray:
         # each job's sample as one row: rows of a strided window view (no index array is built)
         sample = np.lib.stride_tricks.sliding_window_view(f.compute, k)[start[group]]
         h = k // 2
+        # partitioned in place: the rows are a fresh copy already (np.partition copies, then does this)
         if k % 2:
-            ff[group] = np.partition(sample, h, axis=1)[:, h]
+            sample.partition(h, axis=1)
+            ff[group] = sample[:, h]
         else:
-            part = np.partition(sample, (h - 1, h), axis=1)
-            ff[group] = (part[:, h - 1] + part[:, h]) / 2.0
+            sample.partition((h - 1, h), axis=1)
+            ff[group] = (sample[:, h - 1] + sample[:, h]) / 2.0
     return ff
 
 

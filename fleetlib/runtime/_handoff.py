@@ -110,6 +110,9 @@ def tables_from_parsed(parsed: Any, source: str) -> tuple[_Tables, tuple[Provena
         steps_col("wait"), steps_file, prov_s, checked=True)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
+    # the reader's step durations, (end - start) / 1e9 as the measurement makes them, while the rows
+    # are the reader's (no row sorted or dropped here)
+    s_dur = steps_col("span_s") if rows is None else None
     tables = _Tables(None, None, job_ids, s_job, s_attempt, s_step, s_start, s_end, s_wait, rows, e_job,
-                     e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file, events_file)
+                     e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file, events_file, s_dur)
     return tables, (prov_s, prov_e)

@@ -230,6 +230,8 @@ class _Tables:
     ledger: Ledger
     steps_file: str
     events_file: str
+    # each step's duration in seconds, ``(s_end - s_start) / 1e9``, where a reader made it already
+    s_dur: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -151,8 +151,8 @@ def _parse(paths: list[Path]) -> _Parsed:
         if file in books:
             raise _Unusual
         table = _load(path)
-        rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
-        books[file] = _FileBook(file, rows)
+        books[file] = _FileBook(file, table.num_rows)  # rows 1 .. n
+        rows = books[file].rows
         for what, positions in _split(table):
             sub = table if positions is None else _rows_of(table, positions)
             part = (file, sub, rows if positions is None else positions + 1)
@@ -223,9 +223,13 @@ def _split(table: Any) -> list[tuple[str, np.ndarray | None]]:
     for what, word in (("steps", "step"), ("events", "event")):
         if word in values:
             which = [i for i, v in enumerate(values) if v == word]
-            pos = np.flatnonzero(codes == which[0] if len(which) == 1 else np.isin(codes, which))
-            if pos.size:
-                out.append((what, pos))
+            mask = codes == which[0] if len(which) == 1 else np.isin(codes, which)
+            count = int(np.count_nonzero(mask))
+            first = int(np.argmax(mask)) if count else 0
+            if count and mask[first:first + count].all():  # one run of rows: its positions, not searched
+                out.append((what, np.arange(first, first + count, dtype=np.int64)))
+            elif count:
+                out.append((what, np.flatnonzero(mask)))
     return out
 
 
@@ -340,6 +344,8 @@ def _job_strings(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, Any]
 
     rank = np.empty(len(values), dtype=np.int32 if len(values) < 2**31 - 1 else np.int64)
     rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
+    if np.array_equal(rank, np.arange(len(values))):  # values in text order already: the codes are ranks
+        return codes.astype(rank.dtype), pa.array(values, pa.string())
     return rank[codes], pa.array(values, pa.string())
 
 
@@ -361,7 +367,8 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     wait = (_floats(table.column("input_wait_s"), nullable=False) if "input_wait_s" in names
             else np.zeros(rows.size, dtype=np.float64))
     span = end - start
-    if span.min(initial=1) <= 0 or (wait > span / _NS_PER_S).any():
+    span_s = span / _NS_PER_S  # kept: the measurement's step durations (runtime._handoff)
+    if span.min(initial=1) <= 0 or (wait > span_s).any():
         raise _Unusual
     del span
     # the rows grouped by job in text order, each job's rows kept in file order (a stable sort): when
@@ -377,7 +384,7 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     job_rows = np.diff(np.searchsorted(r, np.arange(len(values) + 1, dtype=r.dtype)))
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
             "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank,
-            "sorted_rank": r, "job_rows": job_rows}
+            "sorted_rank": r, "job_rows": job_rows, "span_s": span_s}
 
 
 def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
