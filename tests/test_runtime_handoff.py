@@ -149,3 +149,18 @@ def test_the_timeline_task_from_the_arrays_equals_the_text_path(
                 got = _task(path, {}, held, window)
             assert taken.pop(), path.name  # measured from the arrays
             _assert_task_same(got, _text_task(monkeypatch, path, {}, held, window))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_readers_lexsort_equals_numpys_on_sorted_and_unsorted_rows(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 500
+    keys = (rng.integers(0, 3, n), rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n))
+    np.testing.assert_array_equal(pf._lexsort(keys), np.lexsort(keys))
+    in_order = tuple(k[np.lexsort(keys)] for k in keys)  # sorted rows, many ties: no sort needed
+    np.testing.assert_array_equal(pf._lexsort(in_order), np.arange(n))
+    np.testing.assert_array_equal(pf._lexsort(in_order), np.lexsort(in_order))
+    swapped = tuple(k.copy() for k in in_order)
+    swapped[2][[0, -1]] = swapped[2][[-1, 0]]  # one row out of order on the first key
+    np.testing.assert_array_equal(pf._lexsort(swapped), np.lexsort(swapped))
+    np.testing.assert_array_equal(pf._lexsort((np.zeros(1),)), [0])

@@ -470,7 +470,14 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     pr = gr[gap_of]
     mid = 0.5 * (p0 + p1)
     label = np.full(mid.size, _L["unattributed"], dtype=np.int64)
+    finite_mid = bool(np.isfinite(mid).all())
     for s_, e_, lab, grp in overlays:
+        if grp is ranks and finite_mid and bool(np.isfinite(s_).all()):
+            # one interval per job: the search below finds a piece's own job's interval exactly where
+            # that interval is not empty and starts at or before the piece's midpoint
+            s_p, e_p = s_[pr], e_[pr]
+            label[(e_p > s_p) & (s_p <= mid) & (mid < e_p)] = lab
+            continue
         order = np.lexsort((s_, grp))
         s_, e_, grp = s_[order], e_[order], grp[order]
         nonempty = e_ > s_

@@ -83,7 +83,6 @@ def tables_from_parsed(parsed: Any, source: str) -> tuple[_Tables, tuple[Provena
     def steps_col(name: str) -> np.ndarray:
         return s[name] if s_order is None else s[name][s_order]
 
-    s_rank = s["sorted_rank"]
     e_order = e["order"]
     prov_s = Provenance.of_rows(steps_file, s["file"], steps_col("rows"))
     prov_e = Provenance.of_rows(events_file, e["file"], e["rows"][e_order])
@@ -101,7 +100,8 @@ def tables_from_parsed(parsed: Any, source: str) -> tuple[_Tables, tuple[Provena
     job_ids = sorted(set(s_present) | set(e_present))
     index = {j: i for i, j in enumerate(job_ids)}
     code_type = _code_dtype(len(job_ids) + 1)
-    s_job = _recode(s_rank, np.array([index.get(v, -1) for v in s_by_rank], dtype=code_type))
+    # the ranks are sorted and job_rows counts each: a repeat of each rank's code is lookup[rank]
+    s_job = np.repeat(np.array([index.get(v, -1) for v in s_by_rank], dtype=code_type), s["job_rows"])
     e_job = _recode(e["codes"][e_order], np.array([index.get(v, -1) for v in e["values"]], dtype=code_type))
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e["attempt"][e_order], e_dur, e_job, e_kind, e_rows, e_step, e["time"][e_order], events_file, ledger)
