@@ -22,6 +22,7 @@ from fleetlib.fleet import _parsed_task
 from fleetlib.fleet.scale import synth_fleet_scale
 from fleetlib.runtime import _fast
 from fleetlib.runtime._handoff import can_hand_off, tables_from_parsed
+from fleetlib.runtime.job_structure import _lexsort
 from fleetlib.runtime.readers import _parquet_fast as pf
 from fleetlib.runtime.timeline import _prepare_tables, _provenances, tables_from_seconds
 
@@ -152,15 +153,15 @@ def test_the_timeline_task_from_the_arrays_equals_the_text_path(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_readers_lexsort_equals_numpys_on_sorted_and_unsorted_rows(seed: int) -> None:
+def test_lexsort_equals_numpys_on_sorted_and_unsorted_rows(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = 500
     keys = (rng.integers(0, 3, n), rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n))
-    np.testing.assert_array_equal(pf._lexsort(keys), np.lexsort(keys))
+    np.testing.assert_array_equal(_lexsort(keys), np.lexsort(keys))
     in_order = tuple(k[np.lexsort(keys)] for k in keys)  # sorted rows, many ties: no sort needed
-    np.testing.assert_array_equal(pf._lexsort(in_order), np.arange(n))
-    np.testing.assert_array_equal(pf._lexsort(in_order), np.lexsort(in_order))
+    np.testing.assert_array_equal(_lexsort(in_order), np.arange(n))
+    np.testing.assert_array_equal(_lexsort(in_order), np.lexsort(in_order))
     swapped = tuple(k.copy() for k in in_order)
     swapped[2][[0, -1]] = swapped[2][[-1, 0]]  # one row out of order on the first key
-    np.testing.assert_array_equal(pf._lexsort(swapped), np.lexsort(swapped))
-    np.testing.assert_array_equal(pf._lexsort((np.zeros(1),)), [0])
+    np.testing.assert_array_equal(_lexsort(swapped), np.lexsort(swapped))
+    np.testing.assert_array_equal(_lexsort((np.zeros(1),)), [0])

@@ -39,6 +39,7 @@ from fleetlib.runtime.job_structure import (
     _NS,
     _build_job,
     _event_origins,
+    _lexsort,
     _pair_markers_all,
     _PairedMarkers,
     _Tables,
@@ -134,7 +135,7 @@ def _merge_grouped(starts: np.ndarray, ends: np.ndarray, group: np.ndarray
     s, e, g = starts[keep], ends[keep], group[keep]
     if s.size == 0:
         return s, e, g
-    order = np.lexsort((s, g))
+    order = _lexsort((s, g))
     s, e, g = s[order], e[order], g[order]
     e = _group_cummax(e, g)
     new = np.ones(s.size, dtype=bool)
@@ -478,7 +479,7 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
             s_p, e_p = s_[pr], e_[pr]
             label[(e_p > s_p) & (s_p <= mid) & (mid < e_p)] = lab
             continue
-        order = np.lexsort((s_, grp))
+        order = _lexsort((s_, grp))
         s_, e_, grp = s_[order], e_[order], grp[order]
         nonempty = e_ > s_
         s_, e_, grp = s_[nonempty], e_[nonempty], grp[nonempty]
@@ -526,20 +527,23 @@ def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, f
     add, wait, compute, lo_all = np.add.reduce, f.wait, f.compute, f.lo.tolist()
     ff_all, cut_all = ffz.tolist(), cut.tolist()
     wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
-    for r in np.flatnonzero(do & (any_wait | any_slow | any_stalled)).tolist():
+    rows = np.flatnonzero(do & (any_wait | any_slow | any_stalled))
+    # the per-job flags as Python booleans (a numpy scalar read costs more than the test it feeds)
+    for r, waited, is_slow, is_stalled in zip(rows.tolist(), any_wait[rows].tolist(), any_slow[rows].tolist(),
+                                              any_stalled[rows].tolist(), strict=True):
         lo, hi = lo_all[r], lo_all[r + 1]
-        if any_wait[r]:  # else every wait is zero: the sum is 0.0
+        if waited:  # else every wait is zero: the sum is 0.0
             wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
-        if not (any_slow[r] or any_stalled[r]):
+        if not (is_slow or is_stalled):
             continue
         excess = compute[lo:hi] - ff_all[r]  # (dur - wait) - ff, as _step_sums makes it
-        if any_slow[r]:
+        if is_slow:
             above[r] = 0.0 + add(excess, axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
             c = cut_all[r]
             if committed and c > 0:
                 c_hi = min(hi, lo + c)
                 above_com[r] = 0.0 + add(excess[:c_hi - lo], axis=None, where=slow[lo:c_hi])
-        if any_stalled[r]:
+        if is_stalled:
             stall[r] = 0.0 + add(excess, axis=None, where=stalled[lo:hi])
     return sums
 

@@ -28,6 +28,7 @@ import pandas as pd
 
 from fleetlib._io import read_bytes, time_range
 from fleetlib.quality import Ledger
+from fleetlib.runtime.job_structure import _lexsort
 from fleetlib.runtime.readers._common import (
     _KIND_RANK,
     _NS_PER_S,
@@ -510,23 +511,6 @@ def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
     p.update(order=order, rank=rank, dictionary=dictionary)
-
-
-def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
-    """``np.lexsort(keys)`` (the last key first), without the sort when the rows are in that order already.
-
-    A stable sort leaves rows that are in order where they are: the order is then ``arange``.
-    """
-    n = keys[0].size
-    if n < 2:
-        return np.arange(n)
-    after = np.zeros(n - 1, dtype=bool)  # row i + 1 sorts after row i on a key before this one
-    ok = np.ones(n - 1, dtype=bool)  # rows i, i + 1 in order so far
-    for k in keys[::-1]:
-        a, b = k[:-1], k[1:]
-        ok &= after | (b >= a)
-        after |= b > a
-    return np.arange(n) if ok.all() else np.lexsort(keys)
 
 
 def _build_events(p: dict[str, Any]) -> pd.DataFrame:
