@@ -255,7 +255,9 @@ def _text_codes(column: Any) -> tuple[np.ndarray, list[str]]:
     if pa.types.is_dictionary(t):
         if not (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
             raise _Unusual
-        chunks = column.unify_dictionaries().chunks if column.num_chunks > 1 else column.chunks
+        chunks = column.chunks
+        if len(chunks) > 1 and not all(c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):
+            chunks = column.unify_dictionaries().chunks  # one dictionary for every chunk's codes
         values = chunks[0].dictionary.to_pylist() if chunks else []
         codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -284,9 +286,9 @@ def _ints(column: Any, *, nullable: bool = False) -> tuple[np.ndarray, np.ndarra
         filled = column.cast(pa.int64()).fill_null(0) if column.null_count else column.cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _Unusual from exc
-    values = _writable(filled.to_numpy())
-    if values.size and (values.min() < 0 or values.max() >= _EXACT_INT):
+    if len(filled) and not _within(filled, 0, _EXACT_INT):
         raise _Unusual
+    values = _writable(filled.to_numpy())
     mask = column.is_null().to_numpy() if column.null_count else None
     return values, mask
 
@@ -299,14 +301,23 @@ def _times(column: Any) -> np.ndarray:
     if not pa.types.is_timestamp(t) or t.tz not in _UTC_NAMES or column.null_count:
         raise _Unusual
     try:
-        ns = column.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_numpy()
+        ns_column = column.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64())
+        ns = ns_column.to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # beyond what nanoseconds hold
         raise _Unusual from exc
-    # every time in range (two reductions, no temporaries), or the full check
+    # every time in range (one reduction of the arrow column, no temporaries), or the full check
     lo, hi = (t.value for t in time_range())
-    if ns.size and not (int(ns.min()) >= lo and int(ns.max()) < hi) and _implausible_ns(ns).any():
+    if ns.size and not _within(ns_column, lo, hi) and _implausible_ns(ns).any():
         raise _Unusual
     return _writable(ns)
+
+
+def _within(column: Any, lo: int, hi: int) -> bool:
+    """Whether every value of a non-empty integer column (no nulls) is in ``[lo, hi)``: one pass."""
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(column)
+    return bool(bounds["min"].as_py() >= lo and bounds["max"].as_py() < hi)
 
 
 def _floats(column: Any, *, nullable: bool) -> np.ndarray:
