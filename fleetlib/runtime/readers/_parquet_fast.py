@@ -155,8 +155,14 @@ def _parse(paths: list[Path]) -> _Parsed:
         books[file] = _FileBook(file, table.num_rows)  # rows 1 .. n
         rows = books[file].rows
         for what, positions in _split(table):
-            sub = table if positions is None else _rows_of(table, positions)
-            part = (file, sub, rows if positions is None else positions + 1)
+            if positions is None:
+                sub, part_rows = table, rows
+            elif isinstance(positions, slice):  # one run of rows: a slice of the table and of its rows
+                sub = table.slice(positions.start, positions.stop - positions.start)
+                part_rows = rows[positions]
+            else:
+                sub, part_rows = _rows_of(table, positions), positions + 1
+            part = (file, sub, part_rows)
             if what == "steps":
                 if steps_part is not None:
                     raise _Unusual
@@ -208,8 +214,8 @@ def _load(path: Path) -> Any:
     return table.rename_columns(names)
 
 
-def _split(table: Any) -> list[tuple[str, np.ndarray | None]]:
-    """Return the steps and events rows of a file: ``(what, positions or None for every row)``."""
+def _split(table: Any) -> list[tuple[str, np.ndarray | slice | None]]:
+    """Return the steps and events rows of a file: ``(what, positions, a slice of one run, or None: all)``."""
     names = set(table.column_names)
     if "record" not in names:
         has_s, has_e = "start" in names, "kind" in names
@@ -227,8 +233,8 @@ def _split(table: Any) -> list[tuple[str, np.ndarray | None]]:
             mask = codes == which[0] if len(which) == 1 else np.isin(codes, which)
             count = int(np.count_nonzero(mask))
             first = int(np.argmax(mask)) if count else 0
-            if count and mask[first:first + count].all():  # one run of rows: its positions, not searched
-                out.append((what, np.arange(first, first + count, dtype=np.int64)))
+            if count and mask[first:first + count].all():  # one run of rows: not searched
+                out.append((what, slice(first, first + count)))
             elif count:
                 out.append((what, np.flatnonzero(mask)))
     return out
