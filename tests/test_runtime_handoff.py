@@ -20,6 +20,7 @@ from test_runtime_fast_paths import _T0, _assert_task_same, _task, _text_task, _
 from fleetlib.accounting import Window
 from fleetlib.fleet import _parsed_task
 from fleetlib.fleet.scale import synth_fleet_scale
+from fleetlib.quality import InputError
 from fleetlib.runtime import _fast
 from fleetlib.runtime._handoff import can_hand_off, tables_from_parsed
 from fleetlib.runtime.job_structure import _lexsort
@@ -165,3 +166,24 @@ def test_lexsort_equals_numpys_on_sorted_and_unsorted_rows(seed: int) -> None:
     swapped[2][[0, -1]] = swapped[2][[-1, 0]]  # one row out of order on the first key
     np.testing.assert_array_equal(_lexsort(swapped), np.lexsort(swapped))
     np.testing.assert_array_equal(_lexsort((np.zeros(1),)), [0])
+
+
+def test_an_invalid_timeline_raises_the_frames_paths_error_from_the_arrays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps, events = _unusual_but_clean()
+    late = tables_from_seconds([(0, 1, 1.0, 2.0), (0, 2, 25.0, 26.0)],
+                               [(0, 0.0, "gang_complete"), (0, 20.0, "release")], job_id="j-d", origin=_T0)
+    path = _write_combined(tmp_path / "late.parquet", pd.concat([steps, late[0]], ignore_index=True),
+                           pd.concat([events, late[1]], ignore_index=True))
+    parsed = pf.read_parsed(path)
+    assert parsed is not None and can_hand_off(parsed)
+    ids = ["j-a", "j-b", "j-c", "j-d"]
+    held = pd.DataFrame({"devices": [1, 2, 3, 4]}, index=pd.Index(ids, name="job_id"))
+    window = Window.parse([_T0 - pd.Timedelta("1h"), _T0 + pd.Timedelta("1h")])
+    with pytest.raises(InputError) as from_arrays:
+        _task(path, {}, held, window)
+    with pytest.raises(InputError) as from_text:
+        _text_task(monkeypatch, path, {}, held, window)
+    got, want = from_arrays.value, from_text.value
+    assert (got.message, got.file, got.row, got.field) == (want.message, want.file, want.row, want.field)
+    assert got.file == str(path) and got.row is not None  # named by the file's own row
