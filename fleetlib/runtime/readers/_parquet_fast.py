@@ -15,6 +15,10 @@ What a clean file can still carry is recorded exactly as the general path record
 general path's own functions on the same rows: attempts assigned from ``gang_complete`` markers when
 the attempt column is missing (and restarts inferred from step numbers, flagged), unknown event kinds
 flagged, restores to uncommitted steps and failures without a restart (the cross checks).
+
+:func:`read_parsed` stops before the frames: the checked columns as numpy arrays, which the fleet
+engine's timeline task hands straight to the measurement (:mod:`fleetlib.runtime._handoff`);
+``_finish`` builds from them exactly what :func:`read_fast` returns.
 """
 
 from __future__ import annotations
