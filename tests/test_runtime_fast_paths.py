@@ -121,6 +121,7 @@ def _task(path: Path, job_map: dict[str, str], held: pd.DataFrame, window: Windo
 def _text_task(monkeypatch: pytest.MonkeyPatch, *args: Any) -> dict[str, Any]:
     with monkeypatch.context() as m:  # no categorical path: the manifest's reader and the text ids
         m.setattr(pf, "read_fast", lambda *a, **k: None if k.get("job_codes") else _ORIGINAL(*a, **k))
+        m.setattr(pf, "read_parsed", lambda *a, **k: None)  # nor the reader's arrays
         return _task(*args)
 
 

@@ -217,7 +217,7 @@ def _warm_imports() -> None:
 
 
 def _read_timeline_file(
-    fmt: str, path: str, job_map: Mapping[str, str]
+    fmt: str, path: str, job_map: Mapping[str, str], parsed: Any = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
     """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
 
@@ -225,11 +225,17 @@ def _read_timeline_file(
     categorical (one code per step, no text per step); anything else as the manifest's reader returns
     it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
     steps are the fast path's table as it checked it (no job id of the steps changed by the map).
+    ``parsed``: the file's fast-path read already made (:func:`~fleetlib.runtime.readers._parquet_fast.
+    read_parsed`), to build the frames from.
     """
     from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
 
     fast = None
-    if fmt == "canonical":
+    if parsed is not None:
+        from fleetlib.runtime.readers._parquet_fast import _finish
+
+        fast = _finish(parsed, job_codes=True)
+    elif fmt == "canonical":
         from fleetlib.runtime.readers._parquet_fast import read_fast
 
         fast = read_fast(path, job_codes=True)
@@ -278,10 +284,23 @@ def _job_row_counts(ids: pd.Series) -> pd.Series:
 def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
-    """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
+    """One task: read one timeline file and measure the jobs of it the scheduler held in the window.
+
+    A file the canonical reader's fast path takes is measured from its checked arrays where it can be
+    (:func:`fleetlib.fleet._parsed_task.measure_parsed`: the same result, no frame of its rows).
+    """
     from fleetlib.fleet.measure import _runtime_per_job
 
-    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map)
+    parsed = None
+    if fmt == "canonical":
+        from fleetlib.fleet._parsed_task import measure_parsed
+        from fleetlib.runtime.readers._parquet_fast import read_parsed
+
+        parsed = read_parsed(path)
+        out = measure_parsed(parsed, job_map, held, window) if parsed is not None else None
+        if out is not None:
+            return out
+    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map, parsed)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))

@@ -471,15 +471,19 @@ def _check_job_keys(
 
 
 def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame,
-                     *, steps_checked: bool = False) -> None:
+                     *, steps_checked: bool = False, parsed: Any = None) -> None:
     """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``.
 
     Every column is written once, by position (``jobs`` has one row per job id); a steps table whose
     job ids are a categorical is counted by its codes.  ``steps_checked``: the steps are the canonical
     Parquet reader's fast-path table (see :func:`fleetlib.runtime._fast.runtime_per_job`).
+    ``parsed``: instead of the tables, one file's parsed fast-path read
+    (:func:`fleetlib.runtime._handoff.tables_from_parsed` takes it; every job of it in ``jobs``),
+    measured from the reader's arrays with the same numbers.
     """
     from fleetlib.fleet.engine import _job_row_counts
-    from fleetlib.runtime._fast import runtime_per_job
+    from fleetlib.runtime._fast import runtime_per_job, runtime_per_job_tables
+    from fleetlib.runtime._handoff import tables_from_parsed
 
     n = len(jobs)
     names = (
@@ -493,10 +497,14 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     )
     cols = {c: np.zeros(n) for c in names}
     steps_in_timeline = np.zeros(n, dtype=np.int64)
-    if not events.empty:
+    prepared = tables_from_parsed(parsed, "fleet timelines") if parsed is not None else None
+    if prepared is not None or not events.empty:
         # runtime_goodput(...).per_job, with the common jobs measured all at once (the same numbers)
-        per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
-                                 source="fleet timelines", steps_checked=steps_checked)
+        if prepared is not None:
+            per, _ = runtime_per_job_tables(*prepared, window=window, definition="retrospective")
+        else:
+            per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
+                                     source="fleet timelines", steps_checked=steps_checked)
         pos = jobs.index.get_indexer(per.index.astype(str))
         have = pos >= 0
         at = pos[have]
@@ -514,7 +522,14 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
         for col in ("fault_free_step_s", "retained_steps"):
             v = per[col].astype(float).to_numpy()[have]
             cols[col][at] = np.where(np.isnan(v), 0.0, v)
-        counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
+        if prepared is not None:  # the rows of each job with steps, from the sorted codes
+            t = prepared[0]
+            n_steps = np.diff(np.searchsorted(t.s_job, np.arange(len(t.job_ids) + 1, dtype=t.s_job.dtype)))
+            with_steps = np.flatnonzero(n_steps > 0)
+            ids = pd.Index([t.job_ids[i] for i in with_steps.tolist()])
+            counts = pd.Series(n_steps[with_steps], index=ids)
+        else:
+            counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
     for col in names:

@@ -33,12 +33,13 @@ import pandas as pd
 
 from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.runtime._provenance import relocate_error, relocate_ledger
+from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
 from fleetlib.runtime.job_structure import (
     _BLOCK,
     _NS,
     _build_job,
     _event_origins,
+    _lexsort,
     _pair_markers_all,
     _PairedMarkers,
     _Tables,
@@ -47,7 +48,7 @@ from fleetlib.runtime.partition import _FINE, _L, _NFINE, _clean_end, _job_parts
 from fleetlib.runtime.schema import BREAKDOWN, CATEGORIES, STALL_FACTOR
 from fleetlib.runtime.timeline import _prepare_tables, _provenances
 
-__all__ = ["runtime_per_job"]
+__all__ = ["runtime_per_job", "runtime_per_job_tables"]
 
 #: Event kinds a fast-path job may carry.
 _FAST_KINDS = ("gang_complete", "release", "checkpoint_begin", "checkpoint_commit")
@@ -83,16 +84,16 @@ def _search_within(sorted_values: np.ndarray, lo: np.ndarray, hi: np.ndarray, ta
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     top = max(sorted_values.size - 1, 0)
     while True:
-        active = np.flatnonzero(lo < hi)
-        if active.size == 0:
+        # every target steps each round (a finished one, lo == hi, stays put): no compaction of the
+        # unfinished ones, which cost more than the rounds they save on runs of similar lengths
+        active = lo < hi
+        if not active.any():
             return lo
-        a_lo, a_hi = lo[active], hi[active]
-        mid = (a_lo + a_hi) // 2
+        mid = (lo + hi) >> 1
         v = sorted_values[np.minimum(mid, top)]
-        t = targets[active]
-        right = ~(v >= t) if side == "left" else ~(v > t)
-        lo[active] = np.where(right, mid + 1, a_lo)
-        hi[active] = np.where(right, a_hi, mid)
+        right = ~(v >= targets) if side == "left" else ~(v > targets)
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
 
 
 def _sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -134,7 +135,7 @@ def _merge_grouped(starts: np.ndarray, ends: np.ndarray, group: np.ndarray
     s, e, g = starts[keep], ends[keep], group[keep]
     if s.size == 0:
         return s, e, g
-    order = np.lexsort((s, g))
+    order = _lexsort((s, g))
     s, e, g = s[order], e[order], g[order]
     e = _group_cummax(e, g)
     new = np.ones(s.size, dtype=bool)
@@ -180,11 +181,14 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
     bad_e = (t.e_attempt != attempt[e_job]) | (e_t < 0.0) | (e_t > release[e_job])
     ok &= np.bincount(e_job[bad_e], minlength=n_jobs) == 0
     ok &= release >= 0.0
-    o = origin[s_job]
-    s_t0 = (t.s_start - o) / _NS
-    s_t1 = (t.s_end - o) / _NS
-    del o
     n = np.diff(s_b)
+    # each step's job origin: the steps are grouped by job and s_b bounds every job's run, so a repeat
+    # is ``origin[s_job]`` (no gather); one integer buffer serves both differences and the step jumps
+    o = np.repeat(origin, n)
+    d = np.subtract(t.s_start, o)
+    s_t0 = np.divide(d, _NS)
+    s_t1 = np.divide(np.subtract(t.s_end, o, out=d), _NS)
+    del o
     # a job's steps are in start order and do not overlap (the table checks): its first step starts
     # first and its last ends last, so the held-interval test of every step is one of two per job;
     # every step in the job's attempt: the attempts' least and greatest, per job
@@ -196,7 +200,7 @@ def _simple_jobs(t: _Tables, s_b: np.ndarray, e_origin: np.ndarray) -> tuple[np.
         bad |= np.maximum.reduceat(t.s_attempt, first) != attempt[held]
         ok[held[bad]] = False
     if t.s_step.size > 1:
-        jump = np.diff(t.s_step) != 1
+        jump = np.not_equal(np.subtract(t.s_step[1:], t.s_step[:-1], out=d[:-1]), 1)  # np.diff(step) != 1
         jump[s_b[1:-1][(s_b[1:-1] > 0) & (s_b[1:-1] < t.s_step.size)] - 1] = False  # across two jobs
         ok &= np.bincount(s_job[1:][jump], minlength=n_jobs) == 0
     last = s_b[1:] - 1
@@ -249,8 +253,9 @@ class _FastSteps:
         self.origin = shared["origin"][codes]
         self.release = shared["release"][codes]
         self.s0, self.s1 = pick(shared["s_t0"]), pick(shared["s_t1"])
-        start_ns, end_ns = pick(t.s_start), pick(t.s_end)
-        self.dur = (end_ns - start_ns) / _NS  # (end - origin) - (start - origin), in integer nanoseconds
+        # (end - origin) - (start - origin), in integer nanoseconds; a reader's own (the same operations)
+        # where it made them
+        self.dur = pick(t.s_dur) if t.s_dur is not None else (pick(t.s_end) - pick(t.s_start)) / _NS
         self.wait = pick(t.s_wait)
         self.step = pick(t.s_step)
         self.compute = np.subtract(self.dur, self.wait)
@@ -288,11 +293,13 @@ def _fault_free(f: _FastSteps) -> np.ndarray:
         # each job's sample as one row: rows of a strided window view (no index array is built)
         sample = np.lib.stride_tricks.sliding_window_view(f.compute, k)[start[group]]
         h = k // 2
+        # partitioned in place: the rows are a fresh copy already (np.partition copies, then does this)
         if k % 2:
-            ff[group] = np.partition(sample, h, axis=1)[:, h]
+            sample.partition(h, axis=1)
+            ff[group] = sample[:, h]
         else:
-            part = np.partition(sample, (h - 1, h), axis=1)
-            ff[group] = (part[:, h - 1] + part[:, h]) / 2.0
+            sample.partition((h - 1, h), axis=1)
+            ff[group] = (sample[:, h - 1] + sample[:, h]) / 2.0
     return ff
 
 
@@ -464,8 +471,15 @@ def _gap_labels(f: _FastSteps, ck_s: np.ndarray, ck_e: np.ndarray, ck_g: np.ndar
     pr = gr[gap_of]
     mid = 0.5 * (p0 + p1)
     label = np.full(mid.size, _L["unattributed"], dtype=np.int64)
+    finite_mid = bool(np.isfinite(mid).all())
     for s_, e_, lab, grp in overlays:
-        order = np.lexsort((s_, grp))
+        if grp is ranks and finite_mid and bool(np.isfinite(s_).all()):
+            # one interval per job: the search below finds a piece's own job's interval exactly where
+            # that interval is not empty and starts at or before the piece's midpoint
+            s_p, e_p = s_[pr], e_[pr]
+            label[(e_p > s_p) & (s_p <= mid) & (mid < e_p)] = lab
+            continue
+        order = _lexsort((s_, grp))
         s_, e_, grp = s_[order], e_[order], grp[order]
         nonempty = e_ > s_
         s_, e_, grp = s_[nonempty], e_[nonempty], grp[nonempty]
@@ -513,20 +527,23 @@ def _whole_sums(f: _FastSteps, steps: dict[str, np.ndarray], kept: np.ndarray, f
     add, wait, compute, lo_all = np.add.reduce, f.wait, f.compute, f.lo.tolist()
     ff_all, cut_all = ffz.tolist(), cut.tolist()
     wait_sum, above, above_com, stall = sums[2], sums[3], sums[4], sums[5]
-    for r in np.flatnonzero(do & (any_wait | any_slow | any_stalled)).tolist():
+    rows = np.flatnonzero(do & (any_wait | any_slow | any_stalled))
+    # the per-job flags as Python booleans (a numpy scalar read costs more than the test it feeds)
+    for r, waited, is_slow, is_stalled in zip(rows.tolist(), any_wait[rows].tolist(), any_slow[rows].tolist(),
+                                              any_stalled[rows].tolist(), strict=True):
         lo, hi = lo_all[r], lo_all[r + 1]
-        if any_wait[r]:  # else every wait is zero: the sum is 0.0
+        if waited:  # else every wait is zero: the sum is 0.0
             wait_sum[r] = add(wait[lo:hi], axis=None, where=kept[lo:hi])
-        if not (any_slow[r] or any_stalled[r]):
+        if not (is_slow or is_stalled):
             continue
         excess = compute[lo:hi] - ff_all[r]  # (dur - wait) - ff, as _step_sums makes it
-        if any_slow[r]:
+        if is_slow:
             above[r] = 0.0 + add(excess, axis=None, where=slow[lo:hi])  # 0.0 +: as _step_sums
             c = cut_all[r]
             if committed and c > 0:
                 c_hi = min(hi, lo + c)
                 above_com[r] = 0.0 + add(excess[:c_hi - lo], axis=None, where=slow[lo:c_hi])
-        if any_stalled[r]:
+        if is_stalled:
             stall[r] = 0.0 + add(excess, axis=None, where=stalled[lo:hi])
     return sums
 
@@ -677,9 +694,54 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any =
                      clean_end_commit: bool = True, fast: bool = True,
                      steps_checked: bool = False) -> tuple[pd.DataFrame, Ledger]:
     """:func:`runtime_per_job` on table positions (errors and ledger name them; the caller relocates)."""
+    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
+    return _measure_tables(t, window=window, definition=definition, estimator=estimator,
+                           warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+                           clean_end_commit=clean_end_commit, fast=fast)
+
+
+def runtime_per_job_tables(tables: _Tables, where: tuple[Provenance, ...], *, window: Any = None,
+                           definition: str = "committed", estimator: str = "median",
+                           warmup_tolerance: float = 0.1, as_of: Any = None,
+                           stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True,
+                           fast: bool = True) -> tuple[pd.DataFrame, Ledger]:
+    """Measure each job of tables already prepared: :func:`runtime_per_job` without the frames.
+
+    The tables come from :func:`fleetlib.runtime._handoff.tables_from_parsed`.
+
+    Parameters
+    ----------
+    tables
+        The measurement's arrays, as ``_prepare_tables`` makes them (their ledger is extended here).
+    where
+        The provenance of the steps and events tables: errors and the ledger name the file and row.
+    window, definition, estimator, warmup_tolerance, as_of, stall_factor, clean_end_commit, fast
+        As for :func:`runtime_per_job`.
+
+    Returns
+    -------
+    per_job : pandas.DataFrame
+        As :func:`runtime_per_job`.
+    ledger : Ledger
+        As :func:`runtime_per_job`.
+    """
+    try:
+        frame, ledger = _measure_tables(
+            tables, window=window, definition=definition, estimator=estimator,
+            warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
+            clean_end_commit=clean_end_commit, fast=fast)
+    except InputError as err:
+        raise relocate_error(err, where) from None
+    relocate_ledger(ledger, where)
+    return frame, ledger
+
+
+def _measure_tables(t: _Tables, *, window: Any, definition: str, estimator: str, warmup_tolerance: float,
+                    as_of: Any, stall_factor: float, clean_end_commit: bool, fast: bool
+                    ) -> tuple[pd.DataFrame, Ledger]:
+    """Return the per-job columns of prepared tables (on table positions; the caller relocates)."""
     from fleetlib.runtime.goodput import _check_options, _coarse, _rel, _ts
 
-    t = _prepare_tables(steps, events, source=source, build_frames=False, steps_checked=steps_checked)
     n_jobs = len(t.job_ids)
     s_b = np.searchsorted(t.s_job, np.arange(n_jobs + 1, dtype=t.s_job.dtype), side="left").astype(np.int64)
     e_b = np.searchsorted(t.e_job, np.arange(n_jobs + 1, dtype=t.e_job.dtype), side="left").astype(np.int64)

@@ -49,6 +49,16 @@ class Provenance:
             # a large one-file table keeps its file rows as its index (a RangeIndex costs nothing)
             self.rows = frame.index
 
+    @classmethod
+    def of_rows(cls, label: str, file: str, rows: np.ndarray) -> Provenance:
+        """Return the provenance of a table of one file whose records have the 1-based file ``rows``.
+
+        What the constructor finds in a table whose provenance columns hold ``file`` and ``rows``.
+        """
+        prov = cls.__new__(cls)
+        prov.label, prov.file, prov.n, prov.files, prov.rows = label, file, int(rows.size), None, rows
+        return prov
+
     def locate(self, position: int) -> tuple[str, int]:
         """Return ``(file, row)`` of the record at a 0-based table position."""
         position = int(position)

@@ -35,6 +35,23 @@ def _blocks(n: int, size: int = _BLOCK) -> list[tuple[int, int]]:
     return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
 
+def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key first), without the sort when the rows are in that order already.
+
+    A stable sort leaves rows that are in order where they are: the order is then ``arange``.
+    """
+    n = keys[0].size
+    if n < 2:
+        return np.arange(n)
+    after = np.zeros(n - 1, dtype=bool)  # row i + 1 sorts after row i on a key before this one
+    ok = np.ones(n - 1, dtype=bool)  # rows i, i + 1 in order so far
+    for k in keys[::-1]:
+        a, b = k[:-1], k[1:]
+        ok &= after | (b >= a)
+        after |= b > a
+    return np.arange(n) if ok.all() else np.lexsort(keys)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Per-job structure
 # ---------------------------------------------------------------------------------------------------
@@ -230,6 +247,8 @@ class _Tables:
     ledger: Ledger
     steps_file: str
     events_file: str
+    # each step's duration in seconds, ``(s_end - s_start) / 1e9``, where a reader made it already
+    s_dur: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -818,7 +837,7 @@ def _next_match(b_pos: np.ndarray, b_keys: list[np.ndarray], x_pos: np.ndarray, 
     keys = [np.concatenate([np.asarray(b, dtype=np.int64), np.asarray(x, dtype=np.int64)])
             for b, x in zip(b_keys, x_keys, strict=True)]
     pos = np.concatenate([b_pos, x_pos]).astype(np.int64)
-    order = np.lexsort((pos, *keys[::-1]))
+    order = _lexsort((pos, *keys[::-1]))
     new_group = np.zeros(n, dtype=bool)
     new_group[0] = True
     for k in keys:

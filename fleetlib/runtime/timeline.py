@@ -298,9 +298,9 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
                                                                                  prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
-        e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events, events_file, ledger)
+        e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps, steps_file, prov_s,
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_file, prov_s,
         checked=steps_checked)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
@@ -440,12 +440,19 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
         e_dur = np.full(len(events), np.nan)
     e_rows = np.arange(len(events), dtype=np.int64)
 
-    # whether each kind is known, decided once per distinct kind (a few) and read off per row
     kind_codes, kind_values = _text_codes(kind_col)
+    _flag_unknown_kinds(ledger, prov, e_kind, kind_codes, kind_values, e_rows)
+    return e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time
+
+
+def _flag_unknown_kinds(ledger: TimelineLedger, prov: Provenance, e_kind: np.ndarray, kind_codes: np.ndarray,
+                        kind_values: list[Any], e_rows: np.ndarray) -> None:
+    """Flag the event kinds the partition does not know (``kind_codes`` index ``kind_values``)."""
+    # whether each kind is known, decided once per distinct kind (a few) and read off per row
     known_value = np.isin(np.asarray(kind_values, dtype=object), [*EVENT_KINDS, *AUXILIARY_EVENT_KINDS])
     other = np.flatnonzero(~known_value)
     known_value[other] = [str(kind_values[i]).startswith(AUXILIARY_KIND_PREFIXES) for i in other.tolist()]
-    known = known_value[kind_codes] if len(events) else np.zeros(0, dtype=bool)
+    known = known_value[kind_codes] if e_kind.size else np.zeros(0, dtype=bool)
     if not known.all():
         kinds, counts = np.unique(e_kind[~known].astype(str), return_counts=True)
         for k, c in zip(kinds.tolist(), counts.tolist(), strict=True):
@@ -453,7 +460,6 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
             ledger.flag("unknown_event_kind",
                         f"{c} event(s) of unknown kind {excerpt(k)} (first at {prov.describe(first)}) kept "
                         "in the table and not used by the partition")
-    return e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time
 
 
 def _job_codes(e_jobtext: pd.Series, s_jobtext: pd.Series) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -473,15 +479,15 @@ def _job_codes(e_jobtext: pd.Series, s_jobtext: pd.Series) -> tuple[np.ndarray, 
 
 
 def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndarray, e_kind: np.ndarray,
-                        e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray, events: pd.DataFrame,
+                        e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray,
                         events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
-    if len(events) > 1:
+    if e_time.size > 1:
         same_job = e_job[1:] == e_job[:-1]
         if bool((e_job[1:] >= e_job[:-1]).all()) and bool((~same_job | (e_time[1:] >= e_time[:-1])).all()):
             # already in (job, time) order: no row is late within its attempt, and the sort keeps them
             return e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time
-    if len(events):
+    if e_time.size:
         keys = [e_job, e_attempt]
         seen_max = pd.Series(e_time).groupby(keys, sort=False).cummax()
         prev_max = seen_max.groupby(keys, sort=False).shift(1, fill_value=np.iinfo(np.int64).min)
@@ -497,7 +503,7 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps: pd.DataFrame, steps_file: str, prov: Provenance,
+                       s_wait: np.ndarray, steps_file: str, prov: Provenance,
                        *, checked: bool = False) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
@@ -506,7 +512,7 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
     so rows found in order are not searched for one again.
     """
     steps_untouched = True
-    if len(steps):
+    if s_job.size:
         if not _sorted_by_job_and_start(s_job, s_start):
             steps_untouched = False
             order = np.lexsort((s_attempt, s_step, s_end, s_start, s_job))

@@ -136,15 +136,18 @@ class _FileBook(RowBook):
     file
         The file's name as the user gave it.
     rows
-        The row (or line) number of each record, ascending.
+        The row (or line) number of each record, ascending; or the number of records (rows 1 .. n).
     truncated
         True when the file's last line lacks its newline.
     """
 
-    def __init__(self, file: str, rows: Iterable[int] | np.ndarray, *, truncated: bool = False) -> None:
-        super().__init__(file, rows if isinstance(rows, np.ndarray) else np.asarray(list(rows), np.int64))
+    def __init__(self, file: str, rows: int | Iterable[int] | np.ndarray, *, truncated: bool = False) -> None:
+        counted = isinstance(rows, (int, np.integer))
+        super().__init__(file, rows if counted or isinstance(rows, np.ndarray)
+                         else np.asarray(list(rows), np.int64))
         self.truncated_row = int(self.rows[-1]) if truncated and self.n else None
-        ascending = bool(self.n < 2 or (np.diff(self.rows) > 0).all())
+        # rows counted 1 .. n ascend (no pass over them)
+        ascending = counted or bool(self.n < 2 or (np.diff(self.rows) > 0).all())
         # rows 1..n or 2..n+1 (a CSV under its header): a position is the row less an offset
         self._offset = (int(self.rows[0]) if self.n and ascending
                         and int(self.rows[-1]) - int(self.rows[0]) == self.n - 1 else None)

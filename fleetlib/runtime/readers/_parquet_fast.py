@@ -15,6 +15,10 @@ What a clean file can still carry is recorded exactly as the general path record
 general path's own functions on the same rows: attempts assigned from ``gang_complete`` markers when
 the attempt column is missing (and restarts inferred from step numbers, flagged), unknown event kinds
 flagged, restores to uncommitted steps and failures without a restart (the cross checks).
+
+:func:`read_parsed` stops before the frames: the checked columns as numpy arrays, which the fleet
+engine's timeline task hands straight to the measurement (:mod:`fleetlib.runtime._handoff`);
+``_finish`` builds from them exactly what :func:`read_fast` returns.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pandas as pd
 
 from fleetlib._io import read_bytes, time_range
 from fleetlib.quality import Ledger
+from fleetlib.runtime.job_structure import _lexsort
 from fleetlib.runtime.readers._common import (
     _KIND_RANK,
     _NS_PER_S,
@@ -98,7 +103,51 @@ def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
         return None
 
 
+class _Parsed:
+    """One fast-path read, checked, before any frame is built: each part's columns and the row books.
+
+    ``s`` and ``e``: the steps and events parts (:func:`_parse_steps`, :func:`_parse_events`, with the
+    events' table order and checks of :func:`_check_events`), None where the files hold none.
+    """
+
+    __slots__ = ("books", "e", "s")
+
+    def __init__(self, s: dict[str, Any] | None, e: dict[str, Any] | None,
+                 books: dict[str, _FileBook]) -> None:
+        self.s, self.e, self.books = s, e, books
+
+    @property
+    def needs_cross_checks(self) -> bool:
+        """Whether the reader's cross checks (restores, failures) must look at the built frames."""
+        return self.e is not None and bool(set(self.e["kinds"]) & {"restore", "failure"})
+
+
+def read_parsed(path: PathLike) -> _Parsed | None:
+    """Return the fast path's checked columns of one file, before any frame is built (None: not this path).
+
+    Internal (the fleet engine's timeline task measures from these arrays):
+    ``_finish(read_parsed(path), job_codes)`` is exactly what :func:`read_fast` returns.
+    """
+    try:
+        import pyarrow as pa  # noqa: F401
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        files = _as_paths(path)
+    except Exception:
+        return None
+    try:
+        return _parse(files)
+    except _Unusual:
+        return None
+
+
 def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables, Ledger]:
+    return _finish(_parse(paths), job_codes)
+
+
+def _parse(paths: list[Path]) -> _Parsed:
+    """Decode and check every file (raises :class:`_Unusual`); record unknown kinds and attempts."""
     books: dict[str, _FileBook] = {}
     steps_part: tuple[str, Any, np.ndarray] | None = None
     events_part: tuple[str, Any, np.ndarray] | None = None
@@ -107,11 +156,17 @@ def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables
         if file in books:
             raise _Unusual
         table = _load(path)
-        rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
-        books[file] = _FileBook(file, rows)
+        books[file] = _FileBook(file, table.num_rows)  # rows 1 .. n
+        rows = books[file].rows
         for what, positions in _split(table):
-            sub = table if positions is None else _rows_of(table, positions)
-            part = (file, sub, rows if positions is None else positions + 1)
+            if positions is None:
+                sub, part_rows = table, rows
+            elif isinstance(positions, slice):  # one run of rows: a slice of the table and of its rows
+                sub = table.slice(positions.start, positions.stop - positions.start)
+                part_rows = rows[positions]
+            else:
+                sub, part_rows = _rows_of(table, positions), positions + 1
+            part = (file, sub, part_rows)
             if what == "steps":
                 if steps_part is not None:
                     raise _Unusual
@@ -124,10 +179,17 @@ def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables
     e = _parse_events(*events_part) if events_part is not None else None
     if (s is not None and s["attempt"] is None) or (e is not None and e["attempt"] is None):
         _assign_attempts(s, e, books)
+    if e is not None:
+        _check_events(e, books)
+    return _Parsed(s, e, books)
+
+
+def _finish(p: _Parsed, job_codes: bool) -> tuple[TimelineTables, Ledger]:
+    """Build the canonical frames of a parsed read, run the cross checks and close the ledger."""
+    s, e, books = p.s, p.e, p.books
     steps = _build_steps(s, job_codes) if s is not None else _finalise_steps(pd.DataFrame())
-    events = _build_events(e, books) if e is not None else _finalise_events(pd.DataFrame())
-    kinds = set(e["kinds"]) if e is not None else set()
-    if kinds & {"restore", "failure"}:  # the cross checks look at nothing else
+    events = _build_events(e) if e is not None else _finalise_events(pd.DataFrame())
+    if p.needs_cross_checks:  # the cross checks look at nothing else
         work = events.assign(_file=events["source_file"], _row=events["source_row"])
         _cross_checks(_check_steps(steps, s, job_codes), work, books)
     return TimelineTables(steps, events), _close(books)
@@ -156,8 +218,8 @@ def _load(path: Path) -> Any:
     return table.rename_columns(names)
 
 
-def _split(table: Any) -> list[tuple[str, np.ndarray | None]]:
-    """Return the steps and events rows of a file: ``(what, positions or None for every row)``."""
+def _split(table: Any) -> list[tuple[str, np.ndarray | slice | None]]:
+    """Return the steps and events rows of a file: ``(what, positions, a slice of one run, or None: all)``."""
     names = set(table.column_names)
     if "record" not in names:
         has_s, has_e = "start" in names, "kind" in names
@@ -172,9 +234,13 @@ def _split(table: Any) -> list[tuple[str, np.ndarray | None]]:
     for what, word in (("steps", "step"), ("events", "event")):
         if word in values:
             which = [i for i, v in enumerate(values) if v == word]
-            pos = np.flatnonzero(codes == which[0] if len(which) == 1 else np.isin(codes, which))
-            if pos.size:
-                out.append((what, pos))
+            mask = codes == which[0] if len(which) == 1 else np.isin(codes, which)
+            count = int(np.count_nonzero(mask))
+            first = int(np.argmax(mask)) if count else 0
+            if count and mask[first:first + count].all():  # one run of rows: not searched
+                out.append((what, slice(first, first + count)))
+            elif count:
+                out.append((what, np.flatnonzero(mask)))
     return out
 
 
@@ -199,7 +265,9 @@ def _text_codes(column: Any) -> tuple[np.ndarray, list[str]]:
     if pa.types.is_dictionary(t):
         if not (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
             raise _Unusual
-        chunks = column.unify_dictionaries().chunks if column.num_chunks > 1 else column.chunks
+        chunks = column.chunks
+        if len(chunks) > 1 and not all(c.dictionary.equals(chunks[0].dictionary) for c in chunks[1:]):
+            chunks = column.unify_dictionaries().chunks  # one dictionary for every chunk's codes
         values = chunks[0].dictionary.to_pylist() if chunks else []
         codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -228,9 +296,9 @@ def _ints(column: Any, *, nullable: bool = False) -> tuple[np.ndarray, np.ndarra
         filled = column.cast(pa.int64()).fill_null(0) if column.null_count else column.cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise _Unusual from exc
-    values = _writable(filled.to_numpy())
-    if values.size and (values.min() < 0 or values.max() >= _EXACT_INT):
+    if len(filled) and not _within(filled, 0, _EXACT_INT):
         raise _Unusual
+    values = _writable(filled.to_numpy())
     mask = column.is_null().to_numpy() if column.null_count else None
     return values, mask
 
@@ -243,14 +311,23 @@ def _times(column: Any) -> np.ndarray:
     if not pa.types.is_timestamp(t) or t.tz not in _UTC_NAMES or column.null_count:
         raise _Unusual
     try:
-        ns = column.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_numpy()
+        ns_column = column.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64())
+        ns = ns_column.to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # beyond what nanoseconds hold
         raise _Unusual from exc
-    # every time in range (two reductions, no temporaries), or the full check
+    # every time in range (one reduction of the arrow column, no temporaries), or the full check
     lo, hi = (t.value for t in time_range())
-    if ns.size and not (int(ns.min()) >= lo and int(ns.max()) < hi) and _implausible_ns(ns).any():
+    if ns.size and not _within(ns_column, lo, hi) and _implausible_ns(ns).any():
         raise _Unusual
     return _writable(ns)
+
+
+def _within(column: Any, lo: int, hi: int) -> bool:
+    """Whether every value of a non-empty integer column (no nulls) is in ``[lo, hi)``: one pass."""
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(column)
+    return bool(bounds["min"].as_py() >= lo and bounds["max"].as_py() < hi)
 
 
 def _floats(column: Any, *, nullable: bool) -> np.ndarray:
@@ -289,6 +366,8 @@ def _job_strings(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, Any]
 
     rank = np.empty(len(values), dtype=np.int32 if len(values) < 2**31 - 1 else np.int64)
     rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
+    if np.array_equal(rank, np.arange(len(values))):  # values in text order already: the codes are ranks
+        return codes.astype(rank.dtype), pa.array(values, pa.string())
     return rank[codes], pa.array(values, pa.string())
 
 
@@ -310,7 +389,8 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     wait = (_floats(table.column("input_wait_s"), nullable=False) if "input_wait_s" in names
             else np.zeros(rows.size, dtype=np.float64))
     span = end - start
-    if span.min(initial=1) <= 0 or (wait > span / _NS_PER_S).any():
+    span_s = span / _NS_PER_S  # kept: the measurement's step durations (runtime._handoff)
+    if span.min(initial=1) <= 0 or (wait > span_s).any():
         raise _Unusual
     del span
     # the rows grouped by job in text order, each job's rows kept in file order (a stable sort): when
@@ -322,8 +402,11 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     early = np.flatnonzero(s0[1:] < e0[:-1])  # a step starting before the previous row ends
     if early.size and (r[early + 1] == r[early]).any():  # ... of its own job
         raise _Unusual
+    # the rows of each job (by rank), by a search of the sorted ranks (no pass over the rows)
+    job_rows = np.diff(np.searchsorted(r, np.arange(len(values) + 1, dtype=r.dtype)))
     return {"file": file, "rows": rows, "codes": codes, "values": values, "attempt": attempt, "step": step,
-            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank}
+            "start": start, "end": end, "wait": wait, "order": order, "dictionary": dictionary, "rank": rank,
+            "sorted_rank": r, "job_rows": job_rows, "span_s": span_s}
 
 
 def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
@@ -364,7 +447,7 @@ def _build_steps(p: dict[str, Any], job_codes: bool = False) -> pd.DataFrame:
     rows, attempt, step, start, end, wait = (
         p[k] if order is None else p[k][order] for k in ("rows", "attempt", "step", "start", "end", "wait"))
     if job_codes:
-        job_id = _sorted_job_codes(p, p["rank"] if order is None else p["rank"][order])
+        job_id = _sorted_job_codes(p, p["sorted_rank"])
     else:
         job_id = _text_array(p["dictionary"], p["codes"] if order is None else p["codes"][order])
     return pd.DataFrame({
@@ -403,17 +486,19 @@ def _parse_events(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
             "kind_codes": kind_codes, "kinds": kinds, "step": step, "step_na": step_na, "duration": duration}
 
 
-def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFrame:
-    """Return the canonical events table of a parsed events part; flag unknown kinds as the general path."""
-    import pyarrow as pa
+def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
+    """Put a parsed events part in the canonical order (``p["order"]``); refuse what the general path repairs.
 
+    Flags unknown kinds as the general path does.  Also keeps each row's job rank in text order and
+    the arrow array of the job ids (``p["rank"]``, ``p["dictionary"]``).
+    """
     file, rows, codes, values, attempt, time = (p[k] for k in ("file", "rows", "codes", "values", "attempt",
                                                                 "time"))
     kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
                                                                  "duration"))
     rank, dictionary = _job_strings(codes, values)
     kind_rank = pd.Series(kinds, dtype=object).map(_KIND_RANK).fillna(len(_KIND_RANK) // 2).to_numpy()
-    order = np.lexsort((kind_rank[kind_codes], attempt, time, rank))
+    order = _lexsort((kind_rank[kind_codes], attempt, time, rank))
     # duplicates of (job, attempt, time, kind, step, duration): the general path rejects them.  Two
     # such rows tie on the table's own order (job, time, attempt, kind rank); only where rows tie there
     # is the full comparison needed
@@ -432,7 +517,7 @@ def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFram
         if same.any():
             raise _Unusual
     # events of a job listed out of time order: the general path repairs them
-    by_job = np.argsort(codes, kind="stable")
+    by_job = _lexsort((codes,))  # np.argsort(codes, kind="stable")
     jt, jc = time[by_job], codes[by_job]
     if ((jc[1:] == jc[:-1]) & (jt[1:] < jt[:-1])).any():
         raise _Unusual
@@ -446,14 +531,25 @@ def _build_events(p: dict[str, Any], books: dict[str, _FileBook]) -> pd.DataFram
         _flag(books, u, "unknown_event_kind",
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
+    p.update(order=order, rank=rank, dictionary=dictionary)
+
+
+def _build_events(p: dict[str, Any]) -> pd.DataFrame:
+    """Return the canonical events table of a checked events part (:func:`_check_events`)."""
+    import pyarrow as pa
+
+    order = p["order"]
+    rows, codes, attempt, time = (p[k] for k in ("rows", "codes", "attempt", "time"))
+    kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
+                                                                 "duration"))
     return pd.DataFrame({
-        "job_id": _text_array(dictionary, codes[order]),
+        "job_id": _text_array(p["dictionary"], codes[order]),
         "attempt": attempt[order],
         "time": _utc_array(time[order]),
         "kind": _text_array(pa.array(kinds, pa.string()), kind_codes[order]),
         "step": pd.arrays.IntegerArray(step[order], step_na[order]),
         "duration_s": pd.arrays.FloatingArray(np.nan_to_num(duration[order]), np.isnan(duration[order])),
-        "source_file": _file_column(file, rows.size),
+        "source_file": _file_column(p["file"], rows.size),
         "source_row": rows[order],
     }, copy=False)
 
