@@ -14,7 +14,10 @@ code.  Step traces are parsed in parallel on the same cluster
 What crosses the wire is small: each task is sent the held jobs' device counts (scattered once) and
 sends back, per joined job, only the columns the runtime rung adds, as plain arrays; the client writes
 them into its job table by position.  The runtime rung measures a file's common jobs all at once
-(:mod:`fleetlib.runtime._fast`).  A cluster started here keeps glibc's dynamic malloc thresholds in
+(:mod:`fleetlib.runtime._fast`); a clean canonical Parquet partition whose jobs the scheduler all held
+is measured straight from the reader's checked arrays, with no frame of its rows
+(:mod:`fleetlib.fleet._parsed_task`), and the client takes the results in manifest order as they
+come back.  A cluster started here keeps glibc's dynamic malloc thresholds in
 its workers (``distributed`` sets ``MALLOC_TRIM_THRESHOLD_``, which made every large numpy temporary
 a fresh ``mmap`` and a timeline task 35-50 % slower) and runs no statistical profiler.
 :func:`measure_fleet` starts its cluster in a background thread (:func:`dask_client_in_background`):
@@ -217,7 +220,7 @@ def _warm_imports() -> None:
 
 
 def _read_timeline_file(
-    fmt: str, path: str, job_map: Mapping[str, str], parsed: Any = None
+    fmt: str, path: str, job_map: Mapping[str, str], parsed: Any = None, *, try_fast: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
     """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
 
@@ -226,7 +229,8 @@ def _read_timeline_file(
     it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
     steps are the fast path's table as it checked it (no job id of the steps changed by the map).
     ``parsed``: the file's fast-path read already made (:func:`~fleetlib.runtime.readers._parquet_fast.
-    read_parsed`), to build the frames from.
+    read_parsed`), to build the frames from; ``try_fast=False``: the fast path has already refused the
+    file (it is not decoded a second time).
     """
     from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
 
@@ -235,7 +239,7 @@ def _read_timeline_file(
         from fleetlib.runtime.readers._parquet_fast import _finish
 
         fast = _finish(parsed, job_codes=True)
-    elif fmt == "canonical":
+    elif fmt == "canonical" and try_fast:
         from fleetlib.runtime.readers._parquet_fast import read_fast
 
         fast = read_fast(path, job_codes=True)
@@ -300,7 +304,7 @@ def _measure_timeline_file(
         out = measure_parsed(parsed, job_map, held, window) if parsed is not None else None
         if out is not None:
             return out
-    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map, parsed)
+    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map, parsed, try_fast=parsed is not None)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))
