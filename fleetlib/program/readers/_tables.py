@@ -38,6 +38,11 @@ from fleetlib.program.readers._frames import frame
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
+try:  # pandas' integer hash table (what pd.factorize runs on int64), without its dispatch
+    from pandas._libs.hashtable import Int64HashTable
+except ImportError:  # pragma: no cover - every supported pandas has it
+    Int64HashTable = None
+
 #: Version of the reader's output; part of every cache key (bump when the tables change).
 READER_VERSION = "4"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
@@ -224,15 +229,28 @@ def _to_us(values: np.ndarray, origin: int, scale: float) -> np.ndarray:
     return (values.astype(np.float64) - float(origin)) / scale
 
 
-def _assign_steps(t: np.ndarray, steps: pd.DataFrame) -> pd.arrays.IntegerArray:
-    """Step of each time: the window whose [start, end) holds it (the latest-starting on overlap)."""
+def _step_index(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Return the step windows' starts, ends and numbers sorted by start (None without windows).
+
+    Built once per file for :func:`_assign_steps`, which the kernels and the host syncs both need.
+    """
+    if steps.empty:
+        return None
+    start = steps["start_us"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    return start[order], steps["end_us"].to_numpy()[order], steps["step"].to_numpy(dtype=np.int64)[order]
+
+
+def _assign_steps(t: np.ndarray, steps: pd.DataFrame,
+                  index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.arrays.IntegerArray:
+    """Step of each time: the window whose [start, end) holds it (the latest-starting on overlap).
+
+    ``index`` is :func:`_step_index` of ``steps`` when the caller has it already.
+    """
     n = len(t)
     if steps.empty or not n:
         return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
-    order = np.argsort(steps["start_us"].to_numpy(), kind="stable")
-    s = steps["start_us"].to_numpy()[order]
-    e = steps["end_us"].to_numpy()[order]
-    k = steps["step"].to_numpy(dtype=np.int64)[order]
+    s, e, k = _step_index(steps) if index is None else index
     j = np.searchsorted(s, t, side="right") - 1
     jj = np.maximum(j, 0)
     inside = (j >= 0) & (t < e[jj])
@@ -246,18 +264,33 @@ _KIND_MEMO: dict[str, dict[tuple[str, str], str]] = {}
 _KIND_MEMO_LIMIT = 200_000  # distinct (name, category) pairs kept per classifier before starting over
 
 
+def _text_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, use_na_sentinel=False)``: by :func:`~._memo.factorize` for text.
+
+    Without missing values the two number the values alike; anything else goes to pandas.
+    """
+    found = _memo.factorize(np.asarray(values, dtype=object))
+    if (found[0] >= 0).all():
+        return found
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes, np.asarray(uniques, dtype=object)
+
+
 def _kinds(classifier: Classifier, names: np.ndarray, cats: np.ndarray) -> np.ndarray:
     """``classifier.kinds(names, cats)``, each distinct (name, category) classified once per process."""
     n = len(names)
     if not n:
         return classifier.kinds(names, cats)
     try:
-        name_codes, name_uniques = pd.factorize(names, use_na_sentinel=False)
-        cat_codes, cat_uniques = pd.factorize(cats, use_na_sentinel=False)
+        name_codes, name_uniques = _text_codes(names)
+        cat_codes, cat_uniques = _text_codes(cats)
     except TypeError:  # unhashable values in a malformed trace: classify them as they are
         return classifier.kinds(names, cats)
     pair = name_codes.astype(np.int64) * len(cat_uniques) + cat_codes
-    pair_codes, pair_uniques = pd.factorize(pair)
+    if Int64HashTable is not None:  # pd.factorize's table for int64, without its dispatch
+        pair_uniques, pair_codes = Int64HashTable(max(1, n)).factorize(pair)
+    else:  # pragma: no cover
+        pair_codes, pair_uniques = pd.factorize(pair)
     u_names = np.asarray(name_uniques, dtype=object)[pair_uniques // len(cat_uniques)]
     u_cats = np.asarray(cat_uniques, dtype=object)[pair_uniques % len(cat_uniques)]
     if not all(isinstance(v, str) for v in u_names) or not all(isinstance(v, str) for v in u_cats):
@@ -378,13 +411,14 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         steps = _fallback_steps(start, end, kind, col, origin, scale, marker, book)
     if not n_k or not np.isin(kind, ("compute", "comm", "memcpy", "memset")).any():
         book.note("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
-    host_syncs = _host_sync_table(r, origin, scale, steps, book, opts)
+    step_index = _step_index(steps)
+    host_syncs = _host_sync_table(r, origin, scale, steps, book, opts, step_index)
     ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
     columns = {
         "rank": np.zeros(n_k, dtype=np.int64),
-        "step": _assign_steps(start, steps),
+        "step": _assign_steps(start, steps, step_index),
         "stream": stream,
         "start_us": start, "end_us": end, "dur_us": dur,
         "name": _categorical(names),
@@ -693,10 +727,21 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         guess = collective_from_kernel_name(gk["name"][left])
         collective[left] = guess
         source[left] = np.where(guess != "none", "name", "none")
-    comm["bytes"] = pd.array(np.where(np.isfinite(nbytes), np.round(nbytes), np.nan),
-                             dtype="Float64").astype("Int64")
+    comm["bytes"] = _int64_bytes(nbytes)
     comm["pg"] = np.where(np.equal(pg, None), "", pg).astype(str) if n_k else np.zeros(0, dtype=str)
     return launch_us, graph, launch_tid
+
+
+def _int64_bytes(nbytes: np.ndarray) -> pd.arrays.IntegerArray:
+    """``pd.array(round(nbytes), dtype="Float64").astype("Int64")`` (NaN and infinities missing).
+
+    Built directly: the same cast of the rounded floats to int64 (masked slots hold what that
+    cast makes of NaN, as pandas' own cast leaves them), without two extension-array round trips.
+    """
+    have = np.isfinite(nbytes)
+    with np.errstate(invalid="ignore"):
+        data = np.where(have, np.round(nbytes), np.nan).astype(np.int64)
+    return pd.arrays.IntegerArray(data, ~have)
 
 
 def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
@@ -910,7 +955,8 @@ def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _
 
 
 def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, steps: pd.DataFrame,
-                     book: _Book, opts: _Options) -> pd.DataFrame:
+                     book: _Book, opts: _Options,
+                     step_index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     if not r:
         return empty_host_syncs()
     sync_kind, blocking = _memo.sync_kinds(r["name"])
@@ -925,7 +971,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
     missing = np.equal(tids, None)
     return frame({
         "rank": np.zeros(len(order), dtype=np.int64),
-        "step": _assign_steps(start[order], steps),
+        "step": _assign_steps(start[order], steps, step_index),
         "tid": pd.arrays.IntegerArray(np.where(missing, 0, tids).astype(np.int64), missing),
         "start_us": start[order], "end_us": start[order] + dur[order], "dur_us": dur[order],
         "name": _categorical(sub["name"][order].astype(str)),
