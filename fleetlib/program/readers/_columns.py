@@ -310,7 +310,7 @@ class _Collector:
             if not len(evs):
                 return
         ph = _get(items, "ph")
-        ph_codes, ph_uniques = _memo.factorize(ph)  # pd.factorize's codes and uniques, faster
+        ph_codes, ph_uniques = _memo.factorize_by_value(ph)  # one object per event: by value
         for u, c in zip(ph_uniques, np.bincount(ph_codes[ph_codes >= 0], minlength=len(ph_uniques)),
                         strict=True):
             self.phase_counts[str(u)] += int(c)
