@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,20 @@ _PLUCK = {"ph": _pluck_ph, "cat": _pluck_cat, "name": _pluck_name, "pid": _pluck
           "ts": _pluck_ts, "dur": _pluck_dur, "args": _pluck_args}
 
 
+def _arg_pluck(attr: str) -> Any:
+    """Return a list comprehension loading attribute ``attr`` (a field of the typed args record).
+
+    Written out per attribute for the same reason as the event fields above: the interpreter
+    specialises a literal attribute load, not ``attrgetter``'s (a third less time a column).
+    """
+    if not attr.isidentifier():  # pragma: no cover - the record's own field names
+        return lambda items: list(map(attrgetter(attr), items))
+    return eval(compile(f"lambda items: [e.{attr} for e in items]", f"<pluck {attr}>", "eval"))
+
+
+_PLUCK.update({key: _arg_pluck(attr) for key, attr in _ARG_KEYS.items() if key not in _PLUCK})
+
+
 def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
     """Return the value of ``key`` in each event or args record (None where absent).
 
@@ -107,7 +122,9 @@ def _get(items: Sequence[Any] | np.ndarray, key: str) -> np.ndarray:
     n = len(items)
     if n and not isinstance(items[0], dict):
         pluck = _PLUCK.get(key)
-        return _objects(map(_ATTRS[key], items) if pluck is None else pluck(items), n)
+        if pluck is None:
+            return _objects(map(_ATTRS[key], items), n)
+        return _objects(pluck(items.tolist() if isinstance(items, np.ndarray) else items), n)
     return _objects(map(dict.get, items, repeat(key)), n)
 
 

@@ -171,7 +171,7 @@ def _devices_and_streams(g: Mapping[str, np.ndarray], is_unknown: np.ndarray,
     dev_arg = _map_unique(g["device"], _small_int, None)
     stream_arg = _map_unique(g["stream"], _small_int, None)
     try:
-        gpu_pids = set(pd.unique(pd.Series(pid[~is_unknown], dtype=object)).tolist())
+        gpu_pids = set(pid[~is_unknown].tolist())  # for membership: what pd.unique would hold
     except TypeError:  # an unhashable pid in a malformed trace: no process counts as a GPU by pid
         gpu_pids = set()
 
@@ -532,7 +532,7 @@ def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarra
     if not len(q):
         return pd.arrays.IntegerArray(out, ~found)
     try:
-        codes, _ = pd.factorize(np.concatenate([tid[q], links["tid"]]))
+        codes, _ = _memo.factorize_by_value(np.concatenate([tid[q], links["tid"]]))  # as pd.factorize
     except TypeError:  # unhashable thread ids in a malformed trace
         return pd.arrays.IntegerArray(out, ~found)
     lt, at = codes[:len(q)], codes[len(q):]
@@ -847,7 +847,7 @@ def _match_annotations(launch_us: np.ndarray, launch_tid: np.ndarray, need: np.n
     if not len(q):
         return out
     try:
-        codes, _ = pd.factorize(np.concatenate([launch_tid[q], ann["tid"]]))
+        codes, _ = _memo.factorize_by_value(np.concatenate([launch_tid[q], ann["tid"]]))  # as pd.factorize
     except TypeError:
         return out
     lt, at = codes[:len(q)], codes[len(q):]
