@@ -114,6 +114,8 @@ def obj(*values: object) -> np.ndarray:
 @pytest.mark.parametrize("values", [
     obj("b", "a", None, "b", "", "a"), obj(None, None), obj(), obj("a\udc80", "b", "a\udc80"),
     obj(*[f"kernel_{i % 13}" for i in range(3000)]), obj("x", 1, None),
+    obj(*["void at::native::kernel<" + "f" * 90 + f"{i % 7}>" for i in range(300)]),  # long names
+    obj("short", "a" * 100, "short", None), obj(1, True, 1.0, float("nan"), None, "1"),
 ])
 def test_factorize_by_value_is_pd_factorize(values):
     codes, uniques = _memo.factorize_by_value(values)
