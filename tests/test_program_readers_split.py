@@ -153,3 +153,40 @@ def test_raw_bytes_are_each_raw_values_bytes():
     values = _columns._objects([e.args.input_dims for e in raws], 3)
     assert all(isinstance(v, msgspec.Raw) for v in values)
     assert _columns._raw_bytes(values) == [bytes(v) for v in values]
+
+
+def test_a_mixed_batch_reads_as_its_files_read_one_by_one(tmp_path):
+    """A batch (good files, rejected rows, an unreadable file) answers what read_trace answers per file."""
+    from pathlib import Path
+
+    from fleetlib.program.readers import _dask, kineto
+
+    data = Path(__file__).resolve().parents[1] / "data" / "traces"
+    rejected = tmp_path / "rank_5.json"
+    rejected.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": -1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "x", "dur": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 9, "dur": 1,
+         "args": {"correlation": 1}},
+    ]}))
+    unreadable = tmp_path / "rank_6.json.gz"
+    unreadable.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 12)
+    files = [sorted((data / "dlrm_8rank").glob("*.json.gz"))[0], rejected, unreadable,
+             data / "hta_pp_pair_rank-1.json.gz"]
+    kwargs = [{"cache": False}] * len(files)
+    got = _dask._read_batch(files, kwargs)
+    for f, g in zip(files, got, strict=True):
+        try:
+            want = kineto.read_trace(f, cache=False)
+        except InputError as exc:
+            assert isinstance(g, InputError) and (str(g), g.row, g.field) == (str(exc), exc.row, exc.field)
+            continue
+        for table in ("kernels", "steps", "host_syncs", "ops"):
+            pd.testing.assert_frame_equal(getattr(g, table), getattr(want, table), check_exact=True)
+        assert g.ledger.to_dict() == want.ledger.to_dict() and g.metadata == want.metadata
+    assert got[1].ledger.rejected == 2 and isinstance(got[2], InputError)
+    merged = kineto.read_traces(files, cache=False, progress=False, errors="skip")
+    assert [e.field for e in merged.ledger.entries if e.file == str(unreadable)] == ["file"]
+    assert merged.ranks == sorted(tr.rank for tr in got if not isinstance(tr, InputError))
