@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from fleetlib.program.readers import _columns, _decode, _memo
 from fleetlib.program.readers._decode import _Source
-from fleetlib.program.readers._tables import _int64_bytes, _text_codes
+from fleetlib.program.readers._memo import text_codes as _text_codes
+from fleetlib.program.readers._numeric import int64_bytes as _int64_bytes
 from fleetlib.quality import InputError
 
 
@@ -190,3 +191,34 @@ def test_a_mixed_batch_reads_as_its_files_read_one_by_one(tmp_path):
     merged = kineto.read_traces(files, cache=False, progress=False, errors="skip")
     assert [e.field for e in merged.ledger.entries if e.file == str(unreadable)] == ["file"]
     assert merged.ranks == sorted(tr.rank for tr in got if not isinstance(tr, InputError))
+
+
+def test_median_is_np_median():
+    from fleetlib.program.readers._numeric import median
+
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 40), 64, 65, 999]:
+        values = np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(-6, 18)
+        assert median(values) == float(np.median(values))
+
+
+def test_first_index_is_pd_index_without_duplicates():
+    from fleetlib.program.readers._numeric import first_index
+
+    rng = np.random.default_rng(1)
+    for n in [1, 2, 7, 300]:
+        keys = rng.integers(-3, 9, n).astype(np.int64)
+        probe = rng.integers(-5, 12, 40).astype(np.int64)
+        index = pd.Index(keys)
+        keep = ~index.duplicated(keep="first")
+        first, lookup = first_index(keys)
+        assert first.tolist() == np.flatnonzero(keep).tolist()
+        assert lookup(probe).tolist() == index[keep].get_indexer(probe).tolist()
+
+
+@pytest.mark.parametrize("values", [obj("a", "b"), obj("a", None), obj("a", 3, ["x"]), obj(), obj(None)])
+def test_not_text_is_the_value_by_value_check(values):
+    from fleetlib.program.readers._decode import _not_text
+
+    want = [not isinstance(v, str) for v in values]
+    assert _not_text(values).tolist() == want

@@ -463,6 +463,8 @@ class _Collector:
         parts = self.parts[which]
         if not parts:
             return {}
+        if len(parts) == 1:  # one piece (a sub-MiB file): its columns as they are, not copied
+            return dict(parts[0])
         out = {}
         for k in parts[0]:
             arrays = [p[k] for p in parts]

@@ -601,6 +601,14 @@ def _map_unique(values: np.ndarray, fn: Any, missing: Any) -> np.ndarray:
     per = np.append(per, _objects([missing], 1))
     return per[np.where(codes < 0, len(uniques), codes)]
 
+def _not_text(values: np.ndarray) -> np.ndarray:
+    """Return the mask of values that are not text (missing ones too); one C pass when all are text."""
+    if len(values) and values.dtype == object and _memo.is_string_array is not None \
+            and _memo.is_string_array(values, skipna=False):
+        return np.zeros(len(values), dtype=bool)
+    return ~_map_unique(values, lambda v: isinstance(v, str), False).astype(bool)
+
+
 def _int_value(value: Any) -> int | None:
     if isinstance(value, bool):
         return None

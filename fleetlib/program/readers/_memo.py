@@ -29,7 +29,7 @@ try:  # pandas' hash tables for objects and text (what pd.factorize runs on them
     from pandas._libs.hashtable import PyObjectHashTable, StringHashTable
     from pandas._libs.lib import is_string_array
 except ImportError:  # pragma: no cover - every supported pandas has them
-    PyObjectHashTable = StringHashTable = None
+    PyObjectHashTable = StringHashTable = is_string_array = None
 
 _LIMIT = 200_000  # distinct values kept per memo before it starts over
 _MEMOS: dict[tuple[str, str], dict[str, Any]] = {}
@@ -113,6 +113,18 @@ def factorize_by_value(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             del seen[None]
             return codes, np.fromiter(seen, dtype=object, count=len(seen))
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def text_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values, use_na_sentinel=False)``: by :func:`factorize` for text.
+
+    Without missing values the two number the values alike; anything else goes to pandas.
+    """
+    found = factorize(np.asarray(values, dtype=object))
+    if (found[0] >= 0).all():
+        return found
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
     return codes, np.asarray(uniques, dtype=object)
 
 

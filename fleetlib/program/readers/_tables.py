@@ -30,6 +30,7 @@ from fleetlib.program.readers._decode import (
     _gunzip,
     _int_value,
     _map_unique,
+    _not_text,
     _objects,
     _small_int,
     _Source,
@@ -207,7 +208,7 @@ def _time_base(samples: np.ndarray, earliest: float, top: Mapping[str, Any], tim
     """Return (divisor to µs, origin in trace units, unit, origin kind, origin in unix ns)."""
     base_ns = _int_value(top.get("baseTimeNanoseconds"))
     finite = samples[np.isfinite(samples)]
-    size = float(np.median(np.abs(finite))) if len(finite) else 0.0
+    size = _numeric.median(np.abs(finite)) if len(finite) else 0.0
     if time_unit == "auto":
         unit = "ns" if size > (1e13 if base_ns is not None else 1e17) else "us"
     else:
@@ -264,26 +265,14 @@ _KIND_MEMO: dict[str, dict[tuple[str, str], str]] = {}
 _KIND_MEMO_LIMIT = 200_000  # distinct (name, category) pairs kept per classifier before starting over
 
 
-def _text_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(values, use_na_sentinel=False)``: by :func:`~._memo.factorize` for text.
-
-    Without missing values the two number the values alike; anything else goes to pandas.
-    """
-    found = _memo.factorize(np.asarray(values, dtype=object))
-    if (found[0] >= 0).all():
-        return found
-    codes, uniques = pd.factorize(values, use_na_sentinel=False)
-    return codes, np.asarray(uniques, dtype=object)
-
-
 def _kinds(classifier: Classifier, names: np.ndarray, cats: np.ndarray) -> np.ndarray:
     """``classifier.kinds(names, cats)``, each distinct (name, category) classified once per process."""
     n = len(names)
     if not n:
         return classifier.kinds(names, cats)
     try:
-        name_codes, name_uniques = _text_codes(names)
-        cat_codes, cat_uniques = _text_codes(cats)
+        name_codes, name_uniques = _memo.text_codes(names)
+        cat_codes, cat_uniques = _memo.text_codes(cats)
     except TypeError:  # unhashable values in a malformed trace: classify them as they are
         return classifier.kinds(names, cats)
     pair = name_codes.astype(np.int64) * len(cat_uniques) + cat_codes
@@ -378,7 +367,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         _utf8_repairs(gk, r, s, rows_k, source.replaced, book)
         top = _clean_json(top)
     names = gk["name"] if n_k else _objects([], 0)
-    bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
+    bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows_k[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
@@ -494,7 +483,7 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
         if dirty.any():
             book.repair_rows(rows[dirty], "name,Input Dims,Input type",
                              "invalid UTF-8 bytes replaced by U+FFFD")
-    bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
+    bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
@@ -691,12 +680,11 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         n_launch = int(graph_call.sum())
         valid = r_ok & ~np.asarray(pd.isna(r_corr))
         if n_k and valid.any():
-            index = pd.Index(r_corr[valid].to_numpy(dtype=np.int64))
-            first = ~index.duplicated(keep="first")
-            index, sub = index[first], np.flatnonzero(valid)[first]
+            first, lookup = _numeric.first_index(r_corr[valid].to_numpy(dtype=np.int64))
+            sub = np.flatnonzero(valid)[first]
             have = ~np.asarray(pd.isna(corr))
             pos = np.full(n_k, -1)
-            pos[have] = index.get_indexer(corr[have].to_numpy(dtype=np.int64))
+            pos[have] = lookup(corr[have].to_numpy(dtype=np.int64))
             found = pos >= 0
             launch_us[found] = r_start[sub[pos[found]]]
             launch_tid[found] = r["tid"][sub[pos[found]]]
@@ -727,21 +715,9 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         guess = collective_from_kernel_name(gk["name"][left])
         collective[left] = guess
         source[left] = np.where(guess != "none", "name", "none")
-    comm["bytes"] = _int64_bytes(nbytes)
+    comm["bytes"] = _numeric.int64_bytes(nbytes)
     comm["pg"] = np.where(np.equal(pg, None), "", pg).astype(str) if n_k else np.zeros(0, dtype=str)
     return launch_us, graph, launch_tid
-
-
-def _int64_bytes(nbytes: np.ndarray) -> pd.arrays.IntegerArray:
-    """``pd.array(round(nbytes), dtype="Float64").astype("Int64")`` (NaN and infinities missing).
-
-    Built directly: the same cast of the rounded floats to int64 (masked slots hold what that
-    cast makes of NaN, as pandas' own cast leaves them), without two extension-array round trips.
-    """
-    have = np.isfinite(nbytes)
-    with np.errstate(invalid="ignore"):
-        data = np.where(have, np.round(nbytes), np.nan).astype(np.int64)
-    return pd.arrays.IntegerArray(data, ~have)
 
 
 def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
