@@ -222,3 +222,10 @@ def test_not_text_is_the_value_by_value_check(values):
 
     want = [not isinstance(v, str) for v in values]
     assert _not_text(values).tolist() == want
+
+
+@pytest.mark.parametrize("values", [obj(7, 7, "PyTorch Profiler", None, 8), obj(1, True, 1.0, "1", 2),
+                                    obj(3.0, 3), obj()])
+def test_shared_thread_ids_are_what_sharing_makes_them(values):
+    got, want = _columns._shared_ids(values.copy()), _columns._shared(values.copy())
+    assert [(type(v), v) for v in got] == [(type(v), v) for v in want]

@@ -244,6 +244,21 @@ def _shared(values: np.ndarray) -> np.ndarray:
     return table[np.where(codes < 0, len(uniques), codes)]
 
 
+_PLAIN_IDS = frozenset({int, str, type(None)})
+
+
+def _shared_ids(values: np.ndarray) -> np.ndarray:
+    """:func:`_shared` for thread ids, skipped where it could only change which objects hold them.
+
+    Sharing makes equal values one object, and equal values of different types (``1``, ``1.0``,
+    ``True``) one value: with only ints, text and None no two values of different types are
+    equal, so every value stays what it is and the pass (a hash of every event's id) is not made.
+    """
+    if set(map(type, values.tolist())) <= _PLAIN_IDS:
+        return values
+    return _shared(values)
+
+
 def _compact_ids(values: np.ndarray) -> np.ndarray:
     """Return an id column of only in-range ints as int64 (no int object per event); else as it is.
 
@@ -363,7 +378,7 @@ class _Collector:
         xs = evs[xi]
         xl = xs.tolist()
         x: dict[str, Any] = {"ts": _get(xl, "ts"), "dur": _get(xl, "dur"), "name": _shared(_get(xl, "name")),
-                             "tid": _shared(_get(xl, "tid")),  # one int object per thread
+                             "tid": _shared_ids(_get(xl, "tid")),  # one int object per thread
                              "args": _get(xl, "args")}
         # the span of all timed events, and a sample of timestamps for the unit check
         ts, st = _numbers(x["ts"])
