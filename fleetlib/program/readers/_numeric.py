@@ -16,6 +16,11 @@ import pandas as pd
 from fleetlib.program import classify
 from fleetlib.program.readers import _memo
 
+try:  # pandas' integer hash table (what pd.Index.get_indexer runs on int64), without its dispatch
+    from pandas._libs.hashtable import Int64HashTable
+except ImportError:  # pragma: no cover - every supported pandas has it
+    Int64HashTable = None
+
 _EXACT = 2 ** 53  # integers below this convert to float64 exactly
 _NONE = type(None)
 
@@ -85,3 +90,46 @@ def shape_bytes(dims: np.ndarray, types: np.ndarray) -> np.ndarray:
         return classify.shape_bytes(list(dims), list(types)).to_numpy(dtype=float, na_value=np.nan)
     count, first_type = classify.first_shape_elements(dims.tolist(), types.tolist())
     return message_bytes(count, first_type)
+
+
+def median(values: np.ndarray) -> float:
+    """``float(np.median(values))`` of finite float64 values (not empty), without its overhead.
+
+    The middle value of the sorted values, or the mean of the middle two as ``np.median`` takes it
+    (their sum halved).
+    """
+    ordered = np.sort(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[mid])
+    return float((ordered[mid - 1] + ordered[mid]) / 2.0)
+
+
+def first_index(keys: np.ndarray) -> tuple[np.ndarray, Any]:
+    """Return the first row of each distinct int64 key, and a look-up of keys into their order.
+
+    ``pd.Index(keys)`` without its duplicates (``duplicated(keep="first")``) and its
+    ``get_indexer``: a key's position among the distinct keys in order of first appearance, -1
+    for a key not there -- on pandas' integer hash table directly.
+    """
+    if Int64HashTable is None:  # pragma: no cover
+        index = pd.Index(keys)
+        first = np.flatnonzero(~index.duplicated(keep="first"))
+        return first, pd.Index(keys[first]).get_indexer
+    table = Int64HashTable(max(1, len(keys)))
+    uniques, codes = table.factorize(keys)
+    first = np.empty(len(uniques), dtype=np.intp)
+    first[codes[::-1]] = np.arange(len(keys) - 1, -1, -1, dtype=np.intp)  # each key's first row
+    return first, table.lookup
+
+
+def int64_bytes(nbytes: np.ndarray) -> pd.arrays.IntegerArray:
+    """``pd.array(round(nbytes), dtype="Float64").astype("Int64")`` (NaN and infinities missing).
+
+    Built directly: the same cast of the rounded floats to int64 (masked slots hold what that
+    cast makes of NaN, as pandas' own cast leaves them), without two extension-array round trips.
+    """
+    have = np.isfinite(nbytes)
+    with np.errstate(invalid="ignore"):
+        data = np.where(have, np.round(nbytes), np.nan).astype(np.int64)
+    return pd.arrays.IntegerArray(data, ~have)

@@ -30,6 +30,7 @@ from fleetlib.program.readers._decode import (
     _gunzip,
     _int_value,
     _map_unique,
+    _not_text,
     _objects,
     _small_int,
     _Source,
@@ -37,6 +38,11 @@ from fleetlib.program.readers._decode import (
 from fleetlib.program.readers._frames import frame
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
+
+try:  # pandas' integer hash table (what pd.factorize runs on int64), without its dispatch
+    from pandas._libs.hashtable import Int64HashTable
+except ImportError:  # pragma: no cover - every supported pandas has it
+    Int64HashTable = None
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
 READER_VERSION = "4"
@@ -166,7 +172,7 @@ def _devices_and_streams(g: Mapping[str, np.ndarray], is_unknown: np.ndarray,
     dev_arg = _map_unique(g["device"], _small_int, None)
     stream_arg = _map_unique(g["stream"], _small_int, None)
     try:
-        gpu_pids = set(pd.unique(pd.Series(pid[~is_unknown], dtype=object)).tolist())
+        gpu_pids = set(pid[~is_unknown].tolist())  # for membership: what pd.unique would hold
     except TypeError:  # an unhashable pid in a malformed trace: no process counts as a GPU by pid
         gpu_pids = set()
 
@@ -202,7 +208,7 @@ def _time_base(samples: np.ndarray, earliest: float, top: Mapping[str, Any], tim
     """Return (divisor to µs, origin in trace units, unit, origin kind, origin in unix ns)."""
     base_ns = _int_value(top.get("baseTimeNanoseconds"))
     finite = samples[np.isfinite(samples)]
-    size = float(np.median(np.abs(finite))) if len(finite) else 0.0
+    size = _numeric.median(np.abs(finite)) if len(finite) else 0.0
     if time_unit == "auto":
         unit = "ns" if size > (1e13 if base_ns is not None else 1e17) else "us"
     else:
@@ -224,15 +230,28 @@ def _to_us(values: np.ndarray, origin: int, scale: float) -> np.ndarray:
     return (values.astype(np.float64) - float(origin)) / scale
 
 
-def _assign_steps(t: np.ndarray, steps: pd.DataFrame) -> pd.arrays.IntegerArray:
-    """Step of each time: the window whose [start, end) holds it (the latest-starting on overlap)."""
+def _step_index(steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Return the step windows' starts, ends and numbers sorted by start (None without windows).
+
+    Built once per file for :func:`_assign_steps`, which the kernels and the host syncs both need.
+    """
+    if steps.empty:
+        return None
+    start = steps["start_us"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    return start[order], steps["end_us"].to_numpy()[order], steps["step"].to_numpy(dtype=np.int64)[order]
+
+
+def _assign_steps(t: np.ndarray, steps: pd.DataFrame,
+                  index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.arrays.IntegerArray:
+    """Step of each time: the window whose [start, end) holds it (the latest-starting on overlap).
+
+    ``index`` is :func:`_step_index` of ``steps`` when the caller has it already.
+    """
     n = len(t)
     if steps.empty or not n:
         return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
-    order = np.argsort(steps["start_us"].to_numpy(), kind="stable")
-    s = steps["start_us"].to_numpy()[order]
-    e = steps["end_us"].to_numpy()[order]
-    k = steps["step"].to_numpy(dtype=np.int64)[order]
+    s, e, k = _step_index(steps) if index is None else index
     j = np.searchsorted(s, t, side="right") - 1
     jj = np.maximum(j, 0)
     inside = (j >= 0) & (t < e[jj])
@@ -252,12 +271,15 @@ def _kinds(classifier: Classifier, names: np.ndarray, cats: np.ndarray) -> np.nd
     if not n:
         return classifier.kinds(names, cats)
     try:
-        name_codes, name_uniques = pd.factorize(names, use_na_sentinel=False)
-        cat_codes, cat_uniques = pd.factorize(cats, use_na_sentinel=False)
+        name_codes, name_uniques = _memo.text_codes(names)
+        cat_codes, cat_uniques = _memo.text_codes(cats)
     except TypeError:  # unhashable values in a malformed trace: classify them as they are
         return classifier.kinds(names, cats)
     pair = name_codes.astype(np.int64) * len(cat_uniques) + cat_codes
-    pair_codes, pair_uniques = pd.factorize(pair)
+    if Int64HashTable is not None:  # pd.factorize's table for int64, without its dispatch
+        pair_uniques, pair_codes = Int64HashTable(max(1, n)).factorize(pair)
+    else:  # pragma: no cover
+        pair_codes, pair_uniques = pd.factorize(pair)
     u_names = np.asarray(name_uniques, dtype=object)[pair_uniques // len(cat_uniques)]
     u_cats = np.asarray(cat_uniques, dtype=object)[pair_uniques % len(cat_uniques)]
     if not all(isinstance(v, str) for v in u_names) or not all(isinstance(v, str) for v in u_cats):
@@ -345,7 +367,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         _utf8_repairs(gk, r, s, rows_k, source.replaced, book)
         top = _clean_json(top)
     names = gk["name"] if n_k else _objects([], 0)
-    bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
+    bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows_k[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
@@ -378,13 +400,14 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         steps = _fallback_steps(start, end, kind, col, origin, scale, marker, book)
     if not n_k or not np.isin(kind, ("compute", "comm", "memcpy", "memset")).any():
         book.note("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
-    host_syncs = _host_sync_table(r, origin, scale, steps, book, opts)
+    step_index = _step_index(steps)
+    host_syncs = _host_sync_table(r, origin, scale, steps, book, opts, step_index)
     ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
     columns = {
         "rank": np.zeros(n_k, dtype=np.int64),
-        "step": _assign_steps(start, steps),
+        "step": _assign_steps(start, steps, step_index),
         "stream": stream,
         "start_us": start, "end_us": end, "dur_us": dur,
         "name": _categorical(names),
@@ -460,7 +483,7 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
         if dirty.any():
             book.repair_rows(rows[dirty], "name,Input Dims,Input type",
                              "invalid UTF-8 bytes replaced by U+FFFD")
-    bad_name = ~_map_unique(names, lambda v: isinstance(v, str), False).astype(bool)
+    bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
         names = np.where(bad_name, "<unnamed>", names)
@@ -498,7 +521,7 @@ def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarra
     if not len(q):
         return pd.arrays.IntegerArray(out, ~found)
     try:
-        codes, _ = pd.factorize(np.concatenate([tid[q], links["tid"]]))
+        codes, _ = _memo.factorize_by_value(np.concatenate([tid[q], links["tid"]]))  # as pd.factorize
     except TypeError:  # unhashable thread ids in a malformed trace
         return pd.arrays.IntegerArray(out, ~found)
     lt, at = codes[:len(q)], codes[len(q):]
@@ -657,12 +680,11 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         n_launch = int(graph_call.sum())
         valid = r_ok & ~np.asarray(pd.isna(r_corr))
         if n_k and valid.any():
-            index = pd.Index(r_corr[valid].to_numpy(dtype=np.int64))
-            first = ~index.duplicated(keep="first")
-            index, sub = index[first], np.flatnonzero(valid)[first]
+            first, lookup = _numeric.first_index(r_corr[valid].to_numpy(dtype=np.int64))
+            sub = np.flatnonzero(valid)[first]
             have = ~np.asarray(pd.isna(corr))
             pos = np.full(n_k, -1)
-            pos[have] = index.get_indexer(corr[have].to_numpy(dtype=np.int64))
+            pos[have] = lookup(corr[have].to_numpy(dtype=np.int64))
             found = pos >= 0
             launch_us[found] = r_start[sub[pos[found]]]
             launch_tid[found] = r["tid"][sub[pos[found]]]
@@ -693,8 +715,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         guess = collective_from_kernel_name(gk["name"][left])
         collective[left] = guess
         source[left] = np.where(guess != "none", "name", "none")
-    comm["bytes"] = pd.array(np.where(np.isfinite(nbytes), np.round(nbytes), np.nan),
-                             dtype="Float64").astype("Int64")
+    comm["bytes"] = _numeric.int64_bytes(nbytes)
     comm["pg"] = np.where(np.equal(pg, None), "", pg).astype(str) if n_k else np.zeros(0, dtype=str)
     return launch_us, graph, launch_tid
 
@@ -802,7 +823,7 @@ def _match_annotations(launch_us: np.ndarray, launch_tid: np.ndarray, need: np.n
     if not len(q):
         return out
     try:
-        codes, _ = pd.factorize(np.concatenate([launch_tid[q], ann["tid"]]))
+        codes, _ = _memo.factorize_by_value(np.concatenate([launch_tid[q], ann["tid"]]))  # as pd.factorize
     except TypeError:
         return out
     lt, at = codes[:len(q)], codes[len(q):]
@@ -910,7 +931,8 @@ def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _
 
 
 def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, steps: pd.DataFrame,
-                     book: _Book, opts: _Options) -> pd.DataFrame:
+                     book: _Book, opts: _Options,
+                     step_index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     if not r:
         return empty_host_syncs()
     sync_kind, blocking = _memo.sync_kinds(r["name"])
@@ -925,7 +947,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
     missing = np.equal(tids, None)
     return frame({
         "rank": np.zeros(len(order), dtype=np.int64),
-        "step": _assign_steps(start[order], steps),
+        "step": _assign_steps(start[order], steps, step_index),
         "tid": pd.arrays.IntegerArray(np.where(missing, 0, tids).astype(np.int64), missing),
         "start_us": start[order], "end_us": start[order] + dur[order], "dur_us": dur[order],
         "name": _categorical(sub["name"][order].astype(str)),

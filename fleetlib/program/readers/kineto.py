@@ -120,8 +120,10 @@ raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 Decoding and cache
 ------------------
 gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  A document
-of at most 1 MiB (a typical rank file) is split into its top-level values once and its events
-decoded in one call.  A larger event array is decoded in pieces of a sixteenth of the file (256
+of at most 1 MiB (a typical rank file) has its event array cut out between the ``traceEvents`` key
+and the array's closing bracket (the keys around it decoded on their own; anything unusual: split
+into its top-level values first) and its events decoded in one call.  A larger event array is
+decoded in pieces of a sixteenth of the file (256
 KiB to 1 MiB; at most 1 MiB for files under 4 MiB), cut between
 top-level events (a cut anywhere else fails to decode and is moved on, so only valid cuts are
 used), and each piece is reduced to numpy columns of the few fields the tables need before the
