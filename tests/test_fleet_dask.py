@@ -162,3 +162,20 @@ def test_a_failed_cluster_start_is_raised_when_the_client_is_asked_for() -> None
     with pytest.raises((ValueError, TypeError)):
         with dask_client_in_background(None, 1, memory_limit="not a size") as cluster:
             cluster.client()
+
+
+def test_the_fleet_cluster_workers_keep_freed_memory_and_run_no_profiler() -> None:
+    import os
+
+    from fleetlib.fleet.engine import _WORKER_MALLOC, dask_client
+
+    def settings() -> tuple[dict[str, str | None], bool]:
+        import dask
+
+        return ({k: os.environ.get(k) for k in _WORKER_MALLOC},
+                bool(dask.config.get("distributed.worker.profile.enabled")))
+
+    with dask_client(None, 1) as client:
+        (env, profiling), = client.run(settings).values()
+    assert env == _WORKER_MALLOC and not profiling
+    assert int(_WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"]) >= int(_WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])

@@ -17,9 +17,8 @@ them into its job table by position.  The runtime rung measures a file's common 
 (:mod:`fleetlib.runtime._fast`); a clean canonical Parquet partition whose jobs the scheduler all held
 is measured straight from the reader's checked arrays, with no frame of its rows
 (:mod:`fleetlib.fleet._parsed_task`), and the client takes the results in manifest order as they
-come back.  A cluster started here keeps glibc's dynamic malloc thresholds in
-its workers (``distributed`` sets ``MALLOC_TRIM_THRESHOLD_``, which made every large numpy temporary
-a fresh ``mmap`` and a timeline task 35-50 % slower) and runs no statistical profiler.
+come back.  A cluster started here sets its workers' malloc to keep freed memory for the next task
+(:data:`_WORKER_MALLOC`) and runs no statistical profiler.
 :func:`measure_fleet` starts its cluster in a background thread (:func:`dask_client_in_background`):
 the workers start and import the measuring code while the calling process reads the manifest and
 the scheduler records, and the cluster closes in the background once the trace step has run, while
@@ -58,6 +57,16 @@ __all__ = [
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
 DEFAULT_MEMORY_PER_WORKER = "3GiB"
+#: glibc malloc settings of those workers: arrays below 1 GiB come from the heap, which keeps up to
+#: 4 GiB of freed memory (and grows 256 MiB at a time), so a task reuses the pages the previous one
+#: freed.  distributed's own ``MALLOC_TRIM_THRESHOLD_`` (64 KiB) made every large temporary a fresh
+#: ``mmap`` and a timeline task 35-50 % slower; glibc's dynamic defaults still returned and faulted
+#: in memory between tasks (about 5 % of a task's CPU on the benchmark partitions, two at once).
+_WORKER_MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
+    "MALLOC_TOP_PAD_": str(1 << 28),
+}
 
 
 @contextlib.contextmanager
@@ -89,11 +98,11 @@ def dask_client(
     from distributed import Client, LocalCluster
 
     with (
-        # glibc's own (dynamic) malloc thresholds in the workers: distributed's MALLOC_TRIM_THRESHOLD_
-        # makes every large numpy temporary a fresh mmap -- a timeline task ran 35-50 % slower so
-        # and no statistical profiler: it samples every thread's stack 100 times a second for the
-        # dashboard's profile page (as program.stragglers.local_cluster)
-        dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+        # workers that keep the memory they free for their next task (_WORKER_MALLOC): each task
+        # allocates and frees hundreds of MB of arrays, and pages handed back to the system are
+        # faulted in again by the next one; and no statistical profiler: it samples every thread's
+        # stack 100 times a second for the dashboard's profile page (as program.stragglers.local_cluster)
+        dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in _WORKER_MALLOC.items()},
                          "distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=n,
