@@ -175,7 +175,17 @@ def test_the_fleet_cluster_workers_keep_freed_memory_and_run_no_profiler() -> No
         return ({k: os.environ.get(k) for k in _WORKER_MALLOC},
                 bool(dask.config.get("distributed.worker.profile.enabled")))
 
-    with dask_client(None, 1) as client:
-        (env, profiling), = client.run(settings).values()
+    # what an earlier cluster (or the user) left in this process's environment neither overrides the
+    # workers' settings nor is lost: distributed's nannies write theirs into this process's environment
+    left = "65536"
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("MALLOC_TRIM_THRESHOLD_", left)
+    monkey.delenv("MALLOC_TOP_PAD_", raising=False)
+    try:
+        with dask_client(None, 1) as client:
+            (env, profiling), = client.run(settings).values()
+        assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == left and "MALLOC_TOP_PAD_" not in os.environ
+    finally:
+        monkey.undo()
     assert env == _WORKER_MALLOC and not profiling
     assert int(_WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"]) >= int(_WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -97,7 +99,14 @@ def dask_client(
     import dask
     from distributed import Client, LocalCluster
 
+    # distributed's nannies write their pre-spawn environment into this process's own and leave it
+    # there, where every later subprocess and cluster inherits it -- and a variable already in this
+    # process's environment overrides the config's value.  So the variables are taken out while the
+    # cluster runs (whatever an earlier cluster left; the workers get _WORKER_MALLOC) and put back
+    # as they were afterwards.
+    before = {k: os.environ.pop(k, None) for k in _WORKER_MALLOC}
     with (
+        _environment_restored(before),
         # workers that keep the memory they free for their next task (_WORKER_MALLOC): each task
         # allocates and frees hundreds of MB of arrays, and pages handed back to the system are
         # faulted in again by the next one; and no statistical profiler: it samples every thread's
@@ -122,6 +131,19 @@ def dask_client(
             fire_and_forget(new.submit(_warm_imports, key=f"fleet-warm-imports-{i}", workers=[address],
                                        pure=False))
         yield new
+
+
+@contextlib.contextmanager
+def _environment_restored(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Set each variable back to its value in ``values`` (unset where None) on exit."""
+    try:
+        yield
+    finally:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _worker_count(workers: int | None) -> int:
@@ -156,6 +178,17 @@ class BackgroundCluster:
         """Return the ``distributed.Client``, waiting for the cluster to start (its error raised here)."""
         return self._started.result()
 
+    def when_started(self, work: Callable[[Any], Any]) -> Future[Any]:
+        """Run ``work(client)`` in the cluster's thread as soon as the cluster has started.
+
+        The calling thread goes on meanwhile; the returned future holds what ``work`` returned, or
+        its error (a failed start included).  ``work`` must not read anything the caller changes.
+        """
+        return self._pool.submit(self._context.run, self._after_start, work)
+
+    def _after_start(self, work: Callable[[Any], Any]) -> Any:
+        return work(self._started.result())  # the start ran first in this one thread: no wait
+
     def release(self) -> None:
         """Start closing the cluster in the background thread; no task may be submitted after."""
         if self._closed is None:
@@ -180,6 +213,15 @@ class _GivenClient:
 
     def client(self) -> Any:
         return self._client
+
+    def when_started(self, work: Callable[[Any], Any]) -> Future[Any]:
+        """Run ``work(client)`` now (the client is given); return a finished future of its result."""
+        done: Future[Any] = Future()
+        try:
+            done.set_result(work(self._client))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
 
     def release(self) -> None:
         return None

@@ -820,10 +820,11 @@ def _measure(
 ) -> FleetMeasurement:
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
-    ``cluster`` (:func:`fleetlib.fleet.engine.dask_client_in_background`'s handle) gives the Dask
-    client, waiting for its start, once the scheduler records are read and the held jobs known: the
-    timeline tasks are submitted then, and run while this process settles S.  It is released after
-    the last task (the trace step): the cluster closes while the results are built.
+    ``cluster`` (:func:`fleetlib.fleet.engine.dask_client_in_background`'s handle) submits the
+    timeline tasks from its own thread as soon as it has started, once the held jobs are known; this
+    thread settles S and reads the model configs meanwhile, while the cluster starts and the tasks
+    run.  It is released after the last task (the trace step): the cluster closes while the results
+    are built.
     """
     from fleetlib.scheduling.goodput import held_time, scheduling_partition
 
@@ -837,12 +838,16 @@ def _measure(
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
-    client = cluster.client() if cluster is not None else None
-    submitted = None
-    if client is not None:  # the timeline tasks run while this process settles S
+    pending = None
+    if cluster is not None:  # submitted by the cluster's thread once it has started: this one settles S
         from fleetlib.fleet.engine import submit_timeline_tasks
 
-        submitted = submit_timeline_tasks(man, jobs, win, client)
+        devices = jobs[["devices"]].copy()  # this thread goes on adding columns to jobs
+
+        def submit(client: Any) -> list[Any]:
+            return submit_timeline_tasks(man, devices, win, client)
+
+        pending = cluster.when_started(submit)
     partition = scheduling_partition(**records.tables(), window=win)
     s = partition.factor()
     _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
@@ -851,6 +856,8 @@ def _measure(
         configs: _ModelConfigs | Exception | None = _model_configs(jobs, man)
     except Exception as exc:  # raised where it was before, after the timelines' own errors
         configs = exc
+    client = cluster.client() if cluster is not None else None
+    submitted = pending.result() if pending is not None else None
     _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress, submitted)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
