@@ -588,20 +588,27 @@ def _model_configs(jobs: pd.DataFrame, man: FleetManifest) -> _ModelConfigs | No
     """
     from fleetlib.program.commands import load_model_config
 
-    held = _index_set(jobs)
-    pairs = [(j, p) for j, p in man.models.items() if j in held]  # the manifest's order
-    if not pairs:
+    if not man.models:
         return None
-    job_ids = [j for j, _ in pairs]
-    text_of = {p: str(p) for p in {p for _, p in pairs}}  # each distinct path named once
-    paths = sorted(set(text_of.values()))
-    code_of = {p: paths.index(t) for p, t in text_of.items()}
-    codes = np.fromiter((code_of[p] for _, p in pairs), dtype=np.intp, count=len(pairs))
+    # the held jobs among the manifest's, in the manifest's order: one hash-table look-up of all ids
+    every = np.empty(len(man.models), dtype=object)
+    every[:] = list(man.models)
+    where = jobs.index.get_indexer(every)
+    held = where >= 0
+    if not held.any():
+        return None
+    job_ids = every[held].tolist()
+    configs = np.empty(len(every), dtype=object)
+    configs[:] = list(man.models.values())
+    # each distinct path named once (a fleet's jobs share a few dozen: factorised by the path's text)
+    text = np.fromiter(map(str, configs[held]), dtype=object, count=len(job_ids))
+    codes, paths_index = pd.factorize(text, sort=True)
+    paths = paths_index.tolist()
     cfgs = [load_model_config(Path(p)) for p in paths]
     return _ModelConfigs(
         job_ids=job_ids,
-        pos=jobs.index.get_indexer(job_ids),
-        codes=codes,
+        pos=where[held],
+        codes=codes.astype(np.intp),
         paths=paths,
         # ideal device-s per step: useful FLOPs / peak FLOP/s
         per_step=np.array([c["useful_flops_per_step"] / c["peak"].peak_flops_per_s for c in cfgs]),
