@@ -215,3 +215,22 @@ def test_cli_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert text.splitlines()[1].startswith("MPG")
     with pytest.raises(DomainError):
         fleet_commands.run_fleet(tmp_path / "b", workers=0)
+
+
+def test_a_model_config_stating_other_devices_is_flagged_and_changes_nothing(
+    tmp_path: Path, measured: FleetMeasurement
+) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, bundle)
+    config = bundle / "models" / "70002.yaml"
+    text = config.read_text()
+    held = int(measured.jobs.loc["70002", "devices"])
+    assert f"devices: {held}\n" in text
+    config.write_text(text.replace(f"devices: {held}\n", f"devices: {held + 8}\n"))
+    again = measure_fleet(bundle)
+    flags = [f for f in again.ledger.flags if f.code == "model_devices_mismatch"]
+    assert [(f.job_id, f.file) for f in flags] == [("70002", "models/70002.yaml")]
+    assert f"states {held + 8} devices, the scheduler held {held}" in flags[0].message
+    assert again.program.numerator == measured.program.numerator  # ideal time: useful FLOPs / peak
+    assert again.jobs["ideal_device_s"].equals(measured.jobs["ideal_device_s"])
+    assert again.jobs.loc["70002", "model_name"] == f"synthetic model ({held} GPUs) / {held + 8} devices"
