@@ -487,17 +487,25 @@ class _Collector:
         return cols
 
     def table(self, which: str) -> dict[str, np.ndarray]:
+        """Return one table's columns, its pieces joined, and let go of the pieces.
+
+        Each table is taken once: a column's pieces are freed as soon as they are joined, so the
+        pieces and the joined table are not both held to the end of the parse (about 13 MB of a
+        200k-event file's peak).  A second call returns no columns.
+        """
         parts = self.parts[which]
+        self.parts[which] = []
         if not parts:
             return {}
         if len(parts) == 1:  # one piece (a sub-MiB file): its columns as they are, not copied
             return dict(parts[0])
         out = {}
-        for k in parts[0]:
-            arrays = [p[k] for p in parts]
+        for k in list(parts[0]):
+            arrays = [p.pop(k) for p in parts]
             if len({a.dtype for a in arrays}) > 1 and any(a.dtype == object for a in arrays):
                 arrays = [a.astype(object) for a in arrays]  # int64 ids beside objects: ints again
             out[k] = np.concatenate(arrays)
+            del arrays
         return out
 
 
