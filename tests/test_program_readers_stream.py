@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from fleetlib.program.readers import _columns, _decode
-from fleetlib.program.readers._tables import _streamed
+from fleetlib.program.readers._columns import _streamed
 from fleetlib.program.traces import read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

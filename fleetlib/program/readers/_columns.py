@@ -31,9 +31,11 @@ from fleetlib.program.readers._decode import (
     _TYPED,
     _map_unique,
     _objects,
+    _Source,
+    _Stream,
 )
 from fleetlib.program.readers._identity import Int64HashTable
-from fleetlib.quality import Ledger, RowBook
+from fleetlib.quality import InputError, Ledger, RowBook
 
 # Kineto activity categories (libkineto ActivityType.h) by role in the tables
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"})
@@ -507,6 +509,36 @@ class _Collector:
             out[k] = np.concatenate(arrays)
             del arrays
         return out
+
+
+def _collect(source: _Source | _Stream, col: _Collector, file: str) -> None:
+    """Add every piece of events ``source`` decodes to ``col``."""
+    for events in source.chunks():
+        if not isinstance(events, list):
+            raise InputError("traceEvents is not an array", file=file, field="traceEvents")
+        col.add(events)
+
+
+def _streamed(raw: bytes, file: str, marker: re.Pattern[str] | None) -> tuple[_Collector | None,
+                                                                            _Stream | None]:
+    """Collect a large gzip file's events while it is decompressed (see :class:`_Stream`).
+
+    Returns (None, None) where the file is not streamed, or where the stream gave up or anything
+    raised on the way: nothing of it is kept, and :class:`_Source` on the whole text decides --
+    the same pieces up to that point, then its own answer or error (a give-up costs only time).
+    Streamed, the peak memory of a 43 MB trace is its columns and a window of text, not the text.
+    """
+    stream = _Stream.of(raw, file)
+    if stream is None:
+        return None, None
+    col = _Collector(marker)
+    try:
+        _collect(stream, col, file)
+    except Exception:  # a give-up or an error alike: the whole-text path decides
+        return None, None
+    stream.raw = b""
+    return col, stream
+
 
 
 # ---------------------------------------------------------------------------------------------------

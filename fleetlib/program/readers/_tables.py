@@ -22,7 +22,16 @@ from fleetlib.program.classify import (
     comm_rule_metadata,
 )
 from fleetlib.program.readers import _memo, _numeric
-from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
+from fleetlib.program.readers._columns import (
+    _GPU_CATS,
+    _Book,
+    _collect,
+    _Collector,
+    _ids,
+    _streamed,
+    _times,
+    count_unused,
+)
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
     _clean,
@@ -450,35 +459,6 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     book.close(ledger)
     count_unused(col, ledger)
     return _Built(kernels, steps, host_syncs, metadata, ops), ledger
-
-
-def _collect(source: _Source | _Stream, col: _Collector, file: str) -> None:
-    """Add every piece of events ``source`` decodes to ``col``."""
-    for events in source.chunks():
-        if not isinstance(events, list):
-            raise InputError("traceEvents is not an array", file=file, field="traceEvents")
-        col.add(events)
-
-
-def _streamed(raw: bytes, file: str, marker: re.Pattern[str] | None) -> tuple[_Collector | None,
-                                                                            _Stream | None]:
-    """Collect a large gzip file's events while it is decompressed (see :class:`_Stream`).
-
-    Returns (None, None) where the file is not streamed, or where the stream gave up or anything
-    raised on the way: nothing of it is kept, and :class:`_Source` on the whole text decides --
-    the same pieces up to that point, then its own answer or error (a give-up costs only time).
-    Streamed, the peak memory of a 43 MB trace is its columns and a window of text, not the text.
-    """
-    stream = _Stream.of(raw, file)
-    if stream is None:
-        return None, None
-    col = _Collector(marker)
-    try:
-        _collect(stream, col, file)
-    except Exception:  # a give-up or an error alike: the whole-text path decides
-        return None, None
-    stream.raw = b""
-    return col, stream
 
 
 def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book, opts: _Options,
