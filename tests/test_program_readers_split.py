@@ -229,3 +229,15 @@ def test_not_text_is_the_value_by_value_check(values):
 def test_shared_thread_ids_are_what_sharing_makes_them(values):
     got, want = _columns._shared_ids(values.copy()), _columns._shared(values.copy())
     assert [(type(v), v) for v in got] == [(type(v), v) for v in want]
+
+
+@pytest.mark.parametrize("values", [
+    obj(7, 7, 123456789, 123456789, 8),
+    obj(2 ** 70, 2 ** 70, 1),  # beyond int64: shared by value
+    obj(5),
+])
+def test_integer_thread_ids_are_shared_as_sharing_makes_them(values):
+    copies = np.array([int(str(v)) for v in values], dtype=object)  # a new int object per row
+    got, want = _columns._shared_ids(copies), _columns._shared(values.copy())
+    assert [(type(v), v) for v in got] == [(type(v), v) for v in want]
+    assert len({id(v) for v in got}) == len(set(values.tolist()))  # one object per distinct id

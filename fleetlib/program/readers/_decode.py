@@ -569,6 +569,180 @@ class _Source:
 
 
 
+class GiveUp(Exception):
+    """A streamed read met what only the whole-text path decides (:class:`_Source` is run instead)."""
+
+
+#: Input bytes fed to the decompressor at a time, and how far past a cut's target text is made.
+_STREAM_STEP = 1 << 16
+_LOOKAHEAD = 1 << 16
+#: The decoded front of the text is dropped from the window once it is at least this long.
+_STREAM_SLACK = 2 << 20
+#: How far into the text the ``traceEvents`` key is looked for before the whole-text path decides.
+_HEAD_LIMIT = 8 << 20
+
+
+class _Stream:
+    """:class:`_Source`'s pieces of a gzip file, decoded while the file is decompressed.
+
+    The whole text of a large file is never held: only a window of it, from the piece being cut
+    to a little past its end.  The pieces are cut where :class:`_Source` cuts them -- the piece
+    size comes from the text's length, which the gzip trailer states, and a cut is the first
+    ``}, {`` after the target, which lies in the window -- and decoded by the same typed decoder,
+    so the events, ``top``, ``format`` and ``replaced`` are :class:`_Source`'s.  Anything that
+    path decides otherwise (another gzip member, a length other than the stated one, a corrupt
+    stream, a piece the typed decoder refuses, a byte-order mark, a bare array, JSON errors, the
+    event limit) raises :class:`GiveUp` instead: the caller then reads the file with
+    :class:`_Source` from the start, which gives its answer or its error exactly.  Only a single
+    gzip member whose stated length is above :data:`_ONE_PIECE_BYTES` is streamed
+    (:meth:`of`).
+    """
+
+    def __init__(self, raw: bytes, file: str, n: int) -> None:
+        self.raw, self.file, self.n = raw, file, n
+        self.format = "object"
+        self.top: dict[str, Any] = {}
+        self.replaced = 0
+        self.buf = b""  # no whole text (the attribute :func:`_parse` clears)
+        self._member = zlib.decompressobj(wbits=31)
+        self._win = bytearray()  # the text from offset ``_base`` on
+        self._base = 0
+        self._in = 0  # input bytes consumed
+        self._done = False
+
+    @classmethod
+    def of(cls, raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> _Stream | None:
+        """Return a stream of a gzip file large enough to be cut into pieces; None for any other."""
+        if _DECODER is None or raw[:2] != GZIP_MAGIC or len(raw) < 18:
+            return None
+        max_bytes = current_limits().max_bytes if max_bytes is None else max_bytes
+        stated = int.from_bytes(raw[-4:], "little")
+        if not _ONE_PIECE_BYTES < stated <= max_bytes:
+            return None
+        return cls(raw, file, stated)
+
+    def _end(self) -> int:
+        return self._base + len(self._win)
+
+    def _fill(self, upto: int) -> None:
+        """Decompress until the window reaches text offset ``upto`` or the stream has ended."""
+        raw, member, win = self.raw, self._member, self._win
+        view = memoryview(raw)
+        try:
+            while self._end() < upto and not self._done:
+                if member.eof:  # anything after the one member, or another length: _Source decides
+                    if member.unused_data or self._in < len(raw) or self._end() != self.n:
+                        raise GiveUp
+                    self._done = True
+                    break
+                if self._in >= len(raw):  # truncated
+                    raise GiveUp
+                piece = view[self._in:self._in + _STREAM_STEP]
+                win += member.decompress(piece, self.n + 1 - self._end())
+                if self._end() > self.n:
+                    raise GiveUp
+                self._in += len(piece) - len(member.unconsumed_tail)
+        except zlib.error:
+            raise GiveUp from None
+
+    def _drop(self, pos: int) -> None:
+        """Forget the text before offset ``pos`` once that is long enough to be worth a copy."""
+        if pos - self._base >= _STREAM_SLACK:
+            del self._win[:pos - self._base]  # moves the start; the next growth copies the rest
+            self._base = pos
+
+    def chunks(self) -> Iterator[list[Any]]:
+        limit = current_limits().max_events
+        seen = 0
+        try:
+            for events in self._chunks():
+                seen += len(events)
+                if seen > limit:
+                    raise GiveUp
+                yield events
+        except RecursionError:
+            raise GiveUp from None
+
+    def _chunks(self) -> Iterator[list[Any]]:
+        self._fill(_LOOKAHEAD)
+        win = self._win
+        start = _skip_ws(win, 0)
+        if win[start:start + 1] != b"{":  # a bare array, a byte-order mark, not JSON ...
+            raise GiveUp
+        m = _KEY_RE.search(win, start)
+        while m is None:
+            if self._done or self._end() > _HEAD_LIMIT:
+                raise GiveUp
+            self._fill(self._end() + (1 << 20))
+            m = _KEY_RE.search(win, start)
+        piece = win[start + 1:m.start()].rstrip()
+        piece = piece[:-1] if piece.endswith(b",") else piece
+        try:
+            text, bad = _text(b"{" + piece + b"}")
+            head = json.loads(text)
+        except ValueError:
+            raise GiveUp from None
+        if not isinstance(head, dict):
+            raise GiveUp
+        self.replaced += bad
+        self.top = head
+        yield from self._array(m.end())
+
+    def _cut(self, target: int) -> tuple[int, int] | None:
+        """Return the first ``}, {`` from text offset ``target`` on (start and end offsets), or None."""
+        self._fill(target + _LOOKAHEAD)
+        while True:
+            m = _CUT_RE.search(self._win, target - self._base)
+            if m is not None:  # a match wholly in the window: no earlier one runs past its end
+                return self._base + m.start(), self._base + m.end()
+            if self._done:
+                return None
+            self._fill(self._end() + (1 << 20))
+
+    def _array(self, pos: int) -> Iterator[list[Any]]:
+        n = self.n
+        chunk = min(_CHUNK_BYTES, max(_MIN_CHUNK_BYTES, n // 16))  # _Source's for more than one piece
+        while pos + chunk < n:
+            cut = self._cut(pos + chunk)
+            if cut is None:
+                break
+            events = _typed_events(_bracketed(self._win, pos - self._base, cut[0] + 1 - self._base))
+            if events is None:
+                raise GiveUp
+            yield events
+            pos = cut[1] - 1
+            self._drop(pos)
+        self._fill(n + 1)  # the rest of the text, and the checks at the end of the stream
+        data = _bracketed(self._win, pos - self._base, len(self._win), close=False)
+        if not _valid_utf8(data):
+            raise GiveUp
+        try:
+            events, tail = _DECODER.decode(data), n
+        except msgspec.DecodeError as exc:
+            m = _TRAILING_RE.search(str(exc))  # the array ended before the document did
+            if m is None:
+                raise GiveUp from None
+            end = int(m.group(1)) - 1
+            del data[end:]
+            try:
+                events, tail = _DECODER.decode(data), pos + end - 1
+            except msgspec.DecodeError:
+                raise GiveUp from None
+        del data
+        yield events
+        body = self._win[tail - self._base:].lstrip()
+        body = body[1:] if body.startswith(b",") else body
+        text, bad = _text(b"{" + body)
+        try:
+            more, end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            raise GiveUp from None
+        if text[end:].strip():
+            raise GiveUp
+        self.replaced += bad
+        self.top.update(more)
+
+
 
 # ---------------------------------------------------------------------------------------------------
 # Value helpers

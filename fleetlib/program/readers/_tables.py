@@ -22,7 +22,16 @@ from fleetlib.program.classify import (
     comm_rule_metadata,
 )
 from fleetlib.program.readers import _memo, _numeric
-from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
+from fleetlib.program.readers._columns import (
+    _GPU_CATS,
+    _Book,
+    _collect,
+    _Collector,
+    _ids,
+    _streamed,
+    _times,
+    count_unused,
+)
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
     _clean,
@@ -34,6 +43,7 @@ from fleetlib.program.readers._decode import (
     _objects,
     _small_int,
     _Source,
+    _Stream,
 )
 from fleetlib.program.readers._frames import frame
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
@@ -312,13 +322,15 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     Returns the tables and the file's ledger: every entry of ``traceEvents`` is one record read.
     """
     marker = re.compile(opts.step_marker) if opts.step_marker else None
-    col = _Collector(marker)
-    source = _Source(_gunzip(held.pop(), file), file)
-    for events in source.chunks():
-        if not isinstance(events, list):
-            raise InputError("traceEvents is not an array", file=file, field="traceEvents")
-        col.add(events)
-    del events
+    raw = held.pop()
+    col, source = _streamed(raw, file, marker)
+    if col is None or source is None:  # not streamed, or the stream gave up: the whole text decides
+        col = _Collector(marker)
+        source = _Source(_gunzip(raw, file), file)
+        del raw
+        _collect(source, col, file)
+    else:
+        del raw
     source.buf = b""  # the decompressed text is no longer needed
     top = source.top
     if col.offset == 0:
@@ -600,7 +612,7 @@ def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[s
                  else " (none in a kept GPU row)"))
 
 
-def _format_flags(col: _Collector, source: _Source, book: _Book) -> None:
+def _format_flags(col: _Collector, source: _Source | _Stream, book: _Book) -> None:
     if col.not_objects:
         book.reject_rows(col.not_objects, None, "entry of traceEvents is not a JSON object")
     if source.format == "bare_array" or col.legacy_cats:

@@ -119,7 +119,11 @@ raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 
 Decoding and cache
 ------------------
-gzip is recognised by its magic bytes and decompressed slice by slice into one buffer.  A document
+gzip is recognised by its magic bytes and decompressed slice by slice into one buffer; a single
+gzip member whose trailer states more than 4 MiB of text is instead decoded piece by piece while
+it is decompressed, from a window of its text (the same pieces, cut at the same places; anything
+unusual -- another member, a length other than the stated one, a piece the typed decoder refuses
+-- and the file is read from the whole text instead, as below).  A document
 of at most 1 MiB (a typical rank file) has its event array cut out between the ``traceEvents`` key
 and the array's closing bracket (the keys around it decoded on their own; anything unusual: split
 into its top-level values first) and its events decoded in one call.  A larger event array is
@@ -140,9 +144,10 @@ Wherever the typed decoder could differ from the standard library -- invalid UTF
 anywhere in the piece, malformed JSON, ``NaN`` or lone-surrogate escapes, a non-object entry or
 ``args`` -- that piece is decoded by :mod:`json` instead, so rows, ledger entries and errors are
 the same either way (without ``msgspec`` installed every piece takes the :mod:`json` path).  Peak
-memory stays near the size of the JSON text plus one piece's objects (on a 43 MB trace a read adds
-about 1.5x the text to the resident set the first time in a process -- one-time initialisation
-included -- and about 1.0x later).  The
+memory stays near the tables' columns plus a window of text and one piece's objects where the
+file is streamed (on a 43 MB gzip trace a read adds about 1.06x the text to the resident set the
+first time in a process -- one-time initialisation included -- and about 0.55x later), and near
+the size of the JSON text plus that where it is not.  The
 cache (one file per trace under :func:`default_cache_dir`, holding all four tables as the raw
 blocks pandas keeps them in, the metadata and the ledger: ``readers._cache``) is keyed by the SHA-256
 of the file's bytes, :data:`READER_VERSION`, the cache format and the options that change the
