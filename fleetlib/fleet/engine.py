@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._environ import environment
 from fleetlib.accounting import Window
 from fleetlib.fleet.manifest import FleetManifest
 from fleetlib.quality import DomainError, InputError, Ledger
@@ -104,9 +104,8 @@ def dask_client(
     # process's environment overrides the config's value.  So the variables are taken out while the
     # cluster runs (whatever an earlier cluster left; the workers get _WORKER_MALLOC) and put back
     # as they were afterwards.
-    before = {k: os.environ.pop(k, None) for k in _WORKER_MALLOC}
     with (
-        _environment_restored(before),
+        environment(dict.fromkeys(_WORKER_MALLOC)),
         # workers that keep the memory they free for their next task (_WORKER_MALLOC): each task
         # allocates and frees hundreds of MB of arrays, and pages handed back to the system are
         # faulted in again by the next one; and no statistical profiler: it samples every thread's
@@ -131,19 +130,6 @@ def dask_client(
             fire_and_forget(new.submit(_warm_imports, key=f"fleet-warm-imports-{i}", workers=[address],
                                        pure=False))
         yield new
-
-
-@contextlib.contextmanager
-def _environment_restored(values: Mapping[str, str | None]) -> Iterator[None]:
-    """Set each variable back to its value in ``values`` (unset where None) on exit."""
-    try:
-        yield
-    finally:
-        for key, value in values.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _worker_count(workers: int | None) -> int:
