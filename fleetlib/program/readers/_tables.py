@@ -22,7 +22,14 @@ from fleetlib.program.classify import (
     comm_rule_metadata,
 )
 from fleetlib.program.readers import _memo, _numeric
-from fleetlib.program.readers._columns import _GPU_CATS, _Book, _Collector, _ids, _times, count_unused
+from fleetlib.program.readers._columns import (
+    _GPU_CATS,
+    _Book,
+    _Collector,
+    _ids,
+    _times,
+    count_unused,
+)
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
     _clean,
@@ -36,6 +43,15 @@ from fleetlib.program.readers._decode import (
     _Source,
 )
 from fleetlib.program.readers._frames import frame
+from fleetlib.program.readers._hostile import (
+    _ARG_TEXT_KEYS,
+    _dirty,
+    _lone_repairs,
+    _message_bytes,
+    _nested_text,
+    _ops_text_repairs,
+    _text_repairs,
+)
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
@@ -333,6 +349,8 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     g = col.table("gpu")
     r = col.table("runtime")
     s = col.table("spans")
+    for table, keys in ((g, _ARG_TEXT_KEYS), (r, ("name",)), (s, _ARG_TEXT_KEYS)):
+        _nested_text(table, keys, book)
     g_rows = g.get("row", np.zeros(0, dtype=np.int64))
     samples = np.concatenate(col.ts_samples) if col.ts_samples else np.zeros(0)
     scale, origin, unit, origin_kind, base_time_ns = _time_base(samples, col.window[0], top, opts.time_unit,
@@ -363,6 +381,9 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     rows_k = g_rows[keep]
     start = start_all[keep]
     end = start + dur_all[keep]
+    text_repairs = _text_repairs(source)
+    if source.surrogates:  # first: the escaped invalid bytes stay for _utf8_repairs
+        top = _lone_repairs(gk, r, s, col.table("ops"), top, rows_k, text_repairs[-1][0], _TEXT_KEYS, book)
     if source.replaced:
         _utf8_repairs(gk, r, s, rows_k, source.replaced, book)
         top = _clean_json(top)
@@ -402,7 +423,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         book.note("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
     step_index = _step_index(steps)
     host_syncs = _host_sync_table(r, origin, scale, steps, book, opts, step_index)
-    ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
+    ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, text_repairs)
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
     columns = {
@@ -450,8 +471,11 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
 
 
 def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book, opts: _Options,
-               replaced: bool) -> tuple[pd.DataFrame, dict[str, np.ndarray] | None]:
+               text_repairs: list[tuple[re.Pattern[str], str]]
+               ) -> tuple[pd.DataFrame, dict[str, np.ndarray] | None]:
     """Build the ``ops`` table (CPU ops with ``Input Dims``); return it with all CPU ops' spans.
+
+    ``text_repairs``: what :func:`_text_repairs` finds to replace in the file's text (none: nothing).
 
     The spans (start, end, thread, External id) locate the op that launched a kernel.
     """
@@ -474,15 +498,9 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     names = sub["name"][ok]
     dims = sub["Input Dims"][ok]  # JSON text already (see _Collector._op)
     types = sub["Input type"][ok]
-    if replaced:
-        dirty = np.zeros(len(rows), dtype=bool)
-        for values in (names, dims, types):
-            dirty |= _map_unique(values, lambda v: isinstance(v, str) and bool(_ESCAPED_RE.search(v)),
-                                 False).astype(bool)
+    if text_repairs:
+        _ops_text_repairs(rows, (names, dims, types), text_repairs, book)
         names, dims, types = _clean(names), _clean(dims), _clean(types)
-        if dirty.any():
-            book.repair_rows(rows[dirty], "name,Input Dims,Input type",
-                             "invalid UTF-8 bytes replaced by U+FFFD")
     bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
@@ -583,8 +601,7 @@ def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[s
     fields: list[str] = []
     for key in _TEXT_KEYS:
         if key in gk:
-            hit = _map_unique(gk[key], lambda v: isinstance(v, str) and bool(_ESCAPED_RE.search(v)),
-                              False).astype(bool)
+            hit = _dirty(gk[key], _ESCAPED_RE)
             if hit.any():
                 dirty |= hit
                 fields.append(key)
@@ -603,6 +620,8 @@ def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[s
 def _format_flags(col: _Collector, source: _Source, book: _Book) -> None:
     if col.not_objects:
         book.reject_rows(col.not_objects, None, "entry of traceEvents is not a JSON object")
+    for rows, key, reasons in col.nested:
+        book.reject_rows(rows, key, reasons)
     if source.format == "bare_array" or col.legacy_cats:
         layout = "a bare event array" if source.format == "bare_array" else "the object form"
         cats = f"; capitalised categories {sorted(col.legacy_cats)} normalised" if col.legacy_cats else ""
@@ -645,8 +664,8 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
-    nbytes = _numeric.message_bytes(gk["In msg nelems"], gk["dtype"])
-    unknown_dtype = comm & ~np.equal(gk["In msg nelems"], None) & np.isnan(nbytes)
+    nbytes, nelems = _message_bytes(gk["In msg nelems"], gk["dtype"], rows_k, book)
+    unknown_dtype = comm & ~np.equal(nelems, None) & np.isnan(nbytes)
     if unknown_dtype.any():
         book.note("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
                                    f"({sorted({str(d) for d in gk['dtype'][unknown_dtype]})}): bytes missing")
@@ -697,7 +716,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
     nbytes, pg, seq = comm["bytes"], comm["pg"], comm["seq"]
     need = comm["is_comm"] & (source == "none")
     if need.any() and s:
-        ann = _host_annotations(s, origin, scale)
+        ann = _host_annotations(s, origin, scale, book)
         if ann is not None:
             got = _match_annotations(launch_us, launch_tid, need, ann)
             take = need & (got["collective"] != "none")
@@ -783,7 +802,8 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
     return end, trimmed
 
 
-def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) -> dict[str, Any] | None:
+def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float,
+                      book: _Book | None = None) -> dict[str, Any] | None:
     """Host collective annotations: ``nccl:<name>`` spans and ``record_param_comms`` with args."""
     names = s["name"]
     is_nccl = _map_unique(names, lambda v: isinstance(v, str) and v.startswith(("nccl:", "rccl:")),
@@ -798,7 +818,7 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
     coll[nccl] = _memo.collectives_from_annotation(names[use][nccl])
-    b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
+    b_arg, _ = _message_bytes(s["In msg nelems"][use], s["dtype"][use], s["row"][use], book)
     b_shape = _numeric.shape_bytes(s["Input Dims"][use], s["Input type"][use])
     nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],
