@@ -6,6 +6,7 @@ entries whose rows and reasons are asserted exactly -- and the rest of the file 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from fleetlib._io import (
 )
 from fleetlib.program.model_config import load_model_config
 from fleetlib.program.readers import READERS as PROGRAM
+from fleetlib.program.traces import read_trace
 from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime.commands import mlperf_summary
 from fleetlib.runtime.goodput import runtime_goodput
@@ -455,3 +457,123 @@ def test_cli_never_prints_a_non_finite_result(capsys):
         assert str(info.value) == ("the result's cost[1] is not a finite number (input values whose sums "
                                    "overflow a float?); nothing is printed")
         assert capsys.readouterr().out == ""
+
+
+# --- hostile text and counts in Kineto traces (each was a traceback from read_trace) -------------------
+
+@pytest.fixture(params=["typed", "json"])
+def decoder(request, monkeypatch):
+    """Both decoders: msgspec's typed records, and the standard library's dicts (msgspec absent)."""
+    if request.param == "json":
+        from fleetlib.program.readers import _decode
+        monkeypatch.setattr(_decode, "_DECODER", None)
+    return request.param
+
+
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def _kineto(name):
+    tr = read_trace(H / f"program/{name}", cache=False)
+    led = tr.ledger
+    assert led.balanced() and led.read == 6, (led.read, led.kept, led.repaired, led.rejected)
+    return tr, led
+
+
+def test_a_json_array_or_object_as_text_is_a_rejected_or_repaired_row_not_a_type_error(decoder):
+    tr, led = _kineto("trace_nested_text.json")
+    assert entries(led) == [(2, "ph", """'ph' is a JSON array, not text: '["X"]'"""),
+                            (3, "cat", """'cat' is a JSON object, not text: '{"kind": "kernel"}'""")]
+    absent = "; read as absent"
+    assert entries(led, "repaired") == [
+        (4, "Collective name,dtype,Process Group Name",
+         """'Collective name' is a JSON array, not text: '["allreduce"]'""" + absent
+         + """; 'dtype' is a JSON array, not text: '["Float"]'""" + absent
+         + """; 'Process Group Name' is a JSON object, not text: '{"id": 0}'""" + absent),
+        (5, "name", """'name' is a JSON array, not text: '["cudaLaunchKernel"]'""" + absent)]
+    # the repaired kernel is kept: its collective then comes from its name, its group and bytes unknown
+    k = tr.kernels
+    assert k["name"].astype(str).tolist() == [NCCL_KERNEL, "gemm_c"]
+    assert k["collective"].astype(str).tolist() == ["allreduce", "none"]
+    assert k["collective_source"].astype(str).tolist() == ["name", "none"]
+    assert k["process_group"].astype(str).tolist() == ["", ""] and k["bytes"].isna().all()
+    # the rejected events are not counted as unused phases or categories
+    assert (led.kept, led.repaired, led.rejected) == (2, 2, 2) and led.unused == {}
+
+
+def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_ledger(decoder):
+    tr, led = _kineto("trace_negative_nelems.json")
+    assert entries(led) == []
+    assert entries(led, "repaired") == [
+        (2, "In msg nelems", "negative element count '-4': message bytes unknown (read as absent)"),
+        (5, "In msg nelems", "negative element count '-1024': message bytes unknown (read as absent)")]
+    k = tr.kernels
+    assert k["collective"].astype(str).tolist() == ["allreduce"] * 3
+    assert k["collective_source"].astype(str).tolist() == ["host_annotation", "args", "args"]
+    assert k["bytes"].tolist()[:2] == [pd.NA, pd.NA] and k["bytes"].iloc[2] == 256 * 4  # Float: 4 bytes
+    assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
+
+
+def test_a_lone_surrogate_escape_is_replaced_by_u_fffd_and_named_not_a_unicode_error(decoder):
+    tr, led = _kineto("trace_lone_surrogate.json")
+    lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
+    assert entries(led) == []
+    assert entries(led, "repaired") == [(2, "name", lone), (3, "Process Group Name", lone), (4, "name", lone)]
+    assert [(f.code, f.message) for f in led.flags] == [
+        ("lone_surrogate", "lone surrogate escapes (\\uD800-\\uDFFF without its pair: not text) replaced by "
+                           "U+FFFD; 2 kept GPU rows affected (name, Process Group Name)")]
+    k = tr.kernels
+    assert k["name"].astype(str).tolist() == ["gemm_\ufffd", NCCL_KERNEL, "gemm_c"]
+    assert k["process_group"].astype(str).tolist() == ["", "pg\ufffd", ""]
+    assert tr.ops["name"].astype(str).tolist() == ["aten::mm\ufffd"]
+    assert tr.metadata["trace_name"] == "run\ufffd"  # the top-level keys too: all of it is UTF-8 text
+    # nothing the reader hands over still holds a surrogate
+    texts = [str(v) for table in (tr.kernels, tr.steps, tr.host_syncs, tr.ops) for col in table.columns
+             for v in table[col].dropna().tolist()] + [str(tr.metadata)]
+    assert not [t for t in texts if re.search("[\ud800-\udfff]", t)]
+
+
+def test_valid_surrogate_pairs_and_escaped_backslashes_are_not_repaired(tmp_path, decoder):
+    """A paired escape is one character; ``\\\\ud800`` is a backslash and text: neither is a repair."""
+    text = (H / "program/trace_lone_surrogate.json").read_text()
+    text = text.replace('"gemm_\\ud800"', '"gemm_\\ud83d\\ude00"').replace('"pg\\udfff"', '"pg\\\\udfff"')
+    text = text.replace('"aten::mm\\udbff"', '"aten::mm"')
+    text = text.replace("cudaLaunch\\udc00Kernel", "cudaLaunchKernel")
+    text = text.replace('"run\\ud83d"', '"run"')
+    (tmp_path / "pairs.json").write_text(text)
+    tr = read_trace(tmp_path / "pairs.json", cache=False)
+    assert tr.ledger.entries == [] and tr.ledger.flags == [] and tr.ledger.balanced()
+    assert tr.kernels["name"].astype(str).tolist()[0] == "gemm_\U0001f600"
+    assert tr.kernels["process_group"].astype(str).tolist()[1] == "pg\\udfff"
+
+
+def test_lone_surrogates_beside_invalid_bytes_and_in_a_file_decoded_in_pieces(tmp_path, decoder):
+    """Each kind keeps its own reason; a lone escape deep in a multi-MiB file is found in its piece."""
+    lines = (H / "program/trace_lone_surrogate.json").read_text().splitlines()
+    head, first, events, tail = lines[0], lines[1], lines[2:-1], lines[-1]  # first ends in ","
+    filler = [first.replace("ProfilerStep#1", f"annotation_{i}").replace('"ts": 0', f'"ts": {i}')
+              for i in range(20_000)]  # a few MiB of annotations: the events come in several pieces
+    text = "\n".join([head, first, *filler, *events, tail])
+    data = text.replace('"gemm_c"', '"gemm_\xe9c"').encode("latin-1")  # one invalid UTF-8 byte
+    (tmp_path / "mixed.json").write_bytes(data)
+    assert len(data) > 2 << 20
+    tr = read_trace(tmp_path / "mixed.json", cache=False)
+    led = tr.ledger
+    lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
+    n = 20_000  # the annotations put in before row 2 of the original
+    assert entries(led, "repaired") == [(n + 2, "name", lone), (n + 3, "Process Group Name", lone),
+                                        (n + 4, "name", lone),
+                                        (n + 6, "name", "invalid UTF-8 bytes replaced by U+FFFD")]
+    assert led.codes() == ["lone_surrogate", "invalid_utf8"] and led.balanced()
+    assert tr.kernels["name"].astype(str).tolist() == ["gemm_\ufffd", NCCL_KERNEL, "gemm_\ufffdc"]
+
+
+def test_a_lone_surrogate_in_a_document_decoded_whole_is_repaired_the_same(tmp_path, decoder):
+    """A ``traceEvents`` key nested before the real one: the document is decoded in one piece."""
+    text = (H / "program/trace_lone_surrogate.json").read_text()
+    (tmp_path / "whole.json").write_text('{"odd": {"traceEvents": [0]}, ' + text[1:])
+    tr = read_trace(tmp_path / "whole.json", cache=False)
+    ref = read_trace(H / "program/trace_lone_surrogate.json", cache=False)
+    assert [(e.row, e.field, e.reason) for e in tr.ledger.entries] == entries(ref.ledger, "repaired")
+    assert tr.ledger.codes() == ["lone_surrogate"]
+    pd.testing.assert_frame_equal(tr.kernels, ref.kernels, check_exact=True)

@@ -22,6 +22,7 @@ try:  # typed, column-projected decoding; the stdlib path is complete without it
 except ImportError:  # pragma: no cover - msgspec is a declared dependency
     msgspec = None
 
+from fleetlib._io import excerpt
 from fleetlib.program.readers import _memo
 from fleetlib.program.readers._decode import (
     _ARG_KEYS,
@@ -237,6 +238,16 @@ def _first_present(args: np.ndarray, keys: Sequence[str]) -> np.ndarray:
     return out
 
 
+def _nested_reason(key: str, value: Any) -> str:
+    """Return the ledger reason for a JSON array or object where ``key`` must be text (with a glimpse)."""
+    kind = "array" if isinstance(value, list) else "object"
+    try:
+        shown = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError):  # pragma: no cover - decoded JSON always writes back
+        shown = repr(value)
+    return f"{key!r} is a JSON {kind}, not text: {excerpt(shown)}"
+
+
 def _shared(values: np.ndarray) -> np.ndarray:
     """Point equal values at one object (the decoder makes a new string per event; names are long)."""
     try:
@@ -333,6 +344,7 @@ class _Collector:
         self.unknown_cats: Counter[str] = Counter()
         self.unused_complete: Counter[str] = Counter()  # complete events no table reads, by category
         self.not_objects: list[int] = []
+        self.nested: list[tuple[np.ndarray, str, list[str]]] = []  # rows rejected for a nested ph / cat
         self.odd_args = 0
         self.window = [np.inf, -np.inf]
         self.n_timed = 0
@@ -356,12 +368,22 @@ class _Collector:
             if not len(evs):
                 return
         ph = _get(items, "ph")
-        ph_codes, ph_uniques = _memo.factorize_by_value(ph)  # one object per event: by value
+        cat = _get(items, "cat")
+        try:
+            ph_codes, ph_uniques = _memo.factorize_by_value(ph)  # one object per event: by value
+            cat_codes, cat_uniques = _memo.factorize_by_value(cat)  # one object per event
+        except TypeError:  # a JSON array or object as ph or cat (malformed): those events are rejected
+            keep = self._reject_nested(rows, {"ph": ph, "cat": cat})
+            evs, rows, ph, cat = evs[keep], rows[keep], ph[keep], cat[keep]
+            items = evs
+            if not len(evs):
+                return
+            ph_codes, ph_uniques = _memo.factorize_by_value(ph)
+            cat_codes, cat_uniques = _memo.factorize_by_value(cat)
         for u, c in zip(ph_uniques, np.bincount(ph_codes[ph_codes >= 0], minlength=len(ph_uniques)),
                         strict=True):
             self.phase_counts[str(u)] += int(c)
         is_x = _is_value(ph_codes, ph_uniques, "X")  # ph == "X", from the codes
-        cat_codes, cat_uniques = _memo.factorize_by_value(_get(items, "cat"))  # one object per event
         counts = np.bincount(cat_codes[cat_codes >= 0], minlength=len(cat_uniques))
         norm = np.empty(len(cat_uniques) + 1, dtype=object)
         role = np.zeros(len(cat_uniques) + 1, dtype=np.int8)
@@ -432,6 +454,22 @@ class _Collector:
             cats, counts = np.unique(x_cat[unused].astype(str), return_counts=True)
             for cat, c in zip(cats.tolist(), counts.tolist(), strict=True):
                 self.unused_complete[cat or "<no category>"] += int(c)
+
+    def _reject_nested(self, rows: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Note the events whose ``fields`` hold a JSON array or object (rejected); return the others' mask.
+
+        A phase or category that is not text says nothing of what the event is: such events are
+        rejected (:func:`fleetlib.program.readers._tables._format_flags` writes the entries), the
+        first such field of an event named.
+        """
+        keep = np.ones(len(rows), dtype=bool)
+        for key, values in fields.items():
+            nested = np.fromiter(map(isinstance, values, repeat((list, dict))), dtype=bool, count=len(rows))
+            hit = keep & nested
+            if hit.any():
+                self.nested.append((rows[hit], key, [_nested_reason(key, v) for v in values[hit]]))
+                keep &= ~hit
+        return keep
 
     def _wanted_span(self, name: Any) -> bool:
         if not isinstance(name, str):
@@ -569,7 +607,8 @@ def count_unused(col: _Collector, ledger: Ledger) -> None:
         with_phase += n
         if ph != "X":
             ledger.count_unused(PHASE_KINDS.get(ph, f"phase {ph}"), n)
-    ledger.count_unused("no_phase", col.offset - len(col.not_objects) - with_phase)
+    n_nested = sum(len(rows) for rows, _, _ in col.nested)
+    ledger.count_unused("no_phase", col.offset - len(col.not_objects) - n_nested - with_phase)
     for cat, n in sorted(col.unused_complete.items()):
         ledger.count_unused(f"complete:{cat}", n)
 

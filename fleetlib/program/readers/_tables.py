@@ -33,7 +33,6 @@ from fleetlib.program.readers._columns import (
     count_unused,
 )
 from fleetlib.program.readers._decode import (
-    _ESCAPED_RE,
     _clean,
     _clean_json,
     _gunzip,
@@ -46,6 +45,16 @@ from fleetlib.program.readers._decode import (
     _Stream,
 )
 from fleetlib.program.readers._frames import frame
+from fleetlib.program.readers._hostile import (
+    _ARG_TEXT_KEYS,
+    _TEXT_KEYS,
+    _lone_repairs,
+    _message_bytes,
+    _nested_text,
+    _ops_text_repairs,
+    _text_repairs,
+    _utf8_repairs,
+)
 from fleetlib.program.schema import STEP_SOURCES, _dtypes
 from fleetlib.quality import InputError, Ledger
 
@@ -345,6 +354,9 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     g = col.table("gpu")
     r = col.table("runtime")
     s = col.table("spans")
+    o = col.table("ops")  # each table is taken once (the collector lets go of its pieces)
+    for table, keys in ((g, _ARG_TEXT_KEYS), (r, ("name",)), (s, _ARG_TEXT_KEYS)):
+        _nested_text(table, keys, book)
     g_rows = g.get("row", np.zeros(0, dtype=np.int64))
     samples = np.concatenate(col.ts_samples) if col.ts_samples else np.zeros(0)
     scale, origin, unit, origin_kind, base_time_ns = _time_base(samples, col.window[0], top, opts.time_unit,
@@ -375,6 +387,9 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     rows_k = g_rows[keep]
     start = start_all[keep]
     end = start + dur_all[keep]
+    text_repairs = _text_repairs(source)
+    if source.surrogates:  # first: the escaped invalid bytes stay for _utf8_repairs
+        top = _lone_repairs(gk, r, s, o, top, rows_k, text_repairs[-1][0], _TEXT_KEYS, book)
     if source.replaced:
         _utf8_repairs(gk, r, s, rows_k, source.replaced, book)
         top = _clean_json(top)
@@ -414,7 +429,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         book.note("no_gpu_activity", "the trace holds no GPU kernel, copy or fill (a CPU-only trace?)")
     step_index = _step_index(steps)
     host_syncs = _host_sync_table(r, origin, scale, steps, book, opts, step_index)
-    ops, links = _ops_table(col.table("ops"), origin, scale, book, opts, bool(source.replaced))
+    ops, links = _ops_table(o, origin, scale, book, opts, text_repairs)
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
 
     columns = {
@@ -462,8 +477,11 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
 
 
 def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book, opts: _Options,
-               replaced: bool) -> tuple[pd.DataFrame, dict[str, np.ndarray] | None]:
+               text_repairs: list[tuple[re.Pattern[str], str]]
+               ) -> tuple[pd.DataFrame, dict[str, np.ndarray] | None]:
     """Build the ``ops`` table (CPU ops with ``Input Dims``); return it with all CPU ops' spans.
+
+    ``text_repairs``: what :func:`_text_repairs` finds to replace in the file's text (none: nothing).
 
     The spans (start, end, thread, External id) locate the op that launched a kernel.
     """
@@ -486,15 +504,9 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     names = sub["name"][ok]
     dims = sub["Input Dims"][ok]  # JSON text already (see _Collector._op)
     types = sub["Input type"][ok]
-    if replaced:
-        dirty = np.zeros(len(rows), dtype=bool)
-        for values in (names, dims, types):
-            dirty |= _map_unique(values, lambda v: isinstance(v, str) and bool(_ESCAPED_RE.search(v)),
-                                 False).astype(bool)
+    if text_repairs:
+        _ops_text_repairs(rows, (names, dims, types), text_repairs, book)
         names, dims, types = _clean(names), _clean(dims), _clean(types)
-        if dirty.any():
-            book.repair_rows(rows[dirty], "name,Input Dims,Input type",
-                             "invalid UTF-8 bytes replaced by U+FFFD")
     bad_name = _not_text(names)
     if bad_name.any():
         book.repair_rows(rows[bad_name], "name", "missing or non-text name replaced by '<unnamed>'")
@@ -584,37 +596,11 @@ def _external_ids(gk: Mapping[str, np.ndarray], rows_k: np.ndarray, corr: pd.arr
     return ext
 
 
-_TEXT_KEYS = ("name", "cat", "tid", "Collective name", "dtype", "Process Group Name",
-              "Process Group Description")
-
-
-def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[str, np.ndarray],
-                  rows_k: np.ndarray, replaced: int, book: _Book) -> None:
-    """Replace escaped invalid UTF-8 in text columns by U+FFFD; kept GPU rows touched are repairs."""
-    dirty = np.zeros(len(rows_k), dtype=bool)
-    fields: list[str] = []
-    for key in _TEXT_KEYS:
-        if key in gk:
-            hit = _map_unique(gk[key], lambda v: isinstance(v, str) and bool(_ESCAPED_RE.search(v)),
-                              False).astype(bool)
-            if hit.any():
-                dirty |= hit
-                fields.append(key)
-                gk[key] = _clean(gk[key])
-    for table in (r, s):
-        for key in _TEXT_KEYS:
-            if key in table:
-                table[key] = _clean(table[key])
-    if dirty.any():
-        book.repair_rows(rows_k[dirty], ",".join(fields), "invalid UTF-8 bytes replaced by U+FFFD")
-    book.note("invalid_utf8", f"{replaced} undecodable byte(s) replaced by U+FFFD"
-              + (f"; {int(dirty.sum())} kept GPU rows affected ({', '.join(fields)})" if dirty.any()
-                 else " (none in a kept GPU row)"))
-
-
 def _format_flags(col: _Collector, source: _Source | _Stream, book: _Book) -> None:
     if col.not_objects:
         book.reject_rows(col.not_objects, None, "entry of traceEvents is not a JSON object")
+    for rows, key, reasons in col.nested:
+        book.reject_rows(rows, key, reasons)
     if source.format == "bare_array" or col.legacy_cats:
         layout = "a bare event array" if source.format == "bare_array" else "the object form"
         cats = f"; capitalised categories {sorted(col.legacy_cats)} normalised" if col.legacy_cats else ""
@@ -657,8 +643,8 @@ def _comm_semantics(gk: Mapping[str, np.ndarray], kind: np.ndarray, names: np.nd
     rule[has_arg] = comm_rule_metadata("Collective name")
     collective[has_arg] = from_arg[has_arg]
     source[has_arg] = "args"
-    nbytes = _numeric.message_bytes(gk["In msg nelems"], gk["dtype"])
-    unknown_dtype = comm & ~np.equal(gk["In msg nelems"], None) & np.isnan(nbytes)
+    nbytes, nelems = _message_bytes(gk["In msg nelems"], gk["dtype"], rows_k, book)
+    unknown_dtype = comm & ~np.equal(nelems, None) & np.isnan(nbytes)
     if unknown_dtype.any():
         book.note("unknown_dtype", f"{int(unknown_dtype.sum())} collectives have a dtype of unknown size "
                                    f"({sorted({str(d) for d in gk['dtype'][unknown_dtype]})}): bytes missing")
@@ -709,7 +695,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
     nbytes, pg, seq = comm["bytes"], comm["pg"], comm["seq"]
     need = comm["is_comm"] & (source == "none")
     if need.any() and s:
-        ann = _host_annotations(s, origin, scale)
+        ann = _host_annotations(s, origin, scale, book)
         if ann is not None:
             got = _match_annotations(launch_us, launch_tid, need, ann)
             take = need & (got["collective"] != "none")
@@ -795,7 +781,8 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
     return end, trimmed
 
 
-def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) -> dict[str, Any] | None:
+def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float,
+                      book: _Book | None = None) -> dict[str, Any] | None:
     """Host collective annotations: ``nccl:<name>`` spans and ``record_param_comms`` with args."""
     names = s["name"]
     is_nccl = _map_unique(names, lambda v: isinstance(v, str) and v.startswith(("nccl:", "rccl:")),
@@ -810,7 +797,7 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float) ->
     coll[recognised] = from_arg[recognised]
     nccl = is_nccl[use]
     coll[nccl] = _memo.collectives_from_annotation(names[use][nccl])
-    b_arg = _numeric.message_bytes(s["In msg nelems"][use], s["dtype"][use])
+    b_arg, _ = _message_bytes(s["In msg nelems"][use], s["dtype"][use], s["row"][use], book)
     b_shape = _numeric.shape_bytes(s["Input Dims"][use], s["Input type"][use])
     nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],

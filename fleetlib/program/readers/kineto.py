@@ -94,7 +94,8 @@ line).  Events no table is built from are kept and counted by kind in ``ledger.u
 the category is one no table reads (``python_function``, ``gpu_user_annotation``, ``Trace``) or an
 annotation is neither a step nor a collective.  Complete events of the runtime and CPU-operator
 categories are used (launch times, launching operators) and are not ``unused``.  Entries of
-``traceEvents`` that are not JSON objects are rejected.  Rejected: a missing or non-numeric ``ts`` /
+``traceEvents`` that are not JSON objects are rejected, and so are events whose ``ph`` or ``cat`` is a
+JSON array or object (nothing says what such an event is).  Rejected: a missing or non-numeric ``ts`` /
 ``dur``, a negative duration, or a duration above ``max_event_us`` (default one hour: no profiler
 window records one GPU activity that long; corrupt CUPTI records show durations of days or more)
 -- of a GPU activity, step annotation, host sync call or CPU op with ``Input Dims``.
@@ -104,16 +105,22 @@ time, so this is timestamp rounding (pytorch#122425) -- by ending the earlier ac
 next begins (``ns_rounding_overlap``) -- and on ROCm traces larger same-stream overlaps too
 (``rocm_stream_overlap_clipped``, flag ``stream_overlap_clipped`` with their count and total);
 numeric text converted to numbers; invalid UTF-8 bytes
-replaced by U+FFFD; an integer beyond int64 in an id column (``correlation``, ``Seq``,
+replaced by U+FFFD, and so is a lone surrogate escape (a JSON escape of U+D800-U+DFFF without its
+pair: valid JSON, but no text; msgspec refuses it, so the :mod:`json` path reads it) -- repaired like an
+undecodable byte rather than rejected, since the rest of the event is sound (a kept GPU or CPU-op
+row holding one is a repair naming the field; flag ``lone_surrogate``); a JSON array or object
+where text is read (``Collective name``, ``dtype``, ``Process Group Name`` / ``Description``, a
+runtime call's name) read as absent; a negative ``In msg nelems`` read as absent (message bytes
+unknown); an integer beyond int64 in an id column (``correlation``, ``Seq``,
 ``External id``) set to missing with its exact digits kept in the ledger (never wrapped); a
 missing name replaced by ``<unnamed>`` (GPU and ``ops`` rows alike).  Flags (``ledger.flags``)
 note interpretations that change no row: ``legacy_format``, ``timestamps_in_ns``,
 ``rank_from_file_name`` / ``rank_from_mapping`` / ``rank_override`` / ``rank_assumed_zero``,
 ``no_profiler_step`` / ``steps_from_markers``, ``cuda_graph``, ``unknown_category`` (once per
 category), ``stream_overlap`` (overlaps above the tolerance, kept as recorded on CUDA traces),
-``invalid_utf8``, ``integer_beyond_int64``, ``external_id_from_launch``, ``unknown_collective_name``,
-``unknown_dtype``, ``no_gpu_activity``, and from :func:`read_traces` ``missing_ranks``,
-``world_size_mismatch``, ``time_base_shifted``.
+``invalid_utf8``, ``lone_surrogate``, ``integer_beyond_int64``, ``external_id_from_launch``,
+``unknown_collective_name``, ``unknown_dtype``, ``no_gpu_activity``, and from :func:`read_traces`
+``missing_ranks``, ``world_size_mismatch``, ``time_base_shifted``.
 Input nothing can make sense of (a truncated gzip stream, invalid JSON, no events at all)
 raises :class:`fleetlib.quality.InputError` naming the file, line and field.
 

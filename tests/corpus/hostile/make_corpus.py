@@ -7,6 +7,7 @@ class and the message or ledger entry tests/test_hostile_inputs.py asserts for i
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +47,30 @@ status:
 
 def cond(kind: str, reason: str, time: str) -> str:
     return f'  - {{type: {kind}, status: "True", reason: {reason}, lastTransitionTime: "{time}"}}\n'
+
+
+def trace(events: list[dict], **top: object) -> str:
+    """A Kineto-shaped trace, one event per line; ``json.dumps`` writes lone surrogates as escapes."""
+    head = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, **top}
+    return (json.dumps(head)[:-1] + ', "traceEvents": [\n' + ",\n".join(map(json.dumps, events))
+            + "\n]}\n")
+
+
+def span(name: str, ts: float, dur: float, args: dict | None = None) -> dict:
+    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur,
+            "args": args or {}}
+
+
+def runtime(ts: float, dur: float, name: object, corr: int) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur,
+            "args": {"correlation": corr}}
+
+
+def gpu(ts: float, dur: float, name: str, *, corr: int | None = None, args: dict | None = None,
+        **fields: object) -> dict:
+    a = {"device": 0, "stream": 7, **({"correlation": corr} if corr is not None else {}), **(args or {})}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": a,
+            **fields}
 
 
 def main() -> None:
@@ -166,6 +191,36 @@ def main() -> None:
         "rank,step,duration_s\n0,0,1.0\n1e20,0,1.2\n2,0,1.1\n")
     (prog / "model_billion_laughs.yaml").write_text(laughs())
     (prog / "trace_deep.json").write_text('{"traceEvents": ' + "[" * 20_000 + "]" * 20_000 + "}\n")
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    (prog / "trace_nested_text.json").write_text(trace([  # was: TypeError: unhashable type
+        span("ProfilerStep#1", 0, 100),
+        gpu(10, 5, "gemm_a", ph=["X"]),  # row 2: rejected (ph)
+        gpu(20, 5, "gemm_b", cat={"kind": "kernel"}),  # row 3: rejected (cat)
+        gpu(30, 5, nccl, args={"Collective name": ["allreduce"], "Process Group Name": {"id": 0},
+                               "dtype": ["Float"], "In msg nelems": 8}),  # row 4: repaired, kept
+        runtime(35, 1, ["cudaLaunchKernel"], 9),  # row 5: name repaired
+        gpu(40, 5, "gemm_c"),
+    ]))
+    (prog / "trace_negative_nelems.json").write_text(trace([  # was: DomainError
+        span("ProfilerStep#1", 0, 100),
+        span("record_param_comms", 5, 20, args={"Collective name": "allreduce", "In msg nelems": -4,
+                                                 "dtype": "Float"}),  # row 2: nelems repaired
+        runtime(10, 1, "cudaLaunchKernel", 1),
+        gpu(30, 5, nccl, corr=1),  # collective from the enclosing annotation, bytes unknown
+        gpu(40, 5, nccl, corr=2, args={"Collective name": "allreduce", "In msg nelems": -1024,
+                                       "dtype": "Float"}),  # row 5: nelems repaired
+        gpu(50, 5, nccl, corr=3, args={"Collective name": "allreduce", "In msg nelems": 256,
+                                       "dtype": "Float"}),  # 1024 bytes
+    ]))
+    (prog / "trace_lone_surrogate.json").write_text(trace([  # was: UnicodeEncodeError
+        span("ProfilerStep#1", 0, 100),
+        gpu(10, 5, "gemm_\ud800"),  # row 2: name repaired
+        gpu(20, 5, nccl, args={"Collective name": "allreduce", "Process Group Name": "pg\udfff"}),  # row 3
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm\udbff", "pid": 100, "tid": 100, "ts": 25, "dur": 2,
+         "args": {"External id": 4, "Input Dims": [[2, 2]], "Input type": ["float"]}},  # row 4: ops row
+        runtime(28, 1, "cudaLaunch\udc00Kernel", 5),  # replaced, counted in the note
+        gpu(40, 5, "gemm_c"),
+    ], traceName="run\ud83d"))
 
     # --- scenario files ----------------------------------------------------------------------------
     (scen / "outside_absolute.yaml").write_text('traces_files: ["/etc/passwd"]\n')

@@ -1,0 +1,182 @@
+"""Hostile values in a Kineto trace's fields, each repaired and named in the row book.
+
+Text that is no text (a JSON array or object where a name or an arg is read; a lone surrogate
+escape, which no UTF-8 text can hold) and counts no message has (a negative ``In msg nelems``):
+found on the rare path or by one C pass over a column, so a valid trace pays next to nothing,
+and each touched row is a repair naming its field in the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from fleetlib._io import excerpt
+from fleetlib.program.readers import _memo, _numeric
+from fleetlib.program.readers._columns import _Book, _nested_reason
+from fleetlib.program.readers._decode import (
+    _ESCAPED_RE,
+    _LONE_RE,
+    _SURROGATE_RE,
+    _clean,
+    _clean_json,
+    _map_unique,
+    _Source,
+)
+from fleetlib.quality import DomainError
+
+#: Args read as text (factorised, compared, looked up) by the GPU and host-annotation tables.
+_ARG_TEXT_KEYS = ("Collective name", "dtype", "Process Group Name", "Process Group Description")
+
+
+def _nested_text(table: dict[str, np.ndarray], keys: tuple[str, ...], book: _Book) -> None:
+    """Read a JSON array or object where ``table`` holds text as absent, each a named repair of its row.
+
+    Such a value has no text to classify or look up, and hashes as nothing; the event itself is
+    sound, so it is kept with the value ignored.  One C pass per column when all its values are
+    text or missing (every valid trace); only a column holding something else is looked through.
+    """
+    for key in keys:
+        values = table.get(key)
+        if values is None or not len(values) or (
+                _memo.is_string_array is not None and _memo.is_string_array(values, skipna=True)):
+            continue
+        hit = np.fromiter(map(isinstance, values, repeat((list, dict))), dtype=bool, count=len(values))
+        if hit.any():
+            book.repair_rows(table["row"][hit], key, [f"{_nested_reason(key, v)}; read as absent"
+                                                     for v in values[hit]])
+            values = values.copy()
+            values[hit] = None
+            table[key] = values
+
+
+def _message_bytes(nelems: np.ndarray, dtypes: np.ndarray, rows: np.ndarray,
+                   book: _Book | None) -> tuple[np.ndarray, np.ndarray]:
+    """Message bytes from ``In msg nelems`` and ``dtype``, and the counts they were computed from.
+
+    A negative element count (no message has one) leaves the size unknown: read as absent, a named
+    repair of its row.  Found only where :func:`fleetlib.program.classify.message_bytes` refuses
+    one (the rare path), so a valid trace's counts are converted once, as before.
+    """
+    try:
+        return _numeric.message_bytes(nelems, dtypes), nelems
+    except DomainError:
+        neg = _numeric.to_floats(nelems) < 0  # NaN (missing, not a number) compares False
+        if book is not None:
+            book.repair_rows(rows[neg], "In msg nelems", [
+                f"negative element count {excerpt(v)}: message bytes unknown (read as absent)"
+                for v in nelems[neg]])
+        nelems = nelems.copy()
+        nelems[neg] = None
+        return _numeric.message_bytes(nelems, dtypes), nelems
+
+
+_UTF8_REASON = "invalid UTF-8 bytes replaced by U+FFFD"
+_LONE_REASON = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
+
+
+def _dirty(values: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+    """Mask of the text values ``pattern`` finds something in (one search per distinct value)."""
+    return _map_unique(values, lambda v: isinstance(v, str) and bool(pattern.search(v)), False).astype(bool)
+
+
+def _text_repairs(source: _Source) -> list[tuple[re.Pattern[str], str]]:
+    """Return what to replace by U+FFFD in the file's text, each with its ledger reason (lone ones last).
+
+    Invalid UTF-8 bytes were decoded as escaped bytes (U+DC80-U+DCFF); a JSON escape of a lone
+    surrogate decodes to any of U+D800-U+DFFF.  Where the file held no invalid byte every surrogate
+    is such an escape; where it did, those of the escaped bytes' range count as bytes.
+    """
+    out = [(_ESCAPED_RE, _UTF8_REASON)] if source.replaced else []
+    if source.surrogates:
+        out.append((_LONE_RE if source.replaced else _SURROGATE_RE, _LONE_REASON))
+    return out
+
+
+def _lone_repairs(gk: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], s: Mapping[str, np.ndarray],
+                  o: Mapping[str, np.ndarray], top: Mapping[str, Any], rows_k: np.ndarray,
+                  pattern: re.Pattern[str], keys: tuple[str, ...], book: _Book) -> Mapping[str, Any]:
+    """Replace the lone surrogates (``pattern``) in the text columns ``keys`` by U+FFFD, in place, named.
+
+    Returns the top-level keys with theirs replaced.  Lone surrogates are repaired as invalid
+    UTF-8 bytes are (:func:`_utf8_repairs`): kept GPU rows holding one are repairs, and a
+    ``lone_surrogate`` note counts them; CPU-op rows are repaired by ``_tables._ops_table``;
+    runtime calls, annotations and the top-level keys are replaced as they are.  Escaped invalid
+    bytes (outside ``pattern`` where the file has any) are left for ``_utf8_repairs``.
+    Called only where text decoded by :mod:`json` had a surrogate escape (the rare path).
+    """
+    dirty = np.zeros(len(rows_k), dtype=bool)
+    fields = []
+    for key in keys:
+        if key in gk:
+            hit = _dirty(gk[key], pattern)
+            if hit.any():
+                dirty |= hit
+                fields.append(key)
+                book.repair_rows(rows_k[hit], key, _LONE_REASON)  # each row names its own fields
+    found = _dirty_keys(o, ("name", "Input Dims", "Input type"), pattern) != []
+    for table in (gk, r, s):
+        for key in _dirty_keys(table, keys, pattern):
+            table[key] = _map_unique(table[key], lambda v: pattern.sub("\ufffd", v) if type(v) is str else v,
+                                     None)
+            found = True
+    if pattern.search(json.dumps(top, ensure_ascii=False)):  # written as they are: lone ones too
+        top = _clean_json(dict(top))
+        found = True
+    if not found:
+        return top
+    book.note("lone_surrogate", "lone surrogate escapes (\\uD800-\\uDFFF without its pair: not text) "
+                                "replaced by U+FFFD" + (f"; {int(dirty.sum())} kept GPU rows affected "
+                                                        f"({', '.join(fields)})" if dirty.any()
+                                                        else " (none in a kept GPU row)"))
+    return top
+
+
+def _dirty_keys(table: Mapping[str, np.ndarray], keys: tuple[str, ...],
+                pattern: re.Pattern[str]) -> list[str]:
+    return [key for key in keys if key in table and _dirty(table[key], pattern).any()]
+
+
+def _ops_text_repairs(rows: np.ndarray, columns: tuple[np.ndarray, ...],
+                      text_repairs: list[tuple[re.Pattern[str], str]], book: _Book) -> None:
+    """Name the CPU-op rows whose ``name``, ``Input Dims``, ``Input type`` (``columns``) hold bad text."""
+    for pattern, reason in text_repairs:
+        hits = [_dirty(values, pattern) for values in columns]
+        if reason == _LONE_REASON:  # each row names its own fields
+            for key, hit in zip(("name", "Input Dims", "Input type"), hits, strict=True):
+                book.repair_rows(rows[hit], key, reason)
+        elif np.logical_or.reduce(hits).any():  # as before: the three fields together
+            book.repair_rows(rows[np.logical_or.reduce(hits)], "name,Input Dims,Input type", reason)
+
+
+#: Text columns the GPU, runtime and span tables may hold escaped invalid UTF-8 in.
+_TEXT_KEYS = ("name", "cat", "tid", "Collective name", "dtype", "Process Group Name",
+              "Process Group Description")
+
+
+def _utf8_repairs(gk: dict[str, np.ndarray], r: dict[str, np.ndarray], s: dict[str, np.ndarray],
+                  rows_k: np.ndarray, replaced: int, book: _Book) -> None:
+    """Replace escaped invalid UTF-8 in text columns by U+FFFD; kept GPU rows touched are repairs."""
+    dirty = np.zeros(len(rows_k), dtype=bool)
+    fields: list[str] = []
+    for key in _TEXT_KEYS:
+        if key in gk:
+            hit = _dirty(gk[key], _ESCAPED_RE)
+            if hit.any():
+                dirty |= hit
+                fields.append(key)
+                gk[key] = _clean(gk[key])
+    for table in (r, s):
+        for key in _TEXT_KEYS:
+            if key in table:
+                table[key] = _clean(table[key])
+    if dirty.any():
+        book.repair_rows(rows_k[dirty], ",".join(fields), "invalid UTF-8 bytes replaced by U+FFFD")
+    book.note("invalid_utf8", f"{replaced} undecodable byte(s) replaced by U+FFFD"
+              + (f"; {int(dirty.sum())} kept GPU rows affected ({', '.join(fields)})" if dirty.any()
+                 else " (none in a kept GPU row)"))
