@@ -61,17 +61,30 @@ def test_dask_error_in_a_batch_cancels_the_rest(tmp_path):
     pd.testing.assert_frame_equal(got.kernels, serial.kernels)
 
 
-def test_local_cluster_workers_run_no_statistical_profiler():
+def test_local_cluster_workers_run_no_statistical_profiler_and_keep_glibc_malloc_defaults():
+    import os
+
     distributed = pytest.importorskip("distributed")
     from fleetlib.program.stragglers import local_cluster
 
-    def profiling() -> bool:
+    def settings() -> tuple[bool, str | None]:
+        import os
+
         import dask
 
-        return bool(dask.config.get("distributed.worker.profile.enabled"))
+        profiling = bool(dask.config.get("distributed.worker.profile.enabled"))
+        return profiling, os.environ.get("MALLOC_TRIM_THRESHOLD_")
 
-    with local_cluster(1) as cluster, distributed.Client(cluster) as client:
-        assert list(client.run(profiling).values()) == [False]
+    # what an earlier cluster's nannies left in this process's environment (distributed writes its
+    # MALLOC_TRIM_THRESHOLD_ there) reaches neither these workers nor is lost afterwards
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    try:
+        with local_cluster(1) as cluster, distributed.Client(cluster) as client:
+            assert list(client.run(settings).values()) == [(False, None)]
+        assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == "65536"
+    finally:
+        monkey.undo()
 
 
 def test_a_packed_batch_unpickles_to_what_the_batch_read(tmp_path):

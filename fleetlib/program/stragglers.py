@@ -476,15 +476,21 @@ def local_cluster(workers: int = 2, *, memory_limit_bytes: int | None = None,
     import dask
     from distributed import LocalCluster
 
+    from fleetlib._environ import environment
+
     if isinstance(workers, bool) or int(workers) != workers or workers < 1:
         raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
     limit = memory_limit_bytes if memory_limit_bytes is not None else min(2 * 2**30, int(6e9 / workers))
     # glibc's own (dynamic) malloc thresholds in the workers, as in fleetlib.fleet.engine.dask_client:
     # distributed's MALLOC_TRIM_THRESHOLD_ makes every large temporary a fresh mmap (slower parses).
-    # No statistical profiler in the workers: it samples every thread's stack 100 times a second for
-    # the dashboard's profile page, which this cluster does not serve (2 % of an idle worker's core).
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
-                          "distributed.worker.profile.enabled": False}):
+    # Its nannies also write that value into this process's environment and leave it there, where a
+    # later cluster's workers would inherit it: so it is unset while the workers start, and put back
+    # as it was afterwards.  No statistical profiler in the workers: it samples every thread's stack
+    # 100 times a second for the dashboard's profile page, which this cluster does not serve (2 % of
+    # an idle worker's core).
+    with (environment({"MALLOC_TRIM_THRESHOLD_": None}),
+          dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+                           "distributed.worker.profile.enabled": False})):
         return LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=processes,
                             memory_limit=limit, dashboard_address=None, silence_logs=logging.ERROR)
 
