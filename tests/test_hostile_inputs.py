@@ -514,6 +514,20 @@ def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_l
     assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
 
 
+def test_an_element_count_that_is_no_whole_number_leaves_the_message_size_unknown_named(decoder):
+    tr, led = _kineto("trace_odd_nelems.json")
+    unknown = "message bytes unknown (read as absent)"
+    assert entries(led) == []
+    assert entries(led, "repaired") == [
+        (2, "In msg nelems", f"not a whole number of elements ('many'): {unknown}"),
+        (3, "In msg nelems", "numeric text converted to a number"),
+        (4, "In msg nelems", f"not a whole number of elements ('true'): {unknown}"),
+        (5, "In msg nelems", f"not a whole number of elements ('1.5'): {unknown}")]
+    k = tr.kernels
+    assert k["bytes"].tolist() == [pd.NA, 256 * 4, pd.NA, pd.NA, 64 * 4]  # Float: 4 bytes
+    assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
+
+
 def test_a_lone_surrogate_escape_is_replaced_by_u_fffd_and_named_not_a_unicode_error(decoder):
     tr, led = _kineto("trace_lone_surrogate.json")
     lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"

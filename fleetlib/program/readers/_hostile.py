@@ -1,7 +1,8 @@
 """Hostile values in a Kineto trace's fields, each repaired and named in the row book.
 
 Text that is no text (a JSON array or object where a name or an arg is read; a lone surrogate
-escape, which no UTF-8 text can hold) and counts no message has (a negative ``In msg nelems``):
+escape, which no UTF-8 text can hold) and counts no message has (a negative ``In msg nelems``, or
+one that is no whole number):
 found on the rare path or by one C pass over a column, so a valid trace pays next to nothing,
 and each touched row is a repair naming its field in the ledger.
 """
@@ -9,6 +10,7 @@ and each touched row is a repair naming its field in the ledger.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from itertools import repeat
@@ -55,14 +57,55 @@ def _nested_text(table: dict[str, np.ndarray], keys: tuple[str, ...], book: _Boo
             table[key] = values
 
 
+_COUNT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def _element_counts(nelems: np.ndarray, rows: np.ndarray, book: _Book | None) -> np.ndarray:
+    """``In msg nelems`` as whole numbers, each value that is none a named repair of its row.
+
+    Integral text (``"256"``) is converted, as numeric text in ``ts`` / ``dur`` is; any other value
+    that is no whole number of elements -- other text, a boolean, a fraction, an infinity, an
+    array -- leaves the message size unknown: read as absent, its value shown (it was read as a
+    dtype of unknown size, or a boolean as one element).  A valid trace's counts are integers or
+    missing: one pass over their types, nothing else.
+    """
+    values = nelems.tolist()
+    if set(map(type, values)) <= {int, type(None)}:
+        return nelems
+    out = nelems.copy()
+    converted: list[int] = []
+    odd: list[int] = []
+    reasons: list[str] = []
+    for i, v in enumerate(values):
+        if v is None or type(v) is int or (type(v) is float and math.isfinite(v) and v.is_integer()):
+            continue
+        if isinstance(v, str) and _COUNT_TEXT_RE.fullmatch(v.strip()):
+            out[i] = int(v.strip())
+            if out[i] >= 0:  # a negative one is named by the negative-count repair
+                converted.append(i)
+            continue
+        out[i] = None
+        odd.append(i)
+        shown = excerpt(v if isinstance(v, str) else json.dumps(v))
+        reasons.append(f"not a whole number of elements ({shown}): message bytes unknown (read as absent)")
+    if book is not None:
+        if converted:
+            book.repair_rows(rows[converted], "In msg nelems", "numeric text converted to a number")
+        if odd:
+            book.repair_rows(rows[odd], "In msg nelems", reasons)
+    return out
+
+
 def _message_bytes(nelems: np.ndarray, dtypes: np.ndarray, rows: np.ndarray,
                    book: _Book | None) -> tuple[np.ndarray, np.ndarray]:
     """Message bytes from ``In msg nelems`` and ``dtype``, and the counts they were computed from.
 
-    A negative element count (no message has one) leaves the size unknown: read as absent, a named
+    Counts that are no whole number are read as absent first (:func:`_element_counts`).  A
+    negative element count (no message has one) leaves the size unknown: read as absent, a named
     repair of its row.  Found only where :func:`fleetlib.program.classify.message_bytes` refuses
     one (the rare path), so a valid trace's counts are converted once, as before.
     """
+    nelems = _element_counts(nelems, rows, book)
     try:
         return _numeric.message_bytes(nelems, dtypes), nelems
     except DomainError:

@@ -212,6 +212,19 @@ def main() -> None:
         gpu(50, 5, nccl, corr=3, args={"Collective name": "allreduce", "In msg nelems": 256,
                                        "dtype": "Float"}),  # 1024 bytes
     ]))
+    (prog / "trace_odd_nelems.json").write_text(trace([  # was: a dtype "of unknown size"; true = 1 element
+        span("ProfilerStep#1", 0, 100),
+        gpu(10, 5, nccl, args={"Collective name": "allreduce", "In msg nelems": "many",
+                               "dtype": "Float"}),  # row 2: read as absent
+        gpu(20, 5, nccl, args={"Collective name": "allreduce", "In msg nelems": "256",
+                               "dtype": "Float"}),  # row 3: converted, 1024 bytes
+        gpu(30, 5, nccl, args={"Collective name": "allreduce", "In msg nelems": True,
+                               "dtype": "Float"}),  # row 4: read as absent
+        gpu(40, 5, nccl, args={"Collective name": "allreduce", "In msg nelems": 1.5,
+                               "dtype": "Float"}),  # row 5: read as absent
+        gpu(50, 5, nccl, args={"Collective name": "allreduce", "In msg nelems": 64,
+                               "dtype": "Float"}),  # 256 bytes
+    ]))
     (prog / "trace_lone_surrogate.json").write_text(trace([  # was: UnicodeEncodeError
         span("ProfilerStep#1", 0, 100),
         gpu(10, 5, "gemm_\ud800"),  # row 2: name repaired
