@@ -6,6 +6,7 @@ entries whose rows and reasons are asserted exactly -- and the rest of the file 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -512,6 +513,17 @@ def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_l
     assert k["collective_source"].astype(str).tolist() == ["host_annotation", "args", "args"]
     assert k["bytes"].tolist()[:2] == [pd.NA, pd.NA] and k["bytes"].iloc[2] == 256 * 4  # Float: 4 bytes
     assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
+
+
+def test_a_lone_surrogate_in_a_phase_or_category_is_replaced_where_the_ledger_counts_it(decoder):
+    tr, led = _kineto("trace_lone_surrogate_kinds.json")
+    lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
+    assert entries(led, "repaired") == [(2, "cat", lone)]
+    assert led.unused == {"phase X\ufffd": 2}  # two phases that differ only in the replaced escape
+    assert tr.metadata["events_by_category"]["kern\ufffdel"] == 1
+    assert any("'kern\ufffdel'" in f.message for f in led.flags if f.code == "unknown_category")
+    json.dumps(led.to_dict(), ensure_ascii=False).encode("utf-8")  # nothing left that UTF-8 cannot hold
+    json.dumps(tr.metadata, ensure_ascii=False).encode("utf-8")
 
 
 def test_an_element_count_that_is_no_whole_number_leaves_the_message_size_unknown_named(decoder):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
@@ -27,6 +28,7 @@ from fleetlib.program.readers._decode import (
     _SURROGATE_RE,
     _clean,
     _clean_json,
+    _clean_one,
     _map_unique,
     _Source,
 )
@@ -178,6 +180,21 @@ def _lone_repairs(gk: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], s: 
                                                         f"({', '.join(fields)})" if dirty.any()
                                                         else " (none in a kept GPU row)"))
     return top
+
+
+def _clean_counts(col: Any) -> None:
+    """Replace invalid UTF-8 and lone surrogates by U+FFFD in the collector's counts by phase and category.
+
+    Their keys become the ledger's unused kinds, ``events_by_category`` and the unknown-category
+    notes, which are written out as text: a lone surrogate there cannot be encoded.  Counts of keys
+    that become equal are added.  Called only where the file's text held such bytes or escapes.
+    """
+    for name in ("phase_counts", "cat_counts", "unknown_cats", "unused_complete"):
+        counts: Counter[str] = Counter()
+        for key, n in getattr(col, name).items():
+            counts[_clean_one(key)] += n
+        setattr(col, name, counts)
+    col.legacy_cats = {_clean_one(c) for c in col.legacy_cats}
 
 
 def _dirty_keys(table: Mapping[str, np.ndarray], keys: tuple[str, ...],

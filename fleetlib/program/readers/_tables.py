@@ -48,6 +48,7 @@ from fleetlib.program.readers._frames import frame
 from fleetlib.program.readers._hostile import (
     _ARG_TEXT_KEYS,
     _TEXT_KEYS,
+    _clean_counts,
     _lone_repairs,
     _message_bytes,
     _nested_text,
@@ -64,7 +65,7 @@ except ImportError:  # pragma: no cover - every supported pandas has it
     Int64HashTable = None
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "4"
+READER_VERSION = "5"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
 DEFAULT_MAX_EVENT_US = 3.6e9
 #: Same-stream overlaps up to this (µs) are timestamp rounding and are trimmed.
@@ -349,6 +350,8 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         raise InputError(f"the trace has {col.offset} events but none is a complete event with a valid "
                          f"timestamp (ph 'X' with ts); nothing to analyse", file=file, field="traceEvents")
     book = _Book(file, col.offset)
+    if source.surrogates or source.replaced:  # counts keyed by phase and category are written as text
+        _clean_counts(col)
     _format_flags(col, source, book)
 
     g = col.table("gpu")

@@ -234,6 +234,14 @@ def main() -> None:
         runtime(28, 1, "cudaLaunch\udc00Kernel", 5),  # replaced, counted in the note
         gpu(40, 5, "gemm_c"),
     ], traceName="run\ud83d"))
+    (prog / "trace_lone_surrogate_kinds.json").write_text(trace([  # was: raw in the ledger's unused kinds
+        span("ProfilerStep#1", 0, 100),
+        gpu(10, 5, "gemm_a", cat="kern\ud800el"),  # row 2: cat repaired, an unknown category
+        gpu(20, 5, "gemm_b", ph="X\udfff"),  # rows 3-4: phases no table reads, one kind once replaced
+        gpu(30, 5, "gemm_c", ph="X\udffe"),
+        gpu(40, 5, "gemm_d"),
+        gpu(50, 5, "gemm_e"),
+    ]))
 
     # --- scenario files ----------------------------------------------------------------------------
     (scen / "outside_absolute.yaml").write_text('traces_files: ["/etc/passwd"]\n')
