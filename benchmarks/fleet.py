@@ -17,10 +17,14 @@
 * Two fixed costs inside each timed window are timed again alone, after it, in the same child: the
   manifest load and a LocalCluster of that many workers started (every worker answering) and closed.
 
+* ``--repeats N`` (default 3) rounds of floor, 2 workers and 1 worker, alternating, so that a busy
+  spell of the shared machine touches each kind alike; each kind reports its median wall time (every
+  run's is printed) and its largest peak memory.
+
 The last line is ``fleet: ratio_to_floor=X peak_rss_gb=Y speedup_2_workers=Z`` (X: the 2-worker
-measurement's wall time over the floor's; Y: the larger peak of the two measurements, GB decimal; Z:
-1-worker time over 2-worker time).  Targets: X <= 3, Y <= 8, Z >= 1.6.  The load average before and
-after is printed: the machine is shared, and a loaded machine lowers Z and raises X.
+measurement's median wall time over the floor's; Y: the largest peak of the measurements, GB decimal;
+Z: 1-worker median time over 2-worker median time).  Targets: X <= 3, Y <= 8, Z >= 1.6.  The load
+average before and after is printed: the machine is shared, and a loaded machine lowers Z and raises X.
 
 Usage::
 
@@ -109,6 +113,18 @@ def _child(args: argparse.Namespace, what: str, extra: list[str]) -> tuple[dict[
     return json.loads(child.stdout.strip().splitlines()[-1]), mem.peak_bytes
 
 
+def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time (the lower middle one of an even count); its memory the largest of all."""
+    run = dict(sorted(samples, key=lambda r: r["seconds"])[(len(samples) - 1) // 2])
+    run["seconds_all"] = [r["seconds"] for r in samples]
+    run["peak_rss_gb"] = max(r["peak_rss_gb"] for r in samples)
+    return run
+
+
+def _spread(samples: list[dict[str, Any]]) -> str:
+    return " ".join(f"{r['seconds']:.2f}" for r in samples) + " s"
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -122,9 +138,13 @@ def main() -> int:
     parser.add_argument("--path", type=Path, help="bundle folder to reuse or create")
     parser.add_argument("--regenerate", action="store_true", help="write the bundle even if it exists")
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds of floor, 2-worker and 1-worker runs; medians are reported (default 3)")
     parser.add_argument("--child", choices=("generate", "floor", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     if args.path is None:
         args.path = CACHE / f"fleet_{args.devices}dev_{args.days:g}d_seed{args.seed}"
     if args.child:
@@ -142,25 +162,37 @@ def main() -> int:
     else:
         print(f"reusing {args.path}")
     truth = json.loads((args.path / "truth.json").read_text())
-    floor, floor_rss = _child(args, "floor", [])
-    print(f"floor: {floor['rows']:,} Parquet rows in {floor['files']} files read in {floor['seconds']:.2f} s "
-          f"(peak RSS {floor_rss / 1e9:.2f} GB)")
-    runs = {}
-    for workers in (2, 1):  # 2 first: on a busy machine its figures (ratio, memory) matter most
-        res, peak = _child(args, "measure", ["--workers", str(workers)])
-        res["peak_rss_gb"] = peak / 1e9
-        runs[workers] = res
-        print(f"measure_fleet(engine='dask', workers={workers}): {res['seconds']:.1f} s, "
-              f"{res['jobs']:,} jobs held, {res['steps']:,} steps, MPG {res['mpg']:.6f}, "
-              f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB")
-        fixed = res["fixed"]
-        print(f"  fixed costs inside it (timed again alone): manifest load {fixed['manifest_s']:.2f} s, "
-              f"LocalCluster start {fixed['cluster_start_s']:.2f} s + close {fixed['cluster_close_s']:.2f} s")
-    same = all(math.isclose(runs[1]["factors"][f], runs[2]["factors"][f], rel_tol=1e-12) for f in FACTORS)
+    floors: list[dict[str, Any]] = []
+    samples: dict[int, list[dict[str, Any]]] = {2: [], 1: []}
+    for r in range(args.repeats):  # rounds alternate floor, 2 workers, 1 worker: a busy spell touches all
+        floor, floor_rss = _child(args, "floor", [])
+        floor["peak_rss_gb"] = floor_rss / 1e9
+        floors.append(floor)
+        print(f"round {r + 1} of {args.repeats}: floor: {floor['rows']:,} Parquet rows in {floor['files']} "
+              f"files read in {floor['seconds']:.2f} s (peak RSS {floor['peak_rss_gb']:.2f} GB)")
+        for workers in (2, 1):  # 2 first: on a busy machine its figures (ratio, memory) matter most
+            res, peak = _child(args, "measure", ["--workers", str(workers)])
+            res["peak_rss_gb"] = peak / 1e9
+            samples[workers].append(res)
+            print(f"  measure_fleet(engine='dask', workers={workers}): {res['seconds']:.1f} s, "
+                  f"{res['jobs']:,} jobs held, {res['steps']:,} steps, MPG {res['mpg']:.6f}, "
+                  f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB")
+            fixed = res["fixed"]
+            print(f"    fixed costs inside it (timed again alone): manifest load {fixed['manifest_s']:.2f} "
+                  f"s, LocalCluster start {fixed['cluster_start_s']:.2f} s + close "
+                  f"{fixed['cluster_close_s']:.2f} s")
+    floor = _median_run(floors)
+    runs = {w: _median_run(v) for w, v in samples.items()}
+    print(f"medians of {args.repeats} round(s): floor {floor['seconds']:.2f} s, 2 workers "
+          f"{runs[2]['seconds']:.1f} s, 1 worker {runs[1]['seconds']:.1f} s (every run: floor "
+          f"{_spread(floors)}; 2 workers {_spread(samples[2])}; 1 worker {_spread(samples[1])})")
+    everything = [*samples[1], *samples[2]]
+    same = all(math.isclose(r["factors"][f], runs[2]["factors"][f], rel_tol=1e-12)
+               for r in everything for f in FACTORS)
     exact = all(math.isclose(runs[2]["factors"][f], truth["factors"][f]["value"], rel_tol=1e-9)
                 for f in FACTORS)
-    print(f"1 and 2 workers agree: {same}; equal to the truth file: {exact}; chain holds: "
-          f"{all(runs[2]['chain'].values())}")
+    print(f"1 and 2 workers agree (every run): {same}; equal to the truth file: {exact}; chain holds: "
+          f"{all(all(r['chain'].values()) for r in everything)}")
     ratio = runs[2]["seconds"] / floor["seconds"]
     peak_gb = max(r["peak_rss_gb"] for r in runs.values())
     speedup = runs[1]["seconds"] / runs[2]["seconds"]

@@ -46,6 +46,8 @@ Fleet shape (issue 15), ``--ranks N``: one run times
   the workers' and this process's peak resident memory are reported;
 * the *floor* for the same set, in this one process: read the bytes, gunzip, and decode the events
   with the reader's own typed decoder (the fields the tables need, nothing built from them).
+* the floor and the two set runs ``--set-repeats`` times (default 3), in alternating rounds; each
+  reports its median wall time (every run's is printed too) and its largest memory.
 
 The last line printed is::
 
@@ -55,7 +57,7 @@ A and B: HTA's load time over fleetlib's, *warm* (the second load in a child: th
 pass over many files pays; the cold figures are in the table); C: fleetlib's peak memory above its
 imports over the large file's JSON size, *cold* (the first load in a fresh process, the higher
 one); D: the N-file set on 1 worker over on 2; E: the N-file set on 1 worker over the floor (both
-one process at a time).  Targets: A >= 4, B >= 8, C <= 1.5, D >= 1.6, E <= 2.
+one process at a time; each a median over the rounds).  Targets: A >= 4, B >= 8, C <= 1.5, D >= 1.6, E <= 2.
 
 Usage::
 
@@ -295,17 +297,41 @@ print(json.dumps({"s": time.perf_counter() - t0, "cpu_s": time.process_time() - 
 """
 
 
-def fleet(files: list[Path], workers: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
-    """Time the set on 1 and 2 Dask workers and the floor, each in a fresh child."""
+def fleet(files: list[Path], workers: tuple[int, ...] = (1, 2), repeats: int = 1) -> dict[str, Any]:
+    """Time the set on 1 and 2 Dask workers and the floor, each in a fresh child, ``repeats`` rounds.
+
+    The rounds alternate (floor, 1 worker, 2 workers, then again), so a busy spell of the machine
+    touches every kind alike; each kind reports the run of median wall time (``s_all``: every
+    run's), its memory the largest of its runs.
+    """
     folder = files[0].parent
     sample = files[:8]
     out: dict[str, Any] = {"files": len(files), "gz_bytes": sum(f.stat().st_size for f in files),
-                           "json_bytes": sum(json_size(f) for f in sample) * len(files) / len(sample)}
-    out["floor"] = run_child([sys.executable, "-c", _FLOOR_CHILD, *map(str, files)])
-    for w in workers:
-        out[f"workers_{w}"] = run_child([sys.executable, "-c", _FLEET_CHILD, str(folder), str(w)])
-        print(f"measured {len(files)} files on {w} worker(s)", file=sys.stderr)
+                           "json_bytes": sum(json_size(f) for f in sample) * len(files) / len(sample),
+                           "repeats": repeats}
+    runs: dict[str, list[dict[str, Any]]] = {"floor": [], **{f"workers_{w}": [] for w in workers}}
+    for r in range(repeats):
+        runs["floor"].append(run_child([sys.executable, "-c", _FLOOR_CHILD, *map(str, files)]))
+        for w in workers:
+            runs[f"workers_{w}"].append(run_child([sys.executable, "-c", _FLEET_CHILD, str(folder), str(w)]))
+            print(f"measured {len(files)} files on {w} worker(s) (round {r + 1} of {repeats})",
+                  file=sys.stderr)
+    for key, samples in runs.items():
+        out[key] = _median_run(samples)
     return out
+
+
+def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time (the lower middle one of an even count), with every run's time."""
+    ordered = sorted(samples, key=lambda r: r["s"])
+    run = dict(ordered[(len(ordered) - 1) // 2])
+    run["s_all"] = [r["s"] for r in samples]
+    for key in ("client_peak_kib",):
+        if key in run:
+            run[key] = max(r[key] for r in samples)
+    if "worker_peak_kib" in run:
+        run["worker_peak_kib"] = [max(p) for p in zip(*(r["worker_peak_kib"] for r in samples), strict=True)]
+    return run
 
 
 def fleet_line(small: dict[str, Any], large: dict[str, Any],
@@ -327,13 +353,21 @@ def fleet_report(small: dict[str, Any], large: dict[str, Any], sets: dict[str, A
     n, floor = sets["files"], sets["floor"]
     lines.append(f"{n} rank files: {sets['gz_bytes'] / 1e6:.1f} MB gzipped, about "
                  f"{sets['json_bytes'] / 1e6:.0f} MB of JSON, {floor['events']:,} events")
-    lines.append(f"{'run':28} {'wall s':>7} {'ms/file':>8} {'client MB':>9} {'worker peak MB':>15}")
-    lines.append(f"{'floor (gunzip + decode)':28} {floor['s']:7.2f} {floor['s'] / n * 1e3:8.2f}")
+    lines.append(f"{'run':28} {'wall s':>7} {'ms/file':>8} {'client MB':>9} {'worker peak MB':>15} "
+                 f"{'every run s':>18}")
+
+    def spread(r: dict[str, Any]) -> str:
+        return " ".join(f"{x:.2f}" for x in r.get("s_all", [r["s"]]))
+
+    lines.append(f"{'floor (gunzip + decode)':28} {floor['s']:7.2f} {floor['s'] / n * 1e3:8.2f} "
+                 f"{'':9} {'':15} {spread(floor):>18}")
     for key in sorted(k for k in sets if k.startswith("workers_")):
         r = sets[key]
         peaks = "/".join(f"{p / 1024:.0f}" for p in r["worker_peak_kib"])
         lines.append(f"{'fleetlib, ' + key.split('_')[1] + ' Dask worker(s)':28} {r['s']:7.2f} "
-                     f"{r['s'] / n * 1e3:8.2f} {r['client_peak_kib'] / 1024:9.0f} {peaks:>15}")
+                     f"{r['s'] / n * 1e3:8.2f} {r['client_peak_kib'] / 1024:9.0f} {peaks:>15} "
+                     f"{spread(r):>18}")
+    lines.append(f"(wall s: the median of {sets.get('repeats', 1)} alternating rounds; memory: the largest)")
     lines.append("")
     lines.append("targets: " + ", ".join(f"{k} {op} {v:g}" for k, (op, v) in FLEET_TARGETS.items()))
     return "\n".join(lines)
@@ -422,7 +456,7 @@ def main_fleet(args: argparse.Namespace, hta: Path, allreduce: Path, dlrm: list[
     large = measure(f"large: allreduce x{args.scale}", [large_file], hta, args.repeats)
     print("measured the large file", file=sys.stderr)
     files = rank_set(args.ranks, BENCH_DIR / f"fleet_dlrm_{args.ranks}_v{FLEET_VERSION}")
-    sets = fleet(files)
+    sets = fleet(files, repeats=args.set_repeats)
     line, values = fleet_line(small, large, sets)
     if args.json:
         print(json.dumps({"targets": FLEET_TARGETS, "hta_version": HTA_VERSION, "small": small,
@@ -443,13 +477,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="trace names to run (allreduce, dlrm_rank0, dlrm_8rank, "
                                                   "synthetic)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--set-repeats", type=int, default=3,
+                        help="with --ranks: rounds of the floor and the 1- and 2-worker runs of the set "
+                             "(the median of each is reported)")
     parser.add_argument("--ranks", type=int, default=0,
                         help="fleet shape: this many rank files built from the DLRM job, read on 1 and 2 "
                              "Dask workers against the floor, with HTA on one small and one large file (0: "
                              "the per-trace table above)")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.scale < 0 or args.ranks < 0:
-        parser.error("--repeats must be >= 1, --scale and --ranks >= 0")
+    if args.repeats < 1 or args.set_repeats < 1 or args.scale < 0 or args.ranks < 0:
+        parser.error("--repeats and --set-repeats must be >= 1, --scale and --ranks >= 0")
     if args.ranks and not args.scale:
         parser.error("--ranks needs the large file: --scale >= 1")
     hta = hta_python(args.venv)
