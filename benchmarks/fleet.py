@@ -70,14 +70,24 @@ def _floor(path: Path) -> dict[str, Any]:
 
 
 def _measure(path: Path, workers: int) -> dict[str, Any]:
+    import resource
+
     from fleetlib.fleet import measure_fleet
 
+    def cpu(who: int) -> float:
+        use = resource.getrusage(who)
+        return use.ru_utime + use.ru_stime
+
+    own0, children0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     m = measure_fleet(path, engine="dask", workers=workers, progress=True)
     seconds = time.perf_counter() - t0
+    # the worker processes are this process's children, reaped when the cluster closed
+    own, children = cpu(resource.RUSAGE_SELF) - own0, cpu(resource.RUSAGE_CHILDREN) - children0
     steps = int(m.jobs["steps_in_timeline"].sum())
     return {
         "seconds": seconds,
+        "cpu_s": {"client": own, "workers": children},
         "fixed": _fixed_costs(path, workers),
         "mpg": m.mpg,
         "factors": {f.boundary: f.value for f in (m.scheduling, m.runtime, m.program)},
@@ -176,7 +186,9 @@ def main() -> int:
             samples[workers].append(res)
             print(f"  measure_fleet(engine='dask', workers={workers}): {res['seconds']:.1f} s, "
                   f"{res['jobs']:,} jobs held, {res['steps']:,} steps, MPG {res['mpg']:.6f}, "
-                  f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB")
+                  f"peak RSS (all processes) {res['peak_rss_gb']:.2f} GB; CPU (user + system) "
+                  f"{res['cpu_s']['client']:.1f} s in the measuring process, {res['cpu_s']['workers']:.1f} s "
+                  f"in its workers")
             fixed = res["fixed"]
             print(f"    fixed costs inside it (timed again alone): manifest load {fixed['manifest_s']:.2f} "
                   f"s, LocalCluster start {fixed['cluster_start_s']:.2f} s + close "

@@ -354,7 +354,7 @@ def fleet_report(small: dict[str, Any], large: dict[str, Any], sets: dict[str, A
     lines.append(f"{n} rank files: {sets['gz_bytes'] / 1e6:.1f} MB gzipped, about "
                  f"{sets['json_bytes'] / 1e6:.0f} MB of JSON, {floor['events']:,} events")
     lines.append(f"{'run':28} {'wall s':>7} {'ms/file':>8} {'client MB':>9} {'worker peak MB':>15} "
-                 f"{'every run s':>18}")
+                 f"{'every run s':>18} {'client CPU ms/file':>18}")
 
     def spread(r: dict[str, Any]) -> str:
         return " ".join(f"{x:.2f}" for x in r.get("s_all", [r["s"]]))
@@ -366,7 +366,7 @@ def fleet_report(small: dict[str, Any], large: dict[str, Any], sets: dict[str, A
         peaks = "/".join(f"{p / 1024:.0f}" for p in r["worker_peak_kib"])
         lines.append(f"{'fleetlib, ' + key.split('_')[1] + ' Dask worker(s)':28} {r['s']:7.2f} "
                      f"{r['s'] / n * 1e3:8.2f} {r['client_peak_kib'] / 1024:9.0f} {peaks:>15} "
-                     f"{spread(r):>18}")
+                     f"{spread(r):>18} {r['client_cpu_s'] / n * 1e3:18.2f}")
     lines.append(f"(wall s: the median of {sets.get('repeats', 1)} alternating rounds; memory: the largest)")
     lines.append("")
     lines.append("targets: " + ", ".join(f"{k} {op} {v:g}" for k, (op, v) in FLEET_TARGETS.items()))
