@@ -515,7 +515,7 @@ def dask_runtime_per_job(
 
     _gather(client, list(futures), progress, register)
     in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
-    # jobs with steps and events whose files differ (set operations on the (job, file) pairs)
+    # jobs with steps and events whose files differ (one look-up per job with steps)
     split = sorted(j for j, f in in_steps.items() if in_events.get(j, f) != f)
     if split:
         job = split[0]

@@ -21,7 +21,7 @@ import numpy as np
 
 from fleetlib._io import excerpt
 from fleetlib.program.readers import _memo, _numeric
-from fleetlib.program.readers._columns import _Book, _nested_reason
+from fleetlib.program.readers._columns import _Book, _Collector, _nested_reason
 from fleetlib.program.readers._decode import (
     _ESCAPED_RE,
     _LONE_RE,
@@ -63,7 +63,7 @@ _COUNT_TEXT_RE = re.compile(r"[+-]?[0-9]+")
 
 
 def _element_counts(nelems: np.ndarray, rows: np.ndarray, book: _Book | None) -> np.ndarray:
-    """``In msg nelems`` as whole numbers, each value that is none a named repair of its row.
+    """``In msg nelems`` as whole numbers; each value that is not one is a named repair of its row.
 
     Integral text (``"256"``) is converted, as numeric text in ``ts`` / ``dur`` is; any other value
     that is no whole number of elements -- other text, a boolean, a fraction, an infinity, an
@@ -182,7 +182,7 @@ def _lone_repairs(gk: Mapping[str, np.ndarray], r: Mapping[str, np.ndarray], s: 
     return top
 
 
-def _clean_counts(col: Any) -> None:
+def _clean_counts(col: _Collector) -> None:
     """Replace invalid UTF-8 and lone surrogates by U+FFFD in the collector's counts by phase and category.
 
     Their keys become the ledger's unused kinds, ``events_by_category`` and the unknown-category
