@@ -191,3 +191,13 @@ class PeakRSS:
         self._stop.set()
         self._thread.join()
         self.peak_bytes = max(self.peak_bytes, self._total())
+
+
+def median_run(samples: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Return (a copy of) the run of median ``key`` -- the lower middle one of an even count.
+
+    The copy also holds every run's value as ``KEY_all``, in run order.
+    """
+    run = dict(sorted(samples, key=lambda r: r[key])[(len(samples) - 1) // 2])
+    run[f"{key}_all"] = [r[key] for r in samples]
+    return run

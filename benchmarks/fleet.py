@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _timing import PeakRSS
+from _timing import PeakRSS, median_run
 
 CACHE = Path("/tmp/fleetlib_bench")
 FACTORS = ("scheduling", "runtime", "program")
@@ -124,9 +124,8 @@ def _child(args: argparse.Namespace, what: str, extra: list[str]) -> tuple[dict[
 
 
 def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run of median wall time (the lower middle one of an even count); its memory the largest of all."""
-    run = dict(sorted(samples, key=lambda r: r["seconds"])[(len(samples) - 1) // 2])
-    run["seconds_all"] = [r["seconds"] for r in samples]
+    """The run of median wall time (:func:`_timing.median_run`); its memory the largest of all."""
+    run = median_run(samples, "seconds")
     run["peak_rss_gb"] = max(r["peak_rss_gb"] for r in samples)
     return run
 

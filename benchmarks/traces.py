@@ -82,6 +82,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _timing import median_run
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "traces"
 HTA_VERSION = "0.5.0"
@@ -322,13 +324,10 @@ def fleet(files: list[Path], workers: tuple[int, ...] = (1, 2), repeats: int = 1
 
 
 def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run of median wall time (the lower middle one of an even count), with every run's time."""
-    ordered = sorted(samples, key=lambda r: r["s"])
-    run = dict(ordered[(len(ordered) - 1) // 2])
-    run["s_all"] = [r["s"] for r in samples]
-    for key in ("client_peak_kib",):
-        if key in run:
-            run[key] = max(r[key] for r in samples)
+    """The run of median wall time (:func:`_timing.median_run`); its memory the largest of its runs."""
+    run = median_run(samples, "s")
+    if "client_peak_kib" in run:
+        run["client_peak_kib"] = max(r["client_peak_kib"] for r in samples)
     if "worker_peak_kib" in run:
         run["worker_peak_kib"] = [max(p) for p in zip(*(r["worker_peak_kib"] for r in samples), strict=True)]
     return run
