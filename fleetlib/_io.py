@@ -23,6 +23,7 @@ import gc
 import gzip
 import json
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,7 @@ __all__ = [
     "Limits",
     "allowed_roots",
     "as_paths",
+    "check_whole_text",
     "compression_of",
     "confined",
     "current_limits",
@@ -429,6 +431,114 @@ def excerpt(value: Any, width: int = 40) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Text that is no text: lone surrogate escapes
+# ---------------------------------------------------------------------------------------------------
+
+#: A JSON or YAML escape of a UTF-16 surrogate (U+D800-U+DFFF): ``\ud800``, or YAML's ``\U0000dc00``.
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _whole_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # only a surrogate cannot be encoded
+        return False
+    return True
+
+
+def _lone_surrogate_text(value: Any) -> tuple[str, str] | None:
+    """Return (where, text) of the first text of a parsed document, key or value, with a lone surrogate.
+
+    ``where`` is the path to it (``key.key[index]``; ``(document)`` for a document that is one text);
+    ``text`` is the value, or empty where the key itself holds the surrogate.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not _whole_text(item):
+                return path or "(document)", item
+        elif isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                name = key if isinstance(key, str) else str(key)
+                at = f"{path}.{name}" if path else name
+                if isinstance(key, str) and not _whole_text(key):
+                    return at, ""  # the key itself: no value to show
+                children.append((at, child))
+            stack.extend(reversed(children))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{i}]", child) for i, child in enumerate(item)]))
+    return None
+
+
+def _first_lone_escape(text: str) -> tuple[int, str] | None:
+    """Return (0-based line, escape) of the first surrogate escape of ``text`` that is not half of a pair."""
+    matches = list(_SURROGATE_ESCAPE.finditer(text))
+    k = 0
+    while k < len(matches):
+        m = matches[k]
+        code = int(m.group(1), 16)
+        after = matches[k + 1] if k + 1 < len(matches) else None
+        if (code < 0xDC00 and after is not None and after.start() == m.end()
+                and int(after.group(1), 16) >= 0xDC00):
+            k += 2  # a high and a low half: one character
+            continue
+        return text.count("\n", 0, m.start()), m.group(0)
+    return None
+
+
+def check_whole_text(parsed: Any, source: str | bytes | bytearray, *, file: str,
+                     row: int | None = None) -> None:
+    r"""Refuse a parsed JSON or YAML document whose text holds a lone surrogate escape.
+
+    JSON (``"\ud800"``) and YAML (``"\ud800"``, ``"\U0000d800"``) can escape one half of a
+    UTF-16 pair alone: the parsers return it as a Python string that names no character, which no
+    UTF-8 file, Arrow string column or report can hold.  Such text is refused here, where its file
+    and line are known, rather than failing later far from them.  Only a document whose source
+    holds a surrogate escape is looked through (one search for a backslash decides most).
+
+    Parameters
+    ----------
+    parsed
+        The parsed document (dicts, lists, text, numbers).
+    source
+        The text it was parsed from.
+    file, row
+        Where it is (``row``: the file line ``source`` starts on; None: line 1 of the file).
+
+    Raises
+    ------
+    InputError
+        A key or text value holds a lone surrogate; the message names its path in the document and
+        the escape, ``row`` the line of the first lone escape in ``source``.
+    """
+    text = source if isinstance(source, str) else bytes(source).decode("utf-8", "replace")
+    if not _may_escape_surrogates(text):
+        return
+    found = _lone_surrogate_text(parsed)
+    if found is not None:  # else escapes of pairs only
+        raise _lone_surrogate_error(found, text, file=file, row=row)
+
+
+def _may_escape_surrogates(text: str) -> bool:
+    return "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+
+
+def _lone_surrogate_error(found: tuple[str, str], text: str, *, file: str, row: int | None) -> InputError:
+    where, value = found
+    where = ascii(where)[1:-1]  # the path may hold the surrogate itself: shown escaped, as excerpt shows
+    lone = _first_lone_escape(text)
+    line = (row or 1) + lone[0] if lone is not None else row
+    escape = f" ({lone[1]})" if lone is not None else ""
+    what = f"the text of {where}, {excerpt(value)}," if value else f"the key {where}"
+    return InputError(f"{what} holds a lone surrogate escape{escape}: half of a UTF-16 pair, which is no "
+                      "character; expected text of whole characters", file=file, row=line, field=where)
+
+
+# ---------------------------------------------------------------------------------------------------
 # Bounded parsing: JSON and YAML
 # ---------------------------------------------------------------------------------------------------
 
@@ -531,13 +641,15 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         raise InputError(f"JSON nested more than {limit} deep (limit max_depth; raise it with --limit "
                          "max_depth=N)", file=file, row=line)
     try:
-        return json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
+        parsed = json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         line = exc.lineno + (row - 1 if row is not None else 0)
         raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno}); expected one complete JSON "
                          "document (a truncated line?)", file=file, row=line) from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{exc}", file=file, row=row) from None
+    check_whole_text(parsed, text, file=file, row=row)
+    return parsed
 
 
 def _bounded_loader(file: str, limits: Limits, base: type) -> type:
@@ -686,7 +798,13 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
             reader.dispose()
         if collecting:
             gc.enable()
-    return [(line, doc) for line, doc in out if doc is not None]
+    docs = [(line, doc) for line, doc in out if doc is not None]
+    if _may_escape_surrogates(text):  # one search of the whole text, however many documents
+        for _, doc in docs:
+            found = _lone_surrogate_text(doc)
+            if found is not None:
+                raise _lone_surrogate_error(found, text, file=file, row=None)
+    return docs
 
 
 def load_yaml(text: str, *, file: str, invalid: str = "not valid YAML", loader: type | None = None) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetlib._io import check_whole_text
 from fleetlib.quality import InputError
 
 __all__ = [
@@ -279,8 +280,9 @@ def _mlperf_fields(path: Path) -> dict[str, Any]:
             continue
         try:
             rec = json.loads(m.group(1))
-        except json.JSONDecodeError:
-            continue
+            check_whole_text(rec, m.group(1), file=str(path))
+        except (json.JSONDecodeError, RecursionError, InputError):
+            continue  # not a record the MLPerf reader keeps either (it rejects the line)
         key = rec.get("key") if isinstance(rec, dict) else None
         if key in _MLPERF_KEYS and key not in found:
             found[key] = rec.get("value")
@@ -292,11 +294,21 @@ def _mlperf_fields(path: Path) -> dict[str, Any]:
     return out
 
 
-def _kineto_fields(path: Path) -> dict[str, Any]:
-    from fleetlib._io import read_text
+def _whole(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, as the Kineto reader repairs its text."""
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text) if not text.isascii() else text
 
+
+def _kineto_fields(path: Path) -> dict[str, Any]:
+    from fleetlib._io import current_limits, json_depth_rows, read_text
+
+    text = read_text(path)
+    deep = json_depth_rows(text)
+    if len(deep):
+        raise InputError(f"JSON nested more than {current_limits().max_depth} deep (limit max_depth; "
+                         "raise it with --limit max_depth=N)", file=str(path), row=int(deep[0]))
     try:
-        top = json.loads(read_text(path))
+        top = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", file=str(path), row=exc.lineno) from exc
     props = top.get("deviceProperties") if isinstance(top, dict) else None
@@ -304,7 +316,7 @@ def _kineto_fields(path: Path) -> dict[str, Any]:
         return {}
     names = sorted(
         {
-            str(p["name"])
+            _whole(str(p["name"]))
             + (
                 f" (sm_{p['computeMajor']}{p['computeMinor']})"
                 if "computeMajor" in p and "computeMinor" in p

@@ -28,6 +28,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -89,7 +90,7 @@ _NUMBER = re.compile(rb"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.])")
 @st.composite
 def _mutation(draw: st.DrawFn, data: bytes) -> bytes:
     kind = draw(st.sampled_from(("truncate", "flip", "duplicate_line", "drop_line", "deepen", "swap_fields",
-                                 "extreme_number", "extreme_number", "two")))
+                                 "extreme_number", "extreme_number", "lone_surrogate", "two")))
     if kind == "two":
         return draw(_mutation(draw(_mutation(data))))
     n = len(data)
@@ -103,6 +104,10 @@ def _mutation(draw: st.DrawFn, data: bytes) -> bytes:
             i = draw(st.integers(0, n - 1))
             out[i] = draw(st.integers(0, 255))
         return bytes(out)
+    if kind == "lone_surrogate":  # a JSON / YAML escape of half a UTF-16 pair, just inside a quoted text
+        quotes = [m.end() for m in re.finditer(rb'"', data)] or [n]
+        pos = quotes[draw(st.integers(0, len(quotes) - 1))]
+        return data[:pos] + draw(st.sampled_from((rb"\ud800", rb"\udfff", rb"\U0000dc00"))) + data[pos:]
     lines = data.split(b"\n")
     i = draw(st.integers(0, len(lines) - 1))
     if kind == "duplicate_line":
@@ -131,6 +136,27 @@ def _mutation(draw: st.DrawFn, data: bytes) -> bytes:
     m = numbers[draw(st.integers(0, len(numbers) - 1))]
     value = draw(st.sampled_from(EXTREME_NUMBERS)).encode()
     return data[:m.start()] + value + data[m.end():]
+
+
+def _unwritable_text(tables: object) -> list[str]:
+    """The columns of a reader's tables holding a string that is not whole UTF-8 text (a lone surrogate)."""
+    frames = tables.items() if isinstance(tables, dict) else ()
+    bad = []
+    for key, frame in frames:
+        if not isinstance(frame, pd.DataFrame):
+            continue
+        for column in frame.columns:
+            values = frame[column]
+            if values.dtype != object:  # an Arrow string column cannot hold one: building it fails
+                continue
+            for v in values.tolist():  # the samples are small
+                if isinstance(v, str) and not v.isascii():
+                    try:
+                        v.encode("utf-8")
+                    except UnicodeEncodeError:
+                        bad.append(f"{key}.{column}")
+                        break
+    return bad
 
 
 class Blocked(BaseException):
@@ -168,8 +194,9 @@ def test_reader_survives_mutated_samples(rung, name, spec, sample, tmp_path_fact
         tracemalloc.start()
         started = time.perf_counter()
         signal.alarm(int(SECONDS_PER_EXAMPLE))  # a hang fails the example instead of the whole run
+        tables = {}
         try:
-            _, ledger = spec.read(paths, **dict(sample.options))
+            tables, ledger = spec.read(paths, **dict(sample.options))
         except InputError as exc:
             assert exc.file is not None, f"{rung} {name}: InputError without a file: {exc}"
             ledger = None
@@ -182,6 +209,7 @@ def test_reader_survives_mutated_samples(rung, name, spec, sample, tmp_path_fact
         assert peak < PEAK_BYTES, f"{rung} {name}: {peak / 2**20:.0f} MiB on one mutated sample"
         if ledger is not None:
             assert ledger.balanced(), (ledger.read, ledger.kept, ledger.repaired, ledger.rejected)
+            assert not _unwritable_text(tables), f"{rung} {name}: a table holds text UTF-8 cannot write"
 
     previous = signal.signal(signal.SIGALRM, _too_long)
     try:

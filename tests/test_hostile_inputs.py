@@ -125,6 +125,58 @@ def test_volcano_hostile_lines_are_rejected_and_the_good_line_kept():
     assert len(tables["allocations"]) == 1
 
 
+LONE = "holds a lone surrogate escape ({}): half of a UTF-16 pair, which is no character; expected text of " \
+       "whole characters"
+
+
+def test_a_lone_surrogate_in_volcano_lines_rejects_those_lines_and_a_pair_is_one_character():
+    tables, ledger = SCHEDULING["volcano"].read([H / "scheduling/volcano_lone_surrogate.jsonl"])
+    assert entries(ledger) == [
+        (2, None, "the text of object.metadata.name, 'pg-\\ud800', " + LONE.format("\\ud800")),
+        (3, None, "the key object.spec.qu\\udfffeue " + LONE.format("\\udfff")),
+    ]
+    assert ledger.read == 4 and ledger.balanced()
+    assert sorted(tables["allocations"]["job_id"]) == ["ml/pg-a", "ml/pg-\U0001f600"]
+
+
+def test_a_lone_surrogate_in_kueue_yaml_or_a_philly_log_is_one_line_naming_its_line_and_field():
+    f = f"{H}/scheduling/kueue_lone_surrogate.yaml"
+    refused(lambda: SCHEDULING["kueue"].read([H / "scheduling/kueue_lone_surrogate.yaml"]),
+            f"file {f}, row 29, field 'metadata.name': the text of metadata.name, 'wl-\\udc00', "
+            + LONE.format("\\udc00"))
+    f = f"{H}/scheduling/philly_lone_surrogate.json"
+    refused(lambda: SCHEDULING["philly"].read([H / "scheduling/philly_lone_surrogate.json"]),
+            f"file {f}, field '[1].jobid': the text of [1].jobid, 'job_\\ud800', "
+            + LONE.format("\\ud800") + " (line 3)")
+    refused(lambda: SCHEDULING["philly"].read([H / "scheduling/philly_deep.json"]),  # was a RecursionError
+            f"file {H}/scheduling/philly_deep.json: JSON nested more than 64 deep at line 3 "
+            "(limit max_depth; raise it with --limit max_depth=N)")
+
+
+def test_kueue_fields_of_the_wrong_shape_reject_their_workload_and_keep_the_rest():
+    tables, ledger = SCHEDULING["kueue"].read([H / "scheduling/kueue_wrong_shapes.yaml"])
+    assert entries(ledger) == [
+        (2, "spec.podSets", "spec.podSets is dict '{'count': 2, 'template': {'spec': {'cont...' "
+                            "(119 characters); expected a list of mappings"),
+        (3, "spec.podSets[0].template.spec.containers[0].resources",
+         "spec.podSets[0].template.spec.containers[0].resources is list '['gpu']'; expected a mapping"),
+    ]
+    assert (ledger.read, ledger.kept) == (3, 1) and len(tables["allocations"]) == 1
+
+
+def test_slurm_node_events_that_are_all_still_open_are_read():
+    sample = ROOT / "data/scheduler/slurm_sample"
+    tables, ledger = SCHEDULING["slurm"].read(
+        [sample / "sacct.txt", H / "scheduling/sacctmgr_open_event_only.txt", sample / "sinfo_nodes.txt"],
+        tz="UTC")
+    assert len(tables["capacity"]) > 0
+    assert ledger.balanced()
+    events = [(e.action, e.row, e.field, e.reason) for e in ledger.entries
+              if e.file.endswith("sacctmgr_open_event_only.txt")]
+    # the one event is read, open to the window's end (it was a TypeError: all its end times NaT)
+    assert events == [("repaired", 2, "TimeEnd", "event still open: out of service until the window end")]
+
+
 def test_slurm_out_of_range_times_a_ran_job_without_start_and_elapsed_disagreeing():
     tables, ledger = SCHEDULING["slurm"].read([H / "scheduling/slurm_out_of_range.txt"], tz="UTC")
     assert entries(ledger) == [
@@ -160,6 +212,31 @@ def test_mlgoodput_bad_lines_are_rejected_with_true_reasons():
         (5, None, f"JSON {DEPTH}"),
     ]
     assert (ledger.read, ledger.kept) == (6, 2)
+
+
+def test_a_lone_surrogate_in_mlgoodput_or_torchtitan_lines_rejects_those_lines():
+    _, ledger = RUNTIME["mlgoodput"].read([H / "runtime/mlgoodput_lone_surrogate_timeline.jsonl"])
+    assert entries(ledger) == [
+        (3, None, "the text of job_name, 'demo\\udbff', " + LONE.format("\\udbff")),
+        (4, None, "the key step_st\\ud800art_time " + LONE.format("\\ud800")),
+    ]
+    assert (ledger.read, ledger.kept) == (6, 4)  # line 5's escaped pair is one character: kept
+    titan = H / "runtime/training.global_rank_0.20260302-100000-HOSTIL.jsonl"
+    _, ledger = RUNTIME["torchtitan"].read([titan])
+    assert entries(ledger) == [
+        (2, None, f"JSON {DEPTH}"),  # was a RecursionError
+        (3, None, "the key delta\\udc80_ms " + LONE.format("\\udc80")),
+    ]
+    assert ledger.balanced()
+
+
+def test_a_runtime_file_with_every_line_rejected_names_the_first_rejection(tmp_path, capsys):
+    f = tmp_path / "all_bad_timeline.jsonl"
+    f.write_text('{"job_name": "x\\ud800", "job_start_time": 1741078800.0}\n')
+    assert cli.main(["runtime", str(f)]) == 2
+    assert capsys.readouterr().err == (
+        f"fleetlib runtime: error: file {f}: no mlgoodput record could be read (rows read 1, rejected 1); "
+        "the first rejected: row 1: the text of job_name, 'x\\ud800', " + LONE.format("\\ud800") + "\n")
 
 
 def test_canonical_steps_never_wrap_and_never_become_1970():
@@ -352,6 +429,9 @@ def test_invalid_utf8_deep_and_laughing_scenarios_are_one_line_each():
             f"file {H}/scenario/deep.yaml, row 1: YAML {DEPTH}")
     refused(lambda: load_parameters(H / "scenario/billion_laughs.yaml"),
             f"file {H}/scenario/billion_laughs.yaml, row 7: {LAUGHS}")
+    refused(lambda: load_parameters(H / "scenario/lone_surrogate.yaml"),
+            f"file {H}/scenario/lone_surrogate.yaml, row 2, field 'note': the text of note, 'caf\\udce9', "
+            + LONE.format("\\udce9"))
 
 
 def test_a_device_is_never_read_as_a_scenario():
@@ -404,6 +484,35 @@ def test_cli_a_hostile_kueue_file_is_one_line_exit_2():
 # ------------------------------------------------------------------------------------------------
 # The shared defences themselves (fleetlib._io)
 # ------------------------------------------------------------------------------------------------
+
+
+def test_whole_text_check_refuses_lone_halves_only():
+    pair_and_backslash = '{"a": "\\ud83d\\ude00", "b": "\\\\ud800"}'
+    assert load_json(pair_and_backslash, file="f") == {"a": "\U0001f600", "b": "\\ud800"}
+    assert load_yaml('a: "\\U0001F600"\n', file="f") == {"a": "\U0001f600"}
+    with pytest.raises(InputError) as info:  # the document starts on line 10 of its file
+        load_json('{\n "a": [1,\n  {"k": "x\\udfff"}]}', file="f", row=10)
+    assert (info.value.row, info.value.field) == (12, "a[1].k")
+    with pytest.raises(InputError) as info:  # a high half followed by a second high half: both lone
+        load_yaml('n: 1\nb: "\\ud800\\ud800"\n', file="f")
+    assert (info.value.row, info.value.field) == (2, "b")
+    with pytest.raises(InputError) as info:
+        load_yaml('c: "\\U0000DC00"\n', file="f")
+    assert "(\\U0000DC00)" in str(info.value)
+
+
+def test_contract_fields_from_a_trace_or_log_with_lone_surrogates_or_deep_nesting(tmp_path):
+    from fleetlib.contract import _kineto_fields, _mlperf_fields
+
+    trace = tmp_path / "t.json"
+    trace.write_text('{"deviceProperties": [{"name": "H100\\ud800", "computeMajor": 9, "computeMinor": 0}]}')
+    assert _kineto_fields(trace) == {"architecture": ["H100\ufffd (sm_90)"]}  # as the trace reader repairs it
+    trace.write_text("[" * 5_000 + "]" * 5_000)  # was a RecursionError
+    refused(lambda: _kineto_fields(trace), f"file {trace}, row 1: JSON {DEPTH}")
+    log = tmp_path / "result.txt"
+    log.write_text(':::MLLOG {"key": "submission_platform", "value": "x\\ud800"}\n'
+                   ':::MLLOG {"key": "submission_platform", "value": "8xH100"}\n')
+    assert _mlperf_fields(log) == {"architecture": "8xH100"}  # the line the MLPerf reader rejects: skipped
 
 
 def test_json_depth_scan_ignores_brackets_in_strings_and_resets_per_line():

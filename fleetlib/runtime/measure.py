@@ -215,8 +215,10 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
     read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
     steps, events = read["steps"], read["events"]
     if steps.empty and events.empty:
+        first = next((e for e in ledger.entries if e.action == "rejected"), None)
+        why = "" if first is None else f"; the first rejected: row {first.row}: {first.reason}"
         raise InputError(f"no {fmt} record could be read (rows read {ledger.read}, rejected "
-                         f"{ledger.rejected})", file=str(files[0]))
+                         f"{ledger.rejected}){why}", file=str(files[0] if first is None else first.file))
     m = runtime_goodput(steps, events, window=window, definition=definition,
                         fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
                         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,

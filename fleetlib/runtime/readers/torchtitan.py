@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.quality import DomainError, Ledger
+from fleetlib._io import check_whole_text, current_limits, json_depth_rows
+from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
     PathLike,
@@ -95,12 +96,24 @@ def _parse_file(path: Any, books: dict[str, _FileBook]) -> pd.DataFrame:
     objs: list[dict[str, Any]] = []
     kept_rows: list[int] = []
     bad_rows, bad_reasons = [], []
+    too_deep = set(json_depth_rows(text, per_line=True).tolist())
     for n in rows:  # json.loads is per line by nature; everything after it is vectorised
+        if n in too_deep:
+            bad_rows.append(n)
+            bad_reasons.append(f"JSON nested more than {current_limits().max_depth} deep (limit max_depth; "
+                               "raise it with --limit max_depth=N)")
+            continue
         try:
+            # json's own reading (a metric may be NaN in a real log), text of whole characters only
             obj = json.loads(lines[n - 1])
+            check_whole_text(obj, lines[n - 1], file=file, row=n)
         except json.JSONDecodeError as exc:
             bad_rows.append(n)
             bad_reasons.append(f"invalid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        except InputError as exc:
+            bad_rows.append(n)
+            bad_reasons.append(exc.message)
             continue
         if not isinstance(obj, dict):
             bad_rows.append(n)

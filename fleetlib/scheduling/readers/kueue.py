@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     _GPU,
@@ -140,7 +141,10 @@ def read_kueue(
                     continue
                 lq_map[(ns or "default", name)] = cq
             elif kind == "Workload":
-                _kueue_workload(file, row, obj, gpu_resource, wl_rows, cond_rows, book)
+                try:
+                    _kueue_workload(file, row, obj, gpu_resource, wl_rows, cond_rows, book)
+                except _Shape as bad:
+                    book.reject(file, row, bad.field, bad.reason)
             else:
                 book.reject(file, row, "kind", f"kind {kind!r} is not Workload, ClusterQueue or LocalQueue")
     if not wl_rows:
@@ -154,10 +158,40 @@ def read_kueue(
     return records, book.settle()
 
 
+class _Shape(Exception):
+    """A Workload field of the wrong shape (a mapping where a list belongs, a text for a mapping)."""
+
+    def __init__(self, field: str, expected: str, value: object) -> None:
+        super().__init__(field)
+        self.field = field
+        self.reason = f"{field} is {type(value).__name__} {excerpt(value)}; expected {expected}"
+
+
+def _mapping(value: object, field: str) -> dict:
+    """``value`` as a mapping (absent or empty: {}); anything else is a :class:`_Shape`."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise _Shape(field, "a mapping", value)
+    return value
+
+
+def _mappings(value: object, field: str) -> list[dict]:
+    """``value`` as a list of mappings (absent or empty: []); anything else is a :class:`_Shape`."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise _Shape(field, "a list of mappings", value)
+    for k, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _Shape(f"{field}[{k}]", "a mapping", item)
+    return value
+
+
 def _kueue_workload(
     file: str, row: int, obj: dict, gpu: str, wl_rows: list, cond_rows: list, book: _Book
 ) -> None:
-    meta = obj.get("metadata") or {}
+    meta = _mapping(obj.get("metadata"), "metadata")
     ns, name = meta.get("namespace") or "default", meta.get("name")
     created = meta.get("creationTimestamp")
     if not name:
@@ -167,24 +201,29 @@ def _kueue_workload(
         book.reject(file, row, "metadata.creationTimestamp", "Workload without metadata.creationTimestamp")
         return
     owners = meta.get("ownerReferences") or []
-    owner = owners[0].get("name") if owners and isinstance(owners[0], dict) else None
-    annotations = meta.get("annotations") or {}
+    first = owners[0] if isinstance(owners, list) and owners else None
+    owner = first.get("name") if isinstance(first, dict) else None
+    annotations = _mapping(meta.get("annotations"), "metadata.annotations")
     elastic = str(annotations.get("kueue.x-k8s.io/elastic-job", "")).lower() == "true"
     requested = 0.0
-    for ps in _get(obj, "spec", "podSets") or []:
+    for k, ps in enumerate(_mappings(_get(obj, "spec", "podSets"), "spec.podSets")):
         count = _quantity(ps.get("count", 1))
         per_pod = 0.0
-        for c in _get(ps, "template", "spec", "containers") or []:
-            res = c.get("resources") or {}
-            q = _quantity((res.get("requests") or {}).get(gpu, (res.get("limits") or {}).get(gpu)))
+        at = f"spec.podSets[{k}].template.spec.containers"
+        for j, c in enumerate(_mappings(_get(ps, "template", "spec", "containers"), at)):
+            res = _mapping(c.get("resources"), f"{at}[{j}].resources")
+            requests = _mapping(res.get("requests"), f"{at}[{j}].resources.requests")
+            limits = _mapping(res.get("limits"), f"{at}[{j}].resources.limits")
+            q = _quantity(requests.get(gpu, limits.get(gpu)))
             per_pod += 0.0 if np.isnan(q) else q
         requested += (0.0 if np.isnan(count) else count) * per_pod
-    adm = _get(obj, "status", "admission") or {}
+    adm = _mapping(_get(obj, "status", "admission"), "status.admission")
     devices, flavor = 0.0, None
-    for psa in adm.get("podSetAssignments") or []:
-        q = _quantity((psa.get("resourceUsage") or {}).get(gpu))
+    at = "status.admission.podSetAssignments"
+    for k, psa in enumerate(_mappings(adm.get("podSetAssignments"), at)):
+        q = _quantity(_mapping(psa.get("resourceUsage"), f"{at}[{k}].resourceUsage").get(gpu))
         devices += 0.0 if np.isnan(q) else q
-        flavor = flavor or (psa.get("flavors") or {}).get(gpu)
+        flavor = flavor or _mapping(psa.get("flavors"), f"{at}[{k}].flavors").get(gpu)
     key = meta.get("uid") or f"{ns}/{name}"
     prio = _get(obj, "spec", "priority")
     wl_rows.append(
@@ -206,7 +245,10 @@ def _kueue_workload(
             else np.nan,
         }
     )
-    for c in _get(obj, "status", "conditions") or []:
+    conditions = _get(obj, "status", "conditions") or []
+    if not isinstance(conditions, list):
+        raise _Shape("status.conditions", "a list of mappings", conditions)
+    for c in conditions:
         if isinstance(c, dict):
             cond_rows.append(
                 (

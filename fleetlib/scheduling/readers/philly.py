@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import check_whole_text, current_limits, json_depth_rows
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     _TIME,
@@ -82,6 +83,10 @@ def _load(path: Path, book: _Book) -> tuple[list[object], np.ndarray]:
         raise InputError(
             "empty file: expected a Philly cluster_job_log (a JSON array of jobs)", file=file, row=1
         )
+    deep = json_depth_rows(text)
+    if len(deep):  # json.loads would recurse past Python's limit
+        raise InputError(f"JSON nested more than {current_limits().max_depth} deep at line {int(deep[0])} "
+                         "(limit max_depth; raise it with --limit max_depth=N)", file=file)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -90,6 +95,10 @@ def _load(path: Path, book: _Book) -> tuple[list[object], np.ndarray]:
             file=file,
             row=None,
         ) from exc
+    try:
+        check_whole_text(data, text, file=file)
+    except InputError as exc:  # the ledger's rows are job objects, not lines: the line goes in the text
+        raise InputError(f"{exc.message} (line {exc.row})", file=file, field=exc.field) from None
     jobs = data if isinstance(data, list) else [data]
     if not jobs:
         raise InputError("no job objects: the cluster_job_log array is empty", file=file, row=1)

@@ -754,7 +754,10 @@ def _slurm_events(
                 continue
             for name in names:
                 out.append((name, start.iloc[i], end.iloc[i]))
-    return pd.DataFrame(out, columns=["node", "start", "end"]).astype({"start": _TIME, "end": _TIME})
+    # the times as objects first: a column of NaT only (every kept event still open) would be inferred
+    # naive and refuse the zone
+    frame = pd.DataFrame(out, columns=["node", "start", "end"])
+    return frame.astype({"start": object, "end": object}).astype({"start": _TIME, "end": _TIME})
 
 
 def _slurm_finish(

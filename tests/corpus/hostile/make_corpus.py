@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
 
 
 def laughs(levels: int = 9, key_prefix: str = "") -> str:
@@ -110,6 +111,33 @@ def main() -> None:
         line.replace('"running":2', '"running":NaN'),
         line.replace('"running":2', '"running":1e400'),
     ]) + "\n")
+    # lone surrogate escapes (were kept as text no UTF-8 file or Arrow column can hold): the line is
+    # rejected; a valid pair of escapes is one character and is read
+    (sch / "volcano_lone_surrogate.jsonl").write_text("\n".join([
+        line,
+        line.replace('"name":"pg-a"', '"name":"pg-\\ud800"').replace("uid-pg-a", "uid-pg-b"),
+        line.replace('"queue":"research"', '"qu\\udfffeue":"research"').replace("uid-pg-a", "uid-pg-c"),
+        line.replace('"name":"pg-a"', '"name":"pg-\\ud83d\\ude00"').replace("uid-pg-a", "uid-pg-d"),
+    ]) + "\n")
+    (sch / "kueue_lone_surrogate.yaml").write_text(
+        "---\n" + good + "---\n" + good.replace("name: good-wl", 'name: "wl-\\udc00"', 1))
+    # fields of the wrong shape (were AttributeError): podSets a mapping, a container's resources a list
+    (sch / "kueue_wrong_shapes.yaml").write_text(
+        "---\n" + good + "---\n"
+        + good.replace("name: good-wl", "name: wl-2").replace("  podSets:\n  - name: main\n", "  podSets:\n")
+        + "---\n" + good.replace("name: good-wl", "name: wl-3").replace(
+            "resources: {requests: {nvidia.com/gpu: \"8\"}}", "resources: [gpu]"))
+    # the only node event kept is still open (TimeEnd Unknown; was a TypeError on the all-NaT end times)
+    (sch / "sacctmgr_open_event_only.txt").write_text(
+        "Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User\n"
+        "atlas|gpu-a004|2024-03-04T22:30:00|Unknown|IDLE+DRAIN|scheduled maintenance|root(0)\n")
+    philly = ('{"status": "Pass", "vc": "v1", "jobid": "%s", "user": "u1", '
+              '"submitted_time": "2017-10-07 01:00:00", "attempts": [{"start_time": "2017-10-07 01:00:30", '
+              '"end_time": "2017-10-07 02:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"]}]}]}')
+    (sch / "philly_lone_surrogate.json").write_text(
+        "[\n" + ",\n".join([philly % "job_a", philly % "job_\\ud800"]) + "\n]\n")
+    (sch / "philly_deep.json").write_text(  # was: RecursionError
+        "[\n" + philly % "job_a" + ",\n" + "[" * 20_000 + "]" * 20_000 + "\n]\n")
     # values out of range: a Slurm time in year 2150 and a COMPLETED job with no Start, Elapsed off
     header = ("JobID|JobIDRaw|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|Elapsed|State|"
               "ExitCode|AllocTRES|ReqTRES|NodeList")
@@ -136,6 +164,21 @@ def main() -> None:
         '{"job_name": ' + "[" * 3000 + "]" * 3000 + "}",
         job + '"job_end_time": 1741079800.0}',
     ]) + "\n")
+    (run / "mlgoodput_lone_surrogate_timeline.jsonl").write_text("\n".join([
+        job + '"job_start_time": 1741078800.0}',
+        job + '"step_count": 0, "step_start_time": 1741078810.0}',
+        '{"job_name": "demo\\udbff", "step_count": 1, "step_start_time": 1741078820.0}',
+        job + '"step_count": 1, "step_st\\ud800art_time": 1741078820.0}',
+        job + '"step_count": 1, "step_start_time": 1741078820.0, "note": "\\ud83d\\ude00"}',
+        job + '"job_end_time": 1741078830.0}',
+    ]) + "\n")
+    # torchtitan: a line nested 5,000 deep (was a RecursionError) and a lone surrogate in a key
+    titan = (ROOT / "data/timelines/torchtitan_llama3_8b_demo"
+             / "training.global_rank_0.20260302-100000-K7Q2ZB.jsonl")
+    lines = titan.read_text(encoding="utf-8").splitlines()[:12]
+    lines.insert(1, '{"deep": ' + "[" * 5_000 + "]" * 5_000 + "}")
+    lines.insert(2, lines[2].replace('"delta_ms"', '"delta\\udc80_ms"', 1))
+    (run / "training.global_rank_0.20260302-100000-HOSTIL.jsonl").write_text("\n".join(lines) + "\n")
     (run / "steps_out_of_range.csv").write_text("\n".join([
         "job_id,attempt,step,start,end,input_wait_s",
         "j,0,0,2025-02-10T14:05:12Z,2025-02-10T14:05:41Z,0.1",
@@ -249,6 +292,7 @@ def main() -> None:
     (scen / "invalid_utf8.yaml").write_bytes(b"scheduling_goodput: 0.65\nnote: caf\xe9\n")
     (scen / "deep.yaml").write_text("runtime_goodput: " + "[" * 20_000 + "\n")
     (scen / "billion_laughs.yaml").write_text(laughs())
+    (scen / "lone_surrogate.yaml").write_text('scheduling_goodput: 0.65\nnote: "caf\\udce9"\n')
 
 
 if __name__ == "__main__":
