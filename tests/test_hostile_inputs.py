@@ -160,8 +160,10 @@ def test_kueue_fields_of_the_wrong_shape_reject_their_workload_and_keep_the_rest
                             "(119 characters); expected a list of mappings"),
         (3, "spec.podSets[0].template.spec.containers[0].resources",
          "spec.podSets[0].template.spec.containers[0].resources is list '['gpu']'; expected a mapping"),
+        (4, "status.conditions",
+         "status.conditions is dict '{'type': 'Admitted'}'; expected a list of mappings"),
     ]
-    assert (ledger.read, ledger.kept) == (3, 1) and len(tables["allocations"]) == 1
+    assert (ledger.read, ledger.kept) == (4, 1) and ledger.balanced() and len(tables["allocations"]) == 1
 
 
 def test_slurm_node_events_that_are_all_still_open_are_read():

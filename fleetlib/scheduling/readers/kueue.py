@@ -224,6 +224,9 @@ def _kueue_workload(
         q = _quantity(_mapping(psa.get("resourceUsage"), f"{at}[{k}].resourceUsage").get(gpu))
         devices += 0.0 if np.isnan(q) else q
         flavor = flavor or _mapping(psa.get("flavors"), f"{at}[{k}].flavors").get(gpu)
+    conditions = _get(obj, "status", "conditions") or []
+    if not isinstance(conditions, list):  # checked before the Workload's row is added
+        raise _Shape("status.conditions", "a list of mappings", conditions)
     key = meta.get("uid") or f"{ns}/{name}"
     prio = _get(obj, "spec", "priority")
     wl_rows.append(
@@ -245,9 +248,6 @@ def _kueue_workload(
             else np.nan,
         }
     )
-    conditions = _get(obj, "status", "conditions") or []
-    if not isinstance(conditions, list):
-        raise _Shape("status.conditions", "a list of mappings", conditions)
     for c in conditions:
         if isinstance(c, dict):
             cond_rows.append(

@@ -121,12 +121,14 @@ def main() -> None:
     ]) + "\n")
     (sch / "kueue_lone_surrogate.yaml").write_text(
         "---\n" + good + "---\n" + good.replace("name: good-wl", 'name: "wl-\\udc00"', 1))
-    # fields of the wrong shape (were AttributeError): podSets a mapping, a container's resources a list
+    # fields of the wrong shape (were AttributeError): podSets a mapping, a container's resources a list,
+    # the conditions a mapping
     (sch / "kueue_wrong_shapes.yaml").write_text(
         "---\n" + good + "---\n"
         + good.replace("name: good-wl", "name: wl-2").replace("  podSets:\n  - name: main\n", "  podSets:\n")
         + "---\n" + good.replace("name: good-wl", "name: wl-3").replace(
-            "resources: {requests: {nvidia.com/gpu: \"8\"}}", "resources: [gpu]"))
+            "resources: {requests: {nvidia.com/gpu: \"8\"}}", "resources: [gpu]")
+        + "---\n" + KUEUE_HEAD.format(name="wl-4") + "    type: Admitted\n")
     # the only node event kept is still open (TimeEnd Unknown; was a TypeError on the all-NaT end times)
     (sch / "sacctmgr_open_event_only.txt").write_text(
         "Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User\n"
