@@ -532,10 +532,13 @@ def _lone_surrogate_error(found: tuple[str, str], text: str, *, file: str, row: 
     where = ascii(where)[1:-1]  # the path may hold the surrogate itself: shown escaped, as excerpt shows
     lone = _first_lone_escape(text)
     line = (row or 1) + lone[0] if lone is not None else row
-    escape = f" ({lone[1]})" if lone is not None else ""
     what = f"the text of {where}, {excerpt(value)}," if value else f"the key {where}"
-    return InputError(f"{what} holds a lone surrogate escape{escape}: half of a UTF-16 pair, which is no "
-                      "character; expected text of whole characters", file=file, row=line, field=where)
+    if lone is None:  # only escapes that would pair in JSON: YAML reads each \u escape alone
+        return InputError(f"{what} holds halves of a UTF-16 pair, which YAML reads as two lone surrogates, "
+                          "no character; write the character itself or one \\U escape (\\U0001F600)",
+                          file=file, row=row, field=where)
+    return InputError(f"{what} holds a lone surrogate escape ({lone[1]}): half of a UTF-16 pair, which is "
+                      "no character; expected text of whole characters", file=file, row=line, field=where)
 
 
 # ---------------------------------------------------------------------------------------------------

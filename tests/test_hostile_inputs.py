@@ -501,6 +501,14 @@ def test_whole_text_check_refuses_lone_halves_only():
     with pytest.raises(InputError) as info:
         load_yaml('c: "\\U0000DC00"\n', file="f")
     assert "(\\U0000DC00)" in str(info.value)
+    with pytest.raises(InputError) as info:  # YAML does not pair \u escapes as JSON does
+        load_yaml('d: "\\ud83d\\ude00"\n', file="f")
+    assert "YAML reads as two lone surrogates" in str(info.value) and info.value.field == "d"
+    from fleetlib.report.own_fleet import parse_overrides
+
+    with pytest.raises(InputError) as info:  # report -p values, typed as YAML
+        parse_overrides(['name=["ok", "x\\udc00"]'])
+    assert str(info.value).startswith("-p name: the text of [1], 'x\\udc00', holds a lone surrogate escape")
 
 
 def test_contract_fields_from_a_trace_or_log_with_lone_surrogates_or_deep_nesting(tmp_path):

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from fleetlib._io import check_whole_text
 from fleetlib.quality import InputError
 
 __all__ = ["BUNDLED_TAG", "fleet_parameters", "parse_overrides"]
@@ -119,5 +120,9 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, Any]:
             value = text.strip()
         if value is None or isinstance(value, Mapping):
             raise InputError(f"-p {key}: value {text!r} must be a plain literal or a list of them")
+        try:
+            check_whole_text(value, text, file="-p")
+        except InputError as exc:
+            raise InputError(f"-p {key}: {exc.message}") from None
         out[key] = value
     return out
