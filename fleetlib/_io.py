@@ -52,6 +52,7 @@ __all__ = [
     "load_json",
     "load_yaml",
     "load_yaml_all",
+    "nesting_message",
     "out_of_range_int",
     "parse_limit",
     "read_bytes",
@@ -546,6 +547,15 @@ def _lone_surrogate_error(found: tuple[str, str], text: str, *, file: str, row: 
 # ---------------------------------------------------------------------------------------------------
 
 
+def nesting_message(kind: str = "JSON", *, limit: int | None = None, at: str = "") -> str:
+    """Return the message for ``kind`` text nested deeper than ``limit`` (default: the limit in force).
+
+    ``at`` is inserted after the depth (``" at line 3"``) where the row field cannot say where.
+    """
+    depth = current_limits().max_depth if limit is None else limit
+    return f"{kind} nested more than {depth} deep{at} (limit max_depth; raise it with --limit max_depth=N)"
+
+
 def _as_buffer(data: str | bytes | bytearray) -> bytes | bytearray:
     return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
 
@@ -641,8 +651,7 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
     deep = () if depth_checked else json_depth_rows(text, limit)
     if len(deep):
         line = int(deep[0]) + (row - 1 if row is not None else 0)
-        raise InputError(f"JSON nested more than {limit} deep (limit max_depth; raise it with --limit "
-                         "max_depth=N)", file=file, row=line)
+        raise InputError(nesting_message("JSON", limit=limit), file=file, row=line)
     try:
         parsed = json.loads(text, parse_float=_finite_float, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
@@ -670,8 +679,8 @@ def _bounded_loader(file: str, limits: Limits, base: type) -> type:
             self._depth += 1
             if self._depth > limits.max_depth:
                 mark = self.peek_event().start_mark
-                raise InputError(f"YAML nested more than {limits.max_depth} deep (limit max_depth; raise "
-                                 "it with --limit max_depth=N)", file=file, row=mark.line + 1)
+                raise InputError(nesting_message("YAML", limit=limits.max_depth), file=file,
+                                 row=mark.line + 1)
             try:
                 return super().compose_node(parent, index)
             finally:
@@ -720,8 +729,8 @@ def _c_event_check(text: str, base: type, file: str, limits: Limits) -> int:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > limits.max_depth:
-                raise InputError(f"YAML nested more than {limits.max_depth} deep (limit max_depth; raise "
-                                 "it with --limit max_depth=N)", file=file, row=event.start_mark.line + 1)
+                raise InputError(nesting_message("YAML", limit=limits.max_depth), file=file,
+                                 row=event.start_mark.line + 1)
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
         elif isinstance(event, yaml.AliasEvent):

@@ -294,19 +294,14 @@ def _mlperf_fields(path: Path) -> dict[str, Any]:
     return out
 
 
-def _whole(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD, as the Kineto reader repairs its text."""
-    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text) if not text.isascii() else text
-
-
 def _kineto_fields(path: Path) -> dict[str, Any]:
-    from fleetlib._io import current_limits, json_depth_rows, read_text
+    from fleetlib._io import json_depth_rows, nesting_message, read_text
+    from fleetlib.program.readers._decode import _clean_one  # the trace reader's own U+FFFD repair
 
     text = read_text(path)
     deep = json_depth_rows(text)
     if len(deep):
-        raise InputError(f"JSON nested more than {current_limits().max_depth} deep (limit max_depth; "
-                         "raise it with --limit max_depth=N)", file=str(path), row=int(deep[0]))
+        raise InputError(nesting_message(), file=str(path), row=int(deep[0]))
     try:
         top = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -316,7 +311,7 @@ def _kineto_fields(path: Path) -> dict[str, Any]:
         return {}
     names = sorted(
         {
-            _whole(str(p["name"]))
+            _clean_one(str(p["name"]))
             + (
                 f" (sm_{p['computeMajor']}{p['computeMinor']})"
                 if "computeMajor" in p and "computeMinor" in p

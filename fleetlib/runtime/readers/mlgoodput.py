@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import current_limits, json_depth_rows, load_json, out_of_range_int
+from fleetlib._io import json_depth_rows, load_json, nesting_message, out_of_range_int
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
@@ -304,8 +304,7 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
         too_deep = set(json_depth_rows(text, per_line=True).tolist())
         for lineno in rows:
             if lineno in too_deep:
-                _note(bad, lineno, None, f"JSON nested more than {current_limits().max_depth} deep (limit "
-                                         "max_depth; raise it with --limit max_depth=N)")
+                _note(bad, lineno, None, nesting_message())
                 continue
             try:
                 obj = load_json(lines[lineno - 1], file=file, row=lineno, depth_checked=True)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_whole_text, current_limits, json_depth_rows
+from fleetlib._io import check_whole_text, json_depth_rows, nesting_message
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
     _NS_PER_S,
@@ -100,8 +100,7 @@ def _parse_file(path: Any, books: dict[str, _FileBook]) -> pd.DataFrame:
     for n in rows:  # json.loads is per line by nature; everything after it is vectorised
         if n in too_deep:
             bad_rows.append(n)
-            bad_reasons.append(f"JSON nested more than {current_limits().max_depth} deep (limit max_depth; "
-                               "raise it with --limit max_depth=N)")
+            bad_reasons.append(nesting_message())
             continue
         try:
             # json's own reading (a metric may be NaN in a real log), text of whole characters only

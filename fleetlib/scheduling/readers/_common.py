@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, excerpt, json_depth_rows, load_json, load_yaml_all, read_text, time_range
+from fleetlib._io import (
+    as_paths,
+    excerpt,
+    json_depth_rows,
+    load_json,
+    load_yaml_all,
+    nesting_message,
+    read_text,
+    time_range,
+)
 from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
@@ -501,8 +510,7 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
                 continue
             present.append(i)
             if i in too_deep:
-                broken.append((i, f"JSON nested more than {_limits().max_depth} deep (limit max_depth; "
-                                  "raise it with --limit max_depth=N)"))
+                broken.append((i, nesting_message()))
                 continue
             try:
                 docs.append((i, load_json(line, file=file, row=i, depth_checked=True)))

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_whole_text, current_limits, json_depth_rows
+from fleetlib._io import check_whole_text, json_depth_rows, nesting_message
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     _TIME,
@@ -85,8 +85,7 @@ def _load(path: Path, book: _Book) -> tuple[list[object], np.ndarray]:
         )
     deep = json_depth_rows(text)
     if len(deep):  # json.loads would recurse past Python's limit
-        raise InputError(f"JSON nested more than {current_limits().max_depth} deep at line {int(deep[0])} "
-                         "(limit max_depth; raise it with --limit max_depth=N)", file=file)
+        raise InputError(nesting_message(at=f" at line {int(deep[0])}"), file=file)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
