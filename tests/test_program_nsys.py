@@ -312,3 +312,64 @@ def test_extra_comm_pattern_reaches_the_reader(tmp_path):
         "name:fused_a2a"
     ]
     assert np.isnan(k["bytes"].to_numpy(dtype=float, na_value=np.nan)).all()
+
+
+def test_text_that_is_not_utf8_is_read_with_replacement_and_named(tmp_path):
+    path = write_nsys_sqlite(
+        tmp_path / "u.sqlite",
+        kernels=[_kernel(5, 1, 10, 20, name="gemm_kernel"), _kernel(5, 2, 30, 40, name="relu_kernel")],
+    )
+    con = sqlite3.connect(path)
+    # SQLite stores a blob cast to TEXT as its bytes, unchecked: a damaged name as a real export can hold
+    con.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE value = 'relu_kernel'",
+                (b"relu_\xff\xfek",))
+    con.commit()
+    con.close()
+    t = read_nsys(path)
+    assert t.kernels["name"].astype(str).tolist() == ["gemm_kernel", "relu_\ufffd\ufffdk"]
+    (entry,) = t.ledger.entries
+    assert (entry.action, entry.row) == ("repaired", 2)
+    assert entry.field == "CUPTI_ACTIVITY_KIND_KERNEL.demangledName"
+    assert "invalid UTF-8" in entry.reason and "U+FFFD" in entry.reason
+    # a text that merely holds U+FFFD, stored as valid UTF-8, is no repair
+    path = write_nsys_sqlite(tmp_path / "v.sqlite", kernels=[_kernel(5, 1, 10, 20, name="gemm_\ufffd")])
+    assert read_nsys(path).ledger.entries == []
+
+
+def test_a_null_string_text_is_unnamed_not_the_word_none(tmp_path):
+    path = write_nsys_sqlite(tmp_path / "n.sqlite", kernels=[_kernel(5, 1, 10, 20)])
+    con = sqlite3.connect(path)
+    # the export's schema says NOT NULL; a table rebuilt by hand need not
+    ids = con.execute("SELECT id FROM StringIds").fetchall()
+    con.execute("DROP TABLE StringIds")
+    con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    con.executemany("INSERT INTO StringIds VALUES (?, NULL)", ids)
+    con.commit()
+    con.close()
+    t = read_nsys(path)
+    assert t.kernels["name"].astype(str).tolist() == ["<unnamed>"]
+    (entry,) = t.ledger.entries
+    assert entry.action == "repaired" and "NULL" in entry.reason
+
+
+def test_damaged_nvtx_and_runtime_text_is_named_by_the_column_that_holds_it(tmp_path):
+    nvtx = [
+        {"start": 0, "end": 100 * US, "text": "ProfilerStep#1", "pid": 5, "tid": 1},
+        {"start": 10 * US, "end": 20 * US, "text": "fwd_BAD", "pid": 5, "tid": 1},
+        {"start": 30 * US, "end": 40 * US, "text": "bwd_BAD", "pid": 5, "tid": 1, "registered": True},
+    ]
+    runtime = [{"start": 9 * US, "end": 10 * US, "name": "cudaLaunchKernel_BAD", "correlation": 1,
+                "pid": 5, "tid": 1}]
+    path = write_nsys_sqlite(tmp_path / "t.sqlite", kernels=[_kernel(5, 1, 10, 20)], nvtx=nvtx,
+                             runtime=runtime)
+    con = sqlite3.connect(path)
+    for table, column in (("NVTX_EVENTS", "text"), ("StringIds", "value")):
+        con.execute(f"UPDATE {table} SET {column} = CAST(replace({column}, 'BAD', ?) AS TEXT) "
+                    f"WHERE {column} LIKE '%BAD'", (b"\xc3",))
+    con.commit()
+    con.close()
+    t = read_nsys(path)
+    repaired = {(e.field, e.row) for e in t.ledger.entries if e.action == "repaired"}
+    assert repaired == {("NVTX_EVENTS.text", 2), ("NVTX_EVENTS.textId", 3),
+                        ("CUPTI_ACTIVITY_KIND_RUNTIME.nameId", 1)}
+    assert all("U+FFFD" in e.reason for e in t.ledger.entries if e.action == "repaired")

@@ -79,8 +79,9 @@ def _connect(path: Path) -> sqlite3.Connection:
         )
     else:
         con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
-    # text that is not UTF-8 (a damaged name or string) reads with U+FFFD in place of the bad bytes
-    con.text_factory = _lenient_text
+    # text that is not UTF-8 (a damaged name or string) reads with U+FFFD in place of the bad bytes;
+    # the factory keeps what it replaced, so the records that use such text are named as repaired
+    con.text_factory = LenientText()
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -89,8 +90,36 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def _lenient_text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
+class LenientText:
+    """An SQLite ``text_factory``: UTF-8 text as it is; invalid bytes replaced by U+FFFD, and noted.
+
+    ``damaged`` holds every value the replacement produced (each distinct one once), so a table's
+    records whose text is one of them can be named as repaired.
+    """
+
+    def __init__(self) -> None:
+        self.damaged: set[str] = set()
+
+    def __call__(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            self.damaged.add(text)
+            return text
+
+
+#: The repair named for a record whose text (its own, or through ``StringIds``) was not UTF-8.
+DAMAGED_TEXT = "text holds invalid UTF-8 bytes: read with U+FFFD in their place"
+
+
+def _damaged(con: sqlite3.Connection, values: Any) -> np.ndarray:
+    """Mask of ``values`` that are text the connection's :class:`LenientText` repaired."""
+    damaged = getattr(con.text_factory, "damaged", None)
+    arr = np.asarray(values, dtype=object)
+    if not damaged:
+        return np.zeros(arr.shape, dtype=bool)
+    return np.asarray(pd.Series(arr, dtype=object).isin(damaged), dtype=bool)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -164,7 +193,8 @@ def _timed(
 
 
 def _strings(con: sqlite3.Connection, file: str) -> dict[int, str]:
-    return {int(i): str(v) for i, v in con.execute("SELECT id, value FROM StringIds")}
+    # a NULL text is no name: the records naming it read as '<unnamed>', a named repair
+    return {int(i): str(v) for i, v in con.execute("SELECT id, value FROM StringIds WHERE value IS NOT NULL")}
 
 
 def _devices(con: sqlite3.Connection, tables: set[str]) -> list[dict[str, Any]]:
@@ -229,9 +259,10 @@ def _activities(
             book.repair(
                 missing & ~book.rejected,
                 f"{table}.{name_col}",
-                "name id not in StringIds: name replaced by '<unnamed>'",
+                "name id not in StringIds (or its text is NULL): name replaced by '<unnamed>'",
             )
             names = np.where(missing, "<unnamed>", names)
+            book.repair(_damaged(con, names) & ~book.rejected, f"{table}.{name_col}", DAMAGED_TEXT)
             cat = np.full(len(f), "kernel", dtype=object)
             graph = (pd.to_numeric(f["graphNodeId"], errors="coerce").fillna(0).to_numpy() != 0) | (
                 pd.to_numeric(f["graphId"], errors="coerce").fillna(0).to_numpy() != 0
@@ -301,9 +332,10 @@ def _runtime(
     f = _frame(con, RUNTIME_TABLE, ("start", "end", "globalTid", "correlationId", "nameId"), file)
     book = RowBook(file, f["_row"].to_numpy(dtype=np.int64))
     start, end = _timed(f, RUNTIME_TABLE, book, max_event_us)
-    keep = book.close(ledger)
     ids, _ = _int_column(f["nameId"])
     names = pd.Series(ids).map(pd.Series(strings, dtype=object)).fillna("<unnamed>").to_numpy(dtype=object)
+    book.repair(_damaged(con, names) & ~book.rejected, f"{RUNTIME_TABLE}.nameId", DAMAGED_TEXT)
+    keep = book.close(ledger)
     names = _per_unique(names, lambda n: _VERSION_SUFFIX.sub("", str(n)))
     tid = pd.to_numeric(f["globalTid"], errors="coerce").fillna(0).to_numpy(dtype=np.int64)
     return pd.DataFrame(
@@ -345,6 +377,10 @@ def _nvtx(
     sub = f.loc[is_range]
     sub_book = RowBook(file, sub["_row"].to_numpy(dtype=np.int64))
     start, end = _timed(sub, NVTX_TABLE, sub_book, float("inf"))
+    from_id = f["text"].isna().to_numpy(bool)[is_range]
+    sub_damaged = _damaged(con, text[is_range]) & ~sub_book.rejected
+    sub_book.repair(sub_damaged & ~from_id, f"{NVTX_TABLE}.text", DAMAGED_TEXT)
+    sub_book.repair(sub_damaged & from_id, f"{NVTX_TABLE}.textId", DAMAGED_TEXT)
     # the ranges' outcomes are settled by the sub-book, the other events by the whole-table book
     RowBook(file, f["_row"].to_numpy(dtype=np.int64)[~is_range]).close(ledger)
     keep = sub_book.close(ledger)

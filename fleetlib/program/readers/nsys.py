@@ -76,11 +76,13 @@ events -- so ``ledger.read`` is their ``COUNT(*)`` sum; dictionary tables (``Str
 an entry's row is the record's ``rowid`` in that table and its field is ``TABLE.column``.
 Rejected: a missing or non-integer ``start``/``end``, both zero (CUPTI could not time it), a
 negative duration, or a duration above ``max_event_us``.  Repaired: a kernel name id missing from
-``StringIds`` (``<unnamed>``).  Runtime calls that neither launch nor synchronise and NVTX events
-that are neither steps nor collectives are kept and counted in ``ledger.unused``.  Bytes that are
-not an SQLite database (the first 16 bytes must be ``SQLite format 3\0``; gzip is read through
-:mod:`fleetlib._io` and deserialised), a database without any CUDA activity table, or one without
-``StringIds`` raise :class:`~fleetlib.quality.InputError` naming the file.  Databases are opened
+``StringIds`` or naming a NULL text (``<unnamed>``); a kernel, runtime call or NVTX range whose text
+(its own or through ``StringIds``) holds bytes that are not UTF-8, read with U+FFFD in their place
+(the field is the column that names the text).  Runtime calls that neither launch nor synchronise
+and NVTX events that are neither steps nor collectives are kept and counted in ``ledger.unused``.
+Bytes that are not an SQLite database (the first 16 bytes must be ``SQLite format 3\0``; gzip is
+read through :mod:`fleetlib._io` and deserialised), a database without any CUDA activity table, or
+one without ``StringIds`` raise :class:`~fleetlib.quality.InputError` naming the file.  Databases are opened
 read-only (``file:...?mode=ro``).
 """
 
