@@ -55,7 +55,7 @@ from fleetlib.program.breakdown import (
     load_hta_reference,
 )
 from fleetlib.program.traces import read_traces
-from fleetlib.quality import DomainError
+from fleetlib.quality import DomainError, InputError
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
 
 NOTEBOOK = ROOT / "notebooks" / "03_step_traces.ipynb"
@@ -241,6 +241,29 @@ def test_comparison_table_bars_add_up_and_a_missing_compute_is_derived():
     assert set(derived["category"]) == {"compute"} and set(derived["source"]) == {HTA_SOURCES[0]}
     with pytest.raises(DomainError, match="no HTA reference"):
         load_hta_reference("nope")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"dlrm_8rank: {files: [a\xff]}\n", "byte 0xff at offset 22 is not UTF-8"),
+        (b"a: &a [1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+         + b"".join(b"%c: &%c [%s]\n" % (c, c, b", ".join([b"*" + bytes([c - 1])] * 9))
+                    for c in range(ord("c"), ord("k")))
+         + b"dlrm_8rank: *j\n", "alias"),
+        (b"dlrm_8rank: [1, 2]\n", "must be a mapping, not list"),
+        (b"- 1\n", "must be a mapping of trace sets"),
+        (b"dlrm_8rank: {files: [\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_hta_reference_file_is_refused_naming_it(tmp_path, content, message):
+    path = tmp_path / "reference.yaml"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message) as err:
+        load_hta_reference("dlrm_8rank", path)
+    assert err.value.file == str(path)
+    with pytest.raises(InputError, match=r"missing/reference\.yaml"):
+        load_hta_reference("dlrm_8rank", tmp_path / "missing" / "reference.yaml")
 
 
 # ---------------------------------------------------------------------------------------------------

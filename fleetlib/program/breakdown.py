@@ -749,23 +749,25 @@ def load_hta_reference(name: str, path: str | Path | None = None) -> dict[str, A
     Raises
     ------
     InputError
-        The file is missing or not a mapping.
+        The file is missing, not UTF-8, not YAML (or nested or aliased past the input limits), not
+        a mapping, or ``name``'s entry is not a mapping.
     DomainError
         ``name`` is not in the file.
     """
-    import yaml
-
+    from fleetlib._io import load_yaml, read_text
     from fleetlib.quality import InputError
 
     p = Path(path) if path is not None else HTA_REFERENCE_PATH
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read the HTA reference ({exc})", file=str(p)) from exc
+    # read and parsed as every other input: bytes that are not UTF-8, deep nesting and alias
+    # bombs are refused with the file named, not raised as tracebacks
+    data = load_yaml(read_text(p), file=str(p), invalid="not valid YAML (the HTA reference)")
     if not isinstance(data, Mapping):
         raise InputError("the HTA reference must be a mapping of trace sets", file=str(p))
     if name not in data:
-        raise DomainError(f"no HTA reference for {name!r}; the file has {sorted(data)}")
+        raise DomainError(f"no HTA reference for {name!r}; the file has {sorted(map(str, data))}")
+    if not isinstance(data[name], Mapping):
+        raise InputError(f"the HTA reference for {name!r} must be a mapping, not "
+                         f"{type(data[name]).__name__}", file=str(p), field=str(name))
     return dict(data[name])
 
 
