@@ -87,6 +87,12 @@ def test_overrides_are_typed_as_yaml() -> None:
     for bad in ["novalue", "=3", "2x=1", "key=", "key={a: 1}", "key=[unclosed"]:
         with pytest.raises(InputError, match="-p"):
             parse_overrides([bad])
+    with pytest.raises(InputError, match=r"^-p key: value 'a: b: c' is not valid YAML \(mapping values are "
+                       r"not allowed here\)$"):
+        parse_overrides(["key=a: b: c"])
+    # nested past the input limit: refused in one line (it was a RecursionError)
+    with pytest.raises(InputError, match=r"^-p deep: value '\[{60}\.\.\.' YAML nested more than 64 deep"):
+        parse_overrides(["deep=" + "[" * 5000 + "]" * 5000])
 
 
 def test_fleet_parameters_point_the_rungs_at_the_bundle() -> None:

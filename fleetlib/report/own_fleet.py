@@ -13,9 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fleetlib._io import check_whole_text
+from fleetlib._io import load_yaml
 from fleetlib.quality import InputError
 
 __all__ = ["BUNDLED_TAG", "fleet_parameters", "parse_overrides"]
@@ -87,6 +85,11 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
     return params
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` as it is, or its first ``limit`` characters and an ellipsis (a message stays one line)."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def parse_overrides(pairs: Iterable[str] | None) -> dict[str, Any]:
     """Read ``key=value`` texts into a mapping, each value typed as YAML types it.
 
@@ -112,17 +115,16 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key.isidentifier():
             raise InputError(f"-p {pair!r}: expected key=value with a parameter name as the key")
-        try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as exc:
-            raise InputError(f"-p {key}: value {text!r} is not valid YAML ({exc.problem})") from None
+        try:  # the bounded loader: a value nested past max_depth is refused, not a RecursionError
+            value = load_yaml(text, file="-p", invalid="is not valid YAML") if text.strip() else None
+        except InputError as exc:  # a value is no file: the loader's truncated-file hint is dropped
+            reason = exc.message.split("; expected complete YAML")[0]
+            # a lone surrogate's message quotes the text itself; the others are about the whole value
+            where = "" if reason.startswith("the text of") else f"value {_short(text)!r} "
+            raise InputError(f"-p {key}: {where}{reason}") from None
         if isinstance(value, datetime.date):  # YAML reads 2024-03-04 as a date; parameters hold text
             value = text.strip()
         if value is None or isinstance(value, Mapping):
             raise InputError(f"-p {key}: value {text!r} must be a plain literal or a list of them")
-        try:
-            check_whole_text(value, text, file="-p")
-        except InputError as exc:
-            raise InputError(f"-p {key}: {exc.message}") from None
         out[key] = value
     return out
