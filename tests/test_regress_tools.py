@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from regress_support import regression_units
 
-from fleetlib.quality import DomainError
-from fleetlib.regress.baselines import build_baselines, check_baselines, load_baseline
+from fleetlib.quality import DomainError, InputError
+from fleetlib.regress.baselines import build_baselines, check_baselines, load_baseline, read_index
 from fleetlib.regress.compare import compare
 from fleetlib.regress.sampling import check_plan, trace_plan
 
@@ -91,6 +91,55 @@ def test_baselines_build_and_check(pairs: dict[str, Any], tmp_path: Path) -> Non
     # the unchanged baseline checks clean
     clean = check_baselines(base, tmp_path / "bl", boot=200)
     assert clean["regressions"] == []
+
+
+@pytest.fixture(scope="module")
+def built(pairs: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("baselines")
+    build_baselines([pairs["units"]["baseline"]], out)
+    return out
+
+
+def _damaged_copy(built: Path, tmp_path: Path, edit: Any) -> Path:
+    import shutil
+
+    copy = tmp_path / "bl"
+    shutil.copytree(built, copy)
+    index = json.loads((copy / "baselines.json").read_text())
+    text = edit(index, copy)
+    (copy / "baselines.json").write_text(text if isinstance(text, str) else json.dumps(index))
+    return copy
+
+
+def _first_group_folder(index: dict[str, Any], copy: Path) -> Path:
+    return copy / index["groups"][0]["folder"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda i, c: '{"groups": [', r"baselines\.json, row 1: not valid JSON"),
+        (lambda i, c: "[1]", r"baselines\.json: the document is an array; expected an object"),
+        (lambda i, c: i.update(format="something else"), r"format is 'something else'; expected"),
+        (lambda i, c: i.update(cycle="soon"), r"cycle 'soon' is no duration"),
+        (lambda i, c: i.pop("windows"), r"windows is missing; expected an array"),
+        (lambda i, c: i["groups"].__setitem__(0, [1]), r"groups\[0\] is an array; expected an object"),
+        (lambda i, c: i["groups"][0].update(pool=7), r"groups\[0\]\.pool is a number; expected text"),
+        (lambda i, c: i["contract"].update(stated="x"), r"contract\.stated is text; expected an object"),
+        (lambda i, c: i["groups"][0].update(folder="../../etc"), r"lies outside"),
+        (lambda i, c: _first_group_folder(i, c).joinpath("steps.parquet").unlink(),
+         r"steps\.parquet: missing from the baselines folder"),
+        (lambda i, c: _first_group_folder(i, c).joinpath("jobs.parquet").write_bytes(b"PAR1 not really"),
+         r"jobs\.parquet: cannot be read as Parquet"),
+    ],
+)
+def test_a_damaged_baselines_folder_is_refused_in_one_line(
+    pairs: dict[str, Any], built: Path, tmp_path: Path, edit: Any, message: str
+) -> None:
+    copy = _damaged_copy(built, tmp_path, edit)
+    with pytest.raises(InputError, match=message):
+        check_baselines(pairs["units"]["baseline"], copy, boot=20)
+    assert read_index(built)["format"] == "fleetlib baselines 1"  # the folder as built reads
 
 
 def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,7 +26,7 @@ from fleetlib.contract import Contract
 from fleetlib.quality import InputError
 from fleetlib.regress.tiers import rank_step_table
 
-__all__ = ["build_baselines", "check_baselines", "load_baseline"]
+__all__ = ["build_baselines", "check_baselines", "load_baseline", "read_index"]
 
 _GROUP = ("pool", "architecture", "software_version")
 _JOB_DROP = ("timeline", "model", "model_name")
@@ -120,7 +120,7 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
         pools.append({"pool": str(pool), "cycles": int(sel["cycle"].nunique())})
     contract = units_list[0].contract
     index = {
-        "format": "fleetlib baselines 1",
+        "format": _FORMAT,
         "cycle": str(units_list[0].cycle),
         "bundles": [u.name for u in units_list],
         "windows": [u.window.label for u in units_list],
@@ -136,16 +136,87 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
     return index
 
 
-def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, software_version: str) -> Any:
-    """Return a stored baseline group as :class:`~fleetlib.regress.units.FleetUnits` (None if absent)."""
-    from fleetlib.accounting import Window
-    from fleetlib.regress.units import FleetUnits
+_FORMAT = "fleetlib baselines 1"
+#: JSON's names for the decoded kinds, for messages
+_JSON_KINDS: dict[Any, str] = {dict: "an object", list: "an array", str: "text", int: "a number",
+                               float: "a number", bool: "true or false"}
+
+
+def read_index(baselines_dir: str | Path) -> dict[str, Any]:
+    """Return a baselines folder's ``baselines.json``, checked: what :func:`load_baseline` reads of it.
+
+    Raises
+    ------
+    InputError
+        No ``baselines.json``; bytes that are not UTF-8 JSON (or past the input limits); another
+        ``format``; a field :func:`build_baselines` writes that is missing or of the wrong kind (named
+        by its path in the document); a cycle that is no duration; a group folder outside the folder.
+    """
+    from fleetlib._io import confined, load_json, read_text
 
     base = Path(baselines_dir)
     index_file = base / "baselines.json"
     if not index_file.is_file():
         raise InputError("not a baselines folder (no baselines.json)", file=str(base))
-    index = json.loads(index_file.read_text(encoding="utf-8"))
+    file = str(index_file)
+    index = load_json(read_text(index_file), file=file)
+
+    def need(value: Any, kind: type, where: str) -> Any:
+        if not isinstance(value, kind):
+            want = _JSON_KINDS.get(kind, getattr(kind, "__name__", str(kind)))
+            shown = "missing" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
+            raise InputError(f"{where} is {shown}; expected {want}, as fleetlib baseline build writes it",
+                             file=file, field=None if where == "the document" else where)
+        return value
+
+    need(index, dict, "the document")
+    if index.get("format") != _FORMAT:
+        raise InputError(f"format is {index.get('format')!r}; expected {_FORMAT!r} (a folder written by "
+                         "fleetlib baseline build)", file=file, field="format")
+    try:
+        pd.Timedelta(need(index.get("cycle"), str, "cycle"))
+    except ValueError:
+        raise InputError(f"cycle {index['cycle']!r} is no duration (e.g. '1D', '2h')", file=file,
+                         field="cycle") from None
+    for i, w in enumerate(need(index.get("windows"), list, "windows")):
+        need(w, str, f"windows[{i}]")
+    contract = need(index.get("contract"), dict, "contract")
+    for key in ("stated", "sources"):
+        need(contract.get(key), dict, f"contract.{key}")
+    need(contract.get("other", {}), dict, "contract.other")
+    for i, g in enumerate(need(index.get("groups"), list, "groups")):
+        need(g, dict, f"groups[{i}]")
+        for key in (*_GROUP, "folder"):
+            need(g.get(key), str, f"groups[{i}].{key}")
+        confined(base, g["folder"], what=f"baseline group folder (groups[{i}].folder)", allow=())
+    return index
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """Read one baseline table; a missing or unreadable file is an :class:`InputError` naming it."""
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise InputError("missing from the baselines folder (rebuild it with fleetlib baseline build)",
+                         file=str(path)) from None
+    except Exception as exc:  # pyarrow's errors for a damaged file have no common base
+        raise InputError(f"cannot be read as Parquet ({type(exc).__name__}: {exc})", file=str(path)) from None
+
+
+def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, software_version: str) -> Any:
+    """Return a stored baseline group as :class:`~fleetlib.regress.units.FleetUnits` (None if absent).
+
+    Raises
+    ------
+    InputError
+        The folder's index is not one :func:`build_baselines` wrote (:func:`read_index`), or a table
+        of the group is missing, unreadable or lacks ``job_id``.
+    """
+    from fleetlib.accounting import Window
+    from fleetlib.regress.units import FleetUnits
+
+    base = Path(baselines_dir)
+    index = read_index(base)
     hit = [
         g
         for g in index["groups"]
@@ -155,9 +226,13 @@ def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, softw
     if not hit:
         return None
     folder = base / hit[0]["folder"]
-    jobs = pd.read_parquet(folder / "jobs.parquet").set_index("job_id")
+    tables = {name: _read_parquet(folder / f"{name}.parquet") for name in ("jobs", "steps", "rank_steps")}
+    for name, frame in tables.items():
+        if "job_id" not in frame.columns:
+            raise InputError("has no job_id column (rebuild the folder with fleetlib baseline build)",
+                             file=str(folder / f"{name}.parquet"), field="job_id")
     cyc_file = base / f"pool={_safe(pool)}" / "cycles.parquet"
-    cycles = pd.read_parquet(cyc_file) if cyc_file.is_file() else pd.DataFrame()
+    cycles = _read_parquet(cyc_file) if cyc_file.is_file() else pd.DataFrame()
     c = index["contract"]
     contract = Contract(stated=c["stated"], sources=c["sources"], other=c.get("other", {})).with_fields(
         {"pool": pool, "architecture": architecture, "software_version": software_version},
@@ -168,10 +243,10 @@ def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, softw
         window=Window.nominal("; ".join(index["windows"])),
         contract=contract,
         cycles=cycles,
-        jobs=jobs,
-        steps=pd.read_parquet(folder / "steps.parquet"),
+        jobs=tables["jobs"].set_index("job_id"),
+        steps=tables["steps"],
         cycle=pd.Timedelta(index["cycle"]),
-        rank_steps=pd.read_parquet(folder / "rank_steps.parquet"),
+        rank_steps=tables["rank_steps"],
     )
 
 

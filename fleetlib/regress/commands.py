@@ -195,15 +195,10 @@ def run_baseline_check(
     dict
         Per (pool, architecture, software version): the comparison or ``"no baseline"``.
     """
-    import json
-
-    from fleetlib.regress.baselines import check_baselines
+    from fleetlib.regress.baselines import check_baselines, read_index
     from fleetlib.regress.units import fleet_units
 
-    index = Path(baselines) / "baselines.json"
-    if not index.is_file():
-        raise InputError("not a baselines folder (no baselines.json)", file=str(baselines))
-    cycle = json.loads(index.read_text(encoding="utf-8")).get("cycle", "1D")
+    cycle = read_index(baselines)["cycle"]
     units = fleet_units(bundle, cycle=cycle)
     return check_baselines(units, baselines, allow_confounded=allow_confounded, boot=boot, seed=seed)
 
