@@ -64,6 +64,7 @@ Usage::
     .venv/bin/python benchmarks/traces.py                 # all traces, 3 repeats
     .venv/bin/python benchmarks/traces.py --repeats 1 --scale 0 --json
     .venv/bin/python benchmarks/traces.py --ranks 1024    # fleet shape; the last line as above
+    .venv/bin/python benchmarks/traces.py --fixed-cost    # a small file's fixed cost and cost per event
 """
 
 from __future__ import annotations
@@ -466,6 +467,61 @@ def main_fleet(args: argparse.Namespace, hta: Path, allreduce: Path, dlrm: list[
     return 0
 
 
+# The fixed-cost child: the floor and fleetlib's read of one file, each the median of warm repeats.
+_FIXED_CHILD = r"""
+import json, sys, time, zlib
+from pathlib import Path
+from fleetlib.program.readers._decode import _DECODER, _WHOLE_DECODER
+from fleetlib.program import read_trace
+f, repeats = Path(sys.argv[1]), int(sys.argv[2])
+def floor():
+    _DECODER.decode(_WHOLE_DECODER.decode(zlib.decompress(f.read_bytes(), wbits=31))["traceEvents"])
+def ours():
+    read_trace(f, cache=False)
+out = {}
+for name, fn in (("floor", floor), ("ours", ours)):
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    out[name + "_ms"] = sorted(times)[len(times) // 2] * 1e3
+print(json.dumps(out))
+"""
+
+
+def fixed_cost(src: Path, copies: tuple[int, ...] = (1, 2, 4, 8), repeats: int = 9) -> str:
+    """Split a small file's read into a fixed cost per file and a cost per event, by a least-squares line.
+
+    ``src``'s events written ``k`` times back to back (:func:`scaled_trace`, the same JSON layout for
+    every ``k``), each read in a fresh child: the floor (gunzip + typed decode) and
+    :func:`~fleetlib.program.read_trace` (``cache=False``), the median of ``repeats`` warm reads.
+    Returns the table and, last, ``fixed cost: per_file_ms=F ratio_at_most_copies=R`` (F: the
+    intercept of fleetlib's line; R: fleetlib over the floor on the largest file, where the fixed
+    cost is a few per cent of the read -- what the reader costs per event against the decode).  The
+    floor's own time grows faster than its events (its line's intercept can be negative), so no
+    slope ratio is printed.
+    """
+    import numpy as np
+
+    rows = []
+    for k in copies:
+        f = scaled_trace(src, k, BENCH_DIR / f"fixed_cost_{src.name.split('.')[0]}_x{k}.json.gz")
+        rows.append((k, run_child([sys.executable, "-c", _FIXED_CHILD, str(f), str(repeats)])))
+    ks = np.array([k for k, _ in rows], dtype=float)
+    slope, intercept = np.polyfit(ks, [r["ours_ms"] for _, r in rows], 1)
+    lines = [f"fixed cost per file: {src.name}'s events written 1-{max(copies)} times (median of {repeats})",
+             f"{'copies':>6} {'floor ms':>9} {'fleetlib ms':>12} {'ratio':>6}"]
+    lines += [f"{k:>6} {r['floor_ms']:9.2f} {r['ours_ms']:12.2f} {r['ours_ms'] / r['floor_ms']:6.2f}"
+              for k, r in rows]
+    last = rows[-1][1]
+    lines.append(f"fleetlib's line: {intercept:.2f} ms + {slope:.2f} ms a copy")
+    lines.append(f"fixed cost: per_file_ms={intercept:.2f} "
+                 f"ratio_at_most_copies={last['ours_ms'] / last['floor_ms']:.2f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the table (or JSON) and return 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -483,11 +539,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="fleet shape: this many rank files built from the DLRM job, read on 1 and 2 "
                              "Dask workers against the floor, with HTA on one small and one large file (0: "
                              "the per-trace table above)")
+    parser.add_argument("--fixed-cost", action="store_true",
+                        help="only split DLRM rank 0's read into a fixed cost per file and a cost per event")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.set_repeats < 1 or args.scale < 0 or args.ranks < 0:
         parser.error("--repeats and --set-repeats must be >= 1, --scale and --ranks >= 0")
     if args.ranks and not args.scale:
         parser.error("--ranks needs the large file: --scale >= 1")
+    if args.fixed_cost:  # fleetlib alone: HTA is not needed
+        print(fixed_cost(sorted((DATA / "dlrm_8rank").glob("*.json.gz"))[0]))
+        return 0
     hta = hta_python(args.venv)
     allreduce = DATA / "hta_nccl_allreduce_rank-0.json.gz"
     dlrm = sorted((DATA / "dlrm_8rank").glob("*.json.gz"))
