@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -239,6 +240,35 @@ def test_unknown_override_is_refused_before_anything_runs(tmp_path: Path) -> Non
         run_report(PARAMS, tmp_path / "r", notebooks=["notebooks/course/04_trades_and_iso_goodput.ipynb"],
                    progress=False, overrides={"no_such_parameter": 1})
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"devices": "abc"}, r"^-p devices: value 'abc' is text; the parameter is a whole number "
+                             r"\(the scenario file has devices: \d+\)$"),
+        ({"devices": 12.5}, r"^-p devices: value 12\.5 is a number; the parameter is a whole number"),
+        ({"interactive": 1}, r"^-p interactive: value 1 is a whole number; the parameter is true or false "
+                             r"\(01_napkin_maths declares interactive = False\)$"),
+        ({"sweep_devices": ["a"]}, r"^-p sweep_devices: value \['a'\] is a list of text; the parameter is a "
+                                   r"list of numbers"),
+    ],
+)
+def test_an_override_of_another_kind_is_refused_before_anything_runs(
+    tmp_path: Path, overrides: dict[str, Any], message: str
+) -> None:
+    chain = ["notebooks/course/01_napkin_maths.ipynb", "notebooks/course/06_runtime_loss_vs_job_size.ipynb"]
+    with pytest.raises(InputError, match=message):
+        run_report(PARAMS, tmp_path / "r", notebooks=chain, progress=False, overrides=overrides)
+    assert not (tmp_path / "r").exists()
+
+
+def test_overrides_of_the_parameter_kind_are_taken() -> None:
+    from fleetlib.report import _fits
+
+    assert _fits(3, 2.5) and _fits(2.5, 2.5) and not _fits(2.5, 3) and not _fits(True, 3)
+    assert not _fits(1, False) and _fits(False, True) and _fits("x", None) and _fits([1, 2.5], [1])
+    assert not _fits(["a"], [1]) and not _fits([1], ["a"]) and _fits([], ["a"]) and not _fits("a", ["a"])
 
 
 def test_project_root_is_the_checkout() -> None:

@@ -315,13 +315,85 @@ def _without_bundled_cells(source: Path) -> Any:
     return nb
 
 
+def _kind(value: Any) -> str:
+    """How a message names a parameter value's kind."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        if value and all(isinstance(v, str) for v in value):
+            return "a list of text"
+        if value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return "a list of numbers"
+        return "a list"
+    return type(value).__name__
+
+
+def _fits(value: Any, reference: Any) -> bool:
+    """Whether an override ``value`` has the kind of ``reference`` (a declared default or scenario value).
+
+    A whole number stands for a real number, never the reverse; booleans are no numbers; a list's
+    items must be text where the reference's are, numbers where its are.
+    """
+    if reference is None:
+        return True
+    if isinstance(reference, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(reference, bool)
+    if isinstance(reference, int):
+        return isinstance(value, int)
+    if isinstance(reference, float):
+        return isinstance(value, (int, float))
+    if isinstance(reference, list):
+        if not isinstance(value, list):
+            return False
+        if reference and all(isinstance(r, str) for r in reference):
+            return all(isinstance(v, str) for v in value)
+        if reference and all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in reference):
+            return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        return True
+    return isinstance(value, type(reference))
+
+
 def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params: Mapping[str, Any]) -> None:
-    """Refuse a ``-p`` key that no notebook of the chain declares and the scenario does not hold."""
-    declared = {name for path in chain for name in declared_parameters(path)}
+    """Refuse a ``-p`` key that nothing declares, or a value of another kind than the parameter's.
+
+    A key must be declared by a notebook of the chain or held by the scenario; its value must have
+    the kind of the scenario's value or of a notebook's declared default (:func:`_fits`), so that a
+    wrong value is refused before any notebook runs rather than failing deep in one of them.
+    """
+    import ast
+
+    import papermill
+
+    declared: dict[str, list[tuple[str, str, Any]]] = {}
+    for path in chain:
+        for name, info in papermill.inspect_notebook(str(path)).items():
+            try:
+                default = ast.literal_eval(str(info.get("default")))
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                default = None  # not a literal: any kind is taken
+            declared.setdefault(name, []).append((path.stem, str(info.get("default")), default))
     unknown = sorted(k for k in overrides if k not in declared and k not in params)
     if unknown:
         raise InputError(f"-p {unknown[0]}: no notebook of the report declares this parameter and the "
                          f"scenario file has no such key (see the notebooks' parameters cells)")
+    for key, value in overrides.items():
+        references = ([params[key]] if key in params else []) + [d for _, _, d in declared.get(key, [])]
+        if any(_fits(value, r) for r in references):
+            continue
+        if key in params:
+            where = f"the scenario file has {key}: {params[key]!r}"
+        else:
+            notebook, text, _ = declared[key][0]
+            where = f"{notebook} declares {key} = {text}"
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+        raise InputError(f"-p {key}: value {shown} is {_kind(value)}; the parameter is "
+                         f"{_kind(references[0])} ({where})")
 
 
 def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[dict[str, str]]]:
