@@ -57,6 +57,7 @@ __all__ = [
     "runtime_model_inputs",
     "runtime_terms",
     "scenario_summary",
+    "with_overrides",
 ]
 
 #: Seconds in one day (scenario files give held time in days and preemption rates per day).
@@ -351,6 +352,53 @@ def _derive(layer: _Layer) -> None:
                              file=layer.stated_in[derived.sources[-1]], field=derived.sources[-1]) from None
         layer.values[derived.key] = value
         layer.stated_in[derived.key] = layer.stated_in[derived.sources[0]]
+
+
+def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``params`` with ``overrides`` (``fleetlib report -p``) applied, derived values kept true.
+
+    A :data:`DERIVED_PARAMETERS` entry is computed again from its sources when an override replaces
+    one of them (``-p input_wait_share=0.1`` changes ``data_stall``); overriding a derived key itself
+    is refused, as in a scenario file, when its sources are there to derive it from.
+
+    Parameters
+    ----------
+    params
+        The scenario's parameters (:func:`load_parameters`).
+    overrides
+        Key to value, each already typed (:func:`fleetlib.report.own_fleet.parse_overrides`).
+
+    Returns
+    -------
+    dict
+        The parameters the notebooks receive.
+
+    Raises
+    ------
+    InputError
+        A derived key overridden, a source that is no number, or a value its rule refuses.
+    """
+    out = {**params, **overrides}
+    for derived in DERIVED_PARAMETERS:
+        if not all(source in out for source in derived.sources):
+            continue
+        if derived.key in overrides:
+            raise InputError(f"-p {derived.key}: derived when the scenario is loaded ({derived.key} = "
+                             f"{derived.rule}); override {' or '.join(derived.sources)} instead")
+        changed = [source for source in derived.sources if source in overrides]
+        if not changed:
+            continue
+        args = [out[source] for source in derived.sources]
+        for source, value in zip(derived.sources, args, strict=True):
+            if not _is_number(value):
+                raise InputError(f"-p {source}: expected a number ({derived.key} = {derived.rule} is derived "
+                                 f"from it); got {_describe(value)}")
+        try:
+            out[derived.key] = derived.compute(*args)
+        except (DomainError, ZeroDivisionError) as exc:
+            raise InputError(f"-p {changed[0]}: cannot derive {derived.key} = {derived.rule}: "
+                             f"{exc}") from None
+    return out
 
 
 def _project_root() -> Path:

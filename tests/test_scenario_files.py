@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from fleetlib.quality import InputError
-from fleetlib.scenario import DERIVED_PARAMETERS, PATH_KEYS, load_parameters, parameter_sources
+from fleetlib.scenario import (
+    DERIVED_PARAMETERS,
+    PATH_KEYS,
+    load_parameters,
+    parameter_sources,
+    with_overrides,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = ROOT / "parameters"
@@ -181,6 +187,27 @@ def test_a_derived_value_stated_beside_its_sources_is_refused(tmp_path, derived)
     err = refused(write(tmp_path, "s.yaml", f"include: base.yaml\n{sources}"), match="is derived")
     assert err.field == derived.key and err.file == str(tmp_path / "base.yaml")
     assert derived.rule in str(err)
+
+
+def test_overrides_of_a_source_derive_again_and_a_derived_key_is_refused(tmp_path):
+    params = load_parameters(write(tmp_path, "s.yaml", "input_wait_share: 0.05\nscheduling_goodput: 0.65\n"
+                                                       "checkpoint_write_s: 9.8\ndevices: 8\n"))
+    got = with_overrides(params, {"input_wait_share": 0.1, "checkpoint_write_s": 20})
+    assert got["data_stall"] == 0.1 / 0.65 and got["timeline_synth_checkpoint_write_s"] == 20
+    assert with_overrides(params, {"scheduling_goodput": 0.5})["data_stall"] == 0.05 / 0.5
+    assert with_overrides(params, {"devices": 16}) == {**params, "devices": 16}
+    assert params["data_stall"] == 0.05 / 0.65  # the scenario's own mapping is left as it was
+    derived = (r"^-p data_stall: derived when the scenario is loaded \(data_stall = input_wait_share / "
+               r"scheduling_goodput\); override input_wait_share or scheduling_goodput instead$")
+    with pytest.raises(InputError, match=derived):
+        with_overrides(params, {"data_stall": 0.2})
+    with pytest.raises(InputError, match=r"^-p input_wait_share: cannot derive data_stall .*cannot exceed"):
+        with_overrides(params, {"input_wait_share": 0.9})
+    with pytest.raises(InputError, match=r"^-p input_wait_share: expected a number"):
+        with_overrides(params, {"input_wait_share": "5 %"})
+    # without its sources a derived key is a plain parameter, overridden as any other
+    alone = load_parameters(write(tmp_path, "u.yaml", "data_stall: 0.1\n"))
+    assert with_overrides(alone, {"data_stall": 0.2}) == {"data_stall": 0.2}
 
 
 def test_derived_value_sources_must_be_numbers(tmp_path):

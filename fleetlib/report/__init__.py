@@ -52,7 +52,7 @@ from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, n
 from fleetlib.report.index import write_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides
 from fleetlib.report.tables import folded, frame
-from fleetlib.scenario import load_parameters, scenario_summary
+from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
 __all__ = [
     "CELL_TIMEOUT_S",
@@ -471,7 +471,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     if notebooks is not None:
         skipped = []
     _check_overrides(overrides or {}, chain, params)
-    params.update(overrides or {})
+    params = with_overrides(params, overrides or {})  # derived values follow their overridden sources
     summary = scenario_summary(params)
     measured = _measured_block(params)
 
