@@ -222,7 +222,16 @@ def _parse_instant(name: str, value: Any) -> pd.Timestamp:
         hint = f"{text}Z" if "T" in text else f"{text}T00:00Z"
         raise DomainError(f"window {name} {value!r} has no zone; write it with one, for example "
                           f"{hint!r} for UTC")
+    # the records' times are nanoseconds (1677-09-21 .. 2262-04-11); a bound beyond them cannot be
+    # compared with any record (a window from 1970 is fine: relative traces such as PAI's start there)
+    if not _NS_MIN <= t <= _NS_MAX:
+        raise DomainError(f"window {name} {value!r} is outside the times nanoseconds can hold "
+                          f"({_NS_MIN.isoformat()} .. {_NS_MAX.isoformat()})")
     return t.tz_convert("UTC")
+
+
+_NS_MIN = pd.Timestamp.min.tz_localize("UTC").ceil("s")
+_NS_MAX = pd.Timestamp.max.tz_localize("UTC").floor("s")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -659,6 +659,9 @@ def test_window_parse_takes_every_documented_shape():
     ("2024-03-04T00:00Z", "must be 'START/END'"),
     (("not a time", "2024-03-04T00:00Z"), "is not an ISO 8601 time"),
     (3, "must be None, a Window"),
+    (("0001-01-01T00:00Z", "2024-03-04T00:00Z"), "window start '0001-01-01T00:00Z' is outside the times "
+                                                 "nanoseconds can hold (1677-09-21"),
+    (("2024-03-04T00:00Z", "9999-01-01T00:00Z"), "window end '9999-01-01T00:00Z' is outside"),
 ])
 def test_window_parse_refuses_with_a_clear_message(value, message):
     from fleetlib.accounting import Window

@@ -846,8 +846,8 @@ def _measure(
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
     try:
         win = Window.parse(window) if window is not None else man.window
-    except DomainError as exc:
-        raise InputError(str(exc), file=str(man.file), field="window") from exc
+    except DomainError as exc:  # the caller's window (--window), not the manifest's: no file named
+        raise InputError(str(exc), field="window") from exc
     records, ledger, win = _read_scheduler(man, win)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
