@@ -156,6 +156,22 @@ def test_a_bad_worker_count_is_refused_before_any_cluster_starts(workers: Any) -
             pass
 
 
+def test_a_worker_count_past_the_local_bound_is_refused_before_any_cluster_starts() -> None:
+    import os
+
+    from fleetlib.fleet.engine import dask_client_in_background
+    from fleetlib.program.stragglers import local_cluster
+    from fleetlib.quality import DomainError
+
+    bound = max(8, 4 * (os.cpu_count() or 1))
+    message = rf"^workers {bound + 1} is more than the {bound} local worker processes .*distributed\.Client"
+    with pytest.raises(DomainError, match=message):
+        with dask_client_in_background(None, bound + 1):
+            pass
+    with pytest.raises(DomainError, match=message):
+        local_cluster(bound + 1)
+
+
 def test_a_failed_cluster_start_is_raised_when_the_client_is_asked_for() -> None:
     from fleetlib.fleet.engine import dask_client_in_background
 

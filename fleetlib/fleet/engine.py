@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._environ import environment
+from fleetlib._environ import environment, local_worker_count
 from fleetlib.accounting import Window
 from fleetlib.fleet.manifest import FleetManifest
-from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.quality import InputError, Ledger
 
 __all__ = [
     "DEFAULT_MEMORY_PER_WORKER",
@@ -133,11 +133,8 @@ def dask_client(
 
 
 def _worker_count(workers: int | None) -> int:
-    """Return the number of worker processes to start (default 2); refuse all but a whole number >= 1."""
-    n = 2 if workers is None else workers
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
-    return n
+    """Return the number of worker processes to start (default 2), checked (:func:`local_worker_count`)."""
+    return local_worker_count(2 if workers is None else workers)
 
 
 class BackgroundCluster:

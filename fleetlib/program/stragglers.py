@@ -476,10 +476,11 @@ def local_cluster(workers: int = 2, *, memory_limit_bytes: int | None = None,
     import dask
     from distributed import LocalCluster
 
-    from fleetlib._environ import environment
+    from fleetlib._environ import environment, local_worker_count
 
-    if isinstance(workers, bool) or int(workers) != workers or workers < 1:
-        raise DomainError(f"workers must be a whole number >= 1; got {workers!r}")
+    if isinstance(workers, float) and workers.is_integer():  # 2.0 is taken as 2, as before
+        workers = int(workers)
+    workers = local_worker_count(workers)
     limit = memory_limit_bytes if memory_limit_bytes is not None else min(2 * 2**30, int(6e9 / workers))
     # glibc's own (dynamic) malloc thresholds in the workers, as in fleetlib.fleet.engine.dask_client:
     # distributed's MALLOC_TRIM_THRESHOLD_ makes every large temporary a fresh mmap (slower parses).
