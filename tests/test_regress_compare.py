@@ -196,3 +196,10 @@ def test_events_rates_compared_by_the_conditional_test() -> None:
     assert same["verdict"] == "no significant change" and same["ci_low"] < 0 < same["ci_high"]
     none = _events_verdict(m, quiet, quiet, 0.05, False, [])
     assert none["significant"] is None
+
+
+def test_a_boot_count_that_would_exhaust_memory_is_refused(pairs):
+    message = (r"^boot=1000000000 draws over the [\d,]+ rows of the \w+ table would hold [\d,]+ bootstrap "
+               r"weights \(at most 268,435,456")
+    with pytest.raises(DomainError, match=message):  # refused before a weight is drawn
+        compare(pairs["units"]["baseline"], pairs["units"]["storage"], boot=10**9)

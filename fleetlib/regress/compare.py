@@ -236,6 +236,10 @@ def _events_verdict(
     return rec
 
 
+#: The most bootstrap weights one table's draw may hold (float32, drawn as int64: 12 bytes each).
+_MAX_WEIGHT_CELLS = 1 << 28
+
+
 class _Resampler:
     """Poisson bootstrap weights per (table, cluster) of one side, drawn once and shared by its metrics.
 
@@ -258,6 +262,11 @@ class _Resampler:
         self, table: str, what: str, col: str, labels: pd.Series, other: pd.Series | None
     ) -> np.ndarray:
         """Return a (boot x len(labels)) weight matrix; paired: the same draw for the same label."""
+        cells = self.boot * (len(labels) + (0 if other is None else len(other)))
+        if cells > _MAX_WEIGHT_CELLS:  # a typo such as --boot 1000000000 would exhaust memory
+            raise DomainError(f"boot={self.boot} draws over the {len(labels):,} rows of the {table} table "
+                              f"would hold {cells:,} bootstrap weights (at most {_MAX_WEIGHT_CELLS:,}, about "
+                              f"{_MAX_WEIGHT_CELLS * 12 / 1e9:.0f} GB while drawn); use fewer draws")
         if other is None:
             codes = pd.factorize(labels)[0]
             n = int(codes.max()) + 1 if len(codes) else 0
