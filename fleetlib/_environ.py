@@ -1,4 +1,8 @@
-"""Environment variables set for the length of one piece of work, then put back as they were."""
+"""The environment a piece of work runs in: its variables, and the local clusters it may start.
+
+Environment variables are set for the length of one piece of work, then put back as they were; the
+size of a local Dask cluster is checked in one place for the fleet and program rungs.
+"""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ from fleetlib._environ import environment
 from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
-from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides
+from fleetlib.report.own_fleet import BUNDLED_TAG, _short, fleet_parameters, parse_overrides
 from fleetlib.report.tables import folded, frame
 from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
@@ -391,8 +391,7 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
         else:
             notebook, text, _ = declared[key][0]
             where = f"{notebook} declares {key} = {text}"
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
-        raise InputError(f"-p {key}: value {shown} is {_kind(value)}; the parameter is "
+        raise InputError(f"-p {key}: value {_short(repr(value))} is {_kind(value)}; the parameter is "
                          f"{_kind(references[0])} ({where})")
 
 

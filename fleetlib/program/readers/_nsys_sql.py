@@ -193,7 +193,7 @@ def _timed(
 
 
 def _strings(con: sqlite3.Connection, file: str) -> dict[int, str]:
-    # a NULL text is no name: the records naming it read as '<unnamed>', a named repair
+    # a NULL text is no name: the records naming it read as '<unnamed>' (a kernel's is a named repair)
     return {int(i): str(v) for i, v in con.execute("SELECT id, value FROM StringIds WHERE value IS NOT NULL")}
 
 
