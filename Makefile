@@ -27,7 +27,7 @@ NBVAL_ARGS ?= --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help setup report test lint clean distclean
+.PHONY: help setup report test test-fast lint clean distclean
 
 help: ## list the targets
 	@echo "fleetlib -- ML fleet goodput workbook"
@@ -59,6 +59,10 @@ else
 	MPLBACKEND=module://matplotlib_inline.backend_inline FLEETLIB_BATCH=1 \
 	  $(VENV)/bin/pytest -p no:cacheprovider $(NBVAL_ARGS) $(COURSE_DIR)
 endif
+
+test-fast: $(STAMP) ## ruff, then every test but the slow ones (notebooks, browser, fuzz, fleet scale)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest tests -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check (code, tests and notebooks)
 	$(VENV)/bin/ruff check .

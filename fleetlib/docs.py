@@ -2,7 +2,7 @@
 
 ``python -m fleetlib.docs`` writes ``docs/schemas/<rung>_<table>.md`` and ``docs/README.md``;
 ``python -m fleetlib.docs --check`` exits 1 (naming the pages) when the committed pages differ from
-what the code generates, and ``tests/test_schema_docs.py`` runs that check.  Each page gives:
+what the code generates, and ``tests/core/test_schema_docs.py`` runs that check.  Each page gives:
 
 * the table's columns in the order of the rung's schema module (:mod:`fleetlib.scheduling.schema`,
   :mod:`fleetlib.runtime.schema`, :mod:`fleetlib.program.schema`, or the columns a registered reader

@@ -12,7 +12,7 @@ rung's canonical columns and UTC times; the :class:`~fleetlib.quality.Ledger` ac
 record of every file.
 
 Each rung keeps one ``READERS`` mapping of format name -> :class:`ReaderSpec`.  The CLI's
-``--format`` choices, the notebooks and the conformance tests (``tests/test_reader_conformance.py``)
+``--format`` choices, the notebooks and the conformance tests (``tests/core/test_reader_conformance.py``)
 all take the formats from it, so adding a format is one module and one line in the registry.
 
 :func:`detect` names the format of a set of files from their first bytes: it asks each registered

@@ -11,7 +11,7 @@
 
 Each module's ``read(paths, *, tz=None, window=None, **format_options) -> (tables, Ledger)`` is
 the protocol of :mod:`fleetlib.registry`; :data:`READERS` names them with the samples the
-conformance suite (``tests/test_reader_conformance.py``) checks them on.  The kineto module's
+conformance suite (``tests/core/test_reader_conformance.py``) checks them on.  The kineto module's
 helpers (``_decode``, ``_columns``, ``_tables``, ``_cache``) and the nsys reader's ``_nsys_sql`` are private.
 
 Adding a format: write ``readers/<format>.py`` with ``read`` returning canonical tables

@@ -64,7 +64,7 @@ Adding a format
    ``slurm.py``; ``read`` returns ``tables_of(records)`` and the ledger).
 3. Register it in :data:`READERS` below with one good sample (its independently counted record
    count in ``records=``) and one broken corpus file (``bad=True``); ``--format`` and
-   :func:`read_records` pick it up, and ``tests/test_reader_conformance.py -k scheduling`` checks it.
+   :func:`read_records` pick it up, and ``tests/core/test_reader_conformance.py -k scheduling`` checks it.
 """
 
 from __future__ import annotations

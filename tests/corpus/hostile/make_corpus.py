@@ -1,7 +1,7 @@
 """Write the hostile-input corpus (run from the repository root: python tests/corpus/hostile/make_corpus.py).
 
 One or two small files per class of broken or hostile input, per rung; README.md lists each file, its
-class and the message or ledger entry tests/test_hostile_inputs.py asserts for it.
+class and the message or ledger entry tests/core/test_hostile_inputs.py asserts for it.
 """
 
 from __future__ import annotations
