@@ -43,11 +43,14 @@ __all__ = [
     "Limits",
     "allowed_roots",
     "as_paths",
+    "check_regular",
     "check_whole_text",
+    "clean_text",
     "compression_of",
     "confined",
     "current_limits",
     "excerpt",
+    "gunzip",
     "json_depth_rows",
     "load_json",
     "load_yaml",
@@ -111,8 +114,20 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _check_regular(path: Path) -> int:
-    """Refuse anything but an existing regular file; return its size in bytes."""
+def check_regular(path: Path) -> int:
+    """Refuse anything but an existing regular file; return its size in bytes.
+
+    Parameters
+    ----------
+    path
+        The input file.
+
+    Raises
+    ------
+    InputError
+        A missing file, a folder, or not a regular file (a device, a pipe or a socket is never
+        opened: reading one could block or never end).
+    """
     try:
         st = path.stat()
     except FileNotFoundError as exc:
@@ -150,7 +165,7 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
     p = Path(path)
-    size = _check_regular(p)
+    size = check_regular(p)
     try:
         with open(p, "rb") as fh:
             # read what the file holds (one byte more shows growth past the limit); never ask the OS
@@ -167,17 +182,40 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     if kind != "gzip":
         raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
                          file=str(p))
-    return _gunzip(raw, str(p), max_bytes)
+    return gunzip(raw, str(p), max_bytes)
 
 
-def _gunzip(raw: bytes, file: str, max_bytes: int) -> bytearray:
+def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytearray:
     """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit).
 
     The output buffer is sized up front from the last member's ISIZE trailer (the uncompressed size
-    modulo 2**32) when that is plausible, so a large trace is held once, not grown by doubling.
+    modulo 2**32) when that is plausible -- at most ``max_bytes`` and 64 times the compressed size,
+    since a damaged file's trailer is arbitrary bytes --, so a large trace is held once, not grown
+    by doubling.
+
+    Parameters
+    ----------
+    raw
+        The stored bytes of a gzip file (one member or several).
+    file
+        The file's name, for the errors.
+    max_bytes
+        The most bytes the content may hold (default: the ``max_bytes`` limit in force).
+
+    Returns
+    -------
+    bytearray
+        The content (the buffer itself: a bytes copy would briefly hold the text twice).
+
+    Raises
+    ------
+    InputError
+        A truncated or corrupt gzip stream, or content beyond ``max_bytes``.
     """
+    if max_bytes is None:
+        max_bytes = current_limits().max_bytes
     hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
-    out = bytearray(hint if 0 < hint <= max_bytes else 0)
+    out = bytearray(min(hint, max_bytes, 64 * len(raw)))
     filled = 0
     view = memoryview(raw)
     pos = 0
@@ -489,6 +527,41 @@ def _first_lone_escape(text: str) -> tuple[int, str] | None:
             continue
         return text.count("\n", 0, m.start()), m.group(0)
     return None
+
+
+#: A lone UTF-16 surrogate that is not an escaped byte: a JSON ``\uD800``-``\uDFFF`` escape
+#: without its pair (U+DC80-U+DCFF are bytes that ``surrogateescape`` could not decode).
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+_ANY_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(value: Any) -> Any:
+    r"""Return text whose lone surrogates are replaced by U+FFFD; any other value as it is.
+
+    Two kinds of surrogate reach text that no UTF-8 file, Arrow column or report can hold: bytes
+    that were not UTF-8, decoded with ``errors="surrogateescape"`` (U+DC80-U+DCFF, one per byte),
+    and JSON escapes of one half of a UTF-16 pair (``"\ud800"``), which :mod:`json` decodes.  The
+    escaped bytes are decoded again as UTF-8 with each invalid sequence replaced, the lone escapes
+    replaced one character each.
+
+    Parameters
+    ----------
+    value
+        Anything; only a ``str`` holding a surrogate is changed.
+
+    Examples
+    --------
+    >>> clean_text(b"caf\xe9".decode("utf-8", "surrogateescape")) == "caf\ufffd"
+    True
+    >>> clean_text(json.loads('"H100\\ud800"')) == "H100\ufffd"
+    True
+    >>> clean_text(3)
+    3
+    """
+    if isinstance(value, str) and _ANY_SURROGATE.search(value):
+        value = _LONE_SURROGATE.sub("\ufffd", value)  # first: surrogateescape cannot write them
+        return value.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    return value
 
 
 def check_whole_text(parsed: Any, source: str | bytes | bytearray, *, file: str,

@@ -295,8 +295,7 @@ def _mlperf_fields(path: Path) -> dict[str, Any]:
 
 
 def _kineto_fields(path: Path) -> dict[str, Any]:
-    from fleetlib._io import json_depth_rows, nesting_message, read_text
-    from fleetlib.program.readers._decode import _clean_one  # the trace reader's own U+FFFD repair
+    from fleetlib._io import clean_text, json_depth_rows, nesting_message, read_text
 
     text = read_text(path)
     deep = json_depth_rows(text)
@@ -311,7 +310,7 @@ def _kineto_fields(path: Path) -> dict[str, Any]:
         return {}
     names = sorted(
         {
-            _clean_one(str(p["name"]))
+            clean_text(str(p["name"]))  # the trace reader's own U+FFFD repair
             + (
                 f" (sm_{p['computeMajor']}{p['computeMinor']})"
                 if "computeMajor" in p and "computeMinor" in p

@@ -117,7 +117,7 @@ def head_bytes(path: str | PathLike[str], n: int = _sniff.HEAD_BYTES) -> bytes:
     from fleetlib import _io
 
     p = Path(path)
-    _io._check_regular(p)
+    _io.check_regular(p)
     try:
         with open(p, "rb") as fh:
             raw = fh.read(n)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetlib._io import GZIP_MAGIC, _check_regular, compression_of, current_limits
+from fleetlib._io import GZIP_MAGIC, check_regular, clean_text, compression_of, current_limits
 from fleetlib.program.readers import _memo
 from fleetlib.quality import InputError
 
@@ -92,7 +92,7 @@ def _load_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
     trace, against 1.4x for the buffer presized from the gzip trailer here (resident set growth
     19.9 MB against 13.6 MB).
     """
-    _check_regular(path)
+    check_regular(path)
     max_bytes = current_limits().max_bytes if max_bytes is None else max_bytes
     file = str(path)
     try:
@@ -221,24 +221,17 @@ def _byte_offset(text: str, char_pos: int) -> int:
     return char_pos if text.isascii() else len(text[:char_pos].encode("utf-8", errors="surrogateescape"))
 
 
-def _clean_one(value: Any) -> Any:
-    if isinstance(value, str) and _SURROGATE_RE.search(value):
-        value = _LONE_RE.sub("\ufffd", value)  # lone escapes first: surrogateescape cannot write them
-        return value.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
-    return value
-
-
 def _clean(values: np.ndarray) -> np.ndarray:
     """Replace escaped invalid UTF-8 bytes and lone surrogates in text by U+FFFD (per distinct value)."""
-    return _map_unique(values, _clean_one, None) if len(values) else values
+    return _map_unique(values, clean_text, None) if len(values) else values
 
 
 def _clean_json(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_clean_one(k): _clean_json(v) for k, v in value.items()}
+        return {clean_text(k): _clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_clean_json(v) for v in value]
-    return _clean_one(value)
+    return clean_text(value)
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

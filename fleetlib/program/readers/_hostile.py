@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetlib._io import excerpt
+from fleetlib._io import clean_text, excerpt
 from fleetlib.program.readers import _memo, _numeric
 from fleetlib.program.readers._columns import _Book, _Collector, _nested_reason
 from fleetlib.program.readers._decode import (
@@ -28,7 +28,6 @@ from fleetlib.program.readers._decode import (
     _SURROGATE_RE,
     _clean,
     _clean_json,
-    _clean_one,
     _map_unique,
     _Source,
 )
@@ -192,9 +191,9 @@ def _clean_counts(col: _Collector) -> None:
     for name in ("phase_counts", "cat_counts", "unknown_cats", "unused_complete"):
         counts: Counter[str] = Counter()
         for key, n in getattr(col, name).items():
-            counts[_clean_one(key)] += n
+            counts[clean_text(key)] += n
         setattr(col, name, counts)
-    col.legacy_cats = {_clean_one(c) for c in col.legacy_cats}
+    col.legacy_cats = {clean_text(c) for c in col.legacy_cats}
 
 
 def _dirty_keys(table: Mapping[str, np.ndarray], keys: tuple[str, ...],

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import GZIP_MAGIC, _check_regular, read_bytes
+from fleetlib._io import GZIP_MAGIC, check_regular, read_bytes
 from fleetlib.quality import InputError, Ledger, RowBook
 
 #: The first 16 bytes of every SQLite 3 database file.
@@ -58,7 +58,7 @@ _VERSION_SUFFIX = re.compile(r"_v\d+$")
 def _connect(path: Path) -> sqlite3.Connection:
     """Open ``path`` read-only; refuse bytes that are not an SQLite database with an InputError."""
     file = str(path)
-    _check_regular(path)
+    check_regular(path)
     with open(path, "rb") as fh:
         head = fh.read(16)
     if head.startswith(GZIP_MAGIC):

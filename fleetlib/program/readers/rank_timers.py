@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import _check_regular, excerpt
+from fleetlib._io import check_regular, excerpt
 from fleetlib.program.schema import RANK_TIMER_COLUMNS
 from fleetlib.quality import DomainError, InputError, Ledger
 
@@ -111,7 +111,7 @@ def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
         return files
     if not p.exists():
         raise InputError("no such file or folder", file=str(p))
-    _check_regular(p)  # a device or a pipe is refused before it is opened (a FIFO would block)
+    check_regular(p)  # a device or a pipe is refused before it is opened (a FIFO would block)
     return [p]
 
 

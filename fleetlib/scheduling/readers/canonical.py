@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetlib._io import _check_regular, excerpt, load_json
+from fleetlib._io import check_regular, excerpt, load_json
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import _paths, _window, protocol_read
 from fleetlib.scheduling.records import (
@@ -58,7 +58,7 @@ def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = N
     import pyarrow.parquet as pq
 
     p = Path(path)
-    _check_regular(p)  # a folder, a device or a pipe is refused before Arrow opens it
+    check_regular(p)  # a folder, a device or a pipe is refused before Arrow opens it
     try:
         pf = pq.ParquetFile(p)
     except (OSError, ValueError) as exc:
