@@ -64,7 +64,6 @@ SYNC_KINDS: tuple[str, ...] = ("device", "stream", "event", "stream_wait_event",
 
 #: Where a kernel's collective type came from (the kernel table's ``collective_source``).
 COLLECTIVE_SOURCES: tuple[str, ...] = ("args", "host_annotation", "name", "none")
-_COLLECTIVE_SOURCES = COLLECTIVE_SOURCES
 
 # ---------------------------------------------------------------------------------------------------
 # Trace tables
@@ -158,7 +157,7 @@ def table_dtypes(table: str) -> dict[str, Any]:
             "kind": pd.CategoricalDtype(KINDS), "collective": pd.CategoricalDtype(COLLECTIVES),
             "process_group": "category", "seq": "Int64", "bytes": "Int64", "cuda_graph": "bool",
             "device": "int64", "correlation": "Int64", "launch_us": "float64",
-            "collective_source": pd.CategoricalDtype(_COLLECTIVE_SOURCES), "external_id": "Int64",
+            "collective_source": pd.CategoricalDtype(COLLECTIVE_SOURCES), "external_id": "Int64",
             "comm_rule": "category",
         }
         _DTYPES["steps"] = {"rank": "int64", "step": "Int64", "start_us": "float64", "end_us": "float64",
@@ -170,8 +169,6 @@ def table_dtypes(table: str) -> dict[str, Any]:
                           "dur_us": "float64", "input_dims": "object", "input_types": "object"}
     return _DTYPES[table]
 
-
-_dtypes = table_dtypes
 
 
 def missing_columns(frame: pd.DataFrame, table: str | Iterable[str]) -> list[str]:

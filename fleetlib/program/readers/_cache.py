@@ -48,7 +48,7 @@ from fleetlib._io import current_limits
 from fleetlib.program.readers import _memo
 from fleetlib.program.readers._frames import frame as build_frame
 from fleetlib.program.readers._tables import READER_VERSION, _Built, _Options
-from fleetlib.program.schema import _dtypes
+from fleetlib.program.schema import table_dtypes
 from fleetlib.quality import Flag, Ledger, LedgerEntry
 
 try:  # pandas >= 3: tables built from their blocks; older pandas builds them column by column
@@ -157,7 +157,7 @@ def _plan(table: str) -> _Plan:
     plan = _PLANS.get(table)
     if plan is not None:
         return plan
-    dtypes = _dtypes(table)
+    dtypes = table_dtypes(table)
     groups: dict[np.dtype, list[int]] = {}
     masked, cats, objects = [], [], []
     for j, d in enumerate(dtypes.values()):

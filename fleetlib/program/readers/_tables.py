@@ -56,7 +56,7 @@ from fleetlib.program.readers._hostile import (
     _text_repairs,
     _utf8_repairs,
 )
-from fleetlib.program.schema import STEP_SOURCES, _dtypes
+from fleetlib.program.schema import STEP_SOURCES, table_dtypes
 from fleetlib.quality import InputError, Ledger
 
 try:  # pandas' integer hash table (what pd.factorize runs on int64), without its dispatch
@@ -74,15 +74,15 @@ _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 _STREAM_RE = re.compile(r"(?:stream|queue)\s*(-?\d+)", re.IGNORECASE)
 _GPU_LABEL_RE = re.compile(r"^\s*(?:GPU|HIP|XPU|MTIA|Device)\s*(\d+)", re.IGNORECASE)
 def _kernel_dtypes() -> dict[str, Any]:
-    return _dtypes("kernels")
+    return table_dtypes("kernels")
 
 
 def _step_dtypes() -> dict[str, Any]:
-    return _dtypes("steps")
+    return table_dtypes("steps")
 
 
 def _sync_dtypes() -> dict[str, Any]:
-    return _dtypes("host_syncs")
+    return table_dtypes("host_syncs")
 
 
 def _has_dtypes(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> bool:
@@ -141,7 +141,7 @@ def empty_host_syncs() -> pd.DataFrame:
 
 def empty_ops() -> pd.DataFrame:
     """Return a CPU-operator table (:data:`OPS_COLUMNS`) with no rows."""
-    return _empty(_dtypes("ops"))
+    return _empty(table_dtypes("ops"))
 
 # ---------------------------------------------------------------------------------------------------
 # Building the tables
