@@ -7,7 +7,7 @@ memory are comparable):
   installed by this script into its own virtual environment (default
   ``$TMPDIR/fleetlib_bench/hta-venv``, created once with ``pip``; PyPI must be reachable the first
   time).  The trace files are linked into a temporary folder, which HTA loads (one rank per file).
-* **fleetlib** -- :func:`fleetlib.program.read_trace` (:func:`~fleetlib.program.read_traces` for a
+* **fleetlib** -- :func:`fleetlib.program.readers.kineto.read_trace` (``read_traces`` for a
   folder) with ``cache=False``; then, in the same child, one read with a fresh cache folder (parse
   and write) and reloads from the cache (``read_trace(..., cache=True)``: hash, file read, tables).
 
@@ -57,7 +57,8 @@ A and B: HTA's load time over fleetlib's, *warm* (the second load in a child: th
 pass over many files pays; the cold figures are in the table); C: fleetlib's peak memory above its
 imports over the large file's JSON size, *cold* (the first load in a fresh process, the higher
 one); D: the N-file set on 1 worker over on 2; E: the N-file set on 1 worker over the floor (both
-one process at a time; each a median over the rounds).  Targets: A >= 4, B >= 8, C <= 1.5, D >= 1.6, E <= 2.
+one process at a time; each a median over the rounds).  Targets: A >= 4, B >= 8, C <= 1.5, D >= 1.6, E <= 3.5
+(issue 26: restated from 2, the price of one decoding path).
 
 Usage::
 
@@ -91,7 +92,7 @@ HTA_VERSION = "0.5.0"
 BENCH_DIR = Path(tempfile.gettempdir()) / "fleetlib_bench"
 TARGETS = {"hta_over_ours": 5.0, "peak_over_json": 2.0, "parse_over_reload": 20.0}
 FLEET_TARGETS = {"hta_ratio_small": (">=", 4.0), "hta_ratio_large": (">=", 8.0), "rss_over_json": ("<=", 1.5),
-                 "speedup_2_workers": (">=", 1.6), "ratio_to_floor_1024": ("<=", 2.0)}
+                 "speedup_2_workers": (">=", 1.6), "ratio_to_floor_1024": ("<=", 3.5)}
 FLEET_VERSION = "1"  # bump when the way the rank files are built changes
 
 # The children print one JSON line.  Memory in KiB.  Linux: writing "5" to /proc/self/clear_refs
@@ -134,7 +135,7 @@ _OURS_CHILD = _MEMORY + r"""
 import json, statistics, sys, tempfile, time
 import pyarrow.parquet  # noqa: F401  (imported before the baseline as when it read the cache, so memory
                         # figures stay comparable with earlier runs; the cache no longer needs it)
-from fleetlib.program.traces import read_trace, read_traces
+from fleetlib.program.readers.kineto import read_trace, read_traces
 paths, parse_repeats, reload_repeats = sys.argv[1:-2], int(sys.argv[-2]), int(sys.argv[-1])
 one = len(paths) == 1
 def read(**kw):
@@ -262,7 +263,7 @@ _FLEET_CHILD = _MEMORY + r"""
 import json, logging, sys, time
 logging.getLogger("distributed").setLevel(logging.ERROR)
 import distributed
-from fleetlib.program.traces import read_traces
+from fleetlib.program.readers.kineto import read_traces
 folder, workers = sys.argv[1], int(sys.argv[2])
 def warm():
     import fleetlib.program.readers.kineto  # noqa: F401  (imports done before the clock)
@@ -287,7 +288,9 @@ print(json.dumps(out))
 
 _FLOOR_CHILD = r"""
 import json, sys, time, zlib
-from fleetlib.program.readers._decode import _DECODER, _WHOLE_DECODER
+import msgspec
+from fleetlib.program.readers.kineto import EVENT_DECODER
+TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])  # the document's top-level values, not built
 files = sys.argv[1:]
 events = 0
 t0, c0 = time.perf_counter(), time.process_time()
@@ -295,7 +298,7 @@ for f in files:
     with open(f, "rb") as fh:
         raw = fh.read()
     text = zlib.decompress(raw, wbits=31)
-    events += len(_DECODER.decode(_WHOLE_DECODER.decode(text)["traceEvents"]))
+    events += len(EVENT_DECODER.decode(TOP.decode(text)["traceEvents"]))
 print(json.dumps({"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "events": events}))
 """
 
@@ -471,11 +474,12 @@ def main_fleet(args: argparse.Namespace, hta: Path, allreduce: Path, dlrm: list[
 _FIXED_CHILD = r"""
 import json, sys, time, zlib
 from pathlib import Path
-from fleetlib.program.readers._decode import _DECODER, _WHOLE_DECODER
-from fleetlib.program import read_trace
+import msgspec
+from fleetlib.program.readers.kineto import EVENT_DECODER, read_trace
+TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 f, repeats = Path(sys.argv[1]), int(sys.argv[2])
 def floor():
-    _DECODER.decode(_WHOLE_DECODER.decode(zlib.decompress(f.read_bytes(), wbits=31))["traceEvents"])
+    EVENT_DECODER.decode(TOP.decode(zlib.decompress(f.read_bytes(), wbits=31))["traceEvents"])
 def ours():
     read_trace(f, cache=False)
 out = {}

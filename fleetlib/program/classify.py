@@ -1,6 +1,6 @@
 """Kernel classification for step traces: what each GPU activity is, and what a collective moved.
 
-Every row of the kernel table (:mod:`fleetlib.program.traces`) gets a ``kind``:
+Every row of the kernel table (:mod:`fleetlib.program.readers.kineto`) gets a ``kind``:
 
 ``compute``
     a kernel that is not communication;

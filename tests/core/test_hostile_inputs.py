@@ -34,7 +34,7 @@ from fleetlib._io import (
 )
 from fleetlib.program.model_config import load_model_config
 from fleetlib.program.readers import READERS as PROGRAM
-from fleetlib.program.traces import read_trace
+from fleetlib.program.readers.kineto import read_trace
 from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime.commands import mlperf_summary
 from fleetlib.runtime.goodput import runtime_goodput
@@ -581,15 +581,6 @@ def test_cli_never_prints_a_non_finite_result(capsys):
 
 # --- hostile text and counts in Kineto traces (each was a traceback from read_trace) -------------------
 
-@pytest.fixture(params=["typed", "json"])
-def decoder(request, monkeypatch):
-    """Both decoders: msgspec's typed records, and the standard library's dicts (msgspec absent)."""
-    if request.param == "json":
-        from fleetlib.program.readers import _decode
-        monkeypatch.setattr(_decode, "_DECODER", None)
-    return request.param
-
-
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
 
@@ -600,7 +591,7 @@ def _kineto(name):
     return tr, led
 
 
-def test_a_json_array_or_object_as_text_is_a_rejected_or_repaired_row_not_a_type_error(decoder):
+def test_a_json_array_or_object_as_text_is_a_rejected_or_repaired_row_not_a_type_error():
     tr, led = _kineto("trace_nested_text.json")
     assert entries(led) == [(2, "ph", """'ph' is a JSON array, not text: '["X"]'"""),
                             (3, "cat", """'cat' is a JSON object, not text: '{"kind": "kernel"}'""")]
@@ -621,7 +612,7 @@ def test_a_json_array_or_object_as_text_is_a_rejected_or_repaired_row_not_a_type
     assert (led.kept, led.repaired, led.rejected) == (2, 2, 2) and led.unused == {}
 
 
-def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_ledger(decoder):
+def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_ledger():
     tr, led = _kineto("trace_negative_nelems.json")
     assert entries(led) == []
     assert entries(led, "repaired") == [
@@ -634,7 +625,7 @@ def test_a_negative_element_count_leaves_the_message_size_unknown_named_in_the_l
     assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
 
 
-def test_a_lone_surrogate_in_a_phase_or_category_is_replaced_where_the_ledger_counts_it(decoder):
+def test_a_lone_surrogate_in_a_phase_or_category_is_replaced_where_the_ledger_counts_it():
     tr, led = _kineto("trace_lone_surrogate_kinds.json")
     lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
     assert entries(led, "repaired") == [(2, "cat", lone)]
@@ -645,7 +636,7 @@ def test_a_lone_surrogate_in_a_phase_or_category_is_replaced_where_the_ledger_co
     json.dumps(tr.metadata, ensure_ascii=False).encode("utf-8")
 
 
-def test_an_element_count_that_is_no_whole_number_leaves_the_message_size_unknown_named(decoder):
+def test_an_element_count_that_is_no_whole_number_leaves_the_message_size_unknown_named():
     tr, led = _kineto("trace_odd_nelems.json")
     unknown = "message bytes unknown (read as absent)"
     assert entries(led) == []
@@ -659,7 +650,7 @@ def test_an_element_count_that_is_no_whole_number_leaves_the_message_size_unknow
     assert "unknown_dtype" not in led.codes()  # the dtype is known; the count is what was wrong
 
 
-def test_a_lone_surrogate_escape_is_replaced_by_u_fffd_and_named_not_a_unicode_error(decoder):
+def test_a_lone_surrogate_escape_is_replaced_by_u_fffd_and_named_not_a_unicode_error():
     tr, led = _kineto("trace_lone_surrogate.json")
     lone = "lone surrogate escape (\\uD800-\\uDFFF without its pair: not text) replaced by U+FFFD"
     assert entries(led) == []
@@ -678,7 +669,7 @@ def test_a_lone_surrogate_escape_is_replaced_by_u_fffd_and_named_not_a_unicode_e
     assert not [t for t in texts if re.search("[\ud800-\udfff]", t)]
 
 
-def test_valid_surrogate_pairs_and_escaped_backslashes_are_not_repaired(tmp_path, decoder):
+def test_valid_surrogate_pairs_and_escaped_backslashes_are_not_repaired(tmp_path):
     """A paired escape is one character; ``\\\\ud800`` is a backslash and text: neither is a repair."""
     text = (H / "program/trace_lone_surrogate.json").read_text()
     text = text.replace('"gemm_\\ud800"', '"gemm_\\ud83d\\ude00"').replace('"pg\\udfff"', '"pg\\\\udfff"')
@@ -692,7 +683,7 @@ def test_valid_surrogate_pairs_and_escaped_backslashes_are_not_repaired(tmp_path
     assert tr.kernels["process_group"].astype(str).tolist()[1] == "pg\\udfff"
 
 
-def test_lone_surrogates_beside_invalid_bytes_and_in_a_file_decoded_in_pieces(tmp_path, decoder):
+def test_lone_surrogates_beside_invalid_bytes_and_in_a_file_decoded_in_pieces(tmp_path):
     """Each kind keeps its own reason; a lone escape deep in a multi-MiB file is found in its piece."""
     lines = (H / "program/trace_lone_surrogate.json").read_text().splitlines()
     head, first, events, tail = lines[0], lines[1], lines[2:-1], lines[-1]  # first ends in ","
@@ -713,7 +704,7 @@ def test_lone_surrogates_beside_invalid_bytes_and_in_a_file_decoded_in_pieces(tm
     assert tr.kernels["name"].astype(str).tolist() == ["gemm_\ufffd", NCCL_KERNEL, "gemm_\ufffdc"]
 
 
-def test_a_lone_surrogate_in_a_document_decoded_whole_is_repaired_the_same(tmp_path, decoder):
+def test_a_lone_surrogate_in_a_document_decoded_whole_is_repaired_the_same(tmp_path):
     """A ``traceEvents`` key nested before the real one: the document is decoded in one piece."""
     text = (H / "program/trace_lone_surrogate.json").read_text()
     (tmp_path / "whole.json").write_text('{"odd": {"traceEvents": [0]}, ' + text[1:])

@@ -74,7 +74,7 @@ def test_timeline_explorer(monkeypatch):
 
 def test_straggler_explorer(monkeypatch):
     from fleetlib.program.synth import synth_step_traces
-    from fleetlib.program.traces import read_traces
+    from fleetlib.program.readers.kineto import read_traces
     from fleetlib.program.views import measure_step_traces
 
     with tempfile.TemporaryDirectory() as folder:

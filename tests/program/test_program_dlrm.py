@@ -24,7 +24,7 @@ from fleetlib.program.collectives import (
     program_summary,
     straggler_report,
 )
-from fleetlib.program.traces import read_traces
+from fleetlib.program.readers.kineto import read_traces
 
 DLRM = Path(__file__).resolve().parents[2] / "data" / "traces" / "dlrm_8rank"
 

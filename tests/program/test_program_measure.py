@@ -16,8 +16,8 @@ from fleetlib.program.breakdown import program_goodput_factor
 from fleetlib.program.collectives import program_summary
 from fleetlib.program.measure import NO_CLOCK_LABEL, ProgramMeasurement, measure, traced_window
 from fleetlib.program.model_config import load_model_config
+from fleetlib.program.readers.kineto import read_traces
 from fleetlib.program.schema import PARTITION_PARTS
-from fleetlib.program.traces import read_traces
 from fleetlib.quality import DomainError
 
 ROOT = Path(__file__).resolve().parents[2]

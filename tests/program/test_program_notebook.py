@@ -54,7 +54,7 @@ from fleetlib.program.breakdown import (
     hta_style_temporal_breakdown,
     load_hta_reference,
 )
-from fleetlib.program.traces import read_traces
+from fleetlib.program.readers.kineto import read_traces
 from fleetlib.quality import DomainError, InputError
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
 

@@ -1,4 +1,4 @@
-"""The trace cache shared by many writers, and the per-process memos of the Kineto reader.
+"""The trace cache: a reload is the parse, bit for bit; damaged, foreign or planted entries are misses.
 
 A reload is compared with a parse of the same file (``cache=False``: the reader's own path, which
 never touches the cache) column by column, bit for bit: dtypes, categories and their order, codes,
@@ -10,11 +10,13 @@ from __future__ import annotations
 import gzip
 import json
 import multiprocessing
+import os
 import pickle
 import shutil
 import struct
 import tempfile
 import threading
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +26,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_program_traces import _RAW_EVENT, info
 
-from fleetlib.program.classify import Classifier
-from fleetlib.program.readers import _cache, _tables
+from fleetlib._io import using_limits
+from fleetlib.program.readers import _cache
 from fleetlib.program.readers._cache import CACHE_SUFFIX
 from fleetlib.program.readers.kineto import read_trace
 from fleetlib.quality import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 DLRM0 = ROOT / "data" / "traces" / "dlrm_8rank" / "worker0_step_12.1694128201545.pt.trace.json.gz"
+DLRM1 = ROOT / "data" / "traces" / "dlrm_8rank" / "worker1_step_12.1694128201556.pt.trace.json.gz"
 BUNDLED = sorted((ROOT / "data" / "traces").rglob("*.json.gz"))
 CORPUS = sorted(p for p in (ROOT / "tests" / "corpus" / "traces").rglob("*.json*") if p.is_file())
 TABLES = ("kernels", "steps", "host_syncs", "ops")
@@ -71,8 +74,9 @@ def same_frame(a: pd.DataFrame, b: pd.DataFrame, table: str) -> None:
             assert x.cat.ordered == y.cat.ordered and x.cat.codes.dtype == y.cat.codes.dtype, where
             assert np.array_equal(x.cat.codes.to_numpy(), y.cat.codes.to_numpy()), where
         elif isinstance(x.dtype, pd.Int64Dtype):
-            assert np.array_equal(x.array._mask, y.array._mask), where
-            assert x.array._data.tobytes() == y.array._data.tobytes(), where  # the masked slots too
+            assert np.array_equal(x.isna().to_numpy(), y.isna().to_numpy()), where
+            values = [v.to_numpy(dtype=np.int64, na_value=0).tobytes() for v in (x, y)]
+            assert values[0] == values[1], where
         elif x.dtype == object:
             vx, vy = x.tolist(), y.tolist()
             assert [type(v) for v in vx] == [type(v) for v in vy] and vx == vy, where
@@ -107,9 +111,7 @@ def test_a_reload_is_the_parse_of_every_bundled_trace(path, tmp_path):
     reloaded = read_trace(path, cache_dir=tmp_path)
     assert not written.from_cache and reloaded.from_cache
     same_read(parsed, written)
-    same_read(parsed, reloaded)  # its string sets from the memo the writer filled
-    _cache._STRINGS.clear()
-    same_read(parsed, read_trace(path, cache_dir=tmp_path))  # ... and decoded from the file
+    same_read(parsed, reloaded)
     # a renamed copy with an explicit rank: a hit, with its own name, rank and rank flags
     copy = Path(shutil.copy(path, tmp_path / "rank_77.json.gz"))
     for kw in ({}, {"rank": 3}):
@@ -156,10 +158,9 @@ def test_a_reload_is_the_parse_of_adversarial_traces(events, bare, gz):
             return
         first = read_trace(path, cache_dir=Path(d) / "c")
         again = read_trace(path, cache_dir=Path(d) / "c")
+        assert again.from_cache
         same_read(parsed, first)
         same_read(parsed, again)
-        # what the format cannot reproduce exactly is not cached (parsed again), never misread
-        assert again.from_cache == bool(list((Path(d) / "c").glob("*" + CACHE_SUFFIX)))
 
 
 def test_metadata_json_msgspec_does_not_read_is_still_reloaded_exactly(tmp_path):
@@ -178,133 +179,81 @@ def test_metadata_json_msgspec_does_not_read_is_still_reloaded_exactly(tmp_path)
     same_read(parsed, hit)
 
 
-@pytest.mark.parametrize("fallback", ["blocks", "columns"])
-def test_the_fallback_builders_give_the_same_tables(fallback, tmp_path, monkeypatch):
-    """Without pandas' block classes (or, on pandas < 3, without create_dataframe_from_blocks)."""
-    read_trace(DLRM0, cache_dir=tmp_path)
-    monkeypatch.setattr(_cache, "_FAST", None)
-    monkeypatch.setattr(_cache, "_PLANS", {})
-    if fallback == "columns":
-        monkeypatch.setattr(_cache, "_from_blocks", None)
-    hit = read_trace(DLRM0, cache_dir=tmp_path)
-    assert hit.from_cache
-    same_read(read_trace(DLRM0, cache=False), hit)
+# --- damaged, foreign and planted files are parsed again, never misread ---------------------------------
 
 
-def test_what_the_format_cannot_reproduce_is_not_written(tmp_path):
-    tr = read_trace(DLRM0, cache=False)
-    built = _tables._Built(tr.kernels, tr.steps, tr.host_syncs, {"window": (1.0, 2.0)}, tr.ops)
-    assert not _cache._write_cache(tmp_path / "a", built, tr.ledger)  # a tuple would come back a list
-    for value in (5, [1], float("nan")):  # only text and None are stored
-        odd = tr.ops.copy()
-        odd["input_dims"] = odd["input_dims"].astype(object)
-        odd.loc[1, "input_dims"] = value
-        built = _tables._Built(tr.kernels, tr.steps, tr.host_syncs, {}, odd)
-        assert not _cache._write_cache(tmp_path / "b", built, tr.ledger), value
-    assert not list(tmp_path.iterdir())
+def _sealed(data: bytes) -> bytes:
+    """A pickle with its checksum, as the cache writes one (a whole file of the right shape)."""
+    return data + zlib.crc32(data).to_bytes(4, "little")
 
 
-# --- damaged, foreign and old files are parsed again, never misread -----------------------------------
-
-
-def _damaged_variants(raw: bytes, head: dict, offsets: list[int]) -> dict[str, bytes]:
-    """Damaged copies of one cache file: cut, garbage, other versions, bad codes, bools, strings."""
-    prefix = struct.Struct("<8sII")
-    magic, version, length = prefix.unpack(raw[:prefix.size])
-    out = {f"cut_{k}": raw[:k] for k in sorted({0, 4, 15, 16, prefix.size + length // 2, prefix.size + length,
-                                                   len(raw) // 3, len(raw) // 2, len(raw) - 1})}
+def _damaged_variants(raw: bytes, other: bytes) -> dict[str, bytes]:
+    """Damaged copies of one cache file: cut, garbage, appended bytes, another entry, other pickles."""
+    out = {f"cut_{k}": raw[:k] for k in sorted({0, 1, 2, 16, len(raw) // 3, len(raw) // 2, len(raw) - 1})}
     out["appended"] = raw + b"\0" * 64
     out["garbage"] = bytes(np.random.default_rng(0).integers(0, 256, len(raw), dtype=np.uint8))
-    out["empty"] = b""
-    out["other_format"] = prefix.pack(magic, version + 1, length) + raw[prefix.size:]
-    out["other_magic"] = prefix.pack(b"PAR1\0\0\0\0", version, length) + raw[prefix.size:]
-    out["long_header"] = prefix.pack(magic, version, len(raw)) + raw[prefix.size:]
-    body = json.loads(raw[prefix.size:prefix.size + length])
-
-    def with_header(**changes) -> bytes:
-        text = json.dumps({**body, **changes}).encode()
-        return prefix.pack(magic, version, len(text)) + text  # the regions move: a size mismatch at least
-
-    out["not_an_object"] = prefix.pack(magic, version, 2) + b"[]" + raw[prefix.size + 2:]
-    out["rows_negative"] = with_header(rows=[-1, 0, 0, 0])
-    out["rows_text"] = with_header(rows=["1", 0, 0, 0])
-    out["json_garbage"] = prefix.pack(magic, version, length) + b"{" * length + raw[prefix.size + length:]
-    # same-length edits of the header: the layout still fits, the contents do not
-    text = raw[prefix.size:prefix.size + length]
-    key = text.index(b'"key":"') + len(b'"key":"')
-    read = text.index(b'"read":') + len(b'"read":')
-    edits = {"key": (key, b"0" if text[key:key + 1] != b"0" else b"1"),  # another entry's name
-             "read_text": (read, b'"'), "rows_big": (text.index(b'"rows":[') + len(b'"rows":['), b"9")}
-    for name, (at, byte) in edits.items():
-        out[name] = raw[:prefix.size + at] + byte + raw[prefix.size + at + 1:]
-    # the regions of the kernel table: numeric blocks, Int64 data and mask, then the codes
-    plan = _cache._plan("kernels")
-    n = head["rows"][0]
-    at = len(plan.numeric) + 1  # the Int64 mask (bool)
-    out["bool_byte"] = raw[:offsets[at]] + b"\x02" + raw[offsets[at] + 1:]
-    first_codes = len(plan.numeric) + 2
-    for k in range(len(plan.cats)):
-        o = offsets[first_codes + k]
-        out[f"codes_{k}_high"] = raw[:o] + b"\x7f" + raw[o + 1:]  # int8 127: past every category
-        out[f"codes_{k}_low"] = raw[:o] + b"\xfe" + raw[o + 1:]  # -2
-    bools = next(g for g, (d, _, _) in enumerate(plan.numeric) if d.kind == "b")
-    out["bool_column"] = raw[:offsets[bools]] + b"\xff" + raw[offsets[bools] + 1:]
-    # the string sets: offsets out of order, text that is not UTF-8
-    sets = len(offsets) - 2 * len(head["strings"])
-    ends = offsets[sets]
-    out["string_offsets"] = raw[:ends] + struct.pack("<q", 10**9) + raw[ends + 8:]
-    out["string_bytes"] = raw[:offsets[sets + 1]] + b"\xff" + raw[offsets[sets + 1] + 1:]
-    assert n > 0 and len(out) > 30
+    out["flipped"] = raw[:len(raw) // 2] + bytes([raw[len(raw) // 2] ^ 0xFF]) + raw[len(raw) // 2 + 1:]
+    out["another_entry"] = other  # a whole, valid file -- of another trace
+    out["not_a_pair"] = _sealed(pickle.dumps([1, 2, 3], protocol=5))
+    out["wrong_key"] = _sealed(pickle.dumps(("0" * 64, pickle.loads(raw[:-4])[1]), protocol=5))
+    out["old_block_format"] = b"FLTRACE\x00" + raw
     return out
 
 
 def test_damaged_or_foreign_cache_files_are_parsed_again(tmp_path):
     parsed = read_trace(DLRM0, cache=False)
+    read_trace(DLRM1, cache_dir=tmp_path)
+    other = entry_of(tmp_path).read_bytes()
+    for p in tmp_path.iterdir():
+        p.unlink()
     read_trace(DLRM0, cache_dir=tmp_path)
     entry = entry_of(tmp_path)
     raw = entry.read_bytes()
-    buf = _cache._read_whole(entry)
-    head, _, offsets = _cache._header(buf, entry.name)
-    _cache._STRINGS.clear()  # the damaged string sets must be decoded, not found in the memo
-    for name, data in _damaged_variants(raw, head, offsets).items():
+    for name, data in _damaged_variants(raw, other).items():
         entry.write_bytes(data)
-        assert _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is None, name
         again = read_trace(DLRM0, cache_dir=tmp_path)
         assert not again.from_cache, name
         same_read(parsed, again)
-        assert entry.read_bytes() == raw, name  # rewritten whole
-        hit = read_trace(DLRM0, cache_dir=tmp_path)
+        hit = read_trace(DLRM0, cache_dir=tmp_path)  # rewritten whole
         assert hit.from_cache, name
         same_read(parsed, hit)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [entry.name]
+
+
+def test_an_entry_that_is_a_link_or_a_folder_is_not_followed(tmp_path):
+    folder = tmp_path / "cache"
+    read_trace(DLRM0, cache_dir=folder)
+    entry = entry_of(folder)
+    outside = tmp_path / "elsewhere.pkl"
+    entry.rename(outside)
+    entry.symlink_to(outside)  # a valid entry, but outside the folder: never read through the link
+    assert not read_trace(DLRM0, cache_dir=folder).from_cache
+    assert not entry.is_symlink() and read_trace(DLRM0, cache_dir=folder).from_cache  # replaced
+    entry.unlink()
+    entry.mkdir()
+    tr = read_trace(DLRM0, cache_dir=folder)
+    assert not tr.from_cache and "cache_not_written" in tr.ledger.codes()
+
+
+def test_a_folder_others_can_write_into_is_neither_read_nor_written(tmp_path):
+    folder = tmp_path / "cache"
+    read_trace(DLRM0, cache_dir=folder)
+    assert folder.stat().st_mode & 0o777 == 0o700  # made private
+    os.chmod(folder, 0o777)
+    tr = read_trace(DLRM0, cache_dir=folder)
+    assert not tr.from_cache and "cache_not_written" in tr.ledger.codes()
+    os.chmod(folder, 0o755)  # readable by others, writable by its owner only: used, and made private
+    assert read_trace(DLRM0, cache_dir=folder).from_cache
+    assert folder.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_cache_file_beyond_the_input_limit_is_not_read(tmp_path):
-    from fleetlib._io import using_limits
-
     read_trace(DLRM0, cache_dir=tmp_path)
-    entry = entry_of(tmp_path)
-    size = entry.stat().st_size
+    size = entry_of(tmp_path).stat().st_size
+    with using_limits(max_bytes=10_000_000):  # the trace itself stays within the limit
+        assert _cache.load(tmp_path, entry_of(tmp_path).stem) is not None
     with using_limits(max_bytes=size - 1):
-        with pytest.raises(_cache._Damaged, match="input limit"):  # from its size, before any read
-            _cache._read_whole(entry)
-        assert _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is None
-    with using_limits(max_bytes=size):
-        assert _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is not None
-
-
-def test_another_entrys_file_and_old_parquet_entries_are_not_read(tmp_path):
-    other = ROOT / "data" / "traces" / "dlrm_8rank" / "worker1_step_12.1694128201556.pt.trace.json.gz"
-    read_trace(other, cache_dir=tmp_path)
-    foreign = entry_of(tmp_path)
-    read_trace(DLRM0, cache_dir=tmp_path)
-    mine = next(p for p in tmp_path.glob("*" + CACHE_SUFFIX) if p != foreign)
-    shutil.copy(foreign, mine)  # a whole, valid file -- of another trace
-    again = read_trace(DLRM0, cache_dir=tmp_path)
-    assert not again.from_cache
-    same_read(read_trace(DLRM0, cache=False), again)
-    # the Parquet entries of earlier versions have another name: never looked up
-    assert _cache._cache_path(tmp_path, "0" * 64, _tables._Options(Classifier(), None, "auto", 1.0, 0.0)
-                              ).name.endswith(f"-c{_cache.CACHE_FORMAT}{CACHE_SUFFIX}")
+        assert _cache.load(tmp_path, entry_of(tmp_path).stem) is None
 
 
 # --- many writers -----------------------------------------------------------------------------------------
@@ -313,8 +262,8 @@ def test_another_entrys_file_and_old_parquet_entries_are_not_read(tmp_path):
 def test_concurrent_writers_of_one_entry_leave_one_whole_file(tmp_path):
     tr = read_trace(DLRM0, cache=True, cache_dir=tmp_path)
     entry = entry_of(tmp_path)
-    built, ledger, _ = _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x"))
-    written = entry.read_bytes()
+    key = entry.stem
+    value = _cache.load(tmp_path, key)
     entry.unlink()
     errors: list[BaseException] = []
     misses: list[int] = []
@@ -322,14 +271,14 @@ def test_concurrent_writers_of_one_entry_leave_one_whole_file(tmp_path):
     def write() -> None:
         try:
             for _ in range(5):
-                _cache._write_cache(entry, built, ledger, str(DLRM0))
+                _cache.store(tmp_path, key, value)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
     def read() -> None:  # a reader sees a whole file or none, never a partial one
         try:
             for _ in range(20):
-                if entry.exists() and _cache._read_cache(entry, str(DLRM0), lambda m, led: (0, "x")) is None:
+                if entry.exists() and _cache.load(tmp_path, key) is None:
                     misses.append(1)
         except BaseException as exc:
             errors.append(exc)
@@ -341,7 +290,6 @@ def test_concurrent_writers_of_one_entry_leave_one_whole_file(tmp_path):
         t.join()
     assert not errors and not misses
     assert sorted(p.name for p in tmp_path.iterdir()) == [entry.name]  # no temporary file left behind
-    assert entry.read_bytes() == written  # every writer writes the same bytes
     again = read_trace(DLRM0, cache=True, cache_dir=tmp_path)
     assert again.from_cache
     same_read(tr, again)
@@ -373,34 +321,3 @@ def test_an_unwritable_cache_folder_is_flagged_not_fatal(tmp_path):
     tr = read_trace(DLRM0, cache_dir=blocker / "cache")
     assert "cache_not_written" in tr.ledger.codes() and not tr.from_cache
     same_read(read_trace(DLRM0, cache=False), read_trace(DLRM0, cache=False, cache_dir=blocker / "cache"))
-
-
-# --- per-process memos -------------------------------------------------------------------------------------
-
-
-def test_the_kind_memo_gives_what_the_classifier_gives():
-    names = np.array(["ncclKernel_AllReduce_RING_LL_Sum_float", "sgemm", "Memcpy HtoD", "sgemm", "x",
-                      "ncclDevKernel_SendRecv"], dtype=object)
-    cats = np.array(["kernel", "kernel", "gpu_memcpy", "cuda_sync", "other", "kernel"], dtype=object)
-    for classifier in (Classifier(), Classifier(extra_comm_patterns=(r"^sgemm$",))):
-        expected = classifier.kinds(names, cats).tolist()
-        assert _tables._kinds(classifier, names, cats).tolist() == expected
-        assert _tables._kinds(classifier, names[::-1], cats[::-1]).tolist() == expected[::-1]  # from the memo
-
-
-def test_the_string_memo_is_bounded_and_keyed_by_content():
-    def decode(strings: list[str]):
-        text = "".join(strings).encode()
-        ends = np.cumsum([len(x) for x in strings]).astype(np.int64)
-        blob = np.frombuffer(text, np.uint8)
-        return _cache._decode_set("categories:str", ends, blob, ends.tobytes() + text)
-
-    _cache._STRINGS.clear()
-    for i in range(_cache._STRINGS_LIMIT + 5):
-        assert decode([f"name{i}"]).categories.tolist() == [f"name{i}"]
-    assert len(_cache._STRINGS) <= _cache._STRINGS_LIMIT
-    assert decode(["ab", "c"]) is decode(["ab", "c"])  # the second from the memo
-    assert decode(["a", "bc"]).categories.tolist() == ["a", "bc"]  # same text, other strings
-    assert decode(["b", "a", ""]).categories.tolist() == ["b", "a", ""]  # stored order, not sorted
-    with pytest.raises(ValueError, match="unique"):
-        decode(["a", "a"])  # a set that is not a valid categorical dtype is refused, not memoised

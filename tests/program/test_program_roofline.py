@@ -489,7 +489,7 @@ def _first_addmm(path: Path) -> dict:
 
 
 def test_dlrm_addmm_flops_from_its_recorded_shapes():
-    from fleetlib.program.traces import read_trace
+    from fleetlib.program.readers.kineto import read_trace
 
     path = sorted(DLRM.glob("worker0_*.json.gz"))[0]
     tr = read_trace(path, cache=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from fleetlib.program import breakdown, classify, commands, schema, stragglers, traces
-from fleetlib.program.readers import kineto, rank_timers
+from fleetlib.program import breakdown, classify, commands, schema, stragglers
+from fleetlib.program.readers import rank_timers
 from fleetlib.quality import DomainError
 
 
@@ -14,7 +14,6 @@ def test_every_old_home_re_exports_the_schema_constants():
     assert breakdown.PARTITION_PARTS is schema.PARTITION_PARTS
     assert classify.KINDS is schema.KINDS and classify.COLLECTIVES is schema.COLLECTIVES
     assert classify.SYNC_KINDS is schema.SYNC_KINDS
-    assert traces.KERNEL_COLUMNS is schema.KERNEL_COLUMNS is kineto.KERNEL_COLUMNS
     assert stragglers.RANK_TIMER_COLUMNS is schema.RANK_TIMER_COLUMNS is rank_timers.RANK_TIMER_COLUMNS
     assert commands.MODEL_KEYS[0] == "accelerator"
 

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from fleetlib.program.breakdown import PARTITION_PARTS, step_partition
 from fleetlib.program.collectives import collective_waits, match_collectives, straggler_report
 from fleetlib.program.flops import PEAK_RATES
+from fleetlib.program.readers.kineto import read_traces
 from fleetlib.program.roofline import kernel_roofline, op_flops_bytes, roofline_placement
 from fleetlib.program.synth import SYNTH_PARTS, synth_step_traces
-from fleetlib.program.traces import read_traces
 from fleetlib.quality import DomainError
 
 

@@ -1,4 +1,4 @@
-"""Tests for fleetlib.program.traces: Kineto trace shapes, ledgers, cache, bad-input corpus, bundled traces.
+"""Tests for the Kineto trace reader: trace shapes, ledgers, cache, bad-input corpus, bundled traces.
 
 Synthetic traces are written by :func:`write_trace` from event dicts built by the small helpers
 below, one per shape the reader must handle.  Expected values are computed by hand from those
@@ -22,18 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetlib.program import traces
+from fleetlib._io import gunzip
 from fleetlib.program.classify import COLLECTIVES, KINDS, Classifier
-from fleetlib.program.readers import _decode
-from fleetlib.program.readers._cache import CACHE_SUFFIX
-from fleetlib.program.traces import (
-    HOST_SYNC_COLUMNS,
-    KERNEL_COLUMNS,
-    KERNEL_EXTRA_COLUMNS,
-    OPS_COLUMNS,
-    STEP_COLUMNS,
-    TraceLedger,
-    default_cache_dir,
+from fleetlib.program.readers import kineto
+from fleetlib.program.readers._cache import CACHE_SUFFIX, default_cache_dir
+from fleetlib.program.readers.kineto import (
     empty_host_syncs,
     empty_kernels,
     empty_ops,
@@ -43,7 +36,14 @@ from fleetlib.program.traces import (
     read_traces,
     trace_files,
 )
-from fleetlib.quality import DomainError, InputError
+from fleetlib.program.schema import (
+    HOST_SYNC_COLUMNS,
+    KERNEL_COLUMNS,
+    KERNEL_EXTRA_COLUMNS,
+    OPS_COLUMNS,
+    STEP_COLUMNS,
+)
+from fleetlib.quality import DomainError, InputError, Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "traces"
@@ -406,7 +406,7 @@ def test_unknown_categories_are_kept_as_other_and_flagged_once(tmp_path):
         kernel(30.0, 5.0, "my_accelerator_op", cat="acme_gpu_op"),
         {"ph": "X", "cat": "acme_host_thing", "name": "h", "pid": 999, "tid": 998, "ts": 40.0, "dur": 1.0},
     ]
-    with mock.patch.object(_decode, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
+    with mock.patch.object(kineto, "_CHUNK_BYTES", 60):  # the two acme events land in different chunks
         tr = read_trace(write_trace(tmp_path / "t.json", events, top=info(), indent=1), cache=False)
     k = tr.kernels
     assert k["kind"].astype(str).tolist() == ["compute", "other", "other", "other"]
@@ -693,7 +693,7 @@ def test_metadata_keys_after_the_events_and_chunked_decoding(tmp_path):
     whole = read_trace(path, cache=False)
     assert whole.metadata["base_time_ns"] == 123_000_000_000 and whole.rank == 1
     for size in (1, 150, 700, 5000):
-        with mock.patch.object(_decode, "_CHUNK_BYTES", size):
+        with mock.patch.object(kineto, "_CHUNK_BYTES", size):
             chunked = read_trace(path, cache=False)
         pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
         pd.testing.assert_frame_equal(whole.steps, chunked.steps)
@@ -736,9 +736,9 @@ def test_chunked_decoding_equals_the_whole_document_parse(events, chunk, indent,
     evs.append(step(1, 0.0, 2e6))
     with tempfile.TemporaryDirectory() as d:
         path = write_trace(Path(d) / "t.json", evs, top=info(), indent=indent, bare=bare)
-        with mock.patch.object(_decode, "_CHUNK_BYTES", 10**9):
+        with mock.patch.object(kineto, "_CHUNK_BYTES", 10**9):
             whole = read_trace(path, cache=False)
-        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
+        with mock.patch.object(kineto, "_CHUNK_BYTES", chunk):
             chunked = read_trace(path, cache=False)
     pd.testing.assert_frame_equal(whole.kernels, chunked.kernels)
     assert whole.ledger.to_dict() == chunked.ledger.to_dict()
@@ -889,7 +889,7 @@ def test_read_traces_rebases_ranks_and_flags_missing_ones(tmp_path):
     codes = ts.ledger.codes()
     assert "missing_ranks" in codes and "time_base_shifted" in codes
     assert "2 of 4 ranks read" in next(f.message for f in ts.flags if f.code == "missing_ranks")
-    assert isinstance(ts.ledger, TraceLedger) and balanced(ts.ledger)
+    assert isinstance(ts.ledger, Ledger) and balanced(ts.ledger)
     assert isinstance(ts.kernels["name"].dtype, pd.CategoricalDtype)
 
 
@@ -1094,13 +1094,12 @@ def test_dlrm_all_to_all_kernels_are_classified_from_the_host_annotation(dlrm):
 
 @pytest.fixture(scope="module")
 def nccl():
-    """The AllReduce trace read once (typed decoder watched), and its raw events."""
-    spy = mock.Mock(wraps=_decode._DECODER)
-    text = mock.Mock(wraps=_decode._text)  # the stdlib path's decoding step
-    with mock.patch.object(_decode, "_DECODER", spy), mock.patch.object(_decode, "_text", text):
+    """The AllReduce trace read once (the typed decoder watched), and its raw events."""
+    spy = mock.Mock(wraps=kineto.EVENT_DECODER)
+    text = mock.Mock(wraps=kineto._text)  # the json path's decoding step
+    with mock.patch.object(kineto, "EVENT_DECODER", spy), mock.patch.object(kineto, "_text", text):
         tr = read_trace(NCCL, cache=False)
-    stdlib_bytes = sum(len(c.args[0]) for c in text.call_args_list)
-    assert stdlib_bytes < 10_000  # only the top-level keys around the events went through json
+    assert not text.called  # msgspec decoded the whole document
     return tr, _raw_events(NCCL), spy.decode.call_count
 
 
@@ -1296,47 +1295,7 @@ def test_read_traces_on_a_dask_cluster_equals_the_serial_path(tmp_path):
         read_traces(files, cache=False, client="localhost:8786")
 
 
-# --- typed (msgspec) decoding is exactly the stdlib path ----------------------------------------------
-
-
-def _outcome(path: Path, **kw):
-    """Tables, ledger and metadata of a read -- or the error it raised -- for comparing two decoders."""
-    try:
-        tr = read_trace(path, cache=False, **kw)
-    except InputError as exc:
-        return ("error", str(exc), exc.row, exc.field)
-    return (tr.kernels, tr.steps, tr.host_syncs, tr.ops, tr.ledger.to_dict(), tr.metadata)
-
-
-def _same(a, b) -> None:
-    assert type(a[0]) is type(b[0])
-    if isinstance(a[0], str):  # both raised
-        assert a == b
-        return
-    for x, y in zip(a[:4], b[:4], strict=True):
-        pd.testing.assert_frame_equal(x, y)
-    assert a[4] == b[4] and a[5] == b[5]
-
-
-def _both(path: Path, **kw):
-    spy = mock.Mock(wraps=_decode._DECODER)
-    with mock.patch.object(_decode, "_DECODER", spy):
-        typed = _outcome(path, **kw)
-    with mock.patch.object(_decode, "_DECODER", None):
-        plain = _outcome(path, **kw)
-    _same(typed, plain)
-    return typed, spy.decode.call_count
-
-
-@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.glob("*.json*")))
-def test_typed_decoding_matches_the_stdlib_path_on_the_corpus(name):
-    _both(CORPUS / name)
-
-
-def test_typed_decoding_is_used_and_exact_on_the_bundled_traces():
-    for path in (sorted(DLRM.glob("*.json.gz"))[3], PP[1]):
-        out, calls = _both(path)
-        assert calls > 0 and len(out[0]) > 100
+# --- adversarial documents ------------------------------------------------------------------------------
 
 
 _W = st.sampled_from([0, 7, 2.5, "3.5", "x", None, True, 2**70, -5, [1], {"a": 1}, float("nan"), 1e300])
@@ -1374,16 +1333,37 @@ _RAW_EVENT = st.one_of(
 )
 
 
+def _outcome(path: Path, **kw):
+    """Tables, ledger and metadata of a read -- or the one-line error it raised."""
+    try:
+        tr = read_trace(path, cache=False, **kw)
+    except InputError as exc:
+        return ("error", str(exc), exc.row, exc.field)
+    return (tr.kernels, tr.steps, tr.host_syncs, tr.ops, tr.ledger.to_dict(), tr.metadata)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(_RAW_EVENT, min_size=0, max_size=20), chunk=st.integers(1, 300), bare=st.booleans())
-def test_typed_decoding_matches_the_stdlib_path_on_adversarial_events(events, chunk, bare):
+def test_adversarial_events_are_read_with_a_balanced_ledger_or_refused_in_one_line(events, chunk, bare):
+    """Hostile values, invalid UTF-8 (where marked), non-object entries: a read or an InputError,
+    the same whatever the size of the pieces the event array is decoded in."""
     doc = events if bare else {**info(), "traceEvents": events, "baseTimeNanoseconds": 5}
     data = json.dumps(doc).encode().replace(b"@@BAD@@", b"bad\xff\xfe")  # invalid UTF-8 where marked
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.json"
         path.write_bytes(data)
-        with mock.patch.object(_decode, "_CHUNK_BYTES", chunk):
-            _both(path)
+        whole = _outcome(path)
+        with mock.patch.object(kineto, "_CHUNK_BYTES", chunk):
+            pieces = _outcome(path)
+    assert type(whole[0]) is type(pieces[0])
+    if isinstance(whole[0], str):  # both refused, in one line naming the file
+        assert whole == pieces and "\n" not in whole[1] and str(path) in whole[1]
+        return
+    for x, y in zip(whole[:4], pieces[:4], strict=True):
+        pd.testing.assert_frame_equal(x, y)
+    assert whole[4] == pieces[4] and whole[5] == pieces[5]
+    led = whole[4]
+    assert led["read"] == len(events) and led["read"] == led["kept"] + led["repaired"] + led["rejected"]
 
 
 @pytest.mark.parametrize("cut", [0.9, 0.5, 0.1])
@@ -1391,11 +1371,11 @@ def test_gunzip_presized_buffer_is_exact_for_one_or_many_members(cut):
     text = json.dumps({"traceEvents": [kernel(float(i), 1.0) for i in range(300)]}).encode()
     k = int(len(text) * cut)
     for raw in (gzip.compress(text), gzip.compress(text[:k]) + gzip.compress(text[k:])):
-        out = traces._gunzip(raw, "x.json.gz")
+        out = gunzip(raw, "x.json.gz")
         assert bytes(out) == text == gzip.decompress(raw)
     with pytest.raises(InputError, match="truncated"):  # the trailer of a cut file is arbitrary bytes
         whole = gzip.compress(text)
-        traces._gunzip(whole[: len(whole) // 2], "x.json.gz")
+        gunzip(whole[: len(whole) // 2], "x.json.gz")
 
 
 def test_the_ledger_counts_every_event_of_a_rank_file():
@@ -1463,8 +1443,8 @@ def test_input_is_opened_as_every_fleetlib_input(tmp_path):
 def test_gunzip_is_bounded():
     raw = gzip.compress(b" " * 100_000)
     with pytest.raises(InputError, match="more than the 1,000-byte input limit"):
-        _decode._gunzip(raw, "bomb.json.gz", max_bytes=1_000)
-    assert len(_decode._gunzip(raw, "ok.json.gz", max_bytes=100_000)) == 100_000
+        gunzip(raw, "bomb.json.gz", max_bytes=1_000)
+    assert len(gunzip(raw, "ok.json.gz", max_bytes=100_000)) == 100_000
 
 
 def test_read_is_the_registry_protocol_with_a_window():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fleetlib.program.readers import _concat, kineto
+from fleetlib.program.readers import kineto
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
 DLRM = sorted((DATA / "dlrm_8rank").glob("*.json.gz"))
@@ -21,13 +21,13 @@ def test_dask_batches_joined_as_they_arrive_equal_the_serial_read(monkeypatch):
     monkeypatch.setattr(kineto, "_BATCH_FILES", 2)
     serial = kineto.read_traces(files, cache=False, progress=False, ranks=ranks)
     added: list[tuple[int, int]] = []
-    original_add = _concat._Merger.add
+    original_add = kineto._Merger.add
 
     def spy(self, batch, reads):
         added.append((batch, len(reads)))
         return original_add(self, batch, reads)
 
-    monkeypatch.setattr(_concat._Merger, "add", spy)
+    monkeypatch.setattr(kineto._Merger, "add", spy)
     with (
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
         as cluster,
@@ -87,21 +87,23 @@ def test_local_cluster_workers_run_no_statistical_profiler_and_keep_glibc_malloc
         monkey.undo()
 
 
-def test_a_packed_batch_unpickles_to_what_the_batch_read(tmp_path):
+def test_a_batch_task_pickles_what_each_file_reads(tmp_path):
     import pickle
 
-    from fleetlib.program.readers import _dask
     from fleetlib.quality import InputError
 
     bad = tmp_path / "rank7.json"
     bad.write_text('{"traceEvents": [')
     files = [DLRM[2], bad, PP[0]]
-    kwargs = [{"cache": False}] * 3
-    packed = _dask._read_batch_packed(files, kwargs)
-    assert isinstance(packed, bytes)
-    got, want = pickle.loads(packed), _dask._read_batch(files, kwargs)
-    assert isinstance(got[1], InputError) and str(got[1]) == str(want[1])
-    for g, w in zip([got[0], got[2]], [want[0], want[2]], strict=True):
+    packed = kineto._read_batch(files, [{"cache": False}] * 3)
+    assert isinstance(packed, bytes)  # one frame for Dask to move, not one per array
+    got = pickle.loads(packed)
+    with pytest.raises(InputError) as err:
+        kineto.read_trace(bad, cache=False)
+    assert isinstance(got[1], InputError) and str(got[1]) == str(err.value)
+    for g, f in zip([got[0], got[2]], [DLRM[2], PP[0]], strict=True):
+        w = kineto.read_trace(f, cache=False)
         for table in ("kernels", "steps", "host_syncs", "ops"):
             pd.testing.assert_frame_equal(getattr(g, table), getattr(w, table), check_exact=True)
-        assert g.ledger.to_dict() == w.ledger.to_dict() and g.metadata == w.metadata and g.rank == w.rank
+        assert g.ledger.to_dict() == w.ledger.to_dict() and g.rank == w.rank
+        assert {k: v for k, v in g.metadata.items()} == w.metadata

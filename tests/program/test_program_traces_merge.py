@@ -7,7 +7,8 @@ independently, the way the reader did before (each file's times shifted on its o
 ``pd.concat`` of all files, free categoricals re-derived with ``astype("category")``, then the
 reader's ``sort_values``), with batches small enough that the pieces differ in their categories, with
 files out of rank order (the sort is needed) and with a file on another time base (the shift is
-made).  :func:`_sorted_by` is checked against ``sort_values`` itself on random frames.
+made).  The sort that is skipped when the rows are in order is checked against ``sort_values``
+itself on random frames.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import pandas as pd
 import pytest
 
 from fleetlib.program.readers import kineto
-from fleetlib.program.readers._concat import _sort, _sorted_by
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
 DLRM = sorted((DATA / "dlrm_8rank").glob("*.json.gz"))
@@ -81,7 +81,7 @@ def test_merge_in_rank_order_skips_no_row():
         len(tr.kernels) for tr in got.reads)
 
 
-def test_sorted_by_agrees_with_sort_values():
+def test_the_merge_sort_agrees_with_sort_values():
     rng = np.random.default_rng(15)
     for trial in range(300):
         n = int(rng.integers(0, 12))
@@ -92,20 +92,13 @@ def test_sorted_by_agrees_with_sort_values():
         if trial % 7 == 0 and n:
             frame.loc[int(rng.integers(0, n)), "b"] = np.nan
         keys = ["a", "b", "c"]
-        in_order = frame.sort_values(keys, kind="stable", ignore_index=True)
-        truth = bool(in_order.equals(frame)) and not frame["b"].isna().any()
-        if n < 2:
-            truth = True
-        assert _sorted_by(frame, keys) is truth, frame
-        pd.testing.assert_frame_equal(_sort(frame, keys, kind="stable"), in_order)
+        pd.testing.assert_frame_equal(kineto._sort(frame, keys),
+                                      frame.sort_values(keys, kind="stable", ignore_index=True))
 
 
-def test_sorted_by_hand_cases():
+def test_the_merge_sort_hand_cases():
     ordered = pd.DataFrame({"rank": [0, 0, 1, 1], "start_us": [1.0, 2.0, 0.5, 0.5], "stream": [7, 3, 1, 2]})
-    assert _sorted_by(ordered, ["rank", "start_us", "stream"])
-    assert not _sorted_by(ordered, ["start_us"])
+    assert kineto._sort(ordered, ["rank", "start_us", "stream"]) is ordered  # in order: not sorted again
     swapped = ordered.iloc[[0, 1, 3, 2]].reset_index(drop=True)
-    assert not _sorted_by(swapped, ["rank", "start_us", "stream"])
-    assert _sorted_by(swapped, ["rank", "start_us"])  # a tie on the keys: a stable sort keeps it
-    text = pd.DataFrame({"rank": [0, 1], "name": ["b", "a"]})
-    assert not _sorted_by(text, ["rank", "name"])  # not numeric: the caller sorts
+    assert kineto._sort(swapped, ["rank", "start_us"]) is swapped  # a tie on the keys: a stable sort keeps it
+    assert kineto._sort(swapped, ["rank", "start_us", "stream"])["stream"].tolist() == [7, 3, 1, 2]

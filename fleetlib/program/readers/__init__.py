@@ -11,8 +11,8 @@
 
 Each module's ``read(paths, *, tz=None, window=None, **format_options) -> (tables, Ledger)`` is
 the protocol of :mod:`fleetlib.registry`; :data:`READERS` names them with the samples the
-conformance suite (``tests/core/test_reader_conformance.py``) checks them on.  The kineto module's
-helpers (``_decode``, ``_columns``, ``_tables``, ``_cache``) and the nsys reader's ``_nsys_sql`` are private.
+conformance suite (``tests/core/test_reader_conformance.py``) checks them on.  The Kineto reader's
+cache of parsed files is :mod:`~fleetlib.program.readers._cache` (private).
 
 Adding a format: write ``readers/<format>.py`` with ``read`` returning canonical tables
 (:mod:`fleetlib.program.schema`) and a :class:`~fleetlib.quality.Ledger` kept with a

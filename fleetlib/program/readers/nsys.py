@@ -112,12 +112,12 @@ from fleetlib.program.classify import (
 from fleetlib.program.readers.kineto import (
     DEFAULT_MAX_EVENT_US,
     TraceSet,
-    _select_window,
     empty_host_syncs,
     empty_kernels,
     empty_ops,
     empty_steps,
     rank_from_file_name,
+    select_window,
 )
 from fleetlib.program.schema import table_dtypes
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
@@ -1050,5 +1050,5 @@ def read(
     w = Window.parse(window)
     traces = read_nsys(paths, **format_options)
     if w is not None and not w.is_nominal:
-        _select_window(traces, w)
+        select_window(traces, w)
     return {t: getattr(traces, t) for t in TABLES}, traces.ledger
