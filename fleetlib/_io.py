@@ -185,7 +185,7 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     return gunzip(raw, str(p), max_bytes)
 
 
-def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytearray:
+def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytes | bytearray:
     """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit).
 
     The output buffer is sized up front from the last member's ISIZE trailer (the uncompressed size
@@ -204,8 +204,9 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
 
     Returns
     -------
-    bytearray
-        The content (the buffer itself: a bytes copy would briefly hold the text twice).
+    bytes or bytearray
+        The content: the one slice it came in, or the buffer it was gathered in (a bytes copy would
+        briefly hold the text twice).
 
     Raises
     ------
@@ -215,18 +216,25 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
     hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
-    out = bytearray(min(hint, max_bytes, 64 * len(raw)))
+    first: list[bytes] = []  # the content while it is one slice (a small file): returned as it is
+    out = bytearray()
     filled = 0
     view = memoryview(raw)
     pos = 0
 
     def put(chunk: bytes) -> None:
-        nonlocal filled
+        nonlocal filled, out
         end = filled + len(chunk)
         if end > max_bytes:
             raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit (max_bytes; "
                              "raise it with --limit max_bytes=N)", file=file, field="gzip")
-        out[filled:end] = chunk
+        if not filled and not first:
+            first.append(chunk)
+        else:
+            if first:  # a second slice: into the buffer sized from the trailer
+                out = bytearray(max(min(hint, max_bytes, 64 * len(raw)), end))
+                out[:filled] = first.pop()
+            out[filled:end] = chunk
         filled = end
 
     try:
@@ -249,6 +257,8 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"truncated or corrupt gzip stream ({exc}); expected a complete gzip file",
                          file=file, field="gzip") from exc
+    if first:
+        return first[0]
     del out[filled:]  # a hint larger than the content (several members, a lying trailer) is trimmed
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 

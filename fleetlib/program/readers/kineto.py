@@ -170,10 +170,10 @@ from fleetlib.program.classify import (
     collective_from_arg,
     collective_from_kernel_name,
     comm_rule_metadata,
+    dtype_size_bytes,
+    first_shape_elements,
     host_sync_kinds,
     is_graph_launch,
-    message_bytes,
-    shape_bytes,
 )
 from fleetlib.program.readers import _cache
 from fleetlib.program.schema import STEP_SOURCES, table_dtypes
@@ -396,11 +396,11 @@ def _skip_ws(buf: bytes | bytearray, pos: int) -> int:
     return pos
 
 
-def _valid_utf8(data: bytes | bytearray) -> bool:
-    if data.isascii():
+def _valid_utf8(data: bytes | bytearray | memoryview) -> bool:
+    if not isinstance(data, memoryview) and data.isascii():
         return True
     try:
-        data.decode("utf-8")
+        str(data, "utf-8")
     except UnicodeDecodeError:
         return False
     return True
@@ -415,13 +415,13 @@ def _bracketed(buf: bytes | bytearray, start: int, end: int, close: bool = True)
     return data
 
 
-def _typed_events(data: bytearray) -> list[Any] | None:
+def _typed_events(data: bytearray | memoryview, ascii_text: bool) -> list[Any] | None:
     """Return the events of a JSON array; None where msgspec refuses it.
 
-    Invalid UTF-8 is refused too: msgspec skips the fields it does not read without checking them,
-    and the :mod:`json` path counts the bytes.
+    Invalid UTF-8 is refused too (unless the whole document is ASCII): msgspec skips the fields it
+    does not read without checking them, and the :mod:`json` path counts the bytes.
     """
-    if not _valid_utf8(data):
+    if not ascii_text and not _valid_utf8(data):
         return None
     try:
         return EVENT_DECODER.decode(data)
@@ -529,6 +529,7 @@ class _Document:
         if first == b"[":
             self.format = "bare_array"
         self.start = start
+        self.ascii = isinstance(buf, (bytes, bytearray)) and buf.isascii()  # then every piece is UTF-8
 
     # --- msgspec --------------------------------------------------------------------------------------
 
@@ -571,7 +572,7 @@ class _Document:
             m = _CUT_RE.search(buf, target) if target < n else None
             misses = 0
             while m is not None:
-                events = _typed_events(_bracketed(buf, pos, m.start() + 1))
+                events = _typed_events(_bracketed(buf, pos, m.start() + 1), self.ascii)
                 if events is not None:
                     yield events
                     events = None  # not held while the next piece is decoded
@@ -589,8 +590,11 @@ class _Document:
         # follow; where that is not the one (a later key's value holds a "]"), msgspec names the byte
         # after the array's end
         end = self._closing(pos)
-        data = _bracketed(buf, pos, end, close=False)
-        if not _valid_utf8(data):
+        if buf[pos - 1:pos] == b"[":  # the whole array in one piece: decoded where it lies, not copied
+            data: bytearray | memoryview = memoryview(buf)[pos - 1:end]
+        else:
+            data = _bracketed(buf, pos, end, close=False)
+        if not self.ascii and not _valid_utf8(data):
             raise _Refused
         try:
             events = EVENT_DECODER.decode(data)
@@ -599,7 +603,7 @@ class _Document:
             if found is None:
                 raise _Refused from None
             cut = int(found.group(1)) - 1  # the first character after the array (msgspec names the next)
-            del data[cut:]
+            data = memoryview(data)[:cut]
             try:
                 events, end = EVENT_DECODER.decode(data), pos + cut - 1
             except msgspec.DecodeError:
@@ -746,11 +750,7 @@ def _objects(values: Iterable[Any], n: int) -> np.ndarray:
 def _arg_columns(args: list[Any], keys: Sequence[str]) -> dict[str, np.ndarray]:
     """Return the values of these args keys in each record (None where absent), in one pass."""
     n = len(args)
-    if len(keys) == 1:
-        return {keys[0]: _objects(map(attrgetter(_ARG_KEYS[keys[0]]), args), n)}
-    rows = map(attrgetter(*(_ARG_KEYS[k] for k in keys)), args)
-    columns = zip(*rows, strict=True) if n else ((),) * len(keys)
-    return {k: _objects(c, n) for k, c in zip(keys, columns, strict=True)}
+    return {k: _objects(list(map(attrgetter(_ARG_KEYS[k]), args)), n) for k in keys}
 
 
 def _first_present(cols: Mapping[str, np.ndarray], keys: Sequence[str]) -> np.ndarray:
@@ -799,29 +799,38 @@ _SEEN: dict[Any, dict[Any, Any]] = {}
 _SEEN_LIMIT = 200_000
 
 
-def _per_value(values: np.ndarray, rule: Callable[[np.ndarray], Any], key: Any, missing: Any = None,
-               dtype: Any = object) -> np.ndarray:
+def _per_value(values: np.ndarray | list[Any], rule: Callable[[np.ndarray], Any], key: Any,
+               missing: Any = None, dtype: Any = object) -> np.ndarray:
     """Return ``rule(values)``, computed once per distinct value and process.
 
     ``rule`` is a rule applied to an object array that answers per value; its answers for text,
-    bytes or tuples of them are remembered (:data:`_SEEN`).  A missing value gets ``missing``.
+    bytes or tuples of them are remembered (:data:`_SEEN`): a value met before costs one dictionary
+    look-up.  The others are told apart as :func:`_factorize` tells them and passed to ``rule``
+    together; a missing value (None, NaN) gets ``missing``.
     """
-    codes, uniques = _factorize(values)
-    seen = _SEEN.setdefault(key, {})
-    keys = uniques.tolist()
-    answers = [seen.get(k, _UNSEEN) if type(k) in (str, bytes, tuple) else _UNSEEN for k in keys]
-    new = [i for i, a in enumerate(answers) if a is _UNSEEN]
-    if new:
-        if len(seen) + len(new) > _SEEN_LIMIT:
+    items = values.tolist() if isinstance(values, np.ndarray) else values
+    seen = _SEEN.get(key)
+    if seen is None:
+        seen = _SEEN[key] = {None: missing}  # a rule's missing answer: each call site has its own key
+    try:
+        answers = list(map(seen.get, items, repeat(_UNSEEN)))
+    except TypeError:  # an unhashable value (a malformed trace): every value is new
+        answers = [_UNSEEN] * len(items)
+    if _UNSEEN in answers:
+        new = [i for i, a in enumerate(answers) if a is _UNSEEN]
+        codes, uniques = _factorize([items[i] for i in new])
+        found = rule(uniques) if len(uniques) else []
+        found = found.tolist() if isinstance(found, np.ndarray) else list(found)  # Python scalars
+        if len(seen) + len(found) > _SEEN_LIMIT:
             seen.clear()
-        for i, a in zip(new, list(rule(uniques[new])), strict=True):
-            answers[i] = a
-            if type(keys[i]) in (str, bytes, tuple):
-                seen[keys[i]] = a
-    table = np.empty(len(answers) + 1, dtype=dtype)
-    table[:len(answers)] = answers
-    table[-1] = missing
-    return table[codes]  # code -1 takes the last entry: the missing value
+            seen[None] = missing
+        for u, a in zip(uniques.tolist(), found, strict=True):
+            if type(u) in (str, bytes, tuple):
+                seen[u] = a
+        found.append(missing)  # code -1: a missing value
+        for i, c in zip(new, codes.tolist(), strict=True):
+            answers[i] = found[c]
+    return _objects(answers, len(answers)) if dtype is object else np.array(answers, dtype=dtype)
 
 
 def _map_unique(values: np.ndarray, fn: Callable[[Any], Any], missing: Any) -> np.ndarray:
@@ -837,13 +846,20 @@ def _map_unique(values: np.ndarray, fn: Callable[[Any], Any], missing: Any) -> n
 
 
 def _shared(values: np.ndarray) -> np.ndarray:
-    """Point equal values at one object (the decoder makes a new string per event; names are long)."""
+    """Point equal values at one object (the decoder makes a new string per event; names are long).
+
+    Equal values are told apart as :func:`_factorize` tells them: the first one met stands for
+    them all, and a missing value (NaN too) is None.
+    """
+    items = values.tolist()
+    first: dict[Any, Any] = {}
     try:
-        codes, uniques = _factorize(values)
+        shared = list(map(first.setdefault, items, items))
     except TypeError:  # unhashable values in a malformed trace: keep them as they are
         return values
-    table = np.append(np.asarray(uniques, dtype=object), _objects([None], 1))
-    return table[np.where(codes < 0, len(uniques), codes)]
+    if any(type(k) is not str for k in first):  # NaN (not equal to itself) is missing, as in _factorize
+        shared = [None if v is not None and v != v else v for v in shared]
+    return _objects(shared, len(shared))
 
 
 _PLAIN_IDS = frozenset({int, str, type(None)})
@@ -860,7 +876,7 @@ def _shared_ids(values: np.ndarray) -> np.ndarray:
     kinds = set(map(type, items))
     if kinds == {int}:
         try:
-            return np.array(items, dtype=np.int64)  # no int object per event
+            return np.fromiter(items, dtype=np.int64, count=len(items))  # no int object per event
         except OverflowError:  # an id beyond int64: shared by value
             return _shared(values)
     if kinds <= _PLAIN_IDS:
@@ -921,7 +937,7 @@ def _numbers(values: np.ndarray | list[Any]) -> tuple[np.ndarray, np.ndarray]:
     kinds = set(map(type, values))
     if kinds <= {int}:
         try:
-            return np.array(values, dtype=np.int64), status
+            return np.fromiter(values, dtype=np.int64, count=n), status
         except OverflowError:
             pass
     elif kinds <= {int, float}:
@@ -1047,7 +1063,7 @@ def _json_texts(values: np.ndarray) -> np.ndarray:
     out = np.full(len(values), None, dtype=object)
     if len(have):
         raw = b"\0".join(values[have].tolist()).split(b"\0")  # JSON text holds no NUL byte
-        out[have] = _per_value(_objects(raw, len(raw)), lambda u: map(_raw_text, u), "shape text")
+        out[have] = _per_value(raw, lambda u: map(_raw_text, u), "shape text")
     return out
 
 
@@ -1100,8 +1116,8 @@ class _Collector:
         ph = _objects([e.ph for e in events], len(events))
         cat = _objects([e.cat for e in events], len(events))
         try:
-            ph_codes, ph_uniques = _factorize(ph)
-            cat_codes, cat_uniques = _factorize(cat)
+            ph_codes, ph_uniques = pd.factorize(ph)
+            cat_codes, cat_uniques = pd.factorize(cat)
         except TypeError:  # a JSON array or object as ph or cat (malformed): those events are rejected
             keep = self._reject_nested(rows, {"ph": ph, "cat": cat})
             evs, rows, ph, cat = evs[keep], rows[keep], ph[keep], cat[keep]
@@ -1185,9 +1201,8 @@ class _Collector:
                 self.parts["spans"].append(self._span(x, sel[keep], x_rows[sel][keep]))
             unused[sel[~keep & (x_cat[sel] != "cpu_op")]] = True  # annotations no table reads
         if unused.any():
-            cats, counts = np.unique(x_cat[unused].astype(str), return_counts=True)
-            for cat_, c in zip(cats.tolist(), counts.tolist(), strict=True):
-                self.unused_complete[cat_ or "<no category>"] += int(c)
+            for cat_, c in Counter(x_cat[unused].tolist()).items():
+                self.unused_complete[cat_ or "<no category>"] += c
 
     def _reject_nested(self, rows: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         """Note the events whose ``fields`` hold a JSON array or object (rejected); return the others' mask.
@@ -1230,8 +1245,9 @@ class _Collector:
     def _runtime(self, x: Mapping[str, np.ndarray], pos: np.ndarray,
                  rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
+        correlation = [a.correlation for a in args]  # as many as the runtime calls: a plain loop
         return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos],
-                "correlation": _compact_ids(_arg_columns(args, ("correlation",))["correlation"])}
+                "correlation": _compact_ids(_objects(correlation, len(correlation)))}
 
     def _span(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
@@ -1246,10 +1262,10 @@ class _Collector:
     def _op(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
         cols = {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
-        found = _arg_columns(args, ("External id", *_RAW_ARGS))
-        cols["External id"] = _compact_ids(found["External id"])
-        for key in _RAW_ARGS:
-            cols[key] = _json_texts(found[key])
+        n = len(args)  # as many as the CPU ops: plain loops over the three fields read
+        cols["External id"] = _compact_ids(_objects([a.external_id for a in args], n))
+        cols["Input Dims"] = _json_texts(_objects([a.input_dims for a in args], n))
+        cols["Input type"] = _json_texts(_objects([a.input_type for a in args], n))
         return cols
 
     def table(self, which: str) -> dict[str, np.ndarray]:
@@ -1403,8 +1419,15 @@ def _collectives_from_arg(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~fleetlib.program.classify.collective_from_arg`, once per distinct value and process."""
     found = _per_value(values, lambda u: zip(*collective_from_arg(u), strict=True), "collective of an arg",
                        ("none", False))
-    return (_objects((c for c, _ in found), len(found)),
-            np.fromiter((r for _, r in found), dtype=bool, count=len(found)))
+    collectives, recognised = zip(*found.tolist(), strict=True) if len(found) else ((), ())
+    return _objects(collectives, len(found)), np.array(recognised, dtype=bool)
+
+
+def _fixed_categorical(values: np.ndarray, dtype: pd.CategoricalDtype) -> pd.Categorical:
+    """Return ``pd.Categorical(values, dtype=dtype)``, each distinct value's code looked up once."""
+    codes = _per_value(values, dtype.categories.get_indexer, ("category code", tuple(dtype.categories)), -1,
+                       dtype=np.int64)
+    return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
 
 
 def _text_categorical(values: np.ndarray) -> pd.Categorical:
@@ -1428,8 +1451,9 @@ def _text_categorical(values: np.ndarray) -> pd.Categorical:
 
 
 def _to_floats(values: np.ndarray) -> np.ndarray:
-    """Numbers of an object column as float64 (NaN where missing or not a number), as pandas reads them."""
-    return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
+    """Numbers of an object column as float64: NaN where missing or not a number (see :func:`_numbers`)."""
+    numbers, status = _numbers(values)
+    return np.where((status == _NUM_OK) | (status == _NUM_TEXT), numbers, np.nan).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1453,6 +1477,8 @@ def _all_text(values: np.ndarray, skipna: bool) -> bool:
 
 def _not_text(values: np.ndarray) -> np.ndarray:
     """Return the mask of values that are not text (missing ones too)."""
+    if _all_text(values, skipna=False):
+        return np.zeros(len(values), dtype=bool)
     return ~np.fromiter(map(isinstance, values, repeat(str)), dtype=bool, count=len(values))
 
 
@@ -1527,11 +1553,15 @@ def _message_bytes(nelems: np.ndarray, dtypes: np.ndarray, rows: np.ndarray,
                    book: _Book | None) -> tuple[np.ndarray, np.ndarray]:
     """Message bytes (float64, NaN unknown) from ``In msg nelems`` and ``dtype``, and the counts used.
 
+    The bytes are :func:`fleetlib.program.classify.message_bytes`: the count times the dtype's size
+    (:func:`~fleetlib.program.classify.dtype_size_bytes`), rounded.
+
     Counts that are no whole number are read as absent first (:func:`_element_counts`); a negative
     element count (no message has one) leaves the size unknown: read as absent, a named repair.
     """
     nelems = _element_counts(nelems, rows, book)
-    neg = _to_floats(nelems) < 0  # NaN (missing, not a number) compares False
+    count = _to_floats(nelems)
+    neg = count < 0  # NaN (missing, not a number) compares False
     if neg.any():
         if book is not None:
             book.repair_rows(rows[neg], "In msg nelems", [
@@ -1539,7 +1569,19 @@ def _message_bytes(nelems: np.ndarray, dtypes: np.ndarray, rows: np.ndarray,
                 for v in nelems[neg]])
         nelems = nelems.copy()
         nelems[neg] = None
-    return message_bytes(nelems, dtypes).to_numpy(dtype=float, na_value=np.nan), nelems
+        count = np.where(neg, np.nan, count)
+    return _bytes(count, dtypes), nelems
+
+
+def _bytes(count: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
+    """Bytes of ``count`` elements of each dtype (float64, NaN unknown), as ``message_bytes`` rounds them.
+
+    The size of each dtype name is classify's (:func:`~fleetlib.program.classify.dtype_size_bytes`),
+    looked up once per name and process.
+    """
+    size = _per_value(dtypes, dtype_size_bytes, "dtype size", np.nan, dtype=np.float64)
+    out = count * size
+    return np.where(np.isfinite(out), np.round(out), np.nan)
 
 
 def _dirty(values: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
@@ -1907,21 +1949,22 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "stream": stream,
         "start_us": start, "end_us": end, "dur_us": dur,
         "name": _text_categorical(names),
-        "kind": pd.Categorical(kind, dtype=dtypes["kind"]),
-        "collective": pd.Categorical(comm["collective"], dtype=dtypes["collective"]),
+        "kind": _fixed_categorical(kind, dtypes["kind"]),
+        "collective": _fixed_categorical(comm["collective"], dtypes["collective"]),
         "process_group": _text_categorical(comm["pg"]),
         "seq": comm["seq"],
         "bytes": comm["bytes"],
         "cuda_graph": graph,
         "device": device, "correlation": corr, "launch_us": launch_us,
-        "collective_source": pd.Categorical(comm["source"], dtype=dtypes["collective_source"]),
+        "collective_source": _fixed_categorical(comm["source"], dtypes["collective_source"]),
         "external_id": external_id,
         "comm_rule": _text_categorical(comm["rule"]),
     }
     # sorted by rank (one here), start, end, stream -- stable, as sort_values(kind="stable") sorts -- and
     # built once in that order
     order = np.lexsort((stream, end, start))
-    kernels = pd.DataFrame({k: v[order] for k, v in columns.items()}, copy=False)
+    kernels = pd.DataFrame({k: v[order] for k, v in columns.items()}, index=pd.RangeIndex(n_k),
+                           copy=False)
 
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     devices = top.get("deviceProperties")
@@ -1983,10 +2026,10 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     order = np.argsort(start[ok], kind="stable")  # sorted by start as sort_values(kind="stable") sorts
     table = pd.DataFrame({
         "rank": np.zeros(len(rows), dtype=np.int64), "external_id": ext[order],
-        "name": _text_categorical(names)[order], "start_us": start[ok][order], "dur_us": dur[ok][order],
+        "name": _text_categorical(names[order]), "start_us": start[ok][order], "dur_us": dur[ok][order],
         "input_dims": pd.Series(dims[order], dtype=object),
         "input_types": pd.Series(types[order], dtype=object),
-    }, copy=False)
+    }, index=pd.RangeIndex(len(rows)), copy=False)
     return table, links
 
 
@@ -2187,7 +2230,7 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
         guess = _per_value(gk["name"][left], collective_from_kernel_name, "collective of a name", "none")
         collective[left] = guess
         source[left] = np.where(guess != "none", "name", "none")
-    have = np.isfinite(nbytes)
+    have = np.isfinite(nbytes) & (np.abs(nbytes) < 2.0 ** 63)
     data = np.zeros(len(nbytes), dtype=np.int64)
     data[have] = np.round(nbytes[have]).astype(np.int64)
     comm["bytes"] = pd.arrays.IntegerArray(data, ~have)
@@ -2201,7 +2244,11 @@ def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:
         return "rocm"
     if "cuda" in keys or "cupti" in keys:
         return "cuda"
-    runtime = [str(x) for x in pd.unique(pd.Series(runtime_names, dtype=object).dropna())]
+    try:
+        distinct = set(runtime_names.tolist())
+    except TypeError:  # an unhashable name (a malformed trace)
+        distinct = set(map(str, runtime_names.tolist()))
+    runtime = [str(x) for x in distinct if x is not None and x == x]
     if any(x.startswith("hip") for x in runtime):
         return "rocm"
     if any(x.startswith("cu") for x in runtime):
@@ -2274,8 +2321,8 @@ def _host_annotations(s: Mapping[str, np.ndarray], origin: int, scale: float,
     coll[nccl] = _per_value(names[use][nccl], collective_from_annotation, "collective of an annotation",
                             "none")
     b_arg, _ = _message_bytes(s["In msg nelems"][use], s["dtype"][use], s["row"][use], book)
-    b_shape = shape_bytes(list(s["Input Dims"][use]), list(s["Input type"][use])).to_numpy(
-        dtype=float, na_value=np.nan)
+    count, first_type = first_shape_elements(s["Input Dims"][use].tolist(), s["Input type"][use].tolist())
+    b_shape = _bytes(count, first_type)  # classify.shape_bytes: the first shape's elements, its dtype
     nbytes = np.where(np.isnan(b_arg), b_shape, b_arg)
     pg = np.where(np.equal(s["Process Group Name"][use], None), s["Process Group Description"][use],
                   s["Process Group Name"][use])
@@ -2387,7 +2434,7 @@ def _step_frame(number: np.ndarray, start: np.ndarray, end: np.ndarray, source: 
         "rank": np.zeros(n, dtype=np.int64), "step": pd.arrays.IntegerArray(steps, np.zeros(n, dtype=bool)),
         "start_us": lo, "end_us": hi,
         "source": pd.Categorical.from_codes(np.full(n, STEP_SOURCES.index(source)), dtype=dtypes["source"]),
-    }, copy=False)
+    }, index=pd.RangeIndex(n), copy=False)
 
 
 def _fallback_steps(start: np.ndarray, end: np.ndarray, kind: np.ndarray, col: _Collector, origin: int,
@@ -2412,8 +2459,9 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
     if not r:
         return empty_host_syncs()
     found = _per_value(r["name"], lambda u: zip(*host_sync_kinds(u), strict=True), "host sync", (None, False))
-    sync_kind = _objects((k for k, _ in found), len(found))
-    blocking = np.fromiter((b for _, b in found), dtype=bool, count=len(found))
+    kinds, blocks = zip(*found.tolist(), strict=True) if len(found) else ((), ())
+    sync_kind = _objects(kinds, len(found))
+    blocking = np.array(blocks, dtype=bool)
     is_sync = ~np.equal(sync_kind, None)
     if not is_sync.any():
         return empty_host_syncs()
@@ -2431,7 +2479,7 @@ def _host_sync_table(r: Mapping[str, np.ndarray], origin: int, scale: float, ste
         "name": _text_categorical(sub["name"][order].astype(str)),
         "sync_kind": _text_categorical(sync_kind[is_sync][order].astype(str)),
         "blocking": blocking[is_sync][order].astype(bool),
-    }, copy=False)
+    }, index=pd.RangeIndex(len(order)), copy=False)
 
 
 
