@@ -575,6 +575,24 @@ def test_collective_from_host_annotations(tmp_path):
     assert k["seq"].iloc[1] == 4 and pd.isna(k["seq"].iloc[0])
 
 
+@pytest.mark.parametrize(("args", "cat"), [
+    ({"Input Dims": [[-5]], "Input type": ["float"]}, "user_annotation"),  # a negative dimension
+    ({"Input Dims": [[10**19]], "Input type": ["float"]}, "user_annotation"),  # past int64 bytes
+    ({"Collective name": "all_to_all", "In msg nelems": 2**62, "dtype": "Float"}, "cpu_op"),
+])
+def test_message_size_negative_or_past_int64_is_unknown(tmp_path, args, cat):
+    name = "record_param_comms" if "Collective name" in args else "nccl:all_to_all"
+    events = [
+        step(1, 0.0, 1000.0),
+        span(name, 12.0, 20.0, cat=cat, args=args),
+        runtime(15.0, 5.0, "cudaLaunchKernel", corr=1),
+        kernel(20.0, 100.0, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)", stream=84, corr=1),
+    ]
+    k = read_trace(write_trace(tmp_path / "t.json", events, top=info()), cache=False).kernels
+    assert k["collective"].astype(str).tolist() == ["alltoall"]
+    assert k["bytes"].isna().all()
+
+
 def test_custom_classifier_and_sync_and_graph_kinds(tmp_path, cache_dir):
     events = [
         step(1, 0.0, 1000.0),

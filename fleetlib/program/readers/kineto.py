@@ -1576,12 +1576,14 @@ def _message_bytes(nelems: np.ndarray, dtypes: np.ndarray, rows: np.ndarray,
 def _bytes(count: np.ndarray, dtypes: np.ndarray) -> np.ndarray:
     """Bytes of ``count`` elements of each dtype (float64, NaN unknown), as ``message_bytes`` rounds them.
 
+    A negative count (a shape with a negative dimension) leaves the size unknown.
+
     The size of each dtype name is classify's (:func:`~fleetlib.program.classify.dtype_size_bytes`),
     looked up once per name and process.
     """
     size = _per_value(dtypes, dtype_size_bytes, "dtype size", np.nan, dtype=np.float64)
     out = count * size
-    return np.where(np.isfinite(out), np.round(out), np.nan)
+    return np.where(np.isfinite(out) & (out >= 0), np.round(out), np.nan)  # a negative shape: unknown
 
 
 def _dirty(values: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
