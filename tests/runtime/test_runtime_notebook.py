@@ -1,6 +1,6 @@
 """The rung-2 notebook ``notebooks/02_job_timeline.ipynb``: static checks (fast) and papermill runs.
 
-Static checks read the committed ``.ipynb`` only: outputs stripped (``fleetlib.golden.check_committed``
+Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
 are ``timeline_*`` keys of *both* parameter files with the running example's values as defaults, every
 ``timeline_*`` key of the files declared, every declared parameter used, figures saved under unique names

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.program import stragglers as fleet
+from fleetlib.program.readers.rank_timers import TimerBlock
 from fleetlib.program.stragglers import (
     PER_RANK_COLUMNS,
     PER_STEP_COLUMNS,
@@ -309,7 +310,7 @@ def test_blocks_combine_to_the_whole(table, cuts):
     """Any split into blocks gives what one block gives (what the Dask engine relies on)."""
     whole = straggler_analysis(table)
     edges = sorted({0, len(table), *(c for c in cuts if c < len(table))})
-    blocks = [fleet._Block("<table>", None, 1 + lo, hi - lo) for lo, hi in itertools.pairwise(edges)]
+    blocks = [TimerBlock("<table>", None, 1 + lo, hi - lo) for lo, hi in itertools.pairwise(edges)]
     parts = [table.iloc[b.first_row - 1:b.first_row - 1 + b.rows] for b in blocks]
     pairs = list(zip(parts, blocks, strict=True))
     sp = fleet._tree([fleet._pass1_block(p, b) for p, b in pairs], fleet._combine_steps)
@@ -325,7 +326,7 @@ def test_duplicate_in_any_block_is_refused(table, data):
     with pytest.raises(InputError, match="one timer per"):
         straggler_analysis(dup)
     cut = data.draw(st.integers(1, len(dup) - 1))
-    blocks = [fleet._Block("x", None, 1, cut), fleet._Block("x", None, 1 + cut, len(dup) - cut)]
+    blocks = [TimerBlock("x", None, 1, cut), TimerBlock("x", None, 1 + cut, len(dup) - cut)]
     with pytest.raises(InputError, match="one timer per"):
         fleet._combine_steps(fleet._pass1_block(dup.iloc[:cut], blocks[0]),
                              fleet._pass1_block(dup.iloc[cut:], blocks[1]))
@@ -409,16 +410,6 @@ def test_auto_engine_picks_pandas_for_small_files(tmp_path):
     info = synth_rank_timers(tmp_path / "s.parquet", ranks=4, steps=3, seed=0, stragglers={})
     assert straggler_analysis(info["path"], engine=None).engine == "pandas"
 
-
-def test_old_module_path_still_imports_with_a_deprecation_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("fleetlib.program.fleet", None)
-    with pytest.warns(DeprecationWarning, match="fleetlib.program.stragglers"):
-        old = importlib.import_module("fleetlib.program.fleet")
-    assert old.straggler_analysis is fleet.straggler_analysis
-    assert old.read_rank_timers is fleet.read_rank_timers and old.FleetStragglers is fleet.FleetStragglers
 
 
 def test_read_is_the_registry_protocol():
