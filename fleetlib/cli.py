@@ -221,9 +221,9 @@ def _render_ettr(res: dict[str, Any]) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.report import parse_overrides, project_root, run_report
+    from fleetlib.report import checkout_root, parse_overrides, run_report
 
-    params = args.params or project_root() / "parameters" / "running_example.yaml"
+    params = args.params or checkout_root() / "parameters" / "running_example.yaml"
     out = run_report(params, args.out, notebooks=args.notebook or None, progress=not args.quiet,
                      fleet=args.fleet, overrides=parse_overrides(args.param))
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

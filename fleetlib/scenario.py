@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
+from fleetlib._environ import project_root
+from fleetlib._io import Yaml12FloatLoader, confined, current_limits, excerpt, load_yaml, read_text
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -80,26 +79,6 @@ RUNTIME_MODEL_KEYS = (
 )
 
 
-class _ScenarioLoader(yaml.SafeLoader):
-    """A safe YAML loader that also reads ``1e-3`` as a number.
-
-    PyYAML follows YAML 1.1, where an exponent without a decimal point is text; a scenario file
-    that writes ``1e-3`` means a number, so the YAML 1.2 float form is accepted as well.
-    """
-
-
-_ScenarioLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.VERBOSE,
-    ),
-    list("-+0123456789."),
-)
 
 
 #: A scenario file is a page of parameters; anything larger is not one (and is not read into memory).
@@ -215,7 +194,7 @@ def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
     except InputError as exc:
         why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
         raise InputError(f"cannot read the {what} ({why})", file=file, row=exc.row) from None
-    data = load_yaml(text, file=file, loader=_ScenarioLoader)
+    data = load_yaml(text, file=file, loader=Yaml12FloatLoader)
     if data is None:
         raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)
     if not isinstance(data, dict):
@@ -403,12 +382,7 @@ def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> d
 
 def _project_root() -> Path:
     """Return the folder the notebooks run in: the fleetlib checkout, or else the current directory."""
-    from fleetlib.report import ReportError, project_root  # imported here: report imports this module
-
-    try:
-        return project_root()
-    except ReportError:
-        return Path.cwd().resolve()
+    return project_root() or Path.cwd().resolve()
 
 
 def _check_paths(layer: _Layer) -> None:

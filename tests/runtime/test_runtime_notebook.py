@@ -39,7 +39,7 @@ from notebook_support import (
     source,
 )
 
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
+from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
 
 NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
 SCHEDULER = "notebooks/01_scheduler_records.ipynb"
@@ -106,7 +106,7 @@ def test_notebook_follows_the_scheduler_notebook_in_the_report_chain():
     assert rel in RUNG_NOTEBOOKS
     if SCHEDULER in RUNG_NOTEBOOKS:
         assert RUNG_NOTEBOOKS.index(rel) == RUNG_NOTEBOOKS.index(SCHEDULER) + 1
-    chain = _resolve_notebooks(None, project_root())
+    chain = _resolve_notebooks(None, checkout_root())
     assert NOTEBOOK in chain and chain.index(NOTEBOOK) < len(RUNG_NOTEBOOKS)
 
 
