@@ -225,7 +225,7 @@ def straggler_explorer(waits: pd.DataFrame, partition: pd.DataFrame, *, threshol
     import ipywidgets
 
     from fleetlib.plots import straggler_bars
-    from fleetlib.program.collectives import straggler_report
+    from fleetlib.program import straggler_report
 
     output = ipywidgets.Output() if output is None else output
     level = ipywidgets.FloatSlider(value=float(threshold), min=0.5, max=1.0, step=0.01,

@@ -348,7 +348,7 @@ def _write_scheduler(out: Path, alloc: pd.DataFrame, devices: int, horizon: int)
 
 
 def _write_traces(out: Path, jobs: list[str], seed: int) -> dict[str, tuple[str, list[str]]]:
-    from fleetlib.program.synth import synth_step_traces
+    from fleetlib.program import synth_step_traces
 
     traces = {}
     for job in jobs:

@@ -437,7 +437,7 @@ def _write_model(out: Path, job: _Job) -> str:
 
 
 def _write_traces(out: Path, job: _Job, seed: int) -> tuple[str, dict[str, float], int]:
-    from fleetlib.program.synth import synth_step_traces
+    from fleetlib.program import synth_step_traces
 
     rel = f"traces/{job.job_id}"
     tr = synth_step_traces(out / rel, ranks=2, steps=2, seed=seed, straggler_rank=1)

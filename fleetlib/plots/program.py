@@ -27,8 +27,7 @@ from fleetlib.plots._style import (
     require_numeric,
     require_positive,
 )
-from fleetlib.program.breakdown import PARTITION_PARTS
-from fleetlib.program.roofline import DIAGNOSES
+from fleetlib.program import DIAGNOSES, PARTITION_PARTS
 from fleetlib.quality import DomainError
 
 # ---------------------------------------------------------------------------------------------------

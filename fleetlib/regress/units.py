@@ -219,7 +219,7 @@ def _retained_steps(steps: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
 
 def _job_contract(man: Any, jobs: pd.DataFrame, base: Contract) -> pd.DataFrame:
     """Per job: software version, architecture (its model config's accelerator), pool."""
-    from fleetlib.program.commands import load_model_config
+    from fleetlib.program import load_model_config
 
     per_job = man.contract.get("jobs") if isinstance(man.contract, Mapping) else None
     per_job = per_job if isinstance(per_job, Mapping) else {}
@@ -251,7 +251,7 @@ def _episode_columns(jobs: pd.DataFrame, timers: Mapping[str, pd.DataFrame]) -> 
 
 def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Rank timers per job: a file named after its job id (``rank_timers/JOB.parquet``)."""
-    from fleetlib.program.readers.rank_timers import read_rank_timers
+    from fleetlib.program import read_rank_timers
 
     out = {}
     for path in man.rank_timer_files:
