@@ -51,7 +51,7 @@ from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides, shortened
-from fleetlib.report.tables import folded, frame
+from fleetlib.report.tables import escape_markdown, folded, frame, say
 from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
 __all__ = [
@@ -64,11 +64,13 @@ __all__ = [
     "ReportError",
     "checkout_root",
     "declared_parameters",
+    "escape_markdown",
     "folded",
     "frame",
     "parse_overrides",
     "run_report",
     "save_figure",
+    "say",
 ]
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
