@@ -361,12 +361,13 @@ def test_a_rank_beyond_int64_is_refused_not_wrapped():
 
 def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id():
     from fleetlib.program import stragglers
+    from fleetlib.program.readers.rank_timers import TimerBlock
 
     n = 6_000
     rank = np.where(np.arange(n) % 3 == 2, 16_777_215, np.arange(n) % 3)
     step = np.arange(n) // 3
     table = pd.DataFrame({"rank": rank, "step": step, "duration_s": 1.0 + (np.arange(n) % 3) / 10})
-    blocks = [stragglers._Block("t", None, 1, n // 2), stragglers._Block("t", None, 1 + n // 2, n - n // 2)]
+    blocks = [TimerBlock("t", None, 1, n // 2), TimerBlock("t", None, 1 + n // 2, n - n // 2)]
     parts = [table.iloc[: n // 2], table.iloc[n // 2:]]
     tracemalloc.start()
     try:
@@ -384,7 +385,7 @@ def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id(
     dup = pd.concat([parts[0], parts[1].iloc[:0], table.iloc[[5]]])
     with pytest.raises(InputError, match="two rows for rank 16777215 at step 1"):
         stragglers._combine_steps(stragglers._pass1_block(parts[0], blocks[0]),
-                                  stragglers._pass1_block(dup.iloc[-1:], stragglers._Block("u", None, 1, 1)))
+                                  stragglers._pass1_block(dup.iloc[-1:], TimerBlock("u", None, 1, 1)))
 
 
 def test_a_trace_nested_too_deep_is_one_line():
