@@ -841,7 +841,7 @@ def _measure(
     run.  It is released after the last task (the trace step): the cluster closes while the results
     are built.
     """
-    from fleetlib.scheduling.goodput import held_time, scheduling_partition
+    from fleetlib.scheduling import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
     try:

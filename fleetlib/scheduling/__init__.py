@@ -20,8 +20,6 @@
 """
 
 from fleetlib.scheduling.goodput import (
-    LOSS_KEYS,
-    PARTITION_COLUMNS,
     SchedulingPartition,
     scheduling_goodput,
     scheduling_partition,
@@ -56,6 +54,7 @@ from fleetlib.scheduling.records import (
     validate_queue,
     validate_reservations,
 )
+from fleetlib.scheduling.schema import LOSS_KEYS, PARTITION_COLUMNS
 from fleetlib.scheduling.snapshot import (
     SnapshotScheduling,
     data_stall_from_capacity_share,

@@ -128,11 +128,8 @@ class SchedulerRecords:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Small helpers shared by the validators (and by goodput.py)
+# Small helpers shared by the validators
 # ---------------------------------------------------------------------------------------------------
-
-
-_require_columns = require_columns  # the old private name (goodput and tests import it)
 
 
 def _first_row(mask: np.ndarray) -> int | None:
@@ -321,7 +318,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
         A missing column, naive or mixed times, or an elastic allocation without a gang-complete
         time: elastic jobs change their valid size, so completeness cannot be inferred.
     """
-    _require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
+    require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
     log = RowBook(file, n)
@@ -592,8 +589,8 @@ def infer_gang_complete(bindings: pd.DataFrame, requested: pd.DataFrame, *,
         inferred gang-complete time (NaT when the bound devices never reach the requested size)
         and the total devices bound.
     """
-    _require_columns(bindings, ("job_id", "attempt", "time", "devices"), file, "bindings")
-    _require_columns(requested, ("job_id", "attempt", "requested_devices"), file, "requested")
+    require_columns(bindings, ("job_id", "attempt", "time", "devices"), file, "bindings")
+    require_columns(requested, ("job_id", "attempt", "requested_devices"), file, "requested")
     b = bindings[["job_id", "attempt", "devices"]].copy()
     b["time"] = times_ns(bindings["time"], file=file, field="time")
     b = b.sort_values(["job_id", "attempt", "time"], kind="stable")
@@ -633,7 +630,7 @@ def _text_key(col: pd.Series) -> np.ndarray:
 def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapping[str, str], *,
                         table: str, file: str, ledger: Ledger | None, no_overlap: bool,
                         positive: tuple[str, ...] = ()) -> tuple[pd.DataFrame, Ledger]:
-    _require_columns(df, columns, file, table)
+    require_columns(df, columns, file, table)
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
     log = RowBook(file, n)

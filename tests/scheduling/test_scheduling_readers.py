@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.goodput import scheduling_partition, silent_stretches
+from fleetlib.scheduling.goodput import scheduling_partition
 from fleetlib.scheduling.readers import (
     FORMATS,
     KUEUE_EVICTED_STATES,
@@ -52,6 +52,7 @@ from fleetlib.scheduling.records import (
     validate_occupancy,
     validate_queue,
 )
+from fleetlib.scheduling.views import silent_stretches
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "scheduler"

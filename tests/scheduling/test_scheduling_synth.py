@@ -9,20 +9,16 @@ import pandas as pd
 import pytest
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.scheduling.goodput import (
-    PARTITION_COLUMNS,
-    goodput_timeseries,
-    held_time,
-    scheduling_partition,
-    scheduling_summary,
-)
-from fleetlib.scheduling.records import ALLOCATION_COLUMNS, validate_allocations, validate_reservations
+from fleetlib.scheduling.goodput import scheduling_partition, scheduling_summary
+from fleetlib.scheduling.records import validate_allocations, validate_reservations
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PARTITION_COLUMNS
 from fleetlib.scheduling.synth import (
     read_canonical,
     synth_allocations_command,
     synthetic_fleet,
     write_allocations,
 )
+from fleetlib.scheduling.views import goodput_timeseries, held_time
 
 
 @pytest.fixture(scope="module")
