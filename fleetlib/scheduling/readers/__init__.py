@@ -56,7 +56,7 @@ timezone-aware times has the rows whose style differs from the file's first time
 Adding a format
 ---------------
 1. Write ``readers/<format>.py`` with ``read_<format>(paths, ...) -> (SchedulerRecords, Ledger)``:
-   open each file with :func:`~fleetlib.scheduling.readers._common._read_text` (plain or gzip by
+   open each file with :func:`fleetlib._io.read_text` (plain or gzip by
    its bytes), open its row-book with ``book.open(file, rows)`` (the 1-based line / object numbers
    of its records), and reject, repair or flag records by those numbers; build the canonical tables
    (:mod:`fleetlib.scheduling.schema`) and return ``_records(...), book.settle()``.

@@ -12,9 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from fleetlib._io import _check_regular, excerpt, load_json
+from fleetlib._io import _check_regular, as_paths, excerpt, load_json
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.readers._common import _paths, _window, protocol_read
+from fleetlib.scheduling.readers._common import (
+    protocol_read,
+    record_window,
+)
 from fleetlib.scheduling.records import (
     SchedulerRecords,
     validate_allocations,
@@ -149,10 +152,10 @@ def records(
         As :func:`read_canonical` returns them.
     """
     del tz  # UTC on disk
-    files = _paths(paths)
+    files = as_paths(paths)
     if len(files) != 1:
         raise DomainError(f"the canonical format is one Parquet file; got {len(files)} files")
-    win = _window(window)
+    win = record_window(window)
     return read_canonical(files[0], open_end=None if win is None else win[1], **options)
 
 

@@ -10,21 +10,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _csv_lines,
-    _first_line,
-    _parse_time_columns,
-    _paths,
-    _read_text,
+    ReadBook,
     _records,
+    csv_lines,
+    header_line,
+    parse_time_columns,
     protocol_read,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
 )
+from fleetlib.scheduling.schema import TIME_DTYPE
 
 # ================================================================================================
 # Helios per-VC minute sequences and daily quotas
@@ -133,11 +132,11 @@ def read_helios(
     res = float(resolution_s)
     if not res > 0:
         raise DomainError(f"resolution_s must be > 0; got {resolution_s!r}")
-    book = _Book()
+    book = ReadBook()
     seqs, quotas = [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = _first_line(text, path)
+    for path in as_paths(path_or_paths):
+        text = read_text(path)
+        header = header_line(text, path)
         first_col = header.split(",")[0].strip().lower()
         if first_col == "date":
             quotas.append(_helios_quota(path, text, tz, glitch, book))
@@ -157,14 +156,14 @@ def read_helios(
         if occupancy is not None:
             quota = quota[quota["pool"].isin(occupancy["pool"].unique())].reset_index(drop=True)
             notes["quota_check"] = _quota_check(occupancy, quota)
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(path_or_paths))
     return _records(source, notes, occupancy=occupancy, quota=quota), book.settle()
 
 
-def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) -> pd.DataFrame:
+def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
-    times, rejected = _parse_time_columns(
+    raw, rows = csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
+    times, rejected = parse_time_columns(
         raw, ["time"], tz=tz, file=file, rows=rows, book=book, format_hint="Helios sequence"
     )
     alive = ~rejected
@@ -225,19 +224,19 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) ->
             "pending_jobs": nums["pending_gpujob_num"][a].astype("int64").to_numpy(),
             "pending_devices": nums["pending_gpu_num"][a].astype("int64").to_numpy(),
         }
-    ).astype({"start": _TIME, "end": _TIME})
+    ).astype({"start": TIME_DTYPE, "end": TIME_DTYPE})
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> pd.DataFrame:
+def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: ReadBook) -> pd.DataFrame:
 
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, ("date",), "a Helios quota file")
+    raw, rows = csv_lines(path, text, book, ("date",), "a Helios quota file")
     date_col = raw.columns[0]
     pools = [c for c in raw.columns[1:] if c.strip().lower() != "total"]
     if not pools:
         raise InputError("quota file has no pool columns after 'date'", file=file, row=1)
-    times, rejected = _parse_time_columns(
+    times, rejected = parse_time_columns(
         raw, [date_col], tz=tz, file=file, rows=rows, book=book, format_hint="Helios quota file"
     )
     alive = ~rejected
@@ -289,12 +288,12 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
             )
             v, d = v[~glitchy], d[~glitchy]
     long = v.assign(_day=d.to_numpy()).melt(id_vars="_day", var_name="pool", value_name="q")
-    local_day = long["_day"].astype(_TIME).dt.tz_convert(tz)  # typed even when no day is left
+    local_day = long["_day"].astype(TIME_DTYPE).dt.tz_convert(tz)  # typed even when no day is left
     end = (local_day + pd.DateOffset(days=1)).dt.tz_convert("UTC")
     out = pd.DataFrame(
         {
             "pool": long["pool"].astype(object).to_numpy(),
-            "start": long["_day"].astype(_TIME).reset_index(drop=True),
+            "start": long["_day"].astype(TIME_DTYPE).reset_index(drop=True),
             "end": end.dt.as_unit("ns").reset_index(drop=True),
             "devices_in_service": long["q"].astype(float).round().astype("int64").to_numpy(),
             "devices_out_of_service": np.zeros(len(long), dtype=np.int64),
@@ -305,8 +304,8 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
 
 def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
     # one dtype for the keys on both sides, even when a side is empty
-    c = cap.sort_values("start").astype({"pool": object, "start": _TIME})
-    o = occ.sort_values("start").astype({"pool": object, "start": _TIME})
+    c = cap.sort_values("start").astype({"pool": object, "start": TIME_DTYPE})
+    o = occ.sort_values("start").astype({"pool": object, "start": TIME_DTYPE})
     m = pd.merge_asof(
         o[["pool", "start", "in_service"]],
         c[["pool", "start", "end", "devices_in_service"]],

@@ -10,14 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _Book,
-    _csv_lines,
-    _first_line,
-    _paths,
-    _read_text,
+    ReadBook,
     _records,
+    csv_lines,
+    header_line,
     protocol_read,
 )
 from fleetlib.scheduling.records import (
@@ -67,11 +66,11 @@ def read_openb(
         Duplicate pod names, scheduling before creation, deletion before creation or scheduling, and
         inconsistent GPU fields are rejected; unknown phases are kept and flagged.
     """
-    book = _Book()
+    book = ReadBook()
     pods, nodes = [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = [h.strip() for h in _first_line(text, path).split(",")]
+    for path in as_paths(path_or_paths):
+        text = read_text(path)
+        header = [h.strip() for h in header_line(text, path).split(",")]
         if "creation_time" in header or "num_gpu" in header:
             pods.append(_openb_pods(path, text, book))
         elif "sn" in header or "model" in header:
@@ -91,13 +90,13 @@ def read_openb(
         "use": "waits and size cohorts only: the pod sample never fills the cluster (no time-based goodput)",
         "time_zone": "seconds from the trace start (no calendar time)",
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(path_or_paths))
     return _records(source, notes, waits=waits, installed=installed), book.settle()
 
 
-def _openb_pods(path: Path, text: str, book: _Book) -> pd.DataFrame:
+def _openb_pods(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _OPENB_POD_REQUIRED, "an openb pod list")
+    raw, rows = csv_lines(path, text, book, _OPENB_POD_REQUIRED, "an openb pod list")
     alive = np.ones(len(raw), dtype=bool)
 
     def num(c: str) -> pd.Series:
@@ -182,9 +181,9 @@ def _openb_pods(path: Path, text: str, book: _Book) -> pd.DataFrame:
     return out
 
 
-def _openb_nodes(path: Path, text: str, book: _Book) -> pd.DataFrame:
+def _openb_nodes(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _OPENB_NODE_REQUIRED, "an openb node list")
+    raw, rows = csv_lines(path, text, book, _OPENB_NODE_REQUIRED, "an openb node list")
     gpu = pd.to_numeric(raw["gpu"], errors="coerce")
     alive = np.ones(len(raw), dtype=bool)
     bad = (gpu.isna() | (gpu < 0) | (gpu != np.round(gpu))).to_numpy()

@@ -43,18 +43,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _paths,
-    _read_text,
+    ReadBook,
     _records,
-    _window,
     protocol_read,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, TIME_DTYPE
 
 __all__ = ["PAI_COLUMNS", "PAI_STATES", "read", "read_pai", "records", "sniff"]
 
@@ -132,10 +130,10 @@ def sniff(head: bytes) -> bool:
     return hexname and (number == "" or re.fullmatch(_NUMBER, number) is not None)
 
 
-def _table(path: Path, book: _Book) -> tuple[str, pd.DataFrame, np.ndarray]:
+def _table(path: Path, book: ReadBook) -> tuple[str, pd.DataFrame, np.ndarray]:
     """Return (kind, string columns, 1-based file lines) of one PAI file; bad lines are rejected."""
     file = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     lines = pd.Series(text.splitlines(), dtype="str")
     nonblank = (lines.str.strip() != "").to_numpy()
     if not nonblank.any():
@@ -181,7 +179,7 @@ def _table(path: Path, book: _Book) -> tuple[str, pd.DataFrame, np.ndarray]:
 class _Part:
     """One PAI table with its file, row numbers and alive mask, and vectorised reject/flag helpers."""
 
-    def __init__(self, file: str, raw: pd.DataFrame, rows: np.ndarray, book: _Book) -> None:
+    def __init__(self, file: str, raw: pd.DataFrame, rows: np.ndarray, book: ReadBook) -> None:
         self.file, self.raw, self.rows, self.book = file, raw, rows, book
         self.alive = np.ones(len(raw), dtype=bool)
 
@@ -260,13 +258,13 @@ def read_pai(
     InputError
         An unrecognised or empty file, or no job or no task table among the files.
     """
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     parts: dict[str, list[_Part]] = {k: [] for k in PAI_COLUMNS}
-    for path in _paths(path_or_paths):
+    for path in as_paths(path_or_paths):
         kind, raw, rows = _table(path, book)
         parts[kind].append(_Part(str(path), raw, rows, book))
-    first = str(_paths(path_or_paths)[0])
+    first = str(as_paths(path_or_paths)[0])
     if not parts["job"]:
         raise InputError(
             "no pai_job_table among the files (6 fields: job_name,inst_id,user,status,start_time,"
@@ -298,7 +296,7 @@ def read_pai(
         "weekday in Asia/Shanghai, not the true date)",
         "record_end": "" if pd.isna(record_end) else pd.Timestamp(record_end).isoformat(),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(path_or_paths))
     return _records(source, notes, allocations=alloc, installed=installed), book.settle()
 
 
@@ -576,7 +574,7 @@ def _pai_table(
     )
 
     def utc(sec: pd.Series) -> pd.Series:
-        return pd.Series(pd.to_datetime(sec.to_numpy(dtype=float), unit="s", utc=True), dtype=_TIME)
+        return pd.Series(pd.to_datetime(sec.to_numpy(dtype=float), unit="s", utc=True), dtype=TIME_DTYPE)
 
     release = utc(release_s).where(~open_, record_end)
     alloc = pd.DataFrame(
@@ -588,7 +586,7 @@ def _pai_table(
             "submit": utc(j["submit_s"]),
             "first_assigned": utc(first_s),
             "gang_complete": utc(last_s),
-            "release": release.astype(_TIME),
+            "release": release.astype(TIME_DTYPE),
             "priority": np.nan,
             "elastic": False,
             "end_state": end_state.astype(object),

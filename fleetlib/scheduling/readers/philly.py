@@ -34,19 +34,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_whole_text, json_depth_rows, nesting_message
+from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_message, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _paths,
-    _read_text,
+    ReadBook,
     _records,
-    _window,
     protocol_read,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, TIME_DTYPE
 
 __all__ = ["PHILLY_STATES", "read", "read_philly", "records", "sniff"]
 
@@ -75,10 +72,10 @@ def sniff(head: bytes) -> bool:
     return text[:1] in "[{" and '"attempts"' in text and '"submitted_time"' in text
 
 
-def _load(path: Path, book: _Book) -> tuple[list[object], np.ndarray]:
+def _load(path: Path, book: ReadBook) -> tuple[list[object], np.ndarray]:
     """Return the job objects of one log file and their 1-based object numbers (the ledger's rows)."""
     file = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     if not text.strip():
         raise InputError(
             "empty file: expected a Philly cluster_job_log (a JSON array of jobs)", file=file, row=1
@@ -118,7 +115,7 @@ def _local_times(text: pd.Series, tz: str) -> tuple[pd.Series, np.ndarray, np.nd
         utc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
     except Exception as exc:  # an unknown zone name
         raise DomainError(f"tz must be an IANA zone name such as 'America/Los_Angeles'; got {tz!r}") from exc
-    utc = utc.dt.as_unit("ns").astype(_TIME)
+    utc = utc.dt.as_unit("ns").astype(TIME_DTYPE)
     return utc, missing, (~missing) & utc.isna().to_numpy()
 
 
@@ -180,10 +177,10 @@ def read_philly(
         (``unknown_job_status``) and multi-server attempts (``gang_complete_inferred_at_start``).
     """
     zone = tz or DEFAULT_TZ
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     parts = []
-    for path in _paths(path_or_paths):
+    for path in as_paths(path_or_paths):
         jobs, rows = _load(path, book)
         parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
     alloc = pd.concat([p[0] for p in parts], ignore_index=True)
@@ -198,7 +195,7 @@ def read_philly(
         "end 'failed', the last one by the job's status",
         "record_end": "" if pd.isna(end) else pd.Timestamp(end).isoformat(),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(path_or_paths))
     return _records(source, notes, allocations=alloc), book.settle()
 
 
@@ -208,7 +205,7 @@ def _philly_file(
     rows: np.ndarray,
     tz: str,
     win: tuple[pd.Timestamp, pd.Timestamp] | None,
-    book: _Book,
+    book: ReadBook,
 ) -> tuple[pd.DataFrame, pd.Timestamp]:
     """Judge one file's jobs and attempts; return its allocations and the latest time it holds."""
     n = len(jobs)
@@ -357,7 +354,8 @@ def _philly_table(
     rel = a["end_time"].where(a["end_time"].notna(), record_end)
     prev_rel = rel.groupby(p).shift(1)
     first = prev_rel.isna().to_numpy()
-    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=_TIME).where(first, prev_rel.reset_index(drop=True))
+    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=TIME_DTYPE).where(
+        first, prev_rel.reset_index(drop=True))
     last_state = pd.Series(jobs["status"].to_numpy(dtype=object)[p]).map(PHILLY_STATES).fillna("unknown")
     is_last = np.r_[p[1:] != p[:-1], True] if p.size else np.zeros(0, dtype=bool)
     end_state = np.where(running, "running", np.where(is_last, last_state.to_numpy(dtype=object), "failed"))
@@ -370,7 +368,7 @@ def _philly_table(
             "submit": sub,
             "first_assigned": a["start_time"],
             "gang_complete": a["start_time"],
-            "release": pd.Series(rel.to_numpy(), dtype=_TIME),
+            "release": pd.Series(rel.to_numpy(), dtype=TIME_DTYPE),
             "priority": np.nan,
             "elastic": False,
             "end_state": end_state.astype(object),

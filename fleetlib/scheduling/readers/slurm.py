@@ -11,26 +11,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import current_limits, excerpt
+from fleetlib._io import as_paths, current_limits, excerpt, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _PENDING,
-    _TIME,
-    _allocations_frame,
-    _Book,
-    _capacity_from_out_of_service,
-    _first_line,
-    _overlapping,
-    _parse_time_columns,
-    _paths,
-    _read_text,
+    ReadBook,
     _records,
-    _window,
+    allocations_frame,
+    capacity_from_out_of_service,
+    header_line,
+    overlapping,
+    parse_time_columns,
     protocol_read,
     queue_from_pending,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, TIME_DTYPE
 
 # ================================================================================================
 # Slurm: sacct --parsable2, sacctmgr show event -P, sinfo -N
@@ -80,7 +76,7 @@ SLURM_END_STATES: dict[str, str] = {
     "RUNNING": "running",
     "SUSPENDED": "running",
     "RESIZING": "running",
-    "PENDING": _PENDING,
+    "PENDING": PENDING,
 }
 _SACCT_REQUIRED = ("JobID", "Partition", "Submit", "Start", "End", "State", "AllocTRES")
 _EVENT_REQUIRED = ("NodeName", "TimeStart", "TimeEnd", "State")
@@ -220,7 +216,7 @@ def _flag_elapsed(df: pd.DataFrame, closed: np.ndarray, flag: Callable[..., None
              + " s: the times are used, Elapsed is not")
 
 
-def _pipe_table(path: Path, text: str, required: Sequence[str], book: _Book, what: str) -> pd.DataFrame:
+def _pipe_table(path: Path, text: str, required: Sequence[str], book: ReadBook, what: str) -> pd.DataFrame:
     """Split '|'-separated text into string columns; reject lines with the wrong field count."""
     file = str(path)
     lines = pd.Series(text.splitlines(), dtype=object)
@@ -348,12 +344,12 @@ def read_slurm(
         An empty file, an unrecognised header, a missing required column, naive times without ``tz``,
         or events without a node inventory.
     """
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     sacct_parts, event_parts, node_parts = [], [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = _first_line(text, path)
+    for path in as_paths(path_or_paths):
+        text = read_text(path)
+        header = header_line(text, path)
         kind = _sniff_slurm(header)
         if kind == "sacct":
             sacct_parts.append(_pipe_table(path, text, _SACCT_REQUIRED, book, "sacct --parsable2 output"))
@@ -373,7 +369,7 @@ def read_slurm(
     if not sacct_parts:
         raise InputError(
             "no sacct output among the files (a header with JobID|Partition|Submit|...)",
-            file=str(_paths(path_or_paths)[0]),
+            file=str(as_paths(path_or_paths)[0]),
         )
     jobs = _slurm_jobs(sacct_parts, tz, win, book)
     nodes = _slurm_nodes(node_parts, book) if node_parts else None
@@ -406,19 +402,20 @@ def read_slurm(
             else "no node inventory given: capacity not known"
         ),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(path_or_paths))
     records = _slurm_finish(alloc, pending, events, nodes, win, notes, source)
     return records, book.settle()
 
 
 def _slurm_jobs(
-    parts: list[pd.DataFrame], tz: str | None, win: tuple[pd.Timestamp, pd.Timestamp] | None, book: _Book
+    parts: list[pd.DataFrame], tz: str | None, win: tuple[pd.Timestamp, pd.Timestamp] | None, book: ReadBook
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
     """Judge the sacct records row by row; return allocations, pending intervals and the times seen."""
     df = _sacct_frame(parts, tz, book)
     if df is None:
         empty_alloc = pd.DataFrame(columns=[*_SACCT_KEEP, "devices", "state"])
-        return empty_alloc, pd.DataFrame(columns=["pool", "start", "end", "devices"]), pd.Series(dtype=_TIME)
+        empty_pending = pd.DataFrame(columns=["pool", "start", "end", "devices"])
+        return empty_alloc, empty_pending, pd.Series(dtype=TIME_DTYPE)
     alive = ~df["_rejected"].to_numpy()
 
     files_arr = df["_file"].to_numpy(dtype=object)
@@ -451,8 +448,8 @@ def _slurm_jobs(
     # duplicates: the same record printed twice (overlapping sacct dumps)
     raw = ["JobID", "Partition", "State", "AllocTRES", "ReqTRES", "Submit", "Eligible", "Start", "End"]
     dup = df.duplicated(subset=raw, keep="first").to_numpy()
-    first_line = df.groupby(raw, sort=False)["_line"].transform("first").to_numpy()
-    reject(dup, None, "duplicate row (same as line " + pd.Series(first_line, dtype="str") + ")")
+    first_of_row = df.groupby(raw, sort=False)["_line"].transform("first").to_numpy()
+    reject(dup, None, "duplicate row (same as line " + pd.Series(first_of_row, dtype="str") + ")")
     # job steps are not allocations
     step = df["JobID"].str.contains(".", regex=False).to_numpy()
     reject(step, "JobID", "job step, not an allocation")
@@ -537,7 +534,7 @@ def _slurm_jobs(
     if started_alive.any():
         sub = df.index[started_alive]
         rel = end[sub].where(end[sub].notna(), win_end)
-        overl[sub] = _overlapping(job_id[sub], start[sub], rel)
+        overl[sub] = overlapping(job_id[sub], start[sub], rel)
     reject(overl, "Start", "overlaps an earlier attempt of the same job (starts before it was released)")
 
     alloc, pending = _sacct_tables(
@@ -568,7 +565,7 @@ _SACCT_KEEP = (
 )
 
 
-def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.DataFrame | None:
+def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: ReadBook) -> pd.DataFrame | None:
     """Parse the four sacct time columns of every file and stack the files (None when all are empty)."""
     frames = []
     for frame in parts:
@@ -579,7 +576,7 @@ def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.D
         for opt in ("Eligible", "ReqTRES", "Priority", "NodeList"):
             if opt not in frame.columns:
                 frame[opt] = ""
-        times, rejected = _parse_time_columns(
+        times, rejected = parse_time_columns(
             frame,
             ["Submit", "Eligible", "Start", "End"],
             tz=tz,
@@ -617,8 +614,8 @@ def _sacct_tables(
     release = end.where(end.notna(), win_end)
     end_state = state_word.map(SLURM_END_STATES).fillna("unknown")
     end_state = end_state.where(~pd.Series(censor, index=df.index), "running")
-    end_state = end_state.where(~pd.Series(waiting, index=df.index), _PENDING)
-    nat = pd.Series(pd.NaT, index=df.index, dtype=_TIME)
+    end_state = end_state.where(~pd.Series(waiting, index=df.index), PENDING)
+    nat = pd.Series(pd.NaT, index=df.index, dtype=TIME_DTYPE)
     k = pd.Series(keep, index=df.index)
     alloc = pd.DataFrame(
         {
@@ -650,7 +647,7 @@ def _sacct_tables(
     return alloc, pending
 
 
-def _slurm_nodes(parts: list[pd.DataFrame], book: _Book) -> pd.DataFrame:
+def _slurm_nodes(parts: list[pd.DataFrame], book: ReadBook) -> pd.DataFrame:
     frames = []
     for frame in parts:
         if frame.empty:
@@ -693,7 +690,7 @@ def _slurm_nodes(parts: list[pd.DataFrame], book: _Book) -> pd.DataFrame:
 
 
 def _slurm_events(
-    parts: list[pd.DataFrame], tz: str | None, nodes: pd.DataFrame, book: _Book
+    parts: list[pd.DataFrame], tz: str | None, nodes: pd.DataFrame, book: ReadBook
 ) -> pd.DataFrame:
     out = []
     known = set(nodes["node"])
@@ -702,7 +699,7 @@ def _slurm_events(
             continue
         file = str(frame["_file"].iloc[0])
         rows = frame["_line"].to_numpy()
-        times, rejected = _parse_time_columns(
+        times, rejected = parse_time_columns(
             frame, ["TimeStart", "TimeEnd"], tz=tz, file=file, rows=rows, book=book, format_hint="sacctmgr"
         )
         start, end = times.parsed["TimeStart"], times.parsed["TimeEnd"]
@@ -757,7 +754,7 @@ def _slurm_events(
     # the times as objects first: a column of NaT only (every kept event still open) would be inferred
     # naive and refuse the zone
     frame = pd.DataFrame(out, columns=["node", "start", "end"])
-    return frame.astype({"start": object, "end": object}).astype({"start": _TIME, "end": _TIME})
+    return frame.astype({"start": object, "end": object}).astype({"start": TIME_DTYPE, "end": TIME_DTYPE})
 
 
 def _slurm_finish(
@@ -770,7 +767,7 @@ def _slurm_finish(
     source: str,
 ) -> SchedulerRecords:
     allocations = (
-        _allocations_frame(alloc) if len(alloc) else _allocations_frame({c: [] for c in ALLOCATION_COLUMNS})
+        allocations_frame(alloc) if len(alloc) else allocations_frame({c: [] for c in ALLOCATION_COLUMNS})
     )
     pend = pending.copy()
     if len(pend):
@@ -786,7 +783,7 @@ def _slurm_finish(
             ev = ev.merge(nodes[["node", "pool", "gpus"]], on="node").rename(columns={"gpus": "devices"})
         else:
             ev = pd.DataFrame(columns=["pool", "start", "end", "devices"])
-        capacity = _capacity_from_out_of_service(installed, ev, win)
+        capacity = capacity_from_out_of_service(installed, ev, win)
     return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
 
 
