@@ -279,7 +279,7 @@ class _JobReconciliation(Mapping[str, dict[str, float]]):
 
 
 def _read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
-    from fleetlib.scheduling.readers import read_records
+    from fleetlib.scheduling import read as read_records
 
     fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
     bounds = None if window is None else (window.start, window.end)

@@ -54,7 +54,6 @@ from fleetlib.scheduling.sweep import (
 )
 
 __all__ = [
-    "SILENT_CHANNELS",
     "cohort_goodput",
     "derive_queue",
     "fragmentation_index",
@@ -74,7 +73,7 @@ def openb_cohorts(waits: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     waits
-        The ``extra["waits"]`` table from :func:`read_openb`.
+        The ``waits`` table the openb reader returns (:func:`fleetlib.scheduling.readers.openb.read`).
 
     Returns
     -------
@@ -86,7 +85,7 @@ def openb_cohorts(waits: pd.DataFrame) -> pd.DataFrame:
     """
     missing = [c for c in ("cohort", "devices", "wait_s", "scheduled") if c not in waits.columns]
     if missing:
-        raise DomainError(f"waits table lacks column(s) {missing}; pass the waits table read_openb "
+        raise DomainError(f"waits table lacks column(s) {missing}; pass the waits table the openb reader "
                           "returns")
     s = waits[waits["scheduled"]]
     g = s.groupby("cohort")["wait_s"]

@@ -516,12 +516,12 @@ def test_silent_stretches_refuse_bad_arguments():
 def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     from pathlib import Path
 
-    from fleetlib.scheduling import measure, read_records
+    from fleetlib.scheduling import measure, read
 
     helios = Path(__file__).resolve().parents[2] / "data" / "scheduler" / "helios_earth_may2020"
     vcs = sorted(helios.glob("vc*.csv.gz"))
     m = measure(vcs, format="helios-sequence")
-    records, ledger = read_records(vcs, "helios-sequence")
+    records, ledger = read(vcs, "helios-sequence")
     want = scheduling_goodput(occupancy=records.occupancy)
     got = m.factor()
     assert got.value == want.value and round(got.value, 4) == 0.7091

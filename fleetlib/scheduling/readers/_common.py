@@ -1,18 +1,18 @@
 """Helpers every scheduler-record reader shares.
 
-Paths and text, the row ledger, time parsing, step functions, and the Kubernetes-object parsing
-Kueue and Volcano have in common.
+The row-books of one read (:class:`ReadBook`), time parsing (:func:`parse_time_columns`), the
+record window, step functions (:func:`queue_from_pending`, :func:`capacity_from_out_of_service`),
+the canonical allocations frame, comma-separated text, and the Kubernetes-object parsing Kueue and
+Volcano have in common.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,6 @@ from fleetlib._io import (
 )
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
-from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, QUEUE_COLUMNS, TIME_DTYPE
 
 _MISSING_TIME = ("", "unknown", "none", "n/a", "nat", "nan", "null")
@@ -38,63 +37,9 @@ _AWARE = r"(?:[Zz]|[+-]\d{2}:?\d{2})$"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-def _records(source: str, notes: dict[str, str], **tables: object) -> SchedulerRecords:
-    out = SchedulerRecords(source=source)
-    for name, table in tables.items():
-        if name in ("allocations", "capacity", "queue", "reservations", "occupancy"):
-            setattr(out, name, table)
-        else:
-            out.extra[name] = table
-    out.extra["notes"] = notes
-    return out
-
-
-def tables_of(records: SchedulerRecords) -> dict[str, pd.DataFrame]:
-    """Return the tables of ``records`` by name: the canonical ones present and the format's extras.
-
-    This is the ``tables`` half of the reader protocol (:mod:`fleetlib.registry`): ``allocations``,
-    ``capacity``, ``queue``, ``reservations`` and ``occupancy`` where the format gives them, and the
-    format's own tables (openb ``waits`` and ``installed``).
-    """
-    out = {name: table for name, table in records.tables().items() if table is not None}
-    out.update({name: t for name, t in records.extra.items() if isinstance(t, pd.DataFrame)})
-    return out
-
-
 # ================================================================================================
-# Shared helpers: paths, ledger settlement, time parsing, step functions
+# Shared helpers: text, ledger settlement, time parsing, step functions
 # ================================================================================================
-
-
-def protocol_read(records: Callable[..., tuple[SchedulerRecords, Ledger]],
-                  what: str) -> Callable[..., tuple[dict[str, pd.DataFrame], Ledger]]:
-    """Return a format's ``read`` (the reader protocol) built on its ``records`` function.
-
-    Parameters
-    ----------
-    records
-        The format's ``records(paths, *, tz=None, window=None, **options) -> (SchedulerRecords,
-        Ledger)``.
-    what
-        What the format's files hold, for the docstring (``"Kueue Workload objects"``).
-
-    Returns
-    -------
-    callable
-        ``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, the tables by name.
-    """
-
-    def read(paths: str | PathLike[str] | Iterable[str | PathLike[str]], *, tz: str | None = None,
-             window: object = None, **options: Any) -> tuple[dict[str, pd.DataFrame], Ledger]:
-        recs, ledger = records(paths, tz=tz, window=window, **options)
-        return tables_of(recs), ledger
-
-    read.__doc__ = (f"Read {what} into canonical tables and a ledger.\n\n"
-                    "The reader protocol of :mod:`fleetlib.registry`: takes the arguments of ``records``; "
-                    "returns ``(tables, ledger)`` with the canonical tables by name.")
-    read.__module__ = records.__module__
-    read.__qualname__ = "read"
-    return read
 
 
 def header_line(text: str, path: Path) -> str:

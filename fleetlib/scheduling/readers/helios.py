@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,11 +13,9 @@ from fleetlib._io import as_paths, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
-    _records,
     csv_lines,
     header_line,
     parse_time_columns,
-    protocol_read,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -83,10 +80,11 @@ def detect_quota_glitch_days(quota: pd.DataFrame, *, min_share: float = 0.5, min
     return ((n_blip >= min_pools) & (n_blip / n_active >= min_share)).fillna(False).astype(bool)
 
 
-def read_helios(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
-    tz: str = _HELIOS_TZ,
+    tz: str | None = None,
+    window: object = None,
     glitch: str = "carry",
     resolution_s: float = 60.0,
 ) -> tuple[SchedulerRecords, Ledger]:
@@ -98,11 +96,13 @@ def read_helios(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         Sequence files and, optionally, the quota file.
     tz
-        Zone of the naive wall-clock times (default ``"Asia/Shanghai"``: the Helios clusters are
+        Zone of the naive wall-clock times (None: ``"Asia/Shanghai"``: the Helios clusters are
         SenseTime's, in China, UTC+8 with no daylight saving, so every minute maps to one instant).
+    window
+        Not used: an aggregate record has no open job to censor (the measurement applies the window).
     glitch
         What to do with a quota glitch day (see :func:`detect_quota_glitch_days`; Helios Earth has one on
         2020-05-09, every VC at 0 but one at 840): ``"carry"`` (default) carries the previous day's
@@ -127,6 +127,8 @@ def read_helios(
         non-negative integers, one row per minute.  A row with ``running > total`` (negative idle) is
         kept unchanged and flagged: allocated above capacity is reported, never clipped.
     """
+    del window  # an aggregate record: nothing to censor; the measurement applies the window
+    tz = tz or _HELIOS_TZ
     if glitch not in ("carry", "reject"):
         raise DomainError(f"glitch must be 'carry' or 'reject'; got {glitch!r}")
     res = float(resolution_s)
@@ -134,7 +136,7 @@ def read_helios(
         raise DomainError(f"resolution_s must be > 0; got {resolution_s!r}")
     book = ReadBook()
     seqs, quotas = [], []
-    for path in as_paths(path_or_paths):
+    for path in as_paths(paths):
         text = read_text(path)
         header = header_line(text, path)
         first_col = header.split(",")[0].strip().lower()
@@ -156,8 +158,8 @@ def read_helios(
         if occupancy is not None:
             quota = quota[quota["pool"].isin(occupancy["pool"].unique())].reset_index(drop=True)
             notes["quota_check"] = _quota_check(occupancy, quota)
-    source = ",".join(str(p) for p in as_paths(path_or_paths))
-    return _records(source, notes, occupancy=occupancy, quota=quota), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, occupancy=occupancy, quota=quota), book.settle()
 
 
 def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook) -> pd.DataFrame:
@@ -320,41 +322,3 @@ def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
         f"{int(differ.sum())} of {int(covered.sum())} sequence minutes have a total that differs from the "
         f"daily quota; {int((~covered).sum())} minutes have no quota day"
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Helios files with the protocol's arguments (see :func:`read_helios`).
-
-    Parameters
-    ----------
-    paths
-        Per-VC minute sequences (``vc*.csv[.gz]``) and the quota file (``*_gpu_number.csv``).
-    tz
-        Zone of the files' naive times; None means ``"Asia/Shanghai"``, the zone of the clusters.
-    window
-        Not used by the reader: the sequences are aggregates with nothing to censor; the window is
-        applied by the measurement.
-    **options
-        ``glitch`` and ``resolution_s``, as :func:`read_helios` takes them.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_helios` returns them.
-    """
-    del window  # an aggregate record: nothing to censor; the measurement applies the window
-    return read_helios(paths, tz=tz or _HELIOS_TZ, **options)
-
-
-read = protocol_read(records, "Helios per-VC minute sequences and the daily quota file")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from os import PathLike
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,6 @@ from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     GPU_RESOURCE,
     ReadBook,
-    _records,
     allocations_frame,
     as_mask,
     attempts_from_events,
@@ -23,7 +21,6 @@ from fleetlib.scheduling.readers._common import (
     nested_get,
     overlapping,
     parse_time_columns,
-    protocol_read,
     quantity,
     queue_from_pending,
     record_window,
@@ -66,12 +63,13 @@ KUEUE_EVICTED_STATES: dict[str, str] = {
 }
 
 
-def read_kueue(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
+    tz: str | None = None,
+    window: object = None,
     pool_by: str = "cluster_queue",
     gpu_resource: str = GPU_RESOURCE,
-    window: Sequence[object] | None = None,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Kueue ``Workload`` objects (and ``ClusterQueue`` / ``LocalQueue`` objects) into tables.
 
@@ -82,17 +80,20 @@ def read_kueue(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One file or several.
+    tz
+        Not used: RFC 3339 times carry their zone (a naive time is rejected).
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes); attempts still
+        holding and Workloads still pending at its end are censored there (named repairs).  Default:
+        the earliest to the latest time in the objects.
     pool_by
         ``"cluster_queue"`` (``status.admission.clusterQueue``, default) or ``"flavor"`` (the
         ResourceFlavor assigned to ``gpu_resource``).  With ``"flavor"`` no queue table is built and
         never-admitted Workloads are left out (a pending Workload has no flavor yet).
     gpu_resource
         Resource name counted as devices.
-    window
-        ``(start, end)`` timezone-aware; attempts still holding and Workloads still pending at its end
-        are censored there (named repairs).  Default: the earliest to the latest time in the objects.
 
     Returns
     -------
@@ -113,13 +114,14 @@ def read_kueue(
         complete time cannot be inferred); PodsReady never True before release means the gang never
         completed: gang_complete = release (the whole hold was partial; a named repair).
     """
+    del tz  # RFC 3339 times carry their zone
     if pool_by not in ("cluster_queue", "flavor"):
         raise DomainError(f"pool_by must be 'cluster_queue' or 'flavor'; got {pool_by!r}")
     win = record_window(window)
     book = ReadBook()
     wl_rows, cond_rows, cq_rows, lq_map = [], [], [], {}
-    paths = as_paths(path_or_paths)
-    for path in paths:
+    files = as_paths(paths)
+    for path in files:
         file = str(path)
         seen: dict[str, int] = {}
         for row, obj, canon in load_objects(path, book):
@@ -148,11 +150,11 @@ def read_kueue(
                 book.reject(file, row, "kind", f"kind {kind!r} is not Workload, ClusterQueue or LocalQueue")
     if not wl_rows:
         raise InputError(f"no usable Workload objects in the input ({book.settle().summary()})",
-                         file=str(paths[0]))
+                         file=str(files[0]))
     wl = pd.DataFrame(wl_rows)
     cond = pd.DataFrame(cond_rows, columns=["file", "row", "key", "type", "status", "time", "reason"])
     records = _kueue_tables(
-        wl, cond, cq_rows, lq_map, pool_by, gpu_resource, win, book, ",".join(str(p) for p in paths)
+        wl, cond, cq_rows, lq_map, pool_by, gpu_resource, win, book, ",".join(str(p) for p in files)
     )
     return records, book.settle()
 
@@ -332,7 +334,8 @@ def _kueue_tables(
             else "no ClusterQueue objects given: capacity not known"
         ),
     }
-    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+    return SchedulerRecords.from_tables(source, notes,
+                                       allocations=allocations, queue=queue, capacity=capacity)
 
 
 def _kueue_times(
@@ -642,41 +645,3 @@ def _kueue_capacity(
     return capacity_from_out_of_service(
         pd.Series(quota, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Kueue Workloads with the protocol's arguments (see :func:`read_kueue`).
-
-    Parameters
-    ----------
-    paths
-        YAML or JSON files of Workload (and ClusterQueue) objects.
-    tz
-        Not used: Kubernetes times carry their offset (a naive time is rejected).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
-        censored at its end.
-    **options
-        ``pool_by`` and ``gpu_resource``, as :func:`read_kueue` takes them.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_kueue` returns them.
-    """
-    del tz  # RFC 3339 times carry their zone
-    return read_kueue(paths, window=window, **options)
-
-
-read = protocol_read(records, "Kueue Workload objects")

@@ -38,14 +38,12 @@ from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_me
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
-    _records,
-    protocol_read,
     record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, TIME_DTYPE
 
-__all__ = ["PHILLY_STATES", "read", "read_philly", "records", "sniff"]
+__all__ = ["PHILLY_STATES", "read", "sniff"]
 
 #: Philly job ``status`` -> canonical end state of the job's last attempt.
 PHILLY_STATES: dict[str, str] = {"Pass": "completed", "Killed": "cancelled", "Failed": "failed"}
@@ -144,23 +142,26 @@ def _attempt_frame(jobs: list[object], rows: np.ndarray, tz: str) -> pd.DataFram
     return att
 
 
-def read_philly(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
     tz: str | None = None,
     window: object = None,
+    **options: Any,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Philly ``cluster_job_log`` files into canonical allocations (attempts, waits, cohorts).
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One or more ``cluster_job_log`` JSON files (plain or gzip).
     tz
         Zone of the log's naive times; default ``"America/Los_Angeles"`` (Philly's zone).
     window
         The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): attempts still
         running at the end of the log are censored at its end (default: the latest time in the log).
+    **options
+        None: the format has no options (any given is refused).
 
     Returns
     -------
@@ -176,11 +177,13 @@ def read_philly(
         the last attempt still running, censored at the window end.  Flagged: unknown ``status``
         (``unknown_job_status``) and multi-server attempts (``gang_complete_inferred_at_start``).
     """
+    if options:
+        raise DomainError(f"the philly format takes no options; got {sorted(options)}")
     zone = tz or DEFAULT_TZ
     win = record_window(window)
     book = ReadBook()
     parts = []
-    for path in as_paths(path_or_paths):
+    for path in as_paths(paths):
         jobs, rows = _load(path, book)
         parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
     alloc = pd.concat([p[0] for p in parts], ignore_index=True)
@@ -195,8 +198,8 @@ def read_philly(
         "end 'failed', the last one by the job's status",
         "record_end": "" if pd.isna(end) else pd.Timestamp(end).isoformat(),
     }
-    source = ",".join(str(p) for p in as_paths(path_or_paths))
-    return _records(source, notes, allocations=alloc), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, allocations=alloc), book.settle()
 
 
 def _philly_file(
@@ -399,41 +402,3 @@ def _reject_by_attempt(
     reasons = np.empty(n, dtype=object)
     reasons[first.index.to_numpy()] = texts[first.to_numpy()]
     reject(job_mask, fld, reasons)
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Philly job logs with the protocol's arguments (see :func:`read_philly`).
-
-    Parameters
-    ----------
-    paths
-        ``cluster_job_log`` JSON files.
-    tz
-        Zone of the naive times (default ``"America/Los_Angeles"``).
-    window
-        The record window; running attempts are censored at its end.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_philly` returns them.
-    """
-    if options:
-        raise DomainError(f"the philly format takes no options; got {sorted(options)}")
-    return read_philly(paths, tz=tz, window=window)
-
-
-read = protocol_read(records, "Microsoft Philly cluster_job_log files")

@@ -1,4 +1,8 @@
-"""Slurm: ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` -> canonical tables."""
+"""Slurm: ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` -> canonical tables.
+
+:func:`read` is the format's reader; :func:`check_slurm_inputs` names, before a read, every input
+scheduling goodput needs that is missing (:data:`SLURM_INPUTS` says which command writes each).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,21 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths, current_limits, excerpt, read_text
+from fleetlib._sniff import first_line
 from fleetlib.quality import InputError, Ledger
+from fleetlib.registry import head_bytes
 from fleetlib.scheduling.readers._common import (
     ReadBook,
-    _records,
     allocations_frame,
     capacity_from_out_of_service,
     header_line,
     overlapping,
     parse_time_columns,
-    protocol_read,
     queue_from_pending,
     record_window,
 )
@@ -299,11 +302,59 @@ def _sniff_slurm(header: str) -> str | None:
     return None
 
 
-def read_slurm(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+#: What each Slurm input is, and the command that writes it.
+SLURM_INPUTS: dict[str, str] = {
+    "sacct": "jobs: sacct -P -D -a --starttime S --endtime E --format=JobID,JobIDRaw,User,Account,Partition,"
+    "QOS,Priority,Submit,Eligible,Start,End,Elapsed,State,ExitCode,AllocTRES,ReqTRES,NodeList > sacct.txt",
+    "nodes": "node inventory: sinfo -N -o '%N|%P|%G' > sinfo_nodes.txt",
+    "events": "node outages (optional when no node was down): sacctmgr -P show event Start=S End=E "
+    "> sacctmgr_events.txt",
+}
+
+
+def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[str]:
+    """Return which of Slurm's three inputs are missing among ``paths`` (by their header lines).
+
+    Parameters
+    ----------
+    paths
+        The files given for ``--format slurm``.
+
+    Returns
+    -------
+    list of str
+        Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
+    """
+    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
+    return [k for k in SLURM_INPUTS if k not in seen]
+
+
+def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> None:
+    """Raise one :class:`~fleetlib.quality.InputError` naming every Slurm input scheduling goodput lacks.
+
+    sacct output and the sinfo node inventory are needed (jobs and capacity); sacctmgr events are
+    named too when they are missing along with one of those, so one run of the error lists all.
+
+    Raises
+    ------
+    InputError
+        sacct or sinfo output is missing; the message gives the command that writes each missing file.
+    """
+    missing = missing_slurm_inputs(paths)
+    if "sacct" in missing or "nodes" in missing:
+        need = "; ".join(f"{k} -- {SLURM_INPUTS[k]}" for k in missing)
+        raise InputError(
+            "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
+            f"{len(missing)} of the 3 inputs: {need}",
+            file=str(as_paths(paths)[0]),
+        )
+
+
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
     tz: str | None = None,
-    window: Sequence[object] | None = None,
+    window: object = None,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Slurm accounting: ``sacct --parsable2`` jobs, ``sacctmgr show event -P`` and ``sinfo -N``.
 
@@ -312,13 +363,14 @@ def read_slurm(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One file or several (sacct dumps are concatenated; duplicate rows across them are rejected).
     tz
         IANA zone of the cluster's wall clock.  sacct and sacctmgr print naive local times, so this is
         required when the files hold naive times; the reader raises :class:`InputError` otherwise.
     window
-        ``(start, end)`` as timezone-aware times: the extraction window.  Jobs still running or
+        The extraction window (anything :meth:`fleetlib.accounting.Window.parse` takes, such as a
+        ``(start, end)`` pair of timezone-aware times).  Jobs still running or
         pending and events still open at its end are censored there (a named repair); capacity spans
         it.  Default: from the earliest to the latest time in the sacct records.
 
@@ -347,7 +399,7 @@ def read_slurm(
     win = record_window(window)
     book = ReadBook()
     sacct_parts, event_parts, node_parts = [], [], []
-    for path in as_paths(path_or_paths):
+    for path in as_paths(paths):
         text = read_text(path)
         header = header_line(text, path)
         kind = _sniff_slurm(header)
@@ -369,7 +421,7 @@ def read_slurm(
     if not sacct_parts:
         raise InputError(
             "no sacct output among the files (a header with JobID|Partition|Submit|...)",
-            file=str(as_paths(path_or_paths)[0]),
+            file=str(as_paths(paths)[0]),
         )
     jobs = _slurm_jobs(sacct_parts, tz, win, book)
     nodes = _slurm_nodes(node_parts, book) if node_parts else None
@@ -402,7 +454,7 @@ def read_slurm(
             else "no node inventory given: capacity not known"
         ),
     }
-    source = ",".join(str(p) for p in as_paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(paths))
     records = _slurm_finish(alloc, pending, events, nodes, win, notes, source)
     return records, book.settle()
 
@@ -784,7 +836,8 @@ def _slurm_finish(
         else:
             ev = pd.DataFrame(columns=["pool", "start", "end", "devices"])
         capacity = capacity_from_out_of_service(installed, ev, win)
-    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+    return SchedulerRecords.from_tables(source, notes,
+                                       allocations=allocations, queue=queue, capacity=capacity)
 
 
 def _merge_intervals(iv: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -800,40 +853,3 @@ def _merge_intervals(iv: pd.DataFrame, key: str) -> pd.DataFrame:
         .reset_index(level=0)
         .reset_index(drop=True)
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Slurm files with the protocol's arguments (see :func:`read_slurm`).
-
-    Parameters
-    ----------
-    paths
-        ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` files.
-    tz
-        Zone of the naive wall-clock times sacct prints (required when the files have any).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open jobs are
-        censored at its end, capacity is built over it.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_slurm` returns them.
-    """
-    return read_slurm(paths, tz=tz, window=window, **options)
-
-
-read = protocol_read(records, "Slurm sacct / sacctmgr / sinfo files")

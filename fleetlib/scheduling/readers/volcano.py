@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +14,6 @@ from fleetlib.quality import InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     GPU_RESOURCE,
     ReadBook,
-    _records,
     allocations_frame,
     as_mask,
     attempts_from_events,
@@ -23,7 +21,6 @@ from fleetlib.scheduling.readers._common import (
     load_objects,
     nested_get,
     parse_time_columns,
-    protocol_read,
     quantity,
     queue_from_pending,
     record_window,
@@ -43,11 +40,12 @@ from fleetlib.scheduling.schema import PENDING, TIME_DTYPE
 VOLCANO_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
 
 
-def read_volcano(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
+    tz: str | None = None,
+    window: object = None,
     gpu_resource: str = GPU_RESOURCE,
-    window: Sequence[object] | None = None,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Volcano PodGroup phase transitions recorded from a watch.
 
@@ -57,12 +55,15 @@ def read_volcano(
 
     Parameters
     ----------
-    path_or_paths
-        One file or several.
+    paths
+        One file or several (JSON lines of watch events).
+    tz
+        Not used: the recorder's times carry their offset (a naive time is rejected).
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes); groups still
+        holding or waiting at its end are censored there.
     gpu_resource
         Resource in ``spec.minResources`` counted as devices (the gang's GPUs).
-    window
-        ``(start, end)`` timezone-aware; groups still holding or waiting at its end are censored there.
 
     Returns
     -------
@@ -80,11 +81,12 @@ def read_volcano(
         Rows are lines.  A spell that never reaches minMember gets gang_complete = release (the whole
         hold was partial; a named repair).  Unknown phases are kept and flagged.
     """
+    del tz  # RFC 3339 times carry their zone
     win = record_window(window)
     book = ReadBook()
-    paths = as_paths(path_or_paths)
-    recs, queues = _volcano_records(paths, gpu_resource, book)
-    df = _volcano_frame(recs, paths, gpu_resource, book)
+    files = as_paths(paths)
+    recs, queues = _volcano_records(files, gpu_resource, book)
+    df = _volcano_frame(recs, files, gpu_resource, book)
     if win is None:
         times = pd.concat([df["t"], df["submit"]]).dropna()
         win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
@@ -132,47 +134,9 @@ def read_volcano(
             else "no Queue records given: capacity not known"
         ),
     }
-    return _records(
-        ",".join(str(p) for p in paths), notes, allocations=allocations, queue=queue, capacity=capacity
+    return SchedulerRecords.from_tables(
+        ",".join(str(p) for p in files), notes, allocations=allocations, queue=queue, capacity=capacity
     ), book.settle()
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Volcano PodGroup watch records with the protocol's arguments (see :func:`read_volcano`).
-
-    Parameters
-    ----------
-    paths
-        JSON-lines files of watch events.
-    tz
-        Not used: the recorder's times carry their offset (a naive time is rejected).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
-        censored at its end.
-    **options
-        ``gpu_resource``, as :func:`read_volcano` takes it.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_volcano` returns them.
-    """
-    del tz  # RFC 3339 times carry their zone
-    return read_volcano(paths, window=window, **options)
-
-
-read = protocol_read(records, "Volcano PodGroup watch records")
 
 
 def _volcano_records(
