@@ -504,6 +504,7 @@ def quantity(value: object) -> float:
 
 
 def nested_get(obj: object, *keys: str) -> object:
+    """Return ``obj[k1][k2]...``, or None where a level is missing or not a mapping."""
     for k in keys:
         if not isinstance(obj, dict):
             return None
@@ -598,6 +599,7 @@ def requeue_submit(att: pd.DataFrame) -> pd.Series:
 
 
 def row_ids(df: pd.DataFrame) -> pd.Series:
+    """Return ``file NUL row`` per record: the key :func:`settle_attempts` splits back into file and row."""
     return df["file"].astype(str) + "\x00" + df["row"].astype(str)
 
 
