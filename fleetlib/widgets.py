@@ -277,7 +277,7 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
     from fleetlib.plots import factor_chain
     from fleetlib.quality import DomainError
     from fleetlib.scenario import runtime_terms
-    from fleetlib.scheduling import snapshot
+    from fleetlib import scheduling as snapshot
 
     output = ipywidgets.Output() if output is None else output
     assigned = _slider("assigned_share", assigned_share, 0.2, 1.0, 0.01)

@@ -279,7 +279,7 @@ class _JobReconciliation(Mapping[str, dict[str, float]]):
 
 
 def _read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
-    from fleetlib.scheduling.readers import read_records
+    from fleetlib.scheduling import read as read_records
 
     fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
     bounds = None if window is None else (window.start, window.end)
@@ -841,7 +841,7 @@ def _measure(
     run.  It is released after the last task (the trace step): the cluster closes while the results
     are built.
     """
-    from fleetlib.scheduling.goodput import held_time, scheduling_partition
+    from fleetlib.scheduling import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
     try:

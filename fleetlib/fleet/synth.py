@@ -373,7 +373,7 @@ def _write_canonical_scheduler(
     horizon: int,
 ) -> list[str]:
     """Write allocations and capacity as the scheduling rung's canonical Parquet file."""
-    from fleetlib.scheduling.synth import write_allocations
+    from fleetlib.scheduling import write_allocations
 
     def at(seconds: Any) -> pd.Series:
         return pd.Series(FLEET_START + pd.to_timedelta(np.asarray(seconds, dtype=np.int64), unit="s"))

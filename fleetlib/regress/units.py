@@ -160,7 +160,7 @@ class FleetUnits:
 
 def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
     """Per (pool, cycle): the scheduling partition clipped to that cycle (whole cycles only)."""
-    from fleetlib.scheduling.goodput import scheduling_partition
+    from fleetlib.scheduling import scheduling_partition
 
     edges = pd.date_range(window.start, window.end, freq=cycle)
     if len(edges) < 2:
