@@ -307,9 +307,9 @@ def _registries() -> dict[str, Mapping[str, Any]]:
 
 
 def _schema_tables() -> dict[str, dict[str, tuple[str, ...]]]:
+    from fleetlib import scheduling
     from fleetlib.program import schema as program
     from fleetlib.runtime import schema as runtime
-    from fleetlib import scheduling
 
     sched = dict(scheduling.TABLE_COLUMNS)
     sched.update(waits=scheduling.WAIT_COLUMNS, installed=scheduling.INSTALLED_COLUMNS)

@@ -250,7 +250,7 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
     """Vary the pool snapshot's capacity shares; redraw the derived factor chain (course notebook 01).
 
     Scheduling goodput comes from the snapshot
-    (:func:`fleetlib.scheduling.snapshot.snapshot_scheduling_goodput`), runtime goodput from equation 4
+    (:func:`fleetlib.scheduling.snapshot_scheduling_goodput`), runtime goodput from equation 4
     with the data stall the snapshot's input waits imply, and the program factor stays as given; MPG is
     their product.
 
@@ -273,11 +273,10 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
     """
     import ipywidgets
 
-    from fleetlib import accounting
+    from fleetlib import accounting, scheduling
     from fleetlib.plots import factor_chain
     from fleetlib.quality import DomainError
     from fleetlib.scenario import runtime_terms
-    from fleetlib import scheduling as snapshot
 
     output = ipywidgets.Output() if output is None else output
     assigned = _slider("assigned_share", assigned_share, 0.2, 1.0, 0.01)
@@ -286,9 +285,9 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
 
     def redraw() -> None:
         try:
-            pool = snapshot.snapshot_scheduling_goodput(assigned.value, incomplete.value)
-            terms = runtime_terms(scenario,
-                                  data_stall=snapshot.data_stall_from_capacity_share(input_wait.value, pool))
+            pool = scheduling.snapshot_scheduling_goodput(assigned.value, incomplete.value)
+            stall = scheduling.data_stall_from_capacity_share(input_wait.value, pool)
+            terms = runtime_terms(scenario, data_stall=stall)
             factors = {"scheduling": pool.S, "runtime": terms.runtime_goodput, "program": program}
             split = accounting.loss_shares(factors["scheduling"], factors["runtime"], factors["program"])
             _show(lambda ax: factor_chain({**factors, "mpg": split["useful"]}, ax=ax), output, (7.0, 4.1))

@@ -80,7 +80,8 @@ def printed(result: nbformat.NotebookNode) -> str:
                 out.append(o.get("text", ""))
             elif "text/markdown" in o.get("data", {}):
                 markdown = o["data"]["text/markdown"]
-                out.append(_markdown_text(markdown if isinstance(markdown, str) else "".join(markdown)) + "\n")
+                markdown = markdown if isinstance(markdown, str) else "".join(markdown)
+                out.append(_markdown_text(markdown) + "\n")
     return "".join(out)
 
 

@@ -156,11 +156,10 @@ def test_csv_given_as_canonical_parquet_is_a_clear_error(capsys):
 
 
 def test_rung_packages_export_readers_and_measure():
-    for module in (fleetlib.runtime, fleetlib.program):
-        assert callable(module.read_records) and callable(module.measure) and module.READERS
-        assert {"read_records", "measure", "READERS"} <= set(module.__all__)
-    assert callable(fleetlib.scheduling.read) and callable(fleetlib.scheduling.measure)
-    assert {"read", "measure", "READERS"} <= set(fleetlib.scheduling.__all__)
+    for module in (fleetlib.scheduling, fleetlib.program):
+        assert callable(module.read) and callable(module.measure) and module.READERS
+        assert {"read", "measure", "READERS"} <= set(module.__all__)
+    assert callable(fleetlib.runtime.read_records) and callable(fleetlib.runtime.measure)
     assert {"philly", "pai"} <= set(fleetlib.scheduling.READERS)
     # named and detected reads agree
     steps = ROOT / "data/timelines/demo-7b-ft_steps.csv"
@@ -171,7 +170,7 @@ def test_rung_packages_export_readers_and_measure():
     pd.testing.assert_frame_equal(t1["steps"], t2["steps"])
     assert l1.to_dict() == l2.to_dict()
     trace = ROOT / "data/traces/hta_nccl_allreduce_rank-0.json.gz"
-    tables, ledger = fleetlib.program.read_records(trace)
+    tables, ledger = fleetlib.program.read(trace)
     assert ledger.read == 40_573 and len(tables["kernels"]) > 0
     recs, _ = fleetlib.scheduling.read(PHILLY)
     assert len(recs.allocations) == 6
