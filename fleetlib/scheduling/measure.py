@@ -25,8 +25,9 @@ import pandas as pd
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, Ledger
+from fleetlib.registry import detect
 from fleetlib.scheduling.goodput import SchedulingPartition, scheduling_partition
-from fleetlib.scheduling.readers import READERS, read
+from fleetlib.scheduling.readers import read
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import DENOMINATORS, TABLE_COLUMNS, Denominator, IdleView
 
@@ -129,7 +130,8 @@ def measure(
         A :class:`~fleetlib.scheduling.records.SchedulerRecords`, a mapping of canonical tables
         (what a reader's ``read`` returns), or the input file(s) (then ``format`` is required).
     format
-        A key of :data:`fleetlib.scheduling.readers.READERS` (files only).
+        A key of :data:`fleetlib.scheduling.readers.READERS` (files only); None: detected from the
+        files' bytes (:func:`fleetlib.registry.detect`).
     tz
         Zone of naive times in the files (see :func:`fleetlib.scheduling.readers.read`).
     window
@@ -150,7 +152,7 @@ def measure(
     Raises
     ------
     DomainError
-        An unknown format or denominator, files without a format, a format without time-based
+        An unknown format or denominator, a format without time-based
         goodput (openb), or no capacity in the window.
     InputError
         A file that cannot be read (from the reader).
@@ -167,7 +169,7 @@ def measure(
         book = ledger if ledger is not None else Ledger()
     else:
         if format is None:
-            raise DomainError(f"files need format=, one of {list(READERS)}")
+            format = detect(records_or_paths, "scheduling")
         if format == "openb":
             raise DomainError("the openb pod list never fills its cluster: it gives waits and size cohorts "
                               "(fleetlib.scheduling.views.openb_cohorts), not time-based scheduling goodput")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling import goodput as gp
 from fleetlib.scheduling.goodput import scheduling_goodput, scheduling_partition, scheduling_summary
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, LOSS_KEYS, PARTITION_COLUMNS
@@ -537,11 +537,13 @@ def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     assert m.factor("vc3sl").value == scheduling_goodput(occupancy=records.occupancy, pool="vc3sl").value
 
 
-def test_measure_refuses_what_it_cannot_measure():
+def test_measure_refuses_what_it_cannot_measure(tmp_path):
     from fleetlib.scheduling import measure
 
-    with pytest.raises(DomainError, match="format="):
-        measure(["x.csv"])
+    unknown = tmp_path / "x.csv"
+    unknown.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="format cannot be told from the file's bytes"):
+        measure([unknown])  # the format is detected from the bytes, as read() does
     with pytest.raises(DomainError, match="denominator"):
         measure(TWO, denominator="wall")
     with pytest.raises(DomainError, match="openb"):
