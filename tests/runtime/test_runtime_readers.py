@@ -614,7 +614,8 @@ def test_bloom_default_path_is_the_bundled_copy():
 
 
 def test_replica_lifecycle_sample():
-    phases, ledger = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
+    tables, ledger = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.read == 19 and ledger.repaired == 1  # r3 still ready at the end
     assert "open at the end of the log" in next(iter(repaired_rows(ledger).values())).reason
     g = R.replica_runtime_goodput(phases)
@@ -634,7 +635,7 @@ def test_replica_lifecycle_sample():
 
 
 def test_replica_window_clips_and_empty_window_is_not_an_error():
-    phases, _ = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
+    phases = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")[0]["phases"]
     g = R.replica_runtime_goodput(phases, window=(ts("2025-03-20T10:00:00Z"), ts("2025-03-20T10:10:00Z")))
     # only r0 is held in the first ten minutes: placed 41 s, loading 272 s, warm-up 49 s, ready 238 s
     assert g.held_s == pytest.approx(600.0) and g.ready_s == pytest.approx(238.0)
@@ -643,14 +644,15 @@ def test_replica_window_clips_and_empty_window_is_not_an_error():
     with pytest.raises(DomainError, match="no replica was held"):
         empty.factor()
     log = DATA / "serving_replica_lifecycle.csv"
-    closed, _ = R.read_replica_lifecycle(log, end=ts("2025-03-20T14:00:00Z"))
+    closed = R.read_replica_lifecycle(log, end=ts("2025-03-20T14:00:00Z"))[0]["phases"]
     assert closed["end"].max() == ts("2025-03-20T14:00:00Z")
     with pytest.raises(DomainError):
         R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv", end=ts("2025-03-20T12:00:00Z"))
 
 
 def test_corpus_replica_phases_going_backwards():
-    phases, ledger = R.read_replica_lifecycle(CORPUS / "replica_backwards.csv")
+    tables, ledger = R.read_replica_lifecycle(CORPUS / "replica_backwards.csv")
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.read == 11
     bad, fixed = rejected_rows(ledger), repaired_rows(ledger)
     assert "only move forward" in bad[5].reason  # loading again after ready
@@ -697,7 +699,8 @@ def test_replica_partition_adds_up_and_windows_add(tmp_path, spec, cut):
         f.write("time,replica_id,phase\n")
         for t, rid, ph in rows:
             f.write(f"{(_T0 + pd.Timedelta(seconds=t)).isoformat()},{rid},{ph}\n")
-    phases, ledger = R.read_replica_lifecycle(path)
+    tables, ledger = R.read_replica_lifecycle(path)
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.rejected == 0
     if phases.empty:
         return

@@ -3,7 +3,7 @@
 The canonical tables, their columns, dtypes and event kinds are defined in
 :mod:`fleetlib.runtime.timeline` (``STEP_COLUMNS``, ``EVENT_COLUMNS``, ``EVENT_KINDS``); this
 module turns files into them.  Every reader returns the tables together with a
-:class:`fleetlib.runtime.timeline.TimelineLedger` that accounts for every input record:
+:class:`fleetlib.quality.Ledger` that accounts for every input record:
 ``read == kept + repaired + rejected``.  A rejected record names its file, its row or line, the field
 and the reason; a repaired one names the repair.  Records that are kept but deserve a second look are
 *flagged* (``ledger.flags``: a code such as ``unknown_event_kind``, ``restore_uncommitted``,

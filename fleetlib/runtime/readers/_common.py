@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,38 +53,50 @@ _NS_PER_S = 1_000_000_000
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TimelineTables:
+class TimelineTables(dict):
     """The canonical steps and events of one or more jobs, as a reader returns them.
 
-    Pass ``tables.steps, tables.events`` to :func:`fleetlib.runtime.timeline.validate_timeline` or to
-    the measurement in :mod:`fleetlib.runtime.goodput`.
+    The tables of the reader protocol, ``{"steps": ..., "events": ...}``, as a dict whose two tables
+    are also its attributes: ``tables["steps"]`` is ``tables.steps``.  Pass ``tables.steps,
+    tables.events`` to :func:`fleetlib.runtime.timeline.validate_timeline` or to the measurement in
+    :mod:`fleetlib.runtime.goodput`.
 
     Parameters
     ----------
     steps
-        Canonical steps table (``fleetlib.runtime.timeline.STEP_COLUMNS``; extra columns may follow).
+        Canonical steps table (``fleetlib.runtime.schema.STEP_COLUMNS``; extra columns may follow).
     events
-        Canonical events table (``fleetlib.runtime.timeline.EVENT_COLUMNS``; extra columns may follow).
+        Canonical events table (``fleetlib.runtime.schema.EVENT_COLUMNS``; extra columns may follow).
+
+    Raises
+    ------
+    DomainError
+        A table that is not a DataFrame, lacks a canonical column, or holds times not in UTC.
     """
 
-    steps: pd.DataFrame
-    events: pd.DataFrame
-
-    def __post_init__(self) -> None:
-        for name, frame, cols in (("steps", self.steps, STEP_COLUMNS),
-                                  ("events", self.events, EVENT_COLUMNS)):
+    def __init__(self, steps: pd.DataFrame, events: pd.DataFrame) -> None:
+        for name, frame, cols in (("steps", steps, STEP_COLUMNS), ("events", events, EVENT_COLUMNS)):
             if not isinstance(frame, pd.DataFrame):
                 raise DomainError(f"TimelineTables.{name} must be a DataFrame; got {type(frame).__name__}")
             missing = [c for c in cols if c not in frame.columns]
             if missing:
                 raise DomainError(f"TimelineTables.{name} lacks canonical columns {missing}")
-        for name, frame, cols in (("steps", self.steps, ("start", "end")),
-                                  ("events", self.events, ("time",))):
+        for name, frame, cols in (("steps", steps, ("start", "end")), ("events", events, ("time",))):
             for col in cols:
                 dtype = frame[col].dtype
                 if not (isinstance(dtype, pd.DatetimeTZDtype) and str(dtype.tz) == "UTC"):
                     raise DomainError(f"TimelineTables.{name}.{col} must hold UTC timestamps; got {dtype}")
+        super().__init__(steps=steps, events=events)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The canonical steps table."""
+        return self["steps"]
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """The canonical events table."""
+        return self["events"]
 
     @classmethod
     def empty(cls) -> TimelineTables:
@@ -964,8 +975,3 @@ def _protocol_window(window: Any) -> Window | None:
     if parsed is not None and parsed.is_nominal:
         raise DomainError("a runtime window needs start and end times, not a nominal label")
     return parsed
-
-
-def _timeline_tables(tables: TimelineTables) -> dict[str, pd.DataFrame]:
-    """Return a reader's canonical tables as the protocol's ``{"steps": ..., "events": ...}``."""
-    return {"steps": tables.steps, "events": tables.events}

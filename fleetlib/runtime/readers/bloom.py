@@ -34,7 +34,6 @@ from fleetlib.runtime.readers._common import (
     bundled_path,
 )
 from fleetlib.runtime.timeline import (
-    TimelineLedger,
     empty_steps,
 )
 
@@ -47,31 +46,8 @@ _BLOOM_COLUMNS = ("job_id", "attempt", "date", "time_of_day", "tz", "kind", "ste
                   "lost_work_s", "source", "note")
 
 
-def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, TimelineLedger]:
-    """Read the hand-transcribed BLOOM-176B event table (a real case study) into canonical events.
-
-    The table (``data/timelines/bloom_176b_events.csv``, transcribed from the BigScience training
-    chronicle) has one row per event with its ``date``, the ``time_of_day`` where the chronicle states
-    one, the zone it was stated in (``tz``), a canonical or descriptive ``kind``, ``step``,
-    ``duration_s``, ``lost_work_s`` (work the chronicle says was lost), ``source`` (the chronicle
-    section heading) and ``note``.  ``attempt`` counts the restarts the chronicle states; restarts
-    it does not mention are not counted, so it is a lower bound.
-
-    A row with a date but no time of day is placed at 12:00 local time (a named repair, within 12 h
-    of the truth); ``time_precision`` says ``"day"`` for those and ``"second"`` for the others.
-    Descriptive kinds (``config_change``, ``slowdown``, ...) are kept and flagged.
-
-    Parameters
-    ----------
-    path
-        The CSV (default: the bundled copy).
-
-    Returns
-    -------
-    tuple of (TimelineTables, TimelineLedger)
-        No steps; events with the canonical columns followed by ``lost_work_s, time_precision,
-        source, note``.
-    """
+def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
+    """Read one BLOOM-style event table (None: the bundled copy)."""
     path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
     df, rows, truncated = _load_table(path)
     file = str(path)
@@ -135,8 +111,19 @@ def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, Tim
 
 
 def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
-         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read BLOOM-style event tables: the reader protocol's form of :func:`read_bloom_events`.
+         ) -> tuple[TimelineTables, Ledger]:
+    """Read the hand-transcribed BLOOM-176B event table (a real case study) into canonical events.
+
+    The table (``data/timelines/bloom_176b_events.csv``, transcribed from the BigScience training
+    chronicle) has one row per event with its ``date``, the ``time_of_day`` where the chronicle states
+    one, the zone it was stated in (``tz``), a canonical or descriptive ``kind``, ``step``,
+    ``duration_s``, ``lost_work_s`` (work the chronicle says was lost), ``source`` (the chronicle
+    section heading) and ``note``.  ``attempt`` counts the restarts the chronicle states; restarts
+    it does not mention are not counted, so it is a lower bound.
+
+    A row with a date but no time of day is placed at 12:00 local time (a named repair, within 12 h
+    of the truth); ``time_precision`` says ``"day"`` for those and ``"second"`` for the others.
+    Descriptive kinds (``config_change``, ``slowdown``, ...) are kept and flagged.
 
     Parameters
     ----------
@@ -150,17 +137,22 @@ def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None =
 
     Returns
     -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` (no steps: the chronicle records events) and the ledger.
+    tuple of (TimelineTables, Ledger)
+        ``{"steps": ..., "events": ...}``: no steps; events with the canonical columns followed by
+        ``lost_work_s, time_precision, source, note``; and the ledger.
     """
     _protocol_window(window)
     files = [None] if paths is None else _as_paths(paths)
+    if len(files) == 1:
+        return _read_one(files[0])
     steps, events, ledger = [], [], Ledger()
     for path in files:
-        tables, one = read_bloom_events(path)
+        tables, one = _read_one(path)
         steps.append(tables.steps)
         events.append(tables.events)
         ledger.extend(one)
-    if len(files) == 1:
-        return {"steps": steps[0], "events": events[0]}, ledger
-    return {"steps": steps[0], "events": _sort_events(pd.concat(events, ignore_index=True))}, ledger
+    return TimelineTables(steps[0], _sort_events(pd.concat(events, ignore_index=True))), ledger
+
+
+#: The BLOOM event-table reader under the name it is exported by (the same callable as :func:`read`).
+read_bloom_events = read

@@ -36,7 +36,6 @@ from fleetlib.runtime.readers._common import (
     _reject,
     _repair,
     _text_column,
-    _timeline_tables,
 )
 from fleetlib.runtime.readers._parquet_fast import _assign_missing_attempts, read_fast
 from fleetlib.runtime.schema import (
@@ -44,9 +43,6 @@ from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
     STEP_ALIASES,
     STEP_COLUMNS,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -122,8 +118,8 @@ def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str,
     return out
 
 
-def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
-                   job_id: str | None = None) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read canonical steps and/or events from CSV or Parquet files.
 
     A file is a steps table when it has ``start`` and ``end`` columns, an events table when it has
@@ -151,16 +147,20 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     Parameters
     ----------
     paths
-        One path or several (steps and events may be in separate files).
+        One path or several, CSV or Parquet (plain or gzip); steps and events may be in separate
+        files.
     tz
         IANA zone (``"Europe/Paris"``) or fixed offset naive times were written in.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for files without a ``job_id`` column.
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over every data row.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over every data row.
 
     Notes
     -----
@@ -168,14 +168,19 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     path (:mod:`fleetlib.runtime.readers._parquet_fast`) that returns the same tables and ledger;
     anything else is read by the general path, which names every row it rejects or repairs.
     """
+    _protocol_window(window)
     fast = read_fast(paths, tz=tz, job_id=job_id)
     if fast is not None:
         return fast
     return _read_general(paths, tz=tz, job_id=job_id)
 
 
+#: The canonical reader under the name it is exported by (the same callable as :func:`read`).
+read_canonical = read
+
+
 def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
-                  job_id: str | None) -> tuple[TimelineTables, TimelineLedger]:
+                  job_id: str | None) -> tuple[TimelineTables, Ledger]:
     """Read by the general path of :func:`read_canonical`: any CSV or Parquet, each row booked."""
     books: dict[str, _FileBook] = {}
     steps_parts, event_parts = [], []
@@ -231,30 +236,6 @@ def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
 
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read canonical steps and events files: the reader protocol's form of :func:`read_canonical`.
-
-    Parameters
-    ----------
-    paths
-        CSV or Parquet files (plain or gzip), steps and/or events.
-    tz
-        Zone of naive times (None: a naive column is refused), as in :func:`read_canonical`.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_canonical`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every data row.
-    """
-    _protocol_window(window)
-    tables, ledger = read_canonical(paths, tz=tz, job_id=job_id)
-    return _timeline_tables(tables), ledger
 def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     """Write steps and events to one combined file that :func:`read_canonical` reads back.
 

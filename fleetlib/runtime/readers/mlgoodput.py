@@ -39,14 +39,10 @@ from fleetlib.runtime.readers._common import (
     _reject_implausible_seconds,
     _sort_events,
     _stem,
-    _timeline_tables,
 )
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -242,8 +238,8 @@ def _note(bad: dict[str | None, tuple[list[int], list[str]]], row: int, field: s
     reasons.append(reason)
 
 
-def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
-                   ) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries into canonical tables.
 
     One JSON object per line, as the recorder writes them (POSIX seconds, UTC):
@@ -279,15 +275,22 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     Parameters
     ----------
     paths
-        One path or several.
+        One path or several (plain or gzip).
+    tz
+        Not used: the recorder writes POSIX seconds (UTC).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for records without ``job_name`` (default: the file name less ``_timeline.jsonl``).
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over every line.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over every non-blank
+        line.
     """
+    _protocol_window(window)
     files = _as_paths(paths)
     books: dict[str, _FileBook] = {}
     parsed: list[dict[str, Any]] = []
@@ -373,6 +376,10 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     _cross_checks(steps, events, books)
     ledger = _close(books)
     return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+
+
+#: The ml-goodput-measurement reader under the name it is exported by (the same callable as :func:`read`).
+read_mlgoodput = read
 
 
 def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
@@ -642,29 +649,3 @@ def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame
                "running or stopped without a record" for a, j in
                zip(last_attempts["attempt"], last_attempts["job_id"], strict=True)])
     return _concat(parts)
-
-
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read ``<job>_timeline.jsonl`` files: the reader protocol's form of :func:`read_mlgoodput`.
-
-    Parameters
-    ----------
-    paths
-        One file or several (plain or gzip).
-    tz
-        Not used: the recorder writes POSIX seconds (UTC).
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_mlgoodput`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every non-blank line.
-    """
-    _protocol_window(window)
-    tables, ledger = read_mlgoodput(paths, job_id=job_id)
-    return _timeline_tables(tables), ledger

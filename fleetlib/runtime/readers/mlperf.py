@@ -34,11 +34,7 @@ from fleetlib.runtime.readers._common import (
     _read_text,
     _reject,
     _stem,
-    _timeline_tables,
     _utc,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -572,8 +568,8 @@ def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame, StepSerie
     return steps, events, series
 
 
-def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
-                rank_copy_tolerance_s: float = 10.0) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None, rank_copy_tolerance_s: float = 10.0) -> tuple[TimelineTables, Ledger]:
     """Read MLPerf ``:::MLLOG`` result logs into canonical steps and events.
 
     Each file is one job (``job_id`` defaults to the file name without suffix).  Lines without the
@@ -602,7 +598,12 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     Parameters
     ----------
     paths
-        One path or several.
+        One log or several (plain or gzip); each is one job.
+    tz
+        Not used: ``time_ms`` is milliseconds since the epoch, in UTC by definition.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for a single file (default: the file name without suffix).
     rank_copy_tolerance_s
@@ -610,9 +611,11 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over all ``:::MLLOG`` records.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over all ``:::MLLOG``
+        records.
     """
+    _protocol_window(window)
     files = _as_paths(paths)
     tol = check_nonnegative("rank_copy_tolerance_s", rank_copy_tolerance_s)
     if job_id is not None and len(files) > 1:
@@ -632,6 +635,10 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger
 
 
+#: The MLPerf reader under the name it is exported by (the same callable as :func:`read`).
+read_mlperf = read
+
+
 def _with_samples(steps: pd.DataFrame) -> pd.DataFrame:
     """Return the canonical steps plus ``samples`` (samples per step where the log says; else missing)."""
     out = _finalise_steps(steps)
@@ -641,7 +648,7 @@ def _with_samples(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
-                       ) -> tuple[TimelineTables, TimelineLedger, StepSeries]:
+                       ) -> tuple[TimelineTables, Ledger, StepSeries]:
     """Read one MLPerf log as :func:`read_mlperf` does, with the account of its step series.
 
     Parameters
@@ -653,7 +660,7 @@ def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_t
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger, StepSeries)
+    tuple of (TimelineTables, Ledger, StepSeries)
         The canonical tables (``steps`` with a ``samples`` column), the ledger, and the
         :class:`StepSeries`: the dialect, the step times the log states, the number of steps.
     """
@@ -664,30 +671,3 @@ def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_t
     events = _check_events(events, p.books, reorder_is_repair=False) if not events.empty else pd.DataFrame()
     ledger = _close(p.books)
     return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger, series
-
-
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
-         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read MLPerf result logs: the reader protocol's form of :func:`read_mlperf`.
-
-    Parameters
-    ----------
-    paths
-        One log or several (plain or gzip); each is one job.
-    tz
-        Not used: ``time_ms`` is milliseconds since the epoch, in UTC by definition.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id, rank_copy_tolerance_s
-        As in :func:`read_mlperf`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every ``:::MLLOG`` record.
-    """
-    _protocol_window(window)
-    tables, ledger = read_mlperf(paths, job_id=job_id, rank_copy_tolerance_s=rank_copy_tolerance_s)
-    return _timeline_tables(tables), ledger

@@ -35,9 +35,6 @@ from fleetlib.runtime.schema import (
     REPLICA_PHASE_ALIASES,
     REPLICA_PHASES,
 )
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
-)
 
 # ---------------------------------------------------------------------------------------------------
 # Serving replica lifecycle
@@ -50,8 +47,8 @@ _REPLICA_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
-                           end: Any = None) -> tuple[pd.DataFrame, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
     """Read a serving replica lifecycle log into a table of phases.
 
     The log (CSV or Parquet) has one row per transition: ``time``, ``replica_id`` and ``phase`` (the
@@ -65,18 +62,22 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
     Parameters
     ----------
     paths
-        One path or several.
+        CSV or Parquet logs (plain or gzip).
     tz
-        Zone naive times were written in (as in :func:`read_canonical`).
+        Zone naive times were written in (as in :func:`fleetlib.runtime.readers.canonical.read`).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
+        :func:`fleetlib.runtime.goodput.replica_runtime_goodput` (every record is kept).
     end
         Time that closes replicas still open at the end of the log (zone-aware).
 
     Returns
     -------
-    tuple of (pandas.DataFrame, TimelineLedger)
-        Phases ``replica_id, phase, start, end, duration_s`` (one row per phase entered before
-        release, contiguous per replica) and the ledger.
+    tuple of (dict, Ledger)
+        ``{"phases": ...}``: the phases ``replica_id, phase, start, end, duration_s`` (one row per phase
+        entered before release, contiguous per replica), and the ledger.
     """
+    _protocol_window(window)
     books: dict[str, _FileBook] = {}
     parts = []
     for path in _as_paths(paths):
@@ -109,7 +110,7 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
     cols = ["replica_id", "phase", "start", "end", "duration_s"]
     tr = _drop_rejected(_concat(parts), books)
     if tr.empty:
-        return _empty_phases(cols), _close(books)
+        return {"phases": _empty_phases(cols)}, _close(books)
     tr["time"] = tr["time"].astype(_TIME_DTYPE)
     tr["_idx"] = tr["phase"].map({p: i for i, p in enumerate(REPLICA_PHASES)}).astype("int64")
     late = _out_of_order(tr, ["replica_id"], "time")
@@ -132,7 +133,7 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
                                               "time has no start")
         tr = tr[~unplaced]
     if tr.empty:
-        return _empty_phases(cols), _close(books)
+        return {"phases": _empty_phases(cols)}, _close(books)
     tr = tr.reset_index(drop=True)
     tr["end"] = tr.groupby("replica_id", sort=False)["time"].shift(-1)
     done = set(tr.loc[tr["phase"] == "released", "replica_id"])
@@ -161,36 +162,16 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
     out = phases[cols].reset_index(drop=True)
     out["replica_id"] = out["replica_id"].astype("str")
     out["phase"] = out["phase"].astype("str")
-    return out, ledger
+    return {"phases": out}, ledger
 
 
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read serving replica lifecycle logs: the reader protocol's form of :func:`read_replica_lifecycle`.
-
-    Parameters
-    ----------
-    paths
-        CSV or Parquet logs (plain or gzip).
-    tz
-        Zone of naive times, as in :func:`read_replica_lifecycle`.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
-        :func:`replica_runtime_goodput` (every record is kept).
-    end
-        Time that closes replicas still open at the end of the log.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"phases": ...}`` (``replica_id, phase, start, end, duration_s``) and the ledger.
-    """
-    _protocol_window(window)
-    phases, ledger = read_replica_lifecycle(paths, tz=tz, end=end)
-    return {"phases": phases}, ledger
 def _empty_phases(cols: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"replica_id": pd.Series([], dtype="str"), "phase": pd.Series([], dtype="str"),
                          "start": pd.Series([], dtype=_TIME_DTYPE), "end": pd.Series([], dtype=_TIME_DTYPE),
                          "duration_s": pd.Series([], dtype="float64")})[list(cols)]
+
+
+#: The replica lifecycle reader under the name it is exported by (the same callable as :func:`read`).
+read_replica_lifecycle = read

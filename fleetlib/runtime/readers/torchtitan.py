@@ -62,10 +62,8 @@ from fleetlib.runtime.readers._common import (
     _finalise_steps,
     _protocol_window,
     _read_text,
-    _timeline_tables,
     _utc,
 )
-from fleetlib.runtime.timeline import TimelineLedger
 
 __all__ = ["INIT_SPANS", "read", "read_torchtitan"]
 
@@ -304,8 +302,8 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
     return step_rows, events.drop(columns="time_ns")
 
 
-def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None
-                    ) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read torchtitan structured-log JSONL files (one per rank and process) into canonical tables.
 
     See the module docstring for the mapping.  Files of one rank are its attempts, in the order of
@@ -315,15 +313,24 @@ def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None 
     ----------
     paths
         One file or several (plain or gzip): every rank's files of one job.
+    tz
+        Not used: ``time_us`` is POSIX microseconds (UTC).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         The job's name; each rank is the job ``<job_id>/rank<r>`` (default: the records' ``source``,
         e.g. ``training``).
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        ``steps`` and ``events`` (with a ``rank`` column each) and the ledger over every non-blank line.
+    tuple of (TimelineTables, Ledger)
+        ``{"steps": ..., "events": ...}`` (with a ``rank`` column each) and the ledger over every
+        non-blank line.
     """
+    _protocol_window(window)
+    if job_id is not None and not str(job_id).strip():
+        raise DomainError("job_id must not be blank")
     files = _as_paths(paths)
     books: dict[str, _FileBook] = {}
     parsed = []
@@ -358,29 +365,5 @@ def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None 
     return TimelineTables(out_steps, out_events), ledger
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read torchtitan structured logs: the reader protocol's form of :func:`read_torchtitan`.
-
-    Parameters
-    ----------
-    paths
-        Every rank's JSONL files of one job (plain or gzip).
-    tz
-        Not used: ``time_us`` is POSIX microseconds (UTC).
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_torchtitan`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every non-blank line.
-    """
-    _protocol_window(window)
-    if job_id is not None and not str(job_id).strip():
-        raise DomainError("job_id must not be blank")
-    tables, ledger = read_torchtitan(paths, job_id=job_id)
-    return _timeline_tables(tables), ledger
+#: The torchtitan reader under the name it is exported by (the same callable as :func:`read`).
+read_torchtitan = read
