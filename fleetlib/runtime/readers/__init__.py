@@ -24,15 +24,14 @@ Readers (one module per format)
 -------------------------------
 * :func:`read_mlperf` -- MLPerf ``:::MLLOG`` result logs.  The raw interval sums of one log
   (held = ``init_start`` -> ``run_stop``, startup = init, productive = training blocks,
-  evaluation = evals) are command output: :func:`fleetlib.runtime.commands.mlperf_summary`,
-  re-exported here.
+  evaluation = evals) are command output: :func:`fleetlib.runtime.commands.mlperf_summary`.
 * :func:`read_mlgoodput` -- ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries.
 * :func:`read_canonical` -- the canonical columns (with documented aliases) as CSV or Parquet.
 * :func:`read_bloom_events` -- the hand-transcribed BLOOM-176B event table in ``data/timelines``.
 * :func:`read_torchtitan` -- torchtitan's structured logs (per-rank JSONL span records): steps,
   input waits, checkpoints, evaluations, failures and restores per rank (job ``<job>/rank<r>``).
-* :func:`read_replica_lifecycle` and :func:`replica_runtime_goodput` -- a serving replica's
-  lifecycle log (placed -> loading -> warmup -> ready -> draining -> released).
+* :func:`read_replica_lifecycle` -- a serving replica's lifecycle log (placed -> loading -> warmup
+  -> ready -> draining -> released), measured by :func:`fleetlib.runtime.goodput.replica_runtime_goodput`.
 
 Row numbers are counted as each format counts them: a CSV row is its line number (the header is
 line 1), a Parquet row is its index + 1, a JSON-lines or log record is its line number.
@@ -55,7 +54,6 @@ take it from there.
 from __future__ import annotations
 
 from fleetlib.registry import ReaderSpec, Sample
-from fleetlib.runtime.goodput import ReplicaGoodput, replica_runtime_goodput
 from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving, torchtitan
 from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
 from fleetlib.runtime.readers.bloom import read_bloom_events
@@ -84,19 +82,14 @@ __all__ = [
     "REPLICA_PHASE_ALIASES",
     "STEP_ALIASES",
     "PathLike",
-    "ReplicaGoodput",
     "TimelineTables",
     "bundled_path",
-    "mlperf_runtime_json",
-    "mlperf_summary",
-    "mlperf_summary_table",
     "read_bloom_events",
     "read_canonical",
     "read_mlgoodput",
     "read_mlperf",
     "read_replica_lifecycle",
     "read_torchtitan",
-    "replica_runtime_goodput",
     "write_canonical",
 ]
 
@@ -151,16 +144,3 @@ READERS: dict[str, ReaderSpec] = {
         (Sample((f"{_DATA}/serving_replica_lifecycle.csv",), records=19),
          Sample((f"{_CORPUS}/replica_backwards.csv",), bad=True))),
 }
-
-#: Names that moved to :mod:`fleetlib.runtime.commands` (they assemble command output, which no reader
-#: does); still importable from here.
-_MOVED_TO_COMMANDS = ("mlperf_runtime_json", "mlperf_summary", "mlperf_summary_table")
-
-
-def __getattr__(name: str) -> object:
-    # resolved lazily: commands imports the readers, so the readers do not import commands up front
-    if name in _MOVED_TO_COMMANDS:
-        from fleetlib.runtime import commands
-
-        return getattr(commands, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
