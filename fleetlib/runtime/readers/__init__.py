@@ -45,7 +45,7 @@ window is read by :meth:`fleetlib.accounting.Window.parse` and applied by the me
 dropping records.  :data:`READERS` maps each ``--format`` name to its :class:`~fleetlib.registry.ReaderSpec`.
 
 Adding a format: write ``readers/<format>.py`` with ``read`` (parse into frames carrying ``_file`` and
-``_row``, report through one ``_FileBook`` per file and the shared checks of ``_common``), add one
+``_row``, report through one ``FileBook`` per file and the shared checks of ``_common``), add one
 ``ReaderSpec`` with a bundled good sample and a broken one from ``tests/corpus/runtime/`` to
 :data:`READERS`; the command line, :func:`fleetlib.runtime.measure.measure` and the conformance suite
 take it from there.

@@ -18,12 +18,10 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import (
-    as_paths,
     current_limits,
     excerpt,
     out_of_range_int,
     read_bytes,
-    read_text,
     time_range,
 )
 from fleetlib.accounting import Window
@@ -40,12 +38,11 @@ from fleetlib.runtime.timeline import empty_events, empty_steps
 PathLike = str | Path
 
 # The vocabulary (column names and aliases, event kinds, replica phases) is fleetlib.runtime.schema's.
-_TIME_DTYPE = TIME_DTYPE
 #: Order of simultaneous events (:data:`fleetlib.runtime.schema.SIMULTANEOUS_EVENT_ORDER`).
 _KIND_RANK = SIMULTANEOUS_EVENT_ORDER
 _ZONE_SUFFIX = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d{2}(?::?\d{2})?)$"
 _NAT = np.iinfo(np.int64).min
-_NS_PER_S = 1_000_000_000
+NS_PER_S = 1_000_000_000
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -135,7 +132,7 @@ def bundled_path(name: str) -> Path:
 # ---------------------------------------------------------------------------------------------------
 
 
-class _FileBook(RowBook):
+class FileBook(RowBook):
     """The :class:`~fleetlib.quality.RowBook` of one input file, addressed by its row numbers.
 
     The readers of this rung carry each record's file and 1-based row (``_file``, ``_row``) through
@@ -232,7 +229,7 @@ def _broadcast_text(reasons: Any, n: int) -> list[str]:
     return out
 
 
-def _by_file(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any,
+def _by_file(books: Mapping[str, FileBook], frame: pd.DataFrame, field: str | None, reasons: Any,
              action: str) -> None:
     if frame.empty:
         return
@@ -244,15 +241,15 @@ def _by_file(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | N
         getattr(books[f], action)(rows[m], field, texts[m])
 
 
-def _reject(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
+def reject(books: Mapping[str, FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
     _by_file(books, frame, field, reasons, "reject_rows")
 
 
-def _repair(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
+def repair(books: Mapping[str, FileBook], frame: pd.DataFrame, field: str | None, reasons: Any) -> None:
     _by_file(books, frame, field, reasons, "repair_rows")
 
 
-def _flag(books: Mapping[str, _FileBook], frame: pd.DataFrame, code: str, reasons: Any,
+def flag(books: Mapping[str, FileBook], frame: pd.DataFrame, code: str, reasons: Any,
           time_col: str | None = None) -> None:
     """Flag kept rows (a note, not a change) with a machine-readable ``code`` and a reason each."""
     if frame.empty:
@@ -269,7 +266,7 @@ def _flag(books: Mapping[str, _FileBook], frame: pd.DataFrame, code: str, reason
                            None if atts is None else atts[m], None if times is None else times[m])
 
 
-def _drop_rejected(frame: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+def drop_rejected(frame: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     if frame.empty or not any(b.any_rejected for b in books.values()):
         return frame
     mask = np.zeros(len(frame), dtype=bool)
@@ -283,12 +280,12 @@ def _drop_rejected(frame: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.Da
     return frame.loc[~mask].reset_index(drop=True)
 
 
-def _file_column(file: str, n: int) -> pd.Categorical:
+def file_column(file: str, n: int) -> pd.Categorical:
     """Return the source-file column of ``n`` rows, stored once (a file may have millions of rows)."""
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[file])
 
 
-def _close(books: Mapping[str, _FileBook]) -> Ledger:
+def close_books(books: Mapping[str, FileBook]) -> Ledger:
     ledger = Ledger()
     for book in books.values():
         book.close(ledger)
@@ -300,11 +297,11 @@ def _close(books: Mapping[str, _FileBook]) -> Ledger:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _fmt_time(t: Any) -> str:
+def format_time(t: Any) -> str:
     return "NaT" if pd.isna(t) else pd.Timestamp(t).isoformat()
 
 
-def _posix_s_to_utc(values: Any) -> pd.Series:
+def posix_s_to_utc(values: Any) -> pd.Series:
     """Convert POSIX float seconds to UTC, rounded to the microsecond; NaN becomes NaT.
 
     A float count of seconds near 2^31 carries no finer digits than the microsecond.
@@ -316,14 +313,14 @@ def _posix_s_to_utc(values: Any) -> pd.Series:
     # the plausible-range check rejects it, instead of wrapping round to 1970
     edge = _MAX_POSIX_S
     ns[ok] = np.rint(np.clip(arr[ok], -edge, edge) * 1e6).astype(np.int64) * 1000
-    return _utc(ns)
+    return utc_times(ns)
 
 
 #: The largest count of POSIX seconds a nanosecond time can hold (about 2262-04-11), less a margin.
 _MAX_POSIX_S = 9.2e9
 
 
-def _implausible_ns(ns: np.ndarray) -> np.ndarray:
+def implausible_ns(ns: np.ndarray) -> np.ndarray:
     """Mask of int64-nanosecond times (NaT excluded) outside the plausible range of :class:`Limits`."""
     lo, hi = (t.value for t in time_range())
     return (ns != _NAT) & ((ns < lo) | (ns >= hi))
@@ -343,7 +340,7 @@ def _plausible_reason(field: str, ns: np.ndarray) -> list[str]:
     return out
 
 
-def _reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, _FileBook],
+def reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, FileBook],
                                 columns: Sequence[str], *, representable_only: bool = False) -> pd.DataFrame:
     """Reject rows whose POSIX-seconds columns are non-finite or outside the plausible time range.
 
@@ -362,7 +359,7 @@ def _reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, _FileBook
         with np.errstate(invalid="ignore"):
             bad = present & ~bad_any & (~np.isfinite(arr) | (arr < lo) | (arr >= hi))
         if bad.any():
-            _reject(books, rec[bad], col,
+            reject(books, rec[bad], col,
                     [f"{col} {excerpt(v, 24)} (POSIX seconds) is not a time in the plausible range "
                      f"[{lim.earliest_year}-01-01, {lim.latest_year}-01-01) UTC (limits earliest_year, "
                      "latest_year)" for v in rec[col][bad].tolist()])
@@ -370,7 +367,7 @@ def _reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, _FileBook
     return rec.loc[~bad_any].reset_index(drop=True) if bad_any.any() else rec
 
 
-def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
+def parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, FileBook], field: str,
                  tz: str | None, required: bool = True) -> pd.Series:
     """Parse one time column to UTC; reject or repair rows through the books.
 
@@ -381,12 +378,12 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
     values = values.reset_index(drop=True)
     n = len(values)
     if n == 0:
-        return _utc(np.zeros(0, dtype=np.int64))
+        return utc_times(np.zeros(0, dtype=np.int64))
     if isinstance(values.dtype, pd.DatetimeTZDtype):
-        out = values.dt.tz_convert("UTC").astype(_TIME_DTYPE)
+        out = values.dt.tz_convert("UTC").astype(TIME_DTYPE)
         missing = out.isna().to_numpy()
         if required and missing.any():
-            _reject(books, frame[missing], field, f"missing {field}")
+            reject(books, frame[missing], field, f"missing {field}")
         return _drop_implausible(out, frame=frame, books=books, field=field)
     out_ns = np.full(n, _NAT, dtype=np.int64)
     if pd.api.types.is_datetime64_dtype(values.dtype):
@@ -398,66 +395,66 @@ def _parse_times(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, 
         missing = (values.isna() | (text == "")).to_numpy()
         aware_mask = text.str.contains(_ZONE_SUFFIX, regex=True).fillna(False).to_numpy(dtype=bool) & ~missing
     if required and missing.any():
-        _reject(books, frame[missing], field, f"missing {field}")
+        reject(books, frame[missing], field, f"missing {field}")
     if text is not None and aware_mask.any():
         parsed = pd.to_datetime(text[aware_mask], utc=True, format="ISO8601", errors="coerce")
         beyond = aware_mask.copy()
-        beyond[aware_mask] = _outside_plausible(parsed)
-        parsed = _reject_outside(books, frame[aware_mask], field, parsed, text[aware_mask])
-        out_ns[aware_mask] = _ns(parsed)
+        beyond[aware_mask] = outside_plausible(parsed)
+        parsed = reject_outside(books, frame[aware_mask], field, parsed, text[aware_mask])
+        out_ns[aware_mask] = utc_ns(parsed)
         bad = aware_mask.copy()
         bad[aware_mask] = parsed.isna().to_numpy()
         bad &= ~beyond
         if bad.any():
-            _reject(books, frame[bad], field,
+            reject(books, frame[bad], field,
                     [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[bad].tolist()])
     naive_mask = ~aware_mask & ~missing
     if not naive_mask.any():
-        return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+        return _drop_implausible(utc_times(out_ns), frame=frame, books=books, field=field)
     if text is None:
         naive_parsed = values[naive_mask]
     else:
         naive_parsed = pd.to_datetime(text[naive_mask], format="ISO8601", errors="coerce")
         beyond = naive_mask.copy()
-        beyond[naive_mask] = _outside_plausible(naive_parsed)
-        naive_parsed = _reject_outside(books, frame[naive_mask], field, naive_parsed, text[naive_mask])
+        beyond[naive_mask] = outside_plausible(naive_parsed)
+        naive_parsed = reject_outside(books, frame[naive_mask], field, naive_parsed, text[naive_mask])
         unparsed = naive_mask.copy()
         unparsed[naive_mask] = naive_parsed.isna().to_numpy()
         if unparsed.any():
             plain = unparsed & ~beyond
-            _reject(books, frame[plain], field,
+            reject(books, frame[plain], field,
                     [f"{field} {excerpt(v)} is not an ISO 8601 time" for v in text[plain].tolist()])
             naive_parsed = naive_parsed[~unparsed[naive_mask]]
             naive_mask = naive_mask & ~unparsed
             if not naive_mask.any():
-                return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+                return _drop_implausible(utc_times(out_ns), frame=frame, books=books, field=field)
     if tz is None:
         if not aware_mask.any():
             row = int(frame["_row"].iloc[int(np.argmax(naive_mask))])
             raise InputError("times carry no zone (naive); pass tz= to name the zone they were written "
                              "in, or write them with an offset such as 'Z'",
                              file=str(frame["_file"].iloc[0]), row=row, field=field)
-        _reject(books, frame[naive_mask], field,
+        reject(books, frame[naive_mask], field,
                 f"naive {field} among zone-aware times (mixed zones): the zone is unknown; pass tz= "
                 "to name it")
-        return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+        return _drop_implausible(utc_times(out_ns), frame=frame, books=books, field=field)
     try:
         localised = naive_parsed.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
     except Exception as exc:  # an unknown zone name
         raise DomainError(f"tz={tz!r} is not a time zone pandas knows ({exc})") from exc
-    out_ns[naive_mask] = _ns(localised)
+    out_ns[naive_mask] = utc_ns(localised)
     bad = naive_mask.copy()
     bad[naive_mask] = localised.isna().to_numpy()
     if bad.any():
-        _reject(books, frame[bad], field,
+        reject(books, frame[bad], field,
                 f"{field} is not a valid time, or does not exist / is ambiguous in zone {tz}")
     good = naive_mask & ~bad
     if good.any():
-        _repair(books, frame[good], field, f"naive {field} localised to tz={tz}")
-    return _drop_implausible(_utc(out_ns), frame=frame, books=books, field=field)
+        repair(books, frame[good], field, f"naive {field} localised to tz={tz}")
+    return _drop_implausible(utc_times(out_ns), frame=frame, books=books, field=field)
 
 
-def _outside_plausible(times: Any) -> np.ndarray:
+def outside_plausible(times: Any) -> np.ndarray:
     """Mask of parsed times (any unit, zone-aware or naive) outside the plausible range; NaT is not marked.
 
     Works before the cast to nanoseconds, so a year such as -1 or 99999 is caught instead of
@@ -474,34 +471,34 @@ def _outside_plausible(times: Any) -> np.ndarray:
     return ~np.isnat(arr) & ((arr < lo) | (arr >= hi))
 
 
-def _reject_outside(books: Mapping[str, _FileBook], frame: pd.DataFrame, field: str, parsed: pd.Series,
+def reject_outside(books: Mapping[str, FileBook], frame: pd.DataFrame, field: str, parsed: pd.Series,
                     written: pd.Series) -> pd.Series:
     """Reject the rows of ``parsed`` outside the plausible range (quoting ``written``); blank them."""
-    out = _outside_plausible(parsed)
+    out = outside_plausible(parsed)
     if not out.any():
         return parsed
     lim = current_limits()
-    _reject(books, frame[out], field,
+    reject(books, frame[out], field,
             [f"{field} {excerpt(v, 32)} is outside the plausible range [{lim.earliest_year}-01-01, "
              f"{lim.latest_year}-01-01) UTC (limits earliest_year, latest_year)"
              for v in pd.Series(written).to_numpy(dtype=object)[out].tolist()])
     return pd.Series(parsed).where(~out)
 
 
-def _drop_implausible(times: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook],
+def _drop_implausible(times: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, FileBook],
                       field: str) -> pd.Series:
     """Reject (and blank) the times outside the plausible range of :class:`fleetlib._io.Limits`."""
-    ns = _ns(times)
-    bad = _implausible_ns(ns)
+    ns = utc_ns(times)
+    bad = implausible_ns(ns)
     if not bad.any():
         return times
-    _reject(books, frame[bad], field, _plausible_reason(field, ns[bad]))
+    reject(books, frame[bad], field, _plausible_reason(field, ns[bad]))
     ns = ns.copy()
     ns[bad] = _NAT
-    return _utc(ns)
+    return utc_times(ns)
 
 
-def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
+def int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, FileBook], field: str,
                 required: bool, minimum: int = 0) -> pd.Series:
     """Parse an integer column to nullable Int64; reject non-integers, negatives and (if required) gaps."""
     values = values.reset_index(drop=True)
@@ -518,29 +515,29 @@ def _int_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _
     below = ~blank & finite & (num.to_numpy() < minimum)
     huge = ~blank & ~notint & (out_of_range_int(values) | (np.abs(np.where(finite, num, 0.0)) >= 2.0**63))
     if huge.any():
-        _reject(books, frame[huge], field,
+        reject(books, frame[huge], field,
                 [f"{field} {excerpt(v, 24)} is beyond the int64 range (it would wrap)"
                  for v in values[huge].tolist()])
         notint = notint | huge
     if notint.any():
         plain = notint & ~huge
-        _reject(books, frame[plain], field,
+        reject(books, frame[plain], field,
                 [f"{field} {v!r} is not an integer" for v in values[plain].tolist()])
     if below.any():
-        _reject(books, frame[below], field, f"{field} must be >= {minimum}")
+        reject(books, frame[below], field, f"{field} must be >= {minimum}")
     if required and blank.any():
-        _reject(books, frame[blank], field, f"missing {field}")
+        reject(books, frame[blank], field, f"missing {field}")
     ok = ~blank & ~notint & ~below
     ints = np.where(ok, np.nan_to_num(num.to_numpy(), nan=0.0, posinf=0.0, neginf=0.0), 0.0).astype(np.int64)
     return pd.Series(pd.arrays.IntegerArray(ints, ~ok))
 
 
-def _na_ints(n: int) -> pd.arrays.IntegerArray:
+def na_ints(n: int) -> pd.arrays.IntegerArray:
     """Return a nullable integer array of ``n`` missing values."""
     return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
 
 
-def _float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, _FileBook], field: str,
+def float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str, FileBook], field: str,
                   minimum: float | None = 0.0) -> pd.Series:
     """Parse a float column (NaN where blank); reject non-numbers and values below ``minimum``."""
     values = values.reset_index(drop=True)
@@ -554,12 +551,12 @@ def _float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str,
     arr = num.to_numpy()
     bad = ~blank & ~np.isfinite(arr)
     if bad.any():
-        _reject(books, frame[bad], field,
+        reject(books, frame[bad], field,
                 [f"{field} {v!r} is not a finite number" for v in values[bad].tolist()])
     if minimum is not None:
         below = ~blank & np.isfinite(arr) & (arr < minimum)
         if below.any():
-            _reject(books, frame[below], field, f"{field} must be >= {minimum:g}")
+            reject(books, frame[below], field, f"{field} must be >= {minimum:g}")
     return num.where(~bad)
 
 
@@ -568,54 +565,54 @@ def _float_column(values: pd.Series, *, frame: pd.DataFrame, books: Mapping[str,
 # ---------------------------------------------------------------------------------------------------
 
 
-def _ns(series: pd.Series) -> np.ndarray:
+def utc_ns(series: pd.Series) -> np.ndarray:
     """UTC times as int64 nanoseconds (NaT becomes the int64 minimum)."""
-    naive = pd.Series(series).astype(_TIME_DTYPE).dt.tz_convert(None)
+    naive = pd.Series(series).astype(TIME_DTYPE).dt.tz_convert(None)
     return naive.to_numpy(dtype="datetime64[ns]").view("int64")
 
 
-def _utc(ns: np.ndarray) -> pd.Series:
+def utc_times(ns: np.ndarray) -> pd.Series:
     """Int64 nanoseconds (int64 minimum = NaT) as a UTC time Series."""
     return pd.Series(np.asarray(ns, dtype=np.int64).view("datetime64[ns]")).dt.tz_localize("UTC")
 
 
-def _out_of_order(frame: pd.DataFrame, keys: list[str], time_col: str) -> np.ndarray:
+def out_of_order(frame: pd.DataFrame, keys: list[str], time_col: str) -> np.ndarray:
     """Rows whose time is earlier than a row listed before them in the same group (input order)."""
     if frame.empty:
         return np.zeros(0, dtype=bool)
     order = frame.sort_values(["_file", "_row"], kind="stable")
-    t = pd.Series(_ns(order[time_col]), index=order.index)
+    t = pd.Series(utc_ns(order[time_col]), index=order.index)
     grouped = t.groupby([order[k] for k in keys], sort=False)
     prev_max = grouped.cummax().groupby([order[k] for k in keys], sort=False).shift(1)
     late = (t < prev_max).reindex(frame.index).fillna(False).to_numpy(dtype=bool)
     return late
 
 
-def _check_steps(steps: pd.DataFrame, books: Mapping[str, _FileBook], *,
+def check_steps(steps: pd.DataFrame, books: Mapping[str, FileBook], *,
                  reorder_is_repair: bool) -> pd.DataFrame:
     """Reject impossible steps, duplicates and overlaps; repair (or just sort) out-of-order rows.
 
     Works on integer arrays (job codes, nanoseconds) so that a table of millions of steps costs a
     few sorts; Python-level work is spent only on the rows that are rejected or repaired.
     """
-    steps = _drop_rejected(steps, books)
+    steps = drop_rejected(steps, books)
     if steps.empty:
         return steps
-    start, end = _ns(steps["start"]), _ns(steps["end"])
+    start, end = utc_ns(steps["start"]), utc_ns(steps["end"])
     wait = steps["input_wait_s"].to_numpy(dtype=np.float64)
     bad = end <= start
     if bad.any():
         b = steps[bad]
-        _reject(books, b, "end", [f"step {s} ends at {_fmt_time(e)}, not after its start {_fmt_time(t)}"
+        reject(books, b, "end", [f"step {s} ends at {format_time(e)}, not after its start {format_time(t)}"
                                   for s, e, t in zip(b["step"], b["end"], b["start"], strict=True)])
-    over = (wait > (end - start) / _NS_PER_S) & ~bad
+    over = (wait > (end - start) / NS_PER_S) & ~bad
     if over.any():
-        _reject(books, steps[over], "input_wait_s", "input wait is longer than the step itself")
+        reject(books, steps[over], "input_wait_s", "input wait is longer than the step itself")
     if bad.any() or over.any():
-        steps = _drop_rejected(steps, books)
+        steps = drop_rejected(steps, books)
         if steps.empty:
             return steps
-        start, end = _ns(steps["start"]), _ns(steps["end"])
+        start, end = utc_ns(steps["start"]), utc_ns(steps["end"])
         wait = steps["input_wait_s"].to_numpy(dtype=np.float64)
     job = pd.factorize(steps["job_id"], sort=True)[0].astype(np.int64)
     att = steps["attempt"].to_numpy(dtype=np.int64)
@@ -624,7 +621,7 @@ def _check_steps(steps: pd.DataFrame, books: Mapping[str, _FileBook], *,
     if reorder_is_repair:
         late = _late_rows(steps, job, att, start)
         if late.any():
-            _repair(books, steps[late], "start", "listed out of time order: moved into time order")
+            repair(books, steps[late], "start", "listed out of time order: moved into time order")
     # sort by job and start; a step number may repeat within an attempt (re-run after an in-place
     # restore), but two records of one step starting at the same instant are a copy or a conflict
     order = np.lexsort((steps["_row"].to_numpy(), num, att, start, job))
@@ -644,14 +641,14 @@ def _check_steps(steps: pd.DataFrame, books: Mapping[str, _FileBook], *,
         if copy.any():
             c = steps[copy]
             src = steps.iloc[first[copy]]
-            _reject(books, c, "step", [f"duplicate of the record of step {n} (attempt {a}) at {f} row {r}"
+            reject(books, c, "step", [f"duplicate of the record of step {n} (attempt {a}) at {f} row {r}"
                                        for n, a, f, r in
                                        zip(c["step"], c["attempt"], src["_file"], src["_row"], strict=True)])
         if conflict.any():
             c = steps[conflict]
             rows_of = c.groupby(run[conflict], sort=False)["_row"].transform(
                 lambda r: ", ".join(str(x) for x in r))  # only the few conflicting groups
-            _reject(books, c, "step",
+            reject(books, c, "step",
                     [f"conflicting records of step {n} (attempt {a}) starting at the same time, rows {rs}: "
                      "none is taken" for n, a, rs in zip(c["step"], c["attempt"], rows_of, strict=True)])
         keep = ~(copy | conflict)
@@ -661,8 +658,8 @@ def _check_steps(steps: pd.DataFrame, books: Mapping[str, _FileBook], *,
     if overlap.any():
         o = steps[overlap]
         i = np.flatnonzero(overlap)
-        gap = (end[i - 1] - start[i]) / _NS_PER_S
-        _reject(books, o, "start", [f"step {s} overlaps the step before it (step {int(p)}) by {g:.6g} s: "
+        gap = (end[i - 1] - start[i]) / NS_PER_S
+        reject(books, o, "start", [f"step {s} overlaps the step before it (step {int(p)}) by {g:.6g} s: "
                                     "steps of one job must not overlap" for s, p, g in
                                     zip(o["step"], num[i - 1], gap, strict=True)])
         steps = steps[~overlap].reset_index(drop=True)
@@ -692,14 +689,10 @@ def _late_rows(frame: pd.DataFrame, job: np.ndarray, att: np.ndarray, t: np.ndar
     return out
 
 
-def _kind_is_known(kinds: pd.Series) -> np.ndarray:
-    return known_event_kinds(kinds)
-
-
-def _check_events(events: pd.DataFrame, books: Mapping[str, _FileBook], *, reorder_is_repair: bool,
+def check_events(events: pd.DataFrame, books: Mapping[str, FileBook], *, reorder_is_repair: bool,
                   flag_unknown: bool = True) -> pd.DataFrame:
     """Reject duplicate events, flag unknown kinds, repair (or just sort) out-of-order rows."""
-    events = _drop_rejected(events, books)
+    events = drop_rejected(events, books)
     if events.empty:
         return events
     key = ["job_id", "attempt", "time", "kind", "step", "duration_s"]
@@ -708,23 +701,23 @@ def _check_events(events: pd.DataFrame, books: Mapping[str, _FileBook], *, reord
         filled = events.fillna({"duration_s": -1.0})
         first = filled.groupby(key, sort=False, dropna=False)["_row"].transform("first")
         d = events[dup]
-        _reject(books, d, "kind", [f"duplicate of the {k} event at row {r}"
+        reject(books, d, "kind", [f"duplicate of the {k} event at row {r}"
                                    for k, r in zip(d["kind"], first[dup], strict=True)])
-        events = _drop_rejected(events, books)
+        events = drop_rejected(events, books)
     if flag_unknown:
-        unknown = ~_kind_is_known(events["kind"])
+        unknown = ~known_event_kinds(events["kind"])
         if unknown.any():
             u = events[unknown]
-            _flag(books, u, "unknown_event_kind",
+            flag(books, u, "unknown_event_kind",
                   [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                    "category" for k in u["kind"]], "time")
-    late = _out_of_order(events, ["job_id"], "time")
+    late = out_of_order(events, ["job_id"], "time")
     if reorder_is_repair and late.any():
-        _repair(books, events[late], "time", "listed out of time order: moved into time order")
-    return _sort_events(events)
+        repair(books, events[late], "time", "listed out of time order: moved into time order")
+    return sort_events(events)
 
 
-def _sort_events(events: pd.DataFrame) -> pd.DataFrame:
+def sort_events(events: pd.DataFrame) -> pd.DataFrame:
     """Sort by job, time, attempt and, among simultaneous events, a natural kind order."""
     if events.empty:
         return events
@@ -733,7 +726,7 @@ def _sort_events(events: pd.DataFrame) -> pd.DataFrame:
             .drop(columns="_rank").reset_index(drop=True))
 
 
-def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook]) -> None:
+def cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, FileBook]) -> None:
     """Flag restores to steps no checkpoint recorded and failures that no restart followed."""
     if events.empty:
         return
@@ -746,7 +739,7 @@ def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str,
         never = (m["_commit_time"].isna() | (m["_commit_time"] > m["time"])).to_numpy()
         if never.any():
             r = m[never]
-            _flag(books, r, "restore_uncommitted",
+            flag(books, r, "restore_uncommitted",
                   [f"restore to step {s}, which no checkpoint_commit in this timeline recorded before it"
                    for s in r["step"]], "time")
     failures = events[events["kind"] == "failure"]
@@ -762,8 +755,8 @@ def _cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str,
         alone = ~later_attempt & ~later_restart
         if alone.any():
             a = f[alone]
-            _flag(books, a, "failure_without_restart",
-                  [f"failure at {_fmt_time(t)} (attempt {at}) has no restart after it: the job ended on "
+            flag(books, a, "failure_without_restart",
+                  [f"failure at {format_time(t)} (attempt {at}) has no restart after it: the job ended on "
                    "this failure" for t, at in zip(a["time"], a["attempt"], strict=True)], "time")
 
 
@@ -782,22 +775,22 @@ def _provenance(frame: pd.DataFrame) -> dict[str, Any]:
     return {"source_file": source_file, "source_row": rows}
 
 
-def _finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
+def finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
     if steps.empty:
         return empty_steps()
-    # _check_steps has already sorted the rows by job id and start
+    # check_steps has already sorted the rows by job id and start
     return pd.DataFrame({
         "job_id": steps["job_id"].astype("str").array,
         "attempt": steps["attempt"].to_numpy(dtype=np.int64),
         "step": steps["step"].to_numpy(dtype=np.int64),
-        "start": steps["start"].astype(_TIME_DTYPE).array,
-        "end": steps["end"].astype(_TIME_DTYPE).array,
+        "start": steps["start"].astype(TIME_DTYPE).array,
+        "end": steps["end"].astype(TIME_DTYPE).array,
         "input_wait_s": steps["input_wait_s"].to_numpy(dtype=np.float64),
         **_provenance(steps),
     })
 
 
-def _finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+def finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
     if events.empty:
         out = empty_events()
         for col in extra:
@@ -806,7 +799,7 @@ def _finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.Data
     out = pd.DataFrame({
         "job_id": pd.Series(events["job_id"].astype("str").to_numpy(), dtype="str"),
         "attempt": events["attempt"].astype("int64").to_numpy(),
-        "time": events["time"].astype(_TIME_DTYPE).array,
+        "time": events["time"].astype(TIME_DTYPE).array,
         "kind": pd.Series(events["kind"].astype("str").to_numpy(), dtype="str"),
         "step": pd.array(events["step"].to_numpy(dtype=object), dtype="Int64"),
         "duration_s": pd.array(events["duration_s"].astype("float64").to_numpy(), dtype="Float64"),
@@ -814,19 +807,10 @@ def _finalise_events(events: pd.DataFrame, extra: Sequence[str] = ()) -> pd.Data
     })
     for col in extra:
         out[col] = events[col].to_numpy()
-    return _sort_events(out)
+    return sort_events(out)
 
 
-def _as_paths(paths: PathLike | Sequence[PathLike]) -> list[Path]:
-    return as_paths(paths)
-
-
-def _read_text(path: Path) -> str:
-    """Return a file's text through :func:`fleetlib._io.read_text` (plain or gzip, by its bytes)."""
-    return read_text(path)
-
-
-def _stem(path: Path) -> str:
+def file_stem(path: Path) -> str:
     """Return the file name without its suffix, and without ``.gz`` first (``log.txt.gz`` -> ``log``)."""
     name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
     return Path(name).stem
@@ -838,7 +822,7 @@ def _suffix(path: Path) -> str:
     return Path(name).suffix.lower()
 
 
-def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame()
@@ -851,13 +835,13 @@ def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 
 #: The first bytes of a Parquet file.
-_PARQUET_MAGIC = b"PAR1"
+PARQUET_MAGIC = b"PAR1"
 
 
-def _load_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, bool]:
+def load_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, bool]:
     """Read a CSV (all text) or Parquet file; return the frame, its row numbers and truncation."""
     raw = read_bytes(path)  # plain or gzip, by the bytes; a missing or irregular file is refused
-    if _suffix(path) in (".parquet", ".pq") or bytes(raw[:4]) == _PARQUET_MAGIC:
+    if _suffix(path) in (".parquet", ".pq") or bytes(raw[:4]) == PARQUET_MAGIC:
         try:
             df = pd.read_parquet(io.BytesIO(raw))
         except Exception as exc:  # pyarrow raises several types for a damaged file
@@ -878,7 +862,7 @@ def _load_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, bool]:
     return df.reset_index(drop=True), rows, truncated
 
 
-def _apply_aliases(df: pd.DataFrame, aliases: Mapping[str, Sequence[str]], file: str) -> pd.DataFrame:
+def apply_aliases(df: pd.DataFrame, aliases: Mapping[str, Sequence[str]], file: str) -> pd.DataFrame:
     """Rename alias columns to canonical names; convert unit-suffixed columns."""
     rename = {}
     for canon, alts in aliases.items():
@@ -894,7 +878,7 @@ def _apply_aliases(df: pd.DataFrame, aliases: Mapping[str, Sequence[str]], file:
                 col = f"{canon}_{unit}"
                 if col in df.columns:
                     secs = pd.to_numeric(df[col], errors="coerce") * scale
-                    df[canon] = _posix_s_to_utc(secs)
+                    df[canon] = posix_s_to_utc(secs)
                     df[canon] = df[canon].where(secs.notna(), pd.NaT)
                     df = df.drop(columns=col)
                     break
@@ -913,7 +897,7 @@ def _apply_aliases(df: pd.DataFrame, aliases: Mapping[str, Sequence[str]], file:
     return df
 
 
-def _text_column(values: pd.Series) -> pd.Series:
+def text_column(values: pd.Series) -> pd.Series:
     """Strip text values (missing stays missing); the work is done once per distinct value."""
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
     stripped = pd.array(pd.Series(uniques, dtype="object").astype("str").str.strip(), dtype="str")
@@ -922,36 +906,36 @@ def _text_column(values: pd.Series) -> pd.Series:
     return out.where(codes >= 0, None)
 
 
-def _job_column(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], job_default: str | None,
+def job_column(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, FileBook], job_default: str | None,
                 file: str) -> np.ndarray:
     if "job_id" not in df.columns:
         if job_default is None:
             raise InputError("no job_id column (or alias) and no job_id= default", file=file, row=1,
                              field="job_id")
         return pd.array(np.full(len(df), job_default, dtype=object), dtype="str")
-    jobs = _text_column(df["job_id"])
+    jobs = text_column(df["job_id"])
     missing = jobs.isna() | (jobs == "")
     if missing.any():
         if job_default is not None:
-            _repair(books, base[missing.to_numpy()], "job_id",
+            repair(books, base[missing.to_numpy()], "job_id",
                     f"blank job_id taken as job_id={job_default!r}")
             jobs = jobs.where(~missing, job_default)
         else:
-            _reject(books, base[missing.to_numpy()], "job_id", "missing job_id")
+            reject(books, base[missing.to_numpy()], "job_id", "missing job_id")
     return jobs.array
 
 
-def _attempts_from_bounds(rec: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray:
+def attempts_from_bounds(rec: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray:
     """Index of the last bound at or before each record's time in its job (0 before the first)."""
     if bounds.empty:
         return np.zeros(len(rec), dtype=np.int64)
     b = bounds.sort_values(["job_id", "time"]).drop_duplicates().copy()
     b["_attempt"] = b.groupby("job_id").cumcount().astype("int64")
     b = b.sort_values("time", kind="stable")  # merge_asof needs the right keys sorted by time alone
-    left = pd.DataFrame({"job_id": rec["job_id"].to_numpy(), "time": rec["time"].astype(_TIME_DTYPE).array,
+    left = pd.DataFrame({"job_id": rec["job_id"].to_numpy(), "time": rec["time"].astype(TIME_DTYPE).array,
                          "_pos": np.arange(len(rec))}).sort_values("time", kind="stable")
-    left["time"] = left["time"].astype(_TIME_DTYPE)
-    b["time"] = b["time"].astype(_TIME_DTYPE)
+    left["time"] = left["time"].astype(TIME_DTYPE)
+    b["time"] = b["time"].astype(TIME_DTYPE)
     m = pd.merge_asof(left, b[["job_id", "time", "_attempt"]], on="time", by="job_id", direction="backward")
     out = np.zeros(len(rec), dtype=np.int64)
     out[m["_pos"].to_numpy()] = m["_attempt"].fillna(0).astype("int64").to_numpy()
@@ -963,7 +947,7 @@ def _attempts_from_bounds(rec: pd.DataFrame, bounds: pd.DataFrame) -> np.ndarray
 # ---------------------------------------------------------------------------------------------------
 
 
-def _protocol_window(window: Any) -> Window | None:
+def parse_window(window: Any) -> Window | None:
     """Read the ``window`` of a ``read`` call with :meth:`~fleetlib.accounting.Window.parse`.
 
     The runtime readers keep every record whatever the window: held time inside a window depends on

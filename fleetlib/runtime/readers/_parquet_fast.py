@@ -30,30 +30,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import read_bytes, time_range
+from fleetlib._io import as_paths, read_bytes, time_range
 from fleetlib.quality import Ledger
 from fleetlib.runtime.job_structure import _lexsort
 from fleetlib.runtime.readers._common import (
-    _KIND_RANK,
-    _NS_PER_S,
-    _PARQUET_MAGIC,
-    _TIME_DTYPE,
+    NS_PER_S,
+    PARQUET_MAGIC,
+    FileBook,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _attempts_from_bounds,
-    _close,
-    _cross_checks,
-    _file_column,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _flag,
-    _implausible_ns,
-    _kind_is_known,
-    _utc,
+    attempts_from_bounds,
+    close_books,
+    cross_checks,
+    file_column,
+    finalise_events,
+    finalise_steps,
+    flag,
+    implausible_ns,
+    utc_times,
 )
-from fleetlib.runtime.schema import PARQUET_COLUMNS
+from fleetlib.runtime.schema import PARQUET_COLUMNS, SIMULTANEOUS_EVENT_ORDER, TIME_DTYPE, known_event_kinds
 
 #: Integers the general path reads exactly (it passes them through float64).
 _EXACT_INT = 2**53
@@ -94,7 +90,7 @@ def read_fast(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
     except ImportError:  # pragma: no cover
         return None
     try:
-        files = _as_paths(paths)
+        files = as_paths(paths)
     except Exception:  # the general path refuses the paths with its own message
         return None
     try:
@@ -113,7 +109,7 @@ class _Parsed:
     __slots__ = ("books", "e", "s")
 
     def __init__(self, s: dict[str, Any] | None, e: dict[str, Any] | None,
-                 books: dict[str, _FileBook]) -> None:
+                 books: dict[str, FileBook]) -> None:
         self.s, self.e, self.books = s, e, books
 
     @property
@@ -133,7 +129,7 @@ def read_parsed(path: PathLike) -> _Parsed | None:
     except ImportError:  # pragma: no cover
         return None
     try:
-        files = _as_paths(path)
+        files = as_paths(path)
     except Exception:
         return None
     try:
@@ -148,7 +144,7 @@ def _read(paths: list[Path], *, job_codes: bool = False) -> tuple[TimelineTables
 
 def _parse(paths: list[Path]) -> _Parsed:
     """Decode and check every file (raises :class:`_Unusual`); record unknown kinds and attempts."""
-    books: dict[str, _FileBook] = {}
+    books: dict[str, FileBook] = {}
     steps_part: tuple[str, Any, np.ndarray] | None = None
     events_part: tuple[str, Any, np.ndarray] | None = None
     for path in paths:
@@ -156,7 +152,7 @@ def _parse(paths: list[Path]) -> _Parsed:
         if file in books:
             raise _Unusual
         table = _load(path)
-        books[file] = _FileBook(file, table.num_rows)  # rows 1 .. n
+        books[file] = FileBook(file, table.num_rows)  # rows 1 .. n
         rows = books[file].rows
         for what, positions in _split(table):
             if positions is None:
@@ -187,12 +183,12 @@ def _parse(paths: list[Path]) -> _Parsed:
 def _finish(p: _Parsed, job_codes: bool) -> tuple[TimelineTables, Ledger]:
     """Build the canonical frames of a parsed read, run the cross checks and close the ledger."""
     s, e, books = p.s, p.e, p.books
-    steps = _build_steps(s, job_codes) if s is not None else _finalise_steps(pd.DataFrame())
-    events = _build_events(e) if e is not None else _finalise_events(pd.DataFrame())
+    steps = _build_steps(s, job_codes) if s is not None else finalise_steps(pd.DataFrame())
+    events = _build_events(e) if e is not None else finalise_events(pd.DataFrame())
     if p.needs_cross_checks:  # the cross checks look at nothing else
         work = events.assign(_file=events["source_file"], _row=events["source_row"])
-        _cross_checks(_check_steps(steps, s, job_codes), work, books)
-    return TimelineTables(steps, events), _close(books)
+        cross_checks(_check_steps(steps, s, job_codes), work, books)
+    return TimelineTables(steps, events), close_books(books)
 
 
 def _load(path: Path) -> Any:
@@ -203,7 +199,7 @@ def _load(path: Path) -> Any:
         raw = read_bytes(path)
     except Exception as exc:  # the general path refuses the file with its own message
         raise _Unusual from exc
-    if bytes(raw[:4]) != _PARQUET_MAGIC:
+    if bytes(raw[:4]) != PARQUET_MAGIC:
         raise _Unusual
     try:
         table = pq.read_table(pa.py_buffer(raw))
@@ -317,7 +313,7 @@ def _times(column: Any) -> np.ndarray:
         raise _Unusual from exc
     # every time in range (one reduction of the arrow column, no temporaries), or the full check
     lo, hi = (t.value for t in time_range())
-    if ns.size and not _within(ns_column, lo, hi) and _implausible_ns(ns).any():
+    if ns.size and not _within(ns_column, lo, hi) and implausible_ns(ns).any():
         raise _Unusual
     return _writable(ns)
 
@@ -353,11 +349,11 @@ def _writable(values: np.ndarray) -> np.ndarray:
 def _utc_array(ns: np.ndarray) -> Any:
     """Return int64 nanoseconds (none missing) as a UTC time array.
 
-    Localised from naive nanoseconds (one copy): ``pd.array(..., dtype=_TIME_DTYPE)`` makes the same
+    Localised from naive nanoseconds (one copy): ``pd.array(..., dtype=TIME_DTYPE)`` makes the same
     array but took ~30 ms for two million times.
     """
     times = pd.Series(ns.view("datetime64[ns]"), copy=False).dt.tz_localize("UTC").array
-    return times.astype(_TIME_DTYPE, copy=False)
+    return times.astype(TIME_DTYPE, copy=False)
 
 
 def _job_strings(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, Any]:
@@ -389,7 +385,7 @@ def _parse_steps(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
     wait = (_floats(table.column("input_wait_s"), nullable=False) if "input_wait_s" in names
             else np.zeros(rows.size, dtype=np.float64))
     span = end - start
-    span_s = span / _NS_PER_S  # kept: the measurement's step durations (runtime._handoff)
+    span_s = span / NS_PER_S  # kept: the measurement's step durations (runtime._handoff)
     if span.min(initial=1) <= 0 or (wait > span_s).any():
         raise _Unusual
     del span
@@ -421,7 +417,7 @@ def _sorted_job_codes(p: dict[str, Any], rank: np.ndarray) -> pd.Categorical:
 
 
 def _check_steps(steps: pd.DataFrame, p: dict[str, Any] | None, job_codes: bool) -> pd.DataFrame:
-    """Return the steps frame :func:`_cross_checks` reads (it reads ``job_id`` and ``attempt`` only).
+    """Return the steps frame :func:`cross_checks` reads (it reads ``job_id`` and ``attempt`` only).
 
     With ``job_codes`` a frame of each job's largest attempt stands for the steps: the cross checks
     take only each job's largest attempt from them, so the flags are the same.
@@ -457,7 +453,7 @@ def _build_steps(p: dict[str, Any], job_codes: bool = False) -> pd.DataFrame:
         "start": _utc_array(start),
         "end": _utc_array(end),
         "input_wait_s": wait,
-        "source_file": _file_column(p["file"], rows.size),
+        "source_file": file_column(p["file"], rows.size),
         "source_row": rows,
     }, copy=False)  # fresh arrays: no copy into consolidated blocks
 
@@ -486,7 +482,7 @@ def _parse_events(file: str, table: Any, rows: np.ndarray) -> dict[str, Any]:
             "kind_codes": kind_codes, "kinds": kinds, "step": step, "step_na": step_na, "duration": duration}
 
 
-def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
+def _check_events(p: dict[str, Any], books: dict[str, FileBook]) -> None:
     """Put a parsed events part in the canonical order (``p["order"]``); refuse what the general path repairs.
 
     Flags unknown kinds as the general path does.  Also keeps each row's job rank in text order and
@@ -497,7 +493,8 @@ def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
     kind_codes, kinds, step, step_na, duration = (p[k] for k in ("kind_codes", "kinds", "step", "step_na",
                                                                  "duration"))
     rank, dictionary = _job_strings(codes, values)
-    kind_rank = pd.Series(kinds, dtype=object).map(_KIND_RANK).fillna(len(_KIND_RANK) // 2).to_numpy()
+    kind_rank = (pd.Series(kinds, dtype=object).map(SIMULTANEOUS_EVENT_ORDER)
+                 .fillna(len(SIMULTANEOUS_EVENT_ORDER) // 2).to_numpy())
     order = _lexsort((kind_rank[kind_codes], attempt, time, rank))
     # duplicates of (job, attempt, time, kind, step, duration): the general path rejects them.  Two
     # such rows tie on the table's own order (job, time, attempt, kind rank); only where rows tie there
@@ -521,14 +518,14 @@ def _check_events(p: dict[str, Any], books: dict[str, _FileBook]) -> None:
     jt, jc = time[by_job], codes[by_job]
     if ((jc[1:] == jc[:-1]) & (jt[1:] < jt[:-1])).any():
         raise _Unusual
-    known = _kind_is_known(pd.Series(kinds, dtype=object))
+    known = known_event_kinds(pd.Series(kinds, dtype=object))
     if not known.all():
         unknown = np.flatnonzero(~known[kind_codes])
         u = pd.DataFrame({"_file": file, "_row": rows[unknown],
                           "job_id": np.asarray(values, dtype=object)[codes[unknown]],
-                          "attempt": attempt[unknown], "time": _utc(time[unknown]),
+                          "attempt": attempt[unknown], "time": utc_times(time[unknown]),
                           "kind": np.asarray(kinds, dtype=object)[kind_codes[unknown]]})
-        _flag(books, u, "unknown_event_kind",
+        flag(books, u, "unknown_event_kind",
               [f"event kind {str(k)!r} is not one the runtime partition knows: kept, not charged to any "
                "category" for k in u["kind"]], "time")
     p.update(order=order, rank=rank, dictionary=dictionary)
@@ -549,12 +546,12 @@ def _build_events(p: dict[str, Any]) -> pd.DataFrame:
         "kind": _text_array(pa.array(kinds, pa.string()), kind_codes[order]),
         "step": pd.arrays.IntegerArray(step[order], step_na[order]),
         "duration_s": pd.arrays.FloatingArray(np.nan_to_num(duration[order]), np.isnan(duration[order])),
-        "source_file": _file_column(p["file"], rows.size),
+        "source_file": file_column(p["file"], rows.size),
         "source_row": rows[order],
     }, copy=False)
 
 
-def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook],
+def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, FileBook],
                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
 
@@ -571,24 +568,24 @@ def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: M
     if need_s:
         m = steps["attempt"].isna().to_numpy()
         sub = steps.loc[m, ["job_id", "start"]].rename(columns={"start": "time"})
-        steps.loc[m, "attempt"] = _attempts_from_bounds(sub, markers)
+        steps.loc[m, "attempt"] = attempts_from_bounds(sub, markers)
         s = steps[m & ~steps["job_id"].isin(set(markers["job_id"])).to_numpy()].sort_values(
             ["job_id", "start", "_row"], kind="stable")
         prev = s.groupby("job_id", sort=False)["step"].shift(1)
         repeat = (s["step"] <= prev).fillna(False).to_numpy(dtype=bool)
         if repeat.any():
             r = s[repeat]
-            _flag(books, r, "restart_inferred_from_step_numbers",
+            flag(books, r, "restart_inferred_from_step_numbers",
                   [f"step {a} follows step {int(b)} with no attempt column or gang_complete marker: a "
                    "restart is assumed here (fallback from repeated step numbers)"
                    for a, b in zip(r["step"], prev[repeat], strict=True)], "start")
     if need_e:
         m = events["attempt"].isna().to_numpy()
-        events.loc[m, "attempt"] = _attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
+        events.loc[m, "attempt"] = attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
     return steps, events
 
 
-def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: dict[str, _FileBook]) -> None:
+def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: dict[str, FileBook]) -> None:
     """Fill a missing attempt column from the gang_complete markers, by the general path's own function.
 
     The frames handed to :func:`_assign_missing_attempts` hold what the general path's would (file order,
@@ -599,7 +596,7 @@ def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: 
         n = s["rows"].size
         att = (pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)) if s["attempt"] is None
                else pd.arrays.IntegerArray(s["attempt"], np.zeros(n, bool)))
-        steps = pd.DataFrame({"_file": _file_column(s["file"], n), "_row": s["rows"],
+        steps = pd.DataFrame({"_file": file_column(s["file"], n), "_row": s["rows"],
                               "job_id": _text_array(s["dictionary"], s["codes"]),
                               "attempt": att, "step": s["step"], "start": _utc_array(s["start"])})
     if e is not None:
@@ -607,7 +604,7 @@ def _assign_attempts(s: dict[str, Any] | None, e: dict[str, Any] | None, books: 
         att = (pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)) if e["attempt"] is None
                else pd.arrays.IntegerArray(e["attempt"], np.zeros(n, bool)))
         kinds = np.asarray(e["kinds"], dtype=object)[e["kind_codes"]]
-        events = pd.DataFrame({"_file": _file_column(e["file"], n), "_row": e["rows"],
+        events = pd.DataFrame({"_file": file_column(e["file"], n), "_row": e["rows"],
                                "job_id": _text_array(_job_strings(e["codes"], e["values"])[1], e["codes"]),
                                "attempt": att, "time": _utc_array(e["time"]), "kind": kinds})
     steps, events = _assign_missing_attempts(steps, events, books)

@@ -9,30 +9,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _TIME_DTYPE,
+    FileBook,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _check_events,
-    _close,
-    _cross_checks,
-    _FileBook,
-    _finalise_events,
-    _float_column,
-    _int_column,
-    _job_column,
-    _load_table,
-    _outside_plausible,
-    _protocol_window,
-    _reject,
-    _reject_outside,
-    _repair,
-    _sort_events,
-    _text_column,
     bundled_path,
+    check_events,
+    close_books,
+    cross_checks,
+    finalise_events,
+    float_column,
+    int_column,
+    job_column,
+    load_table,
+    outside_plausible,
+    parse_window,
+    reject,
+    reject_outside,
+    repair,
+    sort_events,
+    text_column,
 )
+from fleetlib.runtime.schema import TIME_DTYPE
 from fleetlib.runtime.timeline import (
     empty_steps,
 )
@@ -49,30 +49,30 @@ _BLOOM_COLUMNS = ("job_id", "attempt", "date", "time_of_day", "tz", "kind", "ste
 def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
     """Read one BLOOM-style event table (None: the bundled copy)."""
     path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
-    df, rows, truncated = _load_table(path)
+    df, rows, truncated = load_table(path)
     file = str(path)
-    books = {file: _FileBook(file, rows, truncated=truncated)}
+    books = {file: FileBook(file, rows, truncated=truncated)}
     missing = [c for c in _BLOOM_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])
     if df.empty:
-        return TimelineTables.empty(), _close(books)
+        return TimelineTables.empty(), close_books(books)
     base = pd.DataFrame({"_file": file, "_row": rows})
-    date = _text_column(df["date"])
-    tod = _text_column(df["time_of_day"])
-    tz = _text_column(df["tz"])
+    date = text_column(df["date"])
+    tod = text_column(df["time_of_day"])
+    tz = text_column(df["tz"])
     no_tz = (tz.isna() | (tz == "")).to_numpy()
     if no_tz.any():
-        _reject(books, base[no_tz], "tz", "missing tz: the zone the chronicle stated the time in")
+        reject(books, base[no_tz], "tz", "missing tz: the zone the chronicle stated the time in")
     day_only = (tod.isna() | (tod == "")).to_numpy()
     local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
     naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
-    beyond = _outside_plausible(naive) & ~no_tz
-    naive = _reject_outside(books, base, "date", naive.where(~no_tz), local_text)
+    beyond = outside_plausible(naive) & ~no_tz
+    naive = reject_outside(books, base, "date", naive.where(~no_tz), local_text)
     bad = naive.isna().to_numpy() & ~no_tz & ~beyond
     if bad.any():
-        _reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
-    utc = pd.Series(pd.NaT, index=range(len(df)), dtype=_TIME_DTYPE)
+        reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
+    utc = pd.Series(pd.NaT, index=range(len(df)), dtype=TIME_DTYPE)
     ok = ~bad & ~no_tz & ~beyond
     for zone in pd.unique(tz[ok]):  # a handful of zones
         m = ok & (tz == zone).to_numpy()
@@ -81,33 +81,33 @@ def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
         except Exception as exc:
             raise InputError(f"tz {zone!r} is not a time zone", file=file, row=int(rows[np.argmax(m)]),
                              field="tz") from exc
-        utc[m] = loc.dt.tz_convert("UTC").astype(_TIME_DTYPE).to_numpy()
+        utc[m] = loc.dt.tz_convert("UTC").astype(TIME_DTYPE).to_numpy()
     nat = utc.isna().to_numpy() & ok
     if nat.any():
-        _reject(books, base[nat], "time_of_day", "local time does not exist or is ambiguous in its zone")
+        reject(books, base[nat], "time_of_day", "local time does not exist or is ambiguous in its zone")
     placed = day_only & ok & ~nat
     if placed.any():
-        _repair(books, base[placed], "time_of_day",
+        repair(books, base[placed], "time_of_day",
                 [f"no time of day stated: placed at 12:00 {z}" for z in tz[placed]])
-    attempt = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True)
+    attempt = int_column(df["attempt"], frame=base, books=books, field="attempt", required=True)
     events = base.assign(
-        job_id=_job_column(df, base, books, None, file), attempt=attempt, time=utc,
-        kind=_text_column(df["kind"]).str.lower().to_numpy(dtype=object),
-        step=_int_column(df["step"], frame=base, books=books, field="step", required=False),
-        duration_s=_float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy(),
-        lost_work_s=_float_column(df["lost_work_s"], frame=base, books=books, field="lost_work_s").to_numpy(),
+        job_id=job_column(df, base, books, None, file), attempt=attempt, time=utc,
+        kind=text_column(df["kind"]).str.lower().to_numpy(dtype=object),
+        step=int_column(df["step"], frame=base, books=books, field="step", required=False),
+        duration_s=float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy(),
+        lost_work_s=float_column(df["lost_work_s"], frame=base, books=books, field="lost_work_s").to_numpy(),
         time_precision=np.where(day_only, "day", "second"),
-        source=_text_column(df["source"]).to_numpy(dtype=object),
-        note=_text_column(df["note"]).to_numpy(dtype=object),
+        source=text_column(df["source"]).to_numpy(dtype=object),
+        note=text_column(df["note"]).to_numpy(dtype=object),
     )
     no_kind = events["kind"].isna().to_numpy()
     if no_kind.any():
-        _reject(books, base[no_kind], "kind", "missing kind")
-    events = _check_events(events, books, reorder_is_repair=True)
-    _cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
-    ledger = _close(books)
+        reject(books, base[no_kind], "kind", "missing kind")
+    events = check_events(events, books, reorder_is_repair=True)
+    cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = close_books(books)
     extra = ("lost_work_s", "time_precision", "source", "note")
-    return TimelineTables(empty_steps(), _finalise_events(events, extra)), ledger
+    return TimelineTables(empty_steps(), finalise_events(events, extra)), ledger
 
 
 def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
@@ -141,8 +141,8 @@ def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None =
         ``{"steps": ..., "events": ...}``: no steps; events with the canonical columns followed by
         ``lost_work_s, time_precision, source, note``; and the ledger.
     """
-    _protocol_window(window)
-    files = [None] if paths is None else _as_paths(paths)
+    parse_window(window)
+    files = [None] if paths is None else as_paths(paths)
     if len(files) == 1:
         return _read_one(files[0])
     steps, events, ledger = [], [], Ledger()
@@ -151,7 +151,7 @@ def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None =
         steps.append(tables.steps)
         events.append(tables.events)
         ledger.extend(one)
-    return TimelineTables(steps[0], _sort_events(pd.concat(events, ignore_index=True))), ledger
+    return TimelineTables(steps[0], sort_events(pd.concat(events, ignore_index=True))), ledger
 
 
 #: The BLOOM event-table reader under the name it is exported by (the same callable as :func:`read`).

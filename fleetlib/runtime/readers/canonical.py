@@ -9,33 +9,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _TIME_DTYPE,
+    FileBook,
     PathLike,
     TimelineTables,
-    _apply_aliases,
-    _as_paths,
-    _check_events,
-    _check_steps,
-    _close,
-    _concat,
-    _cross_checks,
-    _drop_rejected,
-    _file_column,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _float_column,
-    _int_column,
-    _job_column,
-    _load_table,
-    _na_ints,
-    _parse_times,
-    _protocol_window,
-    _reject,
-    _repair,
-    _text_column,
+    apply_aliases,
+    check_events,
+    check_steps,
+    close_books,
+    concat_frames,
+    cross_checks,
+    drop_rejected,
+    file_column,
+    finalise_events,
+    finalise_steps,
+    float_column,
+    int_column,
+    job_column,
+    load_table,
+    na_ints,
+    parse_times,
+    parse_window,
+    reject,
+    repair,
+    text_column,
 )
 from fleetlib.runtime.readers._parquet_fast import _assign_missing_attempts, read_fast
 from fleetlib.runtime.schema import (
@@ -43,6 +42,7 @@ from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
     STEP_ALIASES,
     STEP_COLUMNS,
+    TIME_DTYPE,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ from fleetlib.runtime.schema import (
 
 
 
-def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
+def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, FileBook], tz: str | None,
                       job_default: str | None) -> pd.DataFrame:
     file = str(base["_file"].iloc[0]) if len(base) else ""
     for col in ("step", "start", "end"):
@@ -64,19 +64,19 @@ def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, 
             raise InputError(f"a steps table needs column {col!r} (or an alias: {STEP_ALIASES[col]})",
                              file=file, row=1, field=col)
     out = base.copy()
-    out["job_id"] = _job_column(df, base, books, job_default, file)
-    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
-        if "attempt" in df.columns else _na_ints(len(df))
-    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=True)
-    out["start"] = _parse_times(df["start"], frame=base, books=books, field="start", tz=tz).array
-    out["end"] = _parse_times(df["end"], frame=base, books=books, field="end", tz=tz).array
-    out["start"] = out["start"].astype(_TIME_DTYPE)
-    out["end"] = out["end"].astype(_TIME_DTYPE)
+    out["job_id"] = job_column(df, base, books, job_default, file)
+    out["attempt"] = int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
+        if "attempt" in df.columns else na_ints(len(df))
+    out["step"] = int_column(df["step"], frame=base, books=books, field="step", required=True)
+    out["start"] = parse_times(df["start"], frame=base, books=books, field="start", tz=tz).array
+    out["end"] = parse_times(df["end"], frame=base, books=books, field="end", tz=tz).array
+    out["start"] = out["start"].astype(TIME_DTYPE)
+    out["end"] = out["end"].astype(TIME_DTYPE)
     if "input_wait_s" in df.columns:
-        w = _float_column(df["input_wait_s"], frame=base, books=books, field="input_wait_s", minimum=0.0)
+        w = float_column(df["input_wait_s"], frame=base, books=books, field="input_wait_s", minimum=0.0)
         blank = w.isna().to_numpy() & df["input_wait_s"].isna().to_numpy()
         if blank.any():
-            _repair(books, base[blank], "input_wait_s", "blank input_wait_s taken as 0 (no wait measured)")
+            repair(books, base[blank], "input_wait_s", "blank input_wait_s taken as 0 (no wait measured)")
         out["input_wait_s"] = w.fillna(0.0).to_numpy()
     else:
         out["input_wait_s"] = 0.0  # the column is optional: no measured wait
@@ -86,7 +86,7 @@ def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, 
 
 
 
-def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
+def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, FileBook], tz: str | None,
                        job_default: str | None) -> pd.DataFrame:
     file = str(base["_file"].iloc[0]) if len(base) else ""
     for col in ("time", "kind"):
@@ -94,25 +94,25 @@ def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str,
             raise InputError(f"an events table needs column {col!r} (or an alias: {EVENT_ALIASES[col]})",
                              file=file, row=1, field=col)
     out = base.copy()
-    out["job_id"] = _job_column(df, base, books, job_default, file)
-    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
-        if "attempt" in df.columns else _na_ints(len(df))
-    out["time"] = _parse_times(df["time"], frame=base, books=books, field="time", tz=tz).array
-    out["time"] = out["time"].astype(_TIME_DTYPE)
-    raw = _text_column(df["kind"])
+    out["job_id"] = job_column(df, base, books, job_default, file)
+    out["attempt"] = int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
+        if "attempt" in df.columns else na_ints(len(df))
+    out["time"] = parse_times(df["time"], frame=base, books=books, field="time", tz=tz).array
+    out["time"] = out["time"].astype(TIME_DTYPE)
+    raw = text_column(df["kind"])
     missing = (raw.isna() | (raw == "")).to_numpy()
     if missing.any():
-        _reject(books, base[missing], "kind", "missing kind")
+        reject(books, base[missing], "kind", "missing kind")
     norm = raw.fillna("").str.lower().str.replace(r"[\s\-]+", "_", regex=True)
     changed = ~missing & (norm != raw.fillna("")).to_numpy()
     if changed.any():
-        _repair(books, base[changed], "kind", [f"kind {a!r} normalised to {b!r}" for a, b in
+        repair(books, base[changed], "kind", [f"kind {a!r} normalised to {b!r}" for a, b in
                                                zip(raw[changed], norm[changed], strict=True)])
     out["kind"] = norm.to_numpy(dtype=object)
-    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=False) \
-        if "step" in df.columns else _na_ints(len(df))
+    out["step"] = int_column(df["step"], frame=base, books=books, field="step", required=False) \
+        if "step" in df.columns else na_ints(len(df))
     out["duration_s"] = (
-        _float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy()
+        float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy()
         if "duration_s" in df.columns else np.nan)
     out["_has_attempt"] = "attempt" in df.columns
     return out
@@ -168,7 +168,7 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
     path (:mod:`fleetlib.runtime.readers._parquet_fast`) that returns the same tables and ledger;
     anything else is read by the general path, which names every row it rejects or repairs.
     """
-    _protocol_window(window)
+    parse_window(window)
     fast = read_fast(paths, tz=tz, job_id=job_id)
     if fast is not None:
         return fast
@@ -182,25 +182,25 @@ read_canonical = read
 def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
                   job_id: str | None) -> tuple[TimelineTables, Ledger]:
     """Read by the general path of :func:`read_canonical`: any CSV or Parquet, each row booked."""
-    books: dict[str, _FileBook] = {}
+    books: dict[str, FileBook] = {}
     steps_parts, event_parts = [], []
-    for path in _as_paths(paths):
-        df, rows, truncated = _load_table(path)
+    for path in as_paths(paths):
+        df, rows, truncated = load_table(path)
         file = str(path)
-        books[file] = _FileBook(file, rows, truncated=truncated)
-        base = pd.DataFrame({"_file": _file_column(file, len(rows)), "_row": rows})
+        books[file] = FileBook(file, rows, truncated=truncated)
+        base = pd.DataFrame({"_file": file_column(file, len(rows)), "_row": rows})
         if df.empty:
             continue
         blank = df.isna().all(axis=1).to_numpy()
         if blank.any():
-            _reject(books, base[blank], None, "blank line")
+            reject(books, base[blank], None, "blank line")
         if "record" in df.columns:
-            rec = _text_column(df["record"]).str.lower()
+            rec = text_column(df["record"]).str.lower()
             is_s = (rec == "step").to_numpy()
             is_e = (rec == "event").to_numpy()
             other = ~is_s & ~is_e & ~blank
             if other.any():
-                _reject(books, base[other], "record", "record must be 'step' or 'event'")
+                reject(books, base[other], "record", "record must be 'step' or 'event'")
             parts = [(is_s & ~blank, "steps"), (is_e & ~blank, "events")]
         else:
             cols = set(df.columns)
@@ -217,21 +217,21 @@ def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
             sub = df[mask].reset_index(drop=True)
             sub_base = base[mask].reset_index(drop=True)
             if what == "steps":
-                sub = _apply_aliases(sub, STEP_ALIASES, file)
+                sub = apply_aliases(sub, STEP_ALIASES, file)
                 steps_parts.append(_steps_from_frame(sub, sub_base, books, tz, job_id))
             else:
-                sub = _apply_aliases(sub, EVENT_ALIASES, file)
+                sub = apply_aliases(sub, EVENT_ALIASES, file)
                 event_parts.append(_events_from_frame(sub, sub_base, books, tz, job_id))
-    steps = _drop_rejected(_concat(steps_parts), books)
-    events = _drop_rejected(_concat(event_parts), books)
+    steps = drop_rejected(concat_frames(steps_parts), books)
+    events = drop_rejected(concat_frames(event_parts), books)
     steps, events = _assign_missing_attempts(steps, events, books)
     if not steps.empty:
-        steps = _check_steps(steps, books, reorder_is_repair=True)
+        steps = check_steps(steps, books, reorder_is_repair=True)
     if not events.empty:
-        events = _check_events(events, books, reorder_is_repair=True)
-    _cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), events, books)
-    ledger = _close(books)
-    return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+        events = check_events(events, books, reorder_is_repair=True)
+    cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = close_books(books)
+    return TimelineTables(finalise_steps(steps), finalise_events(events)), ledger
 
 
 
@@ -263,7 +263,7 @@ def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     both = pd.concat([s, e], ignore_index=True).reindex(columns=cols)
     both["step"] = both["step"].astype("Int64")
     for col in ("start", "end", "time"):
-        both[col] = both[col].astype(_TIME_DTYPE)
+        both[col] = both[col].astype(TIME_DTYPE)
     if path.suffix.lower() in (".parquet", ".pq"):
         both.to_parquet(path, index=False)
     else:
