@@ -44,11 +44,16 @@ Ledger)`` (:mod:`fleetlib.registry`): ``tables`` is ``{"steps": ..., "events": .
 window is read by :meth:`fleetlib.accounting.Window.parse` and applied by the measurement, never by
 dropping records.  :data:`READERS` maps each ``--format`` name to its :class:`~fleetlib.registry.ReaderSpec`.
 
-Adding a format: write ``readers/<format>.py`` with ``read`` (parse into frames carrying ``_file`` and
-``_row``, report through one ``FileBook`` per file and the shared checks of ``_common``), add one
-``ReaderSpec`` with a bundled good sample and a broken one from ``tests/corpus/runtime/`` to
-:data:`READERS`; the command line, :func:`fleetlib.runtime.measure.measure` and the conformance suite
-take it from there.
+The ``read`` of a format is also its ``read_<format>`` (``read_canonical``, ``read_mlperf`` ...): one
+callable under two names.  The timeline readers return :class:`TimelineTables`, the protocol's dict
+whose two tables are also its attributes (``tables.steps``).
+
+Adding a format: write ``readers/<format>.py`` with ``read`` (a table format loads each file into one
+Arrow table with ``load_table`` and casts its columns with the column parsers of ``_common``; any
+format builds working frames carrying ``_file`` and ``_row``, reports through one ``FileBook`` per
+file and runs the shared checks of ``_common``), add one ``ReaderSpec`` with a bundled good sample and
+a broken one from ``tests/corpus/runtime/`` to :data:`READERS`; the command line,
+:func:`fleetlib.runtime.measure.measure` and the conformance suite take it from there.
 """
 
 from __future__ import annotations

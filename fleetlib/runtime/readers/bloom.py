@@ -13,6 +13,7 @@ from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     FileBook,
+    Part,
     PathLike,
     TimelineTables,
     bundled_path,
@@ -28,7 +29,6 @@ from fleetlib.runtime.readers._common import (
     parse_window,
     reject,
     reject_outside,
-    repair,
     sort_events,
     text_column,
 )
@@ -49,30 +49,29 @@ _BLOOM_COLUMNS = ("job_id", "attempt", "date", "time_of_day", "tz", "kind", "ste
 def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
     """Read one BLOOM-style event table (None: the bundled copy)."""
     path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
-    df, rows, truncated = load_table(path)
+    table, rows, truncated = load_table(path)
     file = str(path)
     books = {file: FileBook(file, rows, truncated=truncated)}
-    missing = [c for c in _BLOOM_COLUMNS if c not in df.columns]
+    missing = [c for c in _BLOOM_COLUMNS if c not in table.column_names]
     if missing:
         raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])
-    if df.empty:
+    if table.num_rows == 0:
         return TimelineTables.empty(), close_books(books)
-    base = pd.DataFrame({"_file": file, "_row": rows})
-    date = text_column(df["date"])
-    tod = text_column(df["time_of_day"])
-    tz = text_column(df["tz"])
+    part = Part(books[file], rows)
+    column = table.column
+    date = text_column(column("date"))
+    tod = text_column(column("time_of_day"))
+    tz = text_column(column("tz"))
     no_tz = (tz.isna() | (tz == "")).to_numpy()
-    if no_tz.any():
-        reject(books, base[no_tz], "tz", "missing tz: the zone the chronicle stated the time in")
+    part.reject(no_tz, "tz", "missing tz: the zone the chronicle stated the time in")
     day_only = (tod.isna() | (tod == "")).to_numpy()
     local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
     naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
     beyond = outside_plausible(naive) & ~no_tz
-    naive = reject_outside(books, base, "date", naive.where(~no_tz), local_text)
+    naive = reject_outside(part, "date", naive.where(~no_tz), local_text)
     bad = naive.isna().to_numpy() & ~no_tz & ~beyond
-    if bad.any():
-        reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
-    utc = pd.Series(pd.NaT, index=range(len(df)), dtype=TIME_DTYPE)
+    part.reject(bad, "date", "date/time_of_day is not an ISO 8601 date and time")
+    utc = pd.Series(pd.NaT, index=range(len(rows)), dtype=TIME_DTYPE)
     ok = ~bad & ~no_tz & ~beyond
     for zone in pd.unique(tz[ok]):  # a handful of zones
         m = ok & (tz == zone).to_numpy()
@@ -83,26 +82,27 @@ def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
                              field="tz") from exc
         utc[m] = loc.dt.tz_convert("UTC").astype(TIME_DTYPE).to_numpy()
     nat = utc.isna().to_numpy() & ok
-    if nat.any():
-        reject(books, base[nat], "time_of_day", "local time does not exist or is ambiguous in its zone")
+    part.reject(nat, "time_of_day", "local time does not exist or is ambiguous in its zone")
     placed = day_only & ok & ~nat
     if placed.any():
-        repair(books, base[placed], "time_of_day",
-                [f"no time of day stated: placed at 12:00 {z}" for z in tz[placed]])
-    attempt = int_column(df["attempt"], frame=base, books=books, field="attempt", required=True)
-    events = base.assign(
-        job_id=job_column(df, base, books, None, file), attempt=attempt, time=utc,
-        kind=text_column(df["kind"]).str.lower().to_numpy(dtype=object),
-        step=int_column(df["step"], frame=base, books=books, field="step", required=False),
-        duration_s=float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy(),
-        lost_work_s=float_column(df["lost_work_s"], frame=base, books=books, field="lost_work_s").to_numpy(),
-        time_precision=np.where(day_only, "day", "second"),
-        source=text_column(df["source"]).to_numpy(dtype=object),
-        note=text_column(df["note"]).to_numpy(dtype=object),
-    )
+        part.repair(placed, "time_of_day", [f"no time of day stated: placed at 12:00 {z}"
+                                            for z in tz[placed]])
+    attempt = int_column(column("attempt"), part=part, field="attempt", required=True)
+    jobs, _ = job_column(table, part, None)
+    kind = text_column(column("kind")).str.lower().to_numpy(dtype=object)
+    step = int_column(column("step"), part=part, field="step", required=False)
+    duration = float_column(column("duration_s"), part=part, field="duration_s")
+    lost = float_column(column("lost_work_s"), part=part, field="lost_work_s")
+    events = pd.DataFrame({
+        "_file": file, "_row": rows, "job_id": jobs, "attempt": attempt, "time": utc, "kind": kind,
+        "step": step, "duration_s": duration, "lost_work_s": lost,
+        "time_precision": np.where(day_only, "day", "second"),
+        "source": text_column(column("source")).to_numpy(dtype=object),
+        "note": text_column(column("note")).to_numpy(dtype=object),
+    })
     no_kind = events["kind"].isna().to_numpy()
     if no_kind.any():
-        reject(books, base[no_kind], "kind", "missing kind")
+        reject(books, events[no_kind], "kind", "missing kind")
     events = check_events(events, books, reorder_is_repair=True)
     cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
     ledger = close_books(books)

@@ -16,12 +16,15 @@ from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
     NS_PER_S,
     FileBook,
+    Part,
     PathLike,
     apply_aliases,
+    blank_rows,
     close_books,
     concat_frames,
     drop_rejected,
     load_table,
+    originals,
     out_of_order,
     parse_times,
     parse_window,
@@ -81,32 +84,29 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
     books: dict[str, FileBook] = {}
     parts = []
     for path in as_paths(paths):
-        df, rows, truncated = load_table(path)
+        table, rows, truncated = load_table(path)
         file = str(path)
         books[file] = FileBook(file, rows, truncated=truncated)
-        if df.empty:
+        if table.num_rows == 0 or table.num_columns == 0:
             continue
-        df = apply_aliases(df, _REPLICA_ALIASES, file)
+        table = apply_aliases(table, _REPLICA_ALIASES, file)
         for col in ("time", "replica_id", "phase"):
-            if col not in df.columns:
+            if col not in table.column_names:
                 raise InputError(f"a replica lifecycle log needs column {col!r}", file=file, row=1, field=col)
-        base = pd.DataFrame({"_file": file, "_row": rows})
-        blank = df.isna().all(axis=1).to_numpy()
-        if blank.any():
-            reject(books, base[blank], None, "blank line")
-        rid = text_column(df["replica_id"])
-        no_id = (rid.isna() | (rid == "")).to_numpy() & ~blank
-        if no_id.any():
-            reject(books, base[no_id], "replica_id", "missing replica_id")
-        raw = text_column(df["phase"]).fillna("").str.lower().str.replace(" ", "_")
+        part = Part(books[file], rows)
+        blank = blank_rows(table)
+        part.reject(blank, None, "blank line")
+        rid = text_column(table.column("replica_id"))
+        part.reject((rid.isna() | (rid == "")).to_numpy() & ~blank, "replica_id", "missing replica_id")
+        raw = text_column(table.column("phase")).fillna("").str.lower().str.replace(" ", "_")
         phase = raw.map(lambda v: REPLICA_PHASE_ALIASES.get(v, v))  # vocabulary lookup
         unknown = ~phase.isin(REPLICA_PHASES).to_numpy() & ~blank
         if unknown.any():
-            reject(books, base[unknown], "phase", [f"unknown phase {p!r}; expected one of {REPLICA_PHASES}"
-                                                    for p in df["phase"][unknown]])
-        t = parse_times(df["time"], frame=base, books=books, field="time", tz=tz)
-        parts.append(base.assign(replica_id=rid.to_numpy(dtype=object), phase=phase.to_numpy(dtype=object),
-                                 time=t.to_numpy()))
+            part.reject(unknown, "phase", [f"unknown phase {p!r}; expected one of {REPLICA_PHASES}"
+                                           for p in originals(table.column("phase"), unknown)])
+        t = parse_times(table.column("time"), part=part, field="time", tz=tz)
+        parts.append(pd.DataFrame({"_file": file, "_row": rows, "replica_id": rid.to_numpy(dtype=object),
+                                   "phase": phase.to_numpy(dtype=object), "time": t}))
     cols = ["replica_id", "phase", "start", "end", "duration_s"]
     tr = drop_rejected(concat_frames(parts), books)
     if tr.empty:
