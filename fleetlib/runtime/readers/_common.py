@@ -802,17 +802,12 @@ def _times_ns(column: pa.ChunkedArray, *, part: Part, field: str, tz: str | None
         naive = ~missing
         if t.tz is not None or not naive.any():
             return _drop_implausible(ns, part, field)
-        if tz is None:
-            raise InputError("times carry no zone (naive); pass tz= to name the zone they were written "
-                             "in, or write them with an offset such as 'Z'",
-                             file=part.file, row=int(part.rows[int(np.argmax(naive))]), field=field)
         beyond = naive & (np.abs(np.where(naive, ns, 0)) >= _EDGE_NS)
-        if beyond.any():  # no zone can hold these: refused before they are placed in one
+        if tz is not None and beyond.any():  # no zone can hold these: refused before they are placed in one
             part.reject(beyond, field, _plausible_reason(field, ns[beyond]))
             naive &= ~beyond
-        out = np.full(n, _NAT, dtype=np.int64)
-        return _naive_times(pd.Series(ns[naive].view("datetime64[ns]")), naive, np.zeros(n, dtype=bool), out,
-                            part, field, tz)
+        return _naive_times(pd.Series(ns[naive].view("datetime64[ns]")), naive, np.zeros(n, dtype=bool),
+                            np.full(n, _NAT, dtype=np.int64), part, field, tz)
     codes, values = distinct(column)
     text_v = _stripped(values)
     written = spread(text_v.to_numpy(dtype=object), codes, "")
@@ -1069,13 +1064,12 @@ def _late(keys: Sequence[np.ndarray], t: np.ndarray, pos: np.ndarray | None) -> 
         late = _late_in_runs(t, new)
     else:
         grp = np.lexsort((np.arange(n), *keys[::-1]))  # stable grouping
-        g_new = np.ones(n, dtype=bool)
-        g_new[1:] = np.zeros(n - 1, dtype=bool)
+        grp_change = np.zeros(n - 1, dtype=bool)
         for k in keys:
             kg = k[grp]
-            g_new[1:] |= kg[1:] != kg[:-1]
+            grp_change |= kg[1:] != kg[:-1]
         late = np.zeros(n, dtype=bool)
-        late[grp] = _late_in_runs(t[grp], g_new)
+        late[grp] = _late_in_runs(t[grp], np.r_[True, grp_change])
     if pos is None:
         return late
     out = np.zeros(n, dtype=bool)
