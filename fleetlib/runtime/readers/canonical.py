@@ -166,17 +166,25 @@ def _coded(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
     return codes == chosen[0] if chosen.size == 1 else np.isin(codes, chosen)
 
 
-def _steps(table: pa.Table, part: Part, tz: str | None, job_default: str | None) -> pd.DataFrame:
-    """Return the working frame of one steps table: its columns cast, what they hold booked."""
+def _keys(table: pa.Table, part: Part, what: str, required: Sequence[str], aliases: Mapping[str, Any],
+          job_default: str | None) -> tuple[Any, np.ndarray, Any]:
+    """Refuse a table without a required column; return its job ids, their ranks and its attempts."""
     names = table.column_names
-    for col in ("step", "start", "end"):
+    for col in required:
         if col not in names:
-            raise InputError(f"a steps table needs column {col!r} (or an alias: {STEP_ALIASES[col]})",
-                             file=part.file, row=1, field=col)
-    n = len(part)
+            raise InputError(f"{what} needs column {col!r} (or an alias: {aliases[col]})", file=part.file,
+                             row=1, field=col)
     jobs, ranks = job_column(table, part, job_default)
     attempt = (int_column(table.column("attempt"), part=part, field="attempt", required=True)
-               if "attempt" in names else na_ints(n))
+               if "attempt" in names else na_ints(len(part)))
+    return jobs, ranks, attempt
+
+
+def _steps(table: pa.Table, part: Part, tz: str | None, job_default: str | None) -> pd.DataFrame:
+    """Return the working frame of one steps table: its columns cast, what they hold booked."""
+    names, n = table.column_names, len(part)
+    jobs, ranks, attempt = _keys(table, part, "a steps table", ("step", "start", "end"), STEP_ALIASES,
+                                 job_default)
     step = int_column(table.column("step"), part=part, field="step", required=True)
     start = parse_times(table.column("start"), part=part, field="start", tz=tz)
     end = parse_times(table.column("end"), part=part, field="end", tz=tz)
@@ -197,15 +205,8 @@ def _steps(table: pa.Table, part: Part, tz: str | None, job_default: str | None)
 
 def _events(table: pa.Table, part: Part, tz: str | None, job_default: str | None) -> pd.DataFrame:
     """Return the working frame of one events table: its columns cast, what they hold booked."""
-    names = table.column_names
-    for col in ("time", "kind"):
-        if col not in names:
-            raise InputError(f"an events table needs column {col!r} (or an alias: {EVENT_ALIASES[col]})",
-                             file=part.file, row=1, field=col)
-    n = len(part)
-    jobs, ranks = job_column(table, part, job_default)
-    attempt = (int_column(table.column("attempt"), part=part, field="attempt", required=True)
-               if "attempt" in names else na_ints(n))
+    names, n = table.column_names, len(part)
+    jobs, ranks, attempt = _keys(table, part, "an events table", ("time", "kind"), EVENT_ALIASES, job_default)
     time = parse_times(table.column("time"), part=part, field="time", tz=tz)
     kind = _kinds(table.column("kind"), part)
     step = (int_column(table.column("step"), part=part, field="step", required=False)
