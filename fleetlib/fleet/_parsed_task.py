@@ -38,7 +38,7 @@ def measure_parsed(parsed: Any, job_map: Mapping[str, str], held: pd.DataFrame,
         The task's result (the same values as from the frames), or None: read the frames.
     """
     from fleetlib.fleet.measure import _runtime_per_job
-    from fleetlib.runtime.readers._common import _close
+    from fleetlib.runtime.readers._common import close_books
 
     if not can_hand_off(parsed):
         return None
@@ -49,7 +49,7 @@ def measure_parsed(parsed: Any, job_map: Mapping[str, str], held: pd.DataFrame,
     index = held.index
     if not all(j in index for j in in_file):
         return None  # jobs the scheduler did not hold: the frames' path drops their rows
-    ledger = _close(parsed.books)
+    ledger = close_books(parsed.books)
     sub = held.loc[in_file, ["devices"]].copy()
     _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, sub, parsed=parsed)
     return {

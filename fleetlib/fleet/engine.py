@@ -14,10 +14,8 @@ code.  Step traces are parsed in parallel on the same cluster
 What crosses the wire is small: each task is sent the held jobs' device counts (scattered once) and
 sends back, per joined job, only the columns the runtime rung adds, as plain arrays; the client writes
 them into its job table by position.  The runtime rung measures a file's common jobs all at once
-(:mod:`fleetlib.runtime._fast`); a clean canonical Parquet partition whose jobs the scheduler all held
-is measured straight from the reader's checked arrays, with no frame of its rows
-(:mod:`fleetlib.fleet._parsed_task`), and the client takes the results in manifest order as they
-come back.  A cluster started here sets its workers' malloc to keep freed memory for the next task
+(:mod:`fleetlib.runtime._fast`), and the client takes the results in manifest order as they come
+back.  A cluster started here sets its workers' malloc to keep freed memory for the next task
 (:data:`_WORKER_MALLOC`) and runs no statistical profiler.
 :func:`measure_fleet` starts its cluster in a background thread (:func:`dask_client_in_background`):
 the workers start and import the measuring code while the calling process reads the manifest and
@@ -254,43 +252,18 @@ def _warm_imports() -> None:
 
 
 def _read_timeline_file(
-    fmt: str, path: str, job_map: Mapping[str, str], parsed: Any = None, *, try_fast: bool = True
+    fmt: str, path: str, job_map: Mapping[str, str]
 ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
     """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
 
-    A canonical Parquet file the reader's fast path takes comes back with the steps' job ids as a
-    categorical (one code per step, no text per step); anything else as the manifest's reader returns
-    it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
-    steps are the fast path's table as it checked it (no job id of the steps changed by the map).
-    ``parsed``: the file's fast-path read already made (:func:`~fleetlib.runtime.readers._parquet_fast.
-    read_parsed`), to build the frames from; ``try_fast=False``: the fast path has already refused the
-    file (it is not decoded a second time).
+    The file is read by the manifest's reader (job ids as text).  The last value says whether the steps
+    are a table already checked as the per-job measurement would check it (never, here).
     """
     from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
 
-    fast = None
-    if parsed is not None:
-        from fleetlib.runtime.readers._parquet_fast import _finish
-
-        fast = _finish(parsed, job_codes=True)
-    elif fmt == "canonical" and try_fast:
-        from fleetlib.runtime.readers._parquet_fast import read_fast
-
-        fast = read_fast(path, job_codes=True)
-    if fast is None:
-        tables, ledger = _timeline_reader(fmt)(path)
-        steps, events = _mapped_tables(tables, job_map)
-        return steps, events, ledger, False
-    tables, ledger = fast
-    steps, events = tables.steps, tables.events  # the reader's own frames: nobody else holds them
-    ids = events["job_id"].astype(str)
-    events["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
-    ids = steps["job_id"]  # a categorical, or the empty text column of a file with no steps
-    remapped = (bool(job_map) and isinstance(ids.dtype, pd.CategoricalDtype)
-                and any(str(c) in job_map for c in ids.cat.categories))
-    if remapped:
-        steps["job_id"] = _mapped_categorical(ids.array, job_map)
-    return steps, events, ledger, not remapped
+    tables, ledger = _timeline_reader(fmt)(path)
+    steps, events = _mapped_tables(tables, job_map)
+    return steps, events, ledger, False
 
 
 def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.Categorical:
@@ -322,23 +295,10 @@ def _job_row_counts(ids: pd.Series) -> pd.Series:
 def _measure_timeline_file(
     fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
 ) -> dict[str, Any]:
-    """One task: read one timeline file and measure the jobs of it the scheduler held in the window.
-
-    A file the canonical reader's fast path takes is measured from its checked arrays where it can be
-    (:func:`fleetlib.fleet._parsed_task.measure_parsed`: the same result, no frame of its rows).
-    """
+    """One task: read one timeline file and measure the jobs of it the scheduler held in the window."""
     from fleetlib.fleet.measure import _runtime_per_job
 
-    parsed = None
-    if fmt == "canonical":
-        from fleetlib.fleet._parsed_task import measure_parsed
-        from fleetlib.runtime.readers._parquet_fast import read_parsed
-
-        parsed = read_parsed(path)
-        out = measure_parsed(parsed, job_map, held, window) if parsed is not None else None
-        if out is not None:
-            return out
-    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map, parsed, try_fast=parsed is not None)
+    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
     steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
     in_file = sorted(set(steps_jobs) | set(events_jobs))

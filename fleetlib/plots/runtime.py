@@ -538,7 +538,7 @@ def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes
     Parameters
     ----------
     summary
-        :func:`fleetlib.runtime.readers.mlperf_summary_table`'s frame: ``held_s`` and the seconds of
+        :func:`fleetlib.runtime.commands.mlperf_summary_table`'s frame: ``held_s`` and the seconds of
         :data:`RESULT_LOG_PARTS`, one row per run; each bar is drawn as shares of its ``held_s``.
     label
         Column that names each bar.
