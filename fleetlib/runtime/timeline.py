@@ -44,6 +44,7 @@ interruption erased each executed step.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,8 +61,8 @@ from fleetlib.runtime.job_structure import (
     _code_dtype,
     _jobs_from_tables,
     _RowIndex,
-    _Tables,
 )
+from fleetlib.runtime.kernel import build_parts, kind_codes
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
@@ -90,6 +91,90 @@ __all__ = [
 
 
 _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
+
+
+@dataclass
+class TimelineArrays:
+    """A validated timeline as arrays: steps sorted by job and start, events by job and time.
+
+    Made by :func:`prepare_tables`; the input of the per-job partition
+    (:func:`fleetlib.runtime.kernel.build_parts`).  Job ids are codes into ``job_ids`` (sorted);
+    ``s_off`` and ``e_off`` give each job's slice of the steps and the events.
+
+    Attributes
+    ----------
+    steps_frame, events_frame
+        The cleaned tables as frames (None unless asked for).
+    job_ids
+        Job ids, sorted.
+    s_job, s_attempt, s_step, s_start, s_end, s_wait, s_row
+        Per step: job code, attempt, step number, start and end (UTC nanoseconds), input wait (s), and
+        its position in the input table (None: the steps kept their input order).
+    e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_row
+        Per event: job code, attempt, time (UTC nanoseconds), kind (text), step and logged duration
+        (NaN: none), position in the input table.
+    ledger
+        Row accounting and flags so far.
+    steps_file, events_file
+        The names errors and the ledger give the two tables.
+    s_off, e_off, e_code
+        Each job's slice of the steps and events, and each event's kind coded for the kernel (made here).
+    """
+
+    steps_frame: pd.DataFrame | None
+    events_frame: pd.DataFrame | None
+    job_ids: list[str]
+    s_job: np.ndarray
+    s_attempt: np.ndarray
+    s_step: np.ndarray
+    s_start: np.ndarray
+    s_end: np.ndarray
+    s_wait: np.ndarray
+    s_row: np.ndarray | None
+    e_job: np.ndarray
+    e_attempt: np.ndarray
+    e_time: np.ndarray
+    e_kind: np.ndarray
+    e_step: np.ndarray
+    e_dur: np.ndarray
+    e_row: np.ndarray
+    ledger: Ledger
+    steps_file: str
+    events_file: str
+    s_dur: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.job_ids)
+        # contiguous, writeable arrays of the kernel's types (a read-only or other-typed array would make
+        # numba compile the kernel once more for it)
+        self.s_attempt = np.require(self.s_attempt, np.int64, ["C", "W"])
+        self.s_step = np.require(self.s_step, np.int64, ["C", "W"])
+        self.s_start = np.require(self.s_start, np.int64, ["C", "W"])
+        self.s_end = np.require(self.s_end, np.int64, ["C", "W"])
+        self.s_wait = np.require(self.s_wait, np.float64, ["C", "W"])
+        self.e_attempt = np.require(self.e_attempt, np.int64, ["C", "W"])
+        self.e_time = np.require(self.e_time, np.int64, ["C", "W"])
+        self.e_step = np.require(self.e_step, np.float64, ["C", "W"])
+        self.e_dur = np.require(self.e_dur, np.float64, ["C", "W"])
+        codes = np.arange(n + 1)
+        self.s_off = np.searchsorted(self.s_job, codes.astype(self.s_job.dtype) if self.s_job.size else codes,
+                                     side="left").astype(np.int64)
+        self.e_off = np.searchsorted(self.e_job, codes.astype(self.e_job.dtype) if self.e_job.size else codes,
+                                     side="left").astype(np.int64)
+        self.e_code = kind_codes(np.asarray(self.e_kind, dtype=object))
+
+    def step_row(self, position: int) -> int:
+        """Return the input-table position of the step at sorted ``position``."""
+        return int(position) if self.s_row is None else int(self.s_row[position])
+
+    def codes_of(self, job_id: str | None) -> np.ndarray:
+        """Return the job codes to measure: every job, or the one named (refused if it is not there)."""
+        if job_id is None:
+            return np.arange(len(self.job_ids), dtype=np.int64)
+        if str(job_id) not in self.job_ids:
+            raise InputError(f"job {excerpt(job_id)} is not in the timeline (jobs: {self.job_ids[:10]})",
+                             file=self.events_file, field="job_id")
+        return np.array([self.job_ids.index(str(job_id))], dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -275,8 +360,8 @@ def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], *, file: str)
 # ---------------------------------------------------------------------------------------------------
 
 
-def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
-                    build_frames: bool, steps_checked: bool = False) -> _Tables:
+def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
+                   build_frames: bool, steps_checked: bool = False) -> TimelineArrays:
     """Validate both tables and return their arrays, sorted by job (the measurement's input).
 
     ``steps_checked``: the steps come straight from the canonical Parquet reader's fast path, which
@@ -309,9 +394,9 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
         build_frames, e_attempt, e_dur, e_job, e_kind, e_step, e_time, job_ids, s_attempt, s_end, s_job,
         s_start, s_step, s_wait, steps, steps_untouched)
 
-    return _Tables(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end, s_wait,
-                   rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file,
-                   events_file)
+    return TimelineArrays(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end,
+                          s_wait, rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger,
+                          steps_file, events_file)
 
 
 def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
@@ -699,10 +784,11 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     fleetlib.quality.InputError
         On any unrepairable record, as listed above.
     """
-    where = _provenances(steps, events, source)
+    where = provenances(steps, events, source)
     try:
-        tables = _prepare_tables(steps, events, source=source, build_frames=True)
-        _jobs_from_tables(tables, None)
+        tables = prepare_tables(steps, events, source=source, build_frames=True)
+        codes = tables.codes_of(None)
+        build_parts(tables, codes, np.full(codes.size, np.nan))  # the structure's checks and flags
     except InputError as err:
         raise relocate_error(err, where) from None
     assert tables.steps_frame is not None and tables.events_frame is not None
@@ -730,9 +816,9 @@ def job_timelines(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | No
     ledger : TimelineLedger
         As returned by :func:`validate_timeline`.
     """
-    where = _provenances(steps, events, source)
+    where = provenances(steps, events, source)
     try:
-        tables = _prepare_tables(steps, events, source=source, build_frames=False)
+        tables = prepare_tables(steps, events, source=source, build_frames=False)
         jobs = _jobs_from_tables(tables, job_id)
     except InputError as err:
         raise relocate_error(err, where) from None
@@ -740,8 +826,13 @@ def job_timelines(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | No
     return jobs, tables.ledger
 
 
-def _provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
+def provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
     """Return the provenance of both tables (none for what is not a table: the checks refuse it)."""
     pairs = ((steps, "steps"), (events, "events"))
     return tuple(Provenance(frame, f"{source} ({name})", source) for frame, name in pairs
                  if isinstance(frame, pd.DataFrame))
+
+
+# the names the cross-job module and the reader hand-off use until they go
+_prepare_tables = prepare_tables
+_provenances = provenances
