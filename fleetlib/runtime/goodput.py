@@ -106,7 +106,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -115,7 +115,6 @@ from fleetlib._io import excerpt
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
 from fleetlib.runtime._provenance import relocate_error, relocate_ledger
-from fleetlib.runtime.kernel import FINE, JobParts, WindowSums, build_parts, window_sums
 from fleetlib.runtime.schema import (
     BREAKDOWN,
     CATEGORIES,
@@ -128,6 +127,11 @@ from fleetlib.runtime.schema import (
 )
 from fleetlib.runtime.timeline import TimelineLedger, prepare_tables, provenances
 
+if TYPE_CHECKING:
+    from fleetlib.runtime.kernel import JobParts, WindowSums
+
+#: The fine parts of held time, in the kernel's label order (:data:`fleetlib.runtime.kernel.FINE`).
+FINE: tuple[str, ...] = tuple(BREAKDOWN)
 _FINE_INDEX = {name: i for i, name in enumerate(FINE)}
 
 __all__ = [
@@ -445,6 +449,8 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     (invalid options), then a job with no valid fault-free step time (in job order).  ``given(job)``
     returns a job's given fault-free step time (None: estimate it), raising for an invalid one.
     """
+    from fleetlib.runtime.kernel import build_parts  # numba loads on first measurement, not on import
+
     median = estimator != "mean"
     tol = warmup_tolerance if _is_number(warmup_tolerance) and warmup_tolerance >= 0 else 0.1
     stall = stall_factor if _is_number(stall_factor) and stall_factor >= 1.0 else STALL_FACTOR
@@ -553,6 +559,8 @@ def _measure(parts: JobParts, ledger: TimelineLedger, *, windows: list[tuple[Any
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
              ) -> list[RuntimeMeasurement]:
     """Sum the parts inside each window into a :class:`RuntimeMeasurement` (one per window)."""
+    from fleetlib.runtime.kernel import window_sums
+
     ids = parts.job_ids
     origin = parts.origin_ns
     if clean_end_commit:

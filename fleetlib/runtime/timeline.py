@@ -62,7 +62,6 @@ from fleetlib.runtime.job_structure import (
     _jobs_from_tables,
     _RowIndex,
 )
-from fleetlib.runtime.kernel import build_parts, kind_codes
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
@@ -161,6 +160,8 @@ class TimelineArrays:
                                      side="left").astype(np.int64)
         self.e_off = np.searchsorted(self.e_job, codes.astype(self.e_job.dtype) if self.e_job.size else codes,
                                      side="left").astype(np.int64)
+        from fleetlib.runtime.kernel import kind_codes  # numba loads on first use, not on import
+
         self.e_code = kind_codes(np.asarray(self.e_kind, dtype=object))
 
     def step_row(self, position: int) -> int:
@@ -784,6 +785,8 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     fleetlib.quality.InputError
         On any unrepairable record, as listed above.
     """
+    from fleetlib.runtime.kernel import build_parts
+
     where = provenances(steps, events, source)
     try:
         tables = prepare_tables(steps, events, source=source, build_frames=True)
