@@ -20,11 +20,12 @@ from typing import Any
 
 from fleetlib.program.measure import ProgramMeasurement, measure
 
-__all__ = ["READERS", "ProgramMeasurement", "measure", "read_records", "read_trace", "read_traces",
-           "straggler_analysis"]
+__all__ = ["READERS", "ProgramMeasurement", "load_model_config", "measure", "read_records", "read_trace",
+           "read_traces", "straggler_analysis", "trace_files", "traced_step_partition"]
 
 _HOME = {"read_trace": "readers.kineto", "read_traces": "readers.kineto", "straggler_analysis": "stragglers",
-         "READERS": "readers"}
+         "READERS": "readers", "trace_files": "readers.kineto", "traced_step_partition": "collectives",
+         "load_model_config": "model_config"}
 
 
 def read_records(paths: Any, format: str | None = None, *, tz: str | None = None, window: object = None,
