@@ -622,18 +622,6 @@ def _measure(parts: JobParts, ledger: TimelineLedger, *, windows: list[tuple[Any
     return out
 
 
-def _rel(t: pd.Timestamp, origin: pd.Timestamp) -> float:
-    """Seconds from origin, computed from integer nanoseconds exactly as the timeline arrays are."""
-    return (t.as_unit("ns").value - origin.as_unit("ns").value) / 1e9
-
-
-def _coarse(fine: np.ndarray) -> dict[str, float]:
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    for i, name in enumerate(FINE):
-        out[BREAKDOWN[name]] += float(fine[i])
-    return out
-
-
 def _options_check(definition: str, estimator: str, warmup_tolerance: float, stall_factor: float) -> Any:
     """Return the check of a measurement's options (run after the timeline's own checks)."""
     def check() -> None:

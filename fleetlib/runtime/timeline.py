@@ -36,10 +36,10 @@ misses a restart that resumes at the next step; see the regression tests).
 
 :func:`validate_timeline` checks both tables and returns them cleaned, with a
 :class:`~fleetlib.quality.Ledger` that accounts for every row (read = kept + repaired + rejected) and
-lists the interpretive flags.
-:func:`job_timelines` additionally returns the per-job structure the measurement works on
-(:class:`JobTimeline`): held intervals, interruptions, restarts with their rollback points, and which
-interruption erased each executed step.
+lists the interpretive flags.  :func:`prepare_tables` makes the same checks and returns the tables as
+job-sorted arrays (:class:`TimelineArrays`), the input of the per-job partition
+(:mod:`fleetlib.runtime.kernel`), which reads each job's structure -- held intervals, interruptions,
+restarts with their rollback points, the steps each restart erased -- and makes its checks.
 """
 
 from __future__ import annotations
@@ -53,15 +53,6 @@ import pandas as pd
 from fleetlib._io import excerpt
 from fleetlib.quality import Flag, InputError, Ledger
 from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
-from fleetlib.runtime.job_structure import (
-    _BLOCK,
-    _NS,
-    JobTimeline,
-    _blocks,
-    _code_dtype,
-    _jobs_from_tables,
-    _RowIndex,
-)
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
@@ -78,18 +69,35 @@ __all__ = [
     "EVENT_KINDS",
     "INTERRUPTION_KINDS",
     "STEP_COLUMNS",
-    "JobTimeline",
+    "TimelineArrays",
     "TimelineFlag",
     "TimelineLedger",
     "empty_events",
     "empty_steps",
-    "job_timelines",
+    "prepare_tables",
+    "provenances",
     "tables_from_seconds",
     "validate_timeline",
 ]
 
 
 _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
+_NS = 1_000_000_000
+#: Rows per block where a full-length pass would otherwise allocate a temporary per operation.
+_BLOCK = 1 << 20
+
+
+def _blocks(n: int, size: int = _BLOCK) -> list[tuple[int, int]]:
+    """Split ``range(n)`` into consecutive ``(lo, hi)`` blocks of at most ``size`` rows."""
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
+def _code_dtype(n_codes: int) -> np.dtype:
+    """Return the narrowest signed integer type that holds ``-1 .. n_codes``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_codes < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
 
 
 @dataclass
@@ -140,7 +148,6 @@ class TimelineArrays:
     ledger: Ledger
     steps_file: str
     events_file: str
-    s_dur: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_ids)
@@ -362,14 +369,28 @@ def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], *, file: str)
 
 
 def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
-                   build_frames: bool, steps_checked: bool = False) -> TimelineArrays:
+                   build_frames: bool) -> TimelineArrays:
     """Validate both tables and return their arrays, sorted by job (the measurement's input).
 
-    ``steps_checked``: the steps come straight from the canonical Parquet reader's fast path, which
-    refused (handed to its general path) any step ending at or before its start, any input wait that
-    is missing, negative, infinite or longer than its step, and any step starting before the previous
-    step of its job ends -- in the order of these rows.  Those per-row checks are not repeated here;
-    every other check is (and the overlap check too, should the rows need sorting).
+    Parameters
+    ----------
+    steps, events
+        The canonical tables.
+    source
+        Name used in error messages and ledger entries (``"<source> (steps)"`` names the steps).
+    build_frames
+        Also return the cleaned tables as frames (:func:`validate_timeline`'s result).
+
+    Returns
+    -------
+    TimelineArrays
+        The tables as job-sorted arrays, with their ledger.  Errors and the ledger name records by
+        their position in the tables as given (:func:`provenances` relocates them to file rows).
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        A table-level check failed (see :func:`validate_timeline`).
     """
     steps_file, events_file = f"{source} (steps)", f"{source} (events)"
     _check_columns(steps, STEP_COLUMNS, file=steps_file)
@@ -378,16 +399,14 @@ def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     ledger = TimelineLedger(read=len(steps) + len(events))
     prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
-    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file,
-                                                                              checked=steps_checked)
+    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
     e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger,
                                                                                  prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_file, prov_s,
-        checked=steps_checked)
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_file, prov_s)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
@@ -437,14 +456,13 @@ def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: 
                 file=prov.label, row=int(e_rows[i]), field="duration_s", job_id=str(job))
 
 
-def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
+def _steps_arrays(steps: pd.DataFrame, steps_file: str
                   ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray,
                              np.ndarray]:
     """Read and check the step columns: ends after starts, input waits finite, >= 0 and inside their step.
 
     Returns the input row of each step (None: input order), attempt, end, job text, start, step
-    number and input wait.  ``checked``: the reader has made the value checks (see
-    :func:`_prepare_tables`); the columns' types and missing values are still checked.
+    number and input wait.
     """
     s_jobtext = _text_column(steps["job_id"], file=steps_file, field="job_id")
     s_attempt = _int_column(steps["attempt"], file=steps_file, field="attempt")
@@ -458,8 +476,6 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
     s_wait = wait_col.to_numpy(dtype=np.float64, na_value=np.nan)
     # input row of each step: None while the steps are still in input order (no index array needed)
     rows: np.ndarray | None = None
-    if checked:
-        return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
     bad = s_end < s_start
     if bad.any():
         i = int(np.argmax(bad))
@@ -589,13 +605,11 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
 
 def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps_file: str, prov: Provenance,
-                       *, checked: bool = False) -> tuple[Any, ...]:
+                       s_wait: np.ndarray, steps_file: str, prov: Provenance) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
-    already in order with no duplicate.  ``checked``: the reader refused overlaps in this row order,
-    so rows found in order are not searched for one again.
+    already in order with no duplicate.
     """
     steps_untouched = True
     if s_job.size:
@@ -616,15 +630,17 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
-        i = -1 if (checked and steps_untouched) else _first_overlap(s_job, s_start, s_end)
+        i = _first_overlap(s_job, s_start, s_end)
         if i >= 0:
-            row_of = _RowIndex(rows, 0, s_job.size)
+            def row_of(k: int) -> int:  # the input row of sorted step k
+                return k if rows is None else int(rows[k])
+
             raise InputError(
                 f"step {int(s_step[i])} (attempt {int(s_attempt[i])}) starts before step "
-                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, {prov.describe(row_of[i - 1])}) "
+                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, {prov.describe(row_of(i - 1))}) "
                 "ends: "
                 "steps of one job must not overlap in time (a conflicting duplicate step record?)",
-                file=steps_file, row=row_of[i], field="start")
+                file=steps_file, row=row_of(i), field="start")
     return rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched
 
 
@@ -799,43 +815,9 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     return tables.steps_frame, tables.events_frame, tables.ledger
 
 
-def job_timelines(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
-                  source: str = "timeline") -> tuple[list[JobTimeline], TimelineLedger]:
-    """Validate a timeline and return each job's structure (held intervals, restarts, erasure).
-
-    Parameters
-    ----------
-    steps, events
-        The canonical tables.
-    job_id
-        Only this job (it must be present); None for every job.
-    source
-        Name used in error messages and ledger entries.
-
-    Returns
-    -------
-    jobs : list of JobTimeline
-        One per job, in job-id order.
-    ledger : TimelineLedger
-        As returned by :func:`validate_timeline`.
-    """
-    where = provenances(steps, events, source)
-    try:
-        tables = prepare_tables(steps, events, source=source, build_frames=False)
-        jobs = _jobs_from_tables(tables, job_id)
-    except InputError as err:
-        raise relocate_error(err, where) from None
-    relocate_ledger(tables.ledger, where)
-    return jobs, tables.ledger
-
-
 def provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
     """Return the provenance of both tables (none for what is not a table: the checks refuse it)."""
     pairs = ((steps, "steps"), (events, "events"))
     return tuple(Provenance(frame, f"{source} ({name})", source) for frame, name in pairs
                  if isinstance(frame, pd.DataFrame))
 
-
-# the names the cross-job module and the reader hand-off use until they go
-_prepare_tables = prepare_tables
-_provenances = provenances

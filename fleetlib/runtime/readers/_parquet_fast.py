@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy import lexsort as _lexsort
 
 from fleetlib._io import read_bytes, time_range
 from fleetlib.quality import Ledger
-from fleetlib.runtime.job_structure import _lexsort
 from fleetlib.runtime.readers._common import (
     _KIND_RANK,
     _NS_PER_S,
