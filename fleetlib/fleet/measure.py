@@ -28,7 +28,7 @@
 
 Every record is read through its rung's door: :func:`fleetlib.scheduling.read_records`,
 :func:`fleetlib.runtime.read` and :func:`fleetlib.runtime.runtime_goodput` (the runtime rung's one
-per-job kernel, :mod:`fleetlib.runtime.kernel`), :func:`fleetlib.program.read_traces`.
+per-job kernel, :mod:`fleetlib.runtime.partition`), :func:`fleetlib.program.read_traces`.
 
 Two engines give the same numbers: ``engine="pandas"`` reads every timeline in this process and
 measures them together; ``engine="dask"`` measures each timeline file -- at fleet scale one

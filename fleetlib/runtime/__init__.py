@@ -9,7 +9,7 @@ The door of the rung: every name code outside it uses is exported here.
   :class:`ReplicaGoodput` for serving replicas) answers to ``.factor()``, ``.ledger``, ``.window``
   and ``.to_dict()``;
 * :func:`runtime_goodput`, :func:`held_intervals` -- the exact partition of held time of canonical
-  tables (:mod:`fleetlib.runtime.goodput`; its per-job kernel is :mod:`fleetlib.runtime.kernel`);
+  tables (:mod:`fleetlib.runtime.goodput`; its per-job kernel is :mod:`fleetlib.runtime.partition`);
 * the views (:mod:`fleetlib.runtime.views`), the model of equation 4 and its comparison with a
   measurement (:mod:`fleetlib.runtime.model`, :mod:`fleetlib.runtime.ettr`,
   :mod:`fleetlib.runtime.compare`), timelines with ground truth (:mod:`fleetlib.runtime.synth`) and

@@ -128,9 +128,9 @@ from fleetlib.runtime.schema import (
 from fleetlib.runtime.timeline import TimelineLedger, prepare_tables, provenances
 
 if TYPE_CHECKING:
-    from fleetlib.runtime.kernel import JobParts, WindowSums
+    from fleetlib.runtime.partition import JobParts, WindowSums
 
-#: The fine parts of held time, in the kernel's label order (:data:`fleetlib.runtime.kernel.FINE`).
+#: The fine parts of held time, in the kernel's label order (:data:`fleetlib.runtime.partition.FINE`).
 FINE: tuple[str, ...] = tuple(BREAKDOWN)
 _FINE_INDEX = {name: i for i, name in enumerate(FINE)}
 
@@ -449,7 +449,7 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     (invalid options), then a job with no valid fault-free step time (in job order).  ``given(job)``
     returns a job's given fault-free step time (None: estimate it), raising for an invalid one.
     """
-    from fleetlib.runtime.kernel import build_parts  # numba loads on first measurement, not on import
+    from fleetlib.runtime.partition import build_parts  # numba loads on first measurement, not on import
 
     median = estimator != "mean"
     tol = warmup_tolerance if _is_number(warmup_tolerance) and warmup_tolerance >= 0 else 0.1
@@ -559,7 +559,7 @@ def _measure(parts: JobParts, ledger: TimelineLedger, *, windows: list[tuple[Any
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
              ) -> list[RuntimeMeasurement]:
     """Sum the parts inside each window into a :class:`RuntimeMeasurement` (one per window)."""
-    from fleetlib.runtime.kernel import window_sums
+    from fleetlib.runtime.partition import window_sums
 
     ids = parts.job_ids
     origin = parts.origin_ns

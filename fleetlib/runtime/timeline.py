@@ -38,7 +38,7 @@ misses a restart that resumes at the next step; see the regression tests).
 :class:`~fleetlib.quality.Ledger` that accounts for every row (read = kept + repaired + rejected) and
 lists the interpretive flags.  :func:`prepare_tables` makes the same checks and returns the tables as
 job-sorted arrays (:class:`TimelineArrays`), the input of the per-job partition
-(:mod:`fleetlib.runtime.kernel`), which reads each job's structure -- held intervals, interruptions,
+(:mod:`fleetlib.runtime.partition`), which reads each job's structure -- held intervals, interruptions,
 restarts with their rollback points, the steps each restart erased -- and makes its checks.
 """
 
@@ -105,7 +105,7 @@ class TimelineArrays:
     """A validated timeline as arrays: steps sorted by job and start, events by job and time.
 
     Made by :func:`prepare_tables`; the input of the per-job partition
-    (:func:`fleetlib.runtime.kernel.build_parts`).  Job ids are codes into ``job_ids`` (sorted);
+    (:func:`fleetlib.runtime.partition.build_parts`).  Job ids are codes into ``job_ids`` (sorted);
     ``s_off`` and ``e_off`` give each job's slice of the steps and the events.
 
     Attributes
@@ -167,7 +167,7 @@ class TimelineArrays:
                                      side="left").astype(np.int64)
         self.e_off = np.searchsorted(self.e_job, codes.astype(self.e_job.dtype) if self.e_job.size else codes,
                                      side="left").astype(np.int64)
-        from fleetlib.runtime.kernel import kind_codes  # numba loads on first use, not on import
+        from fleetlib.runtime.partition import kind_codes  # numba loads on first use, not on import
 
         self.e_code = kind_codes(np.asarray(self.e_kind, dtype=object))
 
@@ -801,7 +801,7 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     fleetlib.quality.InputError
         On any unrepairable record, as listed above.
     """
-    from fleetlib.runtime.kernel import build_parts
+    from fleetlib.runtime.partition import build_parts
 
     where = provenances(steps, events, source)
     try:
