@@ -274,6 +274,8 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
     """Return a stable argsort of float keys (numpy's ``kind="stable"``, NaN last): a merge sort."""
     n = keys.shape[0]
     src = np.arange(n)
+    if n < 2:
+        return src
     dst = np.empty(n, np.int64)
     width = 1
     while width < n:
@@ -598,6 +600,8 @@ def _interruptions(j: int, s_lo: int, e_lo: int, s_num: np.ndarray, s_t0: np.nda
     for i in range(m):
         if kind[i] == _K_FAILURE or kind[i] == _K_PREEMPT or kind[i] == _K_DETECTED:
             cap += 1
+    if cap == 0:
+        return np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
     it = np.empty(cap)
     ik = np.zeros(cap, np.int64)
     ia = np.empty(cap, np.int64)
@@ -729,6 +733,8 @@ def _outcomes(j: int, s_lo: int, s_att: np.ndarray, s_num: np.ndarray, s_t0: np.
     """
     n = s_num.shape[0]
     n_int = it.shape[0]
+    if n_int == 0 and r_time.shape[0] == 0:  # nothing to match
+        return np.empty(0, np.int64), np.empty(0), r_time, r_roll
     resume_start = np.full(n_int, np.inf)
     resume = np.empty(n_int, np.int64)
     for k in range(n_int):
@@ -796,6 +802,8 @@ def _erasure(j: int, s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t
     n = s_num.shape[0]
     n_r = r_time.shape[0]
     erased_by = np.full(n, -1, np.int64)
+    if n_r == 0:  # no restart: nothing erased
+        return erased_by, it, ik, ia, idet, np.zeros(it.shape[0], np.bool_), implied.copy()
     stack_a = np.empty(n_r + 1, np.int64)
     stack_b = np.empty(n_r + 1, np.int64)
     top = 0
@@ -880,6 +888,9 @@ def _paired_markers(begin_code: int, end_code: int, kind: np.ndarray, e_pos: np.
     b_idx = _where(kind, begin_code)
     x_idx = _where(kind, end_code)
     nb, nx = b_idx.shape[0], x_idx.shape[0]
+    if nb == 0 and nx == 0:
+        none = np.empty(0)
+        return none, none, none, none, none
     match = np.full(nb, -1, np.int64)
     if nb and nx:
         n_att = 0
@@ -993,6 +1004,8 @@ def _pause_windows(b: np.ndarray, paired_end: np.ndarray, logged_end: np.ndarray
     release or the next pause marker, whichever is first.
     """
     nb = b.shape[0]
+    if nb == 0 and ds.shape[0] == 0:
+        return np.empty(0), np.empty(0)
     starts = np.empty(nb + ds.shape[0])
     ends = np.empty(nb + ds.shape[0])
     for i in range(nb):
@@ -1129,8 +1142,6 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
         resume[k] = _left(s_t0, it[k])
         if resume[k] < n:
             resume_start[k] = s_t0[resume[k]]
-    by_number = _stable_order(_as_float(att_num))
-    numbers = _take(att_num, by_number)
     n_runs = 0
     run_bounds = np.empty(n, np.int64)
     for i in range(n):
@@ -1139,7 +1150,11 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
             n_runs += 1
     run_att = np.empty(n_runs, np.int64)
     for r in range(n_runs):
-        run_att[r] = _attempt_index(numbers, by_number, s_att[run_bounds[r]])
+        a = s_att[run_bounds[r]]
+        x = 0
+        while att_num[x] != a:  # the run's attempt, in gang order (every step's attempt has one)
+            x += 1
+        run_att[r] = x
     is_start = np.zeros(n, np.bool_)
     for r in range(n_runs):
         is_start[run_bounds[r]] = True
@@ -1382,13 +1397,16 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
     int_own = np.arange(n_int)
     no_att = _fill(n_att, np.int64(-1))
     _cover_labels(mid, tr_s, release, _fill(n_att, np.int64(_IDLE_AFTER)), no_att, label, owner)
-    _cover_labels(mid, part_start, it, part_label, int_own, label, owner)
+    if n_int:
+        _cover_labels(mid, part_start, it, part_label, int_own, label, owner)
     _cover_labels(mid, gang, su_e, _fill(n_att, np.int64(_STARTUP_LAUNCH)), no_att, label, owner)
     for ps, pe, lab in ((id_s, id_e, _IDLE_MARKED), (ev_s, ev_e, _EVALUATION), (ck_s, ck_e, _CHECKPOINT)):
-        _cover_labels(mid, ps, pe, _fill(ps.shape[0], np.int64(lab)), _fill(ps.shape[0], np.int64(-1)), label,
-                      owner)
-    _cover_labels(mid, it, outage_end, out_label, int_own, label, owner)
-    _cover_labels(mid, it, det_end, _fill(n_int, np.int64(_DETECTION)), int_own, label, owner)
+        if ps.shape[0]:
+            _cover_labels(mid, ps, pe, _fill(ps.shape[0], np.int64(lab)), _fill(ps.shape[0], np.int64(-1)),
+                          label, owner)
+    if n_int:
+        _cover_labels(mid, it, outage_end, out_label, int_own, label, owner)
+        _cover_labels(mid, it, det_end, _fill(n_int, np.int64(_DETECTION)), int_own, label, owner)
     # --- not held: between attempts, and the interruption each wait follows -----------------------
     n_b = max(n_att - 1, 0)
     b_s = np.empty(n_b)
