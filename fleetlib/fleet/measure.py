@@ -367,11 +367,25 @@ def read_timeline_file(fmt: str, path: str | Path, job_map: Mapping[str, str]
     from fleetlib.runtime import read
 
     tables, ledger = read([str(path)], fmt)
-    s, e = tables["steps"].copy(), tables["events"].copy()
-    for frame in (s, e):
-        ids = frame["job_id"].astype(str)
-        frame["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
+    s = tables["steps"].assign(job_id=_mapped_ids(tables["steps"]["job_id"], job_map))
+    e = tables["events"].assign(job_id=_mapped_ids(tables["events"]["job_id"], job_map))
     return s, e, ledger
+
+
+def _mapped_ids(ids: pd.Series, job_map: Mapping[str, str]) -> pd.Categorical:
+    """Return a job-id column as a categorical of text ids mapped by ``job_map``.
+
+    Two ids mapped to one become one category.  One factorisation per column: the rows per job, the
+    join and the measurement then read its codes.
+    """
+    column = ids if isinstance(ids.dtype, pd.CategoricalDtype) else ids.astype("category")
+    names = [str(c) for c in column.cat.categories]
+    if job_map:
+        names = [job_map.get(n, n) for n in names]
+    inverse, categories = pd.factorize(np.asarray(names, dtype=object))
+    codes = np.asarray(column.cat.codes)
+    return pd.Categorical.from_codes(inverse.astype(codes.dtype)[codes] if len(names) else codes,
+                                     categories=pd.Index(categories, dtype=object))
 
 
 def _index_set(frame: pd.DataFrame) -> set[str]:
