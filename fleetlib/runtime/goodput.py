@@ -135,10 +135,6 @@ FINE: tuple[str, ...] = tuple(BREAKDOWN)
 _FINE_INDEX = {name: i for i, name in enumerate(FINE)}
 
 __all__ = [
-    "BREAKDOWN",
-    "CATEGORIES",
-    "HELD_INTERVAL_COLUMNS",
-    "ISSUE_TERMS",
     "ReplicaGoodput",
     "RuntimeMeasurement",
     "held_intervals",

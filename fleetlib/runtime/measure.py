@@ -205,9 +205,9 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         result = replica_runtime_goodput(read["phases"], window=window)
         return dataclasses.replace(result, ledger=ledger)
     if fmt == "canonical" and len(files) == 1 and is_timeline_parquet(files[0]):
-        from fleetlib.runtime.synth import _read_parquet_tables
+        from fleetlib.runtime.synth import read_parquet_tables
 
-        steps, events = _read_parquet_tables(files[0])  # validated once, by the measurement
+        steps, events = read_parquet_tables(files[0])  # validated once, by the measurement
         return runtime_goodput(steps, events, window=window, definition=definition,
                                fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
                                warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,

@@ -58,17 +58,10 @@ from fleetlib.runtime.schema import (
     AUXILIARY_KIND_PREFIXES,
     EVENT_COLUMNS,
     EVENT_KINDS,
-    INTERRUPTION_KINDS,
     STEP_COLUMNS,
 )
 
 __all__ = [
-    "AUXILIARY_EVENT_KINDS",
-    "AUXILIARY_KIND_PREFIXES",
-    "EVENT_COLUMNS",
-    "EVENT_KINDS",
-    "INTERRUPTION_KINDS",
-    "STEP_COLUMNS",
     "TimelineArrays",
     "TimelineFlag",
     "TimelineLedger",

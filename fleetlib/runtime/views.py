@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError
-from fleetlib.runtime.goodput import CATEGORIES, RuntimeMeasurement, runtime_goodput_windows
+from fleetlib.runtime.goodput import RuntimeMeasurement, runtime_goodput_windows
+from fleetlib.runtime.schema import CATEGORIES
 
 __all__ = [
     "TIMELINE_FORMATS",

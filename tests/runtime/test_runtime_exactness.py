@@ -22,11 +22,8 @@ from hypothesis import strategies as st
 from fleetlib.quality import InputError
 from fleetlib.runtime import readers as R
 from fleetlib.runtime.goodput import runtime_goodput, runtime_summary
-from fleetlib.runtime.timeline import (
-    AUXILIARY_EVENT_KINDS,
-    tables_from_seconds,
-    validate_timeline,
-)
+from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS
+from fleetlib.runtime.timeline import tables_from_seconds, validate_timeline
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "timelines"
 DEMO_JSONL = DATA / "maxtext-llama3-8b-demo_timeline.jsonl"

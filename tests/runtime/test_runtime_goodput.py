@@ -9,14 +9,8 @@ from hypothesis import strategies as st
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, InputError
-from fleetlib.runtime.goodput import (
-    BREAKDOWN,
-    CATEGORIES,
-    ISSUE_TERMS,
-    runtime_goodput,
-    runtime_goodput_windows,
-    runtime_summary,
-)
+from fleetlib.runtime.goodput import runtime_goodput, runtime_goodput_windows, runtime_summary
+from fleetlib.runtime.schema import BREAKDOWN, CATEGORIES, ISSUE_TERMS
 from fleetlib.runtime.synth import synth_timeline
 from fleetlib.runtime.timeline import tables_from_seconds
 
@@ -398,7 +392,8 @@ def test_longer_downtime_never_raises_runtime_goodput(seed, extra):
 
 
 def test_held_intervals_cover_held_time_without_overlap():
-    from fleetlib.runtime.goodput import HELD_INTERVAL_COLUMNS, held_intervals
+    from fleetlib.runtime.goodput import held_intervals
+    from fleetlib.runtime.schema import HELD_INTERVAL_COLUMNS
     from fleetlib.runtime.synth import synth_timeline
 
     steps, events, _truth = synth_timeline(3000, seed=3, step_s=2.0, failure_rate_per_h=0.8,
