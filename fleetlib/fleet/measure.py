@@ -948,10 +948,15 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window
     list of distributed.Future
         One per timeline file; :func:`dask_runtime_per_job` (``submitted=``) gathers them.
     """
+    import uuid
+
     # the tasks read the held jobs and devices; a random key (hash=False): dask would otherwise hash
     # the whole frame, 222,845 text ids at fleet scale, before the first task can be submitted
     held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
     job_map = dict(man.job_map)
+    # keys unique to this submission: on a client that lives on, an earlier walk's task of the same
+    # file name (finished, or failed) must not stand in for this one
+    run = uuid.uuid4().hex[:12]
     return [
         client.submit(
             timeline_task,
@@ -960,7 +965,7 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window
             job_map,
             held,
             window,
-            key=f"fleet-timeline-{i}-{man.relative(path)}",
+            key=f"fleet-timeline-{run}-{i}-{man.relative(path)}",
             pure=False,
         )
         for i, path in enumerate(man.timeline_files)
