@@ -25,6 +25,17 @@ that failed, the job and the offending record's position and numbers (:class:`Ke
 the interpretive flags are returned as coded notes; :func:`build_parts` writes both in Python, with
 the same text, in the same order (the first offending record in job order; a job's flags in the
 order of its checks).
+
+Sums are made one term after another in each job's order (numpy made some of them pairwise), so a
+sum may differ from the per-job numpy code it replaced in its last bits; the pinned numbers of the
+bundled timelines agree to 1e-12 of their scale (``tests/runtime/test_runtime_pinned.py``).
+
+The loops are compiled by numba on first use and cached on disk (``cache=True``): next to this
+module, or -- when that folder cannot be written, as in a read-only installation -- in numba's
+user-wide cache (``~/.cache/numba``, or ``NUMBA_CACHE_DIR``); with neither, every process compiles
+them again.  The first compilation takes tens of seconds; a cached load about a second.  Arguments
+always have the same types (int64, float64, bool and int8 arrays; writeable and contiguous, see
+:class:`fleetlib.runtime.timeline.TimelineArrays`), so each function is compiled once.
 """
 
 from __future__ import annotations
