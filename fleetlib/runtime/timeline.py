@@ -85,6 +85,13 @@ def _blocks(n: int, size: int = _BLOCK) -> list[tuple[int, int]]:
     return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
 
+def _read_only(values: np.ndarray, dtype: type) -> np.ndarray:
+    """Return ``values`` as a contiguous read-only array of ``dtype`` (a view; copied only to convert)."""
+    out = np.ascontiguousarray(values, dtype=dtype).view()
+    out.flags.writeable = False
+    return out
+
+
 def _code_dtype(n_codes: int) -> np.dtype:
     """Return the narrowest signed integer type that holds ``-1 .. n_codes``."""
     for dtype in (np.int8, np.int16, np.int32):
@@ -144,17 +151,18 @@ class TimelineArrays:
 
     def __post_init__(self) -> None:
         n = len(self.job_ids)
-        # contiguous, writeable arrays of the kernel's types (a read-only or other-typed array would make
-        # numba compile the kernel once more for it)
-        self.s_attempt = np.require(self.s_attempt, np.int64, ["C", "W"])
-        self.s_step = np.require(self.s_step, np.int64, ["C", "W"])
-        self.s_start = np.require(self.s_start, np.int64, ["C", "W"])
-        self.s_end = np.require(self.s_end, np.int64, ["C", "W"])
-        self.s_wait = np.require(self.s_wait, np.float64, ["C", "W"])
-        self.e_attempt = np.require(self.e_attempt, np.int64, ["C", "W"])
-        self.e_time = np.require(self.e_time, np.int64, ["C", "W"])
-        self.e_step = np.require(self.e_step, np.float64, ["C", "W"])
-        self.e_dur = np.require(self.e_dur, np.float64, ["C", "W"])
+        # contiguous read-only arrays of the kernel's types, whatever they were given as (the reader's
+        # columns are often read-only views of Arrow memory): one type per argument, so numba compiles
+        # the kernel once -- and no column is copied to be made writeable
+        self.s_attempt = _read_only(self.s_attempt, np.int64)
+        self.s_step = _read_only(self.s_step, np.int64)
+        self.s_start = _read_only(self.s_start, np.int64)
+        self.s_end = _read_only(self.s_end, np.int64)
+        self.s_wait = _read_only(self.s_wait, np.float64)
+        self.e_attempt = _read_only(self.e_attempt, np.int64)
+        self.e_time = _read_only(self.e_time, np.int64)
+        self.e_step = _read_only(self.e_step, np.float64)
+        self.e_dur = _read_only(self.e_dur, np.float64)
         codes = np.arange(n + 1)
         self.s_off = np.searchsorted(self.s_job, codes.astype(self.s_job.dtype) if self.s_job.size else codes,
                                      side="left").astype(np.int64)
