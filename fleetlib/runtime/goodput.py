@@ -439,11 +439,12 @@ _KIND_NAMES = np.array(["failure", "preempt"])
 def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None, source: str,
                     given: Any, estimator: str, warmup_tolerance: float, stall_factor: float,
                     clean_end_commit: bool, options: Any) -> tuple[JobParts, TimelineLedger]:
-    """Validate the tables, build the parts of each selected job and check the options, in today's order.
+    """Validate the tables, build the parts of each selected job and check the options.
 
-    A refused record comes first (the tables', then each job's, in job order), then ``options()``
-    (invalid options), then a job with no valid fault-free step time (in job order).  ``given(job)``
-    returns a job's given fault-free step time (None: estimate it), raising for an invalid one.
+    The errors come in this order: a refused record (the tables', then each job's, in job order),
+    then ``options()`` (invalid options), then a job with no valid fault-free step time (in job
+    order).  ``given(job)`` returns a job's given fault-free step time (None: estimate it), raising
+    for an invalid one.  The ledger's entries are relocated to the files' rows.
     """
     from fleetlib.runtime.partition import build_parts  # numba loads on first measurement, not on import
 

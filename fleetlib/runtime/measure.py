@@ -89,7 +89,8 @@ def is_timeline_parquet(path: Path) -> bool:
     -------
     bool
         True for a ``.parquet``/``.pq`` file whose schema holds every column of
-        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by the fast path).
+        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by
+        :func:`fleetlib.runtime.synth.read_parquet_tables`).
 
     Raises
     ------
@@ -143,7 +144,8 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         One path or several (read with ``format``'s reader, plain or gzip); or the canonical tables
         already read: a :class:`~fleetlib.runtime.readers.TimelineTables`, a ``{"steps", "events"}``
         mapping or a ``(steps, events)`` pair.  A single Parquet file in the one-file layout of
-        :func:`fleetlib.runtime.synth.write_timeline` is read by its fast path.
+        :func:`fleetlib.runtime.synth.write_timeline` is read by
+        :func:`fleetlib.runtime.synth.read_parquet_tables`.
     format
         A key of :data:`~fleetlib.runtime.readers.READERS` (``mlperf``, ``mlgoodput``, ``canonical``,
         ``bloom``, ``serving``, ``torchtitan``); None: from the file names (:func:`guess_format`; a
