@@ -125,7 +125,7 @@ from fleetlib.runtime.schema import (
     TIME_DTYPE,
     check_definition,
 )
-from fleetlib.runtime.timeline import TimelineLedger, prepare_tables, provenances
+from fleetlib.runtime.timeline import prepare_tables, provenances
 
 if TYPE_CHECKING:
     from fleetlib.runtime.partition import JobParts, WindowSums
@@ -232,8 +232,8 @@ class RuntimeMeasurement:
     commit_spacing_s: float | None
     interruptions: pd.DataFrame
     per_job: pd.DataFrame
-    ledger: TimelineLedger = field(repr=False)
-    table_ledger: TimelineLedger | None = field(default=None, repr=False)
+    ledger: Ledger = field(repr=False)
+    table_ledger: Ledger | None = field(default=None, repr=False)
     stall_factor: float = STALL_FACTOR
     clean_end_commit: bool = True
     checkpoints_recorded: int = 0
@@ -438,7 +438,7 @@ _KIND_NAMES = np.array(["failure", "preempt"])
 
 def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None, source: str,
                     given: Any, estimator: str, warmup_tolerance: float, stall_factor: float,
-                    clean_end_commit: bool, options: Any) -> tuple[JobParts, TimelineLedger]:
+                    clean_end_commit: bool, options: Any) -> tuple[JobParts, Ledger]:
     """Validate the tables, build the parts of each selected job and check the options.
 
     The errors come in this order: a refused record (the tables', then each job's, in job order),
@@ -551,7 +551,7 @@ def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int
     return frame
 
 
-def _measure(parts: JobParts, ledger: TimelineLedger, *, windows: list[tuple[Any, Any]] | None,
+def _measure(parts: JobParts, ledger: Ledger, *, windows: list[tuple[Any, Any]] | None,
              window: Any, definition: str, fault_free_step_s: Any, estimator: str, warmup_tolerance: float,
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
              ) -> list[RuntimeMeasurement]:

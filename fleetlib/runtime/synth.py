@@ -65,9 +65,16 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import excerpt
-from fleetlib.quality import DomainError, InputError, check_fraction, check_nonnegative, check_positive
+from fleetlib.quality import (
+    DomainError,
+    InputError,
+    Ledger,
+    check_fraction,
+    check_nonnegative,
+    check_positive,
+)
 from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS, STEP_COLUMNS
-from fleetlib.runtime.timeline import TimelineLedger, validate_timeline
+from fleetlib.runtime.timeline import validate_timeline
 
 __all__ = [
     "read_canonical_timeline",
@@ -583,7 +590,7 @@ def write_timeline(steps: pd.DataFrame, events: pd.DataFrame, path: str | Path) 
     return out
 
 
-def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, TimelineLedger]:
+def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
     """Read a one-file canonical timeline written by :func:`write_timeline` (or by hand).
 
     Parameters
@@ -595,7 +602,7 @@ def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     -------
     steps, events : pandas.DataFrame
         The validated canonical tables.
-    ledger : TimelineLedger
+    ledger : Ledger
         Row accounting (rows read = kept + repaired + rejected over the file's rows) and flags.
         Row numbers in errors and ledger entries are the file's rows (1-based: index + 1).
 

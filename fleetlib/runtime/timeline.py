@@ -191,13 +191,14 @@ class TimelineArrays:
 # ---------------------------------------------------------------------------------------------------
 
 
-#: The flag of the one ledger (:class:`fleetlib.quality.Flag`); the old name is kept.
+#: The flag of the one ledger (:class:`fleetlib.quality.Flag`), under the name the readers use.
 TimelineFlag = Flag
 
 #: The timeline's ledger is the one ledger of the library (:class:`fleetlib.quality.Ledger`): row
 #: accounting (read = kept + repaired + rejected) plus the flags raised while interpreting the
 #: timeline (restarts inferred from repeated step numbers, unknown event kinds kept, a missing
-#: release, an interruption the job never recovered from).  The old name is kept.
+#: release, an interruption the job never recovered from).  The readers use this name; the
+#: measurement uses :class:`~fleetlib.quality.Ledger` itself.
 TimelineLedger = Ledger
 
 
@@ -397,7 +398,7 @@ def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     _check_columns(steps, STEP_COLUMNS, file=steps_file)
     ev_required = ("job_id", "attempt", "time", "kind")
     _check_columns(events, ev_required, file=events_file)
-    ledger = TimelineLedger(read=len(steps) + len(events))
+    ledger = Ledger(read=len(steps) + len(events))
     prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
     rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
@@ -420,7 +421,7 @@ def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
                           steps_file, events_file)
 
 
-def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
+def _flag_overlong_durations(ledger: Ledger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
                              e_time: np.ndarray, e_dur: np.ndarray, e_rows: np.ndarray, s_job: np.ndarray,
                              s_start: np.ndarray, s_end: np.ndarray) -> None:
     """Flag logged durations longer than their job's whole timeline (first record to last).
@@ -503,7 +504,7 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str
     return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
 
 
-def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedger, prov: Provenance
+def _events_arrays(events: pd.DataFrame, events_file: str, ledger: Ledger, prov: Provenance
                    ) -> tuple[np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray, np.ndarray,
                               np.ndarray]:
     """Read and check the event columns; flag kinds the partition does not know.
@@ -548,7 +549,7 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
     return e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time
 
 
-def _flag_unknown_kinds(ledger: TimelineLedger, prov: Provenance, e_kind: np.ndarray, kind_codes: np.ndarray,
+def _flag_unknown_kinds(ledger: Ledger, prov: Provenance, e_kind: np.ndarray, kind_codes: np.ndarray,
                         kind_values: list[Any], e_rows: np.ndarray) -> None:
     """Flag the event kinds the partition does not know (``kind_codes`` index ``kind_values``)."""
     # whether each kind is known, decided once per distinct kind (a few) and read off per row
@@ -583,7 +584,7 @@ def _job_codes(e_jobtext: pd.Series, s_jobtext: pd.Series) -> tuple[np.ndarray, 
 
 def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndarray, e_kind: np.ndarray,
                         e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray,
-                        events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
+                        events_file: str, ledger: Ledger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
     if e_time.size > 1:
         same_job = e_job[1:] == e_job[:-1]
@@ -604,7 +605,7 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
     return e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time
 
 
-def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
+def _sort_steps_by_job(ledger: Ledger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
                        s_wait: np.ndarray, steps_file: str, prov: Provenance) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
@@ -758,7 +759,7 @@ def _ns_to_series(ns: np.ndarray) -> pd.Series:
 
 
 def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str = "timeline"
-                      ) -> tuple[pd.DataFrame, pd.DataFrame, TimelineLedger]:
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
     """Check a canonical timeline and return it cleaned, with a ledger of every row and flag.
 
     Row-level checks raise :class:`fleetlib.quality.InputError` naming the file and 1-based row the
@@ -794,7 +795,7 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
         Canonical steps sorted by job and start, duplicates removed, times ``datetime64[ns, UTC]``.
     events : pandas.DataFrame
         Canonical events sorted by job and time.
-    ledger : TimelineLedger
+    ledger : Ledger
         read = kept + repaired + rejected over both tables, plus the flags.
 
     Raises
