@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
-from fleetlib.runtime.readers._common import _NS_PER_S, PathLike, _as_paths, _close, _ns
+from fleetlib.runtime.readers._common import PathLike, _close, _ns
 from fleetlib.runtime.readers.mlperf import _parse_mllog
 from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
-    "DEFINITIONS",
     "FORMATS",
     "mlperf_runtime_json",
     "mlperf_step_statistics",
@@ -52,6 +52,8 @@ __all__ = [
 
 #: Input formats of ``fleetlib runtime``: the keys of :data:`fleetlib.runtime.readers.READERS`.
 FORMATS: tuple[str, ...] = tuple(READERS)
+
+_NS = 1_000_000_000
 
 #: Row labels of the loss terms in the text rendering.
 _TERM_LABELS = {k: TERM_LABELS[k] for k in ISSUE_TERMS}
@@ -243,7 +245,7 @@ def _interval_measure(starts: np.ndarray, ends: np.ndarray) -> float:
     gs = s[new]
     ge = np.zeros(gs.size, dtype=np.int64)
     np.maximum.at(ge, grp, e)
-    return float((ge - gs).sum()) / _NS_PER_S
+    return float((ge - gs).sum()) / _NS
 
 
 def _overlap_s(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> float:
@@ -252,7 +254,7 @@ def _overlap_s(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarra
         return 0.0
     lo = np.maximum(a_s[:, None], b_s[None, :])
     hi = np.minimum(a_e[:, None], b_e[None, :])
-    return float(np.clip(hi - lo, 0, None).sum()) / _NS_PER_S
+    return float(np.clip(hi - lo, 0, None).sum()) / _NS
 
 
 def _meta_value(recs: pd.DataFrame, key: str) -> Any:
@@ -318,7 +320,7 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
         keep = e > s
         return s[keep], e[keep]
 
-    held = (t1 - t0) / _NS_PER_S
+    held = (t1 - t0) / _NS
     i_s, i_e = clipped("init")
     e_s, e_e = clipped("eval")
     b_s, b_e = clipped("block")
@@ -331,7 +333,7 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
     productive = (_interval_measure(b_s, b_e) - _overlap_s(b_s, b_e, e_s, e_e)
                   - _overlap_s(b_s, b_e, i_s, i_e))
     run = p.pairs.get("run")
-    run_s = float((_ns(run["end"]) - _ns(run["start"])).sum()) / _NS_PER_S if run is not None else math.nan
+    run_s = float((_ns(run["end"]) - _ns(run["start"])).sum()) / _NS if run is not None else math.nan
     status = None
     meta = stops["metadata"].iloc[0]
     if isinstance(meta, dict):
@@ -376,7 +378,7 @@ def mlperf_summary_table(paths: PathLike | Sequence[PathLike], *,
     if isinstance(paths, (str, Path)) and Path(paths).is_dir():
         files = sorted(Path(paths).glob("*.txt"))
     else:
-        files = _as_paths(paths)
+        files = as_paths(paths)
     rows = []
     for f in files:
         s = mlperf_summary(f, rank_copy_tolerance_s=rank_copy_tolerance_s)
@@ -463,7 +465,7 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
     if series.dialect == "blocks" or tables.steps.empty:
         return out
     m = runtime_goodput(tables.steps, tables.events, definition="retrospective")
-    dur = (_ns(tables.steps["end"]) - _ns(tables.steps["start"])) / _NS_PER_S
+    dur = (_ns(tables.steps["end"]) - _ns(tables.steps["start"])) / _NS
     q = np.quantile(dur, [0.5, 0.9, 0.99])
     logged = series.logged_step_s
     out.update({
