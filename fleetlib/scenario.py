@@ -39,7 +39,7 @@ from fleetlib.accounting import (
 from fleetlib.quality import DomainError, InputError
 
 if TYPE_CHECKING:
-    from fleetlib.runtime.model import RuntimeLossTerms
+    from fleetlib.runtime import RuntimeLossTerms
 
 __all__ = [
     "DATA_FOLDER",
@@ -171,7 +171,7 @@ _DATA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 def _held_share(capacity_share: float, scheduling_goodput: float) -> float:
     """Re-express a share of capacity as a share of held time (the runtime model's own conversion)."""
-    from fleetlib.runtime.model import held_share_from_capacity_share  # the runtime model loads on use
+    from fleetlib.runtime import held_share_from_capacity_share  # the runtime model loads on use
 
     return held_share_from_capacity_share(capacity_share, scheduling_goodput)
 
@@ -557,8 +557,8 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
     The three steps every caller would otherwise repeat are done here: the scenario's units (days,
     minutes, hours, per day) are converted to seconds by :func:`runtime_model_inputs`, the
     preemption tax is composed from the lost work and one restart
-    (:func:`fleetlib.runtime.model.preemption_tax_s`), and
-    :func:`fleetlib.runtime.model.runtime_loss_terms` is evaluated at the scenario's checkpoint
+    (:func:`fleetlib.runtime.preemption_tax_s`), and
+    :func:`fleetlib.runtime.runtime_loss_terms` is evaluated at the scenario's checkpoint
     interval.  Overrides are given in the scenario's own units, under the scenario's key names, so
     a variant reads like an edit of the parameter file.
 
@@ -573,7 +573,7 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
 
     Returns
     -------
-    fleetlib.runtime.model.RuntimeLossTerms
+    fleetlib.runtime.RuntimeLossTerms
         The five shares of held time, their total, the runtime goodput they leave, the interval used
         and any first-order warnings.
 
@@ -595,7 +595,7 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
     0.168
     """
     # Imported here: the runtime model is a sibling module and need not load with the accounting.
-    from fleetlib.runtime.model import preemption_tax_s, runtime_loss_terms
+    from fleetlib.runtime import preemption_tax_s, runtime_loss_terms
 
     unknown = sorted(set(overrides) - set(RUNTIME_MODEL_KEYS))
     if unknown:
@@ -650,7 +650,7 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
         current factor, a negative duration ...).
     """
     # Imported here: the runtime model is a sibling module and need not load with the accounting.
-    from fleetlib.runtime.model import preemption_tax_s
+    from fleetlib.runtime import preemption_tax_s
 
     window = Window.nominal(str(_get(params, "window_label")))
     values = {b: _number(params, f"{b}_goodput") for b in BOUNDARIES}

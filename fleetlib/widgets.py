@@ -170,7 +170,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     steps, events
         The canonical timeline tables the windows are measured on.
     series
-        The cumulative series (:func:`fleetlib.runtime.views.cumulative_series`), drawn as it is.
+        The cumulative series (:func:`fleetlib.runtime.cumulative_series`), drawn as it is.
     start, end
         Bounds of the windows (the measurement's ``window_start`` / ``window_end``).
     window_min
@@ -180,7 +180,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     output
         The :class:`ipywidgets.Output` to redraw into; a new one when omitted.
     **options
-        Passed to :func:`fleetlib.runtime.views.rolling_windows` (``fault_free_step_s``, ...).
+        Passed to :func:`fleetlib.runtime.rolling_windows` (``fault_free_step_s``, ...).
 
     Returns
     -------
@@ -190,7 +190,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     import ipywidgets
 
     from fleetlib.plots import cumulative_goodput
-    from fleetlib.runtime.views import rolling_windows
+    from fleetlib.runtime import rolling_windows
 
     output = ipywidgets.Output() if output is None else output
     length = ipywidgets.FloatSlider(value=float(window_min), min=10.0, max=240.0, step=10.0,
@@ -514,9 +514,9 @@ def runtime_loss_explorer(scenario: Mapping[str, Any], sweep_devices: Sequence[i
     """
     import ipywidgets
 
+    from fleetlib import runtime
     from fleetlib.plots import runtime_loss_by_size
     from fleetlib.quality import DomainError
-    from fleetlib.runtime import model
     from fleetlib.scenario import runtime_model_inputs
 
     output = ipywidgets.Output() if output is None else output
@@ -527,12 +527,12 @@ def runtime_loss_explorer(scenario: Mapping[str, Any], sweep_devices: Sequence[i
         try:
             varied = runtime_model_inputs({**scenario, "data_stall": stall.value,
                                            "preemptions_per_day": preemptions.value})
-            frame = model.runtime_loss_by_size(
+            frame = runtime.runtime_loss_by_size(
                 list(sweep_devices), base_devices=base_devices, mtbf_h_at_base=scenario["mtbf_h"],
                 checkpoint_write_s=varied["checkpoint_write_s"], recovery_s=varied["recovery_s"],
                 startup_s=varied["startup_s"], held_s=varied["held_s"], data_stall=varied["data_stall"],
                 preemptions_per_s=varied["preemptions_per_s"],
-                preemption_tax_s=model.preemption_tax_s(varied["lost_work_s"], varied["startup_s"]),
+                preemption_tax_s=runtime.preemption_tax_s(varied["lost_work_s"], varied["startup_s"]),
             )
             _show(lambda ax: runtime_loss_by_size(frame, reference_loss=reference_loss, ax=ax), output,
                   (10.0, 4.6))

@@ -411,8 +411,7 @@ def _write_canonical_scheduler(
 
 
 def _write_timeline(out: Path, job: _Job) -> str:
-    from fleetlib.runtime.synth import write_timeline
-    from fleetlib.runtime.timeline import tables_from_seconds
+    from fleetlib.runtime import tables_from_seconds, write_timeline
 
     tl = job.timeline
     assert tl is not None

@@ -39,7 +39,7 @@ from fleetlib.plots._style import (
     term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime.schema import MODEL_TERM_LABELS
+from fleetlib.runtime import MODEL_TERM_LABELS
 
 #: The boundaries in the order a job meets them, then what crosses all three.
 BOUNDARY_ORDER: tuple[str, ...] = ("scheduling", "runtime", "program", "useful")

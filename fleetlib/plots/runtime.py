@@ -32,7 +32,7 @@ from fleetlib.plots._style import (
     term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime.schema import TERM_LABELS
+from fleetlib.runtime import TERM_LABELS
 
 # ---------------------------------------------------------------------------------------------------
 # Job timeline (rung 2): attempts as a Gantt, cumulative runtime goodput, step-time distribution

@@ -289,13 +289,13 @@ def fleet_units(
         A bad bundle (see :func:`~fleetlib.fleet.manifest.load_manifest`).
     """
     from fleetlib.fleet.manifest import FleetManifest, load_manifest
-    from fleetlib.fleet.measure import _read_scheduler, _read_timelines, measure_fleet
+    from fleetlib.fleet.measure import measure_fleet, read_scheduler, read_timelines
 
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
     fm = measure_fleet(man, window=window)
     win = fm.window
     length = (win.end - win.start) if cycle is None else parse_cycle(cycle)
-    records, _ledger, _ = _read_scheduler(man, win)
+    records, _ledger, _ = read_scheduler(man, win)
     cycles = _cycles(records, win, length)
     notes = []
     covered = cycles["cycle"].nunique() * length
@@ -314,7 +314,7 @@ def fleet_units(
     jobs["cycle"] = np.clip(np.floor(np.nan_to_num(rel, nan=0.0)), 0, last).astype(int)
     jobs["day"] = np.floor(((gc - win.start) / pd.Timedelta("1D")).to_numpy(float)).astype(int)
     scheduled = set(alloc["job_id"])
-    steps, events, _joined, _owner = _read_timelines(man, set(jobs.index), scheduled, Ledger())
+    steps, events, _joined, _owner = read_timelines(man, set(jobs.index), scheduled, Ledger())
     ev = _events_per_job(events).reindex(jobs.index).fillna(0)
     d = jobs["devices"].to_numpy(float)
     jobs["commits"] = ev["commits"].to_numpy(float)

@@ -38,7 +38,6 @@ from fleetlib.runtime.readers.mlperf import parse_mllog
 from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
-    "DEFINITIONS",
     "FORMATS",
     "mlperf_runtime_json",
     "mlperf_step_statistics",
@@ -104,7 +103,7 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     paths
         Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
         ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
-        (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
+        (read by :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
         steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
         BLOOM-style event table.  ``serving``: replica lifecycle logs.  ``torchtitan``: every rank's
         structured-log JSONL files of one job (each rank is the job ``<source>/rank<r>``).  Every

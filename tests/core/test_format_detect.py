@@ -156,16 +156,15 @@ def test_csv_given_as_canonical_parquet_is_a_clear_error(capsys):
 
 
 def test_rung_packages_export_readers_and_measure():
-    for module in (fleetlib.scheduling, fleetlib.program):
+    for module in (fleetlib.scheduling, fleetlib.runtime, fleetlib.program):
         assert callable(module.read) and callable(module.measure) and module.READERS
         assert {"read", "measure", "READERS"} <= set(module.__all__)
-    assert callable(fleetlib.runtime.read_records) and callable(fleetlib.runtime.measure)
     assert {"philly", "pai"} <= set(fleetlib.scheduling.READERS)
     # named and detected reads agree
     steps = ROOT / "data/timelines/demo-7b-ft_steps.csv"
     (t1, l1), (t2, l2) = (
-        fleetlib.runtime.read_records(steps),
-        fleetlib.runtime.read_records(steps, "canonical"),
+        fleetlib.runtime.read(steps),
+        fleetlib.runtime.read(steps, "canonical"),
     )
     pd.testing.assert_frame_equal(t1["steps"], t2["steps"])
     assert l1.to_dict() == l2.to_dict()

@@ -271,17 +271,6 @@ def test_structure_errors_name_the_files_own_line_not_a_table_position():
                                  "(gang_complete -> release)")
 
 
-def test_the_fleet_walks_many_jobs_path_names_the_same_file_row():
-    from fleetlib.runtime._fast import runtime_per_job
-
-    overlap = H / "runtime/attempts_overlap_timeline.csv"
-    tables, _ = RUNTIME["canonical"].read([overlap])
-    for fast in (True, False):
-        with pytest.raises(InputError) as err:
-            runtime_per_job(tables["steps"], tables["events"], source=str(overlap), fast=fast)
-        assert (err.value.file, err.value.row, err.value.field) == (str(overlap), 5, "time")
-
-
 def test_a_duration_longer_than_the_timeline_is_flagged_with_its_line_and_charges_nothing_beyond_held():
     path = H / "runtime/duration_longer_than_timeline.csv"
     tables, _ = RUNTIME["canonical"].read([path])

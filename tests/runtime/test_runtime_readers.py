@@ -16,8 +16,7 @@ from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime import commands, model
 from fleetlib.runtime import readers as R
 from fleetlib.runtime.goodput import replica_runtime_goodput
-from fleetlib.runtime.schema import PROVENANCE_COLUMNS
-from fleetlib.runtime.timeline import EVENT_COLUMNS, STEP_COLUMNS
+from fleetlib.runtime.schema import EVENT_COLUMNS, PROVENANCE_COLUMNS, STEP_COLUMNS
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "timelines"
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "runtime"
