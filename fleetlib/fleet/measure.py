@@ -853,11 +853,9 @@ def _warm_worker() -> None:
     import pyarrow.parquet  # noqa: F401
 
     import fleetlib.program  # noqa: F401  (the trace step's tasks, after the timelines)
-    from fleetlib.runtime import runtime_goodput, tables_from_seconds
+    from fleetlib.runtime import warm_up
 
-    # one tiny measurement loads the compiled kernel from numba's cache (compiles it, the first time)
-    steps, events = tables_from_seconds([(0, 0, 1.0, 2.0)], [(0, 0.0, "gang_complete"), (0, 3.0, "release")])
-    runtime_goodput(steps, events)
+    warm_up()  # loads the compiled kernel from numba's cache (compiles it, the first time)
 
 
 def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.DataFrame,

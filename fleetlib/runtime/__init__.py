@@ -36,7 +36,7 @@ from fleetlib.runtime.goodput import (
     runtime_goodput,
     runtime_goodput_windows,
 )
-from fleetlib.runtime.measure import measure
+from fleetlib.runtime.measure import measure, warm_up
 from fleetlib.runtime.model import (
     RuntimeLossTerms,
     crossover_devices,
@@ -103,6 +103,7 @@ __all__ = [
     "runtime_loss_terms",
     "synth_timeline",
     "tables_from_seconds",
+    "warm_up",
     "windows_gap_s",
     "write_timeline",
     "young_interval_s",
