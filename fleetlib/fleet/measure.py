@@ -402,12 +402,14 @@ def _mapped_ids(ids: pd.Series, job_map: Mapping[str, str]) -> pd.Categorical:
     Two ids mapped to one become one category.  One factorisation per column: the rows per job, the
     join and the measurement then read its codes.
     """
-    column = ids if isinstance(ids.dtype, pd.CategoricalDtype) else ids.astype("category")
-    names = [str(c) for c in column.cat.categories]
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        codes, names = np.asarray(ids.cat.codes), [str(c) for c in ids.cat.categories]
+    else:
+        codes, uniques = pd.factorize(ids, sort=True)  # sorted categories, as astype("category") gives
+        names = [str(u) for u in uniques]
     if job_map:
         names = [job_map.get(n, n) for n in names]
     inverse, categories = pd.factorize(np.asarray(names, dtype=object))
-    codes = np.asarray(column.cat.codes)
     return pd.Categorical.from_codes(inverse.astype(codes.dtype)[codes] if len(names) else codes,
                                      categories=pd.Index(categories, dtype=object))
 

@@ -216,16 +216,17 @@ def test_cumulative_series_and_rolling_windows_add_up_to_the_whole(synth_job):
     assert windows_gap_s(windows, whole) < 1e-6
 
 
-def test_read_timeline_reads_each_format_through_the_readers():
+def test_the_runtime_door_reads_each_format_through_its_reader():
+    from fleetlib import runtime
     from fleetlib.quality import DomainError
-    from fleetlib.runtime.readers import read_canonical
-    from fleetlib.runtime.views import read_timeline
 
-    files = ["data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv"]
-    tables, ledger = read_timeline([str(ROOT / f) for f in files], "canonical")
-    direct, direct_ledger = read_canonical([str(ROOT / f) for f in files])
-    assert tables.steps.equals(direct.steps) and ledger.read == direct_ledger.read
-    mlperf, _ = read_timeline(MLPERF_LOGS[0], "mlperf")
-    assert len(mlperf.steps) > 0
+    files = [str(ROOT / f) for f in ("data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv")]
+    tables, ledger = runtime.read(files, "canonical")
+    direct, direct_ledger = runtime.READERS["canonical"].read(files)
+    assert tables["steps"].equals(direct["steps"]) and ledger.read == direct_ledger.read
+    detected, _ = runtime.read(files)  # the format told by the files' bytes
+    assert detected["steps"].equals(direct["steps"])
+    mlperf, _ = runtime.read(MLPERF_LOGS[0], "mlperf")
+    assert len(mlperf["steps"]) > 0
     with pytest.raises(DomainError):
-        read_timeline(files, "csv")
+        runtime.read(files, "csv")
