@@ -42,6 +42,9 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 	@# byte-compile the package, as a wheel install does (an editable one does not): every Dask
 	@# worker imports it, and compiling it on each import cost ~0.5 s a process where bytecode is not written
 	$(PY) -m compileall -q fleetlib
+	@# compile the runtime rung's per-job kernel once (numba caches it beside the module), so that no
+	@# measurement pays the compile (about 15-30 s on a 2-core machine)
+	$(PY) -c "import fleetlib.runtime; fleetlib.runtime.warm_up()"
 	@touch $@
 
 setup: $(STAMP) ## create the virtual environment and install fleetlib with its dev tools (pinned)

@@ -1,7 +1,9 @@
-"""The environment a piece of work runs in: its variables, and the local clusters it may start.
+"""The environment a piece of work runs in: its variables, the checkout it runs from, its local clusters.
 
 Environment variables are set for the length of one piece of work, then put back as they were; the
-size of a local Dask cluster is checked in one place for the fleet and program rungs.
+fleetlib checkout (the folder with ``pyproject.toml`` and ``notebooks/``) is found in one place for the
+report and the scenario files; the size of a local Dask cluster is checked in one place for the fleet
+and program rungs.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import numbers
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
-__all__ = ["environment", "local_worker_count"]
+__all__ = ["environment", "local_worker_count", "project_root"]
 
 
 @contextmanager
@@ -66,3 +69,29 @@ def local_worker_count(workers: object) -> int:
                           f"{os.cpu_count() or 1}-CPU machine (4 per CPU, at least 8); for more, give a "
                           "distributed.Client of a larger cluster")
     return workers
+
+
+def _is_project_root(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir()
+
+
+def project_root() -> Path | None:
+    """Return the fleetlib checkout this code runs from, or None outside one.
+
+    The folder above the imported package is tried first (an editable install or a checkout), then
+    the current directory and its parents (a regular install run from inside a checkout).  A checkout
+    is a folder holding ``pyproject.toml`` and ``notebooks/``.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The absolute path of the checkout; None when neither place looks like one.
+    """
+    beside_package = Path(__file__).resolve().parents[1]
+    if _is_project_root(beside_package):
+        return beside_package
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if _is_project_root(folder):
+            return folder
+    return None

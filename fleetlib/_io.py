@@ -32,6 +32,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "LIMITS_ENV",
     "LIMIT_HELP",
     "Limits",
+    "Yaml12FloatLoader",
     "allowed_roots",
     "as_paths",
     "check_regular",
@@ -748,7 +751,6 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
 
 
 def _bounded_loader(file: str, limits: Limits, base: type) -> type:
-    import yaml
 
     class _Bounded(base):  # type: ignore[misc, valid-type]
         """A safe loader that refuses deep nesting before composing and counts aliases as they expand."""
@@ -774,8 +776,6 @@ def _bounded_loader(file: str, limits: Limits, base: type) -> type:
 
 def _expanded_size(node: Any, limit: int, file: str) -> int:
     """Count the nodes of a composed YAML graph with each alias expanded where it is used."""
-    import yaml
-
     sizes: dict[int, int] = {}
     stack: list[tuple[Any, bool]] = [(node, False)]
     while stack:
@@ -805,8 +805,6 @@ def _expanded_size(node: Any, limit: int, file: str) -> int:
 
 def _c_event_check(text: str, base: type, file: str, limits: Limits) -> int:
     """Walk the YAML events (libyaml, iterative): refuse deep nesting; return the number of aliases."""
-    import yaml
-
     depth = aliases = 0
     for event in yaml.parse(text, Loader=base):
         if isinstance(event, yaml.CollectionStartEvent):
@@ -819,6 +817,29 @@ def _c_event_check(text: str, base: type, file: str, limits: Limits) -> int:
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
     return aliases
+
+
+class Yaml12FloatLoader(yaml.SafeLoader):
+    """A safe YAML loader that also reads ``1e-3`` as a number (YAML 1.2 floats).
+
+    PyYAML follows YAML 1.1, where an exponent without a decimal point is text; scenario files and
+    model configurations that write ``1e-3`` mean a number, so the YAML 1.2 float form is accepted as
+    well.  Pass it as ``loader=`` to :func:`load_yaml`.
+    """
+
+
+Yaml12FloatLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.VERBOSE,
+    ),
+    list("-+0123456789."),
+)
 
 
 def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
@@ -851,8 +872,6 @@ def load_yaml_all(text: str, *, file: str, invalid: str = "not valid YAML",
     InputError
         Not valid YAML (with its line), too deep, or too large once expanded.
     """
-    import yaml
-
     limits = current_limits()
     base = yaml.SafeLoader if loader is None else loader
     c_loader = getattr(yaml, "CSafeLoader", None)

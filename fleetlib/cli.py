@@ -163,7 +163,7 @@ def _render_mpg(res: dict[str, Any]) -> str:
 
 
 def _cmd_young(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.runtime.model import young_interval_s, young_waste
+    from fleetlib.runtime import young_interval_s, young_waste
 
     mtbf_s = args.mtbf_h * 3600.0
     interval_s = young_interval_s(args.checkpoint_s, mtbf_s)
@@ -191,7 +191,7 @@ def _render_young(res: dict[str, Any]) -> str:
 
 
 def _cmd_daly(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.runtime.model import daly_interval_s
+    from fleetlib.runtime import daly_interval_s
 
     interval_s = daly_interval_s(args.checkpoint_s, args.restart_s, args.mtbf_h * 3600.0)
     return {"interval_min": interval_s / 60.0}
@@ -202,7 +202,7 @@ def _render_daly(res: dict[str, Any]) -> str:
 
 
 def _cmd_ettr(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.runtime.model import expected_ettr
+    from fleetlib.runtime import expected_ettr
 
     ettr = expected_ettr(mttf_s=args.mttf_h * 3600.0, restart_s=args.restart_min * 60.0,
                          checkpoint_write_s=args.checkpoint_write_s, interval_s=args.interval_min * 60.0,
@@ -221,9 +221,9 @@ def _render_ettr(res: dict[str, Any]) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.report import parse_overrides, project_root, run_report
+    from fleetlib.report import checkout_root, parse_overrides, run_report
 
-    params = args.params or project_root() / "parameters" / "running_example.yaml"
+    params = args.params or checkout_root() / "parameters" / "running_example.yaml"
     out = run_report(params, args.out, notebooks=args.notebook or None, progress=not args.quiet,
                      fleet=args.fleet, overrides=parse_overrides(args.param))
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))

@@ -301,15 +301,14 @@ class _Table:
 
 
 def _registries() -> dict[str, Mapping[str, Any]]:
-    import importlib
+    from fleetlib import program, runtime, scheduling
 
-    return {r: importlib.import_module(f"fleetlib.{r}.readers").READERS for r in _RUNG_NUMBER}
+    doors = {"scheduling": scheduling, "runtime": runtime, "program": program}
+    return {r: doors[r].READERS for r in _RUNG_NUMBER}
 
 
 def _schema_tables() -> dict[str, dict[str, tuple[str, ...]]]:
-    from fleetlib.program import schema as program
-    from fleetlib.runtime import schema as runtime
-    from fleetlib.scheduling import schema as scheduling
+    from fleetlib import program, runtime, scheduling
 
     sched = dict(scheduling.TABLE_COLUMNS)
     sched.update(waits=scheduling.WAIT_COLUMNS, installed=scheduling.INSTALLED_COLUMNS)

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_text
+from fleetlib._environ import project_root
+from fleetlib._io import Yaml12FloatLoader, confined, current_limits, excerpt, load_yaml, read_text
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -40,7 +39,7 @@ from fleetlib.accounting import (
 from fleetlib.quality import DomainError, InputError
 
 if TYPE_CHECKING:
-    from fleetlib.runtime.model import RuntimeLossTerms
+    from fleetlib.runtime import RuntimeLossTerms
 
 __all__ = [
     "DATA_FOLDER",
@@ -80,26 +79,6 @@ RUNTIME_MODEL_KEYS = (
 )
 
 
-class _ScenarioLoader(yaml.SafeLoader):
-    """A safe YAML loader that also reads ``1e-3`` as a number.
-
-    PyYAML follows YAML 1.1, where an exponent without a decimal point is text; a scenario file
-    that writes ``1e-3`` means a number, so the YAML 1.2 float form is accepted as well.
-    """
-
-
-_ScenarioLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.VERBOSE,
-    ),
-    list("-+0123456789."),
-)
 
 
 #: A scenario file is a page of parameters; anything larger is not one (and is not read into memory).
@@ -192,7 +171,7 @@ _DATA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 def _held_share(capacity_share: float, scheduling_goodput: float) -> float:
     """Re-express a share of capacity as a share of held time (the runtime model's own conversion)."""
-    from fleetlib.runtime.model import held_share_from_capacity_share  # the runtime model loads on use
+    from fleetlib.runtime import held_share_from_capacity_share  # the runtime model loads on use
 
     return held_share_from_capacity_share(capacity_share, scheduling_goodput)
 
@@ -215,7 +194,7 @@ def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
     except InputError as exc:
         why = str(exc).split(": ", 1)[-1] if exc.file is not None else str(exc)
         raise InputError(f"cannot read the {what} ({why})", file=file, row=exc.row) from None
-    data = load_yaml(text, file=file, loader=_ScenarioLoader)
+    data = load_yaml(text, file=file, loader=Yaml12FloatLoader)
     if data is None:
         raise InputError(f"the {what} is empty; expected a mapping of parameter names to values", file=file)
     if not isinstance(data, dict):
@@ -403,12 +382,7 @@ def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> d
 
 def _project_root() -> Path:
     """Return the folder the notebooks run in: the fleetlib checkout, or else the current directory."""
-    from fleetlib.report import ReportError, project_root  # imported here: report imports this module
-
-    try:
-        return project_root()
-    except ReportError:
-        return Path.cwd().resolve()
+    return project_root() or Path.cwd().resolve()
 
 
 def _check_paths(layer: _Layer) -> None:
@@ -583,8 +557,8 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
     The three steps every caller would otherwise repeat are done here: the scenario's units (days,
     minutes, hours, per day) are converted to seconds by :func:`runtime_model_inputs`, the
     preemption tax is composed from the lost work and one restart
-    (:func:`fleetlib.runtime.model.preemption_tax_s`), and
-    :func:`fleetlib.runtime.model.runtime_loss_terms` is evaluated at the scenario's checkpoint
+    (:func:`fleetlib.runtime.preemption_tax_s`), and
+    :func:`fleetlib.runtime.runtime_loss_terms` is evaluated at the scenario's checkpoint
     interval.  Overrides are given in the scenario's own units, under the scenario's key names, so
     a variant reads like an edit of the parameter file.
 
@@ -599,7 +573,7 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
 
     Returns
     -------
-    fleetlib.runtime.model.RuntimeLossTerms
+    fleetlib.runtime.RuntimeLossTerms
         The five shares of held time, their total, the runtime goodput they leave, the interval used
         and any first-order warnings.
 
@@ -621,7 +595,7 @@ def runtime_terms(params: Mapping[str, Any], **overrides: float) -> RuntimeLossT
     0.168
     """
     # Imported here: the runtime model is a sibling module and need not load with the accounting.
-    from fleetlib.runtime.model import preemption_tax_s, runtime_loss_terms
+    from fleetlib.runtime import preemption_tax_s, runtime_loss_terms
 
     unknown = sorted(set(overrides) - set(RUNTIME_MODEL_KEYS))
     if unknown:
@@ -676,7 +650,7 @@ def scenario_summary(params: Mapping[str, Any]) -> dict[str, Any]:
         current factor, a negative duration ...).
     """
     # Imported here: the runtime model is a sibling module and need not load with the accounting.
-    from fleetlib.runtime.model import preemption_tax_s
+    from fleetlib.runtime import preemption_tax_s
 
     window = Window.nominal(str(_get(params, "window_label")))
     values = {b: _number(params, f"{b}_goodput") for b in BOUNDARIES}

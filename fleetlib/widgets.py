@@ -170,7 +170,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     steps, events
         The canonical timeline tables the windows are measured on.
     series
-        The cumulative series (:func:`fleetlib.runtime.views.cumulative_series`), drawn as it is.
+        The cumulative series (:func:`fleetlib.runtime.cumulative_series`), drawn as it is.
     start, end
         Bounds of the windows (the measurement's ``window_start`` / ``window_end``).
     window_min
@@ -180,7 +180,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     output
         The :class:`ipywidgets.Output` to redraw into; a new one when omitted.
     **options
-        Passed to :func:`fleetlib.runtime.views.rolling_windows` (``fault_free_step_s``, ...).
+        Passed to :func:`fleetlib.runtime.rolling_windows` (``fault_free_step_s``, ...).
 
     Returns
     -------
@@ -190,7 +190,7 @@ def timeline_explorer(steps: pd.DataFrame, events: pd.DataFrame, series: pd.Data
     import ipywidgets
 
     from fleetlib.plots import cumulative_goodput
-    from fleetlib.runtime.views import rolling_windows
+    from fleetlib.runtime import rolling_windows
 
     output = ipywidgets.Output() if output is None else output
     length = ipywidgets.FloatSlider(value=float(window_min), min=10.0, max=240.0, step=10.0,
@@ -225,7 +225,7 @@ def straggler_explorer(waits: pd.DataFrame, partition: pd.DataFrame, *, threshol
     import ipywidgets
 
     from fleetlib.plots import straggler_bars
-    from fleetlib.program.collectives import straggler_report
+    from fleetlib.program import straggler_report
 
     output = ipywidgets.Output() if output is None else output
     level = ipywidgets.FloatSlider(value=float(threshold), min=0.5, max=1.0, step=0.01,
@@ -250,7 +250,7 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
     """Vary the pool snapshot's capacity shares; redraw the derived factor chain (course notebook 01).
 
     Scheduling goodput comes from the snapshot
-    (:func:`fleetlib.scheduling.snapshot.snapshot_scheduling_goodput`), runtime goodput from equation 4
+    (:func:`fleetlib.scheduling.snapshot_scheduling_goodput`), runtime goodput from equation 4
     with the data stall the snapshot's input waits imply, and the program factor stays as given; MPG is
     their product.
 
@@ -273,11 +273,10 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
     """
     import ipywidgets
 
-    from fleetlib import accounting
+    from fleetlib import accounting, scheduling
     from fleetlib.plots import factor_chain
     from fleetlib.quality import DomainError
     from fleetlib.scenario import runtime_terms
-    from fleetlib.scheduling import snapshot
 
     output = ipywidgets.Output() if output is None else output
     assigned = _slider("assigned_share", assigned_share, 0.2, 1.0, 0.01)
@@ -286,9 +285,9 @@ def pool_snapshot_explorer(scenario: Mapping[str, Any], *, program: float, assig
 
     def redraw() -> None:
         try:
-            pool = snapshot.snapshot_scheduling_goodput(assigned.value, incomplete.value)
-            terms = runtime_terms(scenario,
-                                  data_stall=snapshot.data_stall_from_capacity_share(input_wait.value, pool))
+            pool = scheduling.snapshot_scheduling_goodput(assigned.value, incomplete.value)
+            stall = scheduling.data_stall_from_capacity_share(input_wait.value, pool)
+            terms = runtime_terms(scenario, data_stall=stall)
             factors = {"scheduling": pool.S, "runtime": terms.runtime_goodput, "program": program}
             split = accounting.loss_shares(factors["scheduling"], factors["runtime"], factors["program"])
             _show(lambda ax: factor_chain({**factors, "mpg": split["useful"]}, ax=ax), output, (7.0, 4.1))
@@ -515,9 +514,9 @@ def runtime_loss_explorer(scenario: Mapping[str, Any], sweep_devices: Sequence[i
     """
     import ipywidgets
 
+    from fleetlib import runtime
     from fleetlib.plots import runtime_loss_by_size
     from fleetlib.quality import DomainError
-    from fleetlib.runtime import model
     from fleetlib.scenario import runtime_model_inputs
 
     output = ipywidgets.Output() if output is None else output
@@ -528,12 +527,12 @@ def runtime_loss_explorer(scenario: Mapping[str, Any], sweep_devices: Sequence[i
         try:
             varied = runtime_model_inputs({**scenario, "data_stall": stall.value,
                                            "preemptions_per_day": preemptions.value})
-            frame = model.runtime_loss_by_size(
+            frame = runtime.runtime_loss_by_size(
                 list(sweep_devices), base_devices=base_devices, mtbf_h_at_base=scenario["mtbf_h"],
                 checkpoint_write_s=varied["checkpoint_write_s"], recovery_s=varied["recovery_s"],
                 startup_s=varied["startup_s"], held_s=varied["held_s"], data_stall=varied["data_stall"],
                 preemptions_per_s=varied["preemptions_per_s"],
-                preemption_tax_s=model.preemption_tax_s(varied["lost_work_s"], varied["startup_s"]),
+                preemption_tax_s=runtime.preemption_tax_s(varied["lost_work_s"], varied["startup_s"]),
             )
             _show(lambda ax: runtime_loss_by_size(frame, reference_loss=reference_loss, ax=ax), output,
                   (10.0, 4.6))

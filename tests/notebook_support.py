@@ -7,6 +7,7 @@ Imported as ``from notebook_support import ...``: pytest's rootdir-based import 
 from __future__ import annotations
 
 import ast
+import html
 import re
 import shutil
 import subprocess
@@ -63,9 +64,25 @@ def run_notebook(notebook: Path, tmp_path: Path, params: dict[str, object]) -> n
     return result
 
 
+def _markdown_text(markdown: str) -> str:
+    """The text a reader sees of Markdown that :func:`fleetlib.report.say` wrote (escapes undone)."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", markdown))
+
+
 def printed(result: nbformat.NotebookNode) -> str:
-    return "".join(o.get("text", "") for c in result.cells if c.cell_type == "code" for o in c.outputs
-                   if o.get("output_type") == "stream")
+    """Return what the cells printed and the sentences they displayed (``say``), one per line."""
+    out = []
+    for cell in result.cells:
+        if cell.cell_type != "code":
+            continue
+        for o in cell.outputs:
+            if o.get("output_type") == "stream":
+                out.append(o.get("text", ""))
+            elif "text/markdown" in o.get("data", {}):
+                markdown = o["data"]["text/markdown"]
+                markdown = markdown if isinstance(markdown, str) else "".join(markdown)
+                out.append(_markdown_text(markdown) + "\n")
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------

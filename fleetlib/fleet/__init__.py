@@ -1,12 +1,13 @@
 """The roof: one fleet bundle (scheduler records, job timelines, step traces) -> one measured MPG.
 
 * :mod:`fleetlib.fleet.manifest` -- ``fleet.yaml``: load, validate, every path inside the bundle;
-* :mod:`fleetlib.fleet.measure` -- :func:`measure_fleet`: S, R over the scheduler's held time, P over
-  R's productive time, MPG with the chain checked, waterfall, levers, cost;
+* :mod:`fleetlib.fleet.measure` -- :func:`measure_fleet`, the walk: S, R over the scheduler's held
+  time, P over R's productive time, MPG with the chain checked, waterfall, levers, cost -- each record
+  read and measured through its rung's door; with ``engine="dask"`` one task per timeline file;
 * :mod:`fleetlib.fleet.results` -- the loss vocabularies, factors from the per-job table, pools,
   cohorts, waterfall and levers;
-* :mod:`fleetlib.fleet.engine` -- ``engine="dask"``: each timeline file (a partition) one task on a
-  ``distributed`` cluster;
+* :mod:`fleetlib.fleet.engine` -- ``engine="dask"``: starts a ``distributed`` LocalCluster (or takes a
+  given client) for the walk's tasks;
 * :mod:`fleetlib.fleet.synth` -- :func:`synth_fleet`: a joint synthetic bundle in real formats with
   its truth file;
 * :mod:`fleetlib.fleet.scale` -- :func:`synth_fleet_scale`: a fleet-scale bundle (a month of 16,384

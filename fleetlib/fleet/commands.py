@@ -44,7 +44,6 @@ def run_fleet(
     engine: str = "pandas",
     workers: int = 2,
     progress: bool = False,
-    plan_traces: bool = False,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -60,9 +59,6 @@ def run_fleet(
         Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
     progress
         Show a progress bar over timeline files on stderr (read, or measured as Dask tasks).
-    plan_traces
-        Add ``trace_plan`` (:func:`fleetlib.regress.sampling.trace_plan`: stratified jobs, ranks and
-        step ranges, triggered episodes with a healthy peer, P's sampling error); pandas engine.
 
     Returns
     -------
@@ -74,16 +70,6 @@ def run_fleet(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
-    if plan_traces:
-        if engine != "pandas":
-            raise DomainError("--plan-traces runs on the pandas engine")
-        from fleetlib.regress.sampling import trace_plan
-        from fleetlib.regress.units import fleet_units
-
-        units = fleet_units(manifest, window=win, cycle=None)
-        res = units.measurement.to_dict()
-        res["trace_plan"] = trace_plan(units)
-        return res
     if engine == "dask":
         return measure_fleet(manifest, window=win, engine="dask", workers=workers,
                              progress=progress).to_dict()
@@ -167,13 +153,6 @@ def render_fleet(res: Mapping[str, Any]) -> str:
             + (", ".join(f"{k}={v}" for k, v in stated.items()) or "nothing stated")
             + f"; {len(state) - len(stated)} fields not stated"
         )
-    plan = res.get("trace_plan")
-    if plan:
-        lines.append(
-            f"trace plan: {plan['coverage']['strata_covered']} of "
-            f"{plan['coverage']['strata_present']} strata, "
-            f"{len(plan['continuous'])} jobs sampled, {len(plan['triggered'])} triggered episodes"
-        )
     flags = res["ledger"].get("flags", [])
     if flags:
         lines += ["", f"ledger flags ({len(flags)}):"]
@@ -202,7 +181,6 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         engine=args.engine,
         workers=args.workers,
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
-        plan_traces=args.plan_traces,
     )
 
 
@@ -243,11 +221,6 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
     )
     p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask worker processes (default 2)")
-    p.add_argument(
-        "--plan-traces",
-        action="store_true",
-        help="add a stratified step-trace plan with triggered episodes (trace_plan in --json)",
-    )
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_fleet, render=render_fleet)
 

@@ -1,60 +1,30 @@
-"""Fleet scale on Dask: the per-job timeline work of :func:`fleetlib.fleet.measure.measure_fleet` as tasks.
+"""The fleet walk's Dask client: a LocalCluster of worker processes started here, or a client given.
 
-With ``engine="dask"`` the scheduler records are read once, in the calling process, exactly as the
-pandas engine reads them.  Each timeline file of the manifest -- at fleet scale one partition of a
-partitioned Parquet data set holding many jobs' canonical timelines -- becomes one task on a
-``distributed`` worker process: the task reads the file with the same reader, maps job ids, keeps the
-jobs the scheduler held in the window and runs the same per-job runtime accounting
-(:func:`fleetlib.fleet.measure._runtime_per_job`) on them.  The calling process gathers the per-job
-rows as they complete (a tqdm bar on stderr), checks the owners of every job in manifest order (two
-timelines for one job are refused, as by the pandas engine) and carries on with the pandas engine's
-code.  Step traces are parsed in parallel on the same cluster
-(:func:`fleetlib.program.readers.kineto.read_traces` with ``client=``).
-
-What crosses the wire is small: each task is sent the held jobs' device counts (scattered once) and
-sends back, per joined job, only the columns the runtime rung adds, as plain arrays; the client writes
-them into its job table by position.  The runtime rung measures a file's common jobs all at once
-(:mod:`fleetlib.runtime._fast`); a clean canonical Parquet partition whose jobs the scheduler all held
-is measured straight from the reader's checked arrays, with no frame of its rows
-(:mod:`fleetlib.fleet._parsed_task`), and the client takes the results in manifest order as they
-come back.  A cluster started here sets its workers' malloc to keep freed memory for the next task
-(:data:`_WORKER_MALLOC`) and runs no statistical profiler.
-:func:`measure_fleet` starts its cluster in a background thread (:func:`dask_client_in_background`):
-the workers start and import the measuring code while the calling process reads the manifest and
-the scheduler records, and the cluster closes in the background once the trace step has run, while
-the results are built.
-
-Every runtime category is a per-job sum and the fault-free step time is estimated per job, so a
-timeline measured alone gives the numbers it gives among the others: the two engines agree exactly.
-
-One constraint the pandas engine does not have: a job's steps and events must lie in one file (one
-partition), since each file is measured alone.
+:func:`fleetlib.fleet.measure.measure_fleet` with ``engine="dask"`` runs its per-file tasks on a
+``distributed`` cluster; this module only starts (or receives) the client.  :func:`dask_client`
+starts a LocalCluster of single-threaded worker processes (or yields a given ``distributed.Client``,
+left open); :func:`dask_client_in_background` starts it in a background thread, so that the calling
+process reads the manifest and the scheduler records while the workers start.  A cluster started
+here sets its workers' malloc to keep freed memory for the next task (:data:`_WORKER_MALLOC`), runs
+no statistical profiler, and runs a warm-up callable on each worker as soon as it is up (the walk
+imports its measuring code there while the scheduler records are read).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from fleetlib._environ import environment, local_worker_count
-from fleetlib.accounting import Window
-from fleetlib.fleet.manifest import FleetManifest
-from fleetlib.quality import InputError, Ledger
 
 __all__ = [
     "DEFAULT_MEMORY_PER_WORKER",
     "BackgroundCluster",
     "dask_client",
     "dask_client_in_background",
-    "dask_runtime_per_job",
-    "submit_timeline_tasks",
 ]
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
@@ -73,7 +43,8 @@ _WORKER_MALLOC = {
 
 @contextlib.contextmanager
 def dask_client(
-    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None
+    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None,
+    warm: Callable[[], Any] | None = None,
 ) -> Iterator[Any]:
     """Yield ``client``, or a client of a new LocalCluster of worker processes (closed on exit).
 
@@ -86,6 +57,9 @@ def dask_client(
     memory_limit
         Memory limit per worker (default :data:`DEFAULT_MEMORY_PER_WORKER`); a worker above it is
         paused, then restarted, by ``distributed``.
+    warm
+        Run on each worker of a new cluster as soon as it is up (fire and forget): the caller's
+        imports, made while the caller goes on.
 
     Yields
     ------
@@ -122,13 +96,14 @@ def dask_client(
         ) as cluster,
         Client(cluster) as new,
     ):
-        # the workers import the measuring code while this process reads the manifest and the
-        # scheduler records (about a second of each worker's first task otherwise)
-        from distributed import fire_and_forget
+        if warm is not None:
+            # the workers import the caller's code while the caller goes on (about a second of each
+            # worker's first task otherwise)
+            from distributed import fire_and_forget
 
-        for i, address in enumerate(new.scheduler_info()["workers"]):
-            fire_and_forget(new.submit(_warm_imports, key=f"fleet-warm-imports-{i}", workers=[address],
-                                       pure=False))
+            for i, address in enumerate(new.scheduler_info()["workers"]):
+                fire_and_forget(new.submit(warm, key=f"fleet-warm-imports-{i}", workers=[address],
+                                           pure=False))
         yield new
 
 
@@ -145,12 +120,13 @@ class BackgroundCluster:
     close (after the start, whether or not the client was asked for).
     """
 
-    def __init__(self, workers: int | None, memory_limit: str | int | None) -> None:
+    def __init__(self, workers: int | None, memory_limit: str | int | None,
+                 warm: Callable[[], Any] | None = None) -> None:
         import contextvars
         from concurrent.futures import ThreadPoolExecutor
 
         _worker_count(workers)  # a bad count is refused here, before any thread
-        self._manager = dask_client(None, workers, memory_limit)
+        self._manager = dask_client(None, workers, memory_limit, warm)
         # entered and exited in one context: the client's "current client" is reset where it was set
         self._context = contextvars.copy_context()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="fleetlib-cluster")
@@ -212,7 +188,8 @@ class _GivenClient:
 
 @contextlib.contextmanager
 def dask_client_in_background(
-    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None
+    client: Any = None, workers: int | None = None, memory_limit: str | int | None = None,
+    warm: Callable[[], Any] | None = None,
 ) -> Iterator[BackgroundCluster | _GivenClient]:
     """Start :func:`dask_client`'s cluster in a background thread; yield its handle.
 
@@ -224,7 +201,7 @@ def dask_client_in_background(
 
     Parameters
     ----------
-    client, workers, memory_limit
+    client, workers, memory_limit, warm
         As :func:`dask_client`: a given ``client`` is returned as it is (and left open).
 
     Yields
@@ -236,301 +213,8 @@ def dask_client_in_background(
     if client is not None:
         yield _GivenClient(client)
         return
-    handle = BackgroundCluster(workers, memory_limit)
+    handle = BackgroundCluster(workers, memory_limit, warm)
     try:
         yield handle
     finally:
         handle.close()
-
-
-def _warm_imports() -> None:
-    """Import what a timeline task runs (on a worker, ahead of its first task)."""
-    import pyarrow.parquet  # noqa: F401
-
-    import fleetlib.fleet.measure
-    import fleetlib.program.readers.kineto  # the trace step's tasks, after the timelines
-    import fleetlib.runtime._fast
-    import fleetlib.runtime.readers  # noqa: F401
-
-
-def _read_timeline_file(
-    fmt: str, path: str, job_map: Mapping[str, str], parsed: Any = None, *, try_fast: bool = True
-) -> tuple[pd.DataFrame, pd.DataFrame, Ledger, bool]:
-    """Read one timeline file; return its steps and events, job ids mapped by ``job_map``, and its ledger.
-
-    A canonical Parquet file the reader's fast path takes comes back with the steps' job ids as a
-    categorical (one code per step, no text per step); anything else as the manifest's reader returns
-    it, job ids as text.  The same ids, rows and ledger either way.  The last value says whether the
-    steps are the fast path's table as it checked it (no job id of the steps changed by the map).
-    ``parsed``: the file's fast-path read already made (:func:`~fleetlib.runtime.readers._parquet_fast.
-    read_parsed`), to build the frames from; ``try_fast=False``: the fast path has already refused the
-    file (it is not decoded a second time).
-    """
-    from fleetlib.fleet.measure import _mapped_tables, _timeline_reader
-
-    fast = None
-    if parsed is not None:
-        from fleetlib.runtime.readers._parquet_fast import _finish
-
-        fast = _finish(parsed, job_codes=True)
-    elif fmt == "canonical" and try_fast:
-        from fleetlib.runtime.readers._parquet_fast import read_fast
-
-        fast = read_fast(path, job_codes=True)
-    if fast is None:
-        tables, ledger = _timeline_reader(fmt)(path)
-        steps, events = _mapped_tables(tables, job_map)
-        return steps, events, ledger, False
-    tables, ledger = fast
-    steps, events = tables.steps, tables.events  # the reader's own frames: nobody else holds them
-    ids = events["job_id"].astype(str)
-    events["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
-    ids = steps["job_id"]  # a categorical, or the empty text column of a file with no steps
-    remapped = (bool(job_map) and isinstance(ids.dtype, pd.CategoricalDtype)
-                and any(str(c) in job_map for c in ids.cat.categories))
-    if remapped:
-        steps["job_id"] = _mapped_categorical(ids.array, job_map)
-    return steps, events, ledger, not remapped
-
-
-def _mapped_categorical(ids: pd.Categorical, job_map: Mapping[str, str]) -> pd.Categorical:
-    """Map a categorical's categories by ``job_map`` (two ids mapped to one become one category)."""
-    mapped = np.asarray([job_map.get(str(c), str(c)) for c in ids.categories], dtype=object)
-    categories, inverse = np.unique(mapped, return_inverse=True)
-    codes = np.asarray(ids.codes)
-    return pd.Categorical.from_codes(
-        inverse.astype(codes.dtype)[codes], categories=pd.Index(categories, dtype=object)
-    )
-
-
-def _job_row_counts(ids: pd.Series) -> pd.Series:
-    """Return the rows of each job id (as text) of a job-id column, text or categorical."""
-    if isinstance(ids.dtype, pd.CategoricalDtype):
-        codes = np.asarray(ids.array.codes)
-        k = len(ids.cat.categories)
-        if codes.size and codes[0] >= 0 and bool((codes[1:] >= codes[:-1]).all()):  # rows grouped by job
-            counts = np.diff(np.searchsorted(codes, np.arange(k + 1, dtype=codes.dtype)))
-        else:
-            counts = np.bincount(codes, minlength=k)
-        used = counts > 0
-        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
-    counts = ids.value_counts()
-    counts.index = counts.index.astype(str)
-    return counts
-
-
-def _measure_timeline_file(
-    fmt: str, path: str, rel: str, job_map: Mapping[str, str], held: pd.DataFrame, window: Window
-) -> dict[str, Any]:
-    """One task: read one timeline file and measure the jobs of it the scheduler held in the window.
-
-    A file the canonical reader's fast path takes is measured from its checked arrays where it can be
-    (:func:`fleetlib.fleet._parsed_task.measure_parsed`: the same result, no frame of its rows).
-    """
-    from fleetlib.fleet.measure import _runtime_per_job
-
-    parsed = None
-    if fmt == "canonical":
-        from fleetlib.fleet._parsed_task import measure_parsed
-        from fleetlib.runtime.readers._parquet_fast import read_parsed
-
-        parsed = read_parsed(path)
-        out = measure_parsed(parsed, job_map, held, window) if parsed is not None else None
-        if out is not None:
-            return out
-    s, e, tl_ledger, checked = _read_timeline_file(fmt, path, job_map, parsed, try_fast=parsed is not None)
-    steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
-    steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
-    in_file = sorted(set(steps_jobs) | set(events_jobs))
-    # held's index keeps its hash table between tasks (held is scattered once to each worker): a
-    # lookup per job costs ~0.5 us; a get_indexer of another dtype would rebuild it (~50 ms)
-    index = held.index
-    is_held = [j in index for j in in_file]
-    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
-    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
-    rows: dict[str, int] = {}
-    if unknown:
-        counts = steps_counts.add(events_counts, fill_value=0)
-        rows = {j: int(counts.get(j, 0)) for j in unknown}
-    sub = held.loc[joined, ["devices"]].copy()
-    if unknown:  # measure only the joined jobs (all of them: the tables as read)
-        keep = set(joined)
-        s = s[s["job_id"].isin(keep)].reset_index(drop=True)
-        e = e[e["job_id"].isin(keep)].reset_index(drop=True)
-    _runtime_per_job(s, e, window, sub, steps_checked=checked)
-    # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
-    return {
-        "steps_jobs": steps_jobs,
-        "events_jobs": events_jobs,
-        "unknown_rows": rows,
-        "runtime_jobs": joined,
-        "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
-        "ledger": tl_ledger,
-    }
-
-
-def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable[[int, Any], None]) -> None:
-    """Hand each future's result to ``on_result(i, result)`` in submission order, as soon as it can be.
-
-    The results are fetched as the tasks complete (``as_completed(..., with_results=True)``: the
-    transfer runs on the client's communication thread, not as a blocking call per task) and handed
-    over in order: result ``i`` as soon as it and every result before it are back, so the caller's
-    work on the early files overlaps the workers' work on the later ones.  A task's error is raised
-    when its turn comes -- the first failing file in manifest order, as the pandas engine reads them
-    -- and the tasks not yet handed over are then cancelled.  A tqdm bar on stderr counts completions.
-    """
-    from distributed import as_completed
-    from tqdm.auto import tqdm
-
-    index = {f.key: i for i, f in enumerate(futures)}
-    back: dict[int, Any] = {}  # completed, not yet handed over
-    turn = 0  # the next result to hand over
-    try:
-        with tqdm(
-            total=len(futures), desc="fleet timelines", unit="file", file=sys.stderr, disable=not progress
-        ) as bar:
-            for fut, result in as_completed(futures, with_results=True, raise_errors=False):
-                back[index[fut.key]] = (fut, result)
-                bar.update(1)
-                while turn in back:
-                    done, value = back.pop(turn)
-                    if done.status != "finished":  # an error (or a cancellation): raised as the task's own
-                        done.result()
-                    on_result(turn, value)
-                    turn += 1
-    finally:
-        live = [f for f in futures if f.status not in ("finished", "error")]
-        if live:
-            client.cancel(live)
-
-
-def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window, client: Any) -> list[Any]:
-    """Submit one task per timeline file of ``man`` (manifest order); return the futures.
-
-    Parameters
-    ----------
-    man
-        The manifest.
-    jobs
-        The scheduler's jobs held in the window (index ``job_id``; ``devices``): scattered once to
-        every worker.
-    window
-        The measured window.
-    client
-        A ``distributed.Client``.
-
-    Returns
-    -------
-    list of distributed.Future
-        One per timeline file; :func:`dask_runtime_per_job` (``submitted=``) gathers them.
-    """
-    # the tasks read the held jobs and devices; a random key (hash=False): dask would otherwise hash
-    # the whole frame, 222,845 text ids at fleet scale, before the first task can be submitted
-    held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
-    job_map = dict(man.job_map)
-    return [
-        client.submit(
-            _measure_timeline_file,
-            man.timeline_format,
-            str(path),
-            man.relative(path),
-            job_map,
-            held,
-            window,
-            key=f"fleet-timeline-{i}-{man.relative(path)}",
-            pure=False,
-        )
-        for i, path in enumerate(man.timeline_files)
-    ]
-
-
-def dask_runtime_per_job(
-    man: FleetManifest,
-    jobs: pd.DataFrame,
-    scheduled: set[str],
-    window: Window,
-    ledger: Ledger,
-    client: Any,
-    *,
-    progress: bool = False,
-    submitted: list[Any] | None = None,
-) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
-    """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
-
-    Parameters
-    ----------
-    man
-        The manifest.
-    jobs
-        The scheduler's jobs held in the window (index ``job_id``; ``pool``, ``devices``,
-        ``held_device_s``).
-    scheduled
-        Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
-    window
-        The measured window.
-    ledger
-        Receives the timeline readers' ledgers (in manifest order) and the join's flags.
-    client
-        A ``distributed.Client``.
-    progress
-        Show a progress bar over files on stderr.
-    submitted
-        The tasks :func:`submit_timeline_tasks` submitted for these jobs (the caller's own work ran
-        meanwhile); None submits them here.
-
-    Returns
-    -------
-    tuple of (DataFrame, dict, dict)
-        The runtime columns :func:`~fleetlib.fleet.measure._runtime_per_job` adds, for the joined jobs
-        (index ``job_id``); ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file,
-        every job of the timelines).
-
-    Raises
-    ------
-    InputError
-        Two timelines for one job; a job's steps and events in different files.
-    """
-    from fleetlib.fleet.measure import _flag_unknown_jobs, _register_timeline
-
-    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, window, client)
-    owner: dict[str, str] = {}
-    seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
-    rows: dict[str, int] = {}
-    done: list[dict[str, Any]] = []  # the results with measured jobs, in manifest order
-
-    def register(i: int, res: dict[str, Any]) -> None:  # in manifest order, while later files run
-        ledger.extend(res["ledger"])
-        rel = man.relative(man.timeline_files[i])
-        _register_timeline(
-            man, rel, {"steps": res["steps_jobs"], "events": res["events_jobs"]}, owner, seen,
-            sorted_distinct=True,  # the task's sorted lists of distinct ids
-        )
-        for job, n in res["unknown_rows"].items():
-            rows[job] = rows.get(job, 0) + n
-        if res["runtime_jobs"]:
-            done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"]})
-
-    _gather(client, list(futures), progress, register)
-    in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
-    # jobs with steps and events whose files differ (one look-up per job with steps)
-    split = sorted(j for j, f in in_steps.items() if in_events.get(j, f) != f)
-    if split:
-        job = split[0]
-        raise InputError(
-            f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
-            f"{in_steps[job]} and its events in {in_events[job]}: write one job's "
-            "timeline into one file (partition), or use engine='pandas'",
-            file=str(man.file),
-            field="timelines.files",
-        )
-    known = set(jobs.index.tolist())
-    _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
-    joined = dict(owner)
-    for j in owner.keys() - known:  # the few jobs the scheduler did not hold in the window
-        del joined[j]
-    index = pd.Index([j for r in done for j in r["runtime_jobs"]], name=jobs.index.name)
-    runtime = pd.DataFrame(
-        {c: np.concatenate([r["runtime"][c] for r in done]) for c in done[0]["runtime"]} if done else {},
-        index=index,
-    )
-    return runtime, joined, owner

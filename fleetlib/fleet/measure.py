@@ -26,18 +26,29 @@
 5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
    R.numerator = P.denominator in device-seconds.
 
-Two engines give the same numbers: ``engine="pandas"`` reads every timeline in this process;
-``engine="dask"`` (:mod:`fleetlib.fleet.engine`) measures each timeline file -- at fleet scale one
-partition of many jobs' canonical timelines -- as one task on a ``distributed`` cluster and parses
-the traces there.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`
-(re-exported here).
+Every record is read through its rung's door: :func:`fleetlib.scheduling.read`,
+:func:`fleetlib.runtime.read` and :func:`fleetlib.runtime.runtime_goodput` (the runtime rung's one
+per-job kernel, :mod:`fleetlib.runtime.partition`), :func:`fleetlib.program.read_traces`.
+
+Two engines give the same numbers: ``engine="pandas"`` reads every timeline in this process and
+measures them together; ``engine="dask"`` measures each timeline file -- at fleet scale one
+partition of many jobs' canonical timelines -- as one task (:func:`timeline_task`) on a
+``distributed`` cluster (:mod:`fleetlib.fleet.engine` starts or receives the client) and parses the
+traces there.  Every runtime category is a per-job sum and the fault-free step time is estimated per
+job, so a timeline measured alone gives the numbers it gives among the others.  What crosses the
+wire is small: each task is sent the held jobs' device counts (scattered once) and sends back, per
+joined job, only the columns the runtime rung adds, as plain arrays; the client gathers them in
+manifest order as they complete (a tqdm bar on stderr) and checks the owners of every job (two
+timelines for one job are refused, as by the pandas engine).  One constraint the pandas engine does
+not have: a job's steps and events must lie in one file (one partition), since each file is
+measured alone.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,25 +65,20 @@ from fleetlib.accounting import (
     mpg,
 )
 from fleetlib.fleet.manifest import FleetManifest, load_manifest
-from fleetlib.fleet.results import (  # noqa: F401  (re-exported: the old import paths keep working)
-    _RUNG_LOSSES,
-    _RUNTIME_CONVENTION,
-    COHORT_EDGES,
+from fleetlib.fleet.results import (
     LOSS_OWNERS,
     PROGRAM_LOSSES,
+    RUNG_LOSSES,
     RUNTIME_LOSSES,
     TRACE_PARTS,
-    _cohorts,
-    _job_records,
-    _job_waterfall,
-    _levers,
-    _nonneg_losses,
-    _pools,
-    _program_factor,
-    _runtime_factor,
-    _text,
-    _waterfall,
+    cohorts,
     factor_contracts,
+    job_records,
+    levers,
+    pools,
+    program_factor,
+    runtime_factor,
+    waterfall,
 )
 from fleetlib.quality import DomainError, InputError, Ledger
 
@@ -82,7 +88,13 @@ __all__ = [
     "RUNTIME_LOSSES",
     "TRACE_PARTS",
     "FleetMeasurement",
+    "dask_runtime_per_job",
     "measure_fleet",
+    "read_scheduler",
+    "read_timeline_file",
+    "read_timelines",
+    "submit_timeline_tasks",
+    "timeline_task",
 ]
 
 @dataclass
@@ -151,6 +163,30 @@ class FleetMeasurement:
         """Measured ML productivity goodput S x R x P."""
         return self.product.value
 
+    def factor(self, boundary: str) -> Factor:
+        """Return one of the three chained factors, as each rung's ``measure()`` result returns its own.
+
+        Parameters
+        ----------
+        boundary
+            ``"scheduling"``, ``"runtime"`` or ``"program"``.
+
+        Returns
+        -------
+        fleetlib.accounting.Factor
+            S, R or P (device-seconds), each denominator the previous numerator; their product is
+            :attr:`product`.
+
+        Raises
+        ------
+        DomainError
+            Another boundary name.
+        """
+        factors = {"scheduling": self.scheduling, "runtime": self.runtime, "program": self.program}
+        if boundary not in factors:
+            raise DomainError(f"boundary must be one of {list(factors)}; got {boundary!r}")
+        return factors[boundary]
+
     @property
     def ideal_device_s(self) -> float:
         """Ideal-rate useful device-seconds (P's numerator)."""
@@ -185,7 +221,7 @@ class FleetMeasurement:
         In-service capacity -> each scheduling loss -> held -> each runtime loss -> productive -> each
         program loss -> ideal-rate useful work.
         """
-        return _waterfall(self.scheduling, self.runtime, self.program)
+        return waterfall(self.scheduling, self.runtime, self.program)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON object of ``fleetlib fleet --json``."""
@@ -215,8 +251,8 @@ class FleetMeasurement:
             "runtime_observed_only": dict(self.runtime_observed),
             "coverage": dict(self.coverage),
             "pools": self.pools,
-            "cohorts": _cohorts(self.jobs),
-            "jobs": _job_records(self.jobs),
+            "cohorts": cohorts(self.jobs),
+            "jobs": job_records(self.jobs),
             "reconciliation": {**self.reconciliation, "jobs": dict(self.reconciliation["jobs"])},
             "traces": self.traces,
             "levers": self.levers,
@@ -278,12 +314,31 @@ class _JobReconciliation(Mapping[str, dict[str, float]]):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
-    from fleetlib.scheduling.readers import read_records
+def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
+    """Read the manifest's scheduler records; return them, their ledger and the window.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    window
+        The window to measure; None: the capacity records' span.
+
+    Returns
+    -------
+    tuple of (SchedulerRecords, Ledger, Window)
+        The records (:func:`fleetlib.scheduling.read`), the ledger and the window.
+
+    Raises
+    ------
+    InputError
+        Records without allocations or capacity; a window outside the records.
+    """
+    from fleetlib.scheduling import read
 
     fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
     bounds = None if window is None else (window.start, window.end)
-    records, ledger = read_records(
+    records, ledger = read(
         [str(p) for p in man.scheduler_files], fmt, tz=man.scheduler_tz, window=bounds
     )
     alloc = records.allocations
@@ -315,23 +370,48 @@ def _span(alloc: pd.DataFrame) -> tuple[pd.Timestamp | None, pd.Timestamp | None
     return alloc.loc[started, "submit"].min(), alloc.loc[started, "release"].max()
 
 
-def _timeline_reader(fmt: str) -> Any:
-    from fleetlib.runtime import readers
+def read_timeline_file(fmt: str, path: str | Path, job_map: Mapping[str, str]
+                       ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
+    """Read one timeline file with the runtime rung's reader; job ids as text, mapped by ``job_map``.
 
-    return {
-        "canonical": readers.read_canonical,
-        "mlgoodput": readers.read_mlgoodput,
-        "mlperf": readers.read_mlperf,
-    }[fmt]
+    Parameters
+    ----------
+    fmt
+        The manifest's timeline format (a key of :data:`fleetlib.runtime.READERS`).
+    path
+        The file.
+    job_map
+        Timeline job id -> scheduler job id (ids not in it are kept).
+
+    Returns
+    -------
+    tuple of (DataFrame, DataFrame, Ledger)
+        The file's steps and events (copies) and the reader's ledger.
+    """
+    from fleetlib.runtime import read
+
+    tables, ledger = read([str(path)], fmt)
+    s = tables["steps"].assign(job_id=_mapped_ids(tables["steps"]["job_id"], job_map))
+    e = tables["events"].assign(job_id=_mapped_ids(tables["events"]["job_id"], job_map))
+    return s, e, ledger
 
 
-def _mapped_tables(tables: Any, job_map: Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return copies of a timeline file's steps and events, job ids as text mapped by ``job_map``."""
-    s, e = tables.steps.copy(), tables.events.copy()
-    for frame in (s, e):
-        ids = frame["job_id"].astype(str)
-        frame["job_id"] = ids.map(lambda j: job_map.get(j, j)) if job_map else ids
-    return s, e
+def _mapped_ids(ids: pd.Series, job_map: Mapping[str, str]) -> pd.Categorical:
+    """Return a job-id column as a categorical of text ids mapped by ``job_map``.
+
+    Two ids mapped to one become one category.  One factorisation per column: the rows per job, the
+    join and the measurement then read its codes.
+    """
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        codes, names = np.asarray(ids.cat.codes), [str(c) for c in ids.cat.categories]
+    else:
+        codes, uniques = pd.factorize(ids, sort=True)  # sorted categories, as astype("category") gives
+        names = [str(u) for u in uniques]
+    if job_map:
+        names = [job_map.get(n, n) for n in names]
+    inverse, categories = pd.factorize(np.asarray(names, dtype=object))
+    return pd.Categorical.from_codes(inverse.astype(codes.dtype)[codes] if len(names) else codes,
+                                     categories=pd.Index(categories, dtype=object))
 
 
 def _index_set(frame: pd.DataFrame) -> set[str]:
@@ -411,21 +491,44 @@ def _flag_unknown_jobs(
         ledger.count_unused("timeline rows of jobs unknown to the scheduler", n)
 
 
-def _read_timelines(
+def read_timelines(
     man: FleetManifest, known: set[str], scheduled: set[str], ledger: Ledger, progress: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str], dict[str, str]]:
-    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks."""
+    """Read every timeline file; map job ids; refuse a job in two files; flag jobs the scheduler lacks.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    known
+        The jobs the scheduler held in the window (their timelines are kept).
+    scheduled
+        Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
+    ledger
+        Receives the readers' ledgers (in manifest order) and the join's flags.
+    progress
+        Show a progress bar over files on stderr.
+
+    Returns
+    -------
+    tuple of (DataFrame, DataFrame, dict, dict)
+        The kept steps and events (every file's), ``joined`` (job -> file, jobs held in the window)
+        and ``owner`` (job -> file, every job of the timelines).
+
+    Raises
+    ------
+    InputError
+        Two timelines for one job.
+    """
     from tqdm.auto import tqdm
 
-    read = _timeline_reader(man.timeline_format)
     owner: dict[str, str] = {}
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     steps, events = [], []
     for path in tqdm(man.timeline_files, desc="fleet timelines", unit="file", file=sys.stderr,
                      disable=not progress):
-        tables, tl_ledger = read(str(path))
+        s, e, tl_ledger = read_timeline_file(man.timeline_format, path, man.job_map)
         ledger.extend(tl_ledger)
-        s, e = _mapped_tables(tables, man.job_map)
         ids = {"steps": s["job_id"], "events": e["job_id"]}
         _register_timeline(man, man.relative(path), ids, owner, seen)
         steps.append(s)
@@ -478,24 +581,18 @@ def _check_job_keys(
 # ---------------------------------------------------------------------------------------------------
 
 
-def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame,
-                     *, steps_checked: bool = False, parsed: Any = None) -> None:
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame) -> None:
     """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``.
 
-    Every column is written once, by position (``jobs`` has one row per job id); a steps table whose
-    job ids are a categorical is counted by its codes.  ``steps_checked``: the steps are the canonical
-    Parquet reader's fast-path table (see :func:`fleetlib.runtime._fast.runtime_per_job`).
-    ``parsed``: instead of the tables, one file's parsed fast-path read
-    (:func:`fleetlib.runtime._handoff.tables_from_parsed` takes it; every job of it in ``jobs``),
-    measured from the reader's arrays with the same numbers.
+    :func:`fleetlib.runtime.runtime_goodput`'s per-job table (retrospective definition), each job's
+    seconds times its devices.  Every column is written once, by position (``jobs`` has one row per
+    job id); a steps table whose job ids are a categorical is counted by its codes.
     """
-    from fleetlib.fleet.engine import _job_row_counts
-    from fleetlib.runtime._fast import runtime_per_job, runtime_per_job_tables
-    from fleetlib.runtime._handoff import tables_from_parsed
+    from fleetlib.runtime import runtime_goodput
 
     n = len(jobs)
     names = (
-        *_RUNG_LOSSES,
+        *RUNG_LOSSES,
         "timeline_unattributed",
         "timeline_held_device_s",
         "rung_productive_device_s",
@@ -505,14 +602,9 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
     )
     cols = {c: np.zeros(n) for c in names}
     steps_in_timeline = np.zeros(n, dtype=np.int64)
-    prepared = tables_from_parsed(parsed, "fleet timelines") if parsed is not None else None
-    if prepared is not None or not events.empty:
-        # runtime_goodput(...).per_job, with the common jobs measured all at once (the same numbers)
-        if prepared is not None:
-            per, _ = runtime_per_job_tables(*prepared, window=window, definition="retrospective")
-        else:
-            per, _ = runtime_per_job(steps, events, window=window, definition="retrospective",
-                                     source="fleet timelines", steps_checked=steps_checked)
+    if not events.empty:
+        per = runtime_goodput(steps, events, window=window, definition="retrospective",
+                              source="fleet timelines").per_job
         pos = jobs.index.get_indexer(per.index.astype(str))
         have = pos >= 0
         at = pos[have]
@@ -521,7 +613,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
         def value(column: str) -> np.ndarray:
             return per[column].to_numpy()[have]
 
-        for cat in _RUNG_LOSSES:
+        for cat in RUNG_LOSSES:
             cols[cat][at] = value(cat) * d
         cols["timeline_unattributed"][at] = value("unattributed") * d
         cols["timeline_held_device_s"][at] = value("held_s") * d
@@ -530,19 +622,24 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, 
         for col in ("fault_free_step_s", "retained_steps"):
             v = per[col].astype(float).to_numpy()[have]
             cols[col][at] = np.where(np.isnan(v), 0.0, v)
-        if prepared is not None:  # the rows of each job with steps, from the sorted codes
-            t = prepared[0]
-            n_steps = np.diff(np.searchsorted(t.s_job, np.arange(len(t.job_ids) + 1, dtype=t.s_job.dtype)))
-            with_steps = np.flatnonzero(n_steps > 0)
-            ids = pd.Index([t.job_ids[i] for i in with_steps.tolist()])
-            counts = pd.Series(n_steps[with_steps], index=ids)
-        else:
-            counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
+        counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
     for col in names:
         jobs[col] = cols[col]
     jobs["steps_in_timeline"] = steps_in_timeline
+
+
+def _job_row_counts(ids: pd.Series) -> pd.Series:
+    """Return the rows of each job id (as text) of a job-id column, text or categorical."""
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        codes = np.asarray(ids.array.codes)
+        counts = np.bincount(codes, minlength=len(ids.cat.categories))
+        used = counts > 0
+        return pd.Series(counts[used], index=pd.Index([str(c) for c in ids.cat.categories[used]]))
+    counts = ids.value_counts()
+    counts.index = counts.index.astype(str)
+    return counts
 
 
 def _runtime_columns(jobs: pd.DataFrame) -> None:
@@ -554,7 +651,7 @@ def _runtime_columns(jobs: pd.DataFrame) -> None:
     jobs["unobserved"] = np.where(obs, 0.0, held)
     jobs["zombie"] = np.where(zombie, held, 0.0)
     for col in (
-        *_RUNG_LOSSES,
+        *RUNG_LOSSES,
         "timeline_unattributed",
         "rung_productive_device_s",
         "step_time_above_baseline",
@@ -594,7 +691,7 @@ def _model_configs(jobs: pd.DataFrame, man: FleetManifest) -> _ModelConfigs | No
     tasks run.  At fleet scale 200,000 jobs share a few dozen configs: one read per config file, and
     every per-job value is a per-config array taken by each job's config code.
     """
-    from fleetlib.program.commands import load_model_config
+    from fleetlib.program import load_model_config
 
     if not man.models:
         return None
@@ -680,8 +777,7 @@ def _traces(
 
     With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
     """
-    from fleetlib.program.collectives import traced_step_partition
-    from fleetlib.program.traces import read_traces, trace_files
+    from fleetlib.program import read_traces, trace_files, traced_step_partition
 
     out = {}
     for job, paths in man.traces.items():
@@ -722,15 +818,13 @@ def _timelines_into_jobs(
     """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
 
     Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
-    timelines; with one, each file is a Dask task (:func:`fleetlib.fleet.engine.dask_runtime_per_job`;
-    ``submitted``: the tasks, already submitted) and the per-job rows are written into ``jobs`` -- the
-    same columns, the same numbers.
+    timelines; with one, each file is a Dask task (:func:`dask_runtime_per_job`; ``submitted``: the
+    tasks, already submitted) and the per-job rows are written into ``jobs`` -- the same columns, the
+    same numbers.
     """
     if client is None:
-        steps, events, joined, owner = _read_timelines(man, set(jobs.index), scheduled, ledger, progress)
+        steps, events, joined, owner = read_timelines(man, set(jobs.index), scheduled, ledger, progress)
     else:
-        from fleetlib.fleet.engine import dask_runtime_per_job
-
         runtime, joined, owner = dask_runtime_per_job(
             man, jobs, scheduled, window, ledger, client, progress=progress, submitted=submitted
         )
@@ -749,6 +843,247 @@ def _timelines_into_jobs(
         values = jobs[col].to_numpy(copy=True)
         values[pos] = runtime[col].to_numpy(dtype=values.dtype)
         jobs[col] = values
+
+
+# ---------------------------------------------------------------------------------------------------
+# The Dask engine: one task per timeline file
+# ---------------------------------------------------------------------------------------------------
+
+
+def _warm_worker() -> None:
+    """Import what a timeline task runs and load the runtime kernel (on a worker, before its first task)."""
+    import pyarrow.parquet  # noqa: F401
+
+    import fleetlib.program  # noqa: F401  (the trace step's tasks, after the timelines)
+    from fleetlib.runtime import warm_up
+
+    warm_up()  # loads the compiled kernel from numba's cache (compiles it, the first time)
+
+
+def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.DataFrame,
+                  window: Window) -> dict[str, Any]:
+    """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
+
+    Parameters
+    ----------
+    fmt
+        The manifest's timeline format.
+    path
+        The file.
+    job_map
+        Timeline job id -> scheduler job id.
+    held
+        The scheduler's jobs held in the window (index ``job_id``; ``devices``), scattered once to
+        every worker (its index keeps its hash table between tasks).
+    window
+        The measured window.
+
+    Returns
+    -------
+    dict
+        ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
+        ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
+        jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays) and the
+        reader's ``ledger``.
+    """
+    s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
+    steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
+    steps_jobs, events_jobs = sorted(steps_counts.index.tolist()), sorted(events_counts.index.tolist())
+    in_file = sorted(set(steps_jobs) | set(events_jobs))
+    # held's index keeps its hash table between tasks (held is scattered once to each worker): a
+    # lookup per job costs ~0.5 us; a get_indexer of another dtype would rebuild it (~50 ms)
+    index = held.index
+    is_held = [j in index for j in in_file]
+    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
+    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
+    rows: dict[str, int] = {}
+    if unknown:
+        counts = steps_counts.add(events_counts, fill_value=0)
+        rows = {j: int(counts.get(j, 0)) for j in unknown}
+    sub = held.loc[joined, ["devices"]].copy()
+    if unknown:  # measure only the joined jobs (all of them: the tables as read)
+        keep = set(joined)
+        s = s[s["job_id"].isin(keep)].reset_index(drop=True)
+        e = e[e["job_id"].isin(keep)].reset_index(drop=True)
+    _runtime_per_job(s, e, window, sub)
+    # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
+    return {
+        "steps_jobs": steps_jobs,
+        "events_jobs": events_jobs,
+        "unknown_rows": rows,
+        "runtime_jobs": joined,
+        "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
+        "ledger": tl_ledger,
+    }
+
+
+def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable[[int, Any], None]) -> None:
+    """Hand each future's result to ``on_result(i, result)`` in submission order, as soon as it can be.
+
+    The results are fetched as the tasks complete (``as_completed(..., with_results=True)``: the
+    transfer runs on the client's communication thread, not as a blocking call per task) and handed
+    over in order: result ``i`` as soon as it and every result before it are back, so the caller's
+    work on the early files overlaps the workers' work on the later ones.  A task's error is raised
+    when its turn comes -- the first failing file in manifest order, as the pandas engine reads them
+    -- and the tasks not yet handed over are then cancelled.  A tqdm bar on stderr counts completions.
+    """
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    index = {f.key: i for i, f in enumerate(futures)}
+    back: dict[int, Any] = {}  # completed, not yet handed over
+    turn = 0  # the next result to hand over
+    try:
+        with tqdm(
+            total=len(futures), desc="fleet timelines", unit="file", file=sys.stderr, disable=not progress
+        ) as bar:
+            for fut, result in as_completed(futures, with_results=True, raise_errors=False):
+                back[index[fut.key]] = (fut, result)
+                bar.update(1)
+                while turn in back:
+                    done, value = back.pop(turn)
+                    if done.status != "finished":  # an error (or a cancellation): raised as the task's own
+                        done.result()
+                    on_result(turn, value)
+                    turn += 1
+    finally:
+        live = [f for f in futures if f.status not in ("finished", "error")]
+        if live:
+            client.cancel(live)
+
+
+def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window, client: Any) -> list[Any]:
+    """Submit one :func:`timeline_task` per timeline file of ``man`` (manifest order); return the futures.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    jobs
+        The scheduler's jobs held in the window (index ``job_id``; ``devices``): scattered once to
+        every worker.
+    window
+        The measured window.
+    client
+        A ``distributed.Client``.
+
+    Returns
+    -------
+    list of distributed.Future
+        One per timeline file; :func:`dask_runtime_per_job` (``submitted=``) gathers them.
+    """
+    import uuid
+
+    # the tasks read the held jobs and devices; a random key (hash=False): dask would otherwise hash
+    # the whole frame, 222,845 text ids at fleet scale, before the first task can be submitted
+    held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
+    job_map = dict(man.job_map)
+    # keys unique to this submission: on a client that lives on, an earlier walk's task of the same
+    # file name (finished, or failed) must not stand in for this one
+    run = uuid.uuid4().hex[:12]
+    return [
+        client.submit(
+            timeline_task,
+            man.timeline_format,
+            str(path),
+            job_map,
+            held,
+            window,
+            key=f"fleet-timeline-{run}-{i}-{man.relative(path)}",
+            pure=False,
+        )
+        for i, path in enumerate(man.timeline_files)
+    ]
+
+
+def dask_runtime_per_job(
+    man: FleetManifest,
+    jobs: pd.DataFrame,
+    scheduled: set[str],
+    window: Window,
+    ledger: Ledger,
+    client: Any,
+    *,
+    progress: bool = False,
+    submitted: list[Any] | None = None,
+) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
+    """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    jobs
+        The scheduler's jobs held in the window (index ``job_id``; ``pool``, ``devices``,
+        ``held_device_s``).
+    scheduled
+        Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
+    window
+        The measured window.
+    ledger
+        Receives the timeline readers' ledgers (in manifest order) and the join's flags.
+    client
+        A ``distributed.Client``.
+    progress
+        Show a progress bar over files on stderr.
+    submitted
+        The tasks :func:`submit_timeline_tasks` submitted for these jobs (the caller's own work ran
+        meanwhile); None submits them here.
+
+    Returns
+    -------
+    tuple of (DataFrame, dict, dict)
+        The runtime columns :func:`_runtime_per_job` adds, for the joined jobs (index ``job_id``);
+        ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file, every job of the
+        timelines).
+
+    Raises
+    ------
+    InputError
+        Two timelines for one job; a job's steps and events in different files.
+    """
+    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, window, client)
+    owner: dict[str, str] = {}
+    seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
+    rows: dict[str, int] = {}
+    done: list[dict[str, Any]] = []  # the results with measured jobs, in manifest order
+
+    def register(i: int, res: dict[str, Any]) -> None:  # in manifest order, while later files run
+        ledger.extend(res["ledger"])
+        rel = man.relative(man.timeline_files[i])
+        _register_timeline(
+            man, rel, {"steps": res["steps_jobs"], "events": res["events_jobs"]}, owner, seen,
+            sorted_distinct=True,  # the task's sorted lists of distinct ids
+        )
+        for job, n in res["unknown_rows"].items():
+            rows[job] = rows.get(job, 0) + n
+        if res["runtime_jobs"]:
+            done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"]})
+
+    _gather(client, list(futures), progress, register)
+    in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
+    # jobs with steps and events whose files differ (one look-up per job with steps)
+    split = sorted(j for j, f in in_steps.items() if in_events.get(j, f) != f)
+    if split:
+        job = split[0]
+        raise InputError(
+            f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
+            f"{in_steps[job]} and its events in {in_events[job]}: write one job's "
+            "timeline into one file (partition), or use engine='pandas'",
+            file=str(man.file),
+            field="timelines.files",
+        )
+    known = set(jobs.index.tolist())
+    _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
+    joined = dict(owner)
+    for j in owner.keys() - known:  # the few jobs the scheduler did not hold in the window
+        del joined[j]
+    index = pd.Index([j for r in done for j in r["runtime_jobs"]], name=jobs.index.name)
+    runtime = pd.DataFrame(
+        {c: np.concatenate([r["runtime"][c] for r in done]) for c in done[0]["runtime"]} if done else {},
+        index=index,
+    )
+    return runtime, joined, owner
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -778,8 +1113,8 @@ def measure_fleet(
     engine
         ``"pandas"`` (one process) or ``"dask"`` (fleet scale: each timeline file -- a partition of
         many jobs' canonical timelines -- is one task on a ``distributed`` worker, traces are parsed in
-        parallel, the scheduler records are read once here; see :mod:`fleetlib.fleet.engine`).  Both
-        give the same numbers.
+        parallel, the scheduler records are read once here; :mod:`fleetlib.fleet.engine` starts the
+        cluster).  Both give the same numbers.
     workers
         ``engine="dask"`` without ``client``: worker processes of the LocalCluster started for this
         call (one thread each; default 2).
@@ -816,8 +1151,9 @@ def measure_fleet(
     if engine == "dask":
         from fleetlib.fleet.engine import dask_client_in_background
 
-        # the cluster starts while this process reads the manifest and the scheduler records
-        with dask_client_in_background(client, workers, memory_limit) as cluster:
+        # the cluster starts (and its workers import the measuring code) while this process reads the
+        # manifest and the scheduler records
+        with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
             return _measure(manifest_or_path, window, cluster, show)
     return _measure(manifest_or_path, window, None, show)
 
@@ -841,22 +1177,20 @@ def _measure(
     run.  It is released after the last task (the trace step): the cluster closes while the results
     are built.
     """
-    from fleetlib.scheduling.goodput import held_time, scheduling_partition
+    from fleetlib.scheduling import held_time, scheduling_partition
 
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
     try:
         win = Window.parse(window) if window is not None else man.window
     except DomainError as exc:  # the caller's window (--window), not the manifest's: no file named
         raise InputError(str(exc), field="window") from exc
-    records, ledger, win = _read_scheduler(man, win)
+    records, ledger, win = read_scheduler(man, win)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
     pending = None
     if cluster is not None:  # submitted by the cluster's thread once it has started: this one settles S
-        from fleetlib.fleet.engine import submit_timeline_tasks
-
         devices = jobs[["devices"]].copy()  # this thread goes on adding columns to jobs
 
         def submit(client: Any) -> list[Any]:
@@ -878,8 +1212,8 @@ def _measure(
     conventions = _program_columns(jobs, man, ledger, configs)
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
     sums: dict[str, float] = {}  # the job columns' exact sums, shared with a pool holding every job
-    r = _runtime_factor(jobs, win, held_total, sums)
-    p = _program_factor(jobs, win, r, conventions, sums)
+    r = runtime_factor(jobs, win, held_total, sums)
+    p = program_factor(jobs, win, r, conventions, sums)
     product = mpg(s, r, p)
     traces = _traces(jobs, man, ledger, client)
     if cluster is not None:
@@ -907,7 +1241,7 @@ def _measure(
         "note": "scheduler held device-time (gang complete -> release) the job's timeline does not "
         "cover; a named runtime loss, never absorbed",
     }
-    levers, gains = _levers(s, r, p, jobs, man.contract)
+    lever_table, gains = levers(s, r, p, jobs, man.contract)
     price = man.price_per_device_hour
     cost = (
         cost_per_useful_hour(price, s.value, r.value, p.value)
@@ -922,8 +1256,8 @@ def _measure(
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
         "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
-    pools = _pools(partition, jobs, win, sums)
-    contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pools)
+    pool_results = pools(partition, jobs, win, sums)
+    contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pool_results)
     return FleetMeasurement(
         name=man.name,
         window=win,
@@ -932,10 +1266,10 @@ def _measure(
         program=p,
         product=product,
         jobs=jobs,
-        pools=pools,
+        pools=pool_results,
         reconciliation=recon,
         traces=traces,
-        levers=levers,
+        levers=lever_table,
         runtime_observed=runtime_observed,
         coverage=coverage,
         price_per_device_hour=price,

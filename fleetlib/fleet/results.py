@@ -22,8 +22,17 @@ __all__ = [
     "COHORT_EDGES",
     "LOSS_OWNERS",
     "PROGRAM_LOSSES",
+    "RUNG_LOSSES",
     "RUNTIME_LOSSES",
     "TRACE_PARTS",
+    "cohorts",
+    "factor_contracts",
+    "job_records",
+    "levers",
+    "pools",
+    "program_factor",
+    "runtime_factor",
+    "waterfall",
 ]
 
 #: Runtime losses of the fleet's R partition (device-seconds), in report order.
@@ -55,7 +64,7 @@ TRACE_PARTS: tuple[str, ...] = (
     "idle",
 )
 #: Rung categories carried over (seconds x devices) into the fleet's R partition.
-_RUNG_LOSSES = (
+RUNG_LOSSES = (
     "startup",
     "input_wait",
     "checkpoint",
@@ -133,9 +142,27 @@ def _fsum(
     return total
 
 
-def _runtime_factor(
+def runtime_factor(
     jobs: pd.DataFrame, window: Window, held_total: float, memo: dict[str, float] | None = None
 ) -> Factor:
+    """Return the fleet's runtime factor R from the per-job table (device-seconds).
+
+    Parameters
+    ----------
+    jobs
+        The walk's job table (the runtime columns added).
+    window
+        The measured window.
+    held_total
+        The scheduler's held device-seconds (R's denominator, S's numerator).
+    memo
+        Column sums already made (filled here), shared with a pool holding every job.
+
+    Returns
+    -------
+    Factor
+        Productive over held device-seconds, with the runtime losses.
+    """
     sums = {k: _fsum(jobs, k, memo) for k in RUNTIME_LOSSES}
     losses, notes = _nonneg_losses(sums)
     return Factor(
@@ -151,13 +178,33 @@ def _runtime_factor(
     )
 
 
-def _program_factor(
+def program_factor(
     jobs: pd.DataFrame,
     window: Window,
     runtime: Factor,
     conventions: Mapping[str, str],
     memo: dict[str, float] | None = None,
 ) -> Factor:
+    """Return the fleet's program factor P over R's numerator (device-seconds).
+
+    Parameters
+    ----------
+    jobs
+        The walk's job table (the program columns added).
+    window
+        The measured window.
+    runtime
+        The runtime factor (P's denominator is its numerator).
+    conventions
+        Each configured job's MFU convention.
+    memo
+        Column sums already made (filled here).
+
+    Returns
+    -------
+    Factor
+        Ideal over productive device-seconds, with the program losses.
+    """
     sums = {
         "step_time_above_baseline": _fsum(jobs, "step_time_above_baseline", memo),
         "below_ideal_rate": _fsum(jobs, "below_ideal_rate", memo),
@@ -183,7 +230,19 @@ def _program_factor(
     )
 
 
-def _waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:
+def waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:
+    """Return the fleet waterfall: capacity, each loss and each factor's numerator, one record per bar.
+
+    Parameters
+    ----------
+    s, r, p
+        The three chained factors.
+
+    Returns
+    -------
+    list of dict
+        ``stage``, ``kind`` (``total`` or ``loss``), ``device_s`` and ``device_h`` per bar.
+    """
     bars = [("in_service_capacity", "total", s.denominator)]
     for f, total in ((s, "held"), (r, "productive"), (p, "ideal")):
         bars += [(f"{f.boundary}.{k}", "loss", v) for k, v in f.losses.items()]
@@ -206,13 +265,26 @@ def _job_waterfall(row: pd.Series) -> dict[str, float]:
     return out
 
 
-def _pools(
+def pools(
     partition: Any, jobs: pd.DataFrame, window: Window, memo: dict[str, float] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Per pool: S, R, P, MPG, the job product and the waterfall.
+    """Return per pool: S, R, P, MPG, the job product and the waterfall.
 
-    ``memo``: the fleet factors' column sums of ``jobs`` (:func:`_fsum`), reused by a pool holding
-    every job.
+    Parameters
+    ----------
+    partition
+        The scheduling partition (its pools and per-pool factors).
+    jobs
+        The walk's job table.
+    window
+        The measured window.
+    memo
+        The fleet factors' column sums of ``jobs`` (:func:`_fsum`), reused by a pool holding every job.
+
+    Returns
+    -------
+    dict
+        Pool name -> its results.
     """
     out = {}
     for pool in partition.pools:
@@ -228,11 +300,11 @@ def _pools(
             "scheduling_losses": dict(s.losses),
         }
         if s.numerator > 0 and len(sel):
-            r = _runtime_factor(sel, window, s.numerator, sums)
+            r = runtime_factor(sel, window, s.numerator, sums)
             entry["runtime"] = r.value
             entry["runtime_losses"] = dict(r.losses)
             if r.numerator > 0:
-                p = _program_factor(sel, window, r, {}, sums)
+                p = program_factor(sel, window, r, {}, sums)
                 prod = mpg(s, r, p)
                 entry.update(
                     program=p.value,
@@ -240,14 +312,26 @@ def _pools(
                     mpg=prod.value,
                     job_product=prod.job_product,
                     waterfall_device_s={
-                        f"{b['kind']}:{b['stage']}": b["device_s"] for b in _waterfall(s, r, p)
+                        f"{b['kind']}:{b['stage']}": b["device_s"] for b in waterfall(s, r, p)
                     },
                 )
         out[pool] = entry
     return out
 
 
-def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
+def cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Return per job-size cohort (:data:`COHORT_EDGES`): jobs, device-seconds and the job product.
+
+    Parameters
+    ----------
+    jobs
+        The walk's job table.
+
+    Returns
+    -------
+    dict
+        Cohort label (``"1-8"``, ...) -> its sums and ratios.
+    """
     edges = (0, *COHORT_EDGES, np.inf)
     labels = [f"{lo + 1}-{hi}" if np.isfinite(hi) else f">{lo}" for lo, hi in itertools.pairwise(edges)]
     cohort = pd.cut(jobs["devices"], bins=list(edges), labels=labels)
@@ -268,10 +352,25 @@ def _cohorts(jobs: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
-def _levers(
+def levers(
     s: Factor, r: Factor, p: Factor, jobs: pd.DataFrame, contract: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[LeverGain]]:
-    """Levers from measured ceilings, ranked by relative gain; the gain of each named loss recovered."""
+    """Return the levers from measured ceilings, ranked by relative gain, and each loss's gain.
+
+    Parameters
+    ----------
+    s, r, p
+        The three chained factors.
+    jobs
+        The walk's job table.
+    contract
+        The manifest's contract (a stated ``program_ceiling``).
+
+    Returns
+    -------
+    tuple of (dict, list of LeverGain)
+        The JSON object of the levers and the ranked gains.
+    """
     policy = s.losses.get("idle_with_queue", 0.0) + s.losses.get("partial_gang_hold", 0.0)
     ceilings = {"scheduling": min((s.numerator + policy) / s.denominator, 1.0), "runtime": 1.0}
     with_cfg = jobs[jobs["ideal_device_s"].notna() & (jobs["productive_device_s"] > 0)]
@@ -324,8 +423,19 @@ def _num(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per job id: the JSON record of ``fleetlib fleet --json`` (columns read once, no ``iterrows``)."""
+def job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Return per job id the JSON record of ``fleetlib fleet --json`` (columns read once, no ``iterrows``).
+
+    Parameters
+    ----------
+    jobs
+        The walk's job table.
+
+    Returns
+    -------
+    dict
+        Job id -> its record.
+    """
     col = {c: jobs[c].tolist() for c in jobs.columns}
     out = {}
     for i, job in enumerate(jobs.index):
@@ -337,17 +447,17 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
         observed = bool(v("observed"))
         ideal = v("ideal_device_s")
         ideal_missing = ideal is None or (isinstance(ideal, float) and math.isnan(ideal))
-        waterfall = {"held": held}
-        waterfall.update({f"runtime.{k}": float(v(k)) for k in RUNTIME_LOSSES if v(k)})
-        waterfall["productive"] = float(v("productive_device_s"))
-        waterfall.update(
+        bars = {"held": held}
+        bars.update({f"runtime.{k}": float(v(k)) for k in RUNTIME_LOSSES if v(k)})
+        bars["productive"] = float(v("productive_device_s"))
+        bars.update(
             {
                 "program.step_time_above_baseline": float(v("step_time_above_baseline")),
                 "program.below_ideal_rate": float(v("below_ideal_rate")),
                 "program.unobserved": float(v("program_unobserved")),
             }
         )
-        waterfall["ideal"] = 0.0 if ideal_missing else float(ideal)
+        bars["ideal"] = 0.0 if ideal_missing else float(ideal)
         out[str(job)] = {
             "pool": str(v("pool")),
             "devices": int(v("devices")),
@@ -370,7 +480,7 @@ def _job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
             },
             "productive_device_s": float(v("productive_device_s")),
             "ideal_device_s": _num(ideal),
-            "waterfall_device_s": waterfall,
+            "waterfall_device_s": bars,
         }
     return out
 

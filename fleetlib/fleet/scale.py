@@ -329,7 +329,7 @@ def synth_fleet_scale(out_dir: str | Path, *, devices: int = 16384, days: float 
 
 
 def _write_scheduler(out: Path, alloc: pd.DataFrame, devices: int, horizon: int) -> list[str]:
-    from fleetlib.scheduling.synth import write_allocations
+    from fleetlib.scheduling import write_allocations
 
     def at(seconds: Any) -> pd.Series:
         return pd.Series(FLEET_START + pd.to_timedelta(np.asarray(seconds, dtype=np.int64), unit="s"))
@@ -348,7 +348,7 @@ def _write_scheduler(out: Path, alloc: pd.DataFrame, devices: int, horizon: int)
 
 
 def _write_traces(out: Path, jobs: list[str], seed: int) -> dict[str, tuple[str, list[str]]]:
-    from fleetlib.program.synth import synth_step_traces
+    from fleetlib.program import synth_step_traces
 
     traces = {}
     for job in jobs:

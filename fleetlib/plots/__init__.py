@@ -20,49 +20,18 @@ The backend is never chosen here; tests and headless reports select ``Agg`` them
 
 The figures live in one module per rung plus the accounting chapter: :mod:`fleetlib.plots.accounting`,
 :mod:`fleetlib.plots.scheduling`, :mod:`fleetlib.plots.runtime`, :mod:`fleetlib.plots.program`; the
-palette, hatches, markers, formatters and theme in :mod:`fleetlib.plots._style`.  Every name is
-re-exported here, so ``fleetlib.plots.X`` works for all of them.
+palette, hatches, markers, formatters and theme in :mod:`fleetlib.plots._style`.  Every public figure,
+its column constants and the theme helpers are exported here, so ``fleetlib.plots.X`` reaches all of them.
 """
 from __future__ import annotations
 
-from fleetlib.plots._style import (  # noqa: F401 -- private names plots.py had, kept importable
-    _HATCHES,
-    _MARKERS,
-    _PALETTE_NAME,
-    _PERCENT_AXIS,
-    _POW10,
-    _SUPERSCRIPT,
-    _UNATTRIBUTED,
-    _darker,
-    _device_count,
-    _fraction_columns,
-    _fractions,
-    _new_axes,
-    _numeric,
-    _pct,
-    _positive,
-    _pow10_label,
-    _require_frame,
-    _require_mapping,
-    _term_style,
-    palette,
-    theme,
-    use_theme,
-)
-from fleetlib.plots.accounting import (  # noqa: F401 -- private names plots.py had, kept importable
-    _AXIS_LABEL,
-    _BOUNDARY_LABEL,
-    _ROW_LABEL,
-    _TERM_LABEL,
+from fleetlib.plots._style import palette, theme, use_theme
+from fleetlib.plots.accounting import (
     BOUNDARY_ORDER,
     EFFICIENCY_FRONTIER_COLUMNS,
     LEVER_COLUMNS,
     RUNTIME_BY_SIZE_COLUMNS,
     RUNTIME_TERMS,
-    _boundary_style,
-    _check_shares,
-    _contour_cmap,
-    _label_spot,
     capacity_waterfall,
     efficiency_frontier,
     factor_chain,
@@ -71,13 +40,9 @@ from fleetlib.plots.accounting import (  # noqa: F401 -- private names plots.py 
     runtime_loss_by_size,
     runtime_terms_bar,
 )
-from fleetlib.plots.program import (  # noqa: F401 -- private names plots.py had, kept importable
-    _PART_LABEL,
-    _STRAGGLER_VALUES,
+from fleetlib.plots.program import (
     PARTITION_PARTS,
     ROOFLINE_REGIMES,
-    _bar_labels,
-    _part_style,
     collective_audit_bars,
     hta_comparison_bars,
     rank_step_heatmap,
@@ -85,9 +50,7 @@ from fleetlib.plots.program import (  # noqa: F401 -- private names plots.py had
     step_partition_bars,
     straggler_bars,
 )
-from fleetlib.plots.runtime import (  # noqa: F401 -- private names plots.py had, kept importable
-    _EVENT_STYLE_KINDS,
-    _TIMELINE_LABEL,
+from fleetlib.plots.runtime import (
     CUMULATIVE_COLUMNS,
     GANTT_COLUMNS,
     RESTART_COLUMNS,
@@ -95,14 +58,6 @@ from fleetlib.plots.runtime import (  # noqa: F401 -- private names plots.py had
     STEP_TIME_COLUMNS,
     TIMELINE_CATEGORIES,
     WINDOW_COLUMNS,
-    _event_style,
-    _hours_since,
-    _optional_frame,
-    _origin,
-    _time_axis_label,
-    _timeline_style,
-    _touching_spans,
-    _utc_times,
     attempt_gantt,
     checkpoint_interval_bars,
     cumulative_goodput,

@@ -24,11 +24,11 @@ from matplotlib.ticker import FuncFormatter
 from fleetlib.quality import DomainError
 
 #: Optional remainder term: drawn when present, so a loss nobody attributed is shown, not dropped.
-_UNATTRIBUTED = "unattributed"
+UNATTRIBUTED = "unattributed"
 
-_PALETTE_NAME = "colorblind"
-_HATCHES = ("//", "\\\\", "xx", "..", "++", "oo", "--", "||")
-_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h")
+PALETTE_NAME = "colorblind"
+HATCHES = ("//", "\\\\", "xx", "..", "++", "oo", "--", "||")
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ def palette() -> list[tuple[float, float, float]]:
     list of tuple
         Ten RGB triples.
     """
-    return list(sns.color_palette(_PALETTE_NAME))
+    return list(sns.color_palette(PALETTE_NAME))
 
 
 def use_theme(*, context: str = "notebook", style: str = "whitegrid", font_scale: float = 1.0,
@@ -70,7 +70,7 @@ def use_theme(*, context: str = "notebook", style: str = "whitegrid", font_scale
     base_rc = {"hatch.linewidth": 0.8, "legend.frameon": True}
     if rc:
         base_rc.update(rc)
-    sns.set_theme(context=context, style=style, palette=_PALETTE_NAME, font_scale=font_scale,
+    sns.set_theme(context=context, style=style, palette=PALETTE_NAME, font_scale=font_scale,
                   rc=base_rc)
 
 
@@ -94,18 +94,18 @@ def theme(*, context: str = "notebook", style: str = "whitegrid", font_scale: fl
         yield
 
 
-def _term_style() -> dict[str, tuple[Any, str]]:
+def term_style() -> dict[str, tuple[Any, str]]:
     c = palette()
     return {"startup": (c[4], ".."), "input_wait": (c[0], "//"), "preemption": (c[1], "\\\\"),
-            "checkpoint": (c[2], "xx"), "recovery": (c[3], "++"), _UNATTRIBUTED: (c[7], "oo")}
+            "checkpoint": (c[2], "xx"), "recovery": (c[3], "++"), UNATTRIBUTED: (c[7], "oo")}
 
 
-def _darker(color: Any, factor: float = 0.6) -> tuple[float, float, float]:
+def darker(color: Any, factor: float = 0.6) -> tuple[float, float, float]:
     r, g, b = mpl.colors.to_rgb(color)
     return (r * factor, g * factor, b * factor)
 
 
-def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+def new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if ax is not None:
         if not isinstance(ax, Axes):
             raise DomainError(f"ax must be a matplotlib Axes or None; got {type(ax).__name__}")
@@ -114,14 +114,14 @@ def _new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return new_ax
 
 
-def _device_count(devices: float) -> str:
+def device_count(devices: float) -> str:
     """Format a device count compactly: multiples of 1,024 as ``16K`` (16,384), others in full."""
     if devices >= 1024 and devices % 1024 == 0:
         return f"{devices / 1024:g}K"
     return f"{devices:,.0f}"
 
 
-def _pct(value: float) -> str:
+def pct(value: float) -> str:
     """Format a fraction as a percentage with two significant figures below 10 %."""
     p = 100.0 * value
     if p == 0.0:
@@ -130,24 +130,24 @@ def _pct(value: float) -> str:
     return f"{p:.{decimals}f}%"
 
 
-_PERCENT_AXIS = FuncFormatter(lambda v, _pos: f"{100 * v:.0f}%")
+PERCENT_AXIS = FuncFormatter(lambda v, _pos: f"{100 * v:.0f}%")
 
 
-_SUPERSCRIPT = str.maketrans("-0123456789",
+SUPERSCRIPT = str.maketrans("-0123456789",
                              "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
 
 
-def _pow10_label(value: float, _pos: Any = None) -> str:
+def pow10_label(value: float, _pos: Any = None) -> str:
     """``10`` with a superscript exponent for exact powers of ten, the plain number otherwise."""
     if value <= 0:
         return ""
     exponent = math.log10(value)
     if abs(exponent - round(exponent)) < 1e-9:
-        return "10" + str(round(exponent)).translate(_SUPERSCRIPT)
+        return "10" + str(round(exponent)).translate(SUPERSCRIPT)
     return f"{value:.3g}"
 
 
-_POW10 = FuncFormatter(_pow10_label)
+POW10 = FuncFormatter(pow10_label)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ _POW10 = FuncFormatter(_pow10_label)
 # ---------------------------------------------------------------------------------------------------
 
 
-def _require_frame(data: Any, name: str, columns: Iterable[str]) -> pd.DataFrame:
+def require_frame(data: Any, name: str, columns: Iterable[str]) -> pd.DataFrame:
     if not isinstance(data, pd.DataFrame):
         raise DomainError(f"{name} must be a pandas DataFrame; got {type(data).__name__}")
     missing = [c for c in columns if c not in data.columns]
@@ -166,7 +166,7 @@ def _require_frame(data: Any, name: str, columns: Iterable[str]) -> pd.DataFrame
     return data
 
 
-def _require_mapping(data: Any, name: str, keys: Iterable[str]) -> dict[str, float]:
+def require_mapping(data: Any, name: str, keys: Iterable[str]) -> dict[str, float]:
     if not isinstance(data, Mapping):
         raise DomainError(f"{name} must be a mapping; got {type(data).__name__}")
     missing = [k for k in keys if k not in data]
@@ -175,7 +175,7 @@ def _require_mapping(data: Any, name: str, keys: Iterable[str]) -> dict[str, flo
     return dict(data)
 
 
-def _numeric(values: Any, name: str) -> np.ndarray:
+def require_numeric(values: Any, name: str) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -187,8 +187,8 @@ def _numeric(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _fractions(values: Any, name: str) -> np.ndarray:
-    arr = _numeric(values, name)
+def require_fractions(values: Any, name: str) -> np.ndarray:
+    arr = require_numeric(values, name)
     bad = (arr < 0.0) | (arr > 1.0)
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])
@@ -196,8 +196,8 @@ def _fractions(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _positive(values: Any, name: str) -> np.ndarray:
-    arr = _numeric(values, name)
+def require_positive(values: Any, name: str) -> np.ndarray:
+    arr = require_numeric(values, name)
     bad = arr <= 0.0
     if bad.any():
         i = int(np.flatnonzero(bad.ravel())[0])
@@ -205,7 +205,7 @@ def _positive(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _fraction_columns(frame: pd.DataFrame, columns: Sequence[str], name: str) -> np.ndarray:
+def require_fraction_columns(frame: pd.DataFrame, columns: Sequence[str], name: str) -> np.ndarray:
     """Return ``frame[columns]`` as a float array after checking every cell is a fraction in [0, 1]."""
     try:
         arr = frame.loc[:, list(columns)].to_numpy(dtype=float)
@@ -219,7 +219,7 @@ def _fraction_columns(frame: pd.DataFrame, columns: Sequence[str], name: str) ->
     return arr
 
 
-def _grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarray], colors: Sequence[Any],
+def grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarray], colors: Sequence[Any],
                   hatches: Sequence[str], *, horizontal: bool = False, width: float = 0.8) -> None:
     """Draw one bar per (group, series), side by side, each series in its own colour and hatch."""
     n = len(series)

@@ -22,24 +22,24 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from fleetlib.plots._style import (
-    _MARKERS,
-    _PERCENT_AXIS,
-    _UNATTRIBUTED,
-    _darker,
-    _device_count,
-    _fraction_columns,
-    _fractions,
-    _new_axes,
-    _numeric,
-    _pct,
-    _positive,
-    _require_frame,
-    _require_mapping,
-    _term_style,
+    MARKERS,
+    PERCENT_AXIS,
+    UNATTRIBUTED,
+    darker,
+    device_count,
+    new_axes,
     palette,
+    pct,
+    require_fraction_columns,
+    require_fractions,
+    require_frame,
+    require_mapping,
+    require_numeric,
+    require_positive,
+    term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime.schema import MODEL_TERM_LABELS
+from fleetlib.runtime import MODEL_TERM_LABELS
 
 #: The boundaries in the order a job meets them, then what crosses all three.
 BOUNDARY_ORDER: tuple[str, ...] = ("scheduling", "runtime", "program", "useful")
@@ -74,7 +74,7 @@ _ROW_LABEL = (
     "ideal-rate progress\n(after program)",
 )
 #: Equation 4's terms, labelled as the runtime rung names them (one vocabulary).
-_TERM_LABEL = {**MODEL_TERM_LABELS, _UNATTRIBUTED: "unattributed"}
+_TERM_LABEL = {**MODEL_TERM_LABELS, UNATTRIBUTED: "unattributed"}
 _AXIS_LABEL = {
     "scheduling": "scheduling goodput S\n(fraction of offered capacity)",
     "runtime": "runtime goodput R\n(fraction of held time)",
@@ -114,8 +114,8 @@ def _label_spot(contour: Any, points: np.ndarray | None, xlim: Sequence[float],
 
 def _check_shares(shares: Any, name: str) -> np.ndarray:
     """Return the four equation-2 shares in boundary order, after checking they partition one."""
-    mapping = _require_mapping(shares, name, BOUNDARY_ORDER)
-    arr = _fractions([mapping[k] for k in BOUNDARY_ORDER], f"{name} values")
+    mapping = require_mapping(shares, name, BOUNDARY_ORDER)
+    arr = require_fractions([mapping[k] for k in BOUNDARY_ORDER], f"{name} values")
     if not math.isclose(float(arr.sum()), 1.0, rel_tol=0.0, abs_tol=1e-6):
         given = dict(zip(BOUNDARY_ORDER, arr.tolist(), strict=True))
         raise DomainError(f"{name} must sum to 1 (every unit of capacity charged once); "
@@ -172,7 +172,7 @@ def capacity_waterfall(shares: Mapping[str, float], *, reference: Mapping[str, f
     if unknown:
         raise DomainError(f"illustrative names unknown boundary(ies) {unknown}; expected some of {loss_keys}")
     ref = _check_shares(reference, "reference") if reference is not None else None
-    ax = _new_axes(ax, (8.0, 4.2))
+    ax = new_axes(ax, (8.0, 4.2))
     style = _boundary_style()
 
     # Geometry: capacity still in play before/after each boundary = 1 - cumulative losses.
@@ -188,16 +188,16 @@ def capacity_waterfall(shares: Mapping[str, float], *, reference: Mapping[str, f
     for i, key in enumerate(loss_keys):
         color, hatch = style[key]
         y = main_y[i + 1]
-        ax.barh(y, after[i], height=height, color=color, edgecolor=_darker(color), linewidth=0.8,
+        ax.barh(y, after[i], height=height, color=color, edgecolor=darker(color), linewidth=0.8,
                 gid=f"remaining:{key}")
-        ax.text(after[i] / 2.0, y, _pct(after[i]), ha="center", va="center", color="white",
+        ax.text(after[i] / 2.0, y, pct(after[i]), ha="center", va="center", color="white",
                 fontweight="bold")
         lost = before[i] - after[i]
         ax.barh(y, lost, left=after[i], height=height, color=mpl.colors.to_rgba(color, 0.22),
-                edgecolor=_darker(color), linestyle="--", linewidth=1.2,
+                edgecolor=darker(color), linestyle="--", linewidth=1.2,
                 hatch=hatch if key in illustrative else None, gid=f"lost:{key}")
-        ax.annotate(f"−{_pct(arr[i])}", xy=(before[i], y), xytext=(4, 0), textcoords="offset points",
-                    ha="left", va="center", color=_darker(color, 0.75), fontweight="bold",
+        ax.annotate(f"−{pct(arr[i])}", xy=(before[i], y), xytext=(4, 0), textcoords="offset points",
+                    ha="left", va="center", color=darker(color, 0.75), fontweight="bold",
                     gid=f"lost-label:{key}")
 
     if ref is not None:
@@ -206,13 +206,13 @@ def capacity_waterfall(shares: Mapping[str, float], *, reference: Mapping[str, f
         ax.barh(ref_y, ref_after, height=0.18, fill=False, edgecolor="black", linewidth=1.0,
                 gid="reference")
         for y, value in zip(ref_y[1:], ref_after[1:], strict=True):
-            ax.annotate(_pct(value), xy=(value, y), xytext=(4, 0), textcoords="offset points",
+            ax.annotate(pct(value), xy=(value, y), xytext=(4, 0), textcoords="offset points",
                         ha="left", va="center", fontsize="small", gid="reference-label")
 
     ax.set_yticks(rows, _ROW_LABEL)
     ax.invert_yaxis()
     ax.set_xlim(0.0, 1.12)
-    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlabel("share of offered fleet capacity-time (%)")
     ax.grid(axis="y", visible=False)
 
@@ -257,19 +257,19 @@ def runtime_terms_bar(terms: Mapping[str, float], *, ax: Axes | None = None) -> 
     DomainError
         A term is missing or lies outside [0, 1].
     """
-    mapping = _require_mapping(terms, "terms", RUNTIME_TERMS)
-    keys = list(RUNTIME_TERMS) + ([_UNATTRIBUTED] if _UNATTRIBUTED in mapping else [])
-    values = _fractions([mapping[k] for k in keys], "terms values")
-    ax = _new_axes(ax, (6.0, 3.6))
-    style = _term_style()
+    mapping = require_mapping(terms, "terms", RUNTIME_TERMS)
+    keys = list(RUNTIME_TERMS) + ([UNATTRIBUTED] if UNATTRIBUTED in mapping else [])
+    values = require_fractions([mapping[k] for k in keys], "terms values")
+    ax = new_axes(ax, (6.0, 3.6))
+    style = term_style()
     y = np.arange(len(keys), dtype=float)
     colors = [style[k][0] for k in keys]
-    bars = ax.barh(y, values, height=0.6, color=colors, edgecolor=[_darker(c) for c in colors],
+    bars = ax.barh(y, values, height=0.6, color=colors, edgecolor=[darker(c) for c in colors],
                    linewidth=0.8)
     for bar, key in zip(bars, keys, strict=True):
         bar.set_hatch(style[key][1])
         bar.set_gid(f"term:{key}")
-    ax.bar_label(bars, labels=[_pct(v) for v in values], padding=3, fontsize="small")
+    ax.bar_label(bars, labels=[pct(v) for v in values], padding=3, fontsize="small")
     ax.set_yticks(y, [_TERM_LABEL[k] for k in keys])
     ax.invert_yaxis()
     top = float(values.max()) if values.size else 0.0
@@ -325,10 +325,10 @@ def iso_goodput(grid: pd.DataFrame, *, x: str = "program", y: str = "runtime",
     """
     if x == y:
         raise DomainError(f"x and y must name different columns; both are {x!r}")
-    frame = _require_frame(grid, "grid", (x, y, "value"))
-    xs = _numeric(frame[x], f"grid[{x!r}]")
-    ys = _numeric(frame[y], f"grid[{y!r}]")
-    vs = _numeric(frame["value"], "grid['value']")
+    frame = require_frame(grid, "grid", (x, y, "value"))
+    xs = require_numeric(frame[x], f"grid[{x!r}]")
+    ys = require_numeric(frame[y], f"grid[{y!r}]")
+    vs = require_numeric(frame["value"], "grid['value']")
     ux, ix = np.unique(xs, return_inverse=True)
     uy, iy = np.unique(ys, return_inverse=True)
     if ux.size < 2 or uy.size < 2:
@@ -343,14 +343,14 @@ def iso_goodput(grid: pd.DataFrame, *, x: str = "program", y: str = "runtime",
     z = z.reshape(uy.size, ux.size)
     level_arr = None
     if levels is not None:
-        level_arr = _numeric(list(levels), "levels")
+        level_arr = require_numeric(list(levels), "levels")
         if level_arr.size == 0 or np.any(np.diff(level_arr) <= 0):
             raise DomainError(f"levels must be non-empty and strictly increasing; got {list(levels)!r}")
     pts = None
     if points is not None:
-        pts = _require_frame(points, "points", ("label", x, y))
-        _numeric(pts[x], f"points[{x!r}]")
-        _numeric(pts[y], f"points[{y!r}]")
+        pts = require_frame(points, "points", ("label", x, y))
+        require_numeric(pts[x], f"points[{x!r}]")
+        require_numeric(pts[y], f"points[{y!r}]")
         if pts["label"].duplicated().any():
             raise DomainError(f"points labels must be unique; repeated: "
                               f"{sorted(set(pts.loc[pts['label'].duplicated(), 'label']))}")
@@ -360,9 +360,9 @@ def iso_goodput(grid: pd.DataFrame, *, x: str = "program", y: str = "runtime",
             if unknown:
                 raise DomainError(f"points['arrow_to'] names unknown label(s) {unknown}")
     if highlight is not None:
-        highlight = float(_numeric(highlight, "highlight"))
+        highlight = float(require_numeric(highlight, "highlight"))
 
-    ax = _new_axes(ax, (6.4, 5.0))
+    ax = new_axes(ax, (6.4, 5.0))
     fmt = label_format.format
     contour_kw: dict[str, Any] = {"cmap": _contour_cmap(), "linewidths": 1.3}
     cs = ax.contour(ux, uy, z, levels=level_arr, **contour_kw) if level_arr is not None else \
@@ -392,7 +392,7 @@ def iso_goodput(grid: pd.DataFrame, *, x: str = "program", y: str = "runtime",
             px, py, label = float(getattr(row, x)), float(getattr(row, y)), str(row.label)
             where[label] = (px, py)
             color = colors[(i + 1) % len(colors)]
-            ax.plot([px], [py], linestyle="none", marker=_MARKERS[i % len(_MARKERS)], markersize=10,
+            ax.plot([px], [py], linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=10,
                     markerfacecolor=color, markeredgecolor="black", zorder=5, label=label,
                     gid=f"point:{label}")
             # Keep each label inside the axes: below a point near the top, left of one near the right.
@@ -453,10 +453,10 @@ def efficiency_frontier(points: pd.DataFrame, *, cost_unit: str = "× baseline",
     DomainError
         Missing columns, non-positive times, costs or goodputs, or a non-boolean ``on_frontier``.
     """
-    frame = _require_frame(points, "points", EFFICIENCY_FRONTIER_COLUMNS)
-    t = _positive(frame["time_to_result_h"], "points['time_to_result_h']")
-    cost = _positive(frame["cost_per_useful_unit"], "points['cost_per_useful_unit']")
-    rel = _positive(frame["relative_goodput"], "points['relative_goodput']")
+    frame = require_frame(points, "points", EFFICIENCY_FRONTIER_COLUMNS)
+    t = require_positive(frame["time_to_result_h"], "points['time_to_result_h']")
+    cost = require_positive(frame["cost_per_useful_unit"], "points['cost_per_useful_unit']")
+    rel = require_positive(frame["relative_goodput"], "points['relative_goodput']")
     flags = frame["on_frontier"]
     if not (pd.api.types.is_bool_dtype(flags) or flags.map(lambda v: isinstance(v, bool | np.bool_)).all()):
         raise DomainError(f"points['on_frontier'] must be booleans; got dtype {flags.dtype}")
@@ -464,10 +464,10 @@ def efficiency_frontier(points: pd.DataFrame, *, cost_unit: str = "× baseline",
     if not (area_pt2 > 0 and math.isfinite(area_pt2)):
         raise DomainError(f"area_pt2 must be > 0; got {area_pt2!r}")
 
-    ax = _new_axes(ax, (8.0, 4.8))
+    ax = new_axes(ax, (8.0, 4.8))
     colors = palette()
     tiers = list(dict.fromkeys(frame["tier"].astype(str)))
-    tier_style = {tier: (colors[i % len(colors)], _MARKERS[i % len(_MARKERS)])
+    tier_style = {tier: (colors[i % len(colors)], MARKERS[i % len(MARKERS)])
                   for i, tier in enumerate(tiers)}
     labels = frame["label"].astype(str).to_numpy()
     tier_of = frame["tier"].astype(str).to_numpy()
@@ -483,7 +483,7 @@ def efficiency_frontier(points: pd.DataFrame, *, cost_unit: str = "× baseline",
             if not sel.any():
                 continue
             ax.scatter(t[sel], cost[sel], s=area_pt2 * rel[sel], marker=marker,
-                       facecolors=[color] if flag else "none", edgecolors=[_darker(color, 0.8)],
+                       facecolors=[color] if flag else "none", edgecolors=[darker(color, 0.8)],
                        linewidths=1.8, zorder=3, gid=f"points:{tier}:{'frontier' if flag else 'dominated'}")
     # Labels sit above-right of a point, or below-left of it in the right third (inside the axes,
     # and clear of the step that reaches a frontier point from above).
@@ -557,48 +557,48 @@ def runtime_loss_by_size(frame: pd.DataFrame, *, crossover_devices: float | None
         Missing columns, shares outside [0, 1], device counts not positive and increasing, or a
         crossover outside the range of device counts.
     """
-    data = _require_frame(frame, "frame", RUNTIME_BY_SIZE_COLUMNS)
-    devices = _positive(data["devices"], "frame['devices']")
+    data = require_frame(frame, "frame", RUNTIME_BY_SIZE_COLUMNS)
+    devices = require_positive(data["devices"], "frame['devices']")
     if np.any(np.diff(devices) <= 0):
         raise DomainError(f"frame['devices'] must be strictly increasing; got {devices.tolist()}")
-    interval = _positive(data["interval_min"], "frame['interval_min']")
-    _positive(data["mtbf_h"], "frame['mtbf_h']")
-    keys = list(RUNTIME_TERMS) + ([_UNATTRIBUTED] if _UNATTRIBUTED in data.columns else [])
-    stack = _fraction_columns(data, keys, "frame")
-    total = _fractions(data["total"], "frame['total']")
+    interval = require_positive(data["interval_min"], "frame['interval_min']")
+    require_positive(data["mtbf_h"], "frame['mtbf_h']")
+    keys = list(RUNTIME_TERMS) + ([UNATTRIBUTED] if UNATTRIBUTED in data.columns else [])
+    stack = require_fraction_columns(data, keys, "frame")
+    total = require_fractions(data["total"], "frame['total']")
     cross_x = None
     if crossover_devices is not None:
-        c = float(_positive(crossover_devices, "crossover_devices"))
+        c = float(require_positive(crossover_devices, "crossover_devices"))
         if not devices[0] <= c <= devices[-1]:
             raise DomainError(f"crossover_devices {c} lies outside the drawn sizes "
                               f"[{devices[0]:g}, {devices[-1]:g}]")
         cross_x = float(np.interp(np.log2(c), np.log2(devices), np.arange(devices.size)))
     if reference_loss is not None:
-        reference_loss = float(_fractions(reference_loss, "reference_loss"))
+        reference_loss = float(require_fractions(reference_loss, "reference_loss"))
 
-    ax = _new_axes(ax, (10.0, 4.6))
-    style = _term_style()
+    ax = new_axes(ax, (10.0, 4.6))
+    style = term_style()
     x = np.arange(devices.size, dtype=float)
     bottoms = np.concatenate([np.zeros((stack.shape[0], 1)), np.cumsum(stack, axis=1)[:, :-1]], axis=1)
     for j, key in enumerate(keys):
         color, hatch = style[key]
-        ax.bar(x, stack[:, j], bottom=bottoms[:, j], width=0.7, color=color, edgecolor=_darker(color),
+        ax.bar(x, stack[:, j], bottom=bottoms[:, j], width=0.7, color=color, edgecolor=darker(color),
                linewidth=0.6, hatch=hatch, label=_TERM_LABEL[key], gid=f"term:{key}")
     stack_top = bottoms[:, -1] + stack[:, -1]
     ax.hlines(total, x - 0.35, x + 0.35, colors="black", linewidth=1.6, zorder=4, gid="total")
     for xi, top, tot in zip(x, np.maximum(stack_top, total), total, strict=True):
-        ax.annotate(_pct(tot), xy=(xi, top), xytext=(0, 3), textcoords="offset points", ha="center",
+        ax.annotate(pct(tot), xy=(xi, top), xytext=(0, 3), textcoords="offset points", ha="center",
                     va="bottom", fontsize="small", gid="total-label")
 
     tick_x = list(x)
-    tick_labels = [f"{_device_count(d)}\n{m:.0f} min" if m >= 10 else f"{_device_count(d)}\n{m:.1f} min"
+    tick_labels = [f"{device_count(d)}\n{m:.0f} min" if m >= 10 else f"{device_count(d)}\n{m:.1f} min"
                    for d, m in zip(devices, interval, strict=True)]
     top_all = float(max(np.max(stack_top), np.max(total)))
     if reference_loss is not None:
         rx = float(devices.size) + 0.3
         ax.bar([rx], [reference_loss], width=0.7, fill=False, edgecolor="black", linewidth=1.4,
                linestyle="-", label=f"{reference_label} (hollow)", gid="reference")
-        ax.annotate(f"≤ {_pct(reference_loss)}", xy=(rx, reference_loss), xytext=(0, 3),
+        ax.annotate(f"≤ {pct(reference_loss)}", xy=(rx, reference_loss), xytext=(0, 3),
                     textcoords="offset points", ha="center", va="bottom", fontsize="small",
                     gid="reference-label")
         tick_x.append(rx)
@@ -655,52 +655,52 @@ def lever_ranking(levers: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     DomainError
         Missing columns, repeated ranks, negative gains, or fractions outside [0, 1].
     """
-    data = _require_frame(levers, "levers", LEVER_COLUMNS)
-    rank = _numeric(data["rank"], "levers['rank']")
+    data = require_frame(levers, "levers", LEVER_COLUMNS)
+    rank = require_numeric(data["rank"], "levers['rank']")
     if len(np.unique(rank)) != rank.size:
         raise DomainError(f"levers['rank'] must be unique; got {rank.tolist()}")
     order = np.argsort(rank, kind="stable")
-    gain = _numeric(data["relative_gain"], "levers['relative_gain']")[order]
+    gain = require_numeric(data["relative_gain"], "levers['relative_gain']")[order]
     if np.any(gain < 0):
         raise DomainError(f"levers['relative_gain'] must be >= 0 (a ceiling bounds a gain); "
                           f"got {gain.tolist()}")
-    share = _fractions(data["loss_share"], "levers['loss_share']")[order]
-    current = _fractions(data["current"], "levers['current']")[order]
-    ceiling = _fractions(data["ceiling"], "levers['ceiling']")[order]
-    before = _fractions(data["mpg_before"], "levers['mpg_before']")[order]
-    at_ceiling = _fractions(data["mpg_at_ceiling"], "levers['mpg_at_ceiling']")[order]
+    share = require_fractions(data["loss_share"], "levers['loss_share']")[order]
+    current = require_fractions(data["current"], "levers['current']")[order]
+    ceiling = require_fractions(data["ceiling"], "levers['ceiling']")[order]
+    before = require_fractions(data["mpg_before"], "levers['mpg_before']")[order]
+    at_ceiling = require_fractions(data["mpg_at_ceiling"], "levers['mpg_at_ceiling']")[order]
     factors = data["factor"].astype(str).to_numpy()[order]
 
-    ax = _new_axes(ax, (7.5, 1.8 + 0.9 * len(factors)))
+    ax = new_axes(ax, (7.5, 1.8 + 0.9 * len(factors)))
     style = _boundary_style()
     fallback = palette()
     y = np.arange(len(factors), dtype=float)
     colors = [style.get(f, (fallback[7], ""))[0] for f in factors]
-    gain_bars = ax.barh(y - 0.17, gain, height=0.34, color=colors, edgecolor=[_darker(c) for c in colors],
+    gain_bars = ax.barh(y - 0.17, gain, height=0.34, color=colors, edgecolor=[darker(c) for c in colors],
                         linewidth=0.8, label="relative gain at ceiling (% of current MPG)")
     for bar, f in zip(gain_bars, factors, strict=True):
         bar.set_gid(f"gain:{f}")
     share_bars = ax.barh(y + 0.17, share, height=0.22, color=[mpl.colors.to_rgba(c, 0.2) for c in colors],
-                         edgecolor=[_darker(c) for c in colors], linestyle="--", linewidth=1.0, hatch="..",
+                         edgecolor=[darker(c) for c in colors], linestyle="--", linewidth=1.0, hatch="..",
                          label="loss share at boundary (% of fleet capacity, contrast only)")
     for bar, f in zip(share_bars, factors, strict=True):
         bar.set_gid(f"share:{f}")
-    ax.bar_label(gain_bars, labels=[f"+{_pct(g)}   MPG {b:.3f} → {a:.3f}"
+    ax.bar_label(gain_bars, labels=[f"+{pct(g)}   MPG {b:.3f} → {a:.3f}"
                                     for g, b, a in zip(gain, before, at_ceiling, strict=True)],
                  padding=4, fontsize="small", fontweight="bold")
-    ax.bar_label(share_bars, labels=[_pct(s) for s in share], padding=4, fontsize="x-small")
+    ax.bar_label(share_bars, labels=[pct(s) for s in share], padding=4, fontsize="x-small")
     ax.set_yticks(y, [f"#{i + 1} {f}\n{c:.2f} → {m:.2f}"
                       for i, (f, c, m) in enumerate(zip(factors, current, ceiling, strict=True))])
     ax.invert_yaxis()
     top = float(max(gain.max(), share.max()))
     ax.set_xlim(0.0, max(top, 0.01) * 1.9)
-    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlabel("relative gain (% of current MPG) · loss share (% of fleet capacity)")
     ax.grid(axis="y", visible=False)
     grey = palette()[7]
     ax.legend(handles=[
-        Patch(facecolor=grey, edgecolor=_darker(grey), label="relative gain at ceiling (% of current MPG)"),
-        Patch(facecolor=mpl.colors.to_rgba(grey, 0.2), edgecolor=_darker(grey), linestyle="--", hatch="..",
+        Patch(facecolor=grey, edgecolor=darker(grey), label="relative gain at ceiling (% of current MPG)"),
+        Patch(facecolor=mpl.colors.to_rgba(grey, 0.2), edgecolor=darker(grey), linestyle="--", hatch="..",
               label="loss share at boundary (% of fleet capacity; contrast only)"),
     ], loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, fontsize="small", frameon=False)
     return ax
@@ -736,11 +736,11 @@ def factor_chain(factors: Mapping[str, float], *, ax: Axes | None = None) -> Axe
         A factor is missing or outside [0, 1].
     """
     keys = list(BOUNDARY_ORDER[:-1])
-    mapping = _require_mapping(factors, "factors", keys)
+    mapping = require_mapping(factors, "factors", keys)
     if "mpg" in mapping:
         keys.append("mpg")
-    values = _fractions([mapping[k] for k in keys], "factors values")
-    ax = _new_axes(ax, (7.0, 0.9 + 0.8 * len(keys)))
+    values = require_fractions([mapping[k] for k in keys], "factors values")
+    ax = new_axes(ax, (7.0, 0.9 + 0.8 * len(keys)))
     style = _boundary_style()
     style["mpg"] = style["useful"]
     y = np.arange(len(keys), dtype=float)
@@ -748,21 +748,21 @@ def factor_chain(factors: Mapping[str, float], *, ax: Axes | None = None) -> Axe
              "program": ("P", "of retained step time"), "mpg": ("MPG", "of offered capacity-time")}
     for yi, key, v in zip(y, keys, values, strict=True):
         color, hatch = style[key]
-        ax.barh(yi, v, height=0.55, color=color, edgecolor=_darker(color), linewidth=0.8, hatch=hatch,
+        ax.barh(yi, v, height=0.55, color=color, edgecolor=darker(color), linewidth=0.8, hatch=hatch,
                 gid=f"kept:{key}")
         ax.barh(yi, 1.0 - v, left=v, height=0.55, color=mpl.colors.to_rgba(color, 0.15),
-                edgecolor=_darker(color), linestyle="--", linewidth=1.0, gid=f"lost:{key}")
+                edgecolor=darker(color), linestyle="--", linewidth=1.0, gid=f"lost:{key}")
         # Value inside the solid bar when it is wide enough, otherwise just right of it.
         inside = v >= 0.3
         ax.annotate(f"{names[key][0]} = {v:.2f}", xy=(v, yi), xytext=(-4 if inside else 4, 0),
                     textcoords="offset points", ha="right" if inside else "left", va="center",
-                    color="white" if inside else _darker(color), fontweight="bold",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": _darker(color) if inside else "white",
+                    color="white" if inside else darker(color), fontweight="bold",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": darker(color) if inside else "white",
                           "ec": "none"}, gid=f"value:{key}")
     ax.set_yticks(y, [f"{'MPG' if k == 'mpg' else k}\n{names[k][1]}" for k in keys], fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0.0, 1.0)
-    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlabel("share of what reached the boundary (%)")
     ax.grid(axis="y", visible=False)
     return ax

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
-from fleetlib.plots._style import _HATCHES, _MARKERS, _new_axes, _require_frame, palette
+from fleetlib.plots._style import HATCHES, MARKERS, new_axes, palette, require_frame
 
 __all__ = ["fleet_waterfall", "job_goodput_map"]
 
@@ -44,11 +44,11 @@ def fleet_waterfall(table: pd.DataFrame, *, ax: Axes | None = None, min_share: f
         Horizontal bars, top to bottom in the walk's order; each loss floats where the previous
         total ends, coloured *and* hatched by the factor it lowers.
     """
-    frame = _require_frame(table, "waterfall table", ("stage", "kind", "boundary", "device_h",
+    frame = require_frame(table, "waterfall table", ("stage", "kind", "boundary", "device_h",
                                                        "share_of_capacity"))
     keep = (frame["kind"] == "total") | (frame["share_of_capacity"] >= min_share)
     frame = frame[keep & ~((frame["kind"] == "loss") & (frame["device_h"] == 0))].reset_index(drop=True)
-    ax = _new_axes(ax, (8.0, 0.32 * len(frame) + 1.2))
+    ax = new_axes(ax, (8.0, 0.32 * len(frame) + 1.2))
     style = _boundary_style()
     level = 0.0
     y = np.arange(len(frame))[::-1]
@@ -92,9 +92,9 @@ def job_goodput_map(jobs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
         One marker per job: colour *and* marker shape per pool; dashed curves of equal job product
         R x P.
     """
-    frame = _require_frame(jobs, "job table", ("pool", "held_device_h", "runtime_goodput", "program_goodput"))
+    frame = require_frame(jobs, "job table", ("pool", "held_device_h", "runtime_goodput", "program_goodput"))
     frame = frame.dropna(subset=["runtime_goodput", "program_goodput"])
-    ax = _new_axes(ax, (6.0, 4.5))
+    ax = new_axes(ax, (6.0, 4.5))
     grid = np.linspace(0.01, 1.0, 200)
     for level in (0.1, 0.2, 0.4, 0.6):
         r = grid[grid >= level]
@@ -104,8 +104,8 @@ def job_goodput_map(jobs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     scale = 300.0 / max(float(frame["held_device_h"].max()), 1e-9) if len(frame) else 1.0
     for i, (pool, sub) in enumerate(frame.groupby("pool", sort=True)):
         ax.scatter(sub["runtime_goodput"], sub["program_goodput"], s=20 + scale * sub["held_device_h"],
-                   color=colors[i % len(colors)], marker=_MARKERS[i % len(_MARKERS)], edgecolor="black",
-                   linewidth=0.5, alpha=0.8, label=f"pool {pool}", hatch=_HATCHES[i % len(_HATCHES)])
+                   color=colors[i % len(colors)], marker=MARKERS[i % len(MARKERS)], edgecolor="black",
+                   linewidth=0.5, alpha=0.8, label=f"pool {pool}", hatch=HATCHES[i % len(HATCHES)])
     ax.set_xlim(0, 1.05)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("runtime goodput R (fraction of the job's held device-time)")

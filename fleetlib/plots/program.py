@@ -16,26 +16,25 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from fleetlib.plots._style import (
-    _HATCHES,
-    _PERCENT_AXIS,
-    _POW10,
-    _darker,
-    _fractions,
-    _new_axes,
-    _numeric,
-    _positive,
-    _require_frame,
+    HATCHES,
+    PERCENT_AXIS,
+    POW10,
+    darker,
+    new_axes,
     palette,
+    require_fractions,
+    require_frame,
+    require_numeric,
+    require_positive,
 )
-from fleetlib.program.breakdown import PARTITION_PARTS
-from fleetlib.program.roofline import DIAGNOSES
+from fleetlib.program import DIAGNOSES, PARTITION_PARTS
 from fleetlib.quality import DomainError
 
 # ---------------------------------------------------------------------------------------------------
 # Step traces (rung 3): partition, heat map, stragglers, collective audit, roofline, HTA comparison
 # ---------------------------------------------------------------------------------------------------
 
-_PART_LABEL = {
+PART_LABEL = {
     "compute": "compute",
     "exposed_comm": "exposed comm (transfer)",
     "peer_wait": "peer wait",
@@ -57,9 +56,9 @@ def _part_style() -> dict[str, tuple[Any, str]]:
 
 
 def _bar_labels(data: pd.DataFrame) -> list[str]:
-    ranks = _numeric(data["rank"], "partition['rank']").astype(int)
+    ranks = require_numeric(data["rank"], "partition['rank']").astype(int)
     if "step" in data.columns and pd.Series(ranks).duplicated().any():
-        steps = _numeric(data["step"], "partition['step']").astype(int)
+        steps = require_numeric(data["step"], "partition['step']").astype(int)
         return [f"rank {r} · step {s}" for r, s in zip(ranks, steps, strict=True)]
     return [f"rank {r}" for r in ranks]
 
@@ -89,14 +88,14 @@ def step_partition_bars(partition: pd.DataFrame, *, unit: str = "ms", ax: Axes |
         Missing columns, a negative part, parts that do not add up to the wall time, or an unknown
         unit.
     """
-    data = _require_frame(partition, "partition", ("rank", *PARTITION_PARTS, "step_wall_us"))
+    data = require_frame(partition, "partition", ("rank", *PARTITION_PARTS, "step_wall_us"))
     scale = {"ms": 1e-3, "us": 1.0}.get(unit)
     if scale is None:
         raise DomainError(f"unit must be 'ms' or 'us'; got {unit!r}")
-    parts = np.column_stack([_numeric(data[p], f"partition[{p!r}]") for p in PARTITION_PARTS])
+    parts = np.column_stack([require_numeric(data[p], f"partition[{p!r}]") for p in PARTITION_PARTS])
     if (parts < 0).any():
         raise DomainError("partition parts must be >= 0")
-    wall = _numeric(data["step_wall_us"], "partition['step_wall_us']")
+    wall = require_numeric(data["step_wall_us"], "partition['step_wall_us']")
     gap = np.abs(parts.sum(axis=1) - wall)
     if (gap > 1e-6 * np.maximum(wall, 1.0) + 1e-3).any():
         i = int(np.argmax(gap))
@@ -104,14 +103,14 @@ def step_partition_bars(partition: pd.DataFrame, *, unit: str = "ms", ax: Axes |
                           f"not the step wall time {wall[i]!r} us")
     labels = _bar_labels(data)
     y = np.arange(len(data))
-    ax = _new_axes(ax, (10.0, 1.4 + 0.42 * len(data)))
+    ax = new_axes(ax, (10.0, 1.4 + 0.42 * len(data)))
     left = np.zeros(len(data))
     style = _part_style()
     for j, part in enumerate(PARTITION_PARTS):
         color, hatch = style[part]
         width = parts[:, j] * scale
-        ax.barh(y, width, left=left, height=0.7, color=color, edgecolor=_darker(color), linewidth=0.6,
-                hatch=hatch or None, label=_PART_LABEL[part], gid=f"part:{part}")
+        ax.barh(y, width, left=left, height=0.7, color=color, edgecolor=darker(color), linewidth=0.6,
+                hatch=hatch or None, label=PART_LABEL[part], gid=f"part:{part}")
         left = left + width
     ax.plot(wall * scale, y, linestyle="none", marker="o", markersize=4, color="black", gid="step-wall",
             label="step wall time")
@@ -166,8 +165,8 @@ def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = Fa
     if (vals[finite] < 0).any():
         raise DomainError("table cells must be >= 0")
     if share:
-        _fractions(vals[finite], "table")
-    ax = _new_axes(ax, (1.8 + 0.9 * vals.shape[1], 1.2 + 0.45 * vals.shape[0]))
+        require_fractions(vals[finite], "table")
+    ax = new_axes(ax, (1.8 + 0.9 * vals.shape[1], 1.2 + 0.45 * vals.shape[0]))
     ax.add_patch(mpl.patches.Rectangle((-0.5, -0.5), vals.shape[1], vals.shape[0], facecolor="white",
                                        edgecolor=palette()[7], hatch="//", zorder=0, gid="missing-cells"))
     masked = np.ma.masked_invalid(vals)
@@ -176,7 +175,7 @@ def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = Fa
     bar = ax.figure.colorbar(mesh, ax=ax, pad=0.02)
     bar.set_label(value_label)
     if share:
-        bar.formatter = _PERCENT_AXIS
+        bar.formatter = PERCENT_AXIS
         bar.update_ticks()
     if annotate is None:
         annotate = vals.size <= 200
@@ -234,31 +233,31 @@ def straggler_bars(report: pd.DataFrame, *, value: str = "arrived_last_share", t
     """
     if value not in _STRAGGLER_VALUES:
         raise DomainError(f"value must be one of {list(_STRAGGLER_VALUES)}; got {value!r}")
-    data = _require_frame(report, "report", ("rank", value))
-    vals = _numeric(data[value], f"report[{value!r}]")
+    data = require_frame(report, "report", ("rank", value))
+    vals = require_numeric(data[value], f"report[{value!r}]")
     if (vals < 0).any():
         raise DomainError(f"report[{value!r}] must be >= 0")
     fraction = value in ("arrived_last_share", "relative_score")
     if fraction:
-        _fractions(vals, f"report[{value!r}]")
+        require_fractions(vals, f"report[{value!r}]")
     shown = vals if fraction else vals / 1000.0
     flagged = (data["straggler"].fillna(False).astype(bool).to_numpy() if "straggler" in data.columns
                else np.zeros(len(data), dtype=bool))
-    ranks = _numeric(data["rank"], "report['rank']").astype(int)
-    ax = _new_axes(ax, (max(4.0, 0.6 * len(data) + 2.0), 3.4))
+    ranks = require_numeric(data["rank"], "report['rank']").astype(int)
+    ax = new_axes(ax, (max(4.0, 0.6 * len(data) + 2.0), 3.4))
     c = palette()
     x = np.arange(len(data))
     bars = ax.bar(x, shown, color=[c[3] if f else c[0] for f in flagged],
-                  edgecolor=["black" if f else _darker(c[0]) for f in flagged],
+                  edgecolor=["black" if f else darker(c[0]) for f in flagged],
                   linewidth=[1.6 if f else 0.6 for f in flagged], gid=f"bars:{value}")
     for bar, f in zip(bars, flagged, strict=True):
         if f:
             bar.set_hatch("xx")
     if threshold is not None:
-        t = float(_numeric(threshold, "threshold"))
+        t = float(require_numeric(threshold, "threshold"))
         ax.axhline(t if fraction else t / 1000.0, color="black", linestyle="--", linewidth=1.2,
                    label=f"threshold {t:g}", gid="threshold")
-    handles = [Patch(facecolor=c[0], edgecolor=_darker(c[0]), label="rank")]
+    handles = [Patch(facecolor=c[0], edgecolor=darker(c[0]), label="rank")]
     if flagged.any():
         handles.append(Patch(facecolor=c[3], edgecolor="black", hatch="xx", label="flagged straggler"))
     if threshold is not None:
@@ -269,7 +268,7 @@ def straggler_bars(report: pd.DataFrame, *, value: str = "arrived_last_share", t
     ax.set_xlabel("rank")
     ax.set_ylabel(_STRAGGLER_VALUES[value])
     if value == "arrived_last_share":
-        ax.yaxis.set_major_formatter(_PERCENT_AXIS)
+        ax.yaxis.set_major_formatter(PERCENT_AXIS)
     if fraction:
         ax.set_ylim(0.0, 1.05)
     ax.grid(axis="x", visible=False)
@@ -300,28 +299,28 @@ def collective_audit_bars(audit: pd.DataFrame, *, ax: Axes | None = None) -> Axe
         Missing columns, negative counts, or a (rank, group, collective) listed twice (several steps
         passed at once).
     """
-    data = _require_frame(audit, "audit", ("rank", "group", "collective", "count"))
+    data = require_frame(audit, "audit", ("rank", "group", "collective", "count"))
     if data.duplicated(["rank", "group", "collective"]).any():
         raise DomainError("audit lists a (rank, group, collective) twice; pass the rows of one step")
-    count = _numeric(data["count"], "audit['count']")
+    count = require_numeric(data["count"], "audit['count']")
     if (count < 0).any():
         raise DomainError("audit['count'] must be >= 0")
-    expected = _numeric(data["expected"], "audit['expected']") if "expected" in data.columns else None
-    ranks = np.unique(_numeric(data["rank"], "audit['rank']").astype(int))
+    expected = require_numeric(data["expected"], "audit['expected']") if "expected" in data.columns else None
+    ranks = np.unique(require_numeric(data["rank"], "audit['rank']").astype(int))
     keys = list(dict.fromkeys(zip(data["collective"].astype(str), data["group"].astype(str), strict=True)))
-    ax = _new_axes(ax, (max(5.0, 0.9 * ranks.size + 3.0), 3.6))
+    ax = new_axes(ax, (max(5.0, 0.9 * ranks.size + 3.0), 3.6))
     c = palette()
     width = 0.8 / max(len(keys), 1)
     rank_pos = {r: i for i, r in enumerate(ranks)}
-    r_of = _numeric(data["rank"], "audit['rank']").astype(int)
+    r_of = require_numeric(data["rank"], "audit['rank']").astype(int)
     coll = data["collective"].astype(str).to_numpy()
     grp = data["group"].astype(str).to_numpy()
     for j, (kc, kg) in enumerate(keys):
         sel = (coll == kc) & (grp == kg)
         x = np.array([rank_pos[r] for r in r_of[sel]]) - 0.4 + width * (j + 0.5)
         color = c[j % len(c)]
-        ax.bar(x, count[sel], width=width * 0.95, color=color, edgecolor=_darker(color),
-               hatch=_HATCHES[j % len(_HATCHES)], label=f"{kc} ({kg})", gid=f"audit:{kc}:{kg}")
+        ax.bar(x, count[sel], width=width * 0.95, color=color, edgecolor=darker(color),
+               hatch=HATCHES[j % len(HATCHES)], label=f"{kc} ({kg})", gid=f"audit:{kc}:{kg}")
         if expected is not None:
             ax.hlines(expected[sel], x - width * 0.45, x + width * 0.45, colors="black", linewidth=2.0,
                       gid=f"expected:{kc}:{kg}")
@@ -364,9 +363,9 @@ def roofline_scatter(placed: pd.DataFrame, *, peak_flops_per_s: float, peak_byte
         Missing columns, non-positive ceilings, an unknown regime, no placed kernel, or a placed
         kernel with a non-positive intensity or rate.
     """
-    data = _require_frame(placed, "placed", ("intensity_flop_per_byte", "achieved_flops_per_s", "regime"))
-    peak = float(_positive(peak_flops_per_s, "peak_flops_per_s"))
-    bw = float(_positive(peak_bytes_per_s, "peak_bytes_per_s"))
+    data = require_frame(placed, "placed", ("intensity_flop_per_byte", "achieved_flops_per_s", "regime"))
+    peak = float(require_positive(peak_flops_per_s, "peak_flops_per_s"))
+    bw = float(require_positive(peak_bytes_per_s, "peak_bytes_per_s"))
     regime = data["regime"].astype("string")
     drawn = data[regime.notna().to_numpy()]
     if drawn.empty:
@@ -376,12 +375,12 @@ def roofline_scatter(placed: pd.DataFrame, *, peak_flops_per_s: float, peak_byte
     if unknown:
         raise DomainError(f"placed['regime'] holds unknown regimes {unknown}; "
                           f"expected {list(ROOFLINE_REGIMES)}")
-    x = _positive(drawn["intensity_flop_per_byte"], "placed['intensity_flop_per_byte']")
-    y = _positive(drawn["achieved_flops_per_s"], "placed['achieved_flops_per_s']")
+    x = require_positive(drawn["intensity_flop_per_byte"], "placed['intensity_flop_per_byte']")
+    y = require_positive(drawn["achieved_flops_per_s"], "placed['achieved_flops_per_s']")
     ridge = peak / bw
     lo = min(float(x.min()), ridge) / 4.0
     hi = max(float(x.max()), ridge) * 4.0
-    ax = _new_axes(ax, (8.0, 5.0))
+    ax = new_axes(ax, (8.0, 5.0))
     grid = np.geomspace(lo, hi, 200)
     ax.plot(grid, np.minimum(peak, grid * bw), color="black", linewidth=2.0, gid="roof",
             label=f"roof {peak_label}".strip())
@@ -400,7 +399,7 @@ def roofline_scatter(placed: pd.DataFrame, *, peak_flops_per_s: float, peak_byte
     ax.set_yscale("log")
     ax.minorticks_off()  # unlabelled minor ticks of log axes cost thousands of text measurements per draw
     for axis in (ax.xaxis, ax.yaxis):  # plain-text powers of ten: mathtext labels are slow to lay out
-        axis.set_major_formatter(_POW10)
+        axis.set_major_formatter(POW10)
     ax.set_xlim(lo, hi)
     ax.set_ylim(min(float(y.min()), peak) / 10.0, peak * 3.0)
     ax.set_xlabel("arithmetic intensity (FLOP/byte, log scale)")
@@ -435,8 +434,8 @@ def hta_comparison_bars(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     DomainError
         Missing columns, an unknown category, negative shares, or a bar that does not add up to 100 %.
     """
-    data = _require_frame(table, "table", ("rank", "source", "category", "pct"))
-    pct = _numeric(data["pct"], "table['pct']")
+    data = require_frame(table, "table", ("rank", "source", "category", "pct"))
+    pct = require_numeric(data["pct"], "table['pct']")
     if (pct < -0.05).any():
         raise DomainError("table['pct'] must be >= 0")
     cats = data["category"].astype(str).to_numpy()
@@ -445,7 +444,7 @@ def hta_comparison_bars(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     if unknown:
         raise DomainError(f"table['category'] holds unknown categories {unknown}; "
                           f"expected some of {list(order)}")
-    ranks = _numeric(data["rank"], "table['rank']").astype(int)
+    ranks = require_numeric(data["rank"], "table['rank']").astype(int)
     sources = list(dict.fromkeys(data["source"].astype(str)))
     src = data["source"].astype(str).to_numpy()
     totals = pd.Series(pct).groupby([ranks, src]).sum()
@@ -458,7 +457,7 @@ def hta_comparison_bars(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     uranks = np.unique(ranks)
     n_src = len(sources)
     width = 0.8 / n_src
-    ax = _new_axes(ax, (min(16.0, max(6.0, 0.6 * uranks.size * n_src + 3.0)), 4.4))
+    ax = new_axes(ax, (min(16.0, max(6.0, 0.6 * uranks.size * n_src + 3.0)), 4.4))
     style = _part_style()
     seen: set[str] = set()
     for i, s in enumerate(sources):
@@ -473,8 +472,8 @@ def hta_comparison_bars(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
                 color, hatch = style[cat]
                 dotted = bool(derived[sel].any())
                 ax.bar(x, v, bottom=bottom, width=width * 0.92, color=color, hatch=hatch or None,
-                       edgecolor=_darker(color), linestyle=":" if dotted else "-",
-                       label=_PART_LABEL[cat] if cat not in seen and not dotted else None,
+                       edgecolor=darker(color), linestyle=":" if dotted else "-",
+                       label=PART_LABEL[cat] if cat not in seen and not dotted else None,
                        gid=f"hta:{s}:{r}:{cat}")
                 if not dotted:
                     seen.add(cat)

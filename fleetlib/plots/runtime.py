@@ -17,22 +17,22 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from fleetlib.plots._style import (
-    _HATCHES,
-    _MARKERS,
-    _PERCENT_AXIS,
-    _UNATTRIBUTED,
-    _darker,
-    _fractions,
-    _grouped_bars,
-    _new_axes,
-    _numeric,
-    _positive,
-    _require_frame,
-    _term_style,
+    HATCHES,
+    MARKERS,
+    PERCENT_AXIS,
+    UNATTRIBUTED,
+    darker,
+    grouped_bars,
+    new_axes,
     palette,
+    require_fractions,
+    require_frame,
+    require_numeric,
+    require_positive,
+    term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime.schema import TERM_LABELS
+from fleetlib.runtime import TERM_LABELS
 
 # ---------------------------------------------------------------------------------------------------
 # Job timeline (rung 2): attempts as a Gantt, cumulative runtime goodput, step-time distribution
@@ -59,12 +59,12 @@ _EVENT_STYLE_KINDS = ("failure", "preempt", "restore", "failure_detected", "rele
 
 def _timeline_style() -> dict[str, tuple[Any, str]]:
     c = palette()
-    term = _term_style()
+    term = term_style()
     light = tuple(0.55 + 0.45 * v for v in mpl.colors.to_rgb(c[9]))
     return {"productive": (c[9], ""), "progress_at_risk": (light, "||"), "startup": term["startup"],
             "input_wait": term["input_wait"], "checkpoint": term["checkpoint"], "recovery": term["recovery"],
             "rework": (c[5], "--"), "preemption": term["preemption"], "evaluation": (c[8], "**"),
-            "idle": (c[6], "OO"), "unattributed": term[_UNATTRIBUTED], "not_held": ("white", "")}
+            "idle": (c[6], "OO"), "unattributed": term[UNATTRIBUTED], "not_held": ("white", "")}
 
 
 def _event_style(kinds: Sequence[str]) -> dict[str, tuple[Any, str, str]]:
@@ -73,7 +73,7 @@ def _event_style(kinds: Sequence[str]) -> dict[str, tuple[Any, str, str]]:
     known = {"failure": (c[3], "X", "-"), "preempt": (c[4], "v", "--"), "restore": (c[8], "^", ":"),
              "failure_detected": (c[6], "D", "-."), "release": (c[7], "s", (0, (1, 3))),
              "gang_complete": (c[9], "o", (0, (5, 2, 1, 2)))}
-    spare = [(c[i], _MARKERS[j], ls) for i, j, ls in ((5, 7, "-"), (1, 5, "--"), (0, 6, ":"), (2, 4, "-."))]
+    spare = [(c[i], MARKERS[j], ls) for i, j, ls in ((5, 7, "-"), (1, 5, "--"), (0, 6, ":"), (2, 4, "-."))]
     spare += [(c[i], m, ls) for i, m, ls in ((7, "p", (0, (3, 1))), (9, "*", (0, (1, 1))), (3, "<", "--"),
                                               (6, ">", ":"))]
     out: dict[str, tuple[Any, str, Any]] = {}
@@ -123,7 +123,7 @@ def _optional_frame(data: Any, name: str, columns: Iterable[str]) -> pd.DataFram
         if missing:
             raise DomainError(f"{name} is missing column(s) {missing}; it has {list(data.columns)}")
         return None
-    return _require_frame(data, name, columns)
+    return require_frame(data, name, columns)
 
 
 def _touching_spans(x0: np.ndarray, x1: np.ndarray) -> list[tuple[float, float]]:
@@ -174,7 +174,7 @@ def attempt_gantt(intervals: pd.DataFrame, *, markers: pd.DataFrame | None = Non
         Missing columns, an unknown category, naive or missing times, an interval ending before it
         starts, or a marker on an attempt with no interval.
     """
-    data = _require_frame(intervals, "intervals", GANTT_COLUMNS)
+    data = require_frame(intervals, "intervals", GANTT_COLUMNS)
     cats = data["category"].astype(str).to_numpy()
     unknown = sorted(set(cats) - set(TIMELINE_CATEGORIES))
     if unknown:
@@ -186,7 +186,7 @@ def attempt_gantt(intervals: pd.DataFrame, *, markers: pd.DataFrame | None = Non
     if bad.any():
         row = data.index[int(np.argmax(bad))]
         raise DomainError(f"intervals must not end before they start (row {row!r})")
-    attempts = _numeric(data["attempt"], "intervals['attempt']")
+    attempts = require_numeric(data["attempt"], "intervals['attempt']")
     marks = None
     if markers is not None:
         marks = _optional_frame(markers, "markers", ("attempt", "time", "kind"))
@@ -196,7 +196,7 @@ def attempt_gantt(intervals: pd.DataFrame, *, markers: pd.DataFrame | None = Non
     row_of = {a: i for i, a in enumerate(rows)}
     y = np.array([row_of[a] for a in attempts], dtype=float)
 
-    ax = _new_axes(ax, (11.0, 1.6 + 0.55 * rows.size))
+    ax = new_axes(ax, (11.0, 1.6 + 0.55 * rows.size))
     style = _timeline_style()
     height = 0.62
     present = [c for c in TIMELINE_CATEGORIES if (cats == c).any()]
@@ -210,7 +210,7 @@ def attempt_gantt(intervals: pd.DataFrame, *, markers: pd.DataFrame | None = Non
                 ax.broken_barh(spans, (r - height / 4, height / 2), facecolors="white",
                                edgecolors=palette()[7], linestyles="--", linewidth=1.0, gid=f"interval:{cat}")
             else:
-                ax.broken_barh(spans, (r - height / 2, height), facecolors=color, edgecolors=_darker(color),
+                ax.broken_barh(spans, (r - height / 2, height), facecolors=color, edgecolors=darker(color),
                                linewidth=0.0, hatch=hatch or None, gid=f"interval:{cat}")
     handles: list[Any] = []
     for cat in present:
@@ -219,10 +219,10 @@ def attempt_gantt(intervals: pd.DataFrame, *, markers: pd.DataFrame | None = Non
             handles.append(Patch(facecolor="white", edgecolor=palette()[7], linestyle="--",
                                  label=_TIMELINE_LABEL[cat]))
         else:
-            handles.append(Patch(facecolor=color, edgecolor=_darker(color), hatch=hatch or None,
+            handles.append(Patch(facecolor=color, edgecolor=darker(color), hatch=hatch or None,
                                  label=_TIMELINE_LABEL[cat]))
     if marks is not None:
-        m_att = _numeric(marks["attempt"], "markers['attempt']")
+        m_att = require_numeric(marks["attempt"], "markers['attempt']")
         missing = sorted(set(m_att) - set(rows))
         if missing:
             raise DomainError(f"markers name attempts with no interval: {missing}")
@@ -283,19 +283,19 @@ def cumulative_goodput(series: pd.DataFrame, *, restarts: pd.DataFrame | None = 
     DomainError
         Missing columns, naive or missing times, or goodput values outside [0, 1].
     """
-    data = _require_frame(series, "series", CUMULATIVE_COLUMNS)
+    data = require_frame(series, "series", CUMULATIVE_COLUMNS)
     t = _utc_times(data["time"], "series['time']")
     g = pd.to_numeric(data["cumulative_goodput"], errors="coerce").to_numpy(dtype=float)
     finite = np.isfinite(g)
     if not finite.any():
         raise DomainError("series['cumulative_goodput'] has no finite value to draw")
-    _fractions(g[finite], "series['cumulative_goodput']")
+    require_fractions(g[finite], "series['cumulative_goodput']")
     w = None
     if windows is not None:
-        w = _require_frame(windows, "windows", WINDOW_COLUMNS)
+        w = require_frame(windows, "windows", WINDOW_COLUMNS)
         ws, we = _utc_times(w["start"], "windows['start']"), _utc_times(w["end"], "windows['end']")
         wg = pd.to_numeric(w["runtime_goodput"], errors="coerce").to_numpy(dtype=float)
-        _fractions(wg[np.isfinite(wg)], "windows['runtime_goodput']")
+        require_fractions(wg[np.isfinite(wg)], "windows['runtime_goodput']")
     r = None
     if restarts is not None:
         r = _optional_frame(restarts, "restarts", RESTART_COLUMNS)
@@ -306,7 +306,7 @@ def cumulative_goodput(series: pd.DataFrame, *, restarts: pd.DataFrame | None = 
         cands.append(_utc_times(r["time"], "restarts['time']"))
     t0 = _origin(origin, *cands)
 
-    ax = _new_axes(ax, (11.0, 4.2))
+    ax = new_axes(ax, (11.0, 4.2))
     c = palette()
     x = _hours_since(t, t0)
     ax.plot(x, g, color=c[0], linestyle="-", linewidth=2.0, label="cumulative, from the start (solid)",
@@ -333,7 +333,7 @@ def cumulative_goodput(series: pd.DataFrame, *, restarts: pd.DataFrame | None = 
             handles.append(Line2D([], [], color=color, linestyle=ls, marker=marker, markersize=7,
                                   markeredgecolor="black", label=kind.replace("_", " ")))
     ax.set_ylim(0.0, 1.02)
-    ax.yaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.yaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_ylabel("runtime goodput R\n(% of held time)")
     ax.set_xlabel(_time_axis_label(t0))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
@@ -376,10 +376,11 @@ def step_time_distribution(steps: pd.DataFrame, *, fault_free_step_s: float,
         A missing ``duration_s`` column, durations or baselines that are not positive, or fewer than
         two bins.
     """
-    data = _require_frame(steps, "steps", STEP_TIME_COLUMNS)
-    dur = _positive(data["duration_s"], "steps['duration_s']")
-    ff = float(_positive(fault_free_step_s, "fault_free_step_s"))
-    thr = None if warmup_threshold_s is None else float(_positive(warmup_threshold_s, "warmup_threshold_s"))
+    data = require_frame(steps, "steps", STEP_TIME_COLUMNS)
+    dur = require_positive(data["duration_s"], "steps['duration_s']")
+    ff = float(require_positive(fault_free_step_s, "fault_free_step_s"))
+    thr = (None if warmup_threshold_s is None
+           else float(require_positive(warmup_threshold_s, "warmup_threshold_s")))
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
         raise DomainError(f"bins must be an integer >= 2; got {bins!r}")
     groups = data[hue].astype(str).to_numpy() if hue is not None and hue in data.columns else \
@@ -391,13 +392,13 @@ def step_time_distribution(steps: pd.DataFrame, *, fault_free_step_s: float,
         hi = lo * 1.01
     edges = np.geomspace(lo, hi, bins + 1) if log_x else np.linspace(lo, hi, bins + 1)
 
-    ax = _new_axes(ax, (8.0, 4.0))
+    ax = new_axes(ax, (8.0, 4.0))
     c = palette()
     linestyles = ("-", "--", ":", "-.")
     for i, name in enumerate(names):
-        color, hatch = c[i % len(c)], _HATCHES[i % len(_HATCHES)]
+        color, hatch = c[i % len(c)], HATCHES[i % len(HATCHES)]
         ax.hist(dur[groups == name], bins=edges, histtype="stepfilled",
-                color=mpl.colors.to_rgba(color, 0.35), edgecolor=_darker(color), linewidth=1.4,
+                color=mpl.colors.to_rgba(color, 0.35), edgecolor=darker(color), linewidth=1.4,
                 linestyle=linestyles[i % len(linestyles)], hatch=hatch,
                 label=f"{name} ({int((groups == name).sum()):,} steps)", gid=f"hist:{name}")
     ax.axvline(ff, color="black", linestyle="-", linewidth=1.8, label=f"fault-free step time {ff:.4g} s",
@@ -436,14 +437,14 @@ def model_terms_bars(terms: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(terms, "terms", ("measured", "modelled"))
+    data = require_frame(terms, "terms", ("measured", "modelled"))
     c = palette()
-    ax = _new_axes(ax, (8.0, 4.2))
+    ax = new_axes(ax, (8.0, 4.2))
     series = {"measured": data["measured"].to_numpy(dtype=float),
               "modelled": data["modelled"].to_numpy(dtype=float)}
-    _grouped_bars(ax, [str(k).replace("_", " ") for k in data.index], series, (c[0], c[7]), ("", ".."),
+    grouped_bars(ax, [str(k).replace("_", " ") for k in data.index], series, (c[0], c[7]), ("", ".."),
                   horizontal=True)
-    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlabel("share of held time (%)")
     ax.legend(title="runtime loss", fontsize="small")
     return ax
@@ -466,9 +467,9 @@ def checkpoint_interval_bars(intervals_min: pd.Series, *, ax: Axes | None = None
     shown = pd.Series(intervals_min, dtype=float).dropna()
     if shown.empty:
         raise DomainError("intervals_min has no finite interval; nothing to draw")
-    values = _positive(shown.to_numpy(), "intervals_min")
+    values = require_positive(shown.to_numpy(), "intervals_min")
     c = palette()
-    ax = _new_axes(ax, (6.0, 3.2))
+    ax = new_axes(ax, (6.0, 3.2))
     colors = [c[i] for i in (2, 4, 5, 6, 8, 9)]
     hatches = ("", "//", "\\\\", "xx", "..", "++")
     bars = ax.barh(range(len(values)), values, color=[colors[i % len(colors)] for i in range(len(values))],
@@ -498,11 +499,11 @@ def event_chronicle(events: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(events, "events", ("time", "kind"))
+    data = require_frame(events, "events", ("time", "kind"))
     times = _utc_times(data["time"], "events['time']")
     kinds = list(dict.fromkeys(data["kind"].astype(str)))
     style = _event_style(kinds)
-    ax = _new_axes(ax, (11.0, 4.2))
+    ax = new_axes(ax, (11.0, 4.2))
     kind_of = data["kind"].astype(str).to_numpy()
     for y, kind in enumerate(kinds):
         color, marker, _line = style[kind]
@@ -537,7 +538,7 @@ def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes
     Parameters
     ----------
     summary
-        :func:`fleetlib.runtime.readers.mlperf_summary_table`'s frame: ``held_s`` and the seconds of
+        :func:`fleetlib.runtime.commands.mlperf_summary_table`'s frame: ``held_s`` and the seconds of
         :data:`RESULT_LOG_PARTS`, one row per run; each bar is drawn as shares of its ``held_s``.
     label
         Column that names each bar.
@@ -548,16 +549,16 @@ def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(summary, "summary", (label, "held_s", *RESULT_LOG_PARTS))
-    held = _positive(data["held_s"].to_numpy(), "summary['held_s']")
+    data = require_frame(summary, "summary", (label, "held_s", *RESULT_LOG_PARTS))
+    held = require_positive(data["held_s"].to_numpy(), "summary['held_s']")
     c = palette()
     styles = {"startup_s": (c[4], ".."), "productive_s": (c[9], ""), "evaluation_s": (c[8], "**"),
               "unattributed_s": (c[7], "oo")}
-    ax = _new_axes(ax, (10.0, 1.6 + 0.6 * len(data)))
+    ax = new_axes(ax, (10.0, 1.6 + 0.6 * len(data)))
     y = np.arange(len(data))
     left = np.zeros(len(data))
     for part, name in RESULT_LOG_PARTS.items():
-        share = _numeric(data[part].to_numpy(), f"summary[{part!r}]") / held
+        share = require_numeric(data[part].to_numpy(), f"summary[{part!r}]") / held
         color, hatch = styles[part]
         ax.barh(y, share, left=left, height=0.6, color=color, hatch=hatch, edgecolor="black", label=name)
         left += share
@@ -566,7 +567,7 @@ def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes
                     textcoords="offset points", va="center", fontsize="small", annotation_clip=False)
     ax.set_yticks(y, [str(v) for v in data[label]])
     ax.invert_yaxis()
-    ax.xaxis.set_major_formatter(_PERCENT_AXIS)
+    ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("share of held time, init_start → run_stop (%)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=4.6, ncol=4, fontsize="small",

@@ -21,13 +21,13 @@ from matplotlib.axes import Axes
 from matplotlib.ticker import PercentFormatter
 
 from fleetlib.plots._style import (
-    _HATCHES,
-    _MARKERS,
-    _grouped_bars,
-    _new_axes,
-    _numeric,
-    _require_frame,
+    HATCHES,
+    MARKERS,
+    grouped_bars,
+    new_axes,
     palette,
+    require_frame,
+    require_numeric,
 )
 from fleetlib.quality import DomainError
 
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 S_PER_H = 3600.0
-_BAR_HATCHES = ("", *_HATCHES)
+_BAR_HATCHES = ("", *HATCHES)
 _LINES = ("-", "--", ":", "-.", (0, (5, 2, 1, 2)), (0, (1, 3)))
 
 
@@ -60,8 +60,8 @@ def _lines(ax: Axes, frame: pd.DataFrame, *, x: str, y: str, by: str) -> None:
     colors = palette()
     for i, (name, rows) in enumerate(frame.groupby(by, sort=True, observed=True)):
         rows = rows.sort_values(x)
-        ax.plot(rows[x], _numeric(rows[y], f"{y} of {name}"), color=colors[i % len(colors)],
-                marker=_MARKERS[i % len(_MARKERS)], linestyle=_LINES[i % len(_LINES)], label=str(name),
+        ax.plot(rows[x], require_numeric(rows[y], f"{y} of {name}"), color=colors[i % len(colors)],
+                marker=MARKERS[i % len(MARKERS)], linestyle=_LINES[i % len(_LINES)], label=str(name),
                 markeredgecolor="black", markeredgewidth=0.5)
 
 
@@ -89,10 +89,10 @@ def partition_waterfall(factor: Any, *, ax: Axes | None = None) -> Axes:
     for attribute in ("value", "losses", "loss_fractions"):
         if not hasattr(factor, attribute):
             raise DomainError(f"factor must be a fleetlib Factor; it has no {attribute!r}")
-    ax = _new_axes(ax, (7.5, 3.8))
+    ax = new_axes(ax, (7.5, 3.8))
     c = palette()
     shares = pd.Series(factor.loss_fractions, dtype=float)
-    values = _numeric(shares.to_numpy(), "factor.loss_fractions")
+    values = require_numeric(shares.to_numpy(), "factor.loss_fractions")
     left = 1.0 - np.cumsum(values)
     rows = np.arange(1, len(values) + 1)
     ax.barh(0, 1.0, color=c[7], edgecolor="black", hatch="..", label="capacity")
@@ -132,12 +132,12 @@ def pool_shares(factors: Mapping[str, Any], *, ax: Axes | None = None) -> Axes:
         raise DomainError("factors must be a non-empty mapping of pool -> Factor")
     table = pd.DataFrame({pool: {"held (S)": f.value, **{_label(k): v for k, v in f.loss_fractions.items()}}
                           for pool, f in factors.items()}).T.astype(float)
-    ax = _new_axes(ax, (7.5, 4.2))
+    ax = new_axes(ax, (7.5, 4.2))
     c = palette()
     left = np.zeros(len(table))
     y = np.arange(len(table))
     for i, column in enumerate(table.columns):
-        values = _numeric(table[column].to_numpy(), f"share {column!r}")
+        values = require_numeric(table[column].to_numpy(), f"share {column!r}")
         ax.barh(y, values, left=left, height=0.7, color=c[i % len(c)],
                 hatch=_BAR_HATCHES[i % len(_BAR_HATCHES)], edgecolor="black", label=column)
         left += values
@@ -165,13 +165,13 @@ def idle_views(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(table, "table", ("idle_with_queue", "cross_pool_idle_with_queue"))
-    ax = _new_axes(ax, (8.0, 4.0))
+    data = require_frame(table, "table", ("idle_with_queue", "cross_pool_idle_with_queue"))
+    ax = new_axes(ax, (8.0, 4.0))
     c = palette()
     own = data["idle_with_queue"].to_numpy(float) / S_PER_H
     anyone = data["cross_pool_idle_with_queue"].to_numpy(float) / S_PER_H
     series = {"its own queue waited (per pool)": own, "any pool's queue waited (cross-pool)": anyone}
-    _grouped_bars(ax, [str(p) for p in data.index], series, c[:2], ("", "//"))
+    grouped_bars(ax, [str(p) for p in data.index], series, c[:2], ("", "//"))
     ax.legend(title="idle device-time while", fontsize="small")
     ax.set_xlabel("pool")
     ax.set_ylabel("idle capacity (device-h)")
@@ -200,7 +200,7 @@ def hour_of_day_profile(hourly: pd.DataFrame, *, clock: str = "UTC") -> pd.DataF
         One row per (pool, hour): ``scheduling_goodput`` (mean over the days),
         ``idle_with_queue_h`` and ``idle_empty_queue_h`` (summed over the days, device-hours).
     """
-    data = _require_frame(hourly, "hourly", ("pool", "start", "scheduling_goodput", "idle_with_queue",
+    data = require_frame(hourly, "hourly", ("pool", "start", "scheduling_goodput", "idle_with_queue",
                                              "idle_empty_queue"))
     keyed = pd.DataFrame({"pool": data["pool"].to_numpy(), "hour": data["start"].dt.tz_convert(clock).dt.hour,
                           "scheduling_goodput": data["scheduling_goodput"].astype(float),
@@ -227,8 +227,8 @@ def goodput_by_hour(profile: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(profile, "profile", ("pool", "hour", "scheduling_goodput"))
-    ax = _new_axes(ax, (7.0, 4.2))
+    data = require_frame(profile, "profile", ("pool", "hour", "scheduling_goodput"))
+    ax = new_axes(ax, (7.0, 4.2))
     _lines(ax, data, x="hour", y="scheduling_goodput", by="pool")
     ax.set_ylabel("scheduling goodput S\n(fraction, mean over days)")
     ax.set_xlabel(f"hour of day ({profile.attrs.get('clock', 'UTC')})")
@@ -250,13 +250,13 @@ def idle_by_hour(profile: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(profile, "profile", ("hour", "idle_with_queue_h", "idle_empty_queue_h"))
+    data = require_frame(profile, "profile", ("hour", "idle_with_queue_h", "idle_empty_queue_h"))
     totals = data.groupby("hour", sort=True)[["idle_with_queue_h", "idle_empty_queue_h"]].sum()
     names = {"idle_with_queue_h": "while jobs queued", "idle_empty_queue_h": "queue empty"}
     long = totals.rename(columns=names)
     long = long.reset_index().melt(id_vars="hour", var_name="idle", value_name="device_h")
     long["idle"] = pd.Categorical(long["idle"], ["while jobs queued", "queue empty"])
-    ax = _new_axes(ax, (7.0, 4.2))
+    ax = new_axes(ax, (7.0, 4.2))
     _lines(ax, long, x="hour", y="device_h", by="idle")
     ax.set_ylabel("idle capacity\n(device-h, all pools and days)")
     ax.set_xlabel(f"hour of day ({profile.attrs.get('clock', 'UTC')})")
@@ -279,7 +279,7 @@ def daily_capacity_table(daily: pd.DataFrame) -> pd.DataFrame:
         ``daily`` with ``devices_in_service`` (capacity device-seconds over the bin's seconds) and
         ``scheduling_goodput`` as float.
     """
-    data = _require_frame(daily, "daily", ("start", "end", "capacity_device_s", "scheduling_goodput"))
+    data = require_frame(daily, "daily", ("start", "end", "capacity_device_s", "scheduling_goodput"))
     seconds = (data["end"] - data["start"]).dt.total_seconds()
     return data.assign(devices_in_service=data["capacity_device_s"] / seconds,
                        scheduling_goodput=data["scheduling_goodput"].astype(float))
@@ -310,8 +310,8 @@ def daily_series(daily: pd.DataFrame, *, column: str = "scheduling_goodput", leg
     """
     if column not in _DAILY_LABEL:
         raise DomainError(f"column must be one of {sorted(_DAILY_LABEL)}; got {column!r}")
-    data = _require_frame(daily, "daily", ("pool", "start", column))
-    ax = _new_axes(ax, (7.0, 4.0))
+    data = require_frame(daily, "daily", ("pool", "start", column))
+    ax = new_axes(ax, (7.0, 4.0))
     _lines(ax, data, x="start", y=column, by="pool")
     ax.set_ylabel(_DAILY_LABEL[column])
     ax.set_xlabel("day (UTC)")
@@ -348,16 +348,16 @@ def injected_vs_computed(side_by_side: pd.DataFrame, *, categories: Sequence[str
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(side_by_side, "side_by_side", ("injected", "computed"))
+    data = require_frame(side_by_side, "side_by_side", ("injected", "computed"))
     missing = [k for k in categories if k not in data.index]
     if missing:
         raise DomainError(f"side_by_side has no row(s) {missing}")
     rows = data.loc[list(categories)]
     c = palette()
-    ax = _new_axes(ax, (8.0, 4.2))
-    series = {name: _numeric(rows[name].to_numpy(), f"side_by_side[{name!r}]") / S_PER_H
+    ax = new_axes(ax, (8.0, 4.2))
+    series = {name: require_numeric(rows[name].to_numpy(), f"side_by_side[{name!r}]") / S_PER_H
               for name in ("injected", "computed")}
-    _grouped_bars(ax, [_label(k) for k in categories], series, (c[7], c[0]), ("..", ""), horizontal=True)
+    grouped_bars(ax, [_label(k) for k in categories], series, (c[7], c[0]), ("..", ""), horizontal=True)
     ax.set_xscale("symlog", linthresh=10.0)
     ax.legend(title="loss", fontsize="small")
     ax.set_xlabel("device-h (symmetric log scale)")
@@ -379,12 +379,12 @@ def openb_wait_bars(waits: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(waits, "waits", ("cohort", "wait_p50_s", "wait_p90_s"))
+    data = require_frame(waits, "waits", ("cohort", "wait_p50_s", "wait_p90_s"))
     c = palette()
-    ax = _new_axes(ax, (7.0, 4.2))
-    series = {"median": _numeric(data["wait_p50_s"].to_numpy(), "waits['wait_p50_s']"),
-              "90th percentile": _numeric(data["wait_p90_s"].to_numpy(), "waits['wait_p90_s']")}
-    _grouped_bars(ax, [str(k) for k in data["cohort"]], series, c[4:6], ("", "//"))
+    ax = new_axes(ax, (7.0, 4.2))
+    series = {"median": require_numeric(data["wait_p50_s"].to_numpy(), "waits['wait_p50_s']"),
+              "90th percentile": require_numeric(data["wait_p90_s"].to_numpy(), "waits['wait_p90_s']")}
+    grouped_bars(ax, [str(k) for k in data["cohort"]], series, c[4:6], ("", "//"))
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_ylabel("wait, creation to scheduling\n(s, symmetric log)")
     ax.set_xlabel("pod size cohort (openb)")
@@ -408,14 +408,14 @@ def cohort_goodput_bars(cohorts: pd.DataFrame, *, ax: Axes | None = None) -> Axe
     -------
     matplotlib.axes.Axes
     """
-    data = _require_frame(cohorts, "cohorts", ("cohort", "job_scheduling_goodput", "capacity_share"))
+    data = require_frame(cohorts, "cohorts", ("cohort", "job_scheduling_goodput", "capacity_share"))
     c = palette()
-    ax = _new_axes(ax, (7.0, 4.2))
-    series = {"job-centric: held / asked for": _numeric(data["job_scheduling_goodput"].astype(float),
+    ax = new_axes(ax, (7.0, 4.2))
+    series = {"job-centric: held / asked for": require_numeric(data["job_scheduling_goodput"].astype(float),
                                                         "cohorts['job_scheduling_goodput']"),
-              "pool-centric: share of capacity": _numeric(data["capacity_share"].astype(float),
+              "pool-centric: share of capacity": require_numeric(data["capacity_share"].astype(float),
                                                           "cohorts['capacity_share']")}
-    _grouped_bars(ax, [str(k) for k in data["cohort"]], series, c[0:2], ("", "//"))
+    grouped_bars(ax, [str(k) for k in data["cohort"]], series, c[0:2], ("", "//"))
     ax.set_ylabel("fraction")
     ax.set_ylim(0.0, 1.3)
     ax.set_xlabel("job size cohort (devices, synthetic fleet)")

@@ -17,11 +17,11 @@ ArrayLike: TypeAlias = float | int | Sequence[float] | np.ndarray
 FloatOrArray: TypeAlias = float | np.ndarray
 
 #: A utilization a hair above one (float round-off) is accepted; anything more is refused.
-_UNIT_SLACK = 1e-9
+UNIT_SLACK = 1e-9
 
 
 
-def _values(name: str, value: ArrayLike, *, positive: bool = False, nonnegative: bool = False,
+def checked_values(name: str, value: ArrayLike, *, positive: bool = False, nonnegative: bool = False,
             fraction: bool = False) -> np.ndarray:
     """Return ``value`` as a float array after checking it is finite and in the stated domain."""
     try:
@@ -32,38 +32,38 @@ def _values(name: str, value: ArrayLike, *, positive: bool = False, nonnegative:
         raise DomainError(f"{name} is empty; give at least one value")
     bad = ~np.isfinite(arr)
     if bad.any():
-        raise DomainError(f"{name} must be finite; got {_first(arr, bad)!r}{_where(arr, bad)}")
+        raise DomainError(f"{name} must be finite; got {first_bad(arr, bad)!r}{bad_position(arr, bad)}")
     if positive:
         bad = arr <= 0.0
         if bad.any():
-            raise DomainError(f"{name} must be > 0; got {_first(arr, bad)!r}{_where(arr, bad)}")
+            raise DomainError(f"{name} must be > 0; got {first_bad(arr, bad)!r}{bad_position(arr, bad)}")
     if nonnegative:
         bad = arr < 0.0
         if bad.any():
-            raise DomainError(f"{name} must be >= 0; got {_first(arr, bad)!r}{_where(arr, bad)}")
+            raise DomainError(f"{name} must be >= 0; got {first_bad(arr, bad)!r}{bad_position(arr, bad)}")
     if fraction:
         bad = (arr < 0.0) | (arr > 1.0)
         if bad.any():
-            raise DomainError(f"{name} must be a fraction in [0, 1]; got {_first(arr, bad)!r}"
-                              f"{_where(arr, bad)}")
+            raise DomainError(f"{name} must be a fraction in [0, 1]; got {first_bad(arr, bad)!r}"
+                              f"{bad_position(arr, bad)}")
     return arr
 
 
-def _count(name: str, value: ArrayLike, *, minimum: int = 1) -> np.ndarray:
+def checked_counts(name: str, value: ArrayLike, *, minimum: int = 1) -> np.ndarray:
     """Return ``value`` as an array of whole counts >= ``minimum`` (devices, ranks, layers)."""
-    arr = _values(name, value)
+    arr = checked_values(name, value)
     bad = (arr != np.round(arr)) | (arr < minimum)
     if bad.any():
-        raise DomainError(f"{name} must be a whole number >= {minimum}; got {_first(arr, bad)!r}"
-                          f"{_where(arr, bad)}")
+        raise DomainError(f"{name} must be a whole number >= {minimum}; got {first_bad(arr, bad)!r}"
+                          f"{bad_position(arr, bad)}")
     return arr
 
 
-def _first(arr: np.ndarray, bad: np.ndarray) -> float:
+def first_bad(arr: np.ndarray, bad: np.ndarray) -> float:
     return float(arr[bad].flat[0]) if arr.ndim else float(arr)
 
 
-def _where(arr: np.ndarray, bad: np.ndarray) -> str:
+def bad_position(arr: np.ndarray, bad: np.ndarray) -> str:
     if arr.ndim == 0:
         return ""
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -71,14 +71,14 @@ def _where(arr: np.ndarray, bad: np.ndarray) -> str:
     return f" at index {idx[0] if len(idx) == 1 else idx} ({n} bad value{'s' if n > 1 else ''})"
 
 
-def _out(arr: np.ndarray) -> FloatOrArray:
+def scalar_or_array(arr: np.ndarray) -> FloatOrArray:
     """Return a float for a 0-d result, the array otherwise."""
     return float(arr) if np.ndim(arr) == 0 else arr
 
 
-def _at_most_one(name: str, arr: np.ndarray, hint: str) -> np.ndarray:
+def at_most_one(name: str, arr: np.ndarray, hint: str) -> np.ndarray:
     """Refuse a utilization above one; it means a numerator or denominator is wrong."""
-    bad = arr > 1.0 + _UNIT_SLACK
+    bad = arr > 1.0 + UNIT_SLACK
     if bad.any():
-        raise DomainError(f"{name} = {_first(arr, bad):.4g} exceeds 1{_where(arr, bad)}: {hint}")
+        raise DomainError(f"{name} = {first_bad(arr, bad):.4g} exceeds 1{bad_position(arr, bad)}: {hint}")
     return arr

@@ -118,7 +118,7 @@ _WAIT_SLACK_US = 1e-3
 # ---------------------------------------------------------------------------------------------------
 
 
-def _require(frame: Any, columns: tuple[str, ...], what: str) -> pd.DataFrame:
+def require_table_columns(frame: Any, columns: tuple[str, ...], what: str) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
         raise DomainError(f"{what} must be a pandas DataFrame; got {type(frame).__name__}")
     missing = [c for c in columns if c not in frame.columns]
@@ -127,7 +127,7 @@ def _require(frame: Any, columns: tuple[str, ...], what: str) -> pd.DataFrame:
     return frame
 
 
-def _float_col(frame: pd.DataFrame, col: str, what: str, *, allow_na: bool = False) -> np.ndarray:
+def float_column(frame: pd.DataFrame, col: str, what: str, *, allow_na: bool = False) -> np.ndarray:
     try:
         arr = pd.to_numeric(frame[col], errors="raise").to_numpy(dtype=float, na_value=np.nan)
     except (TypeError, ValueError) as exc:
@@ -141,8 +141,8 @@ def _float_col(frame: pd.DataFrame, col: str, what: str, *, allow_na: bool = Fal
     return arr
 
 
-def _int_col(frame: pd.DataFrame, col: str, what: str) -> np.ndarray:
-    arr = _float_col(frame, col, what)
+def int_column(frame: pd.DataFrame, col: str, what: str) -> np.ndarray:
+    arr = float_column(frame, col, what)
     bad = arr != np.round(arr)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -166,14 +166,14 @@ def _layers_of(kinds: pd.Series, kind_layers: Mapping[str, str | None]) -> np.nd
 
 
 def _check_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    _require(steps, STEP_COLUMNS, "steps")
+    require_table_columns(steps, STEP_COLUMNS, "steps")
     if steps.empty:
         raise DomainError("steps has no windows; a partition needs at least one step window")
     out = pd.DataFrame({
-        "rank": _int_col(steps, "rank", "steps"),
-        "step": _int_col(steps, "step", "steps"),
-        "start_us": _float_col(steps, "start_us", "steps"),
-        "end_us": _float_col(steps, "end_us", "steps"),
+        "rank": int_column(steps, "rank", "steps"),
+        "step": int_column(steps, "step", "steps"),
+        "start_us": float_column(steps, "start_us", "steps"),
+        "end_us": float_column(steps, "end_us", "steps"),
     })
     bad = out["end_us"].to_numpy() <= out["start_us"].to_numpy()
     if bad.any():
@@ -293,15 +293,15 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     gap_us = float(dispatch_gap_us)
     if not np.isfinite(gap_us) or gap_us < 0:
         raise DomainError(f"dispatch_gap_us must be a finite number >= 0; got {dispatch_gap_us!r}")
-    _require(kernels, KERNEL_COLUMNS, "kernels")
+    require_table_columns(kernels, KERNEL_COLUMNS, "kernels")
     if not kernels.index.is_unique:
         raise DomainError("kernels index labels must be unique (they identify kernels for peer waits)")
     win = _check_steps(steps).sort_values(["rank", "start_us", "end_us"], kind="stable")
     win = win.reset_index(drop=True)
 
-    k_rank = _int_col(kernels, "rank", "kernels")
-    k_start = _float_col(kernels, "start_us", "kernels")
-    k_end = _float_col(kernels, "end_us", "kernels")
+    k_rank = int_column(kernels, "rank", "kernels")
+    k_start = float_column(kernels, "start_us", "kernels")
+    k_end = float_column(kernels, "end_us", "kernels")
     neg = k_end < k_start
     if neg.any():
         i = int(np.flatnonzero(neg)[0])
@@ -309,7 +309,7 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                           f"it starts at {k_start[i]!r} us: a negative duration")
     layer = _layers_of(kernels["kind"], layers)
     has_launch = "launch_us" in kernels.columns
-    launch = (_float_col(kernels, "launch_us", "kernels", allow_na=True) if has_launch
+    launch = (float_column(kernels, "launch_us", "kernels", allow_na=True) if has_launch
               else np.full(k_rank.size, np.nan))
     graph = (kernels["cuda_graph"].fillna(False).astype(bool).to_numpy() if "cuda_graph" in kernels.columns
              else np.zeros(k_rank.size, dtype=bool))
@@ -317,14 +317,14 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     # Peer waits per kernel, microseconds.
     wait_us = np.zeros(k_rank.size)
     if collective_wait is not None:
-        _require(collective_wait, ("kernel_index", "peer_wait_us"), "collective_wait")
+        require_table_columns(collective_wait, ("kernel_index", "peer_wait_us"), "collective_wait")
         pos = kernels.index.get_indexer(collective_wait["kernel_index"])
         if (pos < 0).any():
             lab = collective_wait["kernel_index"].iloc[int(np.flatnonzero(pos < 0)[0])]
             raise DomainError(f"collective_wait names kernel {lab!r}, which is not in the kernel table")
         if pd.Index(pos).duplicated().any():
             raise DomainError("collective_wait names a kernel more than once")
-        w = _float_col(collective_wait, "peer_wait_us", "collective_wait")
+        w = float_column(collective_wait, "peer_wait_us", "collective_wait")
         not_comm = layer[pos] != _T
         if not_comm.any():
             raise DomainError(f"collective_wait gives a wait for kernel {kernels.index[pos[not_comm][0]]!r}, "
@@ -468,7 +468,7 @@ def steps_without_device_activity(partition: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         ``rank, step, step_wall_us`` of those rows (empty when every step saw device activity).
     """
-    _require(partition, ("rank", "step", *PARTITION_PARTS, "step_wall_us"), "partition")
+    require_table_columns(partition, ("rank", "step", *PARTITION_PARTS, "step_wall_us"), "partition")
     active = partition[["compute", "exposed_comm", "peer_wait", "exposed_memcpy"]].sum(axis=1)
     quiet = (active <= 0) & (partition["step_wall_us"] > 0)
     return partition.loc[quiet, ["rank", "step", "step_wall_us"]].reset_index(drop=True)
@@ -541,7 +541,7 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
         The MFU exceeds one (an :class:`~fleetlib.quality.InputError` naming the convention and
         ``config_file``): the FLOPs are overcounted or the peak (its precision) is too low.
     """
-    _require(partition, (*PARTITION_PARTS, "step_wall_us", "rank"), "partition")
+    require_table_columns(partition, (*PARTITION_PARTS, "step_wall_us", "rank"), "partition")
     if partition.empty:
         raise DomainError("partition has no rows; trace at least one step")
     if not isinstance(peak, PeakRate):
@@ -559,7 +559,7 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
     n_ranks = int(partition["rank"].nunique())
     if int(devices) != devices or devices < n_ranks:
         raise DomainError(f"devices must be a whole number >= the {n_ranks} traced ranks; got {devices!r}")
-    wall_us = _float_col(partition, "step_wall_us", "partition")
+    wall_us = float_column(partition, "step_wall_us", "partition")
     if (wall_us <= 0).any():
         raise DomainError("partition has a step with no wall time")
     rows = len(partition)
@@ -575,7 +575,7 @@ def program_goodput_factor(partition: pd.DataFrame, *, useful_flops_per_step: fl
             raise
         raise UtilizationAboveOneError(str(exc), file=config_file, field="useful_flops_per_step") from exc
     ideal_s = value * wall_s
-    parts_s = {p: float(_float_col(partition, p, "partition").sum()) / 1e6 for p in PARTITION_PARTS}
+    parts_s = {p: float(float_column(partition, p, "partition").sum()) / 1e6 for p in PARTITION_PARTS}
     losses = {p: parts_s[p] for p in PARTITION_PARTS if p != "compute"}
     losses["compute_below_peak"] = max(parts_s["compute"] - ideal_s, 0.0)
     return Factor(boundary="program", numerator=ideal_s, denominator=wall_s, window=window,
@@ -667,26 +667,26 @@ def hta_style_temporal_breakdown(kernels: pd.DataFrame, steps: pd.DataFrame | No
     if classify not in ("hta", "kind"):
         raise DomainError(f"classify must be 'hta' or 'kind'; got {classify!r}")
     need = ("rank", "stream", "start_us", "end_us", "name") + (("kind",) if classify == "kind" else ())
-    _require(kernels, need, "kernels")
-    k = kernels[_int_col(kernels, "stream", "kernels") != -1]
+    require_table_columns(kernels, need, "kernels")
+    k = kernels[int_column(kernels, "stream", "kernels") != -1]
     if steps is not None:
-        _require(steps, ("rank", "step"), "steps")
-        _require(k, ("step",), "kernels")
-        s_rank, s_step = _int_col(steps, "rank", "steps"), _int_col(steps, "step", "steps")
+        require_table_columns(steps, ("rank", "step"), "steps")
+        require_table_columns(k, ("step",), "kernels")
+        s_rank, s_step = int_column(steps, "rank", "steps"), int_column(steps, "step", "steps")
         if not include_last_step:
             last = pd.Series(s_step).groupby(s_rank).transform("max").to_numpy()
             s_rank, s_step = s_rank[s_step < last], s_step[s_step < last]
         keep = pd.MultiIndex.from_arrays([s_rank, s_step])
         has_step = k["step"].notna().to_numpy()
         k = k[has_step]
-        mine = pd.MultiIndex.from_arrays([_int_col(k, "rank", "kernels"),
+        mine = pd.MultiIndex.from_arrays([int_column(k, "rank", "kernels"),
                                           k["step"].astype("int64").to_numpy()])
         k = k[mine.isin(keep)]
     if k.empty:
         raise DomainError("no GPU activity on a stream to break down (after the step filter)")
-    rank = _int_col(k, "rank", "kernels")
-    start = _float_col(k, "start_us", "kernels")
-    end = _float_col(k, "end_us", "kernels")
+    rank = int_column(k, "rank", "kernels")
+    start = float_column(k, "start_us", "kernels")
+    end = float_column(k, "end_us", "kernels")
     if (end < start).any():
         raise DomainError("kernels has an activity with a negative duration")
     if classify == "hta":
@@ -798,8 +798,8 @@ def hta_comparison_table(hta_style: pd.DataFrame, partition: pd.DataFrame | None
     DomainError
         Missing columns, or a reference whose lists do not have one value per rank.
     """
-    _require(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct"), "hta_style")
-    ranks = _int_col(hta_style, "rank", "hta_style")
+    require_table_columns(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct"), "hta_style")
+    ranks = int_column(hta_style, "rank", "hta_style")
     cats = ("idle", "compute", "non_compute")
     frames = []
     if reference is not None:
@@ -821,9 +821,10 @@ def hta_comparison_table(hta_style: pd.DataFrame, partition: pd.DataFrame | None
                                         "pct": values[c], "derived": derived and c == "compute"}))
     for c in cats:
         frames.append(pd.DataFrame({"rank": ranks, "source": HTA_SOURCES[1], "category": c,
-                                    "pct": _float_col(hta_style, f"{c}_pct", "hta_style"), "derived": False}))
+                                    "pct": float_column(hta_style, f"{c}_pct", "hta_style"),
+                                    "derived": False}))
     if partition is not None:
-        _require(partition, ("rank", *PARTITION_PARTS, "step_wall_us"), "partition")
+        require_table_columns(partition, ("rank", *PARTITION_PARTS, "step_wall_us"), "partition")
         sums = partition.groupby("rank")[[*PARTITION_PARTS, "step_wall_us"]].sum()
         for c in PARTITION_PARTS:
             frames.append(pd.DataFrame({"rank": sums.index.to_numpy(), "source": HTA_SOURCES[2],
@@ -855,9 +856,9 @@ def hta_reference_differences(hta_style: pd.DataFrame, reference: Mapping[str, A
     DomainError
         Missing columns, or a reference list without one value per rank.
     """
-    _require(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct", "comm_comp_overlap_pct"),
-             "hta_style")
-    ranks = _int_col(hta_style, "rank", "hta_style")
+    require_table_columns(hta_style, ("rank", "idle_pct", "compute_pct", "non_compute_pct",
+                                      "comm_comp_overlap_pct"), "hta_style")
+    ranks = int_column(hta_style, "rank", "hta_style")
     table = dict(reference.get("temporal_breakdown_pct") or {})
     given: dict[str, Any] = {f"{k}_pct": v for k, v in table.items()}
     if reference.get("comm_comp_overlap_pct") is not None:
@@ -869,7 +870,7 @@ def hta_reference_differences(hta_style: pd.DataFrame, reference: Mapping[str, A
         pub = np.asarray(given[measure], dtype=float)
         if pub.size != ranks.size:
             raise DomainError(f"reference {measure} has {pub.size} values for {ranks.size} ranks")
-        ours = _float_col(hta_style, measure, "hta_style", allow_na=True)
+        ours = float_column(hta_style, measure, "hta_style", allow_na=True)
         frames.append(pd.DataFrame({"rank": ranks, "measure": measure, "published": pub, "fleetlib": ours,
                                     "difference": ours - pub}))
     if not frames:

@@ -30,9 +30,9 @@ import pandas as pd
 from fleetlib.program.breakdown import (
     DEFAULT_DISPATCH_GAP_US,
     PARTITION_PARTS,
-    _float_col,
-    _int_col,
-    _require,
+    float_column,
+    int_column,
+    require_table_columns,
     step_partition,
 )
 from fleetlib.program.iron_law import split_collective_wait
@@ -143,14 +143,14 @@ def match_collectives(kernels: pd.DataFrame, *,
         a ``(process_group, seq)`` pair names different collective types or repeats on one rank,
         or when ``by="seq"`` and a kernel lacks its group or sequence number.
     """
-    _require(kernels, _MATCH_NEEDS, "kernels")
+    require_table_columns(kernels, _MATCH_NEEDS, "kernels")
     if by not in ("auto", "seq", "occurrence"):
         raise DomainError(f"by must be 'auto', 'seq' or 'occurrence'; got {by!r}")
     if not kernels.index.is_unique:
         raise DomainError("kernels index labels must be unique (they identify the matched kernels)")
     comm = kernels[kernels["kind"].astype("string") == "comm"]
-    start = _float_col(comm, "start_us", "kernels")
-    end = _float_col(comm, "end_us", "kernels")
+    start = float_column(comm, "start_us", "kernels")
+    end = float_column(comm, "end_us", "kernels")
     if (end < start).any():
         i = int(np.flatnonzero(end < start)[0])
         raise DomainError(f"communication kernel {comm.index[i]!r} has a negative duration")
@@ -163,9 +163,9 @@ def match_collectives(kernels: pd.DataFrame, *,
         "process_group": _process_group(comm),
         "collective": coll,
         "seq": _nullable(comm, "seq"),
-        "rank": _int_col(comm, "rank", "kernels"),
+        "rank": int_column(comm, "rank", "kernels"),
         "step": _nullable(comm, "step"),
-        "stream": _int_col(comm, "stream", "kernels"),
+        "stream": int_column(comm, "stream", "kernels"),
         "start_us": start,
         "end_us": end,
         "dur_us": end - start,
@@ -254,13 +254,13 @@ def collective_waits(matched: pd.DataFrame) -> pd.DataFrame:
     >>> w["peer_wait_us"].tolist(), int(w["last_arriver"].iloc[0])
     ([4000.0, 4000.0, 0.0], 2)
     """
-    _require(matched, ("instance", "group", "rank", "dur_us"), "matched")
+    require_table_columns(matched, ("instance", "group", "rank", "dur_us"), "matched")
     out = matched.reset_index(drop=True).copy()
     if out.empty:
         return out.assign(min_dur_us=pd.Series(dtype=float), peer_wait_us=pd.Series(dtype=float),
                           last_arriver=pd.Series(dtype=np.int64), is_last_arriver=pd.Series(dtype=bool),
                           instance_wait_us=pd.Series(dtype=float))
-    dur = _float_col(out, "dur_us", "matched")
+    dur = float_column(out, "dur_us", "matched")
     if (dur < 0).any():
         raise DomainError("matched has a negative collective duration")
     if out.duplicated(["instance", "rank"]).any():
@@ -325,8 +325,8 @@ def straggler_report(waits: pd.DataFrame, partition: pd.DataFrame | None = None,
         it never arrived last), ``peer_wait_us`` and ``median_peer_wait_us`` (its own waiting), and
         with ``partition`` also ``median_own_work_us``, ``relative_score`` and ``straggler``.
     """
-    _require(waits, ("instance", "rank", "ranks", "peer_wait_us", "is_last_arriver", "instance_wait_us"),
-             "waits")
+    require_table_columns(waits, ("instance", "rank", "ranks", "peer_wait_us", "is_last_arriver",
+                                  "instance_wait_us"), "waits")
     thr = float(threshold)
     if not 0.0 <= thr <= 1.0:
         raise DomainError(f"threshold must be a fraction in [0, 1]; got {threshold!r}")
@@ -343,7 +343,7 @@ def straggler_report(waits: pd.DataFrame, partition: pd.DataFrame | None = None,
     })
     ranks = pd.Index(np.unique(waits["rank"].to_numpy()), name="rank")
     if partition is not None:
-        _require(partition, ("rank", "step", "step_wall_us", "peer_wait"), "partition")
+        require_table_columns(partition, ("rank", "step", "step_wall_us", "peer_wait"), "partition")
         ranks = ranks.union(pd.Index(np.unique(partition["rank"].to_numpy()), name="rank"))
     out = out.reindex(ranks).fillna(0.0)
     out["collectives"] = out["collectives"].astype(np.int64)
@@ -352,8 +352,8 @@ def straggler_report(waits: pd.DataFrame, partition: pd.DataFrame | None = None,
                       out=np.zeros(len(out)), where=out["collectives"].to_numpy() > 0)
     out.insert(2, "arrived_last_share", share)
     if partition is not None:
-        own = (_float_col(partition, "step_wall_us", "partition")
-               - _float_col(partition, "peer_wait", "partition"))
+        own = (float_column(partition, "step_wall_us", "partition")
+               - float_column(partition, "peer_wait", "partition"))
         med = pd.Series(own, index=partition["rank"].to_numpy()).groupby(level=0).median()
         med = med.reindex(out.index)
         if (med.isna() | (med <= 0)).any():
@@ -388,12 +388,12 @@ def step_heatmap_table(partition: pd.DataFrame, value: str = "peer_wait", *,
     allowed = (*PARTITION_PARTS, "step_wall_us", "overlapped_comm_us")
     if value not in allowed:
         raise DomainError(f"value must be one of {allowed}; got {value!r}")
-    _require(partition, ("rank", "step", value, "step_wall_us"), "partition")
+    require_table_columns(partition, ("rank", "step", value, "step_wall_us"), "partition")
     if partition.duplicated(["rank", "step"]).any():
         raise DomainError("partition has two rows for one (rank, step)")
-    cell = _float_col(partition, value, "partition")
+    cell = float_column(partition, value, "partition")
     if share:
-        wall = _float_col(partition, "step_wall_us", "partition")
+        wall = float_column(partition, "step_wall_us", "partition")
         if (wall <= 0).any():
             raise DomainError("a step with no wall time has no shares")
         cell = cell / wall
@@ -428,12 +428,12 @@ def collective_audit(kernels: pd.DataFrame) -> pd.DataFrame:
         ``rank, step, group, collective, count, bytes`` (sum; missing when no kernel recorded
         bytes), ``dur_us`` (summed kernel time).
     """
-    _require(kernels, _MATCH_NEEDS, "kernels")
+    require_table_columns(kernels, _MATCH_NEEDS, "kernels")
     comm = kernels[kernels["kind"].astype("string") == "comm"]
-    start = _float_col(comm, "start_us", "kernels")
-    end = _float_col(comm, "end_us", "kernels")
+    start = float_column(comm, "start_us", "kernels")
+    end = float_column(comm, "end_us", "kernels")
     frame = pd.DataFrame({
-        "rank": _int_col(comm, "rank", "kernels"),
+        "rank": int_column(comm, "rank", "kernels"),
         "step": _nullable(comm, "step").to_numpy(),
         "group": _group_label(comm).to_numpy(),
         "collective": comm["collective"].astype("string").to_numpy(),
@@ -468,7 +468,7 @@ def expected_collectives(kernels: pd.DataFrame,
         ``status``: ``"ok"``, ``"missing"`` (fewer than expected), ``"extra"`` (more than expected)
         or ``"unexpected"`` (a type the layout does not have at all).
     """
-    _require(kernels, (*_MATCH_NEEDS, "step"), "kernels")
+    require_table_columns(kernels, (*_MATCH_NEEDS, "step"), "kernels")
     if not expected:
         raise DomainError("expected is empty; give the collectives each step should run")
     keys = list(expected)
@@ -481,7 +481,7 @@ def expected_collectives(kernels: pd.DataFrame,
             raise DomainError(f"expected names {coll!r}, not one of {COLLECTIVE_TYPES}")
         if isinstance(n, bool) or not float(n).is_integer() or n < 0:
             raise DomainError(f"expected count for {k!r} must be a whole number >= 0; got {n!r}")
-    steps = pd.DataFrame({"rank": _int_col(kernels, "rank", "kernels"),
+    steps = pd.DataFrame({"rank": int_column(kernels, "rank", "kernels"),
                           "step": kernels["step"].astype("Int64").to_numpy()}).dropna()
     if steps.empty:
         raise DomainError("no kernel carries a step; the audit counts collectives per step")

@@ -32,17 +32,17 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.program._arrays import (
-    _UNIT_SLACK,
+    UNIT_SLACK,
     ArrayLike,
     FloatOrArray,
-    _at_most_one,
-    _count,
-    _first,
-    _out,
-    _values,
-    _where,
+    at_most_one,
+    bad_position,
+    checked_counts,
+    checked_values,
+    first_bad,
+    scalar_or_array,
 )
-from fleetlib.program.peaks import PEAK_RATES, PeakRate, _peak_label, peak_rate
+from fleetlib.program.peaks import PEAK_RATES, PeakRate, peak_label, peak_rate
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -89,11 +89,12 @@ class UtilizationAboveOneError(InputError, DomainError):
 def _refuse_above_one(name: str, arr: np.ndarray, hint: str, convention: object = None,
                       file: str | None = None) -> np.ndarray:
     """Refuse a utilization above one (beyond float round-off), naming the convention if known."""
-    bad = arr > 1.0 + _UNIT_SLACK
+    bad = arr > 1.0 + UNIT_SLACK
     if bad.any():
         under = f" under convention {str(convention)!r}" if convention is not None else ""
-        raise UtilizationAboveOneError(f"{name} = {_first(arr, bad):.4g} exceeds 1{_where(arr, bad)}{under}: "
-                                       f"{hint}", file=file, field="convention" if file else None)
+        raise UtilizationAboveOneError(f"{name} = {first_bad(arr, bad):.4g} exceeds 1"
+                                       f"{bad_position(arr, bad)}{under}: {hint}", file=file,
+                                       field="convention" if file else None)
     return arr
 
 
@@ -163,28 +164,28 @@ def model_flops_per_token(n_params: ArrayLike, *, convention: FlopConvention,
     >>> model_flops_per_token(1e9, convention="megatron", n_layers=2, n_heads=4, head_dim=8, seq_len=16)
     6000006144.0
     """
-    n = _values("n_params", n_params, positive=True)
+    n = checked_values("n_params", n_params, positive=True)
     if convention not in FLOP_CONVENTIONS:
         raise DomainError(f"convention must be one of {FLOP_CONVENTIONS}; got {convention!r}")
     dense = 6.0 * n
     if convention == "6n":
         if causal:
             raise DomainError("the '6n' convention has no attention term to halve; causal does not apply")
-        return _out(dense)
+        return scalar_or_array(dense)
     shape = {"n_layers": n_layers, "n_heads": n_heads, "head_dim": head_dim, "seq_len": seq_len}
     missing = [k for k, v in shape.items() if v is None]
     if missing:
         raise DomainError(f"convention {convention!r} counts attention and needs {missing}; "
                           "use convention='6n' to count parameter FLOPs only")
-    dims = [_count(k, v) for k, v in shape.items()]
+    dims = [checked_counts(k, v) for k, v in shape.items()]
     attention_full = 12.0 * dims[0] * dims[1] * dims[2] * dims[3]
     if convention == "palm":
         if causal:
             raise DomainError("the PaLM convention counts the full T x T attention matrix and does not "
                               "halve it for causal masking; use convention='megatron' for that")
-        return _out(dense + attention_full)
+        return scalar_or_array(dense + attention_full)
     halve = True if causal is None else bool(causal)
-    return _out(dense + (0.5 if halve else 1.0) * attention_full)
+    return scalar_or_array(dense + (0.5 if halve else 1.0) * attention_full)
 
 
 def flop_convention_label(convention: FlopConvention, *, causal: bool | None = None) -> str:
@@ -242,10 +243,10 @@ def peak_work_flops(devices: ArrayLike, peak_flops_per_device: ArrayLike,
     float or numpy.ndarray
         Peak work in FLOPs.
     """
-    n = _count("devices", devices)
-    peak = _values("peak_flops_per_device", peak_flops_per_device, positive=True)
-    t = _values("step_time_s", step_time_s, positive=True)
-    return _out(n * peak * t)
+    n = checked_counts("devices", devices)
+    peak = checked_values("peak_flops_per_device", peak_flops_per_device, positive=True)
+    t = checked_values("step_time_s", step_time_s, positive=True)
+    return scalar_or_array(n * peak * t)
 
 
 def mfu(useful_flops_per_step: ArrayLike, devices: ArrayLike, peak_flops_per_device: ArrayLike,
@@ -282,9 +283,9 @@ def mfu(useful_flops_per_step: ArrayLike, devices: ArrayLike, peak_flops_per_dev
     >>> round(mfu(14.9e15, 128, 989e12, 0.245), 3)
     0.48
     """
-    flops = _values("useful_flops_per_step", useful_flops_per_step, nonnegative=True)
+    flops = checked_values("useful_flops_per_step", useful_flops_per_step, nonnegative=True)
     work = np.asarray(peak_work_flops(devices, peak_flops_per_device, step_time_s))
-    return _out(_refuse_above_one("MFU", flops / work, _MFU_HINT, convention))
+    return scalar_or_array(_refuse_above_one("MFU", flops / work, _MFU_HINT, convention))
 
 
 def mfu_from_throughput(tokens_per_s: ArrayLike, flops_per_token: ArrayLike, devices: ArrayLike,
@@ -307,11 +308,11 @@ def mfu_from_throughput(tokens_per_s: ArrayLike, flops_per_token: ArrayLike, dev
     float or numpy.ndarray
         MFU in [0, 1].
     """
-    rate = _values("tokens_per_s", tokens_per_s, nonnegative=True)
-    per_token = _values("flops_per_token", flops_per_token, nonnegative=True)
-    n = _count("devices", devices)
-    peak = _values("peak_flops_per_device", peak_flops_per_device, positive=True)
-    return _out(_at_most_one("MFU", rate * per_token / (n * peak), _MFU_HINT))
+    rate = checked_values("tokens_per_s", tokens_per_s, nonnegative=True)
+    per_token = checked_values("flops_per_token", flops_per_token, nonnegative=True)
+    n = checked_counts("devices", devices)
+    peak = checked_values("peak_flops_per_device", peak_flops_per_device, positive=True)
+    return scalar_or_array(at_most_one("MFU", rate * per_token / (n * peak), _MFU_HINT))
 
 
 def hfu(useful_flops_per_step: ArrayLike, recompute_flops_per_step: ArrayLike, devices: ArrayLike,
@@ -336,10 +337,10 @@ def hfu(useful_flops_per_step: ArrayLike, recompute_flops_per_step: ArrayLike, d
     float or numpy.ndarray
         HFU in [0, 1].
     """
-    useful = _values("useful_flops_per_step", useful_flops_per_step, nonnegative=True)
-    extra = _values("recompute_flops_per_step", recompute_flops_per_step, nonnegative=True)
+    useful = checked_values("useful_flops_per_step", useful_flops_per_step, nonnegative=True)
+    extra = checked_values("recompute_flops_per_step", recompute_flops_per_step, nonnegative=True)
     work = np.asarray(peak_work_flops(devices, peak_flops_per_device, step_time_s))
-    return _out(_at_most_one("HFU", (useful + extra) / work, _MFU_HINT))
+    return scalar_or_array(at_most_one("HFU", (useful + extra) / work, _MFU_HINT))
 
 
 def equivalent_devices_at_peak(devices: ArrayLike, mfu_gain: ArrayLike) -> FloatOrArray:
@@ -362,13 +363,13 @@ def equivalent_devices_at_peak(devices: ArrayLike, mfu_gain: ArrayLike) -> Float
     >>> equivalent_devices_at_peak(10_000, 0.01)
     100.0
     """
-    n = _count("devices", devices)
-    gain = _values("mfu_gain", mfu_gain)
+    n = checked_counts("devices", devices)
+    gain = checked_values("mfu_gain", mfu_gain)
     bad = np.abs(gain) > 1.0
     if bad.any():
         raise DomainError(f"mfu_gain is a change in a fraction and must lie in [-1, 1]; got "
-                          f"{_first(gain, bad)!r} (pass 0.01 for one percentage point)")
-    return _out(n * gain)
+                          f"{first_bad(gain, bad)!r} (pass 0.01 for one percentage point)")
+    return scalar_or_array(n * gain)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -392,9 +393,9 @@ def scaling_efficiency(node_step_s: ArrayLike, fleet_step_s: ArrayLike) -> Float
         Efficiency in (0, 1]; ``1 - efficiency`` is the share of the fleet step spent beyond the
         node baseline.
     """
-    node = _values("node_step_s", node_step_s, positive=True)
-    fleet = _values("fleet_step_s", fleet_step_s, positive=True)
-    return _out(_at_most_one(
+    node = checked_values("node_step_s", node_step_s, positive=True)
+    fleet = checked_values("fleet_step_s", fleet_step_s, positive=True)
+    return scalar_or_array(at_most_one(
         "scaling efficiency", node / fleet,
         "the fleet step is shorter than the node step; with equal per-device work that cannot happen, "
         "so the node baseline probably carries different per-device work"))
@@ -417,11 +418,11 @@ def scaling_efficiency_from_mfu(node_mfu: ArrayLike, fleet_mfu: ArrayLike) -> Fl
     float or numpy.ndarray
         Efficiency in (0, 1].
     """
-    node = _values("node_mfu", node_mfu, fraction=True)
-    fleet = _values("fleet_mfu", fleet_mfu, fraction=True)
+    node = checked_values("node_mfu", node_mfu, fraction=True)
+    fleet = checked_values("fleet_mfu", fleet_mfu, fraction=True)
     if (node == 0.0).any():
         raise DomainError("node_mfu is 0; the ratio is undefined")
-    return _out(_at_most_one("scaling efficiency", fleet / node,
+    return scalar_or_array(at_most_one("scaling efficiency", fleet / node,
                              "fleet MFU above node MFU: the two configurations do not carry the same "
                              "per-device work"))
 
@@ -446,9 +447,9 @@ def fleet_mfu_from_node(node_mfu: ArrayLike, scaling_eff: ArrayLike) -> FloatOrA
     float or numpy.ndarray
         Fleet MFU, which over retained steps is the job's program goodput.
     """
-    node = _values("node_mfu", node_mfu, fraction=True)
-    eff = _values("scaling_eff", scaling_eff, fraction=True)
-    return _out(node * eff)
+    node = checked_values("node_mfu", node_mfu, fraction=True)
+    eff = checked_values("scaling_eff", scaling_eff, fraction=True)
+    return scalar_or_array(node * eff)
 
 
 def program_goodput_from_mfu(*, fleet_mfu: float | None = None, node_mfu: float | None = None,
@@ -486,10 +487,10 @@ def program_goodput_from_mfu(*, fleet_mfu: float | None = None, node_mfu: float 
     >>> round(program_goodput_from_mfu(node_mfu=0.65, scaling_eff=0.74), 3)
     0.481
     """
-    fleet = None if fleet_mfu is None else float(_values("fleet_mfu", fleet_mfu, fraction=True))
-    node = None if node_mfu is None else float(_values("node_mfu", node_mfu, fraction=True))
-    eff = None if scaling_eff is None else float(_values("scaling_eff", scaling_eff, fraction=True))
-    tol = float(_values("consistency_abs", consistency_abs, nonnegative=True))
+    fleet = None if fleet_mfu is None else float(checked_values("fleet_mfu", fleet_mfu, fraction=True))
+    node = None if node_mfu is None else float(checked_values("node_mfu", node_mfu, fraction=True))
+    eff = None if scaling_eff is None else float(checked_values("scaling_eff", scaling_eff, fraction=True))
+    tol = float(checked_values("consistency_abs", consistency_abs, nonnegative=True))
     if fleet is not None and eff is not None and node is None:
         raise DomainError(
             f"refusing fleet_mfu x scaling_eff ({fleet:g} x {eff:g} = {fleet * eff:.3g}): the fleet MFU "
@@ -580,11 +581,11 @@ def decode_floor(n_params: float, bytes_per_param: float, devices: int, hbm_byte
     DecodeFloor
         Floor time and its convention.
     """
-    n = float(_values("n_params", n_params, positive=True))
-    b = float(_values("bytes_per_param", bytes_per_param, positive=True))
-    d = int(_count("devices", devices))
-    bw = float(_values("hbm_bytes_per_s", hbm_bytes_per_s, positive=True))
-    kv = float(_values("kv_cache_bytes", kv_cache_bytes, nonnegative=True))
+    n = float(checked_values("n_params", n_params, positive=True))
+    b = float(checked_values("bytes_per_param", bytes_per_param, positive=True))
+    d = int(checked_counts("devices", devices))
+    bw = float(checked_values("hbm_bytes_per_s", hbm_bytes_per_s, positive=True))
+    kv = float(checked_values("kv_cache_bytes", kv_cache_bytes, nonnegative=True))
     weights = n * b
     return DecodeFloor(floor_s=(weights + kv) / d / bw,
                        convention="weights+kv" if kv > 0.0 else "weights-only",
@@ -635,9 +636,9 @@ def mbu(floor_s: ArrayLike, measured_step_s: ArrayLike, *, convention: object = 
         MBU in (0, 1]; a measured step faster than its floor raises
         :class:`UtilizationAboveOneError`.
     """
-    floor = _values("floor_s", floor_s, positive=True)
-    measured = _values("measured_step_s", measured_step_s, positive=True)
-    return _out(_refuse_above_one(
+    floor = checked_values("floor_s", floor_s, positive=True)
+    measured = checked_values("measured_step_s", measured_step_s, positive=True)
+    return scalar_or_array(_refuse_above_one(
         "MBU", floor / measured,
         "the measured step is faster than its bandwidth floor; the floor counts more bytes than the "
         "step must move (wrong bytes per parameter or sharding) or uses too low a bandwidth", convention))
@@ -671,13 +672,13 @@ def mfu_at_floor(n_params: float, devices: int, floor_s: float, peak_flops_per_d
     float
         MFU at the floor.
     """
-    n = float(_values("n_params", n_params, positive=True))
-    d = float(_count("devices", devices))
-    floor = float(_values("floor_s", floor_s, positive=True))
-    peak = float(_values("peak_flops_per_device", peak_flops_per_device, positive=True))
-    per = float(_values("flops_per_param_per_token", flops_per_param_per_token, positive=True))
-    tokens = float(_values("tokens_per_step", tokens_per_step, positive=True))
-    return float(_at_most_one("MFU at the floor", np.asarray(per * n * tokens / d / floor / peak),
+    n = float(checked_values("n_params", n_params, positive=True))
+    d = float(checked_counts("devices", devices))
+    floor = float(checked_values("floor_s", floor_s, positive=True))
+    peak = float(checked_values("peak_flops_per_device", peak_flops_per_device, positive=True))
+    per = float(checked_values("flops_per_param_per_token", flops_per_param_per_token, positive=True))
+    tokens = float(checked_values("tokens_per_step", tokens_per_step, positive=True))
+    return float(at_most_one("MFU at the floor", np.asarray(per * n * tokens / d / floor / peak),
                               "the step would be compute-bound at this batch; the bandwidth floor is "
                               "not its ideal"))
 
@@ -799,7 +800,7 @@ def mfu_convention(flop_convention: FlopConvention, peak: PeakRate | str, *,
     'MFU, PaLM 6N+12LHQT, H100 SXM dense BF16 989 TFLOP/s'
     """
     return ProgramGoodputConvention("MFU", flop_convention_label(flop_convention, causal=causal),
-                                    _peak_label(peak, bandwidth=False))
+                                    peak_label(peak, bandwidth=False))
 
 
 def mbu_convention(peak: PeakRate | str, *, include_kv_cache: bool) -> ProgramGoodputConvention:
@@ -818,7 +819,7 @@ def mbu_convention(peak: PeakRate | str, *, include_kv_cache: bool) -> ProgramGo
         e.g. ``MBU, weights-only floor, H100 SXM HBM 3.35 TB/s``.
     """
     counting = "weights+KV floor" if include_kv_cache else "weights-only floor"
-    return ProgramGoodputConvention("MBU", counting, _peak_label(peak, bandwidth=True))
+    return ProgramGoodputConvention("MBU", counting, peak_label(peak, bandwidth=True))
 
 
 @dataclass(frozen=True)
@@ -896,8 +897,8 @@ def combine_program_rows(values: ArrayLike, retained_s: ArrayLike,
     CombinedProgramGoodput
         The time-weighted program goodput with its convention.
     """
-    v = np.atleast_1d(_values("program goodput", values, fraction=True))
-    w = np.atleast_1d(_values("retained_s", retained_s, positive=True))
+    v = np.atleast_1d(checked_values("program goodput", values, fraction=True))
+    w = np.atleast_1d(checked_values("retained_s", retained_s, positive=True))
     if v.ndim != 1 or w.shape != v.shape:
         raise DomainError(f"values and retained_s must be 1-d and of equal length; got shapes "
                           f"{v.shape} and {w.shape}")
@@ -941,8 +942,8 @@ def program_rows_by_ideal(frame: pd.DataFrame, *, value_col: str = "program_good
     for col in (value_col, retained_col, convention_col):
         if col not in frame.columns:
             raise DomainError(f"column {col!r} is missing; have {list(frame.columns)}")
-    v = _values(value_col, frame[value_col].to_numpy(), fraction=True)
-    w = _values(retained_col, frame[retained_col].to_numpy(), positive=True)
+    v = checked_values(value_col, frame[value_col].to_numpy(), fraction=True)
+    w = checked_values(retained_col, frame[retained_col].to_numpy(), positive=True)
     labels = frame[convention_col].astype(str)
     parsed = {lab: ProgramGoodputConvention.parse(lab) for lab in labels.unique()}
     work = pd.DataFrame({

@@ -26,7 +26,15 @@ from typing import Literal
 
 import numpy as np
 
-from fleetlib.program.flops import ArrayLike, FloatOrArray, _count, _first, _out, _values, _where
+from fleetlib.program._arrays import (
+    ArrayLike,
+    FloatOrArray,
+    bad_position,
+    checked_counts,
+    checked_values,
+    first_bad,
+    scalar_or_array,
+)
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -90,17 +98,17 @@ def iron_law_terms_s(data_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike, op
     dict
         ``{"data_s", "compute_s", "overhead_s", "total_s"}``.
     """
-    d = _values("data_bytes", data_bytes, nonnegative=True)
-    bw = _values("bandwidth_bytes_per_s", bandwidth_bytes_per_s, positive=True)
-    o = _values("ops", ops, nonnegative=True)
-    peak = _values("peak_ops_per_s", peak_ops_per_s, positive=True)
-    eta = _values("efficiency", efficiency, fraction=True)
+    d = checked_values("data_bytes", data_bytes, nonnegative=True)
+    bw = checked_values("bandwidth_bytes_per_s", bandwidth_bytes_per_s, positive=True)
+    o = checked_values("ops", ops, nonnegative=True)
+    peak = checked_values("peak_ops_per_s", peak_ops_per_s, positive=True)
+    eta = checked_values("efficiency", efficiency, fraction=True)
     if (eta == 0.0).any():
         raise DomainError("efficiency must be > 0: a realized rate of zero never finishes the step")
-    lat = _values("overhead_s", overhead_s, nonnegative=True)
+    lat = checked_values("overhead_s", overhead_s, nonnegative=True)
     data_s, compute_s = d / bw, o / (peak * eta)
-    return {"data_s": _out(data_s), "compute_s": _out(compute_s), "overhead_s": _out(lat),
-            "total_s": _out(data_s + compute_s + lat)}
+    return {"data_s": scalar_or_array(data_s), "compute_s": scalar_or_array(compute_s),
+            "overhead_s": scalar_or_array(lat), "total_s": scalar_or_array(data_s + compute_s + lat)}
 
 
 def iron_law_time_s(data_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike, ops: ArrayLike,
@@ -152,13 +160,13 @@ def speedup_from_term_scaling(shares: Mapping[str, float], scale: Mapping[str, f
     if not shares:
         raise DomainError("shares is empty; give each term's share of the step")
     names = list(shares)
-    s = _values("shares", [shares[k] for k in names], nonnegative=True)
+    s = checked_values("shares", [shares[k] for k in names], nonnegative=True)
     if abs(float(s.sum()) - 1.0) > _SHARE_SUM_ABS:
         raise DomainError(f"shares must sum to 1 (they partition the step); they sum to {float(s.sum()):g}")
     unknown = sorted(set(scale) - set(shares))
     if unknown:
         raise DomainError(f"scale names terms {unknown} that are not in shares {names}")
-    m = _values("scale", [scale.get(k, 1.0) for k in names], nonnegative=True)
+    m = checked_values("scale", [scale.get(k, 1.0) for k in names], nonnegative=True)
     new = float((s * m).sum())
     if new == 0.0:
         raise DomainError("every term was scaled to zero time; the speedup is unbounded")
@@ -198,21 +206,21 @@ def fleet_law_step_s(t_local_s: ArrayLike, devices: ArrayLike, t_comm_s: ArrayLi
     float or numpy.ndarray
         Step time, seconds.
     """
-    local = _values("t_local_s", t_local_s, nonnegative=True)
-    n = _count("devices", devices)
-    comm = _values("t_comm_s", t_comm_s, nonnegative=True)
-    sync = _values("t_sync_s", t_sync_s, nonnegative=True)
-    overlap = _values("t_overlap_s", t_overlap_s, nonnegative=True)
+    local = checked_values("t_local_s", t_local_s, nonnegative=True)
+    n = checked_counts("devices", devices)
+    comm = checked_values("t_comm_s", t_comm_s, nonnegative=True)
+    sync = checked_values("t_sync_s", t_sync_s, nonnegative=True)
+    overlap = checked_values("t_overlap_s", t_overlap_s, nonnegative=True)
     over = overlap > comm + sync
     if over.any():
         raise DomainError("t_overlap_s exceeds t_comm_s + t_sync_s: only communication and "
-                          "synchronization that exist can be hidden" + _where(overlap, over))
+                          "synchronization that exist can be hidden" + bad_position(overlap, over))
     share = local if local_is_per_device else local / n
     hidden_beyond_local = overlap > share
     if hidden_beyond_local.any():
         raise DomainError("t_overlap_s exceeds the local execution it hides behind"
-                          + _where(overlap, hidden_beyond_local))
-    return _out(share + comm + sync - overlap)
+                          + bad_position(overlap, hidden_beyond_local))
+    return scalar_or_array(share + comm + sync - overlap)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -245,9 +253,9 @@ def ring_wire_bytes_per_rank(message_bytes: ArrayLike, ranks: ArrayLike,
     """
     if collective not in _RING_FACTOR:
         raise DomainError(f"collective must be one of {COLLECTIVES}; got {collective!r}")
-    b = _values("message_bytes", message_bytes, nonnegative=True)
-    n = _count("ranks", ranks)
-    return _out(_RING_FACTOR[collective] * (n - 1.0) / n * b)
+    b = checked_values("message_bytes", message_bytes, nonnegative=True)
+    n = checked_counts("ranks", ranks)
+    return scalar_or_array(_RING_FACTOR[collective] * (n - 1.0) / n * b)
 
 
 def ring_allreduce_bytes_per_rank(message_bytes: ArrayLike, ranks: ArrayLike) -> FloatOrArray:
@@ -303,10 +311,10 @@ def collective_time_s(message_bytes: ArrayLike, ranks: ArrayLike, link_bytes_per
         Time, seconds.
     """
     wire = np.asarray(ring_wire_bytes_per_rank(message_bytes, ranks, collective))
-    bw = _values("link_bytes_per_s", link_bytes_per_s, positive=True)
-    lat = _values("latency_s", latency_s, nonnegative=True)
-    k = _count("count", count, minimum=0)
-    return _out(k * (lat + wire / bw))
+    bw = checked_values("link_bytes_per_s", link_bytes_per_s, positive=True)
+    lat = checked_values("latency_s", latency_s, nonnegative=True)
+    k = checked_counts("count", count, minimum=0)
+    return scalar_or_array(k * (lat + wire / bw))
 
 
 def tp_allreduce_bytes_per_layer(hidden: ArrayLike, bytes_per_element: ArrayLike, *,
@@ -337,11 +345,11 @@ def tp_allreduce_bytes_per_layer(hidden: ArrayLike, bytes_per_element: ArrayLike
     >>> tp_allreduce_bytes_per_layer(8192, 2)
     32768.0
     """
-    h = _count("hidden", hidden)
-    b = _values("bytes_per_element", bytes_per_element, positive=True)
-    t = _count("tokens", tokens)
-    k = _count("allreduces_per_layer", allreduces_per_layer)
-    return _out(t * h * b * k)
+    h = checked_counts("hidden", hidden)
+    b = checked_values("bytes_per_element", bytes_per_element, positive=True)
+    t = checked_counts("tokens", tokens)
+    k = checked_counts("allreduces_per_layer", allreduces_per_layer)
+    return scalar_or_array(t * h * b * k)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -377,14 +385,14 @@ def fusion_hbm_traffic_bytes(tokens: ArrayLike, hidden: ArrayLike, bytes_per_ele
     tuple
         ``(unfused_bytes, fused_bytes)``.
     """
-    t = _count("tokens", tokens)
-    h = _count("hidden", hidden)
-    b = _values("bytes_per_element", bytes_per_element, positive=True)
-    k = _count("elementwise_ops", elementwise_ops, minimum=0)
-    w = h * h * b if weight_bytes is None else _values("weight_bytes", weight_bytes, nonnegative=True)
+    t = checked_counts("tokens", tokens)
+    h = checked_counts("hidden", hidden)
+    b = checked_values("bytes_per_element", bytes_per_element, positive=True)
+    k = checked_counts("elementwise_ops", elementwise_ops, minimum=0)
+    w = h * h * b if weight_bytes is None else checked_values("weight_bytes", weight_bytes, nonnegative=True)
     a = t * h * b
     fused = w + 2.0 * a
-    return _out(fused + 2.0 * k * a), _out(fused)
+    return scalar_or_array(fused + 2.0 * k * a), scalar_or_array(fused)
 
 
 def fusion_traffic_ratio(tokens: ArrayLike, hidden: ArrayLike, bytes_per_element: ArrayLike, *,
@@ -409,7 +417,7 @@ def fusion_traffic_ratio(tokens: ArrayLike, hidden: ArrayLike, bytes_per_element
     """
     unfused, fused = fusion_hbm_traffic_bytes(tokens, hidden, bytes_per_element,
                                               elementwise_ops=elementwise_ops, weight_bytes=weight_bytes)
-    return _out(np.asarray(unfused) / np.asarray(fused))
+    return scalar_or_array(np.asarray(unfused) / np.asarray(fused))
 
 
 def attention_hbm_traffic_bytes(seq_len: ArrayLike, head_dim: ArrayLike, bytes_per_element: ArrayLike, *,
@@ -436,11 +444,11 @@ def attention_hbm_traffic_bytes(seq_len: ArrayLike, head_dim: ArrayLike, bytes_p
     float or numpy.ndarray
         Bytes.
     """
-    n = _count("seq_len", seq_len)
-    d = _count("head_dim", head_dim)
-    b = _values("bytes_per_element", bytes_per_element, positive=True)
+    n = checked_counts("seq_len", seq_len)
+    d = checked_counts("head_dim", head_dim)
+    b = checked_values("bytes_per_element", bytes_per_element, positive=True)
     io = 4.0 * n * d * b
-    return _out(io if tiled else io + 4.0 * n * n * b)
+    return scalar_or_array(io if tiled else io + 4.0 * n * n * b)
 
 
 def tiled_attention_traffic_ratio(seq_len: ArrayLike, head_dim: ArrayLike) -> FloatOrArray:
@@ -463,9 +471,9 @@ def tiled_attention_traffic_ratio(seq_len: ArrayLike, head_dim: ArrayLike) -> Fl
     >>> tiled_attention_traffic_ratio(8192, 128)
     65.0
     """
-    n = _count("seq_len", seq_len)
-    d = _count("head_dim", head_dim)
-    return _out(1.0 + n / d)
+    n = checked_counts("seq_len", seq_len)
+    d = checked_counts("head_dim", head_dim)
+    return scalar_or_array(1.0 + n / d)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -543,12 +551,12 @@ def split_collective_wait(enter_s: ArrayLike, finish_s: ArrayLike, baseline_tran
     >>> round(a.barrier_wait_s * 1e3, 6), round(a.added_transfer_s * 1e3, 6), a.term
     (4.0, 0.0, 'synchronization')
     """
-    enter = _values("enter_s", enter_s)
+    enter = checked_values("enter_s", enter_s)
     if enter.ndim == 0:
         raise DomainError("enter_s needs one entry time per rank (an array with a ranks axis)")
-    finish = _values("finish_s", finish_s)
-    base = _values("baseline_transfer_s", baseline_transfer_s, nonnegative=True)
-    res = float(_values("resolution_s", resolution_s, nonnegative=True))
+    finish = checked_values("finish_s", finish_s)
+    base = checked_values("baseline_transfer_s", baseline_transfer_s, nonnegative=True)
+    res = float(checked_values("resolution_s", resolution_s, nonnegative=True))
     try:
         finish_b = np.broadcast_to(finish, enter.shape[:-1])
     except ValueError as exc:
@@ -558,7 +566,7 @@ def split_collective_wait(enter_s: ArrayLike, finish_s: ArrayLike, baseline_tran
     early = finish_b < last
     if early.any():
         raise DomainError("a collective finishes before its last rank enters "
-                          f"(finish {_first(finish_b, early)!r} s){_where(finish_b, early)}; "
+                          f"(finish {first_bad(finish_b, early)!r} s){bad_position(finish_b, early)}; "
                           "the ranks' clocks are not aligned or the events belong to different collectives")
     first = enter.min(axis=-1)
     barrier = last - first
@@ -569,12 +577,12 @@ def split_collective_wait(enter_s: ArrayLike, finish_s: ArrayLike, baseline_tran
     term = np.select([sync & comm, sync, comm], ["both", "synchronization", "communication"], default="none")
     late = np.argmax(enter, axis=-1)
     return CollectiveWaitSplit(
-        barrier_wait_s=_out(barrier),
+        barrier_wait_s=scalar_or_array(barrier),
         per_rank_wait_s=last[..., None] - enter,
         late_rank=int(late) if late.ndim == 0 else late,
-        transfer_s=_out(transfer),
-        added_transfer_s=_out(added_transfer),
-        added_s=_out(barrier + added_transfer),
+        transfer_s=scalar_or_array(transfer),
+        added_transfer_s=scalar_or_array(added_transfer),
+        added_s=scalar_or_array(barrier + added_transfer),
         term=str(term) if term.ndim == 0 else term,
     )
 
@@ -604,9 +612,9 @@ def trace_volume_bytes(per_device_bytes: ArrayLike, devices: ArrayLike) -> Float
     >>> trace_volume_bytes(500e6, 1024) / 1e9
     512.0
     """
-    b = _values("per_device_bytes", per_device_bytes, nonnegative=True)
-    n = _count("devices", devices)
-    return _out(b * n)
+    b = checked_values("per_device_bytes", per_device_bytes, nonnegative=True)
+    n = checked_counts("devices", devices)
+    return scalar_or_array(b * n)
 
 
 def synchronous_rate_factor(per_node_throughputs: ArrayLike, nominal_throughput: float = 1.0) -> float:
@@ -633,8 +641,8 @@ def synchronous_rate_factor(per_node_throughputs: ArrayLike, nominal_throughput:
     >>> synchronous_rate_factor([1.0] * 124 + [0.9])
     0.9
     """
-    t = _values("per_node_throughputs", per_node_throughputs, positive=True)
-    nominal = float(_values("nominal_throughput", nominal_throughput, positive=True))
+    t = checked_values("per_node_throughputs", per_node_throughputs, positive=True)
+    nominal = float(checked_values("nominal_throughput", nominal_throughput, positive=True))
     return min(float(t.min()) / nominal, 1.0)
 
 
@@ -654,7 +662,7 @@ def straggler_mfu(healthy_mfu: float, per_node_throughputs: ArrayLike,
     float
         MFU with the slow node(s) present.
     """
-    m = float(_values("healthy_mfu", healthy_mfu, fraction=True))
+    m = float(checked_values("healthy_mfu", healthy_mfu, fraction=True))
     return m * synchronous_rate_factor(per_node_throughputs, nominal_throughput)
 
 
@@ -677,6 +685,6 @@ def dispatch_to_floor_ratio(host_dispatch_s: ArrayLike, floor_s: ArrayLike) -> F
     float or numpy.ndarray
         Ratio.
     """
-    d = _values("host_dispatch_s", host_dispatch_s, nonnegative=True)
-    f = _values("floor_s", floor_s, positive=True)
-    return _out(d / f)
+    d = checked_values("host_dispatch_s", host_dispatch_s, nonnegative=True)
+    f = checked_values("floor_s", floor_s, positive=True)
+    return scalar_or_array(d / f)

@@ -43,6 +43,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fleetlib._io import Yaml12FloatLoader, load_yaml
+from fleetlib.program.flops import ProgramGoodputConvention, mfu_convention, model_flops_per_token, peak_rate
 from fleetlib.quality import DomainError, InputError
 
 __all__ = ["MODEL_KEYS", "check_model_fits", "load_model_config"]
@@ -89,14 +91,6 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         The file is missing or not YAML, or a key is missing, unknown, of the wrong type, or out
         of its domain (the message names the file and the key).
     """
-    from fleetlib.program.flops import (
-        ProgramGoodputConvention,
-        mfu_convention,
-        model_flops_per_token,
-        peak_rate,
-    )
-    from fleetlib.scenario import _ScenarioLoader
-
     p = Path(path)
     file = str(p)
     if p.is_dir():
@@ -107,9 +101,7 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         raise InputError("model configuration not found", file=file) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the model configuration ({exc})", file=file) from exc
-    from fleetlib._io import load_yaml  # bounded nesting and alias expansion (a billion laughs)
-
-    cfg = load_yaml(text, file=file, loader=_ScenarioLoader)  # a SafeLoader subclass
+    cfg = load_yaml(text, file=file, loader=Yaml12FloatLoader)
     if not isinstance(cfg, Mapping):
         raise InputError("a model configuration is a YAML mapping of keys to values", file=file)
     unknown = sorted(str(k) for k in cfg if k not in MODEL_KEYS)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fleetlib.program._arrays import _values
+from fleetlib.program._arrays import checked_values
 from fleetlib.quality import DomainError
 
 __all__ = ["PEAK_RATES", "PEAK_RATES_BY_PRECISION", "PRECISIONS", "PeakRate", "peak_rate"]
@@ -52,8 +52,8 @@ class PeakRate:
     def __post_init__(self) -> None:
         if not self.accelerator:
             raise DomainError("a peak rate needs an accelerator name")
-        _values(f"{self.accelerator} dense TFLOP/s", self.dense_tflops, positive=True)
-        _values(f"{self.accelerator} HBM TB/s", self.hbm_tb_per_s, positive=True)
+        checked_values(f"{self.accelerator} dense TFLOP/s", self.dense_tflops, positive=True)
+        checked_values(f"{self.accelerator} HBM TB/s", self.hbm_tb_per_s, positive=True)
         if self.precision not in PRECISIONS:
             raise DomainError(f"precision must be one of {PRECISIONS}; got {self.precision!r}")
         for part in (self.accelerator, self.precision):
@@ -197,7 +197,7 @@ def peak_rate(accelerator: str, precision: str | None = None) -> PeakRate:
     return rate
 
 
-def _peak_label(peak: PeakRate | str, *, bandwidth: bool) -> str:
+def peak_label(peak: PeakRate | str, *, bandwidth: bool) -> str:
     if isinstance(peak, PeakRate):
         return peak.bandwidth_label if bandwidth else peak.arithmetic_label
     text = str(peak).strip()

@@ -21,8 +21,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from fleetlib.program._arrays import ArrayLike, FloatOrArray, at_most_one, checked_values, scalar_or_array
 from fleetlib.program.classify import dtype_size_bytes
-from fleetlib.program.flops import ArrayLike, FloatOrArray, PeakRate, _at_most_one, _out, _values
+from fleetlib.program.flops import PeakRate
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -75,9 +76,9 @@ def arithmetic_intensity(flops: ArrayLike, n_bytes: ArrayLike) -> FloatOrArray:
     float or numpy.ndarray
         Intensity in FLOP/byte.
     """
-    f = _values("flops", flops, nonnegative=True)
-    b = _values("n_bytes", n_bytes, positive=True)
-    return _out(f / b)
+    f = checked_values("flops", flops, nonnegative=True)
+    b = checked_values("n_bytes", n_bytes, positive=True)
+    return scalar_or_array(f / b)
 
 
 def measured_intensity(achieved_flops_per_s: ArrayLike, achieved_bytes_per_s: ArrayLike) -> FloatOrArray:
@@ -101,9 +102,9 @@ def measured_intensity(achieved_flops_per_s: ArrayLike, achieved_bytes_per_s: Ar
     >>> round(measured_intensity(5e12, 2.8e12), 2)
     1.79
     """
-    f = _values("achieved_flops_per_s", achieved_flops_per_s, nonnegative=True)
-    b = _values("achieved_bytes_per_s", achieved_bytes_per_s, positive=True)
-    return _out(f / b)
+    f = checked_values("achieved_flops_per_s", achieved_flops_per_s, nonnegative=True)
+    b = checked_values("achieved_bytes_per_s", achieved_bytes_per_s, positive=True)
+    return scalar_or_array(f / b)
 
 
 def ridge_point(peak_flops_per_s: ArrayLike, peak_bytes_per_s: ArrayLike) -> FloatOrArray:
@@ -126,9 +127,9 @@ def ridge_point(peak_flops_per_s: ArrayLike, peak_bytes_per_s: ArrayLike) -> Flo
     >>> round(ridge_point(989e12, 3.35e12))
     295
     """
-    peak = _values("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bw = _values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
-    return _out(peak / bw)
+    peak = checked_values("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bw = checked_values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
+    return scalar_or_array(peak / bw)
 
 
 def attainable_flops(intensity: ArrayLike, peak_flops_per_s: ArrayLike,
@@ -149,10 +150,10 @@ def attainable_flops(intensity: ArrayLike, peak_flops_per_s: ArrayLike,
     float or numpy.ndarray
         Attainable FLOP/s.
     """
-    i = _values("intensity", intensity, nonnegative=True)
-    peak = _values("peak_flops_per_s", peak_flops_per_s, positive=True)
-    bw = _values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
-    return _out(np.minimum(peak, i * bw))
+    i = checked_values("intensity", intensity, nonnegative=True)
+    peak = checked_values("peak_flops_per_s", peak_flops_per_s, positive=True)
+    bw = checked_values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
+    return scalar_or_array(np.minimum(peak, i * bw))
 
 
 def roofline_regime(intensity: ArrayLike, ridge: ArrayLike) -> str | np.ndarray:
@@ -170,8 +171,8 @@ def roofline_regime(intensity: ArrayLike, ridge: ArrayLike) -> str | np.ndarray:
     str or numpy.ndarray
         One label per kernel (an array of str for array input).
     """
-    i = _values("intensity", intensity, nonnegative=True)
-    r = _values("ridge", ridge, positive=True)
+    i = checked_values("intensity", intensity, nonnegative=True)
+    r = checked_values("ridge", ridge, positive=True)
     labels = np.where(i < r, REGIMES[0], REGIMES[1])
     return str(labels) if labels.ndim == 0 else labels
 
@@ -191,9 +192,9 @@ def bandwidth_fraction(achieved_bytes_per_s: ArrayLike, peak_bytes_per_s: ArrayL
     float or numpy.ndarray
         Fraction in [0, 1]; above one is refused (wrong boundary or peak).
     """
-    a = _values("achieved_bytes_per_s", achieved_bytes_per_s, nonnegative=True)
-    p = _values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
-    return _out(_at_most_one("bandwidth fraction", a / p,
+    a = checked_values("achieved_bytes_per_s", achieved_bytes_per_s, nonnegative=True)
+    p = checked_values("peak_bytes_per_s", peak_bytes_per_s, positive=True)
+    return scalar_or_array(at_most_one("bandwidth fraction", a / p,
                              "achieved bandwidth above peak: the counter and the peak describe "
                              "different memory boundaries (e.g. L2 traffic against an HBM peak)"))
 
@@ -213,7 +214,7 @@ def bandwidth_headroom(achieved_bytes_per_s: ArrayLike, peak_bytes_per_s: ArrayL
     float or numpy.ndarray
         Headroom fraction in [0, 1].
     """
-    return _out(1.0 - np.asarray(bandwidth_fraction(achieved_bytes_per_s, peak_bytes_per_s)))
+    return scalar_or_array(1.0 - np.asarray(bandwidth_fraction(achieved_bytes_per_s, peak_bytes_per_s)))
 
 
 def compute_fraction(achieved_flops_per_s: ArrayLike, peak_flops_per_s: ArrayLike) -> FloatOrArray:
@@ -231,9 +232,9 @@ def compute_fraction(achieved_flops_per_s: ArrayLike, peak_flops_per_s: ArrayLik
     float or numpy.ndarray
         Fraction in [0, 1].
     """
-    a = _values("achieved_flops_per_s", achieved_flops_per_s, nonnegative=True)
-    p = _values("peak_flops_per_s", peak_flops_per_s, positive=True)
-    return _out(_at_most_one("compute fraction", a / p,
+    a = checked_values("achieved_flops_per_s", achieved_flops_per_s, nonnegative=True)
+    p = checked_values("peak_flops_per_s", peak_flops_per_s, positive=True)
+    return scalar_or_array(at_most_one("compute fraction", a / p,
                              "achieved FLOP/s above peak: the peak is for a different precision or "
                              "a sparse datasheet figure was halved twice"))
 
@@ -264,7 +265,7 @@ def roofline_diagnosis(achieved_flops_per_s: ArrayLike, achieved_bytes_per_s: Ar
     str or numpy.ndarray
         One diagnosis per kernel.
     """
-    threshold = float(_values("near", near, fraction=True))
+    threshold = float(checked_values("near", near, fraction=True))
     if threshold == 0.0:
         raise DomainError("near must be > 0 (every kernel would be near a ceiling)")
     placement = place_kernels(achieved_flops_per_s, achieved_bytes_per_s, peak_flops_per_s,
@@ -338,14 +339,14 @@ def place_kernels(achieved_flops_per_s: ArrayLike, achieved_bytes_per_s: ArrayLi
     bw = np.asarray(bandwidth_fraction(achieved_bytes_per_s, peak_bytes_per_s))
     ratio = np.divide(achieved, ceiling, out=np.zeros(np.broadcast(achieved, ceiling).shape),
                       where=ceiling > 0.0)
-    frac = _at_most_one("fraction of attainable", ratio,
+    frac = at_most_one("fraction of attainable", ratio,
                         "achieved FLOP/s above the roofline ceiling: the counters and the peaks "
                         "describe different precisions or memory boundaries")
     return RooflinePlacement(
-        intensity=_out(i), ridge=_out(ridge), below_ridge_factor=_out(below),
-        regime=roofline_regime(i, ridge), attainable_flops_per_s=_out(ceiling),
-        fraction_of_attainable=_out(frac), bandwidth_fraction=_out(bw),
-        bandwidth_headroom=_out(1.0 - bw),
+        intensity=scalar_or_array(i), ridge=scalar_or_array(ridge), below_ridge_factor=scalar_or_array(below),
+        regime=roofline_regime(i, ridge), attainable_flops_per_s=scalar_or_array(ceiling),
+        fraction_of_attainable=scalar_or_array(frac), bandwidth_fraction=scalar_or_array(bw),
+        bandwidth_headroom=scalar_or_array(1.0 - bw),
         compute_fraction=compute_fraction(achieved_flops_per_s, peak_flops_per_s),
     )
 
@@ -763,7 +764,7 @@ def roofline_placement(table: pd.DataFrame, peak: PeakRate, *, near: float = 0.7
         regime[ok] = np.atleast_1d(roofline_diagnosis(f[ok], b[ok], peak.peak_flops_per_s,
                                                       peak.hbm_bytes_per_s, near=near))
     else:
-        float(_values("near", near, fraction=True))
+        float(checked_values("near", near, fraction=True))
     out["side"] = pd.array(side, dtype="string")
     out["attainable_flops_per_s"] = attainable
     out["fraction_of_attainable"] = fraction

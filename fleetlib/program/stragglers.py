@@ -81,15 +81,15 @@ from fleetlib.program.readers.rank_timers import (
     DEFAULT_PARTITION_ROWS,
     MAX_RANK,
     MAX_REJECTED_ROWS,
-    _Block,
-    _check_block,
-    _dask_frame,
-    _duplicate_pair,
-    _is_csv,
-    _row_of,
+    TimerBlock,
+    check_block,
+    dask_frame,
+    duplicate_pair,
+    is_csv,
     rank_timer_files,
     rank_timers_dask,
     read_rank_timers,
+    row_of,
 )
 from fleetlib.program.schema import PER_RANK_COLUMNS, PER_STEP_COLUMNS, RANK_TIMER_COLUMNS
 from fleetlib.quality import DomainError, InputError, Ledger, check_fraction
@@ -149,13 +149,13 @@ def _segments(step: np.ndarray) -> np.ndarray:
 
 
 
-def _pass1_block(frame: pd.DataFrame, block: _Block, *, check_duplicates: bool = True) -> _StepPartial:
+def _pass1_block(frame: pd.DataFrame, block: TimerBlock, *, check_duplicates: bool = True) -> _StepPartial:
     """Per-step count, max, min, sum, last arriver and rank bitmap of one block.
 
     With ``check_duplicates=False`` (a single block whose duplicates the reader already refused)
     neither the duplicate check nor the rank bitmap is computed.
     """
-    clean = _check_block(frame, block)
+    clean = check_block(frame, block)
     n = clean.dur.size
     if n == 0:
         empty = np.zeros(0)
@@ -172,12 +172,12 @@ def _pass1_block(frame: pd.DataFrame, block: _Block, *, check_duplicates: bool =
     sum_s = np.add.reduceat(dur, starts)
     at_max = dur == np.repeat(max_s, count)
     last = np.minimum.reduceat(np.where(at_max, rank, _NO_RANK), starts)
-    pair = _duplicate_pair(clean.rank, clean.step) if check_duplicates else None  # file order: rows
+    pair = duplicate_pair(clean.rank, clean.step) if check_duplicates else None  # file order: rows
     if pair is not None:
         a, b = pair
         raise InputError(f"two rows for rank {int(clean.rank[a])} at step {int(clean.step[a])} (the other "
-                         f"is row {_row_of(clean, block.first_row, a)}); one timer per (rank, step) is "
-                         "expected", file=block.file, row=_row_of(clean, block.first_row, b),
+                         f"is row {row_of(clean, block.first_row, a)}); one timer per (rank, step) is "
+                         "expected", file=block.file, row=row_of(clean, block.first_row, b),
                          field="rank, step")
     if not check_duplicates:  # one block checked by the reader: no other block to compare ranks with
         return _StepPartial(step[starts].copy(), count, max_s, min_s, sum_s, last, None, clean.ledger,
@@ -272,9 +272,10 @@ class _RankPartial:
     step_wait_s: np.ndarray  # dense over the per-step table's positions
 
 
-def _pass2_block(frame: pd.DataFrame, block: _Block, steps: np.ndarray, max_s: np.ndarray) -> _RankPartial:
+def _pass2_block(frame: pd.DataFrame, block: TimerBlock, steps: np.ndarray, max_s: np.ndarray
+                 ) -> _RankPartial:
     """Per-rank count, duration sum and barrier-wait sum of one block; per-step wait sums."""
-    clean = _check_block(frame, block)
+    clean = check_block(frame, block)
     pos = np.searchsorted(steps, clean.step)
     wait = max_s[pos] - clean.dur
     # dense over the ranks present: memory follows them, not the largest rank id
@@ -506,7 +507,7 @@ def _progress(futures: list[Any], label: str, enabled: bool) -> None:
         pass
 
 
-def _run_dask(frame: Any, blocks: list[_Block], client: Any,
+def _run_dask(frame: Any, blocks: list[TimerBlock], client: Any,
               progress: bool) -> tuple[_StepPartial, _RankPartial]:
     parts = frame.to_delayed()
     p1 = client.compute([_delayed(_pass1_block)(p, b) for p, b in zip(parts, blocks, strict=True)])
@@ -530,10 +531,10 @@ def _delayed(fn: Callable[..., Any]) -> Any:
     return dask.delayed(fn, pure=True)
 
 
-def _check_table(table: pd.DataFrame) -> _Block:
+def _check_table(table: pd.DataFrame) -> TimerBlock:
     if not isinstance(table, pd.DataFrame):
         raise DomainError(f"source must be a path or a pandas DataFrame; got {type(table).__name__}")
-    return _Block("<table>", None, 1, len(table))
+    return TimerBlock("<table>", None, 1, len(table))
 
 
 def straggler_analysis(source: str | Path | pd.DataFrame, *,
@@ -593,11 +594,11 @@ def straggler_analysis(source: str | Path | pd.DataFrame, *,
         engine = "dask" if _parquet_rows(files) > AUTO_DASK_ROWS else "pandas"
     if engine == "pandas":
         table, ledger = read_rank_timers(source)
-        block = _Block("<table>", None, 1, len(table))
+        block = TimerBlock("<table>", None, 1, len(table))
         sp = _pass1_block(table, block, check_duplicates=False)  # the reader checked them
         rp = _pass2_block(table, block, sp.steps, sp.max_s)
         return _finish(sp, rp, ledger, "pandas", [str(f) for f in files], thr)
-    frame, blocks = _dask_frame(files, partition_rows)  # checks the files before a cluster starts
+    frame, blocks = dask_frame(files, partition_rows)  # checks the files before a cluster starts
     own = None
     if client is None:
         from distributed import Client
@@ -618,7 +619,7 @@ def _parquet_rows(files: Iterable[Path]) -> int:
 
     total = 0
     for f in files:
-        if _is_csv(f):
+        if is_csv(f):
             return 0  # CSV goes to pandas
         try:
             total += pq.ParquetFile(f).metadata.num_rows

@@ -1,4 +1,4 @@
-"""Command line of the regression tiers: ``fleetlib compare`` and ``fleetlib baseline build | check``.
+"""Command line of the regressions: ``fleetlib compare``, ``baseline build | check``, ``trace-plan``.
 
 .. code-block:: console
 
@@ -7,6 +7,7 @@
     $ fleetlib compare B --split-by software_version --groups 2.1 2.2
     $ fleetlib baseline build B1 B2 --out baselines/
     $ fleetlib baseline check B --baselines baselines/
+    $ fleetlib trace-plan B --json                                 # which jobs, ranks, steps to trace
 
 :func:`register` has the signature :mod:`fleetlib.cli` calls on every module of
 ``RUNG_COMMAND_MODULES``.
@@ -28,6 +29,7 @@ __all__ = [
     "run_baseline_build",
     "run_baseline_check",
     "run_compare",
+    "run_trace_plan",
 ]
 
 
@@ -234,6 +236,48 @@ def render_baseline(res: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None) -> dict[str, Any]:
+    """Return the JSON object of ``fleetlib trace-plan``: the bundle's measurement and its trace plan.
+
+    Parameters
+    ----------
+    manifest
+        ``fleet.yaml`` or the bundle folder.
+    window
+        ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+
+    Returns
+    -------
+    dict
+        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` plus ``trace_plan``
+        (:func:`fleetlib.regress.sampling.trace_plan`: stratified jobs, ranks and step ranges,
+        triggered episodes with a healthy peer, P's sampling error).
+    """
+    from fleetlib.regress.sampling import trace_plan
+    from fleetlib.regress.units import fleet_units
+
+    units = fleet_units(manifest, window=None if window is None else list(window), cycle=None)
+    res = units.measurement.to_dict()
+    res["trace_plan"] = trace_plan(units)
+    return res
+
+
+def render_trace_plan(res: Mapping[str, Any]) -> str:
+    """Render ``fleetlib trace-plan``'s result: the fleet's text, then the plan's coverage."""
+    from fleetlib.fleet.commands import render_fleet
+
+    plan = res["trace_plan"]
+    return (
+        render_fleet(res)
+        + f"\ntrace plan: {plan['coverage']['strata_covered']} of {plan['coverage']['strata_present']} "
+        f"strata, {len(plan['continuous'])} jobs sampled, {len(plan['triggered'])} triggered episodes"
+    )
+
+
+def _cmd_trace_plan(args: argparse.Namespace) -> dict[str, Any]:
+    return run_trace_plan(args.manifest, window=args.window)
+
+
 def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
     if args.boot < 50:
         raise DomainError(f"--boot must be at least 50; got {args.boot}")
@@ -267,7 +311,7 @@ def _cmd_check(args: argparse.Namespace) -> dict[str, Any]:
 def register(
     subparsers: Any, synth_subparsers: Any, add_json: Callable[[argparse.ArgumentParser], None]
 ) -> None:
-    """Add ``fleetlib compare`` and ``fleetlib baseline build | check`` (called by :mod:`fleetlib.cli`).
+    """Add ``fleetlib compare``, ``baseline build | check`` and ``trace-plan`` (called by fleetlib.cli).
 
     Parameters
     ----------
@@ -324,3 +368,17 @@ def register(
     pc.add_argument("--seed", type=int, default=0)
     add_json(pc)
     pc.set_defaults(func=_cmd_check, render=render_baseline)
+
+    t = subparsers.add_parser(
+        "trace-plan",
+        help="one fleet bundle -> which jobs, ranks and steps to trace (stratified, with triggered episodes)",
+        description="Measure a fleet bundle and plan its step traces: jobs stratified by size, "
+        "architecture, software version and hour, one rank per node (never rank 0 alone), triggered "
+        "captures for each straggler episode in the rank timers with a healthy peer of the same group, "
+        "and P's sampling error.",
+    )
+    t.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
+    t.add_argument("--window", nargs=2, metavar=("START", "END"),
+                   help="ISO 8601 times with a zone (default: the manifest's window)")
+    add_json(t)
+    t.set_defaults(func=_cmd_trace_plan, render=render_trace_plan)

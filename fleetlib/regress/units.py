@@ -160,7 +160,7 @@ class FleetUnits:
 
 def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
     """Per (pool, cycle): the scheduling partition clipped to that cycle (whole cycles only)."""
-    from fleetlib.scheduling.goodput import scheduling_partition
+    from fleetlib.scheduling import scheduling_partition
 
     edges = pd.date_range(window.start, window.end, freq=cycle)
     if len(edges) < 2:
@@ -219,7 +219,7 @@ def _retained_steps(steps: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
 
 def _job_contract(man: Any, jobs: pd.DataFrame, base: Contract) -> pd.DataFrame:
     """Per job: software version, architecture (its model config's accelerator), pool."""
-    from fleetlib.program.commands import load_model_config
+    from fleetlib.program import load_model_config
 
     per_job = man.contract.get("jobs") if isinstance(man.contract, Mapping) else None
     per_job = per_job if isinstance(per_job, Mapping) else {}
@@ -251,7 +251,7 @@ def _episode_columns(jobs: pd.DataFrame, timers: Mapping[str, pd.DataFrame]) -> 
 
 def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Rank timers per job: a file named after its job id (``rank_timers/JOB.parquet``)."""
-    from fleetlib.program.readers.rank_timers import read_rank_timers
+    from fleetlib.program import read_rank_timers
 
     out = {}
     for path in man.rank_timer_files:
@@ -289,13 +289,13 @@ def fleet_units(
         A bad bundle (see :func:`~fleetlib.fleet.manifest.load_manifest`).
     """
     from fleetlib.fleet.manifest import FleetManifest, load_manifest
-    from fleetlib.fleet.measure import _read_scheduler, _read_timelines, measure_fleet
+    from fleetlib.fleet.measure import measure_fleet, read_scheduler, read_timelines
 
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
     fm = measure_fleet(man, window=window)
     win = fm.window
     length = (win.end - win.start) if cycle is None else parse_cycle(cycle)
-    records, _ledger, _ = _read_scheduler(man, win)
+    records, _ledger, _ = read_scheduler(man, win)
     cycles = _cycles(records, win, length)
     notes = []
     covered = cycles["cycle"].nunique() * length
@@ -314,7 +314,7 @@ def fleet_units(
     jobs["cycle"] = np.clip(np.floor(np.nan_to_num(rel, nan=0.0)), 0, last).astype(int)
     jobs["day"] = np.floor(((gc - win.start) / pd.Timedelta("1D")).to_numpy(float)).astype(int)
     scheduled = set(alloc["job_id"])
-    steps, events, _joined, _owner = _read_timelines(man, set(jobs.index), scheduled, Ledger())
+    steps, events, _joined, _owner = read_timelines(man, set(jobs.index), scheduled, Ledger())
     ev = _events_per_job(events).reindex(jobs.index).fillna(0)
     d = jobs["devices"].to_numpy(float)
     jobs["commits"] = ev["commits"].to_numpy(float)

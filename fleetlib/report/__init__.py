@@ -46,12 +46,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fleetlib._environ import environment
+from fleetlib._environ import environment, project_root
 from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
-from fleetlib.report.own_fleet import BUNDLED_TAG, _short, fleet_parameters, parse_overrides
-from fleetlib.report.tables import folded, frame
+from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides, shortened
+from fleetlib.report.tables import escape_markdown, folded, frame, say
 from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
 __all__ = [
@@ -62,13 +62,15 @@ __all__ = [
     "REGRESSIONS_NOTEBOOK",
     "RUNG_NOTEBOOKS",
     "ReportError",
+    "checkout_root",
     "declared_parameters",
+    "escape_markdown",
     "folded",
     "frame",
     "parse_overrides",
-    "project_root",
     "run_report",
     "save_figure",
+    "say",
 ]
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
@@ -122,15 +124,8 @@ class ReportError(FleetlibError):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _is_project_root(folder: Path) -> bool:
-    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir()
-
-
-def project_root() -> Path:
-    """Return the fleetlib project folder (the one holding ``pyproject.toml`` and ``notebooks/``).
-
-    The folder above the imported package is tried first (an editable install or a checkout),
-    then the current directory and its parents (a regular install run from inside a checkout).
+def checkout_root() -> Path:
+    """Return the fleetlib checkout the report runs in (see :func:`fleetlib._environ.project_root`).
 
     Returns
     -------
@@ -140,19 +135,15 @@ def project_root() -> Path:
     Raises
     ------
     ReportError
-        When neither place looks like a fleetlib checkout.
+        When no fleetlib checkout is found beside the package or above the current directory.
     """
-    beside_package = Path(__file__).resolve().parents[2]
-    if _is_project_root(beside_package):
-        return beside_package
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if _is_project_root(folder):
-            return folder
-    raise ReportError(
-        "cannot find the fleetlib project root (a folder with pyproject.toml and notebooks/): install "
-        "fleetlib in editable mode (pip install -e .) or run from inside the checkout"
-    )
+    root = project_root()
+    if root is None:
+        raise ReportError(
+            "cannot find the fleetlib project root (a folder with pyproject.toml and notebooks/): install "
+            "fleetlib in editable mode (pip install -e .) or run from inside the checkout"
+        )
+    return root
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -391,7 +382,7 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
         else:
             notebook, text, _ = declared[key][0]
             where = f"{notebook} declares {key} = {text}"
-        raise InputError(f"-p {key}: value {_short(repr(value))} is {_kind(value)}; the parameter is "
+        raise InputError(f"-p {key}: value {shortened(repr(value))} is {_kind(value)}; the parameter is "
                          f"{_kind(references[0])} ({where})")
 
 
@@ -459,7 +450,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         error, and the partially executed notebook (and its HTML) is still written.
     """
     params = load_parameters(params_path)
-    root = project_root()
+    root = checkout_root()
     has_traces = True
     if fleet is not None:
         fleet_params = fleet_parameters(fleet, root)
@@ -556,7 +547,7 @@ def _measured_block(params: Mapping[str, Any]) -> dict[str, Any] | None:
 
     path = Path(manifest)
     if not path.is_absolute():
-        path = project_root() / path
+        path = checkout_root() / path
     fleet = measure_fleet(path)
     block = measured_summary(fleet, manifest=str(manifest))
     block["levers"] = json.loads(lever_table(fleet).to_json(orient="records"))

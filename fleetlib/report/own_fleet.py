@@ -85,7 +85,7 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
     return params
 
 
-def _short(text: str, limit: int = 60) -> str:
+def shortened(text: str, limit: int = 60) -> str:
     """``text`` as it is, or its first ``limit`` characters and an ellipsis (a message stays one line)."""
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -120,7 +120,7 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, Any]:
         except InputError as exc:  # a value is no file: the loader's truncated-file hint is dropped
             reason = exc.message.split("; expected complete YAML")[0]
             # a lone surrogate's message quotes the text itself; the others are about the whole value
-            where = "" if reason.startswith("the text of") else f"value {_short(text)!r} "
+            where = "" if reason.startswith("the text of") else f"value {shortened(text)!r} "
             raise InputError(f"-p {key}: {where}{reason}") from None
         if isinstance(value, datetime.date):  # YAML reads 2024-03-04 as a date; parameters hold text
             value = text.strip()

@@ -1,21 +1,24 @@
-"""Tables as a reader expects them in a report page: fixed decimals, thousands separators, long ones folded.
+"""What a report page shows of the data: tables formatted for reading, and sentences built from the data.
 
 :func:`frame` formats a DataFrame for display (a pandas ``Styler``): whole numbers with separators, reals
 with a fixed number of decimals and never in scientific notation (device-hours of a large fleet stay
 ``52,829,420.0``, not ``5.282942e+07``), named share columns as percentages, and, when only the first rows
 are shown, a caption that says how many there are.  :func:`folded` puts a long table (a ledger) under a
 ``<details>`` summary line with its first rows.  Wide tables scroll sideways through the page's CSS.
+:func:`say` shows one narrative sentence as Markdown, each value from the data formatted by the
+template and escaped, so that a job id or a file name is shown as text and never read as markup.
 """
 
 from __future__ import annotations
 
 import html
+import string
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["folded", "frame"]
+__all__ = ["escape_markdown", "folded", "frame", "say"]
 
 
 def _formats(data: pd.DataFrame, percent: set[Any], digits: int) -> dict[Any, str]:
@@ -95,3 +98,67 @@ def folded(table: pd.DataFrame, what: str, *, first: int = 10) -> Any:
     body = frame(table.head(shown)).to_html()
     return HTML(f"<details><summary>{len(table):,} {html.escape(what)} (first {shown:,} shown)</summary>"
                 f"{body}</details>")
+
+
+#: ASCII punctuation Markdown (CommonMark) lets a backslash escape; ``$`` also starts MathJax math.
+_MARKDOWN_PUNCTUATION = frozenset(string.punctuation)
+
+
+def escape_markdown(text: str) -> str:
+    """Return ``text`` escaped for Markdown: HTML special characters as entities, punctuation backslashed.
+
+    Parameters
+    ----------
+    text
+        Text from the data (a job id, a file name, a number already formatted).
+
+    Returns
+    -------
+    str
+        Markdown that renders as ``text`` itself: no emphasis, link, code span, heading, math or raw HTML.
+    """
+    out = []
+    for ch in text:
+        if ch in "&<>\"":
+            out.append(html.escape(ch))
+        elif ch in _MARKDOWN_PUNCTUATION:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class _Escaped:
+    """A value that formats itself with the template's spec, then escapes the result for Markdown."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __format__(self, spec: str) -> str:
+        return escape_markdown(format(self.value, spec))
+
+
+def say(template: str, /, **values: Any) -> Any:
+    """Show one narrative sentence in a notebook as Markdown, its values taken from the data.
+
+    The template is the notebook's own Markdown (emphasis and math allowed); every value is formatted
+    with the template's format spec (``{rows:,}``, ``{share:.1%}``) and then escaped, so whatever text
+    the data holds is shown as text.
+
+    Parameters
+    ----------
+    template
+        A :meth:`str.format` template naming the values (``"{ranks} ranks read"``).
+    **values
+        The values.
+
+    Returns
+    -------
+    IPython.display.Markdown
+        The sentence (shown when it is a cell's last expression, or passed to ``display``).
+    """
+    from IPython.display import Markdown
+
+    return Markdown(template.format_map({k: _Escaped(v) for k, v in values.items()}))

@@ -1,17 +1,19 @@
 """Rung 2: job timeline -> runtime goodput (measured) and its analytical model (equation 4).
 
-* :mod:`fleetlib.runtime.schema` -- the vocabulary: columns, event kinds, partition terms and labels;
-* :mod:`fleetlib.runtime.readers` -- one module per format and the ``READERS`` registry;
-* :mod:`fleetlib.runtime.timeline` -- validation of the canonical tables and the restart structure;
-* :mod:`fleetlib.runtime.goodput` -- the exact partition of held time (``runtime_goodput``);
-* :func:`measure` (module ``fleetlib/runtime/measure.py``) -- read and measure in one call; the result
-  answers to ``.factor()``, ``.ledger``, ``.window`` and ``.to_dict()``;
-* :mod:`fleetlib.runtime.model`, :mod:`fleetlib.runtime.compare` -- equation 4 and the comparison of a
-  measurement with it; :mod:`fleetlib.runtime.synth` -- timelines with ground truth;
-  :mod:`fleetlib.runtime.commands` -- the command line.
+The door of the rung: every name code outside it uses is exported here.
 
-:func:`read_records` reads files of any registered format (named, or detected from the bytes) into
-the canonical tables and a ledger.
+* :func:`read` -- files of any registered format (named, or detected from the bytes) into the
+  canonical tables and a ledger, through :data:`READERS` (one module per format in
+  :mod:`fleetlib.runtime.readers`);
+* :func:`measure` -- read and measure in one call; the result (:class:`RuntimeMeasurement`, or
+  :class:`ReplicaGoodput` for serving replicas) answers to ``.factor()``, ``.ledger``, ``.window``
+  and ``.to_dict()``;
+* :func:`runtime_goodput`, :func:`held_intervals` -- the exact partition of held time of canonical
+  tables (:mod:`fleetlib.runtime.goodput`; its per-job kernel is :mod:`fleetlib.runtime.partition`);
+* the views (:mod:`fleetlib.runtime.views`), the model of equation 4 and its comparison with a
+  measurement (:mod:`fleetlib.runtime.model`, :mod:`fleetlib.runtime.ettr`,
+  :mod:`fleetlib.runtime.compare`), timelines with ground truth (:mod:`fleetlib.runtime.synth`) and
+  the vocabulary (:mod:`fleetlib.runtime.schema`).
 
 ``fleetlib.runtime.measure`` is the function (it shadows the module of the same name as an attribute;
 ``from fleetlib.runtime.measure import ...`` still reaches the module).
@@ -23,20 +25,100 @@ from collections.abc import Iterable
 from os import PathLike
 from typing import Any
 
-from fleetlib.runtime.measure import measure
-from fleetlib.runtime.readers import READERS
+from fleetlib.quality import DomainError, Ledger
+from fleetlib.runtime.commands import mlperf_summary_table
+from fleetlib.runtime.compare import compare_measurement
+from fleetlib.runtime.ettr import ettr_optimal_interval_s, expected_ettr
+from fleetlib.runtime.goodput import (
+    ReplicaGoodput,
+    RuntimeMeasurement,
+    held_intervals,
+    runtime_goodput,
+    runtime_goodput_windows,
+)
+from fleetlib.runtime.measure import measure, warm_up
+from fleetlib.runtime.model import (
+    RuntimeLossTerms,
+    crossover_devices,
+    daly_interval_s,
+    held_share_from_capacity_share,
+    interval_with_preemptions_s,
+    preemption_tax_s,
+    runtime_loss_by_size,
+    runtime_loss_terms,
+    young_interval_s,
+    young_waste,
+)
+from fleetlib.runtime.readers import READERS, bundled_path, read_bloom_events
+from fleetlib.runtime.schema import (
+    CATEGORIES,
+    EQ4_TERMS,
+    EVENT_COLUMNS,
+    MODEL_TERM_LABELS,
+    PROVENANCE_COLUMNS,
+    STEP_COLUMNS,
+    TERM_LABELS,
+)
+from fleetlib.runtime.synth import synth_timeline, write_timeline
+from fleetlib.runtime.timeline import tables_from_seconds
+from fleetlib.runtime.views import (
+    cumulative_series,
+    partition_table,
+    rolling_windows,
+    windows_gap_s,
+)
 
-__all__ = ["READERS", "measure", "read_records"]
+__all__ = [
+    "CATEGORIES",
+    "EQ4_TERMS",
+    "EVENT_COLUMNS",
+    "MODEL_TERM_LABELS",
+    "PROVENANCE_COLUMNS",
+    "READERS",
+    "STEP_COLUMNS",
+    "TERM_LABELS",
+    "ReplicaGoodput",
+    "RuntimeLossTerms",
+    "RuntimeMeasurement",
+    "bundled_path",
+    "compare_measurement",
+    "crossover_devices",
+    "cumulative_series",
+    "daly_interval_s",
+    "ettr_optimal_interval_s",
+    "expected_ettr",
+    "held_intervals",
+    "held_share_from_capacity_share",
+    "interval_with_preemptions_s",
+    "measure",
+    "mlperf_summary_table",
+    "partition_table",
+    "preemption_tax_s",
+    "read",
+    "read_bloom_events",
+    "rolling_windows",
+    "runtime_goodput",
+    "runtime_goodput_windows",
+    "runtime_loss_by_size",
+    "runtime_loss_terms",
+    "synth_timeline",
+    "tables_from_seconds",
+    "warm_up",
+    "windows_gap_s",
+    "write_timeline",
+    "young_interval_s",
+    "young_waste",
+]
 
 
-def read_records(
+def read(
     paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     format: str | None = None,
     *,
     tz: str | None = None,
     window: object = None,
     **options: Any,
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[dict[str, Any], Ledger]:
     """Read job-timeline files into the runtime rung's canonical tables and a ledger.
 
     Parameters
@@ -47,15 +129,26 @@ def read_records(
         A key of :data:`READERS` (``mlperf``, ``mlgoodput``, ``canonical``, ...); None: detected from
         the files' bytes (:func:`fleetlib.registry.detect`).
     tz, window, **options
-        Passed to the format's reader.
+        Passed to the format's reader (``ReaderSpec.read``).
 
     Returns
     -------
     tuple of (dict, Ledger)
         The canonical tables by name (``steps``, ``events``; ``phases`` for serving logs) and the
         reader's ledger.
-    """
-    from fleetlib.registry import read_tables
 
-    tables, ledger = read_tables("runtime", paths, format, tz=tz, window=window, **options)
+    Raises
+    ------
+    DomainError
+        An unknown format name.
+    fleetlib.quality.InputError
+        The format cannot be detected, or a file cannot be read as the format.
+    """
+    from fleetlib.registry import detect
+
+    name = format if format is not None else detect(paths, "runtime")
+    spec = READERS.get(name)
+    if spec is None:
+        raise DomainError(f"format must be one of {list(READERS)}; got {name!r}")
+    tables, ledger = spec.read(paths, tz=tz, window=window, **options)
     return dict(tables), ledger

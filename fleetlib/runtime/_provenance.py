@@ -1,6 +1,6 @@
 """Where a timeline record came from: table positions translated to the file and row a reader saw.
 
-The timeline's checks (:mod:`fleetlib.runtime.timeline`, :mod:`fleetlib.runtime.job_structure`) work
+The timeline's checks (:mod:`fleetlib.runtime.timeline`, :mod:`fleetlib.runtime.partition`) work
 on the two canonical tables and name a record by its *position* in the table it was given (0-based,
 before any sorting) under the label ``"<source> (steps)"`` or ``"<source> (events)"``.  Users need
 the file and the row as the file counts them.  Readers keep both in the optional provenance columns

@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
-from fleetlib.runtime.readers._common import _NS_PER_S, PathLike, _as_paths, _close, _ns
-from fleetlib.runtime.readers.mlperf import _parse_mllog
+from fleetlib.runtime.readers._common import NS_PER_S, PathLike, close_books, utc_ns
+from fleetlib.runtime.readers.mlperf import parse_mllog
 from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
-    "DEFINITIONS",
     "FORMATS",
     "mlperf_runtime_json",
     "mlperf_step_statistics",
@@ -103,7 +103,7 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     paths
         Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
         ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
-        (read by the fast path, :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
+        (read by :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
         steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
         BLOOM-style event table.  ``serving``: replica lifecycle logs.  ``torchtitan``: every rank's
         structured-log JSONL files of one job (each rank is the job ``<source>/rank<r>``).  Every
@@ -243,7 +243,7 @@ def _interval_measure(starts: np.ndarray, ends: np.ndarray) -> float:
     gs = s[new]
     ge = np.zeros(gs.size, dtype=np.int64)
     np.maximum.at(ge, grp, e)
-    return float((ge - gs).sum()) / _NS_PER_S
+    return float((ge - gs).sum()) / NS_PER_S
 
 
 def _overlap_s(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> float:
@@ -252,7 +252,7 @@ def _overlap_s(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarra
         return 0.0
     lo = np.maximum(a_s[:, None], b_s[None, :])
     hi = np.minimum(a_e[:, None], b_e[None, :])
-    return float(np.clip(hi - lo, 0, None).sum()) / _NS_PER_S
+    return float(np.clip(hi - lo, 0, None).sum()) / NS_PER_S
 
 
 def _meta_value(recs: pd.DataFrame, key: str) -> Any:
@@ -289,10 +289,10 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
         If the log lacks a matched ``init_start`` or ``run_stop``, or holds more than one run:
         held time is then undefined, and it is not guessed.
     """
-    p = _parse_mllog(Path(path), job_id=None, rank_copy_tolerance_s=check_nonnegative(
+    p = parse_mllog(Path(path), job_id=None, rank_copy_tolerance_s=check_nonnegative(
         "rank_copy_tolerance_s", rank_copy_tolerance_s))
     recs = p.records
-    ledger = _close(p.books)
+    ledger = close_books(p.books)
     inits = recs[recs["key"] == "init_start"] if not recs.empty else recs
     stops = recs[recs["key"] == "run_stop"] if not recs.empty else recs
     if len(inits) != 1 or len(stops) != 1:
@@ -304,8 +304,8 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
                          f"{len(inits)} and {len(stops)}"
                          + (f" ({ledger.rejected} row(s) rejected, first: {shown})" if rejected else ""),
                          file=p.file, field="key")
-    t0 = int(_ns(inits["time"])[0])
-    t1 = int(_ns(stops["time"])[0])
+    t0 = int(utc_ns(inits["time"])[0])
+    t1 = int(utc_ns(stops["time"])[0])
     if t1 <= t0:
         raise InputError("run_stop is not after init_start", file=p.file, row=int(stops["_row"].iloc[0]),
                          field="time_ms")
@@ -314,11 +314,11 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
         df = p.pairs.get(family)
         if df is None or df.empty:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        s, e = np.clip(_ns(df["start"]), t0, t1), np.clip(_ns(df["end"]), t0, t1)
+        s, e = np.clip(utc_ns(df["start"]), t0, t1), np.clip(utc_ns(df["end"]), t0, t1)
         keep = e > s
         return s[keep], e[keep]
 
-    held = (t1 - t0) / _NS_PER_S
+    held = (t1 - t0) / NS_PER_S
     i_s, i_e = clipped("init")
     e_s, e_e = clipped("eval")
     b_s, b_e = clipped("block")
@@ -331,7 +331,8 @@ def mlperf_summary(path: PathLike, *, rank_copy_tolerance_s: float = 10.0) -> di
     productive = (_interval_measure(b_s, b_e) - _overlap_s(b_s, b_e, e_s, e_e)
                   - _overlap_s(b_s, b_e, i_s, i_e))
     run = p.pairs.get("run")
-    run_s = float((_ns(run["end"]) - _ns(run["start"])).sum()) / _NS_PER_S if run is not None else math.nan
+    run_s = (float((utc_ns(run["end"]) - utc_ns(run["start"])).sum()) / NS_PER_S if run is not None
+             else math.nan)
     status = None
     meta = stops["metadata"].iloc[0]
     if isinstance(meta, dict):
@@ -376,7 +377,7 @@ def mlperf_summary_table(paths: PathLike | Sequence[PathLike], *,
     if isinstance(paths, (str, Path)) and Path(paths).is_dir():
         files = sorted(Path(paths).glob("*.txt"))
     else:
-        files = _as_paths(paths)
+        files = as_paths(paths)
     rows = []
     for f in files:
         s = mlperf_summary(f, rank_copy_tolerance_s=rank_copy_tolerance_s)
@@ -463,7 +464,7 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
     if series.dialect == "blocks" or tables.steps.empty:
         return out
     m = runtime_goodput(tables.steps, tables.events, definition="retrospective")
-    dur = (_ns(tables.steps["end"]) - _ns(tables.steps["start"])) / _NS_PER_S
+    dur = (utc_ns(tables.steps["end"]) - utc_ns(tables.steps["start"])) / NS_PER_S
     q = np.quantile(dur, [0.5, 0.9, 0.99])
     logged = series.logged_step_s
     out.update({

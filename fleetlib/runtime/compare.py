@@ -55,8 +55,6 @@ from fleetlib.runtime.model import (
 from fleetlib.runtime.schema import EQ4_TERMS, UNMODELLED_TERMS
 
 __all__ = [
-    "EQ4_TERMS",
-    "UNMODELLED_TERMS",
     "ModelComparison",
     "RuntimeModelInputs",
     "chi2_quantile",

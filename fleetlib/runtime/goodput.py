@@ -106,30 +106,15 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from fleetlib._io import excerpt
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, Ledger, check_nonnegative
-from fleetlib.runtime.partition import (
-    _FINE,
-    _L,
-    _NFINE,
-    _clean_end,
-    _job_parts,
-    _JobParts,
-    _Sums,
-    _window_sums,
-)
-from fleetlib.runtime.partition import (
-    _chain_index as _chain_index,  # re-exported: the exactness tests import it from here
-)
-from fleetlib.runtime.partition import (
-    _chain_searchsorted as _chain_searchsorted,
-)
+from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
+from fleetlib.runtime._provenance import relocate_error, relocate_ledger
 from fleetlib.runtime.schema import (
     BREAKDOWN,
     CATEGORIES,
@@ -140,13 +125,16 @@ from fleetlib.runtime.schema import (
     TIME_DTYPE,
     check_definition,
 )
-from fleetlib.runtime.timeline import JobTimeline, TimelineLedger, job_timelines
+from fleetlib.runtime.timeline import prepare_tables, provenances
+
+if TYPE_CHECKING:
+    from fleetlib.runtime.partition import JobParts, WindowSums
+
+#: The fine parts of held time, in the kernel's label order (:data:`fleetlib.runtime.partition.FINE`).
+FINE: tuple[str, ...] = tuple(BREAKDOWN)
+_FINE_INDEX = {name: i for i, name in enumerate(FINE)}
 
 __all__ = [
-    "BREAKDOWN",
-    "CATEGORIES",
-    "HELD_INTERVAL_COLUMNS",
-    "ISSUE_TERMS",
     "ReplicaGoodput",
     "RuntimeMeasurement",
     "held_intervals",
@@ -244,8 +232,8 @@ class RuntimeMeasurement:
     commit_spacing_s: float | None
     interruptions: pd.DataFrame
     per_job: pd.DataFrame
-    ledger: TimelineLedger = field(repr=False)
-    table_ledger: TimelineLedger | None = field(default=None, repr=False)
+    ledger: Ledger = field(repr=False)
+    table_ledger: Ledger | None = field(default=None, repr=False)
     stall_factor: float = STALL_FACTOR
     clean_end_commit: bool = True
     checkpoints_recorded: int = 0
@@ -445,58 +433,141 @@ def _fault_free_for(job_id: str, given: float | Mapping[str, float] | None) -> f
 _INT_COLUMNS = ("job_id", "time", "kind", "inferred", "attempt", "restore_step", "detection_s", "restart_s",
                 "warmup_s", "lost_steps_s", "partial_step_s", "queue_s", "recovery_s", "lost_work_s",
                 "in_window")
+_KIND_NAMES = np.array(["failure", "preempt"])
 
 
-def _interruption_rows(parts: _JobParts, sums: _Sums, ws: float, we: float, closed: bool) -> pd.DataFrame:
-    job = parts.job
-    m = sums.per_int
-    if job.int_time.size == 0:
-        return pd.DataFrame({c: [] for c in _INT_COLUMNS})
-    det = m[:, _L["recovery_detection"]]
-    restart = m[:, _L["recovery_restart"]] + m[:, _L["preemption_restart"]]
-    warmup = m[:, _L["recovery_warmup"]] + m[:, _L["preemption_warmup"]]
-    lost = m[:, _L["rework_steps"]] + m[:, _L["preemption_lost_steps"]]
-    partial = m[:, _L["rework_partial_step"]] + m[:, _L["preemption_partial_step"]]
-    restore = job.int_restore_step
-    return pd.DataFrame({
-        "job_id": job.job_id,
-        "time": [job.to_utc(t) for t in job.int_time],
-        "kind": job.int_kind.astype(str),
-        "inferred": job.int_inferred,
-        "attempt": job.int_attempt,
+def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None, source: str,
+                    given: Any, estimator: str, warmup_tolerance: float, stall_factor: float,
+                    clean_end_commit: bool, options: Any) -> tuple[JobParts, Ledger]:
+    """Validate the tables, build the parts of each selected job and check the options.
+
+    The errors come in this order: a refused record (the tables', then each job's, in job order),
+    then ``options()`` (invalid options), then a job with no valid fault-free step time (in job
+    order).  ``given(job)`` returns a job's given fault-free step time (None: estimate it), raising
+    for an invalid one.  The ledger's entries are relocated to the files' rows.
+    """
+    from fleetlib.runtime.partition import build_parts  # numba loads on first measurement, not on import
+
+    median = estimator != "mean"
+    tol = warmup_tolerance if _is_number(warmup_tolerance) and warmup_tolerance >= 0 else 0.1
+    stall = stall_factor if _is_number(stall_factor) and stall_factor >= 1.0 else STALL_FACTOR
+    where = provenances(steps, events, source)
+    try:
+        t = prepare_tables(steps, events, source=source, build_frames=False)
+        codes = t.codes_of(job_id)
+        ids = [t.job_ids[c] for c in codes.tolist()]
+        ff_given = np.full(codes.size, np.nan)
+        ff_error: dict[int, Exception] = {}
+        for k, job in enumerate(ids):
+            try:
+                value = given(job)
+            except DomainError as exc:
+                ff_error[k] = exc
+                continue
+            if value is not None:
+                ff_given[k] = value
+        parts = build_parts(t, codes, ff_given, median=median, tol=float(tol), stall_factor=float(stall),
+                            clean_end_commit=clean_end_commit)
+    except InputError as err:
+        raise relocate_error(err, where) from None
+    relocate_ledger(t.ledger, where)
+    options()
+    if not codes.size:
+        raise DomainError("the timeline holds no job")
+    n_steps = parts.steps_per_job
+    for k in range(codes.size):
+        if k in ff_error:
+            raise ff_error[k]
+        value = float(parts.fault_free[k])
+        if np.isnan(ff_given[k]) and n_steps[k] and not value > 0.0:
+            raise DomainError(f"the estimated fault-free step time is {value!r} s; steps need a positive "
+                              "compute time (duration minus input wait) -- pass fault_free_step_s")
+    return parts, t.ledger
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _sequential(values: np.ndarray) -> Any:
+    """Return the sum in order, one term after another (a running total over jobs); 0.0 when empty."""
+    if values.shape[0] == 0:
+        return np.zeros(values.shape[1:]) if values.ndim > 1 else 0.0
+    return np.cumsum(values, axis=0)[-1]
+
+
+def _coarse_columns(fine: np.ndarray) -> dict[str, np.ndarray]:
+    """Each category per row: the running sum of its fine parts, in :data:`FINE` order."""
+    out = {c: np.zeros(fine.shape[0]) for c in CATEGORIES}
+    for i, name in enumerate(FINE):
+        out[BREAKDOWN[name]] = out[BREAKDOWN[name]] + fine[:, i]
+    return out
+
+
+def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int, closed: bool,
+                       ids: list[str]) -> pd.DataFrame:
+    """One row per interruption of the measured jobs (in job order, then by time) with its window's sums."""
+    empty = pd.DataFrame({c: [] for c in _INT_COLUMNS})
+    if parts.i_time.size == 0:
+        return empty
+    n_int = np.diff(parts.i_off)
+    origin = np.repeat(parts.origin_ns, n_int)
+    m = sums.per_interruption
+    det = m[:, _FINE_INDEX["recovery_detection"]]
+    restart = m[:, _FINE_INDEX["recovery_restart"]] + m[:, _FINE_INDEX["preemption_restart"]]
+    warmup = m[:, _FINE_INDEX["recovery_warmup"]] + m[:, _FINE_INDEX["preemption_warmup"]]
+    lost = m[:, _FINE_INDEX["rework_steps"]] + m[:, _FINE_INDEX["preemption_lost_steps"]]
+    partial = m[:, _FINE_INDEX["rework_partial_step"]] + m[:, _FINE_INDEX["preemption_partial_step"]]
+    restore = parts.i_restore
+    t_ns = origin + np.rint(parts.i_time * 1e9).astype(np.int64)
+    # the window in seconds since each interruption's job origin (as the kernel compares them)
+    ws = (ws_ns - origin) / 1e9
+    we = (we_ns - origin) / 1e9
+    frame = pd.DataFrame({
+        "job_id": np.repeat(np.asarray(ids, dtype=object), n_int),
+        "time": pd.to_datetime(t_ns, utc=True),
+        "kind": _KIND_NAMES[parts.i_kind],
+        "inferred": parts.i_inferred,
+        "attempt": parts.i_attempt,
         "restore_step": pd.array(np.where(np.isfinite(restore), restore, np.nan), dtype="Float64"),
         "detection_s": det,
         "restart_s": restart,
         "warmup_s": warmup,
         "lost_steps_s": lost,
         "partial_step_s": partial,
-        "queue_s": sums.int_queue,
+        "queue_s": sums.interruption_queue,
         "recovery_s": det + restart + warmup,
         "lost_work_s": lost + partial,
-        "in_window": (job.int_time >= ws) & ((job.int_time <= we) if closed else (job.int_time < we)),
+        "in_window": (parts.i_time >= ws) & ((parts.i_time <= we) if closed else (parts.i_time < we)),
     })
+    # the first job without interruptions stands for all of them with one empty frame in the
+    # concatenation, at its place: its dtypes count in the result's as they always have
+    if (n_int == 0).any():
+        first = int(np.argmax(n_int == 0))
+        cut = int(parts.i_off[first])
+        pieces = [p for p in (frame.iloc[:cut], empty, frame.iloc[cut:]) if len(p) or p is empty]
+        return pd.concat(pieces, ignore_index=True)
+    return frame
 
 
-def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[tuple[Any, Any]] | None,
-             window: Any, definition: str, fault_free_step_s: float | Mapping[str, float] | None,
-             estimator: str, warmup_tolerance: float, as_of: Any, stall_factor: float = STALL_FACTOR,
-             clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
-    tol = _check_options(definition, estimator, warmup_tolerance)
-    if not (isinstance(stall_factor, (int, float)) and math.isfinite(stall_factor) and stall_factor >= 1.0):
-        raise DomainError(f"stall_factor must be a number >= 1 (fault-free step times); got {stall_factor!r}")
-    if not jobs:
-        raise DomainError("the timeline holds no job")
-    parts = [_job_parts(j, _fault_free_for(j.job_id, fault_free_step_s), estimator, tol, float(stall_factor),
-                        clean_end_commit) for j in jobs]
-    for j in jobs:
-        end = _clean_end(j) if clean_end_commit else None
-        if end is not None:
-            ledger.flag("clean_end_commit", f"job {excerpt(j.job_id)} ended cleanly at "
-                        f"{j.to_utc(end).isoformat()}: the clean end counts as its final commit "
-                        "(clean_end_commit=False turns this off)",
-                        job_id=j.job_id, time=j.to_utc(end))
-    span0 = min(j.to_utc(j.start_s) for j in jobs)
-    span1 = max(j.to_utc(j.end_s) for j in jobs)
+def _measure(parts: JobParts, ledger: Ledger, *, windows: list[tuple[Any, Any]] | None,
+             window: Any, definition: str, fault_free_step_s: Any, estimator: str, warmup_tolerance: float,
+             as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
+             ) -> list[RuntimeMeasurement]:
+    """Sum the parts inside each window into a :class:`RuntimeMeasurement` (one per window)."""
+    from fleetlib.runtime.partition import window_sums
+
+    ids = parts.job_ids
+    origin = parts.origin_ns
+    if clean_end_commit:
+        for k in np.flatnonzero(~np.isnan(parts.clean_end)).tolist():
+            end = pd.Timestamp(int(origin[k]) + round(float(parts.clean_end[k]) * 1e9), tz="UTC")
+            ledger.flag("clean_end_commit", f"job {excerpt(ids[k])} ended cleanly at {end.isoformat()}: the "
+                        "clean end counts as its final commit (clean_end_commit=False turns this off)",
+                        job_id=ids[k], time=end)
+    span0 = pd.Timestamp(int(origin.min()), tz="UTC")
+    span1 = pd.Timestamp(int((origin + np.rint(parts.end_s * 1e9).astype(np.int64)).max()), tz="UTC")
     # the whole timeline (no window given) also counts records at its very end (a final commit, a
     # failure at release); a window [start, end) leaves records at `end` to the next window
     closed = windows is None and window is None
@@ -504,6 +575,9 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
         bounds = _window_bounds(window)
         windows = [bounds if bounds is not None else (span0, span1)]
     est = "given" if fault_free_step_s is not None else estimator
+    ff = parts.fault_free
+    ff_list = [None if np.isnan(v) else float(v) for v in ff.tolist()]
+    ff_column = pd.Series(ff, dtype=float) if not np.isnan(ff).all() else pd.Series(ff_list, dtype=object)
     out = []
     for ws_t, we_t in windows:
         if as_of is None:
@@ -514,61 +588,52 @@ def _measure(jobs: list[JobTimeline], ledger: TimelineLedger, *, windows: list[t
             as_of_t = we_t
         else:
             as_of_t = _ts(as_of, "as_of")
-        fine = np.zeros(_NFINE)
-        held = not_held_sum = queue = p_com = p_all = c_steps = r_steps = 0.0
-        per_job_rows = []
-        inter_frames = []
-        empty_seen = False
-        n_commits = n_pauses = 0
-        gaps: list[np.ndarray] = []
-        for p in parts:
-            o = p.job.origin
-            ws, we, ao = _rel(ws_t, o), _rel(we_t, o), _rel(as_of_t, o)
-            s = _window_sums(p, ws, we, ao, definition, closed)
-            fine += s.fine
-            held += s.held
-            not_held_sum += s.not_held
-            queue += s.queue
-            p_com += s.productive_committed
-            p_all += s.productive_retrospective
-            c_steps += s.committed_steps
-            r_steps += s.retained_steps
-            cats = _coarse(s.fine)
-            per_job_rows.append({"job_id": p.job.job_id, "held_s": s.held, **cats,
-                                 "slow_step": float(s.fine[_L["slow_step"]]),
-                                 "retained_steps": s.retained_steps, "committed_steps": s.committed_steps,
-                                 "fault_free_step_s": p.ff})
-            if p.job.int_time.size or not empty_seen:  # one empty frame stands for all (same concat)
-                inter_frames.append(_interruption_rows(p, s, ws, we, closed))
-                empty_seen = empty_seen or p.job.int_time.size == 0
-            n_commits += s.n_commits
-            n_pauses += s.n_pauses
-            gaps.append(s.commit_gaps)
-        inter = pd.concat(inter_frames, ignore_index=True) if inter_frames else pd.DataFrame()
+        ws_ns, we_ns = ws_t.as_unit("ns").value, we_t.as_unit("ns").value
+        s = window_sums(parts, ws_ns, we_ns, as_of_t.as_unit("ns").value, committed=definition == "committed",
+                        closed=closed)
+        fine = _sequential(s.fine)
+        cats = _coarse_columns(s.fine)
+        per_job = pd.DataFrame({"held_s": s.held, **cats, "slow_step": s.fine[:, _FINE_INDEX["slow_step"]],
+                                "retained_steps": s.retained_steps, "committed_steps": s.committed_steps},
+                               index=pd.Index(ids, name="job_id"))
+        per_job["fault_free_step_s"] = ff_column.to_numpy()
+        total = dict.fromkeys(CATEGORIES, 0.0)
+        for i, name in enumerate(FINE):
+            total[BREAKDOWN[name]] += float(fine[i])
         out.append(RuntimeMeasurement(
-            definition=definition, window_start=ws_t, window_end=we_t, as_of=as_of_t, held_s=held,
-            not_held_s=not_held_sum, queue_after_interruption_s=queue, categories=_coarse(fine),
-            breakdown={k: float(fine[i]) for i, k in enumerate(_FINE)}, productive_committed_s=p_com,
-            productive_retrospective_s=p_all, committed_steps=c_steps, retained_steps=r_steps,
-            fault_free_step_s={p.job.job_id: p.ff for p in parts}, estimator=est, warmup_tolerance=tol,
-            checkpoint_commits=n_commits, checkpoint_pauses=n_pauses, stall_factor=float(stall_factor),
-            clean_end_commit=clean_end_commit,
-            checkpoints_recorded=int(sum(p.job.commit_time.size for p in parts)),
-            commit_spacing_s=float(np.median(np.concatenate(gaps))) if sum(g.size for g in gaps) else None,
-            interruptions=inter, per_job=pd.DataFrame(per_job_rows).set_index("job_id"), ledger=ledger))
+            definition=definition, window_start=ws_t, window_end=we_t, as_of=as_of_t,
+            held_s=float(_sequential(s.held)), not_held_s=float(_sequential(s.not_held)),
+            queue_after_interruption_s=float(_sequential(s.queue)), categories=total,
+            breakdown={k: float(fine[i]) for i, k in enumerate(FINE)},
+            productive_committed_s=float(_sequential(s.productive_committed)),
+            productive_retrospective_s=float(_sequential(s.productive_retrospective)),
+            committed_steps=float(_sequential(s.committed_steps)),
+            retained_steps=float(_sequential(s.retained_steps)),
+            fault_free_step_s=dict(zip(ids, ff_list, strict=True)), estimator=est,
+            warmup_tolerance=float(warmup_tolerance), checkpoint_commits=int(s.commits.sum()),
+            checkpoint_pauses=int(s.pauses.sum()), stall_factor=float(stall_factor),
+            clean_end_commit=clean_end_commit, checkpoints_recorded=int(parts.checkpoints.sum()),
+            commit_spacing_s=float(np.median(s.commit_gaps)) if s.commit_gaps.size else None,
+            interruptions=_interruption_rows(parts, s, ws_ns, we_ns, closed, ids), per_job=per_job,
+            ledger=ledger))
     return out
 
 
-def _rel(t: pd.Timestamp, origin: pd.Timestamp) -> float:
-    """Seconds from origin, computed from integer nanoseconds exactly as the timeline arrays are."""
-    return (t.as_unit("ns").value - origin.as_unit("ns").value) / 1e9
+def _options_check(definition: str, estimator: str, warmup_tolerance: float, stall_factor: float) -> Any:
+    """Return the check of a measurement's options (run after the timeline's own checks)."""
+    def check() -> None:
+        _check_options(definition, estimator, warmup_tolerance)
+        ok = isinstance(stall_factor, (int, float)) and math.isfinite(stall_factor) and stall_factor >= 1.0
+        if not ok:
+            raise DomainError(f"stall_factor must be a number >= 1 (fault-free step times); got "
+                              f"{stall_factor!r}")
+    return check
 
 
-def _coarse(fine: np.ndarray) -> dict[str, float]:
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    for i, name in enumerate(_FINE):
-        out[BREAKDOWN[name]] += float(fine[i])
-    return out
+def _given(fault_free_step_s: float | Mapping[str, float] | None) -> Any:
+    def given(job: str) -> float | None:
+        return _fault_free_for(job, fault_free_step_s)
+    return given
 
 
 def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = None,
@@ -630,8 +695,11 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     fleetlib.quality.DomainError
         On invalid options or window.
     """
-    jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
-    return _measure(jobs, ledger, windows=None, window=window, definition=definition,
+    parts, ledger = _measured_parts(
+        steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
+        warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
+        options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
+    return _measure(parts, ledger, windows=None, window=window, definition=definition,
                     fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
                     clean_end_commit=clean_end_commit)[0]
@@ -672,8 +740,11 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         raise DomainError("runtime_goodput_windows needs at least two edges")
     if any(b <= a for a, b in itertools.pairwise(times)):
         raise DomainError("window edges must increase strictly")
-    jobs, ledger = job_timelines(steps, events, job_id=job_id, source=source)
-    return _measure(jobs, ledger, windows=list(itertools.pairwise(times)), window=None,
+    parts, ledger = _measured_parts(
+        steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
+        warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
+        options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
+    return _measure(parts, ledger, windows=list(itertools.pairwise(times)), window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
                     clean_end_commit=clean_end_commit)
@@ -786,40 +857,92 @@ def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | N
     if estimator not in ("median", "mean"):
         raise DomainError(f"estimator must be 'median' or 'mean'; got {estimator!r}")
     tol = check_nonnegative("warmup_tolerance", warmup_tolerance)
-    category_of = np.array([BREAKDOWN[f] for f in _FINE], dtype=object)
-    frames = []
-    for job in job_timelines(steps, events, job_id=job_id)[0]:
-        parts = _job_parts(job, fault_free_step_s, estimator, tol)
-        n = parts.dur.size
-        label = np.full(n, "progress_at_risk", dtype=object)
-        ever = int(parts.commit_cut[-1]) if parts.commit_cut.size else 0
-        label[:ever][parts.kept[:ever]] = "productive"  # retained by a commit, whenever it landed
-        label[parts.x_idx] = category_of[parts.x_lab]
-        phase = np.full(n, "steady", dtype=object)
-        phase[parts.x_idx] = np.where(parts.kept[parts.x_idx], "warm-up", "erased")
-        start = np.concatenate([parts.start, parts.gap_start, parts.between_start])
-        end = np.concatenate([parts.start + parts.dur, parts.gap_end, parts.between_end])
-        which = np.clip(np.searchsorted(job.attempt_gang, start, side="right") - 1, 0, None)
-        attempt = job.attempt_number[which]
-        # a queue wait between attempts belongs to the attempt it leads to
-        attempt[n + parts.gap_start.size:] = job.attempt_number[1:]
-        frame = pd.DataFrame({
-            "job_id": job.job_id,
-            "attempt": attempt,
-            "start": job.origin + pd.to_timedelta(np.round(start * 1e9).astype(np.int64), unit="ns"),
-            "end": job.origin + pd.to_timedelta(np.round(end * 1e9).astype(np.int64), unit="ns"),
-            "category": np.concatenate([label, category_of[parts.gap_label],
-                                        np.full(parts.between_start.size, "not_held")]),
-            "record": np.repeat(["step", "gap", "between"],
-                                [n, parts.gap_start.size, parts.between_start.size]),
-            "phase": np.concatenate([phase, np.full(start.size - n, "")]),
-        })
-        frame["duration_s"] = (frame["end"] - frame["start"]).dt.total_seconds()
-        frames.append(frame[(frame["record"] == "step") | (frame["duration_s"] > 0)])
-    if not frames:
+    given = fault_free_step_s
+    parts, _ = _measured_parts(steps, events, job_id=job_id, source="timeline", given=lambda job: given,
+                               estimator=estimator, warmup_tolerance=tol, stall_factor=STALL_FACTOR,
+                               clean_end_commit=True, options=lambda: None)
+    return _held_intervals(parts)
+
+
+def _held_intervals(parts: JobParts) -> pd.DataFrame:
+    """Return the labelled stretches of every measured job (see :func:`held_intervals`)."""
+    t = parts.tables
+    category_of = np.array([BREAKDOWN[f] for f in FINE], dtype=object)
+    ids = np.asarray(parts.job_ids, dtype=object)
+    codes = parts.codes
+    # the steps of the measured jobs (all of them, or one job's slice)
+    s_lo, s_hi = t.s_off[codes], t.s_off[codes + 1]
+    n_steps = s_hi - s_lo
+    ranges = [np.arange(lo, hi) for lo, hi in zip(s_lo.tolist(), s_hi.tolist(), strict=True)]
+    step_pos = np.concatenate(ranges) if ranges else np.zeros(0, np.int64)
+    step_job = np.repeat(np.arange(codes.size), n_steps)
+    local = step_pos - np.repeat(s_lo, n_steps)
+    origin = parts.origin_ns
+    start = (t.s_start[step_pos] - origin[step_job]) / 1e9
+    dur = (t.s_end[step_pos] - t.s_start[step_pos]) / 1e9
+    flags = parts.step_flags[step_pos]
+    xlab = parts.step_label[step_pos].astype(np.int64)
+    kept = (flags & 1) != 0
+    # retained by a commit, whenever it landed: the steps before the last commit's cut
+    has_commit = np.diff(parts.c_off) > 0
+    last_cut = np.zeros(codes.size, dtype=np.int64)
+    last_cut[has_commit] = parts.c_cut[parts.c_off[1:][has_commit] - 1]
+    label = np.full(step_pos.size, "progress_at_risk", dtype=object)
+    label[(local < last_cut[step_job]) & kept] = "productive"
+    has_x = xlab >= 0
+    label[has_x] = category_of[xlab[has_x]]
+    phase = np.full(step_pos.size, "steady", dtype=object)
+    phase[has_x] = np.where(kept[has_x], "warm-up", "erased")
+    n_gaps = np.diff(parts.g_off)
+    n_between = np.maximum(np.diff(parts.a_off) - 1, 0)
+    pieces = [
+        # per job: its steps, its gaps, its stretches between attempts
+        (step_job, start, start + dur, label, np.full(step_pos.size, 0), phase),
+        (np.repeat(np.arange(codes.size), n_gaps), parts.g_start, parts.g_end,
+         category_of[parts.g_label.astype(np.int64)], np.full(parts.g_start.size, 1),
+         np.full(parts.g_start.size, "", dtype=object)),
+        (np.repeat(np.arange(codes.size), n_between), parts.b_start, parts.b_end,
+         np.full(parts.b_start.size, "not_held", dtype=object), np.full(parts.b_start.size, 2),
+         np.full(parts.b_start.size, "", dtype=object)),
+    ]
+    job = np.concatenate([p[0] for p in pieces])
+    kind = np.concatenate([p[4] for p in pieces])
+    order = np.lexsort((kind, job))  # job by job: steps, gaps, between (each in its own order)
+    job, kind = job[order], kind[order]
+    p_start = np.concatenate([p[1] for p in pieces])[order]
+    p_end = np.concatenate([p[2] for p in pieces])[order]
+    category = np.concatenate([p[3] for p in pieces])[order]
+    phase = np.concatenate([p[5] for p in pieces])[order]
+    # the attempt each piece starts in; a queue wait between attempts belongs to the attempt it leads to
+    attempt = np.zeros(job.size, np.int64)
+    bounds = np.searchsorted(job, np.arange(codes.size + 1))
+    for k in range(codes.size):
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        gang = parts.a_gang[parts.a_off[k]:parts.a_off[k + 1]]
+        number = parts.a_number[parts.a_off[k]:parts.a_off[k + 1]]
+        att = number[np.clip(np.searchsorted(gang, p_start[lo:hi], side="right") - 1, 0, None)]
+        att[kind[lo:hi] == 2] = number[1:]
+        attempt[lo:hi] = att
+    o = origin[job]
+    start_ns = o + np.round(p_start * 1e9).astype(np.int64)
+    end_ns = o + np.round(p_end * 1e9).astype(np.int64)
+    # a job with no piece at all leaves its text columns untyped in the concatenation of jobs
+    untyped = bool((np.bincount(job, minlength=codes.size) == 0).any())
+    frame = pd.DataFrame({
+        "job_id": pd.Series(ids[job], dtype="str"),
+        "attempt": attempt,
+        "start": pd.Series(start_ns.view("datetime64[ns]")).dt.tz_localize("UTC"),
+        "end": pd.Series(end_ns.view("datetime64[ns]")).dt.tz_localize("UTC"),
+        "category": pd.Series(category, dtype=object if untyped else "str"),
+        "record": np.array(["step", "gap", "between"])[kind],
+        "phase": pd.Series(phase, dtype=object if untyped else "str"),
+    })
+    frame["duration_s"] = (frame["end"] - frame["start"]).dt.total_seconds()
+    frame = frame[(frame["record"] == "step") | (frame["duration_s"] > 0)]
+    if not codes.size:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in HELD_INTERVAL_COLUMNS})
-    out = pd.concat(frames, ignore_index=True)
-    return out.sort_values(["job_id", "start"], kind="stable", ignore_index=True)[list(HELD_INTERVAL_COLUMNS)]
+    frame = frame.sort_values(["job_id", "start"], kind="stable", ignore_index=True)
+    return frame[list(HELD_INTERVAL_COLUMNS)]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from fleetlib.runtime.goodput import (
 from fleetlib.runtime.readers import READERS, TimelineTables
 from fleetlib.runtime.schema import check_definition
 
-__all__ = ["guess_format", "is_timeline_parquet", "measure"]
+__all__ = ["guess_format", "is_timeline_parquet", "measure", "warm_up"]
 
 #: Formats :func:`guess_format` infers from a file name (under any ``.gz``), for ``format=None``.
 _FORMAT_BY_SUFFIX: dict[str, str] = {
@@ -89,7 +89,8 @@ def is_timeline_parquet(path: Path) -> bool:
     -------
     bool
         True for a ``.parquet``/``.pq`` file whose schema holds every column of
-        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by the fast path).
+        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by
+        :func:`fleetlib.runtime.synth.read_parquet_tables`).
 
     Raises
     ------
@@ -143,7 +144,8 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         One path or several (read with ``format``'s reader, plain or gzip); or the canonical tables
         already read: a :class:`~fleetlib.runtime.readers.TimelineTables`, a ``{"steps", "events"}``
         mapping or a ``(steps, events)`` pair.  A single Parquet file in the one-file layout of
-        :func:`fleetlib.runtime.synth.write_timeline` is read by its fast path.
+        :func:`fleetlib.runtime.synth.write_timeline` is read by
+        :func:`fleetlib.runtime.synth.read_parquet_tables`.
     format
         A key of :data:`~fleetlib.runtime.readers.READERS` (``mlperf``, ``mlgoodput``, ``canonical``,
         ``bloom``, ``serving``, ``torchtitan``); None: from the file names (:func:`guess_format`; a
@@ -205,9 +207,9 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         result = replica_runtime_goodput(read["phases"], window=window)
         return dataclasses.replace(result, ledger=ledger)
     if fmt == "canonical" and len(files) == 1 and is_timeline_parquet(files[0]):
-        from fleetlib.runtime.synth import _read_parquet_tables
+        from fleetlib.runtime.synth import read_parquet_tables
 
-        steps, events = _read_parquet_tables(files[0])  # validated once, by the measurement
+        steps, events = read_parquet_tables(files[0])  # validated once, by the measurement
         return runtime_goodput(steps, events, window=window, definition=definition,
                                fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
                                warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,
@@ -224,3 +226,17 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
                         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,
                         clean_end_commit=clean_end_commit, as_of=as_of, source=source)
     return _with_reader_ledger(m, ledger)
+
+
+def warm_up() -> None:
+    """Load the compiled per-job kernel (compile it and cache it on disk the first time).
+
+    The kernel (:mod:`fleetlib.runtime.partition`) is compiled by numba on its first call in a fresh
+    checkout and then loaded from numba's cache beside the module.  One tiny measurement here makes
+    that first call: ``make setup`` runs it once, so that no report or measurement pays the compile,
+    and the fleet walk's Dask workers run it before their first task.
+    """
+    from fleetlib.runtime.timeline import tables_from_seconds
+
+    steps, events = tables_from_seconds([(0, 0, 1.0, 2.0)], [(0, 0.0, "gang_complete"), (0, 3.0, "release")])
+    runtime_goodput(steps, events)

@@ -1,9 +1,8 @@
 """The vocabulary of the runtime rung: one place for its column names, event kinds and partition terms.
 
 Constants and validators only -- no reading, no measuring.  Every other runtime module (readers,
-timeline, goodput, compare, model, synth, commands) imports these names from here; the old homes
-(``fleetlib.runtime.timeline.STEP_COLUMNS``, ``fleetlib.runtime.goodput.CATEGORIES``,
-``fleetlib.runtime.compare.EQ4_TERMS`` ...) re-export them.
+timeline, goodput, compare, model, synth, commands) imports these names from here; code outside the
+rung reads them from its door, :mod:`fleetlib.runtime`.
 
 * Tables: :data:`STEP_COLUMNS`, :data:`EVENT_COLUMNS` (times are :data:`TIME_DTYPE`), the accepted
   column aliases of each, the one-file Parquet layout (:data:`PARQUET_COLUMNS`) and the held-interval

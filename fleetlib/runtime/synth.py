@@ -65,13 +65,20 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import excerpt
-from fleetlib.quality import DomainError, InputError, check_fraction, check_nonnegative, check_positive
+from fleetlib.quality import (
+    DomainError,
+    InputError,
+    Ledger,
+    check_fraction,
+    check_nonnegative,
+    check_positive,
+)
 from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS, STEP_COLUMNS
-from fleetlib.runtime.timeline import TimelineLedger, validate_timeline
+from fleetlib.runtime.timeline import validate_timeline
 
 __all__ = [
-    "PARQUET_COLUMNS",
     "read_canonical_timeline",
+    "read_parquet_tables",
     "runtime_summary_file",
     "synth_timeline",
     "synth_timeline_file",
@@ -583,7 +590,7 @@ def write_timeline(steps: pd.DataFrame, events: pd.DataFrame, path: str | Path) 
     return out
 
 
-def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, TimelineLedger]:
+def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
     """Read a one-file canonical timeline written by :func:`write_timeline` (or by hand).
 
     Parameters
@@ -595,7 +602,7 @@ def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFram
     -------
     steps, events : pandas.DataFrame
         The validated canonical tables.
-    ledger : TimelineLedger
+    ledger : Ledger
         Row accounting (rows read = kept + repaired + rejected over the file's rows) and flags.
         Row numbers in errors and ledger entries are the file's rows (1-based: index + 1).
 
@@ -605,14 +612,31 @@ def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFram
         On an unreadable file, a missing column, a ``record`` value other than ``"step"`` or
         ``"event"``, or any invalid record (see :func:`~fleetlib.runtime.timeline.validate_timeline`).
     """
-    steps, events = _read_parquet_tables(path)
+    steps, events = read_parquet_tables(path)
     steps, events, ledger = validate_timeline(steps, events, source=str(path))
     # the reader's columns may be read-only views of Arrow memory: hand the caller tables it can edit
     return steps.copy(deep=True), events, ledger
 
 
-def _read_parquet_tables(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Split a one-file timeline into its (not yet validated) steps and events tables."""
+def read_parquet_tables(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split a one-file timeline in the layout of :func:`write_timeline` into its steps and events.
+
+    Parameters
+    ----------
+    path
+        The Parquet file.
+
+    Returns
+    -------
+    steps, events : pandas.DataFrame
+        The canonical tables, not yet validated (the measurement validates them once), indexed by
+        their rows in the file (1-based) so that errors name the file's row.
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        An unreadable file.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -852,6 +876,6 @@ def runtime_summary_file(path: str | Path, *, job_id: str | None = None, window:
     from fleetlib.runtime.goodput import runtime_summary
 
     # validated once, inside runtime_summary, whose ledger then counts the file's rows
-    steps, events = _read_parquet_tables(path)
+    steps, events = read_parquet_tables(path)
     return runtime_summary(steps, events, job_id=job_id, window=window,
                            definition=definition, source=str(path))  # type: ignore[arg-type]

@@ -36,14 +36,15 @@ misses a restart that resumes at the next step; see the regression tests).
 
 :func:`validate_timeline` checks both tables and returns them cleaned, with a
 :class:`~fleetlib.quality.Ledger` that accounts for every row (read = kept + repaired + rejected) and
-lists the interpretive flags.
-:func:`job_timelines` additionally returns the per-job structure the measurement works on
-(:class:`JobTimeline`): held intervals, interruptions, restarts with their rollback points, and which
-interruption erased each executed step.
+lists the interpretive flags.  :func:`prepare_tables` makes the same checks and returns the tables as
+job-sorted arrays (:class:`TimelineArrays`), the input of the per-job partition
+(:mod:`fleetlib.runtime.partition`), which reads each job's structure -- held intervals, interruptions,
+restarts with their rollback points, the steps each restart erased -- and makes its checks.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,44 +53,137 @@ import pandas as pd
 from fleetlib._io import excerpt
 from fleetlib.quality import Flag, InputError, Ledger
 from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
-from fleetlib.runtime.job_structure import (
-    _BLOCK,
-    _NS,
-    JobTimeline,
-    _blocks,
-    _code_dtype,
-    _jobs_from_tables,
-    _RowIndex,
-    _Tables,
-)
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
     EVENT_COLUMNS,
     EVENT_KINDS,
-    INTERRUPTION_KINDS,
     STEP_COLUMNS,
 )
 
 __all__ = [
-    "AUXILIARY_EVENT_KINDS",
-    "AUXILIARY_KIND_PREFIXES",
-    "EVENT_COLUMNS",
-    "EVENT_KINDS",
-    "INTERRUPTION_KINDS",
-    "STEP_COLUMNS",
-    "JobTimeline",
+    "TimelineArrays",
     "TimelineFlag",
     "TimelineLedger",
     "empty_events",
     "empty_steps",
-    "job_timelines",
+    "prepare_tables",
+    "provenances",
     "tables_from_seconds",
     "validate_timeline",
 ]
 
 
 _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
+_NS = 1_000_000_000
+#: Rows per block where a full-length pass would otherwise allocate a temporary per operation.
+_BLOCK = 1 << 20
+
+
+def _blocks(n: int, size: int = _BLOCK) -> list[tuple[int, int]]:
+    """Split ``range(n)`` into consecutive ``(lo, hi)`` blocks of at most ``size`` rows."""
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
+def _read_only(values: np.ndarray, dtype: type) -> np.ndarray:
+    """Return ``values`` as a contiguous read-only array of ``dtype`` (a view; copied only to convert)."""
+    out = np.ascontiguousarray(values, dtype=dtype).view()
+    out.flags.writeable = False
+    return out
+
+
+def _code_dtype(n_codes: int) -> np.dtype:
+    """Return the narrowest signed integer type that holds ``-1 .. n_codes``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_codes < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+@dataclass
+class TimelineArrays:
+    """A validated timeline as arrays: steps sorted by job and start, events by job and time.
+
+    Made by :func:`prepare_tables`; the input of the per-job partition
+    (:func:`fleetlib.runtime.partition.build_parts`).  Job ids are codes into ``job_ids`` (sorted);
+    ``s_off`` and ``e_off`` give each job's slice of the steps and the events.
+
+    Attributes
+    ----------
+    steps_frame, events_frame
+        The cleaned tables as frames (None unless asked for).
+    job_ids
+        Job ids, sorted.
+    s_job, s_attempt, s_step, s_start, s_end, s_wait, s_row
+        Per step: job code, attempt, step number, start and end (UTC nanoseconds), input wait (s), and
+        its position in the input table (None: the steps kept their input order).
+    e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_row
+        Per event: job code, attempt, time (UTC nanoseconds), kind (text), step and logged duration
+        (NaN: none), position in the input table.
+    ledger
+        Row accounting and flags so far.
+    steps_file, events_file
+        The names errors and the ledger give the two tables.
+    s_off, e_off, e_code
+        Each job's slice of the steps and events, and each event's kind coded for the kernel (made here).
+    """
+
+    steps_frame: pd.DataFrame | None
+    events_frame: pd.DataFrame | None
+    job_ids: list[str]
+    s_job: np.ndarray
+    s_attempt: np.ndarray
+    s_step: np.ndarray
+    s_start: np.ndarray
+    s_end: np.ndarray
+    s_wait: np.ndarray
+    s_row: np.ndarray | None
+    e_job: np.ndarray
+    e_attempt: np.ndarray
+    e_time: np.ndarray
+    e_kind: np.ndarray
+    e_step: np.ndarray
+    e_dur: np.ndarray
+    e_row: np.ndarray
+    ledger: Ledger
+    steps_file: str
+    events_file: str
+
+    def __post_init__(self) -> None:
+        n = len(self.job_ids)
+        # contiguous read-only arrays of the kernel's types, whatever they were given as (the reader's
+        # columns are often read-only views of Arrow memory): one type per argument, so numba compiles
+        # the kernel once -- and no column is copied to be made writeable
+        self.s_attempt = _read_only(self.s_attempt, np.int64)
+        self.s_step = _read_only(self.s_step, np.int64)
+        self.s_start = _read_only(self.s_start, np.int64)
+        self.s_end = _read_only(self.s_end, np.int64)
+        self.s_wait = _read_only(self.s_wait, np.float64)
+        self.e_attempt = _read_only(self.e_attempt, np.int64)
+        self.e_time = _read_only(self.e_time, np.int64)
+        self.e_step = _read_only(self.e_step, np.float64)
+        self.e_dur = _read_only(self.e_dur, np.float64)
+        codes = np.arange(n + 1)
+        self.s_off = np.searchsorted(self.s_job, codes.astype(self.s_job.dtype) if self.s_job.size else codes,
+                                     side="left").astype(np.int64)
+        self.e_off = np.searchsorted(self.e_job, codes.astype(self.e_job.dtype) if self.e_job.size else codes,
+                                     side="left").astype(np.int64)
+        from fleetlib.runtime.partition import kind_codes  # numba loads on first use, not on import
+
+        self.e_code = kind_codes(np.asarray(self.e_kind, dtype=object))
+
+    def step_row(self, position: int) -> int:
+        """Return the input-table position of the step at sorted ``position``."""
+        return int(position) if self.s_row is None else int(self.s_row[position])
+
+    def codes_of(self, job_id: str | None) -> np.ndarray:
+        """Return the job codes to measure: every job, or the one named (refused if it is not there)."""
+        if job_id is None:
+            return np.arange(len(self.job_ids), dtype=np.int64)
+        if str(job_id) not in self.job_ids:
+            raise InputError(f"job {excerpt(job_id)} is not in the timeline (jobs: {self.job_ids[:10]})",
+                             file=self.events_file, field="job_id")
+        return np.array([self.job_ids.index(str(job_id))], dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -97,13 +191,14 @@ _UTC_NS = pd.DatetimeTZDtype("ns", "UTC")
 # ---------------------------------------------------------------------------------------------------
 
 
-#: The flag of the one ledger (:class:`fleetlib.quality.Flag`); the old name is kept.
+#: The flag of the one ledger (:class:`fleetlib.quality.Flag`), under the name the readers use.
 TimelineFlag = Flag
 
 #: The timeline's ledger is the one ledger of the library (:class:`fleetlib.quality.Ledger`): row
 #: accounting (read = kept + repaired + rejected) plus the flags raised while interpreting the
 #: timeline (restarts inferred from repeated step numbers, unknown event kinds kept, a missing
-#: release, an interruption the job never recovered from).  The old name is kept.
+#: release, an interruption the job never recovered from).  The readers use this name; the
+#: measurement uses :class:`~fleetlib.quality.Ledger` itself.
 TimelineLedger = Ledger
 
 
@@ -275,33 +370,45 @@ def _check_columns(frame: pd.DataFrame, required: tuple[str, ...], *, file: str)
 # ---------------------------------------------------------------------------------------------------
 
 
-def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
-                    build_frames: bool, steps_checked: bool = False) -> _Tables:
+def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
+                   build_frames: bool) -> TimelineArrays:
     """Validate both tables and return their arrays, sorted by job (the measurement's input).
 
-    ``steps_checked``: the steps come straight from the canonical Parquet reader's fast path, which
-    refused (handed to its general path) any step ending at or before its start, any input wait that
-    is missing, negative, infinite or longer than its step, and any step starting before the previous
-    step of its job ends -- in the order of these rows.  Those per-row checks are not repeated here;
-    every other check is (and the overlap check too, should the rows need sorting).
+    Parameters
+    ----------
+    steps, events
+        The canonical tables.
+    source
+        Name used in error messages and ledger entries (``"<source> (steps)"`` names the steps).
+    build_frames
+        Also return the cleaned tables as frames (:func:`validate_timeline`'s result).
+
+    Returns
+    -------
+    TimelineArrays
+        The tables as job-sorted arrays, with their ledger.  Errors and the ledger name records by
+        their position in the tables as given (:func:`provenances` relocates them to file rows).
+
+    Raises
+    ------
+    fleetlib.quality.InputError
+        A table-level check failed (see :func:`validate_timeline`).
     """
     steps_file, events_file = f"{source} (steps)", f"{source} (events)"
     _check_columns(steps, STEP_COLUMNS, file=steps_file)
     ev_required = ("job_id", "attempt", "time", "kind")
     _check_columns(events, ev_required, file=events_file)
-    ledger = TimelineLedger(read=len(steps) + len(events))
+    ledger = Ledger(read=len(steps) + len(events))
     prov_s, prov_e = Provenance(steps, steps_file, source), Provenance(events, events_file, source)
 
-    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file,
-                                                                              checked=steps_checked)
+    rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait = _steps_arrays(steps, steps_file)
     e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time = _events_arrays(events, events_file, ledger,
                                                                                  prov_e)
     e_job, job_ids, s_job = _job_codes(e_jobtext, s_jobtext)
     e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time = _sort_events_by_job(
         e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time, events_file, ledger)
     rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched = _sort_steps_by_job(
-        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_file, prov_s,
-        checked=steps_checked)
+        ledger, rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_file, prov_s)
     _flag_overlong_durations(ledger, prov_e, job_ids, e_job, e_time, e_dur, e_rows, s_job, s_start, s_end)
     # --- row counts ----------------------------------------------------------------------------------
     ledger.kept = ledger.read - ledger.repaired - ledger.rejected
@@ -309,12 +416,12 @@ def _prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
         build_frames, e_attempt, e_dur, e_job, e_kind, e_step, e_time, job_ids, s_attempt, s_end, s_job,
         s_start, s_step, s_wait, steps, steps_untouched)
 
-    return _Tables(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end, s_wait,
-                   rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger, steps_file,
-                   events_file)
+    return TimelineArrays(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end,
+                          s_wait, rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger,
+                          steps_file, events_file)
 
 
-def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
+def _flag_overlong_durations(ledger: Ledger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,
                              e_time: np.ndarray, e_dur: np.ndarray, e_rows: np.ndarray, s_job: np.ndarray,
                              s_start: np.ndarray, s_end: np.ndarray) -> None:
     """Flag logged durations longer than their job's whole timeline (first record to last).
@@ -351,14 +458,13 @@ def _flag_overlong_durations(ledger: TimelineLedger, prov: Provenance, job_ids: 
                 file=prov.label, row=int(e_rows[i]), field="duration_s", job_id=str(job))
 
 
-def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
+def _steps_arrays(steps: pd.DataFrame, steps_file: str
                   ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray,
                              np.ndarray]:
     """Read and check the step columns: ends after starts, input waits finite, >= 0 and inside their step.
 
     Returns the input row of each step (None: input order), attempt, end, job text, start, step
-    number and input wait.  ``checked``: the reader has made the value checks (see
-    :func:`_prepare_tables`); the columns' types and missing values are still checked.
+    number and input wait.
     """
     s_jobtext = _text_column(steps["job_id"], file=steps_file, field="job_id")
     s_attempt = _int_column(steps["attempt"], file=steps_file, field="attempt")
@@ -372,8 +478,6 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
     s_wait = wait_col.to_numpy(dtype=np.float64, na_value=np.nan)
     # input row of each step: None while the steps are still in input order (no index array needed)
     rows: np.ndarray | None = None
-    if checked:
-        return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
     bad = s_end < s_start
     if bad.any():
         i = int(np.argmax(bad))
@@ -400,7 +504,7 @@ def _steps_arrays(steps: pd.DataFrame, steps_file: str, *, checked: bool = False
     return rows, s_attempt, s_end, s_jobtext, s_start, s_step, s_wait
 
 
-def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedger, prov: Provenance
+def _events_arrays(events: pd.DataFrame, events_file: str, ledger: Ledger, prov: Provenance
                    ) -> tuple[np.ndarray, np.ndarray, pd.Series, np.ndarray, np.ndarray, np.ndarray,
                               np.ndarray]:
     """Read and check the event columns; flag kinds the partition does not know.
@@ -445,7 +549,7 @@ def _events_arrays(events: pd.DataFrame, events_file: str, ledger: TimelineLedge
     return e_attempt, e_dur, e_jobtext, e_kind, e_rows, e_step, e_time
 
 
-def _flag_unknown_kinds(ledger: TimelineLedger, prov: Provenance, e_kind: np.ndarray, kind_codes: np.ndarray,
+def _flag_unknown_kinds(ledger: Ledger, prov: Provenance, e_kind: np.ndarray, kind_codes: np.ndarray,
                         kind_values: list[Any], e_rows: np.ndarray) -> None:
     """Flag the event kinds the partition does not know (``kind_codes`` index ``kind_values``)."""
     # whether each kind is known, decided once per distinct kind (a few) and read off per row
@@ -480,7 +584,7 @@ def _job_codes(e_jobtext: pd.Series, s_jobtext: pd.Series) -> tuple[np.ndarray, 
 
 def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndarray, e_kind: np.ndarray,
                         e_rows: np.ndarray, e_step: np.ndarray, e_time: np.ndarray,
-                        events_file: str, ledger: TimelineLedger) -> tuple[np.ndarray, ...]:
+                        events_file: str, ledger: Ledger) -> tuple[np.ndarray, ...]:
     """Sort the events by job and time; record each row out of order within its attempt as a repair."""
     if e_time.size > 1:
         same_job = e_job[1:] == e_job[:-1]
@@ -501,15 +605,13 @@ def _sort_events_by_job(e_attempt: np.ndarray, e_dur: np.ndarray, e_job: np.ndar
     return e_attempt, e_dur, e_job, e_kind, e_rows, e_step, e_time
 
 
-def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attempt: np.ndarray,
+def _sort_steps_by_job(ledger: Ledger, rows: np.ndarray | None, s_attempt: np.ndarray,
                        s_end: np.ndarray, s_job: np.ndarray, s_start: np.ndarray, s_step: np.ndarray,
-                       s_wait: np.ndarray, steps_file: str, prov: Provenance,
-                       *, checked: bool = False) -> tuple[Any, ...]:
+                       s_wait: np.ndarray, steps_file: str, prov: Provenance) -> tuple[Any, ...]:
     """Sort the steps by (job, start, end, step), reject exact duplicates and refuse overlaps.
 
     Returns the input rows (None while untouched), the sorted columns and whether the steps were
-    already in order with no duplicate.  ``checked``: the reader refused overlaps in this row order,
-    so rows found in order are not searched for one again.
+    already in order with no duplicate.
     """
     steps_untouched = True
     if s_job.size:
@@ -530,15 +632,17 @@ def _sort_steps_by_job(ledger: TimelineLedger, rows: np.ndarray | None, s_attemp
                 keep = ~dup
                 s_job, s_attempt, s_step = s_job[keep], s_attempt[keep], s_step[keep]
                 s_start, s_end, s_wait, rows = s_start[keep], s_end[keep], s_wait[keep], rows[keep]
-        i = -1 if (checked and steps_untouched) else _first_overlap(s_job, s_start, s_end)
+        i = _first_overlap(s_job, s_start, s_end)
         if i >= 0:
-            row_of = _RowIndex(rows, 0, s_job.size)
+            def row_of(k: int) -> int:  # the input row of sorted step k
+                return k if rows is None else int(rows[k])
+
             raise InputError(
                 f"step {int(s_step[i])} (attempt {int(s_attempt[i])}) starts before step "
-                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, {prov.describe(row_of[i - 1])}) "
+                f"{int(s_step[i - 1])} (attempt {int(s_attempt[i - 1])}, {prov.describe(row_of(i - 1))}) "
                 "ends: "
                 "steps of one job must not overlap in time (a conflicting duplicate step record?)",
-                file=steps_file, row=row_of[i], field="start")
+                file=steps_file, row=row_of(i), field="start")
     return rows, s_attempt, s_end, s_job, s_start, s_step, s_wait, steps_untouched
 
 
@@ -655,7 +759,7 @@ def _ns_to_series(ns: np.ndarray) -> pd.Series:
 
 
 def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str = "timeline"
-                      ) -> tuple[pd.DataFrame, pd.DataFrame, TimelineLedger]:
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
     """Check a canonical timeline and return it cleaned, with a ledger of every row and flag.
 
     Row-level checks raise :class:`fleetlib.quality.InputError` naming the file and 1-based row the
@@ -691,7 +795,7 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
         Canonical steps sorted by job and start, duplicates removed, times ``datetime64[ns, UTC]``.
     events : pandas.DataFrame
         Canonical events sorted by job and time.
-    ledger : TimelineLedger
+    ledger : Ledger
         read = kept + repaired + rejected over both tables, plus the flags.
 
     Raises
@@ -699,10 +803,13 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     fleetlib.quality.InputError
         On any unrepairable record, as listed above.
     """
-    where = _provenances(steps, events, source)
+    from fleetlib.runtime.partition import build_parts
+
+    where = provenances(steps, events, source)
     try:
-        tables = _prepare_tables(steps, events, source=source, build_frames=True)
-        _jobs_from_tables(tables, None)
+        tables = prepare_tables(steps, events, source=source, build_frames=True)
+        codes = tables.codes_of(None)
+        build_parts(tables, codes, np.full(codes.size, np.nan))  # the structure's checks and flags
     except InputError as err:
         raise relocate_error(err, where) from None
     assert tables.steps_frame is not None and tables.events_frame is not None
@@ -710,38 +817,9 @@ def validate_timeline(steps: pd.DataFrame, events: pd.DataFrame, *, source: str 
     return tables.steps_frame, tables.events_frame, tables.ledger
 
 
-def job_timelines(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
-                  source: str = "timeline") -> tuple[list[JobTimeline], TimelineLedger]:
-    """Validate a timeline and return each job's structure (held intervals, restarts, erasure).
-
-    Parameters
-    ----------
-    steps, events
-        The canonical tables.
-    job_id
-        Only this job (it must be present); None for every job.
-    source
-        Name used in error messages and ledger entries.
-
-    Returns
-    -------
-    jobs : list of JobTimeline
-        One per job, in job-id order.
-    ledger : TimelineLedger
-        As returned by :func:`validate_timeline`.
-    """
-    where = _provenances(steps, events, source)
-    try:
-        tables = _prepare_tables(steps, events, source=source, build_frames=False)
-        jobs = _jobs_from_tables(tables, job_id)
-    except InputError as err:
-        raise relocate_error(err, where) from None
-    relocate_ledger(tables.ledger, where)
-    return jobs, tables.ledger
-
-
-def _provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
+def provenances(steps: Any, events: Any, source: str) -> tuple[Provenance, ...]:
     """Return the provenance of both tables (none for what is not a table: the checks refuse it)."""
     pairs = ((steps, "steps"), (events, "events"))
     return tuple(Provenance(frame, f"{source} ({name})", source) for frame, name in pairs
                  if isinstance(frame, pd.DataFrame))
+

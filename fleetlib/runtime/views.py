@@ -4,8 +4,6 @@ These are the tables notebook ``02_job_timeline`` shows and draws.  They reshape
 :func:`fleetlib.runtime.goodput.runtime_goodput` and
 :func:`~fleetlib.runtime.goodput.runtime_goodput_windows` measured; they add no accounting rule.
 
-* :func:`read_timeline` -- one call for the three timeline formats of the notebook (canonical,
-  ml-goodput-measurement, MLPerf result logs), through :mod:`fleetlib.runtime.readers`' functions;
 * :func:`partition_table` -- a measurement's categories in seconds and as shares of held time;
 * :func:`cumulative_series` -- goodput from the start of the record up to each of ``points`` instants,
   built from window pieces that add up to the whole (commits judged as of the end of the record);
@@ -14,53 +12,21 @@ These are the tables notebook ``02_job_timeline`` shows and draws.  They reshape
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError
-from fleetlib.runtime.goodput import CATEGORIES, RuntimeMeasurement, runtime_goodput_windows
+from fleetlib.runtime.goodput import RuntimeMeasurement, runtime_goodput_windows
+from fleetlib.runtime.schema import CATEGORIES
 
 __all__ = [
-    "TIMELINE_FORMATS",
     "cumulative_series",
     "partition_table",
-    "read_timeline",
     "rolling_windows",
     "windows_gap_s",
 ]
-
-#: Timeline formats :func:`read_timeline` reads.
-TIMELINE_FORMATS: tuple[str, ...] = ("canonical", "mlgoodput", "mlperf")
-
-
-def read_timeline(files: str | Path | Sequence[str | Path], format: str) -> tuple[Any, Any]:
-    """Read timeline files of one format into canonical tables and their ledger.
-
-    Parameters
-    ----------
-    files
-        One path or a list of paths.
-    format
-        ``"canonical"`` (steps and events CSV/Parquet), ``"mlgoodput"`` (ml-goodput-measurement JSONL)
-        or ``"mlperf"`` (MLPerf result logs).
-
-    Returns
-    -------
-    tables, ledger
-        What :func:`fleetlib.runtime.readers.read_canonical`, ``read_mlgoodput`` or ``read_mlperf``
-        return: tables with ``.steps`` and ``.events``, and the row ledger.
-    """
-    from fleetlib.runtime import readers
-
-    if format not in TIMELINE_FORMATS:
-        raise DomainError(f"format must be one of {list(TIMELINE_FORMATS)}; got {format!r}")
-    paths = [str(files)] if isinstance(files, str | Path) else [str(p) for p in files]
-    return getattr(readers, f"read_{format}")(paths)
-
 
 def partition_table(measurement: RuntimeMeasurement) -> pd.DataFrame:
     """Return a measurement's categories in seconds and as shares of held time.

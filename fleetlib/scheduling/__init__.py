@@ -1,53 +1,33 @@
 """Rung 1: scheduler records -> scheduling goodput S and its loss partition.
 
-* :mod:`fleetlib.scheduling.records` -- the canonical tables (allocations, capacity, queue,
-  reservations, occupancy) and their validation into a row ledger;
-* :mod:`fleetlib.scheduling.readers` -- one module per scheduler format and the ``READERS``
-  registry (``read_records`` dispatches through it, detecting the format from the bytes when it is
-  not named; every ``read_<format>`` is exported here too);
-* :mod:`fleetlib.scheduling.goodput` -- the vectorised sweep: S as an exact partition of in-service
-  capacity-time (partial-gang hold, reservation, idle with / without a queue, per pool and across
-  pools, unattributed) and availability;
-* :mod:`fleetlib.scheduling.measure` -- ``measure(records_or_paths, ...)``: S with its partition,
-  ledger and window (the CLI's object);
-* :mod:`fleetlib.scheduling.views` -- derived tables: held time and queue wait per job, size
-  cohorts, an hourly time series, the fragmentation index and the stretches in which the whole
-  fleet reports nothing;
-* :mod:`fleetlib.scheduling.synth` -- synthetic fleets with injected ground truth, and the
-  canonical Parquet file;
-* :mod:`fleetlib.scheduling.snapshot` -- the snapshot arithmetic (S from the shares of a pool
-  snapshot, the atomic-admission ceiling).
+The rung's door: everything code outside ``fleetlib/scheduling/`` uses is named here.
+
+* :func:`read` -- scheduler records of one format (named, or detected from the files' bytes) through
+  :data:`READERS` (one :class:`~fleetlib.registry.ReaderSpec` per format) -> the tables
+  (:class:`SchedulerRecords`) and a row ledger;
+* :func:`measure` -> :class:`SchedulingMeasurement`: S with its exact partition of in-service
+  capacity-time (:class:`SchedulingPartition`: partial-gang hold, reservation, idle with / without a
+  queue, per pool and across pools, unattributed), the ledger and the window;
+  :func:`scheduling_partition`, :func:`scheduling_goodput` and :func:`scheduling_summary` compute
+  it from tables;
+* the views (:mod:`fleetlib.scheduling.views`): held time and queue wait per job, size cohorts, the
+  occupancy step function, an hourly time series, the fragmentation index, silent stretches and
+  the openb waits by cohort;
+* the canonical tables (:mod:`fleetlib.scheduling.schema` names their columns;
+  :mod:`fleetlib.scheduling.records` validates them into a ledger), synthetic fleets with injected
+  ground truth and the canonical Parquet file (:mod:`fleetlib.scheduling.synth`), and the snapshot
+  arithmetic (:mod:`fleetlib.scheduling.snapshot`).
 """
 
 from fleetlib.scheduling.goodput import (
-    LOSS_KEYS,
-    PARTITION_COLUMNS,
     SchedulingPartition,
     scheduling_goodput,
     scheduling_partition,
     scheduling_summary,
 )
 from fleetlib.scheduling.measure import SchedulingMeasurement, measure
-from fleetlib.scheduling.readers import (
-    FORMATS,
-    READERS,
-    openb_cohorts,
-    read_helios,
-    read_kueue,
-    read_openb,
-    read_pai,
-    read_philly,
-    read_records,
-    read_slurm,
-    read_volcano,
-)
+from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    CAPACITY_COLUMNS,
-    END_STATES,
-    OCCUPANCY_COLUMNS,
-    QUEUE_COLUMNS,
-    RESERVATION_COLUMNS,
     SchedulerRecords,
     infer_gang_complete,
     validate_allocations,
@@ -56,14 +36,27 @@ from fleetlib.scheduling.records import (
     validate_queue,
     validate_reservations,
 )
+from fleetlib.scheduling.schema import (
+    ALLOCATION_COLUMNS,
+    CAPACITY_COLUMNS,
+    END_STATES,
+    INSTALLED_COLUMNS,
+    LOSS_KEYS,
+    OCCUPANCY_COLUMNS,
+    PARTITION_COLUMNS,
+    QUEUE_COLUMNS,
+    RESERVATION_COLUMNS,
+    TABLE_COLUMNS,
+    WAIT_COLUMNS,
+)
 from fleetlib.scheduling.snapshot import (
+    CEILING_CONDITION,
     SnapshotScheduling,
     data_stall_from_capacity_share,
     snapshot_scheduling_goodput,
 )
 from fleetlib.scheduling.synth import (
     SyntheticFleet,
-    read_canonical,
     synth_allocations_command,
     synthetic_fleet,
     write_allocations,
@@ -75,6 +68,7 @@ from fleetlib.scheduling.views import (
     goodput_timeseries,
     held_time,
     occupancy,
+    openb_cohorts,
     queue_waits,
     silent_stretches,
     stranded_devices,
@@ -83,14 +77,17 @@ from fleetlib.scheduling.views import (
 __all__ = [
     "ALLOCATION_COLUMNS",
     "CAPACITY_COLUMNS",
+    "CEILING_CONDITION",
     "END_STATES",
-    "FORMATS",
+    "INSTALLED_COLUMNS",
     "LOSS_KEYS",
     "OCCUPANCY_COLUMNS",
     "PARTITION_COLUMNS",
     "QUEUE_COLUMNS",
     "READERS",
     "RESERVATION_COLUMNS",
+    "TABLE_COLUMNS",
+    "WAIT_COLUMNS",
     "SchedulerRecords",
     "SchedulingMeasurement",
     "SchedulingPartition",
@@ -107,15 +104,7 @@ __all__ = [
     "occupancy",
     "openb_cohorts",
     "queue_waits",
-    "read_canonical",
-    "read_helios",
-    "read_kueue",
-    "read_openb",
-    "read_pai",
-    "read_philly",
-    "read_records",
-    "read_slurm",
-    "read_volcano",
+    "read",
     "scheduling_goodput",
     "scheduling_partition",
     "scheduling_summary",

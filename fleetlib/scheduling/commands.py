@@ -32,13 +32,15 @@ import pandas as pd
 from fleetlib.accounting import Window
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError
+from fleetlib.registry import detect
 from fleetlib.scheduling.measure import measure
-from fleetlib.scheduling.readers import READERS, check_slurm_inputs, read_records
+from fleetlib.scheduling.readers import READERS, read
+from fleetlib.scheduling.readers.slurm import check_slurm_inputs
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
+from fleetlib.scheduling.synth import synth_allocations_command
 from fleetlib.scheduling.views import cohort_goodput, openb_cohorts, queue_waits
 
 __all__ = [
-    "DENOMINATORS",
     "parse_window",
     "register",
     "render_scheduling",
@@ -50,9 +52,6 @@ __all__ = [
 
 
 _S_PER_H = 3600.0
-
-_LOSS_LABELS = LOSS_LABELS  # the old private name
-
 
 # ---------------------------------------------------------------------------------------------------
 # Argument handling
@@ -105,7 +104,7 @@ def scheduling_command(
         timezone-aware times or ISO 8601 texts, ``"START/END"``): the record window and the window
         scheduling goodput is computed over.
     tz
-        Zone of naive input times (see :func:`read_records`).
+        Zone of naive input times (see :func:`fleetlib.scheduling.readers.read`).
     denominator
         ``"in_service"`` (default) or ``"installed"``, passed to the goodput computation.
 
@@ -122,7 +121,7 @@ def scheduling_command(
         return _waits_only(paths, format, tz=tz, window=window)
     if format != "openb":
         return measure(paths, format=format, tz=tz, window=window, denominator=denominator).to_dict()
-    records, ledger = read_records(paths, format, tz=tz, window=window)
+    records, ledger = read(paths, format, tz=tz, window=window)
     waits = records.extra.get("waits")
     return {
         "format": "openb",
@@ -136,7 +135,7 @@ def scheduling_command(
 def _waits_only(paths: Sequence[str | PathLike[str]], format: str, *, tz: str | None,
                 window: Any) -> dict[str, object]:
     """Return the object for formats with waits and size cohorts but no time-based goodput (Philly, PAI)."""
-    records, ledger = read_records(paths, format, tz=tz, window=window)
+    records, ledger = read(paths, format, tz=tz, window=window)
     alloc = records.allocations
     waits = queue_waits(alloc)
     started = alloc["first_assigned"].notna().to_numpy()
@@ -261,8 +260,6 @@ def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | N
     InputError
         The output file cannot be written.
     """
-    from fleetlib.scheduling.synth import synth_allocations_command
-
     if days is not None and not days > 0:
         raise DomainError(f"days must be positive; got {days!r}")
     path = writable_output_path(out)
@@ -357,7 +354,7 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
     keys = [*LOSS_KEYS, *(["out_of_service"] if installed else [])]
     for k in keys:
         v = float(res["losses"][k])
-        lines.append(f"  {_LOSS_LABELS[k]:<34} {_h(v):>16}  {_share(v, cap)}")
+        lines.append(f"  {LOSS_LABELS[k]:<34} {_h(v):>16}  {_share(v, cap)}")
     cp = res["cross_pool_losses"]
     lines.append("idle capacity, cross-pool view (any pool had pending GPU work):")
     lines.append(f"  {'idle while any pool queued':<34} {_h(cp['idle_with_queue']):>16}  "
@@ -411,9 +408,7 @@ def render_synth_allocations(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
-    from fleetlib.registry import detect  # --format omitted: named from the files' bytes
-
-    fmt = args.format or detect(args.files, "scheduling")
+    fmt = args.format or detect(args.files, "scheduling")  # --format omitted: named from the bytes
     return run_scheduling(args.files, fmt, window=args.window, tz=args.tz,
                           denominator=args.denominator)
 

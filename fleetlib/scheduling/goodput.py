@@ -38,8 +38,8 @@ intervals.  Times are int64 nanoseconds; device-seconds are float64, exact for w
 up to 2**53 device-seconds.
 
 A job's own queue wait is not a loss here: it lowers S only through the idle device-time it
-coincides with (:func:`queue_waits` splits each wait into the part spent while the pool had free
-devices and the part spent while every device was taken).
+coincides with (:func:`fleetlib.scheduling.views.queue_waits` splits each wait into the part spent
+while the pool had free devices and the part spent while every device was taken).
 """
 
 from __future__ import annotations
@@ -53,170 +53,34 @@ import pandas as pd
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, Ledger
-from fleetlib.scheduling._tables import (
-    _clip,
-    _prepare,
-    _Tables,
-)
 from fleetlib.scheduling.schema import (
-    DEFAULT_COHORT_EDGES,
     LOSS_KEYS,
-    PARTITION_COLUMNS,
     Denominator,
     IdleView,
 )
+from fleetlib.scheduling.sweep import (
+    NAT,
+    NS,
+    PreparedTables,
+    clip,
+    coverage,
+    masked_runs,
+    prepare,
+    union,
+    wsum,
+)
 
 __all__ = [
-    "DEFAULT_COHORT_EDGES",
-    "LOSS_KEYS",
-    "PARTITION_COLUMNS",
     "SchedulingPartition",
     "scheduling_goodput",
     "scheduling_partition",
     "scheduling_summary",
 ]
 
-
-
-
-
-_NAT = np.iinfo(np.int64).min
-_NS = 1_000_000_000
 #: Elements per block of the blocked passes: int64 temporaries of 512 KiB that stay in cache and that
 #: the allocator reuses, instead of fresh full-length arrays (each a new mapping whose every page is
 #: a page fault when first touched).  Measured on 10 M allocations: 2**16 beat 2**18 to 2**22.
 _BLOCK = 1 << 16
-
-
-# ---------------------------------------------------------------------------------------------------
-# The sweep: one sort of packed events
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Block:
-    pool: np.ndarray | int
-    t: np.ndarray  # absolute ns
-    code: int
-    mag: np.ndarray | int
-
-
-def _sort_events(blocks: list[_Block], w0: int, w1: int, n_pools: int, n_codes: int, *,
-                 force_argsort: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sort events by (pool, time, code); return pool, time (ns from w0), code and magnitude arrays."""
-    blocks = [b for b in blocks if np.size(b.t)]
-    sizes = [int(np.size(b.t)) for b in blocks]
-    total = sum(sizes)
-    if total == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, e, e
-    trel = [_clip(b.t, w0, w1) for b in blocks]
-    mags = [np.broadcast_to(np.asarray(b.mag, dtype=np.int64), (s,))
-            for b, s in zip(blocks, sizes, strict=True)]
-    unit = 1
-    for u in (_NS, 1_000_000, 1_000):
-        if not any(np.any(tr % u) for tr in trel):
-            unit = u
-            break
-    bt = int((w1 - w0) // unit).bit_length()
-    bm = max(int(max(int(m.max()) if m.size else 0 for m in mags)).bit_length(), 1)
-    bc = max((n_codes - 1).bit_length(), 1)
-    bp = max((n_pools - 1).bit_length(), 1)
-    if not force_argsort and bt + bm + bc + bp <= 63:
-        sc, st = bm, bm + bc
-        sp = st + bt
-        key = np.empty(total, dtype=np.int64)
-        pos = 0
-        for b, tr, m, s in zip(blocks, trel, mags, sizes, strict=True):
-            seg = key[pos:pos + s]
-            np.floor_divide(tr, unit, out=seg)
-            seg <<= st
-            seg |= (np.asarray(b.pool, dtype=np.int64) << sp) | (b.code << sc)
-            seg |= m
-            pos += s
-        key.sort()
-        pool = key >> sp
-        t = ((key >> st) & ((1 << bt) - 1)) * unit
-        code = (key >> sc) & ((1 << bc) - 1)
-        mag = key & ((1 << bm) - 1)
-        return pool, t, code, mag
-    pool = np.concatenate([np.broadcast_to(np.asarray(b.pool, dtype=np.int64), (s,))
-                           for b, s in zip(blocks, sizes, strict=True)])
-    t = np.concatenate(trel)
-    code = np.concatenate([np.full(s, b.code, dtype=np.int64) for b, s in zip(blocks, sizes, strict=True)])
-    mag = np.concatenate(mags)
-    order = np.lexsort((mag, code, t, pool))
-    return pool[order], t[order], code[order], mag[order]
-
-
-def _segments(pool: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Segments between consecutive events of one pool: (pool, start, duration) with zero across pools."""
-    if pool.size == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, e
-    dt = np.diff(t)
-    dt[pool[1:] != pool[:-1]] = 0
-    return pool[:-1], t[:-1], dt
-
-
-# ---------------------------------------------------------------------------------------------------
-# Interval-set helpers (union across pools, coverage)
-# ---------------------------------------------------------------------------------------------------
-
-
-def _runs(pool: np.ndarray, start: np.ndarray, dur: np.ndarray, mask: np.ndarray, *,
-          with_pool: bool = False) -> Any:
-    """Merge contiguous masked segments of one pool into runs; return (starts, ends[, pools])."""
-    idx = np.flatnonzero(mask & (dur > 0))
-    if idx.size == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return (e, e, e) if with_pool else (e, e)
-    s, e, p = start[idx], start[idx] + dur[idx], pool[idx]
-    new = np.r_[True, (p[1:] != p[:-1]) | (s[1:] != e[:-1])]
-    last = np.r_[new[1:], True]
-    return (s[new], e[last], p[new]) if with_pool else (s[new], e[last])
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of intervals as sorted disjoint (starts, ends); touching intervals merge."""
-    if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    cm = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > cm[:-1]]
-    last = np.r_[new[1:], True]
-    return s[new], cm[last]
-
-
-def _coverage(us: np.ndarray, ue: np.ndarray, t: np.ndarray, before: np.ndarray | None = None) -> np.ndarray:
-    """Measure of the union of sorted disjoint intervals ``[us, ue)`` inside ``[-inf, t)``.
-
-    ``before`` (optional) is ``[0, cumsum(ue - us)]``, for callers that query the same set often.
-    """
-    if us.size == 0:
-        return np.zeros(t.shape, dtype=np.int64)
-    length = ue - us
-    if before is None:
-        before = np.concatenate(([0], np.cumsum(length)))
-    k = np.searchsorted(us, t, side="right") - 1
-    kk = np.maximum(k, 0)
-    c = before[kk] + np.clip(t - us[kk], 0, length[kk])
-    return np.where(k < 0, 0, c)
-
-
-def _inside(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Return True where ``t`` lies in the union of sorted disjoint intervals ``[us, ue)``."""
-    if us.size == 0:
-        return np.zeros(t.shape, dtype=bool)
-    k = np.searchsorted(us, t, side="right") - 1
-    return (k >= 0) & (t < ue[np.maximum(k, 0)])
-
-
-def _wsum(codes: np.ndarray, weights: np.ndarray, n: int) -> np.ndarray:
-    if codes.size == 0:
-        return np.zeros(n)
-    return np.bincount(codes, weights=weights, minlength=n)[:n].astype(float)
 
 
 def _blocks(n: int, size: int | None = None) -> Iterator[tuple[int, int]]:
@@ -234,7 +98,7 @@ _Segs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def _merge_runs(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Join the per-block runs of :func:`_runs` into the runs of the whole sequence of segments."""
+    """Join the per-block runs of :func:`~fleetlib.scheduling.sweep.masked_runs` into the whole's runs."""
     parts = [p for p in parts if p[0].size]
     if not parts:
         e = np.zeros(0, dtype=np.int64)
@@ -260,29 +124,29 @@ def _idle_split_blocks(blocks: Callable[[], Iterator[_Segs]], n: int, unit: int,
     already read (:meth:`_Sweep.stash`), and the second pass reads them back (:meth:`_Sweep.replay`)
     instead of decoding every event again.  Only block-sized temporaries are made.
     """
-    per_s = _NS // unit  # time units per second (division keeps whole seconds exact)
+    per_s = NS // unit  # time units per second (division keeps whole seconds exact)
     iq, pos_all, neg = np.zeros(n), np.zeros(n), np.zeros(n)
-    first_over = np.full(n, _NAT, dtype=np.int64)
+    first_over = np.full(n, NAT, dtype=np.int64)
     runs = []
     for pool, start, dur, free, pend in blocks():
         dur_s = dur / per_s
         pos = np.maximum(free, 0) * dur_s
         queued = pend > 0
-        iq += _wsum(pool, pos * queued, n)
-        pos_all += _wsum(pool, pos, n)
+        iq += wsum(pool, pos * queued, n)
+        pos_all += wsum(pool, pos, n)
         if free.size and free.min() < 0:
-            neg += _wsum(pool, np.minimum(free, 0) * dur_s, n)
+            neg += wsum(pool, np.minimum(free, 0) * dur_s, n)
             over = np.flatnonzero((free < 0) & (dur > 0))
             if over.size:
                 p_u, first = np.unique(pool[over], return_index=True)
-                unset = first_over[p_u] == _NAT
+                unset = first_over[p_u] == NAT
                 first_over[p_u[unset]] = start[over][first[unset]] * unit
-        runs.append(_runs(pool, start, dur, queued, with_pool=True))
+        runs.append(masked_runs(pool, start, dur, queued, with_pool=True))
         if sweep is not None:
             sel = np.flatnonzero((free > 0) & ~queued & (dur > 0))
             sweep.stash(pool[sel], start[sel], start[sel] + dur[sel], free[sel])
     ie = pos_all - iq
-    us, ue = _union(*_merge_runs(runs))
+    us, ue = union(*_merge_runs(runs))
     before = np.concatenate(([0], np.cumsum(ue - us)))
     extra = np.zeros(n)
     second = blocks() if sweep is None else sweep.replay()
@@ -295,8 +159,8 @@ def _idle_split_blocks(blocks: Callable[[], Iterator[_Segs]], n: int, unit: int,
             e_sel = s_sel + dur[sel]
         if s_sel.size == 0:
             continue
-        cov = _coverage(us, ue, e_sel, before) - _coverage(us, ue, s_sel, before)
-        extra += _wsum(sel_pool, sel_free * (cov / per_s), n)
+        cov = coverage(us, ue, e_sel, before) - coverage(us, ue, s_sel, before)
+        extra += wsum(sel_pool, sel_free * (cov / per_s), n)
     return {"idle_with_queue": iq, "idle_empty_queue": ie, "sweep_negative": neg,
             "cross_pool_idle_with_queue": iq + extra, "cross_pool_idle_empty_queue": ie - extra,
             "first_over": first_over, "union": (us, ue)}
@@ -361,7 +225,7 @@ class _Delta:
         return True
 
 
-_UNITS: tuple[int, ...] = (_NS, 1_000_000, 1_000, 1)
+_UNITS: tuple[int, ...] = (NS, 1_000_000, 1_000, 1)
 
 
 @dataclass
@@ -534,19 +398,19 @@ def _sweep_free_pending(deltas: list[_Delta], w0: int, w1: int, n_pools: int, *,
     return _Sweep(total=total, unit=unit, decoded=(pool[order], t[order], dfree[order], dpend[order]))
 
 
-def _partition_arrays(tb: _Tables, *, force_argsort: bool = False) -> dict[str, Any]:
+def _partition_arrays(tb: PreparedTables, *, force_argsort: bool = False) -> dict[str, Any]:
     n, w0, w1 = len(tb.names), tb.w0, tb.w1
     out: dict[str, Any] = {}
     if tb.occ is not None:
         o = tb.occ
-        s, e = _clip(o["start"], w0, w1), _clip(o["end"], w0, w1)
+        s, e = clip(o["start"], w0, w1), clip(o["end"], w0, w1)
         dur = e - s
-        dur_s = dur / _NS
-        out["capacity_device_s"] = _wsum(o["pool"], o["in_service"] * dur_s, n)
-        out["out_of_service_device_s"] = _wsum(o["pool"], o["out_of_service"] * dur_s, n)
-        out["held_device_s"] = _wsum(o["pool"], o["held_complete"] * dur_s, n)
-        out["partial_gang_hold"] = _wsum(o["pool"], o["partial_gang"] * dur_s, n)
-        out["reservation"] = _wsum(o["pool"], o["reserved"] * dur_s, n)
+        dur_s = dur / NS
+        out["capacity_device_s"] = wsum(o["pool"], o["in_service"] * dur_s, n)
+        out["out_of_service_device_s"] = wsum(o["pool"], o["out_of_service"] * dur_s, n)
+        out["held_device_s"] = wsum(o["pool"], o["held_complete"] * dur_s, n)
+        out["partial_gang_hold"] = wsum(o["pool"], o["partial_gang"] * dur_s, n)
+        out["reservation"] = wsum(o["pool"], o["reserved"] * dur_s, n)
         free = o["in_service"] - o["held_complete"] - o["partial_gang"] - o["reserved"]
         order = np.lexsort((s, o["pool"]))
         out.update(_idle_split(o["pool"][order], s[order], dur[order], free[order],
@@ -554,9 +418,9 @@ def _partition_arrays(tb: _Tables, *, force_argsort: bool = False) -> dict[str, 
         return out
     c = tb.cap
     assert c is not None
-    cdur_s = (_clip(c["end"], w0, w1) - _clip(c["start"], w0, w1)) / _NS
-    out["capacity_device_s"] = _wsum(c["pool"], c["devices_in_service"] * cdur_s, n)
-    out["out_of_service_device_s"] = _wsum(c["pool"], c["devices_out_of_service"] * cdur_s, n)
+    cdur_s = (clip(c["end"], w0, w1) - clip(c["start"], w0, w1)) / NS
+    out["capacity_device_s"] = wsum(c["pool"], c["devices_in_service"] * cdur_s, n)
+    out["out_of_service_device_s"] = wsum(c["pool"], c["devices_out_of_service"] * cdur_s, n)
     deltas = [_Delta(c["pool"], c["start"], c["devices_in_service"], 0),
               _Delta(c["pool"], c["end"], -c["devices_in_service"], 0)]
     a = tb.alloc
@@ -578,8 +442,8 @@ def _partition_arrays(tb: _Tables, *, force_argsort: bool = False) -> dict[str, 
                    _Delta(q["pool"], q["end"], 0, -q["pending_jobs"])]
     if tb.res is not None:
         r = tb.res
-        out["reservation"] = _wsum(r["pool"], r["devices"] * ((_clip(r["end"], w0, w1)
-                                                               - _clip(r["start"], w0, w1)) / _NS), n)
+        out["reservation"] = wsum(r["pool"], r["devices"] * ((clip(r["end"], w0, w1)
+                                                               - clip(r["start"], w0, w1)) / NS), n)
         deltas += [_Delta(r["pool"], r["start"], -r["devices"], 0),
                    _Delta(r["pool"], r["end"], r["devices"], 0)]
     else:
@@ -604,9 +468,9 @@ def _alloc_sums_and_masks(a: dict[str, np.ndarray], w0: int, w1: int, n: int, *,
     for lo, hi in _blocks(na):
         pool, hold = a["pool"][lo:hi], a["hold"][lo:hi]
         fa_raw, gc_raw, rel_raw = (a[k][lo:hi] for k in ("first_assigned", "gang_complete", "release"))
-        fa, gc, rel = _clip(fa_raw, w0, w1), _clip(gc_raw, w0, w1), _clip(rel_raw, w0, w1)
-        held += _wsum(pool, hold * ((rel - gc) / _NS), n)
-        part += _wsum(pool, hold * ((gc - fa) / _NS), n)
+        fa, gc, rel = clip(fa_raw, w0, w1), clip(gc_raw, w0, w1), clip(rel_raw, w0, w1)
+        held += wsum(pool, hold * ((rel - gc) / NS), n)
+        part += wsum(pool, hold * ((gc - fa) / NS), n)
         hm = hold_m[lo:hi]
         np.greater(hold, 0, out=hm)
         hm &= rel_raw > fa_raw
@@ -631,9 +495,10 @@ class SchedulingPartition:
     window
         The measured window ``[start, end)``.
     table
-        One row per pool, columns :data:`PARTITION_COLUMNS` (device-seconds).  For every pool
-        ``capacity_device_s`` equals the sum of ``held_device_s`` and the five loss columns
-        (``partial_gang_hold, reservation, idle_with_queue, idle_empty_queue, unattributed``);
+        One row per pool, columns :data:`~fleetlib.scheduling.schema.PARTITION_COLUMNS`
+        (device-seconds).  For every pool ``capacity_device_s`` equals the sum of ``held_device_s``
+        and the five loss columns (``partial_gang_hold, reservation, idle_with_queue,
+        idle_empty_queue, unattributed``);
         ``cross_pool_idle_*`` split the same idle device-time by whether any pool had pending work;
         ``over_allocated_device_s`` is the device-time allocations and reservations held above
         in-service capacity (0 for consistent records; when positive, ``unattributed`` is about its
@@ -820,7 +685,7 @@ def scheduling_partition(allocations: pd.DataFrame | None = None, capacity: pd.D
     DomainError
         Missing capacity, a nominal window, tables that fail the structural checks.
     """
-    tb = _prepare(allocations, capacity, queue, reservations, occupancy, window)
+    tb = prepare(allocations, capacity, queue, reservations, occupancy, window)
     arr = _partition_arrays(tb, force_argsort=_force_argsort)
     cap = arr["capacity_device_s"]
     table = pd.DataFrame({
@@ -920,21 +785,3 @@ def scheduling_summary(allocations: pd.DataFrame | None = None, capacity: pd.Dat
     part = scheduling_partition(allocations, capacity, queue=queue, reservations=reservations,
                                 occupancy=occupancy, window=window)
     return part.summary(denominator=denominator, ledger=ledger)
-
-
-#: Names that moved to :mod:`fleetlib.scheduling.views` (derived tables), still importable from here.
-_MOVED_TO_VIEWS = frozenset({
-    "SILENT_CHANNELS", "_OCC_CHANNELS", "_SILENT_COLUMNS", "_alloc_times", "_cohort_labels",
-    "_coverage_count", "_frame", "_free_runs", "_freq_ns", "_occupancy_arrays", "_split_at",
-    "cohort_goodput", "derive_queue", "fragmentation_index", "goodput_timeseries", "held_time", "occupancy",
-    "queue_waits", "silent_stretches", "stranded_devices",
-})
-
-
-def __getattr__(name: str) -> Any:
-    # resolved lazily: views imports this module
-    if name in _MOVED_TO_VIEWS:
-        from fleetlib.scheduling import views
-
-        return getattr(views, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,13 +25,15 @@ import pandas as pd
 
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, Ledger
+from fleetlib.registry import detect
 from fleetlib.scheduling.goodput import SchedulingPartition, scheduling_partition
+from fleetlib.scheduling.readers import read
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import DENOMINATORS, Denominator, IdleView
+from fleetlib.scheduling.schema import DENOMINATORS, TABLE_COLUMNS, Denominator, IdleView
 
 __all__ = ["SchedulingMeasurement", "measure"]
 
-_TABLES = ("allocations", "capacity", "queue", "reservations", "occupancy")
+_TABLES = tuple(TABLE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,10 @@ def measure(
         A :class:`~fleetlib.scheduling.records.SchedulerRecords`, a mapping of canonical tables
         (what a reader's ``read`` returns), or the input file(s) (then ``format`` is required).
     format
-        A key of :data:`fleetlib.scheduling.readers.READERS` (files only).
+        A key of :data:`fleetlib.scheduling.readers.READERS` (files only); None: detected from the
+        files' bytes (:func:`fleetlib.registry.detect`).
     tz
-        Zone of naive times in the files (see :func:`fleetlib.scheduling.readers.read_records`).
+        Zone of naive times in the files (see :func:`fleetlib.scheduling.readers.read`).
     window
         Anything :meth:`fleetlib.accounting.Window.parse` takes: the record window (where open jobs
         are censored) and the window S is measured over.  None: the span of the capacity records.
@@ -149,7 +152,7 @@ def measure(
     Raises
     ------
     DomainError
-        An unknown format or denominator, files without a format, a format without time-based
+        An unknown format or denominator, a format without time-based
         goodput (openb), or no capacity in the window.
     InputError
         A file that cannot be read (from the reader).
@@ -158,21 +161,19 @@ def measure(
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
     win = Window.parse(window)
-    if isinstance(records_or_paths, (SchedulerRecords, Mapping)):
+    if isinstance(records_or_paths, Mapping):  # SchedulerRecords is a mapping of tables too
         if format is not None or options:
             raise DomainError("format and reader options apply to files; records were handed in")
         records = records_or_paths if isinstance(records_or_paths, SchedulerRecords) else None
         tables = _tables_of(records_or_paths)
         book = ledger if ledger is not None else Ledger()
     else:
-        from fleetlib.scheduling.readers import READERS, read_records  # readers import this rung's core
-
         if format is None:
-            raise DomainError(f"files need format=, one of {list(READERS)}")
+            format = detect(records_or_paths, "scheduling")
         if format == "openb":
             raise DomainError("the openb pod list never fills its cluster: it gives waits and size cohorts "
                               "(fleetlib.scheduling.views.openb_cohorts), not time-based scheduling goodput")
-        records, book = read_records(records_or_paths, format, tz=tz, window=win, **options)
+        records, book = read(records_or_paths, format, tz=tz, window=win, **options)
         if ledger is not None:
             book = Ledger.merged([ledger, book])
         tables = records.tables()

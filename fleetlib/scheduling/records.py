@@ -52,7 +52,7 @@ column, naive or mixed times, an elastic allocation without a gang-complete time
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,17 +69,11 @@ from fleetlib.scheduling.schema import (
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
     RESERVATION_COLUMNS,
+    TABLE_COLUMNS,
     require_columns,
 )
 
 __all__ = [
-    "ALLOCATION_COLUMNS",
-    "ALLOCATION_TIME_COLUMNS",
-    "CAPACITY_COLUMNS",
-    "END_STATES",
-    "OCCUPANCY_COLUMNS",
-    "QUEUE_COLUMNS",
-    "RESERVATION_COLUMNS",
     "SchedulerRecords",
     "infer_gang_complete",
     "times_ns",
@@ -100,9 +94,15 @@ _AWARE_TEXT = r"\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)$"
 # ---------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class SchedulerRecords:
-    """The canonical tables read from one source, ready for :mod:`fleetlib.scheduling.goodput`.
+@dataclass(eq=False)
+class SchedulerRecords(Mapping[str, pd.DataFrame]):
+    """The tables read from one source: what every scheduling reader's ``read`` returns.
+
+    A mapping of table name -> DataFrame (the reader protocol's ``tables``, see
+    :mod:`fleetlib.registry`): the canonical tables the format gives (``allocations``, ``capacity``,
+    ``queue``, ``reservations``, ``occupancy``) and the format's own tables kept in ``extra``
+    (openb ``waits`` and ``installed``, the Helios ``quota``).  Tables the format does not give are
+    not keys (``records.get("queue")`` is None).
 
     Attributes
     ----------
@@ -111,6 +111,9 @@ class SchedulerRecords:
         either ``allocations`` with ``capacity``, or ``occupancy``.
     source
         Where the tables came from (file name or format), for reports.
+    extra
+        The format's own tables and ``extra["notes"]``: the conventions the reader applied (zone,
+        window, what capacity means), name -> one line.
     """
 
     allocations: pd.DataFrame | None = None
@@ -121,18 +124,54 @@ class SchedulerRecords:
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_tables(cls, source: str, notes: dict[str, str],
+                    **tables: pd.DataFrame | None) -> SchedulerRecords:
+        """Bundle a reader's tables: canonical names become attributes, the others go in ``extra``.
+
+        Parameters
+        ----------
+        source
+            Where the tables came from.
+        notes
+            The conventions the reader applied, stored as ``extra["notes"]``.
+        **tables
+            Table name -> DataFrame (None: the format does not give it).
+
+        Returns
+        -------
+        SchedulerRecords
+        """
+        out = cls(source=source)
+        for name, table in tables.items():
+            if name in TABLE_COLUMNS:
+                setattr(out, name, table)
+            else:
+                out.extra[name] = table
+        out.extra["notes"] = notes
+        return out
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        table = getattr(self, name) if name in TABLE_COLUMNS else self.extra.get(name)
+        if not isinstance(table, pd.DataFrame):
+            raise KeyError(name)
+        return table
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (name for name in TABLE_COLUMNS if getattr(self, name) is not None)
+        yield from (name for name, t in self.extra.items() if isinstance(t, pd.DataFrame))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
     def tables(self) -> dict[str, pd.DataFrame | None]:
-        """Return the tables as keyword arguments for the goodput functions."""
-        return {"allocations": self.allocations, "capacity": self.capacity, "queue": self.queue,
-                "reservations": self.reservations, "occupancy": self.occupancy}
+        """Return the five canonical tables (None where absent), as keyword arguments for the sweep."""
+        return {name: getattr(self, name) for name in TABLE_COLUMNS}
 
 
 # ---------------------------------------------------------------------------------------------------
-# Small helpers shared by the validators (and by goodput.py)
+# Small helpers shared by the validators
 # ---------------------------------------------------------------------------------------------------
-
-
-_require_columns = require_columns  # the old private name (goodput and tests import it)
 
 
 def _first_row(mask: np.ndarray) -> int | None:
@@ -321,7 +360,7 @@ def validate_allocations(df: pd.DataFrame, *, file: str = "<allocations>", open_
         A missing column, naive or mixed times, or an elastic allocation without a gang-complete
         time: elastic jobs change their valid size, so completeness cannot be inferred.
     """
-    _require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
+    require_columns(df, ALLOCATION_COLUMNS, file, "allocations")
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
     log = RowBook(file, n)
@@ -592,8 +631,8 @@ def infer_gang_complete(bindings: pd.DataFrame, requested: pd.DataFrame, *,
         inferred gang-complete time (NaT when the bound devices never reach the requested size)
         and the total devices bound.
     """
-    _require_columns(bindings, ("job_id", "attempt", "time", "devices"), file, "bindings")
-    _require_columns(requested, ("job_id", "attempt", "requested_devices"), file, "requested")
+    require_columns(bindings, ("job_id", "attempt", "time", "devices"), file, "bindings")
+    require_columns(requested, ("job_id", "attempt", "requested_devices"), file, "requested")
     b = bindings[["job_id", "attempt", "devices"]].copy()
     b["time"] = times_ns(bindings["time"], file=file, field="time")
     b = b.sort_values(["job_id", "attempt", "time"], kind="stable")
@@ -633,7 +672,7 @@ def _text_key(col: pd.Series) -> np.ndarray:
 def _validate_intervals(df: pd.DataFrame, columns: tuple[str, ...], counts: Mapping[str, str], *,
                         table: str, file: str, ledger: Ledger | None, no_overlap: bool,
                         positive: tuple[str, ...] = ()) -> tuple[pd.DataFrame, Ledger]:
-    _require_columns(df, columns, file, table)
+    require_columns(df, columns, file, table)
     ledger = ledger if ledger is not None else Ledger()
     n = len(df)
     log = RowBook(file, n)

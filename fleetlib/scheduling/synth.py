@@ -33,7 +33,8 @@ columns plus a ``table`` column naming the table of each row; each table occupie
 groups, listed in the file's key-value metadata under ``fleetlib`` (JSON: ``format``,
 ``version``, ``tables: {name: [first_row_group, end_row_group, rows]}``).  Times are
 ``timestamp[ns, UTC]``; columns a table does not have are null in its rows.
-:func:`read_canonical` reads it back and validates every table into one ledger.
+The canonical reader (:func:`fleetlib.scheduling.readers.canonical.read`, ``--format canonical``)
+reads it back and validates every table into one ledger.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.quality import DomainError
-from fleetlib.scheduling.readers.canonical import read_canonical  # the reader lives with the readers
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
     CANONICAL_FORMAT,
@@ -60,10 +60,8 @@ from fleetlib.scheduling.schema import (
 )
 
 __all__ = [
-    "CANONICAL_FORMAT",
     "DEFAULT_POOLS",
     "SyntheticFleet",
-    "read_canonical",
     "synth_allocations_command",
     "synthetic_fleet",
     "write_allocations",

@@ -23,39 +23,37 @@ import pandas as pd
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
-from fleetlib.scheduling._tables import (
-    _as_window,
-    _clip,
-    _counts,
-    _pool_codes,
-    _pool_names,
-    _prepare,
-    _Tables,
-)
-from fleetlib.scheduling.goodput import (
-    _NAT,
-    _NS,
-    _Block,
-    _coverage,
-    _inside,
-    _runs,
-    _segments,
-    _sort_events,
-    _union,
-    _wsum,
-    scheduling_partition,
-)
-from fleetlib.scheduling.records import _require_columns, times_ns
+from fleetlib.scheduling.goodput import scheduling_partition
+from fleetlib.scheduling.records import times_ns
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
     DEFAULT_COHORT_EDGES,
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
     SILENT_CHANNELS,
+    require_columns,
+)
+from fleetlib.scheduling.sweep import (
+    NAT,
+    NS,
+    EventBlock,
+    PreparedTables,
+    as_window,
+    clip,
+    coverage,
+    device_counts,
+    inside,
+    masked_runs,
+    pool_codes,
+    pool_names,
+    prepare,
+    segments,
+    sort_events,
+    union,
+    wsum,
 )
 
 __all__ = [
-    "SILENT_CHANNELS",
     "cohort_goodput",
     "derive_queue",
     "fragmentation_index",
@@ -69,14 +67,13 @@ __all__ = [
 ]
 
 
-
 def openb_cohorts(waits: pd.DataFrame) -> pd.DataFrame:
     """Summarise openb waits by size cohort.
 
     Parameters
     ----------
     waits
-        The ``extra["waits"]`` table from :func:`read_openb`.
+        The ``waits`` table the openb reader returns (:func:`fleetlib.scheduling.readers.openb.read`).
 
     Returns
     -------
@@ -88,7 +85,8 @@ def openb_cohorts(waits: pd.DataFrame) -> pd.DataFrame:
     """
     missing = [c for c in ("cohort", "devices", "wait_s", "scheduled") if c not in waits.columns]
     if missing:
-        raise DomainError(f"waits table lacks column(s) {missing}; pass the waits table read_openb returns")
+        raise DomainError(f"waits table lacks column(s) {missing}; pass the waits table the openb reader "
+                          "returns")
     s = waits[waits["scheduled"]]
     g = s.groupby("cohort")["wait_s"]
     out = pd.DataFrame(
@@ -129,23 +127,24 @@ def openb_cohorts(waits: pd.DataFrame) -> pd.DataFrame:
 _OCC_CHANNELS: tuple[str, ...] = OCCUPANCY_COLUMNS[3:]
 
 
-def _occupancy_arrays(tb: _Tables, channels: Sequence[str] = _OCC_CHANNELS
+def _occupancy_arrays(tb: PreparedTables, channels: Sequence[str] = _OCC_CHANNELS
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Sweep every channel; return pool, start, end (ns from w0) and channel values of the rows."""
     w0, w1, n = tb.w0, tb.w1, len(tb.names)
     if tb.occ is not None:
         o = tb.occ
-        s, e = _clip(o["start"], w0, w1), _clip(o["end"], w0, w1)
+        s, e = clip(o["start"], w0, w1), clip(o["end"], w0, w1)
         keep = e > s
         order = np.lexsort((s[keep], o["pool"][keep]))
         return (o["pool"][keep][order], s[keep][order], e[keep][order],
                 {c: o[c][keep][order] for c in channels})
     ci = {name: i for i, name in enumerate(channels)}
-    blocks: list[_Block] = []
+    blocks: list[EventBlock] = []
 
     def add(name: str, pool: np.ndarray, t0: np.ndarray, t1: np.ndarray, mag: np.ndarray | int) -> None:
         if name in ci:
-            blocks.extend([_Block(pool, t0, 2 * ci[name] + 1, mag), _Block(pool, t1, 2 * ci[name], mag)])
+            blocks.extend([EventBlock(pool, t0, 2 * ci[name] + 1, mag),
+                           EventBlock(pool, t1, 2 * ci[name], mag)])
 
     c = tb.cap
     assert c is not None
@@ -165,11 +164,11 @@ def _occupancy_arrays(tb: _Tables, channels: Sequence[str] = _OCC_CHANNELS
     if tb.res is not None:
         r = tb.res
         add("reserved", r["pool"], r["start"], r["end"], r["devices"])
-    pool, t, code, mag = _sort_events(blocks, w0, w1, n, 2 * len(channels))
+    pool, t, code, mag = sort_events(blocks, w0, w1, n, 2 * len(channels))
     vals = {}
     for name, i in ci.items():
         vals[name] = np.cumsum(np.where(code == 2 * i + 1, mag, 0) - np.where(code == 2 * i, mag, 0))[:-1]
-    sp, st, dur = _segments(pool, t)
+    sp, st, dur = segments(pool, t)
     keep = dur > 0
     sp, st, dur = sp[keep], st[keep], dur[keep]
     vals = {k: v[keep] for k, v in vals.items()}
@@ -191,7 +190,7 @@ def _occupancy_arrays(tb: _Tables, channels: Sequence[str] = _OCC_CHANNELS
     return pool_r[nonzero], start[nonzero], end[nonzero], {k: v[nonzero] for k, v in vals.items()}
 
 
-def _frame(tb: _Tables, pool: np.ndarray, start: np.ndarray, end: np.ndarray,
+def _frame(tb: PreparedTables, pool: np.ndarray, start: np.ndarray, end: np.ndarray,
            values: dict[str, np.ndarray]) -> pd.DataFrame:
     out = pd.DataFrame({
         "pool": pd.Categorical.from_codes(pool, categories=tb.names) if len(tb.names)
@@ -221,7 +220,7 @@ def occupancy(allocations: pd.DataFrame | None, capacity: pd.DataFrame, *, queue
         is zero left out).  ``scheduling_partition(occupancy=...)`` on it gives the same partition as
         on the records.
     """
-    tb = _prepare(allocations, capacity, queue, reservations, None, window)
+    tb = prepare(allocations, capacity, queue, reservations, None, window)
     pool, start, end, vals = _occupancy_arrays(tb)
     return _frame(tb, pool, start, end, vals)[list(OCCUPANCY_COLUMNS)]
 
@@ -243,7 +242,7 @@ def derive_queue(allocations: pd.DataFrame, *, window: Any = None) -> pd.DataFra
         Columns :data:`~fleetlib.scheduling.records.QUEUE_COLUMNS`; intervals with no pending job
         are left out.
     """
-    tb = _prepare(allocations, None, None, None, None, window, need_capacity=False)
+    tb = prepare(allocations, None, None, None, None, window, need_capacity=False)
     pool, start, end, vals = _occupancy_arrays(tb, channels=("pending_jobs", "pending_devices"))
     return _frame(tb, pool, start, end, vals)[list(QUEUE_COLUMNS)]
 
@@ -300,17 +299,17 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
         :func:`scheduling_partition`'s table.
     """
     f = _freq_ns(freq)
-    tb = _prepare(allocations, capacity, queue, reservations, occupancy, window)
+    tb = prepare(allocations, capacity, queue, reservations, occupancy, window)
     n, w0, w1 = len(tb.names), tb.w0, tb.w1
     pool, s, e, v = _occupancy_arrays(tb)
-    us, ue = _union(*_runs(pool, s, e - s, v["pending_jobs"] > 0))
+    us, ue = union(*masked_runs(pool, s, e - s, v["pending_jobs"] > 0))
     b0, b1 = w0 // f, (w1 - 1) // f
     nb = int(b1 - b0 + 1)
     edges = np.arange(b0 + 1, b1 + 1, dtype=np.int64) * f - w0
     cuts = np.union1d(edges, np.concatenate([us, ue]))
     cuts = cuts[(cuts > 0) & (cuts < w1 - w0)]
     idx, ps, pe = _split_at(s, e, cuts)
-    dur_s = (pe - ps) / _NS
+    dur_s = (pe - ps) / NS
     p = pool[idx]
     b = (ps + w0) // f - b0
     key = p * nb + b
@@ -318,18 +317,18 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
     free = (v["in_service"] - v["held_complete"] - v["partial_gang"] - v["reserved"])[idx]
     pos = np.maximum(free, 0) * dur_s
     own = v["pending_jobs"][idx] > 0
-    glob = _inside(us, ue, ps)
+    glob = inside(us, ue, ps)
     cols = {
-        "capacity_device_s": _wsum(key, v["in_service"][idx] * dur_s, m),
-        "out_of_service_device_s": _wsum(key, v["out_of_service"][idx] * dur_s, m),
-        "held_device_s": _wsum(key, v["held_complete"][idx] * dur_s, m),
-        "partial_gang_hold": _wsum(key, v["partial_gang"][idx] * dur_s, m),
-        "reservation": _wsum(key, v["reserved"][idx] * dur_s, m),
-        "idle_with_queue": _wsum(key, pos * own, m),
-        "idle_empty_queue": _wsum(key, pos * ~own, m),
-        "unattributed": _wsum(key, np.minimum(free, 0) * dur_s, m),
-        "cross_pool_idle_with_queue": _wsum(key, pos * glob, m),
-        "cross_pool_idle_empty_queue": _wsum(key, pos * ~glob, m),
+        "capacity_device_s": wsum(key, v["in_service"][idx] * dur_s, m),
+        "out_of_service_device_s": wsum(key, v["out_of_service"][idx] * dur_s, m),
+        "held_device_s": wsum(key, v["held_complete"][idx] * dur_s, m),
+        "partial_gang_hold": wsum(key, v["partial_gang"][idx] * dur_s, m),
+        "reservation": wsum(key, v["reserved"][idx] * dur_s, m),
+        "idle_with_queue": wsum(key, pos * own, m),
+        "idle_empty_queue": wsum(key, pos * ~own, m),
+        "unattributed": wsum(key, np.minimum(free, 0) * dur_s, m),
+        "cross_pool_idle_with_queue": wsum(key, pos * glob, m),
+        "cross_pool_idle_empty_queue": wsum(key, pos * ~glob, m),
     }
     bins = np.arange(b0, b1 + 1, dtype=np.int64)
     bstart = np.maximum(bins * f, w0)
@@ -354,11 +353,11 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
 
 
 def _alloc_times(allocations: pd.DataFrame, window: Any) -> tuple[dict[str, np.ndarray], Window | None]:
-    _require_columns(allocations, ALLOCATION_COLUMNS, "<allocations>", "allocations")
+    require_columns(allocations, ALLOCATION_COLUMNS, "<allocations>", "allocations")
     t = {c: times_ns(allocations[c], file="<allocations>", field=c)
          for c in ("submit", "first_assigned", "gang_complete", "release")}
-    assigned = t["first_assigned"] != _NAT
-    missing = (t["release"] == _NAT) | (t["submit"] == _NAT) | (assigned & (t["gang_complete"] == _NAT))
+    assigned = t["first_assigned"] != NAT
+    missing = (t["release"] == NAT) | (t["submit"] == NAT) | (assigned & (t["gang_complete"] == NAT))
     if np.any(missing):
         raise DomainError("allocations with missing times: validate the table first")
     t["assigned"] = assigned
@@ -367,7 +366,7 @@ def _alloc_times(allocations: pd.DataFrame, window: Any) -> tuple[dict[str, np.n
     t["gang_complete"] = np.where(assigned, t["gang_complete"], t["release"])
     win = None
     if window is not None:
-        w0, w1, win = _as_window(window, None)
+        w0, w1, win = as_window(window, None)
         for c in ("submit", "first_assigned", "gang_complete", "release", "pend_end"):
             t[c] = np.clip(t[c], w0, w1)
     return t, win
@@ -396,10 +395,10 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
     if by not in ("job", "attempt"):
         raise DomainError(f"by must be 'job' or 'attempt'; got {by!r}")
     t, _ = _alloc_times(allocations, window)
-    dev = _counts(allocations["devices"], "allocations.devices")
+    dev = device_counts(allocations["devices"], "allocations.devices")
     hold = np.where(t["assigned"], dev, 0)
-    held_s = (t["release"] - t["gang_complete"]) / _NS
-    part_s = (t["gang_complete"] - t["first_assigned"]) / _NS
+    held_s = (t["release"] - t["gang_complete"]) / NS
+    part_s = (t["gang_complete"] - t["first_assigned"]) / NS
     rows = pd.DataFrame({
         "job_id": allocations["job_id"].to_numpy(),
         "attempt": allocations["attempt"].to_numpy(),
@@ -409,9 +408,9 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
         "held_device_s": hold * held_s,
         "partial_hold_s": part_s,
         "partial_hold_device_s": hold * part_s,
-        "first_gang_complete": pd.to_datetime(np.where(t["assigned"], t["gang_complete"], _NAT), unit="ns",
+        "first_gang_complete": pd.to_datetime(np.where(t["assigned"], t["gang_complete"], NAT), unit="ns",
                                               utc=True),
-        "last_release": pd.to_datetime(np.where(t["assigned"], t["release"], _NAT), unit="ns", utc=True),
+        "last_release": pd.to_datetime(np.where(t["assigned"], t["release"], NAT), unit="ns", utc=True),
     })
     if by == "attempt":
         return rows
@@ -426,13 +425,13 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
 
 def _free_runs(allocations: pd.DataFrame, capacity: pd.DataFrame, reservations: pd.DataFrame | None,
                window: tuple[pd.Timestamp, pd.Timestamp]
-               ) -> tuple[_Tables, np.ndarray, np.ndarray, np.ndarray]:
+               ) -> tuple[PreparedTables, np.ndarray, np.ndarray, np.ndarray]:
     """Return the intervals, per pool, during which the pool had at least one free in-service device."""
-    tb = _prepare(allocations, capacity, None, reservations, None, window)
+    tb = prepare(allocations, capacity, None, reservations, None, window)
     pool, s, e, v = _occupancy_arrays(tb, channels=("in_service", "held_complete", "partial_gang",
                                                     "reserved"))
     free = v["in_service"] - v["held_complete"] - v["partial_gang"] - v["reserved"]
-    rs, re, rp = _runs(pool, s, e - s, free > 0, with_pool=True)
+    rs, re, rp = masked_runs(pool, s, e - s, free > 0, with_pool=True)
     return tb, rp, rs, re
 
 
@@ -464,8 +463,8 @@ def queue_waits(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None = No
     if by not in ("job", "attempt"):
         raise DomainError(f"by must be 'job' or 'attempt'; got {by!r}")
     t, _ = _alloc_times(allocations, None)
-    wait_s = (t["pend_end"] - t["submit"]) / _NS
-    pending_s = (t["first_assigned"] - t["submit"]) / _NS
+    wait_s = (t["pend_end"] - t["submit"]) / NS
+    pending_s = (t["first_assigned"] - t["submit"]) / NS
     pending_s = np.where(t["assigned"], pending_s, wait_s)
     completed = t["assigned"] & (t["gang_complete"] < t["release"])
     out = pd.DataFrame({
@@ -474,11 +473,11 @@ def queue_waits(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None = No
         "pool": allocations["pool"].to_numpy(),
         "requested_devices": allocations["requested_devices"].to_numpy(),
         "submit": pd.to_datetime(t["submit"], unit="ns", utc=True),
-        "gang_complete": pd.to_datetime(np.where(completed, t["gang_complete"], _NAT), unit="ns", utc=True),
+        "gang_complete": pd.to_datetime(np.where(completed, t["gang_complete"], NAT), unit="ns", utc=True),
         "completed": completed,
         "wait_s": wait_s,
         "pending_s": pending_s,
-        "partial_hold_s": np.where(t["assigned"], (t["gang_complete"] - t["first_assigned"]) / _NS, 0.0),
+        "partial_hold_s": np.where(t["assigned"], (t["gang_complete"] - t["first_assigned"]) / NS, 0.0),
     })
     if capacity is not None and len(out):
         cap_t0 = times_ns(capacity["start"], file="<capacity>", field="start")
@@ -490,10 +489,10 @@ def queue_waits(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None = No
         # one sorted interval set across pools: offset each pool by (pool * span)
         span = tb.w1 - tb.w0 + 1
         us, ue = rs + rp * span, re + rp * span
-        pc = _pool_codes(allocations["pool"], tb.names)
+        pc = pool_codes(allocations["pool"], tb.names)
         a0 = np.clip(t["submit"], tb.w0, tb.w1) - tb.w0 + pc * span
         a1 = np.clip(t["pend_end"], tb.w0, tb.w1) - tb.w0 + pc * span
-        idle = (_coverage(us, ue, a1) - _coverage(us, ue, a0)) / _NS
+        idle = (coverage(us, ue, a1) - coverage(us, ue, a0)) / NS
         out["wait_while_pool_idle_s"] = idle
         out["wait_while_pool_full_s"] = wait_s - idle
     if by == "attempt":
@@ -561,8 +560,8 @@ def cohort_goodput(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None =
         window = part.window
         cap_total = float(part.totals["capacity_device_s"])
     t, _ = _alloc_times(allocations, window)
-    dev = _counts(allocations["devices"], "allocations.devices")
-    req = _counts(allocations["requested_devices"], "allocations.requested_devices")
+    dev = device_counts(allocations["devices"], "allocations.devices")
+    req = device_counts(allocations["requested_devices"], "allocations.requested_devices")
     hold = np.where(t["assigned"], dev, 0)
     size = pd.Series(req).groupby(allocations["job_id"].to_numpy(), sort=False).transform("max").to_numpy()
     labels = _cohort_labels(e)
@@ -571,10 +570,10 @@ def cohort_goodput(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None =
     rows = pd.DataFrame({
         "cohort": cohort,
         "job_id": allocations["job_id"].to_numpy(),
-        "held_device_s": hold * ((t["release"] - t["gang_complete"]) / _NS),
-        "partial_gang_hold": hold * ((t["gang_complete"] - t["first_assigned"]) / _NS),
-        "demand_device_s": req * ((t["release"] - t["submit"]) / _NS),
-        "wait_s": (t["pend_end"] - t["submit"]) / _NS,
+        "held_device_s": hold * ((t["release"] - t["gang_complete"]) / NS),
+        "partial_gang_hold": hold * ((t["gang_complete"] - t["first_assigned"]) / NS),
+        "demand_device_s": req * ((t["release"] - t["submit"]) / NS),
+        "wait_s": (t["pend_end"] - t["submit"]) / NS,
     })
     g = rows.groupby("cohort", observed=True, sort=True)
     out = g.agg(jobs=("job_id", "nunique"), allocations=("job_id", "size"),
@@ -670,27 +669,27 @@ def fragmentation_index(node_free: pd.DataFrame, allocations: pd.DataFrame, *,
         One row per pool: ``pool, pending_s, free_device_s_while_pending, stranded_device_s,
         fragmentation_index`` (nullable, missing when no device was free while gangs waited).
     """
-    _require_columns(node_free, ("pool", "node", "start", "end", "node_devices", "free_devices"),
+    require_columns(node_free, ("pool", "node", "start", "end", "node_devices", "free_devices"),
                      "<node_free>", "node_free")
-    _require_columns(allocations, ALLOCATION_COLUMNS, "<allocations>", "allocations")
-    names = _pool_names(node_free["pool"], allocations["pool"])
+    require_columns(allocations, ALLOCATION_COLUMNS, "<allocations>", "allocations")
+    names = pool_names(node_free["pool"], allocations["pool"])
     ns0 = times_ns(node_free["start"], file="<node_free>", field="start")
     ns1 = times_ns(node_free["end"], file="<node_free>", field="end")
     default = (int(ns0.min()), int(ns1.max())) if len(node_free) else None
-    w0, w1, _ = _as_window(window, default)
+    w0, w1, _ = as_window(window, default)
     n = len(names)
-    nd = _counts(node_free["node_devices"], "node_free.node_devices")
-    fr = _counts(node_free["free_devices"], "node_free.free_devices")
+    nd = device_counts(node_free["node_devices"], "node_free.node_devices")
+    fr = device_counts(node_free["free_devices"], "node_free.free_devices")
     if np.any(fr > nd) or np.any(nd < 1):
         raise DomainError("node_free: free_devices must lie in [0, node_devices], node_devices >= 1")
-    npool = _pool_codes(node_free["pool"], names)
+    npool = pool_codes(node_free["pool"], names)
     t, _ = _alloc_times(allocations, None)
-    apool = _pool_codes(allocations["pool"], names)
-    req = _counts(allocations["requested_devices"], "allocations.requested_devices")
+    apool = pool_codes(allocations["pool"], names)
+    req = device_counts(allocations["requested_devices"], "allocations.requested_devices")
     waiting = (t["pend_end"] > t["submit"]) & (req > 0)
     sizes = np.unique(req[waiting])
     span = w1 - w0 + 1
-    s_rel, e_rel = _clip(ns0, w0, w1), _clip(ns1, w0, w1)
+    s_rel, e_rel = clip(ns0, w0, w1), clip(ns1, w0, w1)
     q0, q1 = s_rel + npool * span, e_rel + npool * span
     free_s = np.zeros(n)
     strand_s = np.zeros(n)
@@ -699,25 +698,25 @@ def fragmentation_index(node_free: pd.DataFrame, allocations: pd.DataFrame, *,
         blocks = []
         for k, g in enumerate(sizes.tolist()):
             m = waiting & (req == g)
-            blocks += [_Block(apool[m], t["submit"][m], 2 * k + 1, 1),
-                       _Block(apool[m], t["pend_end"][m], 2 * k, 1)]
-        pool, tt, code, _ = _sort_events(blocks, w0, w1, n, 2 * sizes.size)
+            blocks += [EventBlock(apool[m], t["submit"][m], 2 * k + 1, 1),
+                       EventBlock(apool[m], t["pend_end"][m], 2 * k, 1)]
+        pool, tt, code, _ = sort_events(blocks, w0, w1, n, 2 * sizes.size)
         counts = np.stack([np.cumsum((code == 2 * k + 1).astype(np.int64) - (code == 2 * k))
                            for k in range(sizes.size)], axis=1)[:-1]
-        sp, st, dur = _segments(pool, tt)
+        sp, st, dur = segments(pool, tt)
         any_p = counts > 0
         smallest = np.where(any_p.any(axis=1), np.argmax(any_p, axis=1), -1)
-        pending_s = _wsum(sp, (smallest >= 0) * (dur / _NS), n)
+        pending_s = wsum(sp, (smallest >= 0) * (dur / NS), n)
         for k, g in enumerate(sizes.tolist()):
-            rs, re, rp = _runs(sp, st, dur, smallest == k, with_pool=True)
+            rs, re, rp = masked_runs(sp, st, dur, smallest == k, with_pool=True)
             if rs.size == 0:
                 continue
             # one sorted interval set across pools: pool p's times are offset by p * span
-            us, ue = _union(rs + rp * span, re + rp * span)
-            cov = (_coverage(us, ue, q1) - _coverage(us, ue, q0)) / _NS
-            free_s += _wsum(npool, fr * cov, n)
+            us, ue = union(rs + rp * span, re + rp * span)
+            cov = (coverage(us, ue, q1) - coverage(us, ue, q0)) / NS
+            free_s += wsum(npool, fr * cov, n)
             stranded = (fr > 0) & (fr < np.minimum(g, nd))
-            strand_s += _wsum(npool, fr * stranded * cov, n)
+            strand_s += wsum(npool, fr * stranded * cov, n)
     out = pd.DataFrame({"pool": list(names), "pending_s": pending_s, "free_device_s_while_pending": free_s,
                         "stranded_device_s": strand_s})
     den = out["free_device_s_while_pending"].astype("Float64")
@@ -772,7 +771,7 @@ def silent_stretches(occupancy_table: pd.DataFrame, *,
         A non-positive or unreadable ``min_duration``, a table without the occupancy columns, or a
         table that is silent from end to end (the factor without it has no denominator).
     """
-    _require_columns(occupancy_table, OCCUPANCY_COLUMNS, "<occupancy>", "occupancy")
+    require_columns(occupancy_table, OCCUPANCY_COLUMNS, "<occupancy>", "occupancy")
     min_ns = _freq_ns(min_duration, "min_duration")
     empty = pd.DataFrame({c: pd.Series([], dtype=float) for c in _SILENT_COLUMNS})
     occ = occupancy_table
@@ -800,10 +799,10 @@ def silent_stretches(occupancy_table: pd.DataFrame, *,
     if t0.size == 0:
         return empty
     in_service = occ["in_service"].to_numpy(dtype=np.float64)
-    row_s = (end - start) / _NS
+    row_s = (end - start) / NS
     capacity_s = float(np.dot(in_service, row_s))
     held_s = float(np.dot(occ["held_complete"].to_numpy(dtype=np.float64), row_s))
-    inside = np.array([float(np.dot(np.clip(np.minimum(end, b) - np.maximum(start, a), 0, None) / _NS,
+    inside = np.array([float(np.dot(np.clip(np.minimum(end, b) - np.maximum(start, a), 0, None) / NS,
                                     in_service))
                        for a, b in zip(t0, t1, strict=True)])  # a loop over the stretches: a handful
     remaining = capacity_s - float(inside.sum())
@@ -813,7 +812,7 @@ def silent_stretches(occupancy_table: pd.DataFrame, *,
     return pd.DataFrame({
         "start": pd.to_datetime(t0, utc=True),
         "end": pd.to_datetime(t1, utc=True),
-        "duration_h": (t1 - t0) / (3600 * _NS),
+        "duration_h": (t1 - t0) / (3600 * NS),
         "pools": int(pools.max()) + 1,
         "in_service_device_s": inside,
         "scheduling_goodput_without": held_s / remaining,

@@ -155,7 +155,8 @@ def test_product_telescopes_to_ideal_time_over_offered_capacity(devices, tail_s)
     kinds = np.array([k for segs in devices for k, _, _ in segs])
     dur = np.array([d for segs in devices for _, d, _ in segs])
     eff = np.array([e for segs in devices for _, _, e in segs])
-    padding = window_s * len(devices) - dur.sum()  # unheld tail time across the devices
+    # unheld tail time across the devices, summed per device so that it is never below zero by rounding
+    padding = math.fsum(window_s - length for length in lengths)
 
     def total(*names):
         return float(dur[np.isin(kinds, names)].sum())

@@ -148,7 +148,7 @@ def test_slurm_missing_inputs_in_one_error(capsys):
 
 def test_csv_given_as_canonical_parquet_is_a_clear_error(capsys):
     with pytest.raises(InputError) as info:
-        fleetlib.scheduling.read_records(SLURM / "sacct.txt", "canonical")
+        fleetlib.scheduling.read(SLURM / "sacct.txt", "canonical")
     msg = str(info.value)
     assert "not a Parquet file" in msg and "JobID|" in msg and "magic bytes" not in msg
     code, _, err = _cli(capsys, "scheduling", str(SLURM / "sacct.txt"), "--format", "canonical")
@@ -157,19 +157,19 @@ def test_csv_given_as_canonical_parquet_is_a_clear_error(capsys):
 
 def test_rung_packages_export_readers_and_measure():
     for module in (fleetlib.scheduling, fleetlib.runtime, fleetlib.program):
-        assert callable(module.read_records) and callable(module.measure) and module.READERS
-        assert {"read_records", "measure", "READERS"} <= set(module.__all__)
-    assert fleetlib.scheduling.read_philly and fleetlib.scheduling.read_pai
+        assert callable(module.read) and callable(module.measure) and module.READERS
+        assert {"read", "measure", "READERS"} <= set(module.__all__)
+    assert {"philly", "pai"} <= set(fleetlib.scheduling.READERS)
     # named and detected reads agree
     steps = ROOT / "data/timelines/demo-7b-ft_steps.csv"
     (t1, l1), (t2, l2) = (
-        fleetlib.runtime.read_records(steps),
-        fleetlib.runtime.read_records(steps, "canonical"),
+        fleetlib.runtime.read(steps),
+        fleetlib.runtime.read(steps, "canonical"),
     )
     pd.testing.assert_frame_equal(t1["steps"], t2["steps"])
     assert l1.to_dict() == l2.to_dict()
     trace = ROOT / "data/traces/hta_nccl_allreduce_rank-0.json.gz"
-    tables, ledger = fleetlib.program.read_records(trace)
+    tables, ledger = fleetlib.program.read(trace)
     assert ledger.read == 40_573 and len(tables["kernels"]) > 0
-    recs, _ = fleetlib.scheduling.read_records(PHILLY)
+    recs, _ = fleetlib.scheduling.read(PHILLY)
     assert len(recs.allocations) == 6

@@ -32,9 +32,8 @@ from fleetlib._io import (
     parse_limit,
     using_limits,
 )
-from fleetlib.program.model_config import load_model_config
-from fleetlib.program.readers import READERS as PROGRAM
-from fleetlib.program.readers.kineto import read_trace
+from fleetlib.program import READERS as PROGRAM
+from fleetlib.program import load_model_config, read_trace
 from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime.commands import mlperf_summary
 from fleetlib.runtime.goodput import runtime_goodput
@@ -271,17 +270,6 @@ def test_structure_errors_name_the_files_own_line_not_a_table_position():
                                  "(gang_complete -> release)")
 
 
-def test_the_fleet_walks_many_jobs_path_names_the_same_file_row():
-    from fleetlib.runtime._fast import runtime_per_job
-
-    overlap = H / "runtime/attempts_overlap_timeline.csv"
-    tables, _ = RUNTIME["canonical"].read([overlap])
-    for fast in (True, False):
-        with pytest.raises(InputError) as err:
-            runtime_per_job(tables["steps"], tables["events"], source=str(overlap), fast=fast)
-        assert (err.value.file, err.value.row, err.value.field) == (str(overlap), 5, "time")
-
-
 def test_a_duration_longer_than_the_timeline_is_flagged_with_its_line_and_charges_nothing_beyond_held():
     path = H / "runtime/duration_longer_than_timeline.csv"
     tables, _ = RUNTIME["canonical"].read([path])
@@ -357,34 +345,6 @@ def test_a_rank_beyond_int64_is_refused_not_wrapped():
     refused(lambda: PROGRAM["rank_timers"].read([H / "program/rank_timers_rank_beyond_int64.csv"]),
             f"file {H}/program/rank_timers_rank_beyond_int64.csv, row 3, field 'rank': must be >= 0 and at "
             "most 16777215; got '1e+20'")
-
-
-def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id():
-    from fleetlib.program import stragglers
-
-    n = 6_000
-    rank = np.where(np.arange(n) % 3 == 2, 16_777_215, np.arange(n) % 3)
-    step = np.arange(n) // 3
-    table = pd.DataFrame({"rank": rank, "step": step, "duration_s": 1.0 + (np.arange(n) % 3) / 10})
-    blocks = [stragglers._Block("t", None, 1, n // 2), stragglers._Block("t", None, 1 + n // 2, n - n // 2)]
-    parts = [table.iloc[: n // 2], table.iloc[n // 2:]]
-    tracemalloc.start()
-    try:
-        pairs = list(zip(parts, blocks, strict=True))
-        sp = stragglers._combine_steps(*(stragglers._pass1_block(p, b) for p, b in pairs))
-        rp = stragglers._combine_ranks(*(stragglers._pass2_block(p, b, sp.steps, sp.max_s) for p, b in pairs))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 * 2**20  # the old bitmap (2,000 steps x 2 MiB per step) needed ~4 GiB
-    assert rp.ranks.tolist() == [0, 1, 16_777_215]
-    assert rp.count.tolist() == [2_000, 2_000, 2_000]
-    # rank 16,777,215 is slowest (1.2 s) at every step: it is every step's last arriver
-    assert set(sp.last.tolist()) == {16_777_215}
-    dup = pd.concat([parts[0], parts[1].iloc[:0], table.iloc[[5]]])
-    with pytest.raises(InputError, match="two rows for rank 16777215 at step 1"):
-        stragglers._combine_steps(stragglers._pass1_block(parts[0], blocks[0]),
-                                  stragglers._pass1_block(dup.iloc[-1:], stragglers._Block("u", None, 1, 1)))
 
 
 def test_a_trace_nested_too_deep_is_one_line():

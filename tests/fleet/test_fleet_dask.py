@@ -160,7 +160,7 @@ def test_a_worker_count_past_the_local_bound_is_refused_before_any_cluster_start
     import os
 
     from fleetlib.fleet.engine import dask_client_in_background
-    from fleetlib.program.stragglers import local_cluster
+    from fleetlib.program import local_cluster
     from fleetlib.quality import DomainError
 
     bound = max(8, 4 * (os.cpu_count() or 1))
@@ -205,3 +205,34 @@ def test_the_fleet_cluster_workers_keep_freed_memory_and_run_no_profiler() -> No
         monkey.undo()
     assert env == _WORKER_MALLOC and not profiling
     assert int(_WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"]) >= int(_WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])
+
+
+def test_dask_equals_pandas_with_a_job_map_unknown_jobs_and_a_job_without_steps(
+    client: Any, partitioned: Path, tmp_path: Path
+) -> None:
+    # one partition rewritten: a job under another id (mapped back by job_map), a job the scheduler
+    # never saw (flagged, its rows counted unused), and a job whose steps are gone (a zombie)
+    from fleetlib.runtime import read, write_timeline
+
+    bundle = tmp_path / "b"
+    shutil.copytree(partitioned, bundle)
+    part = bundle / "timelines" / "part-00001.parquet"
+    tables, _ = read([part], "canonical")
+    steps, events = (tables[k].drop(columns=["source_file", "source_row"]) for k in ("steps", "events"))
+    renamed, emptied = sorted(set(events["job_id"]))[:2]
+    ghost_s = steps[steps["job_id"] == renamed].assign(job_id="ghost")
+    ghost_e = events[events["job_id"] == renamed].assign(job_id="ghost")
+    steps = pd.concat([steps[steps["job_id"] != emptied], ghost_s], ignore_index=True)
+    events = pd.concat([events, ghost_e], ignore_index=True)
+    steps["job_id"] = steps["job_id"].replace({renamed: f"t-{renamed}"})
+    events["job_id"] = events["job_id"].replace({renamed: f"t-{renamed}"})
+    write_timeline(steps, events, part)
+    with (bundle / "fleet.yaml").open("a") as f:
+        f.write(f'job_map: {{"t-{renamed}": "{renamed}"}}\n')
+    pandas_m = measure_fleet(bundle)
+    dask_m = measure_fleet(bundle, engine="dask", client=client, progress=False)
+    assert_same(pandas_m, dask_m)
+    jobs = dask_m.jobs
+    assert jobs.loc[renamed, "observed"] and jobs.loc[renamed, "steps_in_timeline"] > 0
+    assert jobs.loc[emptied, "zombie_job"]
+    assert "timeline_job_unknown" in dask_m.ledger.codes()

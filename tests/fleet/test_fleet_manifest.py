@@ -96,7 +96,7 @@ def test_a_missing_manifest_and_invalid_yaml(tmp_path: Path) -> None:
 
 def test_the_hand_built_bundle_of_the_slurm_sample() -> None:
     from fleetlib.fleet.commands import run_fleet
-    from fleetlib.scheduling.readers import scheduling_command
+    from fleetlib.scheduling.commands import scheduling_command
 
     bundle = CORPUS.parents[1].parent / "data" / "fleet" / "slurm_sample"
     res = run_fleet(bundle)

@@ -101,7 +101,7 @@ def test_trace_partitions_and_coverage_equal_the_truth(measured: FleetMeasuremen
 
 
 def test_mpg_is_ideal_time_over_in_service_capacity_computed_directly(measured: FleetMeasurement) -> None:
-    from fleetlib.scheduling.readers import read_records
+    from fleetlib.scheduling import read as read_records
 
     man = load_manifest(BUNDLE)
     records, _ = read_records([str(p) for p in man.scheduler_files], "slurm", tz="UTC",

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from fleetlib import plots
+from fleetlib.plots.program import PART_LABEL
 from fleetlib.quality import DomainError
 
 PARTS = list(plots.PARTITION_PARTS)
@@ -49,7 +50,7 @@ def test_partition_bars_stack_to_the_wall_time():
     ax = plots.step_partition_bars(data)
     ends = np.zeros(len(data))
     for part in PARTS:
-        assert ax.containers[PARTS.index(part)].get_label() == plots._PART_LABEL[part]
+        assert ax.containers[PARTS.index(part)].get_label() == PART_LABEL[part]
         widths = np.array([b.get_width() for b in ax.containers[PARTS.index(part)]])
         np.testing.assert_allclose(widths, data[part].to_numpy() / 1000.0)
         lefts = np.array([b.get_x() for b in ax.containers[PARTS.index(part)]])

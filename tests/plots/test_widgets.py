@@ -73,9 +73,7 @@ def test_timeline_explorer(monkeypatch):
 
 
 def test_straggler_explorer(monkeypatch):
-    from fleetlib.program.synth import synth_step_traces
-    from fleetlib.program.readers.kineto import read_traces
-    from fleetlib.program.views import measure_step_traces
+    from fleetlib.program import measure_step_traces, read_traces, synth_step_traces
 
     with tempfile.TemporaryDirectory() as folder:
         synth_step_traces(folder, ranks=3, steps=2, seed=0, straggler_rank=1)

@@ -249,7 +249,7 @@ def test_run_program_raises_fleetlib_errors(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# fleetlib synth rank-timers / fleetlib stragglers (fleetlib.program.fleet)
+# fleetlib synth rank-timers / fleetlib stragglers (fleetlib.program.stragglers)
 # ---------------------------------------------------------------------------------------------------
 
 FLEET_CORPUS = ROOT / "tests" / "corpus" / "fleet"

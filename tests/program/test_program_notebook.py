@@ -1,6 +1,6 @@
 """The rung-3 notebook ``notebooks/03_step_traces.ipynb`` and the HTA comparison it shows.
 
-Static checks read the committed ``.ipynb`` only: outputs stripped (``fleetlib.golden.check_committed``
+Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
 are ``traces_*`` keys of *both* parameter files with the running example's values as defaults, every
 ``traces_*`` key of the files declared, every declared parameter used, figures saved under unique names

@@ -8,29 +8,29 @@ from __future__ import annotations
 
 import pytest
 
-from fleetlib.program.flops import (
+from fleetlib.program import (
     PEAK_RATES,
+    attention_hbm_traffic_bytes,
+    collective_time_s,
     combine_program_rows,
     decode_floor,
     decode_floor_s,
+    dispatch_to_floor_ratio,
     equivalent_devices_at_peak,
     fleet_mfu_from_node,
+    fusion_hbm_traffic_bytes,
+    fusion_traffic_ratio,
     mbu_convention,
     mfu,
     mfu_at_floor,
     mfu_convention,
     peak_work_flops,
+    place_kernels,
     program_goodput_from_mfu,
+    ring_allreduce_bytes_per_rank,
+    roofline_diagnosis,
     scaling_efficiency,
     scaling_efficiency_from_mfu,
-)
-from fleetlib.program.iron_law import (
-    attention_hbm_traffic_bytes,
-    collective_time_s,
-    dispatch_to_floor_ratio,
-    fusion_hbm_traffic_bytes,
-    fusion_traffic_ratio,
-    ring_allreduce_bytes_per_rank,
     speedup_from_term_scaling,
     split_collective_wait,
     straggler_mfu,
@@ -39,7 +39,6 @@ from fleetlib.program.iron_law import (
     tp_allreduce_bytes_per_layer,
     trace_volume_bytes,
 )
-from fleetlib.program.roofline import place_kernels, roofline_diagnosis
 from fleetlib.quality import DomainError
 
 TERA = 1e12

@@ -177,12 +177,12 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     assert "NO VERDICT" in text and "compiler_version" in text
 
 
-def test_cli_fleet_json_carries_contract_and_trace_plan(
+def test_cli_trace_plan_json_carries_contract_and_trace_plan(
     pairs: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from fleetlib.cli import main
 
-    code = main(["fleet", str(pairs["pairs"].candidates["gray_failure"]), "--json", "--plan-traces"])
+    code = main(["trace-plan", str(pairs["pairs"].candidates["gray_failure"]), "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["contract"]) == {"scheduling", "runtime", "program"}

@@ -34,9 +34,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from fleetlib.report import project_root, run_report
+    from fleetlib.report import checkout_root, run_report
 
-    root = project_root()
+    root = checkout_root()
     return run_report(root / "parameters" / "running_example.yaml", tmp_path_factory.mktemp("browser_report"),
                       notebooks=CHAIN, progress=False)
 

@@ -19,8 +19,8 @@ from fleetlib.quality import DomainError, InputError
 from fleetlib.report import (
     COURSE_NOTEBOOKS,
     ReportError,
+    checkout_root,
     declared_parameters,
-    project_root,
     run_report,
     save_figure,
 )
@@ -118,7 +118,7 @@ def test_save_figure_refuses_non_figures(tmp_path):
 
 
 def test_project_root_is_this_checkout():
-    assert project_root() == ROOT
+    assert checkout_root() == ROOT
 
 
 def test_course_chain_order():

@@ -17,7 +17,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from fleetlib.quality import InputError
-from fleetlib.report import project_root, run_report
+from fleetlib.report import checkout_root, run_report
 from fleetlib.report.html import clean_notebook, notebook_summary, notebook_title, remote_references
 from fleetlib.report.index import LEDGER_PREVIEW_ROWS, render_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides
@@ -272,7 +272,7 @@ def test_overrides_of_the_parameter_kind_are_taken() -> None:
 
 
 def test_project_root_is_the_checkout() -> None:
-    assert project_root() == ROOT
+    assert checkout_root() == ROOT
 
 
 def test_frame_formats_device_hours_without_scientific_notation() -> None:

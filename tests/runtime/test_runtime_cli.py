@@ -20,8 +20,8 @@ import pytest
 
 from fleetlib.cli import main
 from fleetlib.runtime.commands import render_runtime, run_runtime
-from fleetlib.runtime.goodput import ISSUE_TERMS
 from fleetlib.runtime.readers import TimelineTables, read_canonical, write_canonical
+from fleetlib.runtime.schema import ISSUE_TERMS
 from fleetlib.runtime.synth import synth_timeline, write_timeline
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 from fleetlib.quality import DomainError
 from fleetlib.runtime import model
 from fleetlib.runtime.compare import (
-    EQ4_TERMS,
-    UNMODELLED_TERMS,
     chi2_quantile,
     compare_measurement,
     compare_to_model,
@@ -22,6 +20,7 @@ from fleetlib.runtime.compare import (
     regularized_gamma_p,
 )
 from fleetlib.runtime.goodput import runtime_goodput
+from fleetlib.runtime.schema import EQ4_TERMS, UNMODELLED_TERMS
 from fleetlib.runtime.synth import synth_timeline
 from fleetlib.runtime.timeline import tables_from_seconds
 

@@ -19,18 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetlib.quality import InputError
 from fleetlib.runtime import readers as R
-from fleetlib.runtime.goodput import _chain_index, _chain_searchsorted, runtime_goodput, runtime_summary
-from fleetlib.runtime.timeline import (
-    AUXILIARY_EVENT_KINDS,
-    job_timelines,
-    tables_from_seconds,
-    validate_timeline,
-)
+from fleetlib.runtime.goodput import runtime_goodput, runtime_summary
+from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS
+from fleetlib.runtime.timeline import tables_from_seconds, validate_timeline
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "timelines"
 DEMO_JSONL = DATA / "maxtext-llama3-8b-demo_timeline.jsonl"
 ORIGIN = pd.Timestamp("2025-03-04T09:00:00Z")
+T_A_RELEASE_EARLY = pd.Timestamp("2024-01-01T00:00:02Z")  # job "a" (categorical test): before its step ends
 FAR_NS = 10**16  # 1e7 s (115 days) after the gang completes: the float ulp there is ~2 ns
 
 
@@ -108,17 +106,6 @@ def test_exactly_tiled_job_has_no_unattributed_time(startup_ns):
     assert abs(m.partition_error_s) < 1e-6
 
 
-def test_step_durations_are_whole_nanoseconds_far_from_the_origin():
-    s, e, _ = _fixture(FAR_NS)
-    (job,), _ = job_timelines(s, e)
-    ns = (s["end"] - s["start"]).dt.total_seconds().to_numpy()  # pandas: integer ns -> seconds
-    want = ((s["end"].array.asi8 - s["start"].array.asi8) / 1e9)
-    assert np.array_equal(job.step_duration, want)
-    assert np.allclose(job.step_duration, ns, rtol=0, atol=1e-9)
-    # the difference of the two instants in seconds since the origin is not exact there
-    assert not np.array_equal(job.step_end - job.step_start, want)
-
-
 @settings(max_examples=25, deadline=None)
 # steps of at least a microsecond: 1e7 s after the origin, float seconds are ~2 ns apart, so shorter
 # steps would collapse onto one instant (a limit of seconds-since-origin, not of the partition)
@@ -177,39 +164,6 @@ def test_mlgoodput_demo_measures_without_flags_or_rounding():
     assert res["terms"]["unattributed"] == 0.0
 
 
-# ---------------------------------------------------------------------------------------------------
-# Memory-lean internals against the plain computations
-# ---------------------------------------------------------------------------------------------------
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 3), min_size=1, max_size=60), st.data())
-def test_chain_positions_match_the_gathered_chain(steps_per_number, data):
-    # a non-decreasing chain of step numbers with erased steps (any number) interleaved anywhere
-    values = np.repeat(np.arange(len(steps_per_number)), steps_per_number).astype(np.int64)
-    before = data.draw(st.lists(st.integers(0, 2), min_size=values.size + 1, max_size=values.size + 1))
-    junk = data.draw(st.integers(-5, 100))
-    full_list: list[int] = []
-    erased_list: list[int] = []
-    for i, k in enumerate(before):
-        for _ in range(k):
-            erased_list.append(len(full_list))
-            full_list.append(junk)
-        if i < values.size:
-            full_list.append(int(values[i]))
-    full = np.array(full_list, dtype=np.int64)
-    erased = np.array(erased_list, dtype=np.int64)
-    total = full.size
-    keep = np.ones(total, dtype=bool)
-    keep[erased] = False
-    chain = np.flatnonzero(keep)
-    pos = np.arange(chain.size + 1)
-    assert np.array_equal(_chain_index(pos, erased), np.append(chain, total))
-    targets = np.array(data.draw(st.lists(st.integers(-2, 70), min_size=1, max_size=8)), dtype=float)
-    assert np.array_equal(_chain_searchsorted(full, erased, targets),
-                          np.searchsorted(full[chain], targets, side="right"))
-
-
 def test_categorical_job_ids_with_unused_and_unsorted_categories():
     s1, e1 = tables_from_seconds([(0, 0, 1.0, 2.0), (0, 1, 2.0, 3.0)],
                                  [(0, 0.0, "gang_complete"), (0, 4.0, "release")], job_id="b")
@@ -222,9 +176,12 @@ def test_categorical_job_ids_with_unused_and_unsorted_categories():
     coded = runtime_goodput(sc, ec, fault_free_step_s=1.0)
     assert coded.categories == plain.categories and coded.held_s == plain.held_s == 7.0
     assert list(coded.per_job.index) == ["a", "b"]
-    jobs, _ = job_timelines(sc, ec)
-    assert [j.job_id for j in jobs] == ["a", "b"]
-    assert [list(j.step_row) for j in jobs] == [[2], [0, 1]]  # rows of the table as given
+    # a refused record is named by its row in the table as given (job "a"'s step is its third row)
+    late = ec.copy()
+    late.loc[(late["job_id"] == "a") & (late["kind"] == "release"), "time"] = T_A_RELEASE_EARLY
+    with pytest.raises(InputError) as err:
+        runtime_goodput(sc, late, fault_free_step_s=1.0)
+    assert (err.value.row, err.value.field) == (3, "start")
 
 
 def test_a_huge_logged_duration_still_ends_the_pause_at_its_commit():
@@ -234,5 +191,3 @@ def test_a_huge_logged_duration_still_ends_the_pause_at_its_commit():
                                 (0, 2.5, "checkpoint_commit", 0), (0, 5.0, "release")])
     m = runtime_goodput(s, e, fault_free_step_s=1.0)
     assert m.categories["checkpoint"] == 0.5 and m.categories["unattributed"] == 0.5
-    (job,), _ = job_timelines(s, e)
-    assert job.ckpt_begin_logged_end[0] == 2.0 + 1e15

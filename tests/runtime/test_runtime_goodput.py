@@ -8,15 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError
-from fleetlib.runtime.goodput import (
-    BREAKDOWN,
-    CATEGORIES,
-    ISSUE_TERMS,
-    runtime_goodput,
-    runtime_goodput_windows,
-    runtime_summary,
-)
+from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime.goodput import runtime_goodput, runtime_goodput_windows, runtime_summary
+from fleetlib.runtime.schema import BREAKDOWN, CATEGORIES, ISSUE_TERMS
 from fleetlib.runtime.synth import synth_timeline
 from fleetlib.runtime.timeline import tables_from_seconds
 
@@ -398,7 +392,8 @@ def test_longer_downtime_never_raises_runtime_goodput(seed, extra):
 
 
 def test_held_intervals_cover_held_time_without_overlap():
-    from fleetlib.runtime.goodput import HELD_INTERVAL_COLUMNS, held_intervals
+    from fleetlib.runtime.goodput import held_intervals
+    from fleetlib.runtime.schema import HELD_INTERVAL_COLUMNS
     from fleetlib.runtime.synth import synth_timeline
 
     steps, events, _truth = synth_timeline(3000, seed=3, step_s=2.0, failure_rate_per_h=0.8,
@@ -414,3 +409,58 @@ def test_held_intervals_cover_held_time_without_overlap():
     overlap = (ordered["start"].iloc[1:].to_numpy() < ordered["end"].iloc[:-1].to_numpy()).sum()
     assert overlap == 0
     assert set(held["category"]) >= {"productive", "checkpoint"}
+
+
+def test_checkpoint_and_evaluation_markers_pair_by_hand():
+    # keyed and unkeyed begins, two begins reaching one commit (the later pairs), a commit whose logged
+    # duration is its only pause, an evaluation closed by its end and one never closed, a second
+    # attempt continuing the run with its own checkpoint
+    ev = [(0, 0.0, "gang_complete"), (0, 5.0, "checkpoint_begin", 1), (0, 6.0, "checkpoint_begin", 1),
+          (0, 7.0, "checkpoint_commit", 1), (0, 8.0, "checkpoint_begin"), (0, 9.0, "checkpoint_commit", 2),
+          (0, 11.0, "checkpoint_commit", 3, 0.5), (0, 12.0, "eval_begin", None, 1.25), (0, 13.0, "eval_end"),
+          (0, 14.0, "eval_begin"), (0, 20.0, "release"), (1, 30.0, "gang_complete"),
+          (1, 31.0, "checkpoint_begin", 4), (1, 33.0, "checkpoint_commit", 4), (1, 40.0, "release")]
+    st_ = [(0, 1, 1.0, 4.0), (0, 2, 4.0, 5.0), (0, 3, 9.5, 10.5), (1, 4, 30.5, 30.9)]
+    m = runtime_goodput(*tables_from_seconds(st_, ev), fault_free_step_s=1.0, definition="retrospective")
+    # checkpoint: 5-6 (the begin the later one outruns, cut at the next marker) and 6-7 merge into 5-7;
+    # 8-9 (no step: the next commit); 10.5-11 (the commit's 0.5 s); 31-33 in the second attempt
+    # evaluation: 12-13 (its end before its 1.25 s), 14-20 (never closed: to the release)
+    # startup: 0-1 and 30-30.5, plus the first step's warm-up excess (3 s at a 1 s baseline: 2 s)
+    # idle: 11-12 and 13-14 after the attempt's last step, 30.9-31 and 33-40 in the second
+    # unattributed: 7-8 and 9-9.5 between steps, explained by no record
+    assert_categories(m, {"productive": 3.4, "startup": 3.5, "checkpoint": 5.5, "evaluation": 7.0,
+                          "idle": 9.1, "unattributed": 1.5})
+    assert m.held_s == pytest.approx(30.0) and m.checkpoint_pauses == 4 and m.checkpoint_commits == 4
+
+
+def _single_jobs(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    rows = [runtime_goodput(steps[steps["job_id"] == j], events[events["job_id"] == j]).per_job
+            for j in sorted(set(events["job_id"]))]
+    return pd.concat(rows)
+
+
+def test_jobs_measured_together_measure_as_each_alone():
+    # every category is a per-job sum and the baseline is estimated per job: a job's numbers do not
+    # depend on the jobs measured beside it (what lets the fleet walk measure one partition per task)
+    parts = [job_a("a"), job_b("b"), job_c(), job_b("d", cold=True)]
+    parts.append(synth_timeline(300, seed=4, failure_rate_per_h=6.0, preemption_rate_per_h=3.0,
+                                checkpoint_every_steps=20, input_wait_prob=0.2, eval_every_steps=60,
+                                job_id="e")[:2])
+    steps = pd.concat([p[0] for p in parts], ignore_index=True).sample(frac=1.0, random_state=1)
+    events = pd.concat([p[1] for p in parts], ignore_index=True)
+    together = runtime_goodput(steps, events).per_job
+    alone = _single_jobs(steps, events)
+    pd.testing.assert_frame_equal(together, alone, check_exact=False, rtol=1e-12, atol=1e-9)
+
+
+def test_the_first_bad_job_in_job_order_is_the_one_named():
+    s1, e1 = job_a("a")
+    s2, e2 = job_a("b")
+    s3, e3 = job_a("c")
+    # job c: a commit of a step not yet run; job b: released before its gang completes
+    e3 = pd.concat([e3, tables_from_seconds([], [(0, 0.5, "checkpoint_commit", 9)], job_id="c")[1]])
+    e2 = e2.assign(time=e2["time"].where(e2["kind"] != "release", at(-1)))
+    steps = pd.concat([s3, s2, s1], ignore_index=True)
+    events = pd.concat([e3, e2, e1], ignore_index=True)
+    with pytest.raises(InputError, match="attempt 0 of job 'b' is released before its gang completes"):
+        runtime_goodput(steps, events)

@@ -1,6 +1,6 @@
 """The rung-2 notebook ``notebooks/02_job_timeline.ipynb``: static checks (fast) and papermill runs.
 
-Static checks read the committed ``.ipynb`` only: outputs stripped (``fleetlib.golden.check_committed``
+Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
 are ``timeline_*`` keys of *both* parameter files with the running example's values as defaults, every
 ``timeline_*`` key of the files declared, every declared parameter used, figures saved under unique names
@@ -39,7 +39,7 @@ from notebook_support import (
     source,
 )
 
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
+from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
 
 NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
 SCHEDULER = "notebooks/01_scheduler_records.ipynb"
@@ -106,7 +106,7 @@ def test_notebook_follows_the_scheduler_notebook_in_the_report_chain():
     assert rel in RUNG_NOTEBOOKS
     if SCHEDULER in RUNG_NOTEBOOKS:
         assert RUNG_NOTEBOOKS.index(rel) == RUNG_NOTEBOOKS.index(SCHEDULER) + 1
-    chain = _resolve_notebooks(None, project_root())
+    chain = _resolve_notebooks(None, checkout_root())
     assert NOTEBOOK in chain and chain.index(NOTEBOOK) < len(RUNG_NOTEBOOKS)
 
 
@@ -216,16 +216,17 @@ def test_cumulative_series_and_rolling_windows_add_up_to_the_whole(synth_job):
     assert windows_gap_s(windows, whole) < 1e-6
 
 
-def test_read_timeline_reads_each_format_through_the_readers():
+def test_the_runtime_door_reads_each_format_through_its_reader():
+    from fleetlib import runtime
     from fleetlib.quality import DomainError
-    from fleetlib.runtime.readers import read_canonical
-    from fleetlib.runtime.views import read_timeline
 
-    files = ["data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv"]
-    tables, ledger = read_timeline([str(ROOT / f) for f in files], "canonical")
-    direct, direct_ledger = read_canonical([str(ROOT / f) for f in files])
-    assert tables.steps.equals(direct.steps) and ledger.read == direct_ledger.read
-    mlperf, _ = read_timeline(MLPERF_LOGS[0], "mlperf")
-    assert len(mlperf.steps) > 0
+    files = [str(ROOT / f) for f in ("data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv")]
+    tables, ledger = runtime.read(files, "canonical")
+    direct, direct_ledger = runtime.READERS["canonical"].read(files)
+    assert tables["steps"].equals(direct["steps"]) and ledger.read == direct_ledger.read
+    detected, _ = runtime.read(files)  # the format told by the files' bytes
+    assert detected["steps"].equals(direct["steps"])
+    mlperf, _ = runtime.read(MLPERF_LOGS[0], "mlperf")
+    assert len(mlperf["steps"]) > 0
     with pytest.raises(DomainError):
-        read_timeline(files, "csv")
+        runtime.read(files, "csv")

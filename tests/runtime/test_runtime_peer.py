@@ -15,9 +15,10 @@ import pytest
 
 from fleetlib.quality import DomainError
 from fleetlib.runtime.commands import render_runtime, run_runtime
-from fleetlib.runtime.goodput import ISSUE_TERMS, runtime_goodput, summary_of
+from fleetlib.runtime.goodput import runtime_goodput, summary_of
 from fleetlib.runtime.measure import measure
 from fleetlib.runtime.readers import read_mlgoodput
+from fleetlib.runtime.schema import ISSUE_TERMS
 from fleetlib.runtime.timeline import tables_from_seconds
 
 ROOT = Path(__file__).resolve().parents[2]

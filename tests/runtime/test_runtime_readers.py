@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.runtime import model
+from fleetlib.runtime import commands, model
 from fleetlib.runtime import readers as R
-from fleetlib.runtime.schema import PROVENANCE_COLUMNS
-from fleetlib.runtime.timeline import EVENT_COLUMNS, STEP_COLUMNS
+from fleetlib.runtime.goodput import replica_runtime_goodput
+from fleetlib.runtime.schema import EVENT_COLUMNS, PROVENANCE_COLUMNS, STEP_COLUMNS
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "timelines"
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "runtime"
@@ -72,7 +72,7 @@ def mllog_count(path):
 
 
 def test_asustek_summary_matches_the_raw_intervals():
-    s = R.mlperf_summary(ASUS)
+    s = commands.mlperf_summary(ASUS)
     # acceptance numbers (issue 4 / field notes section 7)
     assert round(s["startup_s"], 1) == 66.3
     assert round(s["run_s"], 1) == 1773.3
@@ -96,7 +96,7 @@ def test_asustek_summary_matches_the_raw_intervals():
 @pytest.mark.parametrize("path", [ASUS, EOS], ids=["asustek", "nvidia_eos"])
 def test_summary_agrees_with_a_plain_regex_pass(path):
     spans = regex_intervals(path)
-    s = R.mlperf_summary(path)
+    s = commands.mlperf_summary(path)
     assert s["startup_s"] == pytest.approx(sum(spans["init"]), abs=1e-9)
     assert s["run_s"] == pytest.approx(sum(spans["run"]), abs=1e-9)
     assert s["productive_s"] == pytest.approx(sum(spans["block"]), abs=1e-9)
@@ -105,19 +105,19 @@ def test_summary_agrees_with_a_plain_regex_pass(path):
 
 
 def test_nvidia_eos_numbers():
-    s = R.mlperf_summary(EOS)
+    s = commands.mlperf_summary(EOS)
     # field notes section 7: init 55.4 s, run 89.2 s, 11 blocks = 76.3 s, 11 evals = 12.9 s
     assert (round(s["startup_s"], 1), round(s["run_s"], 1)) == (55.4, 89.2)
     assert (s["blocks"], round(s["productive_s"], 1)) == (11, 76.3)
     assert (s["evals"], round(s["evaluation_s"], 1)) == (11, 12.9)
     # at 128 nodes init takes longer than a third of held time; the 8-GPU run spends 3.6 % on it
     assert s["startup_s"] / s["held_s"] > 0.38
-    assert R.mlperf_summary(ASUS)["startup_s"] / R.mlperf_summary(ASUS)["held_s"] < 0.04
+    assert commands.mlperf_summary(ASUS)["startup_s"] / commands.mlperf_summary(ASUS)["held_s"] < 0.04
 
 
 def test_read_mlperf_tables():
     tables, ledger = R.read_mlperf(ASUS, job_id="asus")
-    s = R.mlperf_summary(ASUS)
+    s = commands.mlperf_summary(ASUS)
     steps, events = tables.steps, tables.events
     assert list(steps.columns) == [*STEP_COLUMNS, *PROVENANCE_COLUMNS, "samples"]
     assert list(events.columns) == [*EVENT_COLUMNS, *PROVENANCE_COLUMNS]
@@ -143,7 +143,7 @@ def test_read_mlperf_tables():
 
 
 def test_mlperf_runtime_json_is_a_partition_of_held_time():
-    out = R.mlperf_runtime_json(EOS)
+    out = commands.mlperf_runtime_json(EOS)
     assert set(out) >= {"runtime_goodput", "held_s", "productive_s", "terms", "fault_free_step_s",
                         "definition", "ledger"}
     assert set(out["terms"]) == {"progress_at_risk", "startup", "input_wait", "checkpoint", "recovery",
@@ -152,11 +152,11 @@ def test_mlperf_runtime_json_is_a_partition_of_held_time():
     assert out["runtime_goodput"] == pytest.approx(out["productive_s"] / out["held_s"])
     json.dumps(out)  # JSON-ready
     with pytest.raises(DomainError):
-        R.mlperf_runtime_json(EOS, definition="optimistic")
+        commands.mlperf_runtime_json(EOS, definition="optimistic")
 
 
 def test_mlperf_summary_table_reads_a_folder():
-    table = R.mlperf_summary_table(DATA)
+    table = commands.mlperf_summary_table(DATA)
     assert sorted(table["org"]) == ["ASUSTeK", "NVIDIA"]
     assert (table["rejected"] == 0).all()
 
@@ -169,7 +169,7 @@ def test_mlperf_prefixed_per_rank_copies_are_removed():
     assert balanced(ledger)
     assert ledger.rejected == copies and ledger.kept == mllog_count(EOS)
     assert all("per-rank copy" in e.reason for e in ledger.entries)
-    clean, dirty = R.mlperf_summary(EOS), R.mlperf_summary(path)
+    clean, dirty = commands.mlperf_summary(EOS), commands.mlperf_summary(path)
     for key in ("held_s", "startup_s", "run_s", "productive_s", "evaluation_s", "blocks", "evals"):
         assert dirty[key] == pytest.approx(clean[key], abs=1e-9), key
     assert len(tables.steps) == len(R.read_mlperf(EOS)[0].steps) == 87  # issue 13: the blocks' steps
@@ -179,7 +179,7 @@ def test_mlperf_unprefixed_copies_next_to_each_other_are_removed():
     path = CORPUS / "mlperf_unprefixed_copies.txt"
     _, ledger = R.read_mlperf(path)
     assert balanced(ledger) and ledger.kept == mllog_count(ASUS)
-    clean, dirty = R.mlperf_summary(ASUS), R.mlperf_summary(path)
+    clean, dirty = commands.mlperf_summary(ASUS), commands.mlperf_summary(path)
     for key in ("held_s", "startup_s", "productive_s", "evaluation_s", "blocks", "evals"):
         assert dirty[key] == pytest.approx(clean[key], abs=1e-9), key
 
@@ -193,7 +193,7 @@ def test_mlperf_unmatched_markers_are_reported_not_guessed():
     assert "block_start with no matching block_stop" in bad[8].reason
     assert "eval_stop with no matching eval_start" in bad[9].reason
     assert bad[12].field == "event_type" and "disagree" in bad[12].reason
-    s = R.mlperf_summary(path)
+    s = commands.mlperf_summary(path)
     # only the matched intervals count: blocks 0-100 s and 280-380 s of the run, one 10 s eval
     assert (s["blocks"], s["evals"]) == (2, 1)
     assert s["productive_s"] == pytest.approx(200.0) and s["evaluation_s"] == pytest.approx(10.0)
@@ -210,7 +210,7 @@ def test_mlperf_truncated_log_has_no_held_time():
     assert last.reason.startswith("truncated last line") and "invalid JSON" in last.reason
     assert "release" not in tables.events["kind"].tolist()
     with pytest.raises(InputError, match="run_stop"):
-        R.mlperf_summary(path)
+        commands.mlperf_summary(path)
 
 
 def test_mlperf_bad_arguments():
@@ -614,10 +614,11 @@ def test_bloom_default_path_is_the_bundled_copy():
 
 
 def test_replica_lifecycle_sample():
-    phases, ledger = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
+    tables, ledger = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.read == 19 and ledger.repaired == 1  # r3 still ready at the end
     assert "open at the end of the log" in next(iter(repaired_rows(ledger).values())).reason
-    g = R.replica_runtime_goodput(phases)
+    g = replica_runtime_goodput(phases)
     # hand sums of the sample (seconds): placed 41+65+38+40, loading 272+283+157+262, warm-up 49+52+53,
     # ready 12238+4400+4835, draining 90+70
     assert g.terms == {"placed": 184.0, "loading": 974.0, "warmup": 154.0, "ready": 21473.0,
@@ -634,23 +635,24 @@ def test_replica_lifecycle_sample():
 
 
 def test_replica_window_clips_and_empty_window_is_not_an_error():
-    phases, _ = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")
-    g = R.replica_runtime_goodput(phases, window=(ts("2025-03-20T10:00:00Z"), ts("2025-03-20T10:10:00Z")))
+    phases = R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv")[0]["phases"]
+    g = replica_runtime_goodput(phases, window=(ts("2025-03-20T10:00:00Z"), ts("2025-03-20T10:10:00Z")))
     # only r0 is held in the first ten minutes: placed 41 s, loading 272 s, warm-up 49 s, ready 238 s
     assert g.held_s == pytest.approx(600.0) and g.ready_s == pytest.approx(238.0)
-    empty = R.replica_runtime_goodput(phases, window=(ts("2025-03-21T00:00:00Z"), ts("2025-03-21T01:00:00Z")))
+    empty = replica_runtime_goodput(phases, window=(ts("2025-03-21T00:00:00Z"), ts("2025-03-21T01:00:00Z")))
     assert empty.held_s == 0.0 and empty.runtime_goodput is None and empty.by_replica.empty
     with pytest.raises(DomainError, match="no replica was held"):
         empty.factor()
     log = DATA / "serving_replica_lifecycle.csv"
-    closed, _ = R.read_replica_lifecycle(log, end=ts("2025-03-20T14:00:00Z"))
+    closed = R.read_replica_lifecycle(log, end=ts("2025-03-20T14:00:00Z"))[0]["phases"]
     assert closed["end"].max() == ts("2025-03-20T14:00:00Z")
     with pytest.raises(DomainError):
         R.read_replica_lifecycle(DATA / "serving_replica_lifecycle.csv", end=ts("2025-03-20T12:00:00Z"))
 
 
 def test_corpus_replica_phases_going_backwards():
-    phases, ledger = R.read_replica_lifecycle(CORPUS / "replica_backwards.csv")
+    tables, ledger = R.read_replica_lifecycle(CORPUS / "replica_backwards.csv")
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.read == 11
     bad, fixed = rejected_rows(ledger), repaired_rows(ledger)
     assert "only move forward" in bad[5].reason  # loading again after ready
@@ -697,12 +699,13 @@ def test_replica_partition_adds_up_and_windows_add(tmp_path, spec, cut):
         f.write("time,replica_id,phase\n")
         for t, rid, ph in rows:
             f.write(f"{(_T0 + pd.Timedelta(seconds=t)).isoformat()},{rid},{ph}\n")
-    phases, ledger = R.read_replica_lifecycle(path)
+    tables, ledger = R.read_replica_lifecycle(path)
+    phases = tables["phases"]
     assert balanced(ledger) and ledger.rejected == 0
     if phases.empty:
         return
     lo, hi = phases["start"].min(), phases["end"].max()
-    whole = R.replica_runtime_goodput(phases, window=(lo, hi + pd.Timedelta(seconds=1)))
+    whole = replica_runtime_goodput(phases, window=(lo, hi + pd.Timedelta(seconds=1)))
     assert sum(whole.terms.values()) + whole.unattributed_s == pytest.approx(whole.held_s)
     assert abs(whole.unattributed_s) < 1e-6
     assert whole.held_s == pytest.approx(phases["duration_s"].sum())
@@ -710,8 +713,8 @@ def test_replica_partition_adds_up_and_windows_add(tmp_path, spec, cut):
         assert 0.0 <= whole.runtime_goodput <= 1.0
     mid = lo + (hi - lo) * cut
     if lo < mid < hi:
-        a = R.replica_runtime_goodput(phases, window=(lo, mid))
-        b = R.replica_runtime_goodput(phases, window=(mid, hi + pd.Timedelta(seconds=1)))
+        a = replica_runtime_goodput(phases, window=(lo, mid))
+        b = replica_runtime_goodput(phases, window=(mid, hi + pd.Timedelta(seconds=1)))
         assert a.held_s + b.held_s == pytest.approx(whole.held_s)
         for k in whole.terms:
             assert a.terms[k] + b.terms[k] == pytest.approx(whole.terms[k])
@@ -779,7 +782,7 @@ def test_mlperf_partition_of_a_synthetic_log(tmp_path, init_ms, spans):
     lines.append(rec(t, "INTERVAL_END", "run_stop", status="success"))
     path = tmp_path / "result_0.txt"
     path.write_text("\n".join(lines) + "\n")
-    s = R.mlperf_summary(path)
+    s = commands.mlperf_summary(path)
     assert s["startup_s"] == pytest.approx(init_ms / 1000)
     assert s["productive_s"] == pytest.approx(sum(b for b, _, _ in spans) / 1000)
     assert s["evaluation_s"] == pytest.approx(sum(e for _, e, _ in spans) / 1000)

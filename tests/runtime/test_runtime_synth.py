@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.runtime.goodput import CATEGORIES, runtime_goodput
+from fleetlib.runtime.goodput import runtime_goodput
+from fleetlib.runtime.schema import CATEGORIES
 from fleetlib.runtime.synth import (
     PARQUET_COLUMNS,
     read_canonical_timeline,

@@ -1,18 +1,12 @@
 """Canonical timeline tables: validation, ledger, flags, and the restart structure."""
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from fleetlib.quality import InputError
-from fleetlib.runtime.timeline import (
-    EVENT_COLUMNS,
-    EVENT_KINDS,
-    STEP_COLUMNS,
-    job_timelines,
-    tables_from_seconds,
-    validate_timeline,
-)
+from fleetlib.runtime.goodput import held_intervals, runtime_goodput
+from fleetlib.runtime.schema import EVENT_COLUMNS, EVENT_KINDS, STEP_COLUMNS
+from fleetlib.runtime.timeline import tables_from_seconds, validate_timeline
 
 T0 = pd.Timestamp("2024-01-01T00:00:00Z")
 
@@ -196,75 +190,85 @@ def test_unknown_kind_is_kept_and_flagged():
     assert ledger.kept == ledger.read
 
 
+def _phases(steps: pd.DataFrame, events: pd.DataFrame) -> list[str]:
+    """Each executed step's phase, in time order: steady, warm-up or erased (by a later restart)."""
+    held = held_intervals(steps, events, fault_free_step_s=1.0)
+    return held.loc[held["record"] == "step", "phase"].tolist()
+
+
 def test_missing_release_is_flagged():
     s, e = basic()
     _, _, ledger = validate_timeline(s, e[e["kind"] != "release"])
     assert [f.code for f in ledger.flags] == ["release_missing"]
-    jobs, _ = job_timelines(s, e[e["kind"] != "release"])
-    assert jobs[0].attempt_release[0] == pytest.approx(14.0)  # the last record
+    m = runtime_goodput(s, e[e["kind"] != "release"])
+    assert m.held_s == pytest.approx(14.0)  # held time ends at the last record
+    assert m.window_end == T0 + pd.Timedelta(seconds=14)
 
 
 def test_erasure_structure_of_a_restart():
     s, e = restart_job()
-    jobs, ledger = job_timelines(s, e)
-    job = jobs[0]
-    assert not ledger.flags
+    m = runtime_goodput(s, e, fault_free_step_s=1.0)
+    assert not m.ledger.flags
     # steps 3, 4, 5 of the first run were erased by the failure's restart; the re-runs were not
-    assert list(job.step_number) == [0, 1, 2, 3, 4, 5, 3, 4]
-    assert list(job.erased_by) == [-1, -1, -1, 0, 0, 0, -1, -1]
-    assert list(job.int_kind) == ["failure"] and job.int_detected[0] == pytest.approx(8.0)
-    assert job.int_restore_step[0] == 2
+    assert _phases(s, e) == ["steady"] * 3 + ["erased"] * 3 + ["steady"] * 2
+    (row,) = m.interruptions.to_dict(orient="records")
+    assert row["kind"] == "failure" and row["detection_s"] == pytest.approx(0.5)  # detected at 8.0
+    assert row["restore_step"] == 2 and not row["inferred"]
+    assert row["lost_steps_s"] == pytest.approx(3.0)
 
 
 def test_inferred_restart_and_terminal_failure_are_flagged():
     s, e = restart_job(restore=False)
-    jobs, ledger = job_timelines(s, e)
-    assert [f.code for f in ledger.flags] == ["restart_inferred_from_step_numbers"]
-    assert list(jobs[0].erased_by) == [-1, -1, -1, 0, 0, 0, -1, -1]
+    m = runtime_goodput(s, e, fault_free_step_s=1.0)
+    assert [f.code for f in m.ledger.flags] == ["restart_inferred_from_step_numbers"]
+    assert _phases(s, e) == ["steady"] * 3 + ["erased"] * 3 + ["steady"] * 2
     # a failure the job never recovers from: uncommitted work is charged to it
     steps = [(0, i, 1.0 + i, 2.0 + i) for i in range(4)]
     events = [(0, 0.0, "gang_complete"), (0, 3.0, "checkpoint_commit", 1), (0, 5.5, "failure"),
               (0, 6.0, "release")]
-    jobs, ledger = job_timelines(*tables_from_seconds(steps, events))
-    assert [f.code for f in ledger.flags] == ["terminal_interruption"]
-    assert list(jobs[0].erased_by) == [-1, -1, 0, 0]
+    s, e = tables_from_seconds(steps, events)
+    m = runtime_goodput(s, e, fault_free_step_s=1.0)
+    assert [f.code for f in m.ledger.flags] == ["terminal_interruption"]
+    assert _phases(s, e) == ["steady"] * 2 + ["erased"] * 2
+    assert m.interruptions["restore_step"].tolist() == [1]  # rolled back to the last commit
 
 
 def test_restart_without_any_interruption_logged_becomes_an_unlogged_failure():
     steps = [(0, i, 1.0 + i, 2.0 + i) for i in range(4)] + [(1, 2, 21.0, 22.0), (1, 3, 22.0, 23.0)]
     events = [(0, 0.0, "gang_complete"), (0, 2.0, "checkpoint_commit", 0), (0, 3.0, "checkpoint_commit", 1),
               (0, 6.0, "release"), (1, 20.0, "gang_complete"), (1, 21.0, "restore", 1), (1, 24.0, "release")]
-    jobs, ledger = job_timelines(*tables_from_seconds(steps, events))
-    assert [f.code for f in ledger.flags] == ["unlogged_interruption"]
-    job = jobs[0]
-    assert job.int_inferred.tolist() == [True] and job.int_time[0] == pytest.approx(5.0)
-    assert list(job.erased_by) == [-1, -1, 0, 0, -1, -1]
+    s, e = tables_from_seconds(steps, events)
+    m = runtime_goodput(s, e, fault_free_step_s=1.0)
+    assert [f.code for f in m.ledger.flags] == ["unlogged_interruption"]
+    (row,) = m.interruptions.to_dict(orient="records")
+    assert row["inferred"] and row["time"] == T0 + pd.Timedelta(seconds=5)  # the end of the last step
+    assert _phases(s, e) == ["steady"] * 2 + ["erased"] * 2 + ["steady"] * 2
 
 
 def test_chained_attempt_without_a_restore_continues_the_run():
     steps = [(0, 0, 1.0, 2.0), (0, 1, 2.0, 3.0), (1, 2, 11.0, 12.0)]
     events = [(0, 0.0, "gang_complete"), (0, 3.0, "checkpoint_commit", 1), (0, 4.0, "release"),
               (1, 10.0, "gang_complete"), (1, 12.0, "checkpoint_commit", 2), (1, 13.0, "release")]
-    jobs, ledger = job_timelines(*tables_from_seconds(steps, events))
-    assert not ledger.flags and (jobs[0].erased_by == -1).all()
-    assert jobs[0].int_time.size == 0
+    s, e = tables_from_seconds(steps, events)
+    m = runtime_goodput(s, e, fault_free_step_s=1.0)
+    assert not m.ledger.flags and "erased" not in _phases(s, e)
+    assert m.interruptions.empty
 
 
 def test_job_selection_and_unknown_job():
     s, e = basic()
     s2, e2 = tables_from_seconds([(0, 0, 1.0, 2.0)], [(0, 0.0, "gang_complete"), (0, 3.0, "release")],
                                  job_id="other")
-    jobs, _ = job_timelines(pd.concat([s, s2]), pd.concat([e, e2]))
-    assert [j.job_id for j in jobs] == ["job", "other"]
-    jobs, _ = job_timelines(pd.concat([s, s2]), pd.concat([e, e2]), job_id="other")
-    assert [j.job_id for j in jobs] == ["other"]
+    both = pd.concat([s, s2]), pd.concat([e, e2])
+    assert list(runtime_goodput(*both).per_job.index) == ["job", "other"]
+    assert list(runtime_goodput(*both, job_id="other").per_job.index) == ["other"]
     with pytest.raises(InputError, match="not in the timeline"):
-        job_timelines(s, e, job_id="nope")
+        runtime_goodput(s, e, job_id="nope")
 
 
-def test_job_timeline_times_round_trip_to_utc():
+def test_held_intervals_round_trip_to_utc():
     s, e = basic()
-    job = job_timelines(s, e)[0][0]
-    assert job.origin == T0
-    assert job.to_utc(job.step_end[-1]) == s["end"].iloc[-1]
-    assert np.allclose(job.step_start, [5.0, 7.0, 9.0, 11.0])
+    held = held_intervals(s, e)
+    steps = held[held["record"] == "step"]
+    assert steps["start"].tolist() == s["start"].tolist() and steps["end"].tolist() == s["end"].tolist()
+    assert held["start"].iloc[0] == T0  # the gang completion starts the startup stretch

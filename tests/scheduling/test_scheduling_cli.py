@@ -17,7 +17,7 @@ import pytest
 
 from fleetlib.cli import main
 from fleetlib.scheduling.commands import parse_window, render_scheduling
-from fleetlib.scheduling.goodput import LOSS_KEYS
+from fleetlib.scheduling.schema import LOSS_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "scheduler"

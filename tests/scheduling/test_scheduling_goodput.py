@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 from fleetlib.accounting import Factor, Window
-from fleetlib.quality import DomainError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling import goodput as gp
-from fleetlib.scheduling.goodput import (
-    LOSS_KEYS,
-    PARTITION_COLUMNS,
+from fleetlib.scheduling.goodput import scheduling_goodput, scheduling_partition, scheduling_summary
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, LOSS_KEYS, PARTITION_COLUMNS
+from fleetlib.scheduling.sweep import EventBlock, sort_events
+from fleetlib.scheduling.views import (
     cohort_goodput,
     derive_queue,
     fragmentation_index,
@@ -25,13 +26,9 @@ from fleetlib.scheduling.goodput import (
     held_time,
     occupancy,
     queue_waits,
-    scheduling_goodput,
-    scheduling_partition,
-    scheduling_summary,
     silent_stretches,
     stranded_devices,
 )
-from fleetlib.scheduling.records import ALLOCATION_COLUMNS
 
 T0 = pd.Timestamp("2025-03-03", tz="UTC")
 H = 3600.0
@@ -264,9 +261,9 @@ def test_sub_second_times_use_nanoseconds_and_still_agree():
 
 def test_packed_key_falls_back_when_it_does_not_fit():
     # ns resolution over ~100 days (53 bits) and a 2**20 device magnitude cannot share 63 bits
-    blocks = [gp._Block(np.array([0, 0]), np.array([5, 100 * 86400 * 10**9 + 3]), 1,
-                        np.array([2**20, 1]))]
-    _, tt, _, mag = gp._sort_events(blocks, 0, 100 * 86400 * 10**9 + 10, 1, 4)
+    blocks = [EventBlock(np.array([0, 0]), np.array([5, 100 * 86400 * 10**9 + 3]), 1,
+                         np.array([2**20, 1]))]
+    _, tt, _, mag = sort_events(blocks, 0, 100 * 86400 * 10**9 + 10, 1, 4)
     assert tt.tolist() == [5, 100 * 86400 * 10**9 + 3] and mag.tolist() == [2**20, 1]
 
 
@@ -519,12 +516,12 @@ def test_silent_stretches_refuse_bad_arguments():
 def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     from pathlib import Path
 
-    from fleetlib.scheduling import measure, read_records
+    from fleetlib.scheduling import measure, read
 
     helios = Path(__file__).resolve().parents[2] / "data" / "scheduler" / "helios_earth_may2020"
     vcs = sorted(helios.glob("vc*.csv.gz"))
     m = measure(vcs, format="helios-sequence")
-    records, ledger = read_records(vcs, "helios-sequence")
+    records, ledger = read(vcs, "helios-sequence")
     want = scheduling_goodput(occupancy=records.occupancy)
     got = m.factor()
     assert got.value == want.value and round(got.value, 4) == 0.7091
@@ -540,11 +537,13 @@ def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     assert m.factor("vc3sl").value == scheduling_goodput(occupancy=records.occupancy, pool="vc3sl").value
 
 
-def test_measure_refuses_what_it_cannot_measure():
+def test_measure_refuses_what_it_cannot_measure(tmp_path):
     from fleetlib.scheduling import measure
 
-    with pytest.raises(DomainError, match="format="):
-        measure(["x.csv"])
+    unknown = tmp_path / "x.csv"
+    unknown.write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="format cannot be told from the file's bytes"):
+        measure([unknown])  # the format is detected from the bytes, as read() does
     with pytest.raises(DomainError, match="denominator"):
         measure(TWO, denominator="wall")
     with pytest.raises(DomainError, match="openb"):

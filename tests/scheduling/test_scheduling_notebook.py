@@ -1,6 +1,6 @@
 """The rung-1 notebook ``notebooks/01_scheduler_records.ipynb``: static checks (fast) and papermill runs.
 
-Static checks read the committed ``.ipynb`` only: outputs stripped (``fleetlib.golden.check_committed``
+Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose
 names are keys of *both* parameter files with the running example's values as defaults, every
 ``scheduling_*`` key of the files declared, every declared parameter used, figures saved under unique
@@ -36,7 +36,7 @@ from notebook_support import (
     source,
 )
 
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
+from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
 
 NOTEBOOK = ROOT / "notebooks" / "01_scheduler_records.ipynb"
 HELIOS = ROOT / "data" / "scheduler" / "helios_earth_may2020"
@@ -106,7 +106,7 @@ def test_figures_are_drawn_by_fleetlib_plots(nb):
 def test_notebook_is_the_first_rung_of_the_report_chain():
     # the whole-fleet walk (00) comes first; the scheduler records open the rungs
     assert RUNG_NOTEBOOKS[:2] == ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb"]
-    chain = _resolve_notebooks(None, project_root())
+    chain = _resolve_notebooks(None, checkout_root())
     assert chain[1] == NOTEBOOK
     assert [p.relative_to(ROOT).as_posix() for p in chain] == RUNG_NOTEBOOKS + COURSE_NOTEBOOKS
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fleetlib.quality import InputError
-from fleetlib.scheduling.readers import READERS, read_pai, read_philly, read_records
+from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.views import cohort_goodput, queue_waits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def _utc(text: str) -> pd.Timestamp:
 
 
 def test_philly_attempts_times_and_devices():
-    recs, ledger = read_philly(PHILLY)
+    recs, ledger = READERS["philly"].read(PHILLY)
     a = recs.allocations.set_index(["job_id", "attempt"])
     # the README example: submitted 01:11:39 PDT (UTC-7), attempt 0 01:12:09-01:13:23, retry at 01:13:30
     ex = "application_1506638472019_14199"
@@ -61,7 +61,7 @@ def test_philly_attempts_times_and_devices():
 
 
 def test_philly_waits_and_cohorts_by_hand():
-    recs, _ = read_philly(PHILLY)
+    recs, _ = READERS["philly"].read(PHILLY)
     waits = queue_waits(recs.allocations)
     # submit -> start of each attempt, seconds: 30 and 7 (the retry), 300, 3600, 10, 600
     assert waits["wait_s"].tolist() == [30.0, 7.0, 300.0, 3600.0, 10.0, 600.0]
@@ -77,16 +77,16 @@ def test_philly_waits_and_cohorts_by_hand():
 
 
 def test_philly_window_and_zone():
-    recs, _ = read_philly(PHILLY, window=("2017-10-07T00:00Z", "2017-10-09T14:00Z"))
+    recs, _ = READERS["philly"].read(PHILLY, window=("2017-10-07T00:00Z", "2017-10-09T14:00Z"))
     run = recs.allocations[recs.allocations["end_state"] == "running"]
     assert run["release"].tolist() == [_utc("2017-10-09 14:00")]
-    recs, _ = read_philly(PHILLY, tz="UTC")
+    recs, _ = READERS["philly"].read(PHILLY, tz="UTC")
     assert recs.allocations["submit"].iloc[0] == _utc("2017-10-07 01:11:39")
-    assert "America/Los_Angeles" in read_philly(PHILLY)[0].extra["notes"]["time_zone"]
+    assert "America/Los_Angeles" in READERS["philly"].read(PHILLY)[0].extra["notes"]["time_zone"]
 
 
 def test_philly_bad_corpus_messages():
-    recs, ledger = read_philly(CORPUS / "philly/bad_jobs.json")
+    recs, ledger = READERS["philly"].read(CORPUS / "philly/bad_jobs.json")
     assert recs.allocations["job_id"].tolist() == ["job_ok"]
     got = {e.row: (e.field, e.reason) for e in ledger.entries}
     expect = {
@@ -110,7 +110,7 @@ def test_philly_bad_corpus_messages():
 )
 def test_philly_unreadable_files(name, text):
     with pytest.raises(InputError, match=text) as info:
-        read_philly(CORPUS / "philly" / name)
+        READERS["philly"].read(CORPUS / "philly" / name)
     assert info.value.file == str(CORPUS / "philly" / name)
 
 
@@ -124,7 +124,7 @@ def _s(seconds: float) -> pd.Timestamp:
 
 
 def test_pai_jobs_gangs_and_waits_by_hand():
-    recs, ledger = read_pai(PAI)
+    recs, ledger = READERS["pai"].read(PAI)
     a = recs.allocations.set_index("job_id")
     j2 = a.loc["a1b2c3d4e5f60718293a4b5c"]  # PS (CPU) + 2 GPU workers; instances launch at +30 s, +100 s
     assert (j2["submit"], j2["first_assigned"], j2["gang_complete"], j2["release"]) == (
@@ -174,8 +174,8 @@ def test_pai_header_line_is_accepted(tmp_path):
         p = tmp_path / src.name
         p.write_text(",".join(PAI_COLUMNS[kind]) + "\n" + src.read_text())
         paths.append(p)
-    with_header, ledger = read_pai(paths)
-    plain, _ = read_pai(PAI)
+    with_header, ledger = READERS["pai"].read(paths)
+    plain, _ = READERS["pai"].read(PAI)
     pd.testing.assert_frame_equal(with_header.allocations, plain.allocations)
     # rows are file lines: the header is line 1, so the CPU-only job is now line 5
     assert [e.row for e in ledger.entries if e.action == "rejected" and e.file.endswith("job_table.csv")] == [
@@ -184,7 +184,7 @@ def test_pai_header_line_is_accepted(tmp_path):
 
 
 def test_pai_bad_corpus_messages():
-    _, ledger = read_pai([PAI[0], CORPUS / "pai/bad_task_table.csv"])
+    _, ledger = READERS["pai"].read([PAI[0], CORPUS / "pai/bad_task_table.csv"])
     tasks = {e.row: (e.field, e.reason) for e in ledger.entries if e.file.endswith("bad_task_table.csv")}
     expect = {
         1: "part of a job rejected at",
@@ -206,27 +206,27 @@ def test_pai_bad_corpus_messages():
 
 def test_pai_missing_tables_and_unknown_files(tmp_path):
     with pytest.raises(InputError, match="no pai_task_table"):
-        read_pai([PAI[0]])
+        READERS["pai"].read([PAI[0]])
     with pytest.raises(InputError, match="no pai_job_table"):
-        read_pai([PAI[1]])
+        READERS["pai"].read([PAI[1]])
     odd = tmp_path / "odd.csv"
     odd.write_text("a,b,c\n")
     with pytest.raises(InputError, match="3 fields: not a PAI 2020 table"):
-        read_pai([odd])
+        READERS["pai"].read([odd])
     with pytest.raises(InputError, match="header only"):
-        read_pai([CORPUS / "pai/header_only.csv"])
+        READERS["pai"].read([CORPUS / "pai/header_only.csv"])
 
 
 def test_pai_window_censors_open_jobs():
     end = _s(4_600_000)
-    recs, _ = read_pai(PAI, window=(_s(0), end))
+    recs, _ = READERS["pai"].read(PAI, window=(_s(0), end))
     open_rows = recs.allocations[recs.allocations["end_state"].isin(["running", "pending"])]
     assert (open_rows["release"] == end).all() and len(open_rows) == 2
 
 
 def test_registered_and_dispatched():
     assert {"philly", "pai"} <= set(READERS)
-    recs, _ = read_records(PHILLY, "philly")
+    recs, _ = read(PHILLY, "philly")
     assert len(recs.allocations) == 6
-    recs, _ = read_records(PAI, "pai")
+    recs, _ = read(PAI, "pai")
     assert np.isclose(recs.allocations["gpu_share"].sum(), 1 + 2 + 0.5 + 8 + 1 + 2)

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetlib.scheduling.goodput import goodput_timeseries, occupancy, queue_waits, scheduling_partition
-from fleetlib.scheduling.records import ALLOCATION_COLUMNS
+from fleetlib.scheduling.goodput import scheduling_partition
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
 from fleetlib.scheduling.synth import synthetic_fleet
+from fleetlib.scheduling.views import goodput_timeseries, occupancy, queue_waits
 
 FAST = settings(max_examples=30, deadline=None)
 MEDIUM = settings(max_examples=15, deadline=None)

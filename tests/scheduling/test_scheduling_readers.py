@@ -21,37 +21,29 @@ from hypothesis import strategies as st
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.goodput import scheduling_partition, silent_stretches
-from fleetlib.scheduling.readers import (
-    FORMATS,
-    KUEUE_EVICTED_STATES,
-    KUEUE_FINISHED_STATES,
-    SLURM_END_STATES,
-    WAIT_COLUMNS,
-    detect_quota_glitch_days,
-    expand_hostlist,
-    openb_cohorts,
-    queue_from_pending,
-    read_helios,
-    read_kueue,
-    read_openb,
-    read_records,
-    read_slurm,
-    read_volcano,
-    scheduling_command,
-)
+from fleetlib.scheduling.commands import scheduling_command
+from fleetlib.scheduling.goodput import scheduling_partition
+from fleetlib.scheduling.readers import READERS, read
+from fleetlib.scheduling.readers._common import queue_from_pending
+from fleetlib.scheduling.readers.helios import detect_quota_glitch_days
+from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES
+from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, expand_hostlist
 from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    CAPACITY_COLUMNS,
-    END_STATES,
-    OCCUPANCY_COLUMNS,
-    QUEUE_COLUMNS,
     SchedulerRecords,
     validate_allocations,
     validate_capacity,
     validate_occupancy,
     validate_queue,
 )
+from fleetlib.scheduling.schema import (
+    ALLOCATION_COLUMNS,
+    CAPACITY_COLUMNS,
+    END_STATES,
+    OCCUPANCY_COLUMNS,
+    QUEUE_COLUMNS,
+    WAIT_COLUMNS,
+)
+from fleetlib.scheduling.views import openb_cohorts, silent_stretches
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "scheduler"
@@ -105,27 +97,28 @@ def at(table: pd.DataFrame, pool: str, when: str) -> pd.Series:
 
 @pytest.fixture(scope="module")
 def slurm():
-    return read_slurm(SLURM, tz="UTC", window=SLURM_WINDOW)
+    return READERS["slurm"].read(SLURM, tz="UTC", window=SLURM_WINDOW)
 
 
 @pytest.fixture(scope="module")
 def kueue():
-    return read_kueue(KUEUE, window=KUEUE_WINDOW)
+    return READERS["kueue"].read(KUEUE, window=KUEUE_WINDOW)
 
 
 @pytest.fixture(scope="module")
 def volcano():
-    return read_volcano(VOLCANO, window=VOLCANO_WINDOW)
+    return READERS["volcano"].read(VOLCANO, window=VOLCANO_WINDOW)
 
 
 @pytest.fixture(scope="module")
 def helios():
-    return read_helios([*VCS, HELIOS / "Earth_gpu_number.csv"])
+    return READERS["helios-sequence"].read([*VCS, HELIOS / "Earth_gpu_number.csv"])
 
 
 @pytest.fixture(scope="module")
 def openb():
-    return read_openb([OPENB / "openb_pod_list_default.csv.gz", OPENB / "openb_node_list_gpu_node.csv"])
+    return READERS["openb"].read([OPENB / "openb_pod_list_default.csv.gz",
+                                  OPENB / "openb_node_list_gpu_node.csv"])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -258,30 +251,31 @@ def test_end_state_maps_only_name_canonical_states():
 
 def test_slurm_naive_times_need_a_zone():
     with pytest.raises(InputError) as exc:
-        read_slurm(SLURM[0])
+        READERS["slurm"].read(SLURM[0])
     assert exc.value.field == "Submit" and exc.value.row == 2 and "tz=" in str(exc.value)
 
 
 def test_slurm_zone_is_applied():
-    rec, _ = read_slurm(SLURM, tz="America/Chicago", window=("2024-03-04T06:00Z", "2024-03-05T06:00Z"))
+    rec, _ = READERS["slurm"].read(SLURM, tz="America/Chicago",
+                                   window=("2024-03-04T06:00Z", "2024-03-05T06:00Z"))
     # 2024-03-04 is before the US DST change: Chicago is UTC-6
     assert row_of(rec.allocations, "41001").first_assigned == T("2024-03-04 06:07:40")
     with pytest.raises(DomainError):
-        read_slurm(SLURM, tz="Mars/Olympus")
+        READERS["slurm"].read(SLURM, tz="Mars/Olympus")
 
 
 def test_slurm_window_must_be_aware_and_ordered():
     with pytest.raises(DomainError):
-        read_slurm(SLURM, tz="UTC", window=("2024-03-04", "2024-03-05"))
+        READERS["slurm"].read(SLURM, tz="UTC", window=("2024-03-04", "2024-03-05"))
     with pytest.raises(DomainError):
-        read_slurm(SLURM, tz="UTC", window=("2024-03-05T00:00Z", "2024-03-04T00:00Z"))
+        READERS["slurm"].read(SLURM, tz="UTC", window=("2024-03-05T00:00Z", "2024-03-04T00:00Z"))
 
 
 def test_slurm_overlapping_dumps_are_deduplicated(tmp_path, slurm):
     lines = (DATA / "slurm_sample" / "sacct.txt").read_text().splitlines()
     (tmp_path / "a.txt").write_text("\n".join(lines[:30]) + "\n")
     (tmp_path / "b.txt").write_text("\n".join([lines[0], *lines[20:]]) + "\n")
-    rec, ledger = read_slurm(
+    rec, ledger = READERS["slurm"].read(
         [tmp_path / "a.txt", tmp_path / "b.txt", *SLURM[1:]], tz="UTC", window=SLURM_WINDOW
     )
     dups = [e for e in ledger.entries if e.reason.startswith("duplicate row")]
@@ -291,7 +285,7 @@ def test_slurm_overlapping_dumps_are_deduplicated(tmp_path, slurm):
 
 
 def test_slurm_without_inventory_has_no_capacity():
-    rec, ledger = read_slurm(SLURM[0], tz="UTC")
+    rec, ledger = READERS["slurm"].read(SLURM[0], tz="UTC")
     assert rec.capacity is None and balanced(ledger)
     assert rec.extra["notes"]["window"].startswith("2024-03-04T00:00:30")
 
@@ -363,7 +357,7 @@ def test_slurm_every_line_is_accounted_for(rows):
         path = Path(d) / "sacct.txt"
         path.write_text("\n".join([_SACCT_HEADER, *rows]) + "\n")
         try:
-            rec, ledger = read_slurm(path, tz="UTC")
+            rec, ledger = READERS["slurm"].read(path, tz="UTC")
         except InputError as exc:  # every row rejected: no window can be formed
             assert "no usable job records" in str(exc)
             return
@@ -453,17 +447,17 @@ def test_kueue_capacity_queue_and_validators(kueue):
 
 
 def test_kueue_pool_by_flavor(kueue):
-    rec, ledger = read_kueue(KUEUE, pool_by="flavor", window=KUEUE_WINDOW)
+    rec, ledger = READERS["kueue"].read(KUEUE, pool_by="flavor", window=KUEUE_WINDOW)
     assert set(rec.allocations["pool"]) == {"a100-80g", "h100-80g"}
     assert rec.queue is None and balanced(ledger)
     with pytest.raises(DomainError):
-        read_kueue(KUEUE, pool_by="namespace")
+        READERS["kueue"].read(KUEUE, pool_by="namespace")
 
 
 def test_kueue_json_list_reads_like_yaml(tmp_path, kueue):
     docs = [d for d in yaml.safe_load_all(KUEUE.read_text()) if d]
     (tmp_path / "w.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-    rec, ledger = read_kueue(tmp_path / "w.json", window=KUEUE_WINDOW)
+    rec, ledger = READERS["kueue"].read(tmp_path / "w.json", window=KUEUE_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, kueue[0].allocations)
     assert ledger.read == 14 and (ledger.kept, ledger.repaired) == (11, 3)
 
@@ -569,16 +563,16 @@ def test_helios_glitch_day_is_carried_and_named(helios):
 
 
 def test_helios_glitch_day_can_be_rejected():
-    rec, ledger = read_helios([VCS[0], HELIOS / "Earth_gpu_number.csv"], glitch="reject")
+    rec, ledger = READERS["helios-sequence"].read([VCS[0], HELIOS / "Earth_gpu_number.csv"], glitch="reject")
     e = only_entry(ledger, "rejected")
     assert e.row == 40 and "day rejected" in e.reason
     q = rec.extra["quota"]
     assert pd.Timestamp("2020-05-09", tz="Asia/Shanghai") not in set(q["start"])
     assert "1440 minutes have no quota day" in rec.extra["notes"]["quota_check"]
     with pytest.raises(DomainError):
-        read_helios(VCS[0], glitch="keep")
+        READERS["helios-sequence"].read(VCS[0], glitch="keep")
     with pytest.raises(DomainError):
-        read_helios(VCS[0], resolution_s=0)
+        READERS["helios-sequence"].read(VCS[0], resolution_s=0)
 
 
 def test_detect_quota_glitch_days_on_the_raw_quota_file():
@@ -681,7 +675,7 @@ def test_queue_from_pending_conserves_waiting_device_time(items):
 
 
 def test_corpus_slurm_duplicate_rows():
-    rec, ledger = read_slurm(CORPUS / "slurm_duplicate_rows.txt", tz="UTC")
+    rec, ledger = READERS["slurm"].read(CORPUS / "slurm_duplicate_rows.txt", tz="UTC")
     assert (ledger.read, ledger.kept, ledger.rejected) == (4, 3, 1) and balanced(ledger)
     e = only_entry(ledger, "rejected")
     assert e.row == 4 and e.reason == "duplicate row (same as line 3)"
@@ -689,14 +683,14 @@ def test_corpus_slurm_duplicate_rows():
 
 
 def test_corpus_kueue_duplicate_objects():
-    rec, ledger = read_kueue(CORPUS / "kueue_duplicate_objects.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_duplicate_objects.yaml")
     assert (ledger.read, ledger.kept, ledger.rejected) == (2, 1, 1) and balanced(ledger)
     assert only_entry(ledger, "rejected").reason == "duplicate object (same as row 1)"
     assert len(rec.allocations) == 1
 
 
 def test_corpus_helios_duplicate_minute():
-    rec, ledger = read_helios(CORPUS / "helios_duplicate_minute.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "helios_duplicate_minute.csv")
     assert (ledger.read, ledger.kept, ledger.rejected) == (6, 4, 2) and balanced(ledger)
     assert [(e.row, e.reason) for e in ledger.entries] == [
         (4, "duplicate row"),
@@ -709,15 +703,16 @@ def test_corpus_helios_duplicate_minute():
     ("reader", "path", "field", "code", "reason"),
     [
         (
-            lambda p: read_slurm(p, tz="UTC"),
+            lambda p: READERS["slurm"].read(p, tz="UTC"),
             "slurm_unknown_state.txt",
             "State",
             "unknown_job_state",
             "unknown job state 'STAGE_OUT'",
         ),
-        (read_kueue, "kueue_unknown_reason.yaml", None, "unknown_end_reason", "end reason not recognised"),
+        (READERS["kueue"].read, "kueue_unknown_reason.yaml", None, "unknown_end_reason",
+         "end reason not recognised"),
         (
-            read_volcano,
+            READERS["volcano"].read,
             "volcano_unknown_phase.jsonl",
             "object.status.phase",
             "unknown_podgroup_phase",
@@ -739,7 +734,7 @@ def test_corpus_unknown_states_are_kept_and_flagged(reader, path, field, code, r
 
 
 def test_corpus_openb_bad_pods():
-    rec, ledger = read_openb(CORPUS / "openb_bad_pods.csv")
+    rec, ledger = READERS["openb"].read(CORPUS / "openb_bad_pods.csv")
     assert (ledger.read, ledger.kept, ledger.repaired, ledger.rejected) == (10, 5, 0, 5) and balanced(ledger)
     got = {(e.row, e.field) for e in entries(ledger, "rejected")}
     assert got == {
@@ -758,21 +753,21 @@ def test_corpus_openb_bad_pods():
 
 
 def test_corpus_openb_bad_nodes():
-    rec, ledger = read_openb(CORPUS / "openb_bad_nodes.csv")
+    rec, ledger = READERS["openb"].read(CORPUS / "openb_bad_nodes.csv")
     assert (ledger.read, ledger.kept, ledger.rejected) == (5, 2, 3) and balanced(ledger)
     assert rec.extra["installed"]["devices"].sum() == 10
 
 
 def test_corpus_mixed_naive_and_aware_times_are_rejected():
-    rec, ledger = read_slurm(CORPUS / "slurm_mixed_timezones.txt", tz="UTC")
+    rec, ledger = READERS["slurm"].read(CORPUS / "slurm_mixed_timezones.txt", tz="UTC")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field) == (3, "Submit") and e.reason.startswith("mixed naive and timezone-aware times")
     assert sorted(rec.allocations["job_id"]) == ["7201", "7203"] and balanced(ledger)
-    rec, ledger = read_helios(CORPUS / "helios_mixed_timezones.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "helios_mixed_timezones.csv")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field) == (5, "time") and "mixed" in e.reason and len(rec.occupancy) == 3
     # Kubernetes times must carry an offset: a naive one is rejected with the object
-    rec, ledger = read_kueue(CORPUS / "kueue_naive_time.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_naive_time.yaml")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field) == (2, "status.conditions.lastTransitionTime")
     assert rec.allocations["job_id"].tolist() == ["team-a/good-job"]
@@ -780,26 +775,26 @@ def test_corpus_mixed_naive_and_aware_times_are_rejected():
 
 def test_corpus_naive_times_without_a_zone_raise():
     with pytest.raises(InputError) as exc:
-        read_slurm(CORPUS / "slurm_mixed_timezones.txt")
+        READERS["slurm"].read(CORPUS / "slurm_mixed_timezones.txt")
     assert exc.value.row == 2
 
 
 def test_corpus_release_before_gang_completion_is_rejected():
-    rec, ledger = read_slurm(CORPUS / "slurm_release_before_gang.txt", tz="UTC")
+    rec, ledger = READERS["slurm"].read(CORPUS / "slurm_release_before_gang.txt", tz="UTC")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field) == (3, "End") and "before gang completion" in e.reason
     assert rec.allocations["job_id"].tolist() == ["7301"]
-    rec, ledger = read_kueue(CORPUS / "kueue_release_before_gang.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_release_before_gang.yaml")
     assert only_entry(ledger, "rejected").reason == "released before its gang completed"
     assert rec.allocations.empty and balanced(ledger)
 
 
 def test_corpus_elastic_without_marker_is_refused_rigid_is_inferred():
-    rec, ledger = read_kueue(CORPUS / "kueue_elastic_no_podsready.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_elastic_no_podsready.yaml")
     e = only_entry(ledger, "rejected")
     assert "elastic" in e.reason and "cannot be inferred" in e.reason
     assert rec.allocations.empty and balanced(ledger)
-    rec, ledger = read_kueue(CORPUS / "kueue_rigid_no_podsready.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_rigid_no_podsready.yaml")
     assert (ledger.kept, ledger.repaired) == (1, 0) and not ledger.entries
     f = only_flag(ledger)
     assert f.code == "gang_complete_inferred_at_admission" and "inferred at admission" in f.message
@@ -811,7 +806,7 @@ def test_corpus_elastic_without_marker_is_refused_rigid_is_inferred():
 
 
 def test_corpus_volcano_gang_that_never_completes():
-    rec, ledger = read_volcano(CORPUS / "volcano_partial_gang.jsonl")
+    rec, ledger = READERS["volcano"].read(CORPUS / "volcano_partial_gang.jsonl")
     e = only_entry(ledger, "repaired")
     assert e.row == 2 and "gang never completed" in e.reason
     r0, r1 = row_of(rec.allocations, "ml/pg-a", 0), row_of(rec.allocations, "ml/pg-a", 1)
@@ -824,7 +819,7 @@ def test_corpus_volcano_gang_that_never_completes():
 
 
 def test_corpus_allocated_above_capacity_is_kept_not_clipped():
-    rec, ledger = read_slurm(
+    rec, ledger = READERS["slurm"].read(
         [CORPUS / "slurm_above_capacity.txt", CORPUS / "slurm_above_capacity_nodes.txt"], tz="UTC"
     )
     assert ledger.rejected == 0 and balanced(ledger)
@@ -832,7 +827,7 @@ def test_corpus_allocated_above_capacity_is_kept_not_clipped():
     part = scheduling_partition(rec.allocations, rec.capacity)
     assert part.table.loc["gpu", "over_allocated_device_s"] == 8 * 3600
     assert part.flags and "above capacity" in part.flags[0]
-    rec, ledger = read_helios(CORPUS / "vcAbove.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "vcAbove.csv")
     f = only_flag(ledger)
     assert f.row == 3 and f.code == "allocated_above_capacity" and "never clipped" in f.message
     assert (ledger.kept, ledger.repaired, ledger.rejected) == (4, 0, 0) and f.field == "running_gpu_num"
@@ -841,7 +836,7 @@ def test_corpus_allocated_above_capacity_is_kept_not_clipped():
 
 
 def test_corpus_overlapping_attempts_of_one_job():
-    rec, ledger = read_slurm(CORPUS / "slurm_overlapping_attempts.txt", tz="UTC")
+    rec, ledger = READERS["slurm"].read(CORPUS / "slurm_overlapping_attempts.txt", tz="UTC")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field) == (3, "Start") and "overlaps an earlier attempt" in e.reason
     a = rec.allocations.sort_values("attempt")
@@ -849,34 +844,34 @@ def test_corpus_overlapping_attempts_of_one_job():
         T("2024-03-04 00:01"),
         T("2024-03-04 05:10"),
     ]
-    rec, ledger = read_kueue(CORPUS / "kueue_overlapping_attempts.yaml")
+    rec, ledger = READERS["kueue"].read(CORPUS / "kueue_overlapping_attempts.yaml")
     assert only_entry(ledger, "rejected").row == 2 and len(rec.allocations) == 1
 
 
 def test_corpus_truncated_files():
-    rec, ledger = read_slurm(CORPUS / "slurm_truncated.txt", tz="UTC")
+    rec, ledger = READERS["slurm"].read(CORPUS / "slurm_truncated.txt", tz="UTC")
     e = only_entry(ledger, "rejected")
     assert e.row == 4 and "fields where the header has 17" in e.reason and len(rec.allocations) == 2
-    rec, ledger = read_helios(CORPUS / "helios_truncated.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "helios_truncated.csv")
     assert only_entry(ledger, "rejected").row == 5 and len(rec.occupancy) == 3
-    rec, ledger = read_volcano(
+    rec, ledger = READERS["volcano"].read(
         CORPUS / "volcano_truncated.jsonl", window=("2024-06-03T09:00Z", "2024-06-03T10:00Z")
     )
     e = only_entry(ledger, "rejected")
     assert e.row == 3 and "truncated" in e.reason
     assert row_of(rec.allocations, "ml/pg-a").end_state == "running"  # its end was in the lost line
     with pytest.raises(InputError, match="malformed YAML"):
-        read_kueue(CORPUS / "kueue_truncated.yaml")
+        READERS["kueue"].read(CORPUS / "kueue_truncated.yaml")
     with pytest.raises(InputError, match="truncated or corrupt gzip stream"):  # fleetlib._io
-        read_helios(CORPUS / "helios_truncated.csv.gz")
+        READERS["helios-sequence"].read(CORPUS / "helios_truncated.csv.gz")
 
 
 @pytest.mark.parametrize(
     ("reader", "path", "field"),
     [
-        (lambda p: read_slurm(p, tz="UTC"), "slurm_missing_column.txt", "AllocTRES"),
-        (read_helios, "helios_missing_column.csv", "idle_gpu_num"),
-        (read_openb, "openb_missing_column.csv", "scheduled_time"),
+        (lambda p: READERS["slurm"].read(p, tz="UTC"), "slurm_missing_column.txt", "AllocTRES"),
+        (READERS["helios-sequence"].read, "helios_missing_column.csv", "idle_gpu_num"),
+        (READERS["openb"].read, "openb_missing_column.csv", "scheduled_time"),
     ],
 )
 def test_corpus_missing_required_column(reader, path, field):
@@ -888,11 +883,11 @@ def test_corpus_missing_required_column(reader, path, field):
 @pytest.mark.parametrize(
     ("reader", "path"),
     [
-        (lambda p: read_slurm(p, tz="UTC"), "slurm_empty.txt"),
-        (read_helios, "helios_empty.csv"),
-        (read_kueue, "kueue_empty.yaml"),
-        (read_volcano, "volcano_empty.jsonl"),
-        (read_openb, "openb_empty.csv"),
+        (lambda p: READERS["slurm"].read(p, tz="UTC"), "slurm_empty.txt"),
+        (READERS["helios-sequence"].read, "helios_empty.csv"),
+        (READERS["kueue"].read, "kueue_empty.yaml"),
+        (READERS["volcano"].read, "volcano_empty.jsonl"),
+        (READERS["openb"].read, "openb_empty.csv"),
     ],
 )
 def test_corpus_empty_file(reader, path):
@@ -902,14 +897,14 @@ def test_corpus_empty_file(reader, path):
 
 
 def test_corpus_helios_running_plus_idle_must_equal_total():
-    rec, ledger = read_helios(CORPUS / "helios_row_mismatch.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "helios_row_mismatch.csv")
     e = only_entry(ledger, "rejected")
     assert (e.row, e.field, e.reason) == (4, "idle_gpu_num", "running + idle != total (56 + 4 != 64)")
     assert len(rec.occupancy) == 3 and balanced(ledger)
 
 
 def test_corpus_quota_glitch_carry_and_reject():
-    rec, ledger = read_helios(CORPUS / "earth_quota_glitch.csv")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "earth_quota_glitch.csv")
     assert only_entry(ledger, "repaired").row == 4  # 2020-05-03: every pool 0 but vcD
     rej = only_entry(ledger, "rejected")
     assert (rej.row, rej.field) == (8, "total")  # total is not the sum of the pools
@@ -920,12 +915,12 @@ def test_corpus_quota_glitch_carry_and_reject():
     assert q.loc[day].to_dict() == {"vcA": 64, "vcB": 32, "vcC": 16, "vcD": 0}
     # a one-pool, one-day change is a plausible real change: not a glitch, kept as read
     assert q.loc[pd.Timestamp("2020-05-05", tz="Asia/Shanghai"), "vcA"] == 72
-    rec, ledger = read_helios(CORPUS / "earth_quota_glitch.csv", glitch="reject")
+    rec, ledger = READERS["helios-sequence"].read(CORPUS / "earth_quota_glitch.csv", glitch="reject")
     assert day not in set(rec.extra["quota"]["start"]) and ledger.rejected == 2 and balanced(ledger)
 
 
 def test_corpus_slurm_events_bad_rows_and_overlapping_events():
-    rec, ledger = read_slurm(
+    rec, ledger = READERS["slurm"].read(
         [
             CORPUS / "slurm_above_capacity.txt",
             CORPUS / "slurm_above_capacity_nodes.txt",
@@ -940,11 +935,12 @@ def test_corpus_slurm_events_bad_rows_and_overlapping_events():
     # DOWN 01:00-02:00 and DRAIN 01:30-02:30 on the same node: out of service 01:00-02:30, counted once
     assert (cap["devices_out_of_service"] * dur).sum() == 8 * 5400
     with pytest.raises(InputError, match="node inventory"):
-        read_slurm([CORPUS / "slurm_above_capacity.txt", CORPUS / "slurm_events_bad.txt"], tz="UTC")
+        READERS["slurm"].read([CORPUS / "slurm_above_capacity.txt", CORPUS / "slurm_events_bad.txt"],
+                              tz="UTC")
 
 
 def test_corpus_kubernetes_records_with_bad_parts():
-    rec, ledger = read_volcano(CORPUS / "volcano_bad_records.jsonl")
+    rec, ledger = READERS["volcano"].read(CORPUS / "volcano_bad_records.jsonl")
     got = {(e.row, e.field) for e in entries(ledger, "rejected")}
     assert got == {(2, "time"), (4, None), (6, "object.spec.minResources")} and balanced(ledger)
     assert len(rec.allocations) == 1
@@ -953,35 +949,35 @@ def test_corpus_kubernetes_records_with_bad_parts():
 def test_unrecognised_files_raise(tmp_path):
     (tmp_path / "x.txt").write_text("a|b|c\n1|2|3\n")
     with pytest.raises(InputError, match="header is not sacct"):
-        read_slurm(tmp_path / "x.txt", tz="UTC")
+        READERS["slurm"].read(tmp_path / "x.txt", tz="UTC")
     (tmp_path / "y.csv").write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="neither an openb pod list"):
-        read_openb(tmp_path / "y.csv")
+        READERS["openb"].read(tmp_path / "y.csv")
     with pytest.raises(InputError, match="file not found"):
-        read_helios(tmp_path / "missing.csv")
+        READERS["helios-sequence"].read(tmp_path / "missing.csv")
     (tmp_path / "z.yaml").write_text("kind: Pod\nmetadata: {name: p}\n")
     with pytest.raises(InputError, match="no usable Workload"):
-        read_kueue(tmp_path / "z.yaml")
+        READERS["kueue"].read(tmp_path / "z.yaml")
     with pytest.raises(DomainError):
-        read_helios([])
+        READERS["helios-sequence"].read([])
 
 
 def test_gzipped_sacct_reads_like_plain(tmp_path, slurm):
     gz = tmp_path / "sacct.txt.gz"
     with gzip.open(gz, "wt") as fh:
         fh.write((DATA / "slurm_sample" / "sacct.txt").read_text())
-    rec, _ = read_slurm([gz, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
+    rec, _ = READERS["slurm"].read([gz, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
     # gzip is recognised by its bytes, not its name: a gzipped file named .txt reads the same
     disguised = tmp_path / "sacct.txt"
     disguised.write_bytes(gz.read_bytes())
-    rec, _ = read_slurm([disguised, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
+    rec, _ = READERS["slurm"].read([disguised, *SLURM[1:]], tz="UTC", window=SLURM_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
     # other compressions are refused with their name
     bz = tmp_path / "sacct.txt.bz2"
     bz.write_bytes(b"BZh91AY&SY" + bytes(20))
     with pytest.raises(InputError, match="bzip2"):
-        read_slurm([bz], tz="UTC")
+        READERS["slurm"].read([bz], tz="UTC")
 
 
 def test_every_window_form_reads_the_same(slurm):
@@ -989,7 +985,7 @@ def test_every_window_form_reads_the_same(slurm):
     start, end = (pd.Timestamp(w) for w in SLURM_WINDOW)
     for window in (SLURM_WINDOW, (start.isoformat(), end.isoformat()),
                    f"{start.isoformat()}/{end.isoformat()}", Window.between(start, end)):
-        rec, _ = read_records(SLURM, "slurm", tz="UTC", window=window)
+        rec, _ = read(SLURM, "slurm", tz="UTC", window=window)
         pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
 
 
@@ -998,15 +994,28 @@ def test_every_window_form_reads_the_same(slurm):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_read_records_dispatches_by_format(slurm, kueue):
-    rec, _ = read_records(SLURM, "slurm", tz="UTC", window=SLURM_WINDOW)
+def test_read_dispatches_by_format(slurm, kueue):
+    rec, _ = read(SLURM, "slurm", tz="UTC", window=SLURM_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, slurm[0].allocations)
-    rec, _ = read_records([KUEUE], "kueue", window=KUEUE_WINDOW)
+    rec, _ = read([KUEUE], "kueue", window=KUEUE_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, kueue[0].allocations)
-    assert set(FORMATS) == {"slurm", "kueue", "volcano", "helios-sequence", "openb", "philly", "pai",
+    assert set(READERS) == {"slurm", "kueue", "volcano", "helios-sequence", "openb", "philly", "pai",
                             "canonical"}
     with pytest.raises(DomainError, match="format must be one of"):
-        read_records(SLURM, "lsf")
+        read(SLURM, "lsf")
+
+
+def test_records_are_the_protocols_tables(slurm, helios, openb):
+    # what a reader returns is one mapping: the canonical tables it gives, then the format's own
+    rec = slurm[0]
+    assert list(rec) == ["allocations", "capacity", "queue"] and len(rec) == 3
+    assert rec["capacity"] is rec.capacity and rec.get("occupancy") is None and "occupancy" not in rec
+    assert rec.tables() == {"allocations": rec.allocations, "capacity": rec.capacity, "queue": rec.queue,
+                            "reservations": None, "occupancy": None}
+    assert list(helios[0]) == ["occupancy", "quota"] and helios[0]["quota"] is helios[0].extra["quota"]
+    assert list(openb[0]) == ["waits", "installed"] and "notes" not in openb[0]
+    with pytest.raises(KeyError):
+        openb[0]["notes"]
 
 
 def test_canonical_round_trip_through_parquet(tmp_path, slurm):
@@ -1014,14 +1023,14 @@ def test_canonical_round_trip_through_parquet(tmp_path, slurm):
 
     rec = slurm[0]
     path = write_allocations(rec.allocations, rec.capacity, tmp_path / "slurm.parquet", queue=rec.queue)
-    back, ledger = read_records([path], "canonical", window=SLURM_WINDOW)
+    back, ledger = read([path], "canonical", window=SLURM_WINDOW)
     assert ledger.rejected == 0 and len(back.allocations) == len(rec.allocations)
     a = back.allocations.sort_values(["job_id", "attempt"]).reset_index(drop=True)
     b = rec.allocations.sort_values(["job_id", "attempt"]).reset_index(drop=True)
     for c in ("job_id", "attempt", "devices", "submit", "first_assigned", "gang_complete", "release"):
         pd.testing.assert_series_equal(a[c], b[c], check_names=False, check_dtype=False)
     with pytest.raises(DomainError, match="one Parquet file"):
-        read_records([path, path], "canonical")
+        read([path, path], "canonical")
 
 
 def test_scheduling_command_json(slurm):

@@ -13,8 +13,6 @@ import pytest
 
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.records import (
-    ALLOCATION_COLUMNS,
-    END_STATES,
     SchedulerRecords,
     infer_gang_complete,
     times_ns,
@@ -24,6 +22,7 @@ from fleetlib.scheduling.records import (
     validate_queue,
     validate_reservations,
 )
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, END_STATES
 
 T0 = pd.Timestamp("2025-03-01", tz="UTC")
 
@@ -331,7 +330,7 @@ def _ledger_rows(led: Ledger) -> list[tuple]:
 
 
 def test_categorical_columns_and_blocked_checks_match_the_plain_path(monkeypatch):
-    # read_canonical hands categorical pool and end_state columns; they take a faster path (category
+    # the canonical reader hands categorical pool and end_state columns; they take a faster path (category
     # codes, first occurrences found block by block) that must give the same table and ledger as
     # text columns.  Blocks of 3 rows put first occurrences and the sorted-id check across blocks.
     from fleetlib.scheduling import records as rec

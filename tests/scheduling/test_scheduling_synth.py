@@ -9,20 +9,16 @@ import pandas as pd
 import pytest
 
 from fleetlib.quality import DomainError, InputError
-from fleetlib.scheduling.goodput import (
-    PARTITION_COLUMNS,
-    goodput_timeseries,
-    held_time,
-    scheduling_partition,
-    scheduling_summary,
-)
-from fleetlib.scheduling.records import ALLOCATION_COLUMNS, validate_allocations, validate_reservations
+from fleetlib.scheduling.goodput import scheduling_partition, scheduling_summary
+from fleetlib.scheduling.readers import READERS
+from fleetlib.scheduling.records import validate_allocations, validate_reservations
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PARTITION_COLUMNS
 from fleetlib.scheduling.synth import (
-    read_canonical,
     synth_allocations_command,
     synthetic_fleet,
     write_allocations,
 )
+from fleetlib.scheduling.views import goodput_timeseries, held_time
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +119,7 @@ def test_bad_arguments():
 def test_parquet_round_trip_and_summary(tmp_path, fleet):
     path = write_allocations(fleet.allocations, fleet.capacity, tmp_path / "f.parquet",
                              reservations=fleet.reservations, row_group_size=1000)
-    recs, led = read_canonical(path)
+    recs, led = READERS["canonical"].read(path)
     n_rows = len(fleet.allocations) + len(fleet.capacity) + len(fleet.reservations)
     assert led.read == led.kept == n_rows and not led.entries
     for got, want in ((recs.allocations, fleet.allocations), (recs.capacity, fleet.capacity),
@@ -145,25 +141,25 @@ def test_string_job_ids_round_trip(tmp_path):
     a = f.allocations.copy()
     a["job_id"] = "job-" + a["job_id"].astype(str)
     path = write_allocations(a, f.capacity, tmp_path / "s.parquet")
-    recs, led = read_canonical(path)
+    recs, led = READERS["canonical"].read(path)
     assert recs.allocations["job_id"].tolist() == a["job_id"].tolist() and led.kept == led.read
     assert recs.reservations is None
 
 
-def test_read_canonical_refuses_other_parquet(tmp_path):
+def test_canonical_reader_refuses_other_parquet(tmp_path):
     p = tmp_path / "plain.parquet"
     pd.DataFrame({"x": [1]}).to_parquet(p)
     with pytest.raises(InputError, match="fleetlib"):
-        read_canonical(p)
+        READERS["canonical"].read(p)
     q = tmp_path / "notparquet.parquet"
     q.write_text("hello")
     with pytest.raises(InputError, match="Parquet"):
-        read_canonical(q)
+        READERS["canonical"].read(q)
 
 
-def test_read_canonical_without_validation_counts_rows(tmp_path):
+def test_canonical_reader_without_validation_counts_rows(tmp_path):
     f = synthetic_fleet(40, seed=2)
-    _, led = read_canonical(write_allocations(f.allocations, f.capacity, tmp_path / "v.parquet"),
+    _, led = READERS["canonical"].read(write_allocations(f.allocations, f.capacity, tmp_path / "v.parquet"),
                                validate=False)
     assert led.read == led.kept == 40 + len(f.capacity)
 
@@ -172,7 +168,7 @@ def test_synth_command_writes_a_file_the_canonical_reader_reads(tmp_path):
     out = synth_allocations_command(500, 4, tmp_path / "cmd.parquet")
     json.dumps(out)
     assert out["allocations"] == 500 and out["path"].endswith("cmd.parquet")
-    recs, led = read_canonical(out["path"])
+    recs, led = READERS["canonical"].read(out["path"])
     assert len(recs.allocations) == 500 and led.rejected == 0
     s = scheduling_summary(**recs.tables(), ledger=led)
     assert s["scheduling_goodput"] == pytest.approx(out["truth"]["scheduling_goodput"], rel=1e-12)

@@ -63,7 +63,7 @@ _SUFFIXES = (".parquet", ".pq", ".csv", ".csv.gz")
 
 
 @dataclass(frozen=True)
-class _Block:
+class TimerBlock:
     """Whole row groups of one Parquet file (or a whole CSV file) read as one partition."""
 
     file: str
@@ -72,7 +72,7 @@ class _Block:
     rows: int
 
 
-def _is_csv(path: Path) -> bool:
+def is_csv(path: Path) -> bool:
     return path.name.lower().endswith((".csv", ".csv.gz"))
 
 
@@ -115,7 +115,7 @@ def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
     return [p]
 
 
-def _parquet_blocks(path: Path, partition_rows: int) -> list[_Block]:
+def _parquet_blocks(path: Path, partition_rows: int) -> list[TimerBlock]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -142,36 +142,36 @@ def _parquet_blocks(path: Path, partition_rows: int) -> list[_Block]:
     md = meta.metadata
     if md.num_rows == 0:
         raise InputError("empty file: no rank-timer rows", file=file, row=1)
-    blocks: list[_Block] = []
+    blocks: list[TimerBlock] = []
     groups: list[int] = []
     rows = 0
     first = 1
     for g in range(md.num_row_groups):
         n = md.row_group(g).num_rows
         if groups and rows + n > partition_rows:
-            blocks.append(_Block(file, tuple(groups), first, rows))
+            blocks.append(TimerBlock(file, tuple(groups), first, rows))
             first += rows
             groups, rows = [], 0
         groups.append(g)
         rows += n
     if groups:
-        blocks.append(_Block(file, tuple(groups), first, rows))
+        blocks.append(TimerBlock(file, tuple(groups), first, rows))
     return [b for b in blocks if b.rows > 0]
 
 
-def _blocks(files: Sequence[Path], partition_rows: int) -> list[_Block]:
+def _blocks(files: Sequence[Path], partition_rows: int) -> list[TimerBlock]:
     if partition_rows < 1:
         raise DomainError(f"partition_rows must be at least 1; got {partition_rows!r}")
-    out: list[_Block] = []
+    out: list[TimerBlock] = []
     for f in files:
-        if _is_csv(f):
-            out.append(_Block(str(f), None, 2, -1))
+        if is_csv(f):
+            out.append(TimerBlock(str(f), None, 2, -1))
         else:
             out.extend(_parquet_blocks(f, partition_rows))
     return out
 
 
-def _read_block(block: _Block) -> pd.DataFrame:
+def _read_block(block: TimerBlock) -> pd.DataFrame:
     """Read one block's three columns as stored (no checks beyond what the format gives)."""
     if block.row_groups is None:
         return _read_csv(block.file)
@@ -206,7 +206,7 @@ def _read_csv(file: str) -> pd.DataFrame:
 
 
 @dataclass
-class _Clean:
+class CleanBlock:
     """The kept rows of one block as arrays, with the ledger of the block."""
 
     rank: np.ndarray
@@ -266,7 +266,7 @@ def _int_array(col: pd.Series, name: str, file: str, first_row: int) -> np.ndarr
     return values
 
 
-def _check_block(frame: pd.DataFrame, block: _Block) -> _Clean:
+def check_block(frame: pd.DataFrame, block: TimerBlock) -> CleanBlock:
     """Validate one block; reject bad durations into the ledger; raise on what cannot be repaired."""
     file, first = block.file, block.first_row
     for name in RANK_TIMER_COLUMNS:
@@ -294,10 +294,10 @@ def _check_block(frame: pd.DataFrame, block: _Block) -> _Clean:
         rows = first + np.flatnonzero(keep)
         rank, step, dur = rank[keep], step[keep], dur[keep]
     ledger.kept = len(dur)
-    return _Clean(rank, step, dur, rows, ledger)
+    return CleanBlock(rank, step, dur, rows, ledger)
 
 
-def _row_of(clean: _Clean, first_row: int, i: int) -> int:
+def row_of(clean: CleanBlock, first_row: int, i: int) -> int:
     return int(clean.rows[i]) if clean.rows is not None else first_row + i
 
 
@@ -306,7 +306,7 @@ def _row_of(clean: _Clean, first_row: int, i: int) -> int:
 # Duplicates
 # ---------------------------------------------------------------------------------------------------
 
-def _duplicate_pair(rank: np.ndarray, step: np.ndarray) -> tuple[int, int] | None:
+def duplicate_pair(rank: np.ndarray, step: np.ndarray) -> tuple[int, int] | None:
     """Positions ``(first, second)`` of two rows with one ``(rank, step)``, or None.
 
     The usual layouts (step-major with ranks ascending, or rank-major with steps ascending) are
@@ -359,21 +359,21 @@ def read_rank_timers(path: str | Path | Iterable[str | Path]) -> tuple[pd.DataFr
     """
     files = rank_timer_files(path)
     blocks = _blocks(files, np.iinfo(np.int64).max)  # whole files
-    parts: list[_Clean] = []
+    parts: list[CleanBlock] = []
     for block in blocks:
-        parts.append(_check_block(_read_block(block), block))
+        parts.append(check_block(_read_block(block), block))
     ledger = Ledger.merged(p.ledger for p in parts)
     rank = np.concatenate([p.rank for p in parts])
     step = np.concatenate([p.step for p in parts])
     dur = np.concatenate([p.dur for p in parts])
-    pair = _duplicate_pair(rank, step)
+    pair = duplicate_pair(rank, step)
     if pair is not None:
         a, b = pair
         offsets = np.cumsum([0] + [p.dur.size for p in parts])
 
-        def where(i: int) -> tuple[_Block, int]:
+        def where(i: int) -> tuple[TimerBlock, int]:
             k = int(np.searchsorted(offsets, i, side="right")) - 1
-            return blocks[k], _row_of(parts[k], blocks[k].first_row, i - int(offsets[k]))
+            return blocks[k], row_of(parts[k], blocks[k].first_row, i - int(offsets[k]))
 
         (blk_a, row_a), (blk_b, row_b) = where(a), where(b)
         other = f"row {row_a}" + ("" if blk_a.file == blk_b.file else f" of {blk_a.file}")
@@ -408,11 +408,11 @@ def rank_timers_dask(path: str | Path, *, partition_rows: int = DEFAULT_PARTITIO
     DomainError
         A CSV file (read CSV with :func:`read_rank_timers`, or convert it to Parquet).
     """
-    return _dask_frame(rank_timer_files(path), partition_rows)[0]
+    return dask_frame(rank_timer_files(path), partition_rows)[0]
 
 
-def _dask_frame(files: Sequence[Path], partition_rows: int) -> tuple[Any, list[_Block]]:
-    csv = [f for f in files if _is_csv(f)]
+def dask_frame(files: Sequence[Path], partition_rows: int) -> tuple[Any, list[TimerBlock]]:
+    csv = [f for f in files if is_csv(f)]
     if csv:
         raise DomainError(f"the dask engine reads Parquet only ({csv[0]} is CSV); use engine='pandas' "
                           "or convert the file to Parquet")

@@ -3,7 +3,7 @@
 The canonical tables, their columns, dtypes and event kinds are defined in
 :mod:`fleetlib.runtime.timeline` (``STEP_COLUMNS``, ``EVENT_COLUMNS``, ``EVENT_KINDS``); this
 module turns files into them.  Every reader returns the tables together with a
-:class:`fleetlib.runtime.timeline.TimelineLedger` that accounts for every input record:
+:class:`fleetlib.quality.Ledger` that accounts for every input record:
 ``read == kept + repaired + rejected``.  A rejected record names its file, its row or line, the field
 and the reason; a repaired one names the repair.  Records that are kept but deserve a second look are
 *flagged* (``ledger.flags``: a code such as ``unknown_event_kind``, ``restore_uncommitted``,
@@ -24,15 +24,14 @@ Readers (one module per format)
 -------------------------------
 * :func:`read_mlperf` -- MLPerf ``:::MLLOG`` result logs.  The raw interval sums of one log
   (held = ``init_start`` -> ``run_stop``, startup = init, productive = training blocks,
-  evaluation = evals) are command output: :func:`fleetlib.runtime.commands.mlperf_summary`,
-  re-exported here.
+  evaluation = evals) are command output: :func:`fleetlib.runtime.commands.mlperf_summary`.
 * :func:`read_mlgoodput` -- ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries.
 * :func:`read_canonical` -- the canonical columns (with documented aliases) as CSV or Parquet.
 * :func:`read_bloom_events` -- the hand-transcribed BLOOM-176B event table in ``data/timelines``.
 * :func:`read_torchtitan` -- torchtitan's structured logs (per-rank JSONL span records): steps,
   input waits, checkpoints, evaluations, failures and restores per rank (job ``<job>/rank<r>``).
-* :func:`read_replica_lifecycle` and :func:`replica_runtime_goodput` -- a serving replica's
-  lifecycle log (placed -> loading -> warmup -> ready -> draining -> released).
+* :func:`read_replica_lifecycle` -- a serving replica's lifecycle log (placed -> loading -> warmup
+  -> ready -> draining -> released), measured by :func:`fleetlib.runtime.goodput.replica_runtime_goodput`.
 
 Row numbers are counted as each format counts them: a CSV row is its line number (the header is
 line 1), a Parquet row is its index + 1, a JSON-lines or log record is its line number.
@@ -45,17 +44,21 @@ Ledger)`` (:mod:`fleetlib.registry`): ``tables`` is ``{"steps": ..., "events": .
 window is read by :meth:`fleetlib.accounting.Window.parse` and applied by the measurement, never by
 dropping records.  :data:`READERS` maps each ``--format`` name to its :class:`~fleetlib.registry.ReaderSpec`.
 
-Adding a format: write ``readers/<format>.py`` with ``read`` (parse into frames carrying ``_file`` and
-``_row``, report through one ``_FileBook`` per file and the shared checks of ``_common``), add one
-``ReaderSpec`` with a bundled good sample and a broken one from ``tests/corpus/runtime/`` to
-:data:`READERS`; the command line, :func:`fleetlib.runtime.measure.measure` and the conformance suite
-take it from there.
+The ``read`` of a format is also its ``read_<format>`` (``read_canonical``, ``read_mlperf`` ...): one
+callable under two names.  The timeline readers return :class:`TimelineTables`, the protocol's dict
+whose two tables are also its attributes (``tables.steps``).
+
+Adding a format: write ``readers/<format>.py`` with ``read`` (a table format loads each file into one
+Arrow table with ``load_table`` and casts its columns with the column parsers of ``_common``; any
+format builds working frames carrying ``_file`` and ``_row``, reports through one ``FileBook`` per
+file and runs the shared checks of ``_common``), add one ``ReaderSpec`` with a bundled good sample and
+a broken one from ``tests/corpus/runtime/`` to :data:`READERS`; the command line,
+:func:`fleetlib.runtime.measure.measure` and the conformance suite take it from there.
 """
 
 from __future__ import annotations
 
 from fleetlib.registry import ReaderSpec, Sample
-from fleetlib.runtime.goodput import ReplicaGoodput, replica_runtime_goodput
 from fleetlib.runtime.readers import bloom, canonical, mlgoodput, mlperf, serving, torchtitan
 from fleetlib.runtime.readers._common import PathLike, TimelineTables, bundled_path
 from fleetlib.runtime.readers.bloom import read_bloom_events
@@ -84,19 +87,14 @@ __all__ = [
     "REPLICA_PHASE_ALIASES",
     "STEP_ALIASES",
     "PathLike",
-    "ReplicaGoodput",
     "TimelineTables",
     "bundled_path",
-    "mlperf_runtime_json",
-    "mlperf_summary",
-    "mlperf_summary_table",
     "read_bloom_events",
     "read_canonical",
     "read_mlgoodput",
     "read_mlperf",
     "read_replica_lifecycle",
     "read_torchtitan",
-    "replica_runtime_goodput",
     "write_canonical",
 ]
 
@@ -151,16 +149,3 @@ READERS: dict[str, ReaderSpec] = {
         (Sample((f"{_DATA}/serving_replica_lifecycle.csv",), records=19),
          Sample((f"{_CORPUS}/replica_backwards.csv",), bad=True))),
 }
-
-#: Names that moved to :mod:`fleetlib.runtime.commands` (they assemble command output, which no reader
-#: does); still importable from here.
-_MOVED_TO_COMMANDS = ("mlperf_runtime_json", "mlperf_summary", "mlperf_summary_table")
-
-
-def __getattr__(name: str) -> object:
-    # resolved lazily: commands imports the readers, so the readers do not import commands up front
-    if name in _MOVED_TO_COMMANDS:
-        from fleetlib.runtime import commands
-
-        return getattr(commands, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

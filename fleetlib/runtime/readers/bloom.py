@@ -9,32 +9,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _TIME_DTYPE,
+    FileBook,
+    Part,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _check_events,
-    _close,
-    _cross_checks,
-    _FileBook,
-    _finalise_events,
-    _float_column,
-    _int_column,
-    _job_column,
-    _load_table,
-    _outside_plausible,
-    _protocol_window,
-    _reject,
-    _reject_outside,
-    _repair,
-    _sort_events,
-    _text_column,
     bundled_path,
+    check_events,
+    close_books,
+    cross_checks,
+    finalise_events,
+    float_column,
+    int_column,
+    job_column,
+    load_table,
+    outside_plausible,
+    parse_window,
+    reject,
+    reject_outside,
+    sort_events,
+    text_column,
 )
+from fleetlib.runtime.schema import TIME_DTYPE
 from fleetlib.runtime.timeline import (
-    TimelineLedger,
     empty_steps,
 )
 
@@ -47,7 +46,72 @@ _BLOOM_COLUMNS = ("job_id", "attempt", "date", "time_of_day", "tz", "kind", "ste
                   "lost_work_s", "source", "note")
 
 
-def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, TimelineLedger]:
+def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
+    """Read one BLOOM-style event table (None: the bundled copy)."""
+    path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
+    table, rows, truncated = load_table(path)
+    file = str(path)
+    books = {file: FileBook(file, rows, truncated=truncated)}
+    missing = [c for c in _BLOOM_COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])
+    if table.num_rows == 0:
+        return TimelineTables.empty(), close_books(books)
+    part = Part(books[file], rows)
+    column = table.column
+    date = text_column(column("date"))
+    tod = text_column(column("time_of_day"))
+    tz = text_column(column("tz"))
+    no_tz = (tz.isna() | (tz == "")).to_numpy()
+    part.reject(no_tz, "tz", "missing tz: the zone the chronicle stated the time in")
+    day_only = (tod.isna() | (tod == "")).to_numpy()
+    local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
+    naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
+    beyond = outside_plausible(naive) & ~no_tz
+    naive = reject_outside(part, "date", naive.where(~no_tz), local_text)
+    bad = naive.isna().to_numpy() & ~no_tz & ~beyond
+    part.reject(bad, "date", "date/time_of_day is not an ISO 8601 date and time")
+    utc = pd.Series(pd.NaT, index=range(len(rows)), dtype=TIME_DTYPE)
+    ok = ~bad & ~no_tz & ~beyond
+    for zone in pd.unique(tz[ok]):  # a handful of zones
+        m = ok & (tz == zone).to_numpy()
+        try:
+            loc = naive[m].dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
+        except Exception as exc:
+            raise InputError(f"tz {zone!r} is not a time zone", file=file, row=int(rows[np.argmax(m)]),
+                             field="tz") from exc
+        utc[m] = loc.dt.tz_convert("UTC").astype(TIME_DTYPE).to_numpy()
+    nat = utc.isna().to_numpy() & ok
+    part.reject(nat, "time_of_day", "local time does not exist or is ambiguous in its zone")
+    placed = day_only & ok & ~nat
+    if placed.any():
+        part.repair(placed, "time_of_day", [f"no time of day stated: placed at 12:00 {z}"
+                                            for z in tz[placed]])
+    attempt = int_column(column("attempt"), part=part, field="attempt", required=True)
+    jobs, _ = job_column(table, part, None)
+    kind = text_column(column("kind")).str.lower().to_numpy(dtype=object)
+    step = int_column(column("step"), part=part, field="step", required=False)
+    duration = float_column(column("duration_s"), part=part, field="duration_s")
+    lost = float_column(column("lost_work_s"), part=part, field="lost_work_s")
+    events = pd.DataFrame({
+        "_file": file, "_row": rows, "job_id": jobs, "attempt": attempt, "time": utc, "kind": kind,
+        "step": step, "duration_s": duration, "lost_work_s": lost,
+        "time_precision": np.where(day_only, "day", "second"),
+        "source": text_column(column("source")).to_numpy(dtype=object),
+        "note": text_column(column("note")).to_numpy(dtype=object),
+    })
+    no_kind = events["kind"].isna().to_numpy()
+    if no_kind.any():
+        reject(books, events[no_kind], "kind", "missing kind")
+    events = check_events(events, books, reorder_is_repair=True)
+    cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = close_books(books)
+    extra = ("lost_work_s", "time_precision", "source", "note")
+    return TimelineTables(empty_steps(), finalise_events(events, extra)), ledger
+
+
+def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
+         ) -> tuple[TimelineTables, Ledger]:
     """Read the hand-transcribed BLOOM-176B event table (a real case study) into canonical events.
 
     The table (``data/timelines/bloom_176b_events.csv``, transcribed from the BigScience training
@@ -63,83 +127,6 @@ def read_bloom_events(path: PathLike | None = None) -> tuple[TimelineTables, Tim
 
     Parameters
     ----------
-    path
-        The CSV (default: the bundled copy).
-
-    Returns
-    -------
-    tuple of (TimelineTables, TimelineLedger)
-        No steps; events with the canonical columns followed by ``lost_work_s, time_precision,
-        source, note``.
-    """
-    path = Path(path) if path is not None else bundled_path("bloom_176b_events.csv")
-    df, rows, truncated = _load_table(path)
-    file = str(path)
-    books = {file: _FileBook(file, rows, truncated=truncated)}
-    missing = [c for c in _BLOOM_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(f"the BLOOM event table lacks columns {missing}", file=file, row=1, field=missing[0])
-    if df.empty:
-        return TimelineTables.empty(), _close(books)
-    base = pd.DataFrame({"_file": file, "_row": rows})
-    date = _text_column(df["date"])
-    tod = _text_column(df["time_of_day"])
-    tz = _text_column(df["tz"])
-    no_tz = (tz.isna() | (tz == "")).to_numpy()
-    if no_tz.any():
-        _reject(books, base[no_tz], "tz", "missing tz: the zone the chronicle stated the time in")
-    day_only = (tod.isna() | (tod == "")).to_numpy()
-    local_text = date.fillna("") + "T" + tod.where(~day_only, "12:00:00").fillna("12:00:00")
-    naive = pd.to_datetime(local_text, format="ISO8601", errors="coerce")
-    beyond = _outside_plausible(naive) & ~no_tz
-    naive = _reject_outside(books, base, "date", naive.where(~no_tz), local_text)
-    bad = naive.isna().to_numpy() & ~no_tz & ~beyond
-    if bad.any():
-        _reject(books, base[bad], "date", "date/time_of_day is not an ISO 8601 date and time")
-    utc = pd.Series(pd.NaT, index=range(len(df)), dtype=_TIME_DTYPE)
-    ok = ~bad & ~no_tz & ~beyond
-    for zone in pd.unique(tz[ok]):  # a handful of zones
-        m = ok & (tz == zone).to_numpy()
-        try:
-            loc = naive[m].dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
-        except Exception as exc:
-            raise InputError(f"tz {zone!r} is not a time zone", file=file, row=int(rows[np.argmax(m)]),
-                             field="tz") from exc
-        utc[m] = loc.dt.tz_convert("UTC").astype(_TIME_DTYPE).to_numpy()
-    nat = utc.isna().to_numpy() & ok
-    if nat.any():
-        _reject(books, base[nat], "time_of_day", "local time does not exist or is ambiguous in its zone")
-    placed = day_only & ok & ~nat
-    if placed.any():
-        _repair(books, base[placed], "time_of_day",
-                [f"no time of day stated: placed at 12:00 {z}" for z in tz[placed]])
-    attempt = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True)
-    events = base.assign(
-        job_id=_job_column(df, base, books, None, file), attempt=attempt, time=utc,
-        kind=_text_column(df["kind"]).str.lower().to_numpy(dtype=object),
-        step=_int_column(df["step"], frame=base, books=books, field="step", required=False),
-        duration_s=_float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy(),
-        lost_work_s=_float_column(df["lost_work_s"], frame=base, books=books, field="lost_work_s").to_numpy(),
-        time_precision=np.where(day_only, "day", "second"),
-        source=_text_column(df["source"]).to_numpy(dtype=object),
-        note=_text_column(df["note"]).to_numpy(dtype=object),
-    )
-    no_kind = events["kind"].isna().to_numpy()
-    if no_kind.any():
-        _reject(books, base[no_kind], "kind", "missing kind")
-    events = _check_events(events, books, reorder_is_repair=True)
-    _cross_checks(pd.DataFrame(columns=["job_id", "attempt"]), events, books)
-    ledger = _close(books)
-    extra = ("lost_work_s", "time_precision", "source", "note")
-    return TimelineTables(empty_steps(), _finalise_events(events, extra)), ledger
-
-
-def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None = None, window: Any = None
-         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read BLOOM-style event tables: the reader protocol's form of :func:`read_bloom_events`.
-
-    Parameters
-    ----------
     paths
         One table or several (None: the bundled ``data/timelines/bloom_176b_events.csv``).
     tz
@@ -150,17 +137,22 @@ def read(paths: PathLike | Sequence[PathLike] | None = None, *, tz: str | None =
 
     Returns
     -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` (no steps: the chronicle records events) and the ledger.
+    tuple of (TimelineTables, Ledger)
+        ``{"steps": ..., "events": ...}``: no steps; events with the canonical columns followed by
+        ``lost_work_s, time_precision, source, note``; and the ledger.
     """
-    _protocol_window(window)
-    files = [None] if paths is None else _as_paths(paths)
+    parse_window(window)
+    files = [None] if paths is None else as_paths(paths)
+    if len(files) == 1:
+        return _read_one(files[0])
     steps, events, ledger = [], [], Ledger()
     for path in files:
-        tables, one = read_bloom_events(path)
+        tables, one = _read_one(path)
         steps.append(tables.steps)
         events.append(tables.events)
         ledger.extend(one)
-    if len(files) == 1:
-        return {"steps": steps[0], "events": events[0]}, ledger
-    return {"steps": steps[0], "events": _sort_events(pd.concat(events, ignore_index=True))}, ledger
+    return TimelineTables(steps[0], sort_events(pd.concat(events, ignore_index=True))), ledger
+
+
+#: The BLOOM event-table reader under the name it is exported by (the same callable as :func:`read`).
+read_bloom_events = read

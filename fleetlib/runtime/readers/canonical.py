@@ -8,122 +8,52 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _TIME_DTYPE,
+    FileBook,
+    Part,
     PathLike,
     TimelineTables,
-    _apply_aliases,
-    _as_paths,
-    _check_events,
-    _check_steps,
-    _close,
-    _concat,
-    _cross_checks,
-    _drop_rejected,
-    _file_column,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _float_column,
-    _int_column,
-    _job_column,
-    _load_table,
-    _na_ints,
-    _parse_times,
-    _protocol_window,
-    _reject,
-    _repair,
-    _text_column,
-    _timeline_tables,
+    apply_aliases,
+    attempts_from_bounds,
+    blank_rows,
+    check_events,
+    check_steps,
+    close_books,
+    concat_frames,
+    cross_checks,
+    distinct,
+    distinct_text,
+    drop_rejected,
+    file_column,
+    finalise_events,
+    finalise_steps,
+    flag,
+    float_column,
+    int_column,
+    job_column,
+    load_table,
+    na_ints,
+    parse_times,
+    parse_window,
+    take_rows,
 )
-from fleetlib.runtime.readers._parquet_fast import _assign_missing_attempts, read_fast
 from fleetlib.runtime.schema import (
     EVENT_ALIASES,
     EVENT_COLUMNS,
     STEP_ALIASES,
     STEP_COLUMNS,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
+    TIME_DTYPE,
 )
 
-# ---------------------------------------------------------------------------------------------------
-# Generic canonical CSV / Parquet
-# ---------------------------------------------------------------------------------------------------
+__all__ = ["read", "read_canonical", "write_canonical"]
 
 
-
-
-
-
-
-
-def _steps_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
-                      job_default: str | None) -> pd.DataFrame:
-    file = str(base["_file"].iloc[0]) if len(base) else ""
-    for col in ("step", "start", "end"):
-        if col not in df.columns:
-            raise InputError(f"a steps table needs column {col!r} (or an alias: {STEP_ALIASES[col]})",
-                             file=file, row=1, field=col)
-    out = base.copy()
-    out["job_id"] = _job_column(df, base, books, job_default, file)
-    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
-        if "attempt" in df.columns else _na_ints(len(df))
-    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=True)
-    out["start"] = _parse_times(df["start"], frame=base, books=books, field="start", tz=tz).array
-    out["end"] = _parse_times(df["end"], frame=base, books=books, field="end", tz=tz).array
-    out["start"] = out["start"].astype(_TIME_DTYPE)
-    out["end"] = out["end"].astype(_TIME_DTYPE)
-    if "input_wait_s" in df.columns:
-        w = _float_column(df["input_wait_s"], frame=base, books=books, field="input_wait_s", minimum=0.0)
-        blank = w.isna().to_numpy() & df["input_wait_s"].isna().to_numpy()
-        if blank.any():
-            _repair(books, base[blank], "input_wait_s", "blank input_wait_s taken as 0 (no wait measured)")
-        out["input_wait_s"] = w.fillna(0.0).to_numpy()
-    else:
-        out["input_wait_s"] = 0.0  # the column is optional: no measured wait
-    out["_has_attempt"] = "attempt" in df.columns
-    return out
-
-
-
-
-def _events_from_frame(df: pd.DataFrame, base: pd.DataFrame, books: Mapping[str, _FileBook], tz: str | None,
-                       job_default: str | None) -> pd.DataFrame:
-    file = str(base["_file"].iloc[0]) if len(base) else ""
-    for col in ("time", "kind"):
-        if col not in df.columns:
-            raise InputError(f"an events table needs column {col!r} (or an alias: {EVENT_ALIASES[col]})",
-                             file=file, row=1, field=col)
-    out = base.copy()
-    out["job_id"] = _job_column(df, base, books, job_default, file)
-    out["attempt"] = _int_column(df["attempt"], frame=base, books=books, field="attempt", required=True) \
-        if "attempt" in df.columns else _na_ints(len(df))
-    out["time"] = _parse_times(df["time"], frame=base, books=books, field="time", tz=tz).array
-    out["time"] = out["time"].astype(_TIME_DTYPE)
-    raw = _text_column(df["kind"])
-    missing = (raw.isna() | (raw == "")).to_numpy()
-    if missing.any():
-        _reject(books, base[missing], "kind", "missing kind")
-    norm = raw.fillna("").str.lower().str.replace(r"[\s\-]+", "_", regex=True)
-    changed = ~missing & (norm != raw.fillna("")).to_numpy()
-    if changed.any():
-        _repair(books, base[changed], "kind", [f"kind {a!r} normalised to {b!r}" for a, b in
-                                               zip(raw[changed], norm[changed], strict=True)])
-    out["kind"] = norm.to_numpy(dtype=object)
-    out["step"] = _int_column(df["step"], frame=base, books=books, field="step", required=False) \
-        if "step" in df.columns else _na_ints(len(df))
-    out["duration_s"] = (
-        _float_column(df["duration_s"], frame=base, books=books, field="duration_s").to_numpy()
-        if "duration_s" in df.columns else np.nan)
-    out["_has_attempt"] = "attempt" in df.columns
-    return out
-
-
-def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
-                   job_id: str | None = None) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read canonical steps and/or events from CSV or Parquet files.
 
     A file is a steps table when it has ``start`` and ``end`` columns, an events table when it has
@@ -151,54 +81,54 @@ def read_canonical(paths: PathLike | Sequence[PathLike], *, tz: str | None = Non
     Parameters
     ----------
     paths
-        One path or several (steps and events may be in separate files).
+        One path or several, CSV or Parquet (plain or gzip); steps and events may be in separate
+        files.
     tz
         IANA zone (``"Europe/Paris"``) or fixed offset naive times were written in.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for files without a ``job_id`` column.
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over every data row.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over every data row.
 
     Notes
     -----
-    Parquet files whose columns are already canonical-typed and pass every check are read by a fast
-    path (:mod:`fleetlib.runtime.readers._parquet_fast`) that returns the same tables and ledger;
-    anything else is read by the general path, which names every row it rejects or repairs.
+    One path for every file: each is read into one Arrow table (Parquet as typed; a CSV by pandas'
+    tokenizer, every cell text, so that rows keep their line numbers), its aliases applied and each
+    column cast to the canonical type.  Columns already canonical-typed are checked on their Arrow
+    buffers; text is parsed once per distinct value.  The checks of the steps and events
+    (:func:`~fleetlib.runtime.readers._common.check_steps`,
+    :func:`~fleetlib.runtime.readers._common.check_events`) cost a pass over rows already in order,
+    and every repair and rejection is booked with its file, row, field and value.
     """
-    fast = read_fast(paths, tz=tz, job_id=job_id)
-    if fast is not None:
-        return fast
-    return _read_general(paths, tz=tz, job_id=job_id)
-
-
-def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
-                  job_id: str | None) -> tuple[TimelineTables, TimelineLedger]:
-    """Read by the general path of :func:`read_canonical`: any CSV or Parquet, each row booked."""
-    books: dict[str, _FileBook] = {}
+    parse_window(window)
+    books: dict[str, FileBook] = {}
     steps_parts, event_parts = [], []
-    for path in _as_paths(paths):
-        df, rows, truncated = _load_table(path)
+    for path in as_paths(paths):
+        table, rows, truncated = load_table(path)
         file = str(path)
-        books[file] = _FileBook(file, rows, truncated=truncated)
-        base = pd.DataFrame({"_file": _file_column(file, len(rows)), "_row": rows})
-        if df.empty:
+        books[file] = FileBook(file, rows, truncated=truncated)
+        if table.num_rows == 0 or table.num_columns == 0:
             continue
-        blank = df.isna().all(axis=1).to_numpy()
-        if blank.any():
-            _reject(books, base[blank], None, "blank line")
-        if "record" in df.columns:
-            rec = _text_column(df["record"]).str.lower()
-            is_s = (rec == "step").to_numpy()
-            is_e = (rec == "event").to_numpy()
-            other = ~is_s & ~is_e & ~blank
-            if other.any():
-                _reject(books, base[other], "record", "record must be 'step' or 'event'")
-            parts = [(is_s & ~blank, "steps"), (is_e & ~blank, "events")]
+        part = Part(books[file], rows)
+        blank = blank_rows(table)
+        part.reject(blank, None, "blank line")
+        names = table.column_names
+        if "record" in names:
+            codes, texts = distinct_text(table.column("record"))
+            lower = texts.str.lower()
+            is_s = _coded(codes, (lower == "step").to_numpy(dtype=bool))  # a blank row is neither
+            is_e = _coded(codes, (lower == "event").to_numpy(dtype=bool))
+            if np.count_nonzero(is_s) + np.count_nonzero(is_e) + np.count_nonzero(blank) < table.num_rows:
+                part.reject(~is_s & ~is_e & ~blank, "record", "record must be 'step' or 'event'")
+            parts = [(is_s, "steps"), (is_e, "events")]
         else:
-            cols = set(df.columns)
+            cols = set(names)
             has_s = any(a in cols for a in ("start", *STEP_ALIASES["start"], "start_unix_s", "start_unix_ms"))
             has_e = any(a in cols for a in ("kind", *EVENT_ALIASES["kind"]))
             if has_s == has_e:
@@ -209,52 +139,141 @@ def _read_general(paths: PathLike | Sequence[PathLike], *, tz: str | None,
         for mask, what in parts:
             if not mask.any():
                 continue
-            sub = df[mask].reset_index(drop=True)
-            sub_base = base[mask].reset_index(drop=True)
+            sub, sub_part = take_rows(table, part, mask)
             if what == "steps":
-                sub = _apply_aliases(sub, STEP_ALIASES, file)
-                steps_parts.append(_steps_from_frame(sub, sub_base, books, tz, job_id))
+                steps_parts.append(_steps(apply_aliases(sub, STEP_ALIASES, file), sub_part, tz, job_id))
             else:
-                sub = _apply_aliases(sub, EVENT_ALIASES, file)
-                event_parts.append(_events_from_frame(sub, sub_base, books, tz, job_id))
-    steps = _drop_rejected(_concat(steps_parts), books)
-    events = _drop_rejected(_concat(event_parts), books)
+                event_parts.append(_events(apply_aliases(sub, EVENT_ALIASES, file), sub_part, tz, job_id))
+    steps = drop_rejected(concat_frames(steps_parts), books)
+    events = drop_rejected(concat_frames(event_parts), books)
     steps, events = _assign_missing_attempts(steps, events, books)
     if not steps.empty:
-        steps = _check_steps(steps, books, reorder_is_repair=True)
+        steps = check_steps(steps, books, reorder_is_repair=True)
     if not events.empty:
-        events = _check_events(events, books, reorder_is_repair=True)
-    _cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), events, books)
-    ledger = _close(books)
-    return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+        events = check_events(events, books, reorder_is_repair=True)
+    cross_checks(steps if not steps.empty else pd.DataFrame(columns=["job_id", "attempt"]), events, books)
+    ledger = close_books(books)
+    return TimelineTables(finalise_steps(steps), finalise_events(events, in_order=True)), ledger
 
 
+#: The canonical reader under the name it is exported by (the same callable as :func:`read`).
+read_canonical = read
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read canonical steps and events files: the reader protocol's form of :func:`read_canonical`.
+def _coded(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Return the rows whose code is one of the distinct values ``which`` marks."""
+    chosen = np.flatnonzero(which)
+    return codes == chosen[0] if chosen.size == 1 else np.isin(codes, chosen)
 
-    Parameters
-    ----------
-    paths
-        CSV or Parquet files (plain or gzip), steps and/or events.
-    tz
-        Zone of naive times (None: a naive column is refused), as in :func:`read_canonical`.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_canonical`.
 
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every data row.
+def _keys(table: pa.Table, part: Part, what: str, required: Sequence[str], aliases: Mapping[str, Any],
+          job_default: str | None) -> tuple[Any, np.ndarray, Any]:
+    """Refuse a table without a required column; return its job ids, their ranks and its attempts."""
+    names = table.column_names
+    for col in required:
+        if col not in names:
+            raise InputError(f"{what} needs column {col!r} (or an alias: {aliases[col]})", file=part.file,
+                             row=1, field=col)
+    jobs, ranks = job_column(table, part, job_default)
+    attempt = (int_column(table.column("attempt"), part=part, field="attempt", required=True)
+               if "attempt" in names else na_ints(len(part)))
+    return jobs, ranks, attempt
+
+
+def _steps(table: pa.Table, part: Part, tz: str | None, job_default: str | None) -> pd.DataFrame:
+    """Return the working frame of one steps table: its columns cast, what they hold booked."""
+    names, n = table.column_names, len(part)
+    jobs, ranks, attempt = _keys(table, part, "a steps table", ("step", "start", "end"), STEP_ALIASES,
+                                 job_default)
+    step = int_column(table.column("step"), part=part, field="step", required=True)
+    start = parse_times(table.column("start"), part=part, field="start", tz=tz)
+    end = parse_times(table.column("end"), part=part, field="end", tz=tz)
+    if "input_wait_s" in names:
+        column = table.column("input_wait_s")
+        wait = float_column(column, part=part, field="input_wait_s")
+        nan = np.isnan(wait)
+        if nan.any():
+            part.repair(nan & (distinct(column)[0] < 0), "input_wait_s",
+                        "blank input_wait_s taken as 0 (no wait measured)")
+            wait = np.where(nan, 0.0, wait)
+    else:
+        wait = np.zeros(n, dtype=np.float64)  # the column is optional: no measured wait
+    return pd.DataFrame({"_file": file_column(part.file, n), "_row": part.rows, "job_id": jobs, "_job": ranks,
+                         "attempt": attempt, "step": step, "start": start, "end": end,
+                         "input_wait_s": wait}, copy=False)
+
+
+def _events(table: pa.Table, part: Part, tz: str | None, job_default: str | None) -> pd.DataFrame:
+    """Return the working frame of one events table: its columns cast, what they hold booked."""
+    names, n = table.column_names, len(part)
+    jobs, ranks, attempt = _keys(table, part, "an events table", ("time", "kind"), EVENT_ALIASES, job_default)
+    time = parse_times(table.column("time"), part=part, field="time", tz=tz)
+    kind = _kinds(table.column("kind"), part)
+    step = (int_column(table.column("step"), part=part, field="step", required=False)
+            if "step" in names else na_ints(n))
+    duration = (float_column(table.column("duration_s"), part=part, field="duration_s")
+                if "duration_s" in names else np.full(n, np.nan))
+    return pd.DataFrame({"_file": file_column(part.file, n), "_row": part.rows, "job_id": jobs, "_job": ranks,
+                         "attempt": attempt, "time": time, "kind": kind, "step": step,
+                         "duration_s": duration}, copy=False)
+
+
+def _kinds(column: pa.ChunkedArray, part: Part) -> pd.arrays.ArrowStringArray:
+    """Event kinds, lower case with ``_`` for runs of spaces and dashes (a named repair); blank: rejected."""
+    codes, texts = distinct_text(column)
+    raw = pd.concat([texts, pd.Series([""], dtype="str")], ignore_index=True)
+    at = np.where(codes < 0, len(raw) - 1, codes)  # a missing kind reads as ""
+    norm = raw.str.lower().str.replace(r"[\s\-]+", "_", regex=True)
+    missing = (raw == "").to_numpy(dtype=bool)[at]
+    part.reject(missing, "kind", "missing kind")
+    changed = (norm != raw).to_numpy(dtype=bool)[at] & ~missing
+    if changed.any():
+        was, now = raw.array.take(at[changed]), norm.array.take(at[changed])
+        part.repair(changed, "kind", [f"kind {a!r} normalised to {b!r}"
+                                      for a, b in zip(was, now, strict=True)])
+    return norm.array.take(at)
+
+
+def _has_missing(values: pd.Series) -> bool:
+    """Whether a column holds a missing value (an int64 column holds none: no pass over it)."""
+    return values.dtype != np.int64 and bool(values.isna().any())
+
+
+def _assign_missing_attempts(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, FileBook],
+                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fill the attempt of rows from files without an attempt column, from gang_complete markers.
+
+    A row belongs to the attempt of the last ``gang_complete`` of its job at or before it (0 before
+    the first).  Where a job has no markers, a step number that repeats is flagged as a restart the
+    partition will have to infer; the attempt stays 0.
     """
-    _protocol_window(window)
-    tables, ledger = read_canonical(paths, tz=tz, job_id=job_id)
-    return _timeline_tables(tables), ledger
+    need_s = (not steps.empty) and _has_missing(steps["attempt"])
+    need_e = (not events.empty) and _has_missing(events["attempt"])
+    if not (need_s or need_e):
+        return steps, events
+    markers = events.loc[events["kind"] == "gang_complete", ["job_id", "time"]] if not events.empty else \
+        pd.DataFrame(columns=["job_id", "time"])
+    if need_s:
+        m = steps["attempt"].isna().to_numpy()
+        sub = steps.loc[m, ["job_id", "start"]].rename(columns={"start": "time"})
+        steps.loc[m, "attempt"] = attempts_from_bounds(sub, markers)
+        s = steps[m & ~steps["job_id"].isin(set(markers["job_id"])).to_numpy()].sort_values(
+            ["job_id", "start", "_row"], kind="stable")
+        prev = s.groupby("job_id", sort=False)["step"].shift(1)
+        repeat = (s["step"] <= prev).fillna(False).to_numpy(dtype=bool)
+        if repeat.any():
+            r = s[repeat]
+            flag(books, r, "restart_inferred_from_step_numbers",
+                  [f"step {a} follows step {int(b)} with no attempt column or gang_complete marker: a "
+                   "restart is assumed here (fallback from repeated step numbers)"
+                   for a, b in zip(r["step"], prev[repeat], strict=True)], "start")
+    if need_e:
+        m = events["attempt"].isna().to_numpy()
+        events.loc[m, "attempt"] = attempts_from_bounds(events.loc[m, ["job_id", "time"]], markers)
+    return steps, events
+
+
+
 def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     """Write steps and events to one combined file that :func:`read_canonical` reads back.
 
@@ -282,7 +301,7 @@ def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     both = pd.concat([s, e], ignore_index=True).reindex(columns=cols)
     both["step"] = both["step"].astype("Int64")
     for col in ("start", "end", "time"):
-        both[col] = both[col].astype(_TIME_DTYPE)
+        both[col] = both[col].astype(TIME_DTYPE)
     if path.suffix.lower() in (".parquet", ".pq"):
         both.to_parquet(path, index=False)
     else:

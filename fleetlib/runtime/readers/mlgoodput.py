@@ -11,42 +11,36 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import json_depth_rows, load_json, nesting_message, out_of_range_int
+from fleetlib._io import as_paths, json_depth_rows, load_json, nesting_message, out_of_range_int, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _NS_PER_S,
-    _TIME_DTYPE,
+    NS_PER_S,
+    FileBook,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _attempts_from_bounds,
-    _check_events,
-    _check_steps,
-    _close,
-    _concat,
-    _cross_checks,
-    _drop_rejected,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _flag,
-    _fmt_time,
-    _ns,
-    _posix_s_to_utc,
-    _protocol_window,
-    _read_text,
-    _reject,
-    _reject_implausible_seconds,
-    _sort_events,
-    _stem,
-    _timeline_tables,
+    attempts_from_bounds,
+    check_events,
+    check_steps,
+    close_books,
+    concat_frames,
+    cross_checks,
+    drop_rejected,
+    file_stem,
+    finalise_events,
+    finalise_steps,
+    flag,
+    format_time,
+    parse_window,
+    posix_s_to_utc,
+    reject,
+    reject_implausible_seconds,
+    sort_events,
+    utc_ns,
 )
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
+    TIME_DTYPE,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -158,7 +152,7 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
 
 
 def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
-                    books: Mapping[str, _FileBook]) -> pd.DataFrame:
+                    books: Mapping[str, FileBook]) -> pd.DataFrame:
     """Pair begin/end marker rows of one phase per (job, attempt); flag unpaired ones."""
     m = frame[frame["kind"].isin([begin, end])].sort_values(["job_id", "attempt", "time", "_row"],
                                                             kind="stable")
@@ -172,7 +166,7 @@ def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
     ok_e = ~is_b & prv_b
     lonely = (is_b & ~ok_b) | (~is_b & ~ok_e)
     if lonely.any():
-        _flag(books, m[lonely], "unpaired_phase_marker",
+        flag(books, m[lonely], "unpaired_phase_marker",
               [f"{k} marker has no partner: the interval is not used"
                                          for k in m.loc[lonely, "kind"]])
     b, e = m[ok_b], m[ok_e]
@@ -184,7 +178,7 @@ _HALF_FAMILIES = {"custom": "custom badput event", "elastic_wait": "elastic wait
                   "elastic_reinit": "elastic re-initialisation"}
 
 
-def _pair_halves(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+def _pair_halves(rec: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     """Pair the recorder's split start/end records of one interval (custom badput, elastic events).
 
     ml-goodput-measurement writes ``record_custom_badput_event_start_time`` and ``..._end_time`` (and
@@ -211,7 +205,7 @@ def _pair_halves(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFr
     lonely = ~(ok_s | ok_e)
     if lonely.any():
         lo = h[lonely]
-        _reject(books, lo, "time", [
+        reject(books, lo, "time", [
             f"{'start' if st else 'end'} of a {_HALF_FAMILIES[f]}"
             f"{f' ({lab!r})' if lab else ''} with no matching "
             f"{'end' if st else 'start'} record: the interval cannot be placed"
@@ -242,8 +236,8 @@ def _note(bad: dict[str | None, tuple[list[int], list[str]]], row: int, field: s
     reasons.append(reason)
 
 
-def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
-                   ) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read ml-goodput-measurement ``<job>_timeline.jsonl`` cache entries into canonical tables.
 
     One JSON object per line, as the recorder writes them (POSIX seconds, UTC):
@@ -279,26 +273,33 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
     Parameters
     ----------
     paths
-        One path or several.
+        One path or several (plain or gzip).
+    tz
+        Not used: the recorder writes POSIX seconds (UTC).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for records without ``job_name`` (default: the file name less ``_timeline.jsonl``).
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over every line.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over every non-blank
+        line.
     """
-    files = _as_paths(paths)
-    books: dict[str, _FileBook] = {}
+    parse_window(window)
+    files = as_paths(paths)
+    books: dict[str, FileBook] = {}
     parsed: list[dict[str, Any]] = []
     for path in files:
-        text = _read_text(path)
+        text = read_text(path)
         file = str(path)
         lines = text.splitlines()
-        stem = re.sub(r"_timeline$", "", _stem(path))
+        stem = re.sub(r"_timeline$", "", file_stem(path))
         default_job = job_id if job_id is not None else _default_job(lines, stem)
         rows = [i for i, ln in enumerate(lines, start=1) if ln.strip()]
-        book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
+        book = FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
         books[file] = book
         bad: dict[str | None, tuple[list[int], list[str]]] = {}  # field -> (rows, reasons)
         too_deep = set(json_depth_rows(text, per_line=True).tolist())
@@ -326,30 +327,30 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
         for fld, (bad_rows, reasons) in bad.items():
             book.reject_rows(bad_rows, fld, reasons)
     if not parsed:
-        return TimelineTables.empty(), _close(books)
+        return TimelineTables.empty(), close_books(books)
     rec = pd.DataFrame(parsed)
     for col in ("t2", "dur", "step", "label", "where", "sync", "preempt_t"):
         if col not in rec.columns:
             rec[col] = None
     # a time no timestamp can hold is refused here (it would wrap to 1970); a merely early one is
     # judged against its attempt's job_start_time below, which says more
-    rec = _reject_implausible_seconds(rec, books, ("t", "t2", "preempt_t"), representable_only=True)
+    rec = reject_implausible_seconds(rec, books, ("t", "t2", "preempt_t"), representable_only=True)
     huge_step = out_of_range_int(rec["step"])
     if huge_step.any():
-        _reject(books, rec[huge_step], "step", [f"step {v} is beyond the int64 range (it would wrap)"
+        reject(books, rec[huge_step], "step", [f"step {v} is beyond the int64 range (it would wrap)"
                                                 for v in rec["step"][huge_step].tolist()])
         rec = rec.loc[~huge_step].reset_index(drop=True)
     if rec.empty:
-        return TimelineTables.empty(), _close(books)
+        return TimelineTables.empty(), close_books(books)
     rec["step"] = pd.array(rec["step"].to_numpy(dtype=object), dtype="Int64")
-    rec["time"] = _posix_s_to_utc(rec["t"])
+    rec["time"] = posix_s_to_utc(rec["t"])
     # exact duplicates (same job, type, times, step) are copies
     sig = ["job_id", "rtype", "t", "t2", "dur", "step", "label", "where"]
     exact = rec.astype({c: "object" for c in sig}).duplicated(sig, keep="first").to_numpy()
     if exact.any():
         first = rec.astype({c: "str" for c in sig}).groupby(sig, sort=False, dropna=False)["_row"].transform(
             "first")
-        _reject(books, rec[exact], None, [f"duplicate of line {r}" for r in first[exact]])
+        reject(books, rec[exact], None, [f"duplicate of line {r}" for r in first[exact]])
         rec = rec.loc[~exact].reset_index(drop=True)
     rec = _pair_halves(rec, books)
     rec = _assign_attempts_mlgoodput(rec, books)
@@ -362,20 +363,24 @@ def read_mlgoodput(paths: PathLike | Sequence[PathLike], *, job_id: str | None =
             first = c.groupby(["job_id", "attempt", "rtype", "step", "where"], sort=False, dropna=False)[
                 "_row"].transform("first")
             cc = c[copy]
-            _reject(books, cc, "step", [f"per-host copy of the {t} of step {s} at line {r}" for t, s, r in
+            reject(books, cc, "step", [f"per-host copy of the {t} of step {s} at line {r}" for t, s, r in
                                         zip(cc["rtype"], cc["step"], first[copy], strict=True)])
-            rec = _drop_rejected(rec, books)
+            rec = drop_rejected(rec, books)
     events = _outside_held(_mlgoodput_events(rec, books), books)
     steps = _mlgoodput_steps(rec, events, books)
-    steps = _check_steps(steps, books, reorder_is_repair=False)
-    events = _check_events(events, books, reorder_is_repair=False)
-    events = _sort_events(_concat([events, _derived_events(steps, events, rec, books)]))
-    _cross_checks(steps, events, books)
-    ledger = _close(books)
-    return TimelineTables(_finalise_steps(steps), _finalise_events(events)), ledger
+    steps = check_steps(steps, books, reorder_is_repair=False)
+    events = check_events(events, books, reorder_is_repair=False)
+    events = sort_events(concat_frames([events, _derived_events(steps, events, rec, books)]))
+    cross_checks(steps, events, books)
+    ledger = close_books(books)
+    return TimelineTables(finalise_steps(steps), finalise_events(events)), ledger
 
 
-def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+#: The ml-goodput-measurement reader under the name it is exported by (the same callable as :func:`read`).
+read_mlgoodput = read
+
+
+def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     """Attempt of each record from job_start markers; repeated step numbers are flagged.
 
     A step number that repeats (or goes back) inside one attempt starts a new *segment* of that
@@ -388,16 +393,16 @@ def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _FileBook]
     no_start = sorted(set(rec["job_id"]) - set(starts["job_id"]))
     for job in no_start:  # one flag per job
         first = rec[rec["job_id"] == job].head(1)
-        _flag(books, first, "no_job_start", f"job {job!r} has no job_start_time record: restarts can be "
+        flag(books, first, "no_job_start", f"job {job!r} has no job_start_time record: restarts can be "
                                             "seen only from repeated step numbers", "time")
-    rec["attempt"] = _attempts_from_bounds(rec, starts)
+    rec["attempt"] = attempts_from_bounds(rec, starts)
     steps = rec[rec["rtype"] == "step"].sort_values(["job_id", "attempt", "time", "_row"], kind="stable")
     prev = steps.groupby(["job_id", "attempt"], sort=False)["step"].shift(1)
     repeat = (steps["step"] <= prev).fillna(False).to_numpy(dtype=bool)
     rec["_segment"] = 0
     if repeat.any():
         r = steps[repeat]
-        _flag(books, r, "restart_inferred_from_step_numbers",
+        flag(books, r, "restart_inferred_from_step_numbers",
               [f"step {s} follows step {int(p)} with no job_start_time between them: a restart is "
                "assumed here (fallback from repeated step numbers)" for s, p in
                zip(r["step"], prev[repeat], strict=True)], "time")
@@ -409,7 +414,7 @@ def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, _FileBook]
 
 
 
-def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     parts = []
 
     def add(sel: pd.DataFrame, kind: Any, time: Any, step: Any = pd.NA, dur: Any = np.nan) -> None:
@@ -418,7 +423,7 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
         parts.append(pd.DataFrame({
             "_file": sel["_file"].to_numpy(), "_row": sel["_row"].to_numpy(),
             "job_id": sel["job_id"].to_numpy(), "attempt": sel["attempt"].to_numpy(),
-            "time": pd.Series(time).astype(_TIME_DTYPE).array,
+            "time": pd.Series(time).astype(TIME_DTYPE).array,
             "kind": kind, "step": pd.array(np.asarray(step, dtype=object) if not isinstance(step, type(pd.NA))
                                            else [pd.NA] * len(sel), dtype="Int64"),
             "duration_s": np.asarray(dur, dtype="float64") if np.ndim(dur) else np.full(len(sel), dur)}))
@@ -435,16 +440,16 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
     sv = r[r["rtype"] == "save"]
     if not sv.empty:
         add(sv, "checkpoint_begin", sv["time"], sv["step"].to_numpy(), sv["dur"].astype("float64").to_numpy())
-        commit_t = _posix_s_to_utc(sv["t"].astype("float64").to_numpy()
+        commit_t = posix_s_to_utc(sv["t"].astype("float64").to_numpy()
                                    + sv["dur"].astype("float64").to_numpy())
         add(sv, "checkpoint_commit", commit_t, sv["step"].to_numpy())
         asyn = sv[sv["sync"].map(lambda v: v is not True).to_numpy(dtype=bool)]
         if not asyn.empty:
-            _flag(books, asyn, "asynchronous_commit",
+            flag(books, asyn, "asynchronous_commit",
                   [f"asynchronous save of step {s}: the log has no commit time; commit placed at the end "
                    "of the blocking section" for s in asyn["step"]])
         pre = sv[sv["preempt_t"].notna()]
-        add(pre, "preempt", _posix_s_to_utc(pre["preempt_t"].astype("float64").to_numpy()),
+        add(pre, "preempt", posix_s_to_utc(pre["preempt_t"].astype("float64").to_numpy()),
             pre["step"].to_numpy())
     rs = r[r["rtype"] == "restore"]
     add(rs, "restore", rs["time"], rs["step"].to_numpy(), rs["dur"].astype("float64").to_numpy())
@@ -454,7 +459,7 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
         dur = (cu["t2"].astype("float64") - cu["t"].astype("float64")).to_numpy()
         ev, other = cu[is_eval], cu[~is_eval]
         add(ev, "eval_begin", ev["time"])
-        add(ev, "eval_end", _posix_s_to_utc(ev["t2"].astype("float64").to_numpy()), pd.NA, dur[is_eval])
+        add(ev, "eval_end", posix_s_to_utc(ev["t2"].astype("float64").to_numpy()), pd.NA, dur[is_eval])
         add(other, ("custom_badput:" + other["label"].astype("str").str.lower()).to_numpy(), other["time"],
             pd.NA, dur[~is_eval])
     ew = r[r["rtype"] == "elastic_wait"]
@@ -463,10 +468,10 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.D
     er = r[r["rtype"] == "elastic_reinit"]
     add(er, "elastic_reinit", er["time"], pd.NA,
         (er["t2"].astype("float64") - er["t"].astype("float64")).to_numpy())
-    return _concat(parts)
+    return concat_frames(parts)
 
 
-def _outside_held(events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+def _outside_held(events: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     """Events that lie outside their attempt's held time (before its job start, after its job end).
 
     A phase marker the calculation does not use (TPU init, training prep, data loading, custom badput
@@ -479,9 +484,9 @@ def _outside_held(events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.Da
     gang = events[events["kind"] == "gang_complete"].groupby(key)["time"].min().rename("_gang")
     rel = events[events["kind"] == "release"].groupby(key)["time"].min().rename("_rel")
     e = events.join(gang, on=key).join(rel, on=key)
-    t = e["time"].astype(_TIME_DTYPE)
-    before = (e["_gang"].notna() & (t < e["_gang"].astype(_TIME_DTYPE))).to_numpy(dtype=bool)
-    after = (e["_rel"].notna() & (t > e["_rel"].astype(_TIME_DTYPE))).to_numpy(dtype=bool)
+    t = e["time"].astype(TIME_DTYPE)
+    before = (e["_gang"].notna() & (t < e["_gang"].astype(TIME_DTYPE))).to_numpy(dtype=bool)
+    after = (e["_rel"].notna() & (t > e["_rel"].astype(TIME_DTYPE))).to_numpy(dtype=bool)
     out = before | after
     if not out.any():
         return events
@@ -490,26 +495,26 @@ def _outside_held(events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.Da
     where = np.where(before, "before its attempt's job_start_time", "after its attempt's job_end_time")
     o = e[out & aux]
     if not o.empty:
-        _flag(books, o, "event_outside_held_time",
-              [f"{k} at {_fmt_time(tt)} lies {w}: not held time, kept and not charged" for k, tt, w in
+        flag(books, o, "event_outside_held_time",
+              [f"{k} at {format_time(tt)} lies {w}: not held time, kept and not charged" for k, tt, w in
                zip(o["kind"], o["time"], where[out & aux], strict=True)], "time")
     r = e[out & ~aux]
     if not r.empty:
-        _reject(books, r, "time",
-                [f"{k} at {_fmt_time(tt)} lies {w}: it cannot be placed in the attempt's held time"
+        reject(books, r, "time",
+                [f"{k} at {format_time(tt)} lies {w}: it cannot be placed in the attempt's held time"
                  for k, tt, w in zip(r["kind"], r["time"], where[out & ~aux], strict=True)])
-        events = _drop_rejected(events, books)
+        events = drop_rejected(events, books)
     return events
 
 
-def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, _FileBook]) -> pd.DataFrame:
+def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     s = rec[rec["rtype"] == "step"].sort_values(["job_id", "attempt", "time", "_row"], kind="stable")
     if s.empty:
         return pd.DataFrame()
     s = s[["_file", "_row", "job_id", "attempt", "_segment", "step", "time"]].rename(
         columns={"time": "start"})
     s["step"] = s["step"].astype("int64")
-    s["start"] = s["start"].astype(_TIME_DTYPE)
+    s["start"] = s["start"].astype(TIME_DTYPE)
     s["_next"] = s.groupby(["job_id", "attempt", "_segment"], sort=False)["start"].shift(-1)
     # nothing that happens after the next segment began (a silent restart) can end a step before it
     seg_first = s.groupby(["job_id", "attempt", "_segment"], as_index=False, sort=False)["start"].min()
@@ -527,30 +532,30 @@ def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str
     s = s.sort_values("start", kind="stable")
     if not pauses.empty:
         p = pauses.rename(columns={"time": "_pause"}).copy()
-        p["_pause"] = p["_pause"].astype(_TIME_DTYPE)
+        p["_pause"] = p["_pause"].astype(TIME_DTYPE)
         p["_key"] = p["_pause"]
         s = pd.merge_asof(s, p.sort_values("_key"), left_on="start", right_on="_key",
                           by=["job_id", "attempt"], direction="forward", allow_exact_matches=False)
         s = s.drop(columns="_key")
     else:
-        s["_pause"] = pd.Series(pd.NaT, index=s.index, dtype=_TIME_DTYPE)
+        s["_pause"] = pd.Series(pd.NaT, index=s.index, dtype=TIME_DTYPE)
     if not ends.empty:
         e = ends.groupby(["job_id", "attempt"], as_index=False)["time"].min().rename(
             columns={"time": "_release"})
         s = s.merge(e, on=["job_id", "attempt"], how="left")
     else:
-        s["_release"] = pd.Series(pd.NaT, index=s.index, dtype=_TIME_DTYPE)
-    limit = s["_limit"].astype(_TIME_DTYPE)
-    pause = s["_pause"].astype(_TIME_DTYPE)
-    release = s["_release"].astype(_TIME_DTYPE).where(s["_release"] > s["start"])
-    cand = pd.concat([s["_next"].astype(_TIME_DTYPE), pause.where(limit.isna() | (pause < limit)),
+        s["_release"] = pd.Series(pd.NaT, index=s.index, dtype=TIME_DTYPE)
+    limit = s["_limit"].astype(TIME_DTYPE)
+    pause = s["_pause"].astype(TIME_DTYPE)
+    release = s["_release"].astype(TIME_DTYPE).where(s["_release"] > s["start"])
+    cand = pd.concat([s["_next"].astype(TIME_DTYPE), pause.where(limit.isna() | (pause < limit)),
                       release.where(limit.isna() | (release < limit))], axis=1)
-    s["end"] = cand.min(axis=1).astype(_TIME_DTYPE)
+    s["end"] = cand.min(axis=1).astype(TIME_DTYPE)
     open_ = s["end"].isna().to_numpy()
     if open_.any():
         o = s[open_]
-        _reject(books, o, "step_count",
-                [f"step {st} started at {_fmt_time(t)} but attempt {a} recorded no later step, pause or "
+        reject(books, o, "step_count",
+                [f"step {st} started at {format_time(t)} but attempt {a} recorded no later step, pause or "
                  "job_end_time before it stopped: the step did not finish"
                  for st, t, a in zip(o["step"], o["start"], o["attempt"], strict=True)])
         s = s[~open_]
@@ -560,39 +565,39 @@ def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str
         if not loads.empty:
             s = s.sort_values("start", kind="stable").reset_index(drop=True)
             lo = loads.sort_values("start").copy()
-            lo["start"] = lo["start"].astype(_TIME_DTYPE)
-            lo["end"] = lo["end"].astype(_TIME_DTYPE)
+            lo["start"] = lo["start"].astype(TIME_DTYPE)
+            lo["end"] = lo["end"].astype(TIME_DTYPE)
             right = s[["job_id", "attempt", "start", "end"]].assign(_i=np.arange(len(s))).rename(
                 columns={"start": "_s", "end": "_e"})
             m = pd.merge_asof(lo, right, left_on="start", right_on="_s", by=["job_id", "attempt"],
                               direction="backward")
             m = m[m["_i"].notna()]
             if not m.empty:
-                lo_ns = np.maximum(_ns(m["start"]), _ns(m["_s"]))
-                hi_ns = np.minimum(_ns(m["end"]), _ns(m["_e"]))
-                ov = np.clip(hi_ns - lo_ns, 0, None) / _NS_PER_S
+                lo_ns = np.maximum(utc_ns(m["start"]), utc_ns(m["_s"]))
+                hi_ns = np.minimum(utc_ns(m["end"]), utc_ns(m["_e"]))
+                ov = np.clip(hi_ns - lo_ns, 0, None) / NS_PER_S
                 add = pd.Series(ov).groupby(m["_i"].astype("int64").to_numpy()).sum()
                 s.loc[add.index, "input_wait_s"] = add.to_numpy()
     return s[["_file", "_row", "job_id", "attempt", "step", "start", "end", "input_wait_s"]]
 
 
 def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame,
-                    books: Mapping[str, _FileBook]) -> pd.DataFrame:
+                    books: Mapping[str, FileBook]) -> pd.DataFrame:
     """first_step per attempt, and a failure for each attempt that died without a record."""
     parts = []
     if not steps.empty:
         f = steps.sort_values("start", kind="stable").groupby(["job_id", "attempt"], as_index=False).first()
         parts.append(pd.DataFrame({"_file": f["_file"], "_row": f["_row"], "job_id": f["job_id"],
-                                   "attempt": f["attempt"], "time": f["start"].astype(_TIME_DTYPE),
+                                   "attempt": f["attempt"], "time": f["start"].astype(TIME_DTYPE),
                                    "kind": "first_step", "step": pd.array(f["step"], dtype="Int64"),
                                    "duration_s": np.nan}))
     if events.empty:
-        return _concat(parts)
+        return concat_frames(parts)
     # attempts followed by another attempt that ended with neither job_end nor a preemption
     times = pd.concat([events[["job_id", "attempt", "time", "_file", "_row"]],
                        steps.rename(columns={"end": "time"})[["job_id", "attempt", "time", "_file", "_row"]]
                        if not steps.empty else None], ignore_index=True)
-    times["time"] = times["time"].astype(_TIME_DTYPE)
+    times["time"] = times["time"].astype(TIME_DTYPE)
     last = times.sort_values("time", kind="stable").groupby(["job_id", "attempt"], as_index=False).last()
     max_attempt = last.groupby("job_id")["attempt"].transform("max")
     ended = events[events["kind"].isin(["release", "preempt", "failure"])].groupby(
@@ -608,15 +613,15 @@ def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame
         has_next = nxt["_row"].notna().to_numpy()
         where.loc[has_next, "_file"] = nxt.loc[has_next, "_file"].to_numpy()
         where.loc[has_next, "_row"] = nxt.loc[has_next, "_row"].astype("int64").to_numpy()
-        _flag(books, where.assign(job_id=dead["job_id"].to_numpy(), attempt=dead["attempt"].to_numpy(),
+        flag(books, where.assign(job_id=dead["job_id"].to_numpy(), attempt=dead["attempt"].to_numpy(),
                                   time=dead["time"].to_numpy()),
               "failure_time_inferred", [f"attempt {a} of job {j!r} ended with no job_end_time: a failure is "
-                                   f"assumed at its last record, {_fmt_time(t)} (the format records no "
+                                   f"assumed at its last record, {format_time(t)} (the format records no "
                                    "failure time; this is a lower bound)" for a, j, t in
                                    zip(dead["attempt"], dead["job_id"], dead["time"], strict=True)], "time")
         parts.append(pd.DataFrame({"_file": dead["_file"].to_numpy(), "_row": dead["_row"].to_numpy(),
                                    "job_id": dead["job_id"].to_numpy(), "attempt": dead["attempt"].to_numpy(),
-                                   "time": dead["time"].astype(_TIME_DTYPE).array, "kind": "failure",
+                                   "time": dead["time"].astype(TIME_DTYPE).array, "kind": "failure",
                                    "step": pd.array([pd.NA] * len(dead), dtype="Int64"),
                                    "duration_s": np.nan}))
         # the format's held time runs from job start to job end across restarts (its "total time"):
@@ -626,45 +631,19 @@ def _derived_events(steps: pd.DataFrame, events: pd.DataFrame, rec: pd.DataFrame
             d = dead[has_next]
             w = where[has_next].assign(job_id=d["job_id"].to_numpy(), attempt=d["attempt"].to_numpy(),
                                        time=rel["_next_gang"].to_numpy())
-            _flag(books, w, "release_inferred",
+            flag(books, w, "release_inferred",
                   [f"attempt {a} of job {j!r}: release placed at the next job_start_time, as the format "
                    "counts the outage as held time" for a, j in zip(d["attempt"], d["job_id"], strict=True)],
                   "time")
             parts.append(pd.DataFrame({"_file": d["_file"].to_numpy(), "_row": d["_row"].to_numpy(),
                                        "job_id": d["job_id"].to_numpy(), "attempt": d["attempt"].to_numpy(),
-                                       "time": rel["_next_gang"].astype(_TIME_DTYPE).array, "kind": "release",
+                                       "time": rel["_next_gang"].astype(TIME_DTYPE).array, "kind": "release",
                                        "step": pd.array([pd.NA] * len(d), dtype="Int64"),
                                        "duration_s": np.nan}))
     last_attempts = last[(last["attempt"] == max_attempt).to_numpy() & ~has_end]
     if not last_attempts.empty:
-        _flag(books, last_attempts, "no_job_end",
+        flag(books, last_attempts, "no_job_end",
               [f"attempt {a} of job {j!r} has no job_end_time: the job is still "
                "running or stopped without a record" for a, j in
                zip(last_attempts["attempt"], last_attempts["job_id"], strict=True)])
-    return _concat(parts)
-
-
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read ``<job>_timeline.jsonl`` files: the reader protocol's form of :func:`read_mlgoodput`.
-
-    Parameters
-    ----------
-    paths
-        One file or several (plain or gzip).
-    tz
-        Not used: the recorder writes POSIX seconds (UTC).
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_mlgoodput`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every non-blank line.
-    """
-    _protocol_window(window)
-    tables, ledger = read_mlgoodput(paths, job_id=job_id)
-    return _timeline_tables(tables), ledger
+    return concat_frames(parts)

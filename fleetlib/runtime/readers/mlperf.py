@@ -13,33 +13,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import load_json, time_range
+from fleetlib._io import as_paths, load_json, read_text, time_range
 from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
 from fleetlib.runtime.readers._common import (
-    _NS_PER_S,
-    _TIME_DTYPE,
+    NS_PER_S,
+    FileBook,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _check_events,
-    _check_steps,
-    _close,
-    _concat,
-    _drop_rejected,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _ns,
-    _protocol_window,
-    _read_text,
-    _reject,
-    _stem,
-    _timeline_tables,
-    _utc,
+    check_events,
+    check_steps,
+    close_books,
+    concat_frames,
+    drop_rejected,
+    file_stem,
+    finalise_events,
+    finalise_steps,
+    parse_window,
+    reject,
+    utc_ns,
+    utc_times,
 )
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
-)
+from fleetlib.runtime.schema import TIME_DTYPE
 
 # ---------------------------------------------------------------------------------------------------
 # MLPerf :::MLLOG logs
@@ -53,17 +47,49 @@ _RANK_PREFIX = re.compile(r"^.*?(?:\[(?:\d+,)?(\d+)\](?:<std(?:out|err)>)?|(?<![
 
 
 @dataclass
-class _MllogParse:
+class MllogParse:
+    """One MLPerf log parsed: its kept ``:::MLLOG`` records, the matched intervals and the row book.
+
+    Attributes
+    ----------
+    file
+        The log's name as given.
+    job_id
+        The job the log is read as.
+    records
+        Kept records: ``_row``, ``time``, ``event_type``, ``key``, ``value``, ``metadata``.
+    pairs
+        Interval family -> matched intervals (``start``, ``end``, ``start_row``, ``end_row``).
+    books
+        The row book of the log (one entry: the log's file name).
+    """
+
     file: str
     job_id: str
     records: pd.DataFrame  # kept records: _row, time, event_type, key, value, metadata
     pairs: dict[str, pd.DataFrame]  # family -> matched intervals: start, end, start_row, end_row
-    books: dict[str, _FileBook]
+    books: dict[str, FileBook]
 
 
-def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float) -> _MllogParse:
+def parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float) -> MllogParse:
+    """Parse one MLPerf result log: its ``:::MLLOG`` records, per-rank copies removed, intervals paired.
+
+    Parameters
+    ----------
+    path
+        The log (plain or gzip).
+    job_id
+        Job id of the log (None: the file name without suffix).
+    rank_copy_tolerance_s
+        Largest time difference, seconds, between per-rank copies of one marker.
+
+    Returns
+    -------
+    MllogParse
+        The kept records, the matched intervals and the row book.
+    """
     plausible_ms = tuple(t.value / 1e6 for t in time_range())
-    text = _read_text(path)
+    text = read_text(path)
     file = str(path)
     truncated = bool(text) and not text.endswith("\n")
     lines, rows, bad_rows, bad_reasons, bad_fields = [], [], [], [], []
@@ -106,14 +132,14 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
             bad_reasons.append(problem[1])
             continue
         lines.append((lineno, obj, None if prefix is None else int(prefix.group(1) or prefix.group(2))))
-    book = _FileBook(file, rows, truncated=truncated)
+    book = FileBook(file, rows, truncated=truncated)
     for fld in dict.fromkeys(bad_fields):
         mine = [i for i, f in enumerate(bad_fields) if f == fld]
         book.reject_rows([bad_rows[i] for i in mine], fld, [bad_reasons[i] for i in mine])
     books = {file: book}
-    jid = job_id if job_id is not None else _stem(path)
+    jid = job_id if job_id is not None else file_stem(path)
     if not lines:
-        return _MllogParse(file, jid, pd.DataFrame(columns=["_file", "_row", "time", "event_type", "key"]),
+        return MllogParse(file, jid, pd.DataFrame(columns=["_file", "_row", "time", "event_type", "key"]),
                            {}, books)
     recs = pd.DataFrame({
         "_file": file,
@@ -127,12 +153,12 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         "_sig": [json.dumps({k: v for k, v in o.items() if k != "time_ms"}, sort_keys=True, default=str)
                  for _, o, _ in lines],
     })
-    recs["time"] = pd.to_datetime(recs["time_ms"], unit="ms", utc=True).astype(_TIME_DTYPE)
+    recs["time"] = pd.to_datetime(recs["time_ms"], unit="ms", utc=True).astype(TIME_DTYPE)
     # 1. exact per-rank copies (identical payload, identical time)
     exact = recs.duplicated(["_sig", "time_ms"], keep="first").to_numpy()
     if exact.any():
         first = recs.groupby(["_sig", "time_ms"], sort=False)["_row"].transform("first")
-        _reject(books, recs[exact], None, [f"per-rank copy of line {r}" for r in first[exact]])
+        reject(books, recs[exact], None, [f"per-rank copy of line {r}" for r in first[exact]])
     recs = recs.loc[~exact].reset_index(drop=True)
     # 1b. rank-prefixed logs: a record of another rank with the same payload as a record of the first
     # rank, within the tolerance, is that record's copy (works however the copies interleave)
@@ -148,10 +174,10 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         hit = m[m["_ref_row"].notna()]
         if not hit.empty:
             copies = recs.set_index("_row").loc[hit["_row"].to_numpy()].reset_index()
-            _reject(books, copies, None,
+            reject(books, copies, None,
                     [f"per-rank copy of line {int(r)} ({abs(t - rt):.0f} ms apart)" for r, t, rt in
                      zip(hit["_ref_row"], hit["time_ms"], hit["_ref_t"], strict=True)])
-            recs = _drop_rejected(recs, books)
+            recs = drop_rejected(recs, books)
     # 2. interval markers: key and event type must agree
     fam = recs["key"].str.extract(r"^(init|run|block|eval|epoch)_(start|stop)$")
     is_marker = fam[0].notna().to_numpy()
@@ -159,10 +185,10 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
     disagree = is_marker & (recs["event_type"].to_numpy(dtype=object) != expected)
     if disagree.any():
         d = recs[disagree]
-        _reject(books, d, "event_type", [f"key {k!r} with event_type {e!r}: the two disagree"
+        reject(books, d, "event_type", [f"key {k!r} with event_type {e!r}: the two disagree"
                                          for k, e in zip(d["key"], d["event_type"], strict=True)])
     recs = recs.assign(_family=fam[0], _is_start=fam[1] == "start")
-    recs = _drop_rejected(recs, books)
+    recs = drop_rejected(recs, books)
     markers = recs[recs["_family"].notna()].sort_values(["time_ms", "_row"], kind="stable")
     # 3. near copies: consecutive same-type markers of one family with the same payload, within tolerance
     if not markers.empty:
@@ -176,7 +202,7 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         near = ~is_first & ((markers["time_ms"] - first_t) <= rank_copy_tolerance_s * 1000.0).to_numpy()
         if near.any():
             nm = markers[near]
-            _reject(books, nm, None,
+            reject(books, nm, None,
                     [f"per-rank copy of line {r} ({k}, {dt:.0f} ms later)" for r, k, dt in
                      zip(first_row[near], nm["key"], (nm["time_ms"] - first_t[near]), strict=True)])
             markers = markers[~near]
@@ -194,10 +220,10 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
         lonely_start = s & ~start_ok
         lonely_stop = ~s & ~stop_ok
         if lonely_start.any():
-            _reject(books, m[lonely_start], "key",
+            reject(books, m[lonely_start], "key",
                     f"{family}_start with no matching {family}_stop after it: interval not counted")
         if lonely_stop.any():
-            _reject(books, m[lonely_stop], "key",
+            reject(books, m[lonely_stop], "key",
                     f"{family}_stop with no matching {family}_start before it: interval not counted")
         starts, stops = m[start_ok], m[stop_ok]
         pairs[family] = pd.DataFrame({
@@ -206,10 +232,10 @@ def _parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float
             "start_ms": starts["time_ms"].to_numpy(), "end_ms": stops["time_ms"].to_numpy(),
             "metadata": stops["metadata"].to_numpy(),
         })
-        pairs[family]["start"] = pairs[family]["start"].astype(_TIME_DTYPE)
-        pairs[family]["end"] = pairs[family]["end"].astype(_TIME_DTYPE)
-    recs = _drop_rejected(recs, books)
-    return _MllogParse(file, jid, recs, pairs, books)
+        pairs[family]["start"] = pairs[family]["start"].astype(TIME_DTYPE)
+        pairs[family]["end"] = pairs[family]["end"].astype(TIME_DTYPE)
+    recs = drop_rejected(recs, books)
+    return MllogParse(file, jid, recs, pairs, books)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -309,7 +335,7 @@ def _split_segments(seg_s: np.ndarray, seg_e: np.ndarray, seg_n: np.ndarray, seg
     return {"start": start, "end": end, "step": seg_first[rep] + offset, "_row": seg_row[rep]}
 
 
-def _step_series(p: _MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, StepSeries]:
+def _step_series(p: MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, StepSeries]:
     """Cut the training blocks into steps by the log's step timing (see :data:`STEP_DIALECTS`).
 
     The steps tile each block exactly (their durations add up to the block's length), so the
@@ -318,7 +344,7 @@ def _step_series(p: _MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, St
     """
     recs = p.records
     book = p.books[p.file]
-    b_s, b_e = _ns(blocks["start"]), _ns(blocks["end"])
+    b_s, b_e = utc_ns(blocks["start"]), utc_ns(blocks["end"])
     nb = len(blocks)
     pts = _timing_points(recs)
     gbs = _gbs(recs)
@@ -368,7 +394,7 @@ def _step_series(p: _MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, St
     n = cut["start"].size
     steps = pd.DataFrame({
         "_file": p.file, "_row": cut["_row"], "job_id": p.job_id, "attempt": np.zeros(n, dtype=np.int64),
-        "step": cut["step"].astype(np.int64), "start": _utc(cut["start"]), "end": _utc(cut["end"]),
+        "step": cut["step"].astype(np.int64), "start": utc_times(cut["start"]), "end": utc_times(cut["end"]),
         "input_wait_s": 0.0,
         "samples": pd.array(np.full(n, gbs if dialect != "blocks" and math.isfinite(gbs) else np.nan),
                             dtype="Float64"),
@@ -381,7 +407,7 @@ def _step_series(p: _MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, St
     return steps, StepSeries(dialect, logged, n)
 
 
-def _block_segments(p: _MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.ndarray, b_e: np.ndarray,
+def _block_segments(p: MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.ndarray, b_e: np.ndarray,
                     block_rows: np.ndarray, gbs: float, dialect: str
                     ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """One segment per block; its step count from the block's timing point (or inferred)."""
@@ -410,7 +436,7 @@ def _block_segments(p: _MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.
         logged = gbs / value
     n = samples / gbs
     whole = np.isfinite(n) & (n >= 1) & (np.abs(n - np.rint(n)) < 1e-6)
-    length = (b_e - b_s) / _NS_PER_S
+    length = (b_e - b_s) / NS_PER_S
     guess = np.maximum(np.rint(length / np.where(np.isfinite(logged) & (logged > 0), logged,
                                                   np.nanmedian(logged) if np.isfinite(logged).any() else
                                                   np.inf)), 1)
@@ -429,7 +455,7 @@ def _block_segments(p: _MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.
     return (b_s, b_e, n_steps, firsts, rows), logged[np.isfinite(logged)]
 
 
-def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: np.ndarray, b_s: np.ndarray,
+def _series_segments(p: MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: np.ndarray, b_s: np.ndarray,
                      b_e: np.ndarray, block_rows: np.ndarray, gbs: float
                      ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Segments between consecutive step-indexed points of each block, plus each block's tail."""
@@ -439,7 +465,7 @@ def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: n
     idx = pts["index"].to_numpy(dtype=np.float64)
     logged = pts["value"].to_numpy(dtype=np.float64)
     same = np.r_[False, blk[1:] == blk[:-1]]
-    dt = np.r_[np.nan, np.diff(t_ns) / _NS_PER_S]
+    dt = np.r_[np.nan, np.diff(t_ns) / NS_PER_S]
     dk = np.r_[np.nan, np.diff(idx)]
     # is metadata.step a count of steps or of samples?  The one whose spacing agrees with the logged
     # step times is taken (a log that counts samples spaces its points global_batch_size apart)
@@ -476,8 +502,8 @@ def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: n
     # step holds no step and is added to the segment next to it, so that the steps still tile the block
     head_i = np.flatnonzero(~same)
     tail_i = np.r_[head_i[1:] - 1, len(pts) - 1] if len(pts) else head_i
-    heads_n = np.rint((t_ns[head_i] - b_s[blk[head_i]]) / _NS_PER_S / logged[head_i]).astype(np.int64)
-    tails_n = np.rint((b_e[blk[tail_i]] - t_ns[tail_i]) / _NS_PER_S / logged[tail_i]).astype(np.int64)
+    heads_n = np.rint((t_ns[head_i] - b_s[blk[head_i]]) / NS_PER_S / logged[head_i]).astype(np.int64)
+    tails_n = np.rint((b_e[blk[tail_i]] - t_ns[tail_i]) / NS_PER_S / logged[tail_i]).astype(np.int64)
     segs = [(b_s[blk[head_i]], t_ns[head_i], heads_n, np.maximum(np.rint(idx[head_i]) - heads_n, 0),
              rows[head_i], blk[head_i]),
             (inner_s, inner_e, inner_n, inner_first, inner_row, blk[1:][same[1:]]),
@@ -511,19 +537,19 @@ def _series_segments(p: _MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: n
     return (s_, e_, n_, f_, r_), logged
 
 
-def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame, StepSeries]:
+def _mllog_tables(p: MllogParse) -> tuple[pd.DataFrame, pd.DataFrame, StepSeries]:
     """Canonical steps (training blocks) and events of one parsed MLPerf log."""
     recs = p.records
     if recs.empty:
         return pd.DataFrame(), pd.DataFrame(), StepSeries("blocks", np.zeros(0), 0)
     init_starts = recs.loc[recs["key"] == "init_start", "time"].sort_values()
     # attempt: number of init_start markers at or before a time, minus one (a log is normally one run)
-    bounds = _ns(init_starts)
+    bounds = utc_ns(init_starts)
 
     def attempt_of(times: pd.Series) -> np.ndarray:
         if bounds.size == 0:
             return np.zeros(len(times), dtype=np.int64)
-        return np.maximum(np.searchsorted(bounds, _ns(times), side="right") - 1, 0).astype(np.int64)
+        return np.maximum(np.searchsorted(bounds, utc_ns(times), side="right") - 1, 0).astype(np.int64)
 
     steps = pd.DataFrame()
     blocks = p.pairs.get("block")
@@ -546,34 +572,34 @@ def _mllog_tables(p: _MllogParse) -> tuple[pd.DataFrame, pd.DataFrame, StepSerie
     evals = p.pairs.get("eval")
     if evals is not None and not evals.empty:
         # the step of an eval: the last step that ended at or before it began
-        ends = _ns(steps["end"]) if not steps.empty else np.zeros(0, dtype=np.int64)
-        done = np.searchsorted(np.sort(ends), _ns(evals["start"]), side="right")
+        ends = utc_ns(steps["end"]) if not steps.empty else np.zeros(0, dtype=np.int64)
+        done = np.searchsorted(np.sort(ends), utc_ns(evals["start"]), side="right")
         numbers = steps["step"].to_numpy(dtype=np.int64)[np.argsort(ends, kind="stable")] if ends.size \
             else np.zeros(0, dtype=np.int64)
         step_ref = pd.array(np.where(done > 0, numbers[np.maximum(done - 1, 0)] if numbers.size else 0, 0),
                             dtype="Int64")
         step_ref[done == 0] = pd.NA
-        dur = (_ns(evals["end"]) - _ns(evals["start"])) / _NS_PER_S
-        events = _concat([events, pd.DataFrame({
+        dur = (utc_ns(evals["end"]) - utc_ns(evals["start"])) / NS_PER_S
+        events = concat_frames([events, pd.DataFrame({
             "_file": p.file, "_row": evals["start_row"].to_numpy(), "time": evals["start"],
             "kind": "eval_begin", "step": step_ref, "duration_s": np.nan}), pd.DataFrame({
             "_file": p.file, "_row": evals["end_row"].to_numpy(), "time": evals["end"],
             "kind": "eval_end", "step": step_ref, "duration_s": dur})])
     if not steps.empty:
         firsts = steps.sort_values("start").groupby("attempt", as_index=False).first()
-        events = _concat([events, pd.DataFrame({
+        events = concat_frames([events, pd.DataFrame({
             "_file": p.file, "_row": firsts["_row"].to_numpy(), "time": firsts["start"],
             "kind": "first_step", "step": pd.array(firsts["step"].to_numpy(), dtype="Int64"),
             "duration_s": np.nan})])
     if not events.empty:
-        events["time"] = events["time"].astype(_TIME_DTYPE)
+        events["time"] = events["time"].astype(TIME_DTYPE)
         events["job_id"] = p.job_id
         events["attempt"] = attempt_of(events["time"])
     return steps, events, series
 
 
-def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None,
-                rank_copy_tolerance_s: float = 10.0) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None, rank_copy_tolerance_s: float = 10.0) -> tuple[TimelineTables, Ledger]:
     """Read MLPerf ``:::MLLOG`` result logs into canonical steps and events.
 
     Each file is one job (``job_id`` defaults to the file name without suffix).  Lines without the
@@ -602,7 +628,12 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
     Parameters
     ----------
     paths
-        One path or several.
+        One log or several (plain or gzip); each is one job.
+    tz
+        Not used: ``time_ms`` is milliseconds since the epoch, in UTC by definition.
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         Job id for a single file (default: the file name without suffix).
     rank_copy_tolerance_s
@@ -610,38 +641,44 @@ def read_mlperf(paths: PathLike | Sequence[PathLike], *, job_id: str | None = No
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        The canonical tables and the ledger over all ``:::MLLOG`` records.
+    tuple of (TimelineTables, Ledger)
+        The canonical tables (``{"steps": ..., "events": ...}``) and the ledger over all ``:::MLLOG``
+        records.
     """
-    files = _as_paths(paths)
+    parse_window(window)
+    files = as_paths(paths)
     tol = check_nonnegative("rank_copy_tolerance_s", rank_copy_tolerance_s)
     if job_id is not None and len(files) > 1:
         raise DomainError("job_id= names one job; several files are several jobs (leave job_id unset)")
     all_steps, all_events, books = [], [], {}
     for f in files:
-        p = _parse_mllog(f, job_id=job_id, rank_copy_tolerance_s=tol)
+        p = parse_mllog(f, job_id=job_id, rank_copy_tolerance_s=tol)
         books.update(p.books)
         steps, events, _ = _mllog_tables(p)
         all_steps.append(steps)
         all_events.append(events)
-    steps = _check_steps(_concat(all_steps), books, reorder_is_repair=False) if any(
+    steps = check_steps(concat_frames(all_steps), books, reorder_is_repair=False) if any(
         not s.empty for s in all_steps) else pd.DataFrame()
-    events = _check_events(_concat(all_events), books, reorder_is_repair=False) if any(
+    events = check_events(concat_frames(all_events), books, reorder_is_repair=False) if any(
         not e.empty for e in all_events) else pd.DataFrame()
-    ledger = _close(books)
-    return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger
+    ledger = close_books(books)
+    return TimelineTables(_with_samples(steps), finalise_events(events)), ledger
+
+
+#: The MLPerf reader under the name it is exported by (the same callable as :func:`read`).
+read_mlperf = read
 
 
 def _with_samples(steps: pd.DataFrame) -> pd.DataFrame:
     """Return the canonical steps plus ``samples`` (samples per step where the log says; else missing)."""
-    out = _finalise_steps(steps)
+    out = finalise_steps(steps)
     out["samples"] = (pd.array(steps["samples"].to_numpy(dtype=object), dtype="Float64") if not steps.empty
                       else pd.array([], dtype="Float64"))
     return out
 
 
 def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
-                       ) -> tuple[TimelineTables, TimelineLedger, StepSeries]:
+                       ) -> tuple[TimelineTables, Ledger, StepSeries]:
     """Read one MLPerf log as :func:`read_mlperf` does, with the account of its step series.
 
     Parameters
@@ -653,41 +690,14 @@ def read_mlperf_series(path: PathLike, *, job_id: str | None = None, rank_copy_t
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger, StepSeries)
+    tuple of (TimelineTables, Ledger, StepSeries)
         The canonical tables (``steps`` with a ``samples`` column), the ledger, and the
         :class:`StepSeries`: the dialect, the step times the log states, the number of steps.
     """
     tol = check_nonnegative("rank_copy_tolerance_s", rank_copy_tolerance_s)
-    p = _parse_mllog(_as_paths(path)[0], job_id=job_id, rank_copy_tolerance_s=tol)
+    p = parse_mllog(as_paths(path)[0], job_id=job_id, rank_copy_tolerance_s=tol)
     steps, events, series = _mllog_tables(p)
-    steps = _check_steps(steps, p.books, reorder_is_repair=False) if not steps.empty else pd.DataFrame()
-    events = _check_events(events, p.books, reorder_is_repair=False) if not events.empty else pd.DataFrame()
-    ledger = _close(p.books)
-    return TimelineTables(_with_samples(steps), _finalise_events(events)), ledger, series
-
-
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None, rank_copy_tolerance_s: float = 10.0
-         ) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read MLPerf result logs: the reader protocol's form of :func:`read_mlperf`.
-
-    Parameters
-    ----------
-    paths
-        One log or several (plain or gzip); each is one job.
-    tz
-        Not used: ``time_ms`` is milliseconds since the epoch, in UTC by definition.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id, rank_copy_tolerance_s
-        As in :func:`read_mlperf`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every ``:::MLLOG`` record.
-    """
-    _protocol_window(window)
-    tables, ledger = read_mlperf(paths, job_id=job_id, rank_copy_tolerance_s=rank_copy_tolerance_s)
-    return _timeline_tables(tables), ledger
+    steps = check_steps(steps, p.books, reorder_is_repair=False) if not steps.empty else pd.DataFrame()
+    events = check_events(events, p.books, reorder_is_repair=False) if not events.empty else pd.DataFrame()
+    ledger = close_books(p.books)
+    return TimelineTables(_with_samples(steps), finalise_events(events)), ledger, series

@@ -11,32 +11,32 @@ from typing import Any
 
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _NS_PER_S,
-    _TIME_DTYPE,
+    NS_PER_S,
+    FileBook,
+    Part,
     PathLike,
-    _apply_aliases,
-    _as_paths,
-    _close,
-    _concat,
-    _drop_rejected,
-    _FileBook,
-    _load_table,
-    _ns,
-    _out_of_order,
-    _parse_times,
-    _protocol_window,
-    _reject,
-    _repair,
-    _text_column,
+    apply_aliases,
+    blank_rows,
+    close_books,
+    concat_frames,
+    drop_rejected,
+    load_table,
+    originals,
+    out_of_order,
+    parse_times,
+    parse_window,
+    reject,
+    repair,
+    text_column,
+    utc_ns,
 )
 from fleetlib.runtime.schema import (
     REPLICA_PHASE_ALIASES,
     REPLICA_PHASES,
-)
-from fleetlib.runtime.timeline import (
-    TimelineLedger,
+    TIME_DTYPE,
 )
 
 # ---------------------------------------------------------------------------------------------------
@@ -50,8 +50,8 @@ _REPLICA_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | None = None,
-                           end: Any = None) -> tuple[pd.DataFrame, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
     """Read a serving replica lifecycle log into a table of phases.
 
     The log (CSV or Parquet) has one row per transition: ``time``, ``replica_id`` and ``phase`` (the
@@ -65,74 +65,75 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
     Parameters
     ----------
     paths
-        One path or several.
+        CSV or Parquet logs (plain or gzip).
     tz
-        Zone naive times were written in (as in :func:`read_canonical`).
+        Zone naive times were written in (as in :func:`fleetlib.runtime.readers.canonical.read`).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
+        :func:`fleetlib.runtime.goodput.replica_runtime_goodput` (every record is kept).
     end
         Time that closes replicas still open at the end of the log (zone-aware).
 
     Returns
     -------
-    tuple of (pandas.DataFrame, TimelineLedger)
-        Phases ``replica_id, phase, start, end, duration_s`` (one row per phase entered before
-        release, contiguous per replica) and the ledger.
+    tuple of (dict, Ledger)
+        ``{"phases": ...}``: the phases ``replica_id, phase, start, end, duration_s`` (one row per phase
+        entered before release, contiguous per replica), and the ledger.
     """
-    books: dict[str, _FileBook] = {}
+    parse_window(window)
+    books: dict[str, FileBook] = {}
     parts = []
-    for path in _as_paths(paths):
-        df, rows, truncated = _load_table(path)
+    for path in as_paths(paths):
+        table, rows, truncated = load_table(path)
         file = str(path)
-        books[file] = _FileBook(file, rows, truncated=truncated)
-        if df.empty:
+        books[file] = FileBook(file, rows, truncated=truncated)
+        if table.num_rows == 0 or table.num_columns == 0:
             continue
-        df = _apply_aliases(df, _REPLICA_ALIASES, file)
+        table = apply_aliases(table, _REPLICA_ALIASES, file)
         for col in ("time", "replica_id", "phase"):
-            if col not in df.columns:
+            if col not in table.column_names:
                 raise InputError(f"a replica lifecycle log needs column {col!r}", file=file, row=1, field=col)
-        base = pd.DataFrame({"_file": file, "_row": rows})
-        blank = df.isna().all(axis=1).to_numpy()
-        if blank.any():
-            _reject(books, base[blank], None, "blank line")
-        rid = _text_column(df["replica_id"])
-        no_id = (rid.isna() | (rid == "")).to_numpy() & ~blank
-        if no_id.any():
-            _reject(books, base[no_id], "replica_id", "missing replica_id")
-        raw = _text_column(df["phase"]).fillna("").str.lower().str.replace(" ", "_")
+        part = Part(books[file], rows)
+        blank = blank_rows(table)
+        part.reject(blank, None, "blank line")
+        rid = text_column(table.column("replica_id"))
+        part.reject((rid.isna() | (rid == "")).to_numpy() & ~blank, "replica_id", "missing replica_id")
+        raw = text_column(table.column("phase")).fillna("").str.lower().str.replace(" ", "_")
         phase = raw.map(lambda v: REPLICA_PHASE_ALIASES.get(v, v))  # vocabulary lookup
         unknown = ~phase.isin(REPLICA_PHASES).to_numpy() & ~blank
         if unknown.any():
-            _reject(books, base[unknown], "phase", [f"unknown phase {p!r}; expected one of {REPLICA_PHASES}"
-                                                    for p in df["phase"][unknown]])
-        t = _parse_times(df["time"], frame=base, books=books, field="time", tz=tz)
-        parts.append(base.assign(replica_id=rid.to_numpy(dtype=object), phase=phase.to_numpy(dtype=object),
-                                 time=t.to_numpy()))
+            part.reject(unknown, "phase", [f"unknown phase {p!r}; expected one of {REPLICA_PHASES}"
+                                           for p in originals(table.column("phase"), unknown)])
+        t = parse_times(table.column("time"), part=part, field="time", tz=tz)
+        parts.append(pd.DataFrame({"_file": file, "_row": rows, "replica_id": rid.to_numpy(dtype=object),
+                                   "phase": phase.to_numpy(dtype=object), "time": t}))
     cols = ["replica_id", "phase", "start", "end", "duration_s"]
-    tr = _drop_rejected(_concat(parts), books)
+    tr = drop_rejected(concat_frames(parts), books)
     if tr.empty:
-        return _empty_phases(cols), _close(books)
-    tr["time"] = tr["time"].astype(_TIME_DTYPE)
+        return {"phases": _empty_phases(cols)}, close_books(books)
+    tr["time"] = tr["time"].astype(TIME_DTYPE)
     tr["_idx"] = tr["phase"].map({p: i for i, p in enumerate(REPLICA_PHASES)}).astype("int64")
-    late = _out_of_order(tr, ["replica_id"], "time")
+    late = out_of_order(tr, ["replica_id"], "time")
     if late.any():
-        _repair(books, tr[late], "time", "listed out of time order: moved into time order")
+        repair(books, tr[late], "time", "listed out of time order: moved into time order")
     tr = tr.sort_values(["replica_id", "time", "_idx"], kind="stable").reset_index(drop=True)
     seen = tr.groupby("replica_id", sort=False)["_idx"].cummax()
     prev_max = seen.groupby(tr["replica_id"], sort=False).shift(1)
     back = (tr["_idx"] <= prev_max).fillna(False).to_numpy(dtype=bool)
     if back.any():
         b = tr[back]
-        _reject(books, b, "phase", [f"phase {p!r} after {REPLICA_PHASES[int(q)]!r}: a replica's phases "
+        reject(books, b, "phase", [f"phase {p!r} after {REPLICA_PHASES[int(q)]!r}: a replica's phases "
                                     "only move forward"
                                     for p, q in zip(b["phase"], prev_max[back], strict=True)])
     tr = tr[~back]
     first_phase = tr.groupby("replica_id")["phase"].transform("first")
     unplaced = (first_phase != "placed").to_numpy()
     if unplaced.any():
-        _reject(books, tr[unplaced], "phase", "the replica has no 'placed' row before this one: its held "
+        reject(books, tr[unplaced], "phase", "the replica has no 'placed' row before this one: its held "
                                               "time has no start")
         tr = tr[~unplaced]
     if tr.empty:
-        return _empty_phases(cols), _close(books)
+        return {"phases": _empty_phases(cols)}, close_books(books)
     tr = tr.reset_index(drop=True)
     tr["end"] = tr.groupby("replica_id", sort=False)["time"].shift(-1)
     done = set(tr.loc[tr["phase"] == "released", "replica_id"])
@@ -151,46 +152,26 @@ def read_replica_lifecycle(paths: PathLike | Sequence[PathLike], *, tz: str | No
         o = tr[open_last]
         if (o["time"] > close_at).any():
             raise DomainError(f"end={close_at.isoformat()} is before the last transition of an open replica")
-        _repair(books, o, "phase", why)
+        repair(books, o, "phase", why)
         tr.loc[open_last, "end"] = close_at
     phases = tr[tr["phase"] != "released"].copy()
-    phases["start"] = phases["time"].astype(_TIME_DTYPE)
-    phases["end"] = phases["end"].astype(_TIME_DTYPE)
-    phases["duration_s"] = (_ns(phases["end"]) - _ns(phases["start"])) / _NS_PER_S
-    ledger = _close(books)
+    phases["start"] = phases["time"].astype(TIME_DTYPE)
+    phases["end"] = phases["end"].astype(TIME_DTYPE)
+    phases["duration_s"] = (utc_ns(phases["end"]) - utc_ns(phases["start"])) / NS_PER_S
+    ledger = close_books(books)
     out = phases[cols].reset_index(drop=True)
     out["replica_id"] = out["replica_id"].astype("str")
     out["phase"] = out["phase"].astype("str")
-    return out, ledger
+    return {"phases": out}, ledger
 
 
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         end: Any = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read serving replica lifecycle logs: the reader protocol's form of :func:`read_replica_lifecycle`.
-
-    Parameters
-    ----------
-    paths
-        CSV or Parquet logs (plain or gzip).
-    tz
-        Zone of naive times, as in :func:`read_replica_lifecycle`.
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here and applied by
-        :func:`replica_runtime_goodput` (every record is kept).
-    end
-        Time that closes replicas still open at the end of the log.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"phases": ...}`` (``replica_id, phase, start, end, duration_s``) and the ledger.
-    """
-    _protocol_window(window)
-    phases, ledger = read_replica_lifecycle(paths, tz=tz, end=end)
-    return {"phases": phases}, ledger
 def _empty_phases(cols: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"replica_id": pd.Series([], dtype="str"), "phase": pd.Series([], dtype="str"),
-                         "start": pd.Series([], dtype=_TIME_DTYPE), "end": pd.Series([], dtype=_TIME_DTYPE),
+                         "start": pd.Series([], dtype=TIME_DTYPE), "end": pd.Series([], dtype=TIME_DTYPE),
                          "duration_s": pd.Series([], dtype="float64")})[list(cols)]
+
+
+#: The replica lifecycle reader under the name it is exported by (the same callable as :func:`read`).
+read_replica_lifecycle = read

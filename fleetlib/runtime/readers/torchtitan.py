@@ -45,27 +45,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_whole_text, json_depth_rows, nesting_message
+from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_message, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.readers._common import (
-    _NS_PER_S,
+    NS_PER_S,
+    FileBook,
     PathLike,
     TimelineTables,
-    _as_paths,
-    _check_events,
-    _check_steps,
-    _close,
-    _concat,
-    _cross_checks,
-    _FileBook,
-    _finalise_events,
-    _finalise_steps,
-    _protocol_window,
-    _read_text,
-    _timeline_tables,
-    _utc,
+    check_events,
+    check_steps,
+    close_books,
+    concat_frames,
+    cross_checks,
+    finalise_events,
+    finalise_steps,
+    parse_window,
+    utc_times,
 )
-from fleetlib.runtime.timeline import TimelineLedger
 
 __all__ = ["INIT_SPANS", "read", "read_torchtitan"]
 
@@ -85,13 +81,13 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
-def _parse_file(path: Any, books: dict[str, _FileBook]) -> pd.DataFrame:
+def _parse_file(path: Any, books: dict[str, FileBook]) -> pd.DataFrame:
     """Parse one rank file into its kept records (``_row``, rank, step, relative_step, time, name, side)."""
-    text = _read_text(path)
+    text = read_text(path)
     file = str(path)
     lines = text.splitlines()
     rows = [n for n, line in enumerate(lines, start=1) if line.strip()]
-    book = _FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
+    book = FileBook(file, rows, truncated=bool(text) and not text.endswith("\n"))
     books[file] = book
     objs: list[dict[str, Any]] = []
     kept_rows: list[int] = []
@@ -165,7 +161,7 @@ def _parse_file(path: Any, books: dict[str, _FileBook]) -> pd.DataFrame:
                       time_ns=rec["time_us"].to_numpy(dtype=np.int64) * 1000)
 
 
-def _pair_spans(rec: pd.DataFrame, book: _FileBook) -> pd.DataFrame:
+def _pair_spans(rec: pd.DataFrame, book: FileBook) -> pd.DataFrame:
     """Pair ``_start`` / ``_end`` records of each span name in one file; report the unpaired."""
     m = rec[rec["side"].isin(["start", "end"])]
     if m.empty:
@@ -208,7 +204,7 @@ def _inside(outer_s: np.ndarray, outer_e: np.ndarray, t: np.ndarray) -> np.ndarr
     return np.where(ok, i, -1)
 
 
-def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
+def _attempt_tables(rec: pd.DataFrame, book: FileBook, job: str, attempt: int
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build the steps and events of one process (one rank file = one attempt of its rank)."""
     file, rank = book.file, int(rec["rank"].iloc[0])
@@ -240,7 +236,7 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
         f_s, f_e = fetch["start_ns"].to_numpy(dtype=np.int64), fetch["end_ns"].to_numpy(dtype=np.int64)
         k = _inside(s_s, cut, f_s)
         hit = k >= 0
-        np.add.at(wait, k[hit], (np.minimum(f_e[hit], cut[k[hit]]) - f_s[hit]) / _NS_PER_S)
+        np.add.at(wait, k[hit], (np.minimum(f_e[hit], cut[k[hit]]) - f_s[hit]) / NS_PER_S)
     failed = np.zeros(s_s.size, dtype=bool)
     if not errors.empty and s_s.size:
         k = _inside(s_s, s_e, errors["time_ns"].to_numpy(dtype=np.int64))
@@ -249,8 +245,8 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
     step_rows = pd.DataFrame({
         "_file": file, "_row": steps["_row"].to_numpy(dtype=np.int64)[keep], "job_id": job,
         "attempt": attempt, "step": pd.array(steps["step"].to_numpy(dtype=object)[keep], dtype="Int64"),
-        "start": _utc(s_s[keep]), "end": _utc(cut[keep]),
-        "input_wait_s": np.minimum(wait[keep], (cut[keep] - s_s[keep]) / _NS_PER_S), "rank": rank})
+        "start": utc_times(s_s[keep]), "end": utc_times(cut[keep]),
+        "input_wait_s": np.minimum(wait[keep], (cut[keep] - s_s[keep]) / NS_PER_S), "rank": rank})
     missing_step = step_rows["step"].isna().to_numpy()
     if missing_step.any():
         book.reject_rows(step_rows.loc[missing_step, "_row"].to_numpy(), "step", "step span without a step")
@@ -269,7 +265,7 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
     for name, begin, end in (("checkpoint_save", "checkpoint_begin", "checkpoint_commit"),
                              ("eval", "eval_begin", "eval_end")):
         p = spans[spans["span"] == name]
-        dur = (p["end_ns"].to_numpy() - p["start_ns"].to_numpy()) / _NS_PER_S
+        dur = (p["end_ns"].to_numpy() - p["start_ns"].to_numpy()) / NS_PER_S
         ev += [pd.DataFrame({"_row": p["_row"].to_numpy(), "time_ns": p["start_ns"].to_numpy(),
                              "kind": begin, "step": p["step"].to_numpy(dtype=object), "duration_s": np.nan}),
                pd.DataFrame({"_row": p["_row"].to_numpy(), "time_ns": p["end_ns"].to_numpy(), "kind": end,
@@ -279,7 +275,7 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
                             "kind": "custom_badput:" + init["span"].astype(str),
                             "step": init["step"].to_numpy(dtype=object),
                             "duration_s": (init["end_ns"].to_numpy() - init["start_ns"].to_numpy())
-                            / _NS_PER_S}))
+                            / NS_PER_S}))
     loads = spans[spans["span"] == "checkpoint_load"]
     if not loads.empty and not steps.empty:
         first = steps.iloc[0]
@@ -297,15 +293,15 @@ def _attempt_tables(rec: pd.DataFrame, book: _FileBook, job: str, attempt: int
         ev.append(pd.DataFrame({"_row": errors["_row"].to_numpy(), "time_ns": errors["time_ns"].to_numpy(),
                                 "kind": "failure", "step": errors["step"].to_numpy(dtype=object),
                                 "duration_s": np.nan}))
-    events = _concat(ev)
+    events = concat_frames(ev)
     events = events.assign(_file=file, job_id=job, attempt=attempt, rank=rank,
-                           time=_utc(events["time_ns"].to_numpy(dtype=np.int64)).array,
+                           time=utc_times(events["time_ns"].to_numpy(dtype=np.int64)).array,
                            step=pd.array(events["step"].to_numpy(dtype=object), dtype="Int64"))
     return step_rows, events.drop(columns="time_ns")
 
 
-def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None = None
-                    ) -> tuple[TimelineTables, TimelineLedger]:
+def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
+         job_id: str | None = None) -> tuple[TimelineTables, Ledger]:
     """Read torchtitan structured-log JSONL files (one per rank and process) into canonical tables.
 
     See the module docstring for the mapping.  Files of one rank are its attempts, in the order of
@@ -315,17 +311,26 @@ def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None 
     ----------
     paths
         One file or several (plain or gzip): every rank's files of one job.
+    tz
+        Not used: ``time_us`` is POSIX microseconds (UTC).
+    window
+        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
+        measurement (every record is kept).
     job_id
         The job's name; each rank is the job ``<job_id>/rank<r>`` (default: the records' ``source``,
         e.g. ``training``).
 
     Returns
     -------
-    tuple of (TimelineTables, TimelineLedger)
-        ``steps`` and ``events`` (with a ``rank`` column each) and the ledger over every non-blank line.
+    tuple of (TimelineTables, Ledger)
+        ``{"steps": ..., "events": ...}`` (with a ``rank`` column each) and the ledger over every
+        non-blank line.
     """
-    files = _as_paths(paths)
-    books: dict[str, _FileBook] = {}
+    parse_window(window)
+    if job_id is not None and not str(job_id).strip():
+        raise DomainError("job_id must not be blank")
+    files = as_paths(paths)
+    books: dict[str, FileBook] = {}
     parsed = []
     for f in files:
         rec = _parse_file(f, books)
@@ -343,44 +348,20 @@ def read_torchtitan(paths: PathLike | Sequence[PathLike], *, job_id: str | None 
         s, e = _attempt_tables(rec, books[str(f)], job, attempt)
         all_steps.append(s)
         all_events.append(e)
-    steps = _concat(all_steps)
-    events = _concat(all_events)
-    steps = _check_steps(steps, books, reorder_is_repair=False) if not steps.empty else steps
-    events = _check_events(events, books, reorder_is_repair=False) if not events.empty else events
+    steps = concat_frames(all_steps)
+    events = concat_frames(all_events)
+    steps = check_steps(steps, books, reorder_is_repair=False) if not steps.empty else steps
+    events = check_events(events, books, reorder_is_repair=False) if not events.empty else events
     if not events.empty:
         no_steps = pd.DataFrame(columns=["job_id", "attempt"])
-        _cross_checks(steps if not steps.empty else no_steps, events, books)
-    ledger = _close(books)
-    out_steps = _finalise_steps(steps)
+        cross_checks(steps if not steps.empty else no_steps, events, books)
+    ledger = close_books(books)
+    out_steps = finalise_steps(steps)
     out_steps["rank"] = steps["rank"].to_numpy(dtype=np.int64) if not steps.empty else np.zeros(0, np.int64)
-    out_events = _finalise_events(events, extra=("rank",))
+    out_events = finalise_events(events, extra=("rank",))
     out_events["rank"] = out_events["rank"].astype("int64")
     return TimelineTables(out_steps, out_events), ledger
 
 
-def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window: Any = None,
-         job_id: str | None = None) -> tuple[dict[str, pd.DataFrame], Ledger]:
-    """Read torchtitan structured logs: the reader protocol's form of :func:`read_torchtitan`.
-
-    Parameters
-    ----------
-    paths
-        Every rank's JSONL files of one job (plain or gzip).
-    tz
-        Not used: ``time_us`` is POSIX microseconds (UTC).
-    window
-        Anything :meth:`fleetlib.accounting.Window.parse` takes; checked here, applied by the
-        measurement (every record is kept).
-    job_id
-        As in :func:`read_torchtitan`.
-
-    Returns
-    -------
-    tuple of (dict, Ledger)
-        ``{"steps": ..., "events": ...}`` canonical tables and the ledger over every non-blank line.
-    """
-    _protocol_window(window)
-    if job_id is not None and not str(job_id).strip():
-        raise DomainError("job_id must not be blank")
-    tables, ledger = read_torchtitan(paths, job_id=job_id)
-    return _timeline_tables(tables), ledger
+#: The torchtitan reader under the name it is exported by (the same callable as :func:`read`).
+read_torchtitan = read

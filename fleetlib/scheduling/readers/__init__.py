@@ -1,17 +1,20 @@
 """Readers: scheduler records in their real formats -> canonical tables and a row ledger.
 
 One module per format (:mod:`~fleetlib.scheduling.readers.slurm`, ``kueue``, ``volcano``, ``helios``,
-``openb``, ``philly``, ``pai``, ``canonical``), each with the reader protocol of :mod:`fleetlib.registry`,
-``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, and registered in
-:data:`READERS` under its ``--format`` name; :func:`read_records` dispatches through the registry.
-Shared helpers live in :mod:`~fleetlib.scheduling.readers._common`.
+``openb``, ``philly``, ``pai``, ``canonical``), each with one callable, the reader protocol of
+:mod:`fleetlib.registry`::
 
-The format readers ``read_<format>(path_or_paths, ...) -> (SchedulerRecords, Ledger)`` keep their
-own signatures.
-:class:`~fleetlib.scheduling.records.SchedulerRecords` holds the canonical tables the scheduling factor
-is computed on (columns in :mod:`fleetlib.scheduling.records`); format-specific extras go in its
-``extra`` dict: ``extra["notes"]`` (the conventions the reader applied: zone, window, what capacity
-means), and for openb ``extra["waits"]`` and ``extra["installed"]``.  The ledger accounts for every
+    read(paths, *, tz=None, window=None, **format_options) -> (SchedulerRecords, Ledger)
+
+registered in :data:`READERS` under its ``--format`` name; :func:`read` dispatches through the
+registry (the format detected from the files' bytes when it is not named).  Shared helpers live in
+:mod:`~fleetlib.scheduling.readers._common`.
+
+:class:`~fleetlib.scheduling.records.SchedulerRecords` is the protocol's ``tables``: a mapping of
+table name -> DataFrame holding the canonical tables the scheduling factor is computed on (columns
+in :mod:`fleetlib.scheduling.schema`) and the format's own tables (openb ``waits`` and
+``installed``); its ``extra["notes"]`` names the conventions the reader applied (zone, window, what
+capacity means).  The ledger accounts for every
 input row: rows read = kept + repaired (the repair named) + rejected (file, row or line, field,
 reason).  Rows and lines are numbered as the format counts them: text files by 1-based line (the
 header is line 1), YAML/JSON files by object (1-based), JSON-lines files by line.  A row carries at
@@ -55,40 +58,28 @@ timezone-aware times has the rows whose style differs from the file's first time
 
 Adding a format
 ---------------
-1. Write ``readers/<format>.py`` with ``read_<format>(paths, ...) -> (SchedulerRecords, Ledger)``:
-   open each file with :func:`~fleetlib.scheduling.readers._common._read_text` (plain or gzip by
-   its bytes), open its row-book with ``book.open(file, rows)`` (the 1-based line / object numbers
-   of its records), and reject, repair or flag records by those numbers; build the canonical tables
-   (:mod:`fleetlib.scheduling.schema`) and return ``_records(...), book.settle()``.
-2. Add ``records(paths, *, tz=None, window=None, **options)`` and ``read(...)`` (copy them from
-   ``slurm.py``; ``read`` returns ``tables_of(records)`` and the ledger).
-3. Register it in :data:`READERS` below with one good sample (its independently counted record
-   count in ``records=``) and one broken corpus file (``bad=True``); ``--format`` and
-   :func:`read_records` pick it up, and ``tests/core/test_reader_conformance.py -k scheduling`` checks it.
+1. Write ``readers/<format>.py`` with ``read(paths, *, tz=None, window=None, **options) ->
+   (SchedulerRecords, Ledger)``: open each file with :func:`fleetlib._io.read_text` (plain or gzip
+   by its bytes), open its row-book with ``book.open(file, rows)`` (a
+   :class:`~fleetlib.scheduling.readers._common.ReadBook`; the 1-based line / object numbers of its
+   records), and reject, repair or flag records by those numbers; build the canonical tables
+   (:mod:`fleetlib.scheduling.schema`) and return ``SchedulerRecords.from_tables(...),
+   book.settle()``.
+2. Register it in :data:`READERS` below with one good sample (its independently counted record
+   count in ``records=``) and one broken corpus file (``bad=True``); ``--format`` and :func:`read`
+   pick it up, and ``tests/core/test_reader_conformance.py -k scheduling`` checks it.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from os import PathLike
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
-from fleetlib._io import as_paths
-from fleetlib._sniff import first_line, is_parquet
-from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.registry import ReaderSpec, Sample, head_bytes
+from fleetlib.quality import Ledger
+from fleetlib.registry import ReaderSpec, Sample, read_tables
 from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
-from fleetlib.scheduling.readers._common import queue_from_pending
-from fleetlib.scheduling.readers.helios import detect_quota_glitch_days, read_helios
-from fleetlib.scheduling.readers.kueue import KUEUE_EVICTED_STATES, KUEUE_FINISHED_STATES, read_kueue
-from fleetlib.scheduling.readers.openb import read_openb
-from fleetlib.scheduling.readers.pai import read_pai
-from fleetlib.scheduling.readers.philly import read_philly
-from fleetlib.scheduling.readers.slurm import SLURM_END_STATES, SLURM_STATES, expand_hostlist, read_slurm
-from fleetlib.scheduling.readers.volcano import VOLCANO_PHASES, read_volcano
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
@@ -98,36 +89,8 @@ from fleetlib.scheduling.schema import (
     QUEUE_COLUMNS,
     WAIT_COLUMNS,
 )
-from fleetlib.scheduling.views import openb_cohorts
 
-__all__ = [
-    "FORMATS",
-    "INSTALLED_COLUMNS",
-    "KUEUE_EVICTED_STATES",
-    "KUEUE_FINISHED_STATES",
-    "READERS",
-    "SLURM_END_STATES",
-    "SLURM_INPUTS",
-    "SLURM_STATES",
-    "VOLCANO_PHASES",
-    "WAIT_COLUMNS",
-    "SchedulingReaderSpec",
-    "check_slurm_inputs",
-    "detect_quota_glitch_days",
-    "expand_hostlist",
-    "missing_slurm_inputs",
-    "openb_cohorts",
-    "queue_from_pending",
-    "read_helios",
-    "read_kueue",
-    "read_openb",
-    "read_pai",
-    "read_philly",
-    "read_records",
-    "read_slurm",
-    "read_volcano",
-    "scheduling_command",
-]
+__all__ = ["READERS", "read"]
 
 
 # ================================================================================================
@@ -142,101 +105,11 @@ _QUEUE = QUEUE_COLUMNS
 _OCC = OCCUPANCY_COLUMNS
 
 
-@dataclass(frozen=True)
-class SchedulingReaderSpec(ReaderSpec):
-    """A :class:`~fleetlib.registry.ReaderSpec` that also gives the records bundle.
-
-    Attributes
-    ----------
-    records
-        ``records(paths, *, tz=None, window=None, **options) -> (SchedulerRecords, Ledger)``: the same
-        read as ``read`` with the tables kept together with the reader's notes (what
-        :func:`read_records` returns).
-    """
-
-    records: Callable[..., tuple[SchedulerRecords, Ledger]] | None = None
-
-
 def _spec(
     name: str, module: ModuleType, summary: str, tables: dict[str, tuple[str, ...]], *samples: Sample
-) -> SchedulingReaderSpec:
-    read, recs = module.read, module.records
-    if module is canonical:
-        read, recs = _parquet_only(read), _parquet_only(recs)
-    return SchedulingReaderSpec(
-        name=name, read=read, summary=summary, tables=tables, samples=samples, records=recs,
-        sniff=getattr(module, "sniff", None),
-    )
-
-
-def _parquet_only(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap the canonical reader: a file that is not Parquet is refused with a line that says so."""
-
-    @functools.wraps(fn)
-    def wrapped(paths: Any, *args: Any, **kwargs: Any) -> Any:
-        for p in as_paths(paths):
-            head = head_bytes(p, 256)
-            if not is_parquet(head):
-                first = first_line(head)[:60]
-                raise InputError(
-                    "not a Parquet file (it starts with " + repr(first) + "): --format canonical reads the "
-                    "Parquet file 'fleetlib synth allocations' writes; for scheduler text records give their "
-                    "format (--format slurm, kueue, ...) or omit --format to detect it",
-                    file=str(p),
-                )
-        return fn(paths, *args, **kwargs)
-
-    return wrapped
-
-
-#: What each Slurm input is, and the command that writes it.
-SLURM_INPUTS: dict[str, str] = {
-    "sacct": "jobs: sacct -P -D -a --starttime S --endtime E --format=JobID,JobIDRaw,User,Account,Partition,"
-    "QOS,Priority,Submit,Eligible,Start,End,Elapsed,State,ExitCode,AllocTRES,ReqTRES,NodeList > sacct.txt",
-    "nodes": "node inventory: sinfo -N -o '%N|%P|%G' > sinfo_nodes.txt",
-    "events": "node outages (optional when no node was down): sacctmgr -P show event Start=S End=E "
-    "> sacctmgr_events.txt",
-}
-
-
-def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[str]:
-    """Return which of Slurm's three inputs are missing among ``paths`` (by their header lines).
-
-    Parameters
-    ----------
-    paths
-        The files given for ``--format slurm``.
-
-    Returns
-    -------
-    list of str
-        Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
-    """
-    from fleetlib.scheduling.readers.slurm import _sniff_slurm
-
-    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
-    return [k for k in SLURM_INPUTS if k not in seen]
-
-
-def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> None:
-    """Raise one :class:`~fleetlib.quality.InputError` naming every Slurm input scheduling goodput lacks.
-
-    sacct output and the sinfo node inventory are needed (jobs and capacity); sacctmgr events are
-    named too when they are missing along with one of those, so one run of the error lists all.
-
-    Raises
-    ------
-    InputError
-        sacct or sinfo output is missing; the message gives the command that writes each missing file.
-    """
-    missing = missing_slurm_inputs(paths)
-    if "sacct" in missing or "nodes" in missing:
-        need = "; ".join(f"{k} -- {SLURM_INPUTS[k]}" for k in missing)
-        raise InputError(
-            "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
-            f"{len(missing)} of the 3 inputs: {need}",
-            file=str(as_paths(paths)[0]),
-        )
+) -> ReaderSpec:
+    return ReaderSpec(name=name, read=module.read, summary=summary, tables=tables, samples=samples,
+                      sniff=getattr(module, "sniff", None))
 
 
 _HELIOS_VCS = tuple(
@@ -244,7 +117,7 @@ _HELIOS_VCS = tuple(
 )
 
 #: Every scheduler format, keyed by its ``--format`` name.
-READERS: dict[str, SchedulingReaderSpec] = {
+READERS: dict[str, ReaderSpec] = {
     "slurm": _spec(
         "slurm",
         slurm,
@@ -336,26 +209,22 @@ READERS: dict[str, SchedulingReaderSpec] = {
     ),
 }
 
-#: Formats :func:`read_records` understands, as the CLI names them (the keys of :data:`READERS`).
-FORMATS: tuple[str, ...] = tuple(READERS)
-
-
-def read_records(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     format: str | None = None,
     *,
     tz: str | None = None,
     window: object = None,
     **options: Any,
 ) -> tuple[SchedulerRecords, Ledger]:
-    """Read scheduler records in the named format.
+    """Read scheduler records in the named format, or in the one format their bytes fit.
 
     Parameters
     ----------
-    path_or_paths
+    paths
         The input files (for ``"canonical"``: exactly one Parquet file).
     format
-        One of :data:`FORMATS` (a key of :data:`READERS`); None: detected from the files' bytes
+        A key of :data:`READERS`; None: detected from the files' bytes
         (:func:`fleetlib.registry.detect`), an :class:`~fleetlib.quality.InputError` when not exactly
         one format fits.
     tz
@@ -364,31 +233,23 @@ def read_records(
     window
         The record window, anything :meth:`fleetlib.accounting.Window.parse` takes (a timezone-aware
         ``(start, end)`` pair, ``"START/END"`` text): where open jobs are censored (Slurm, Kueue,
-        Volcano; for the canonical format it is the ``open_end`` of still-open allocations).
+        Volcano, Philly, PAI; for the canonical format it is the ``open_end`` of still-open
+        allocations).
     **options
-        The format's own options (``pool_by``, ``gpu_resource``, ``glitch``, ``resolution_s``).
+        The format's own options (``pool_by``, ``gpu_resource``, ``glitch``, ``resolution_s``,
+        ``validate``).
 
     Returns
     -------
     tuple of (SchedulerRecords, Ledger)
-        As returned by the format's reader.
+        The tables by name and the ledger of every input row, as the format's ``read`` returns them.
+
+    Raises
+    ------
+    DomainError
+        An unknown format name.
+    InputError
+        The format cannot be detected, or a file cannot be read as the format.
     """
-    if format is None:
-        from fleetlib.registry import detect
-
-        format = detect(path_or_paths, "scheduling")
-    spec = READERS.get(format)
-    if spec is None or spec.records is None:
-        raise DomainError(f"format must be one of {list(FORMATS)}; got {format!r}")
-    return spec.records(path_or_paths, tz=tz, window=window, **options)
-
-
-def __getattr__(name: str) -> Any:
-    # the CLI's JSON lives in fleetlib.scheduling.commands (readers never build CLI output); the old
-    # import path fleetlib.scheduling.readers.scheduling_command keeps working, resolved lazily
-    # because commands imports this package
-    if name == "scheduling_command":
-        from fleetlib.scheduling.commands import scheduling_command
-
-        return scheduling_command
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    tables, ledger = read_tables("scheduling", paths, format, tz=tz, window=window, **options)
+    return cast(SchedulerRecords, tables), cast(Ledger, ledger)

@@ -1,24 +1,24 @@
 """Helpers every scheduler-record reader shares.
 
-Paths and text, the row ledger, time parsing, step functions, and the Kubernetes-object parsing
-Kueue and Volcano have in common.
+The row-books of one read (:class:`ReadBook`), time parsing (:func:`parse_time_columns`), the
+record window, step functions (:func:`queue_from_pending`, :func:`capacity_from_out_of_service`),
+the canonical allocations frame, comma-separated text, and the Kubernetes-object parsing Kueue and
+Volcano have in common.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits as _limits
 from fleetlib._io import (
-    as_paths,
     excerpt,
     json_depth_rows,
     load_json,
@@ -27,97 +27,36 @@ from fleetlib._io import (
     read_text,
     time_range,
 )
-from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
-from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, QUEUE_COLUMNS, TIME_DTYPE
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, QUEUE_COLUMNS, TIME_DTYPE
 
-_TIME = TIME_DTYPE
 _MISSING_TIME = ("", "unknown", "none", "n/a", "nat", "nan", "null")
 _AWARE = r"(?:[Zz]|[+-]\d{2}:?\d{2})$"
-_GPU = "nvidia.com/gpu"
-_LTT = "status.conditions.lastTransitionTime"
-_PENDING = PENDING
-
-
-def _records(source: str, notes: dict[str, str], **tables: object) -> SchedulerRecords:
-    out = SchedulerRecords(source=source)
-    for name, table in tables.items():
-        if name in ("allocations", "capacity", "queue", "reservations", "occupancy"):
-            setattr(out, name, table)
-        else:
-            out.extra[name] = table
-    out.extra["notes"] = notes
-    return out
-
-
-def tables_of(records: SchedulerRecords) -> dict[str, pd.DataFrame]:
-    """Return the tables of ``records`` by name: the canonical ones present and the format's extras.
-
-    This is the ``tables`` half of the reader protocol (:mod:`fleetlib.registry`): ``allocations``,
-    ``capacity``, ``queue``, ``reservations`` and ``occupancy`` where the format gives them, and the
-    format's own tables (openb ``waits`` and ``installed``).
-    """
-    out = {name: table for name, table in records.tables().items() if table is not None}
-    out.update({name: t for name, t in records.extra.items() if isinstance(t, pd.DataFrame)})
-    return out
+#: The Kubernetes extended resource that counts GPUs.
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 # ================================================================================================
-# Shared helpers: paths, ledger settlement, time parsing, step functions
+# Shared helpers: text, ledger settlement, time parsing, step functions
 # ================================================================================================
 
 
-def protocol_read(records: Callable[..., tuple[SchedulerRecords, Ledger]],
-                  what: str) -> Callable[..., tuple[dict[str, pd.DataFrame], Ledger]]:
-    """Return a format's ``read`` (the reader protocol) built on its ``records`` function.
+def header_line(text: str, path: Path) -> str:
+    """Return the first non-blank line of a file's text (its header).
 
-    Parameters
-    ----------
-    records
-        The format's ``records(paths, *, tz=None, window=None, **options) -> (SchedulerRecords,
-        Ledger)``.
-    what
-        What the format's files hold, for the docstring (``"Kueue Workload objects"``).
-
-    Returns
-    -------
-    callable
-        ``read(paths, *, tz=None, window=None, **options) -> (tables, Ledger)``, the tables by name.
+    Raises
+    ------
+    InputError
+        The file holds nothing but blank lines.
     """
-
-    def read(paths: str | PathLike[str] | Iterable[str | PathLike[str]], *, tz: str | None = None,
-             window: object = None, **options: Any) -> tuple[dict[str, pd.DataFrame], Ledger]:
-        recs, ledger = records(paths, tz=tz, window=window, **options)
-        return tables_of(recs), ledger
-
-    read.__doc__ = (f"Read {what} into canonical tables and a ledger.\n\n"
-                    "The reader protocol of :mod:`fleetlib.registry`: takes the arguments of ``records``; "
-                    "returns ``(tables, ledger)`` with the canonical tables by name.")
-    read.__module__ = records.__module__
-    read.__qualname__ = "read"
-    return read
-
-
-def _paths(path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[Path]:
-    """Return the input paths as a non-empty list (:func:`fleetlib._io.as_paths`)."""
-    return as_paths(path_or_paths)
-
-
-def _read_text(path: Path) -> str:
-    """Return a file's UTF-8 text, plain or gzip by its bytes (:func:`fleetlib._io.read_text`)."""
-    return read_text(path)
-
-
-def _first_line(text: str, path: Path) -> str:
     for line in text.splitlines():
         if line.strip():
             return line
     raise InputError("empty file: expected a header line and records", file=str(path), row=1)
 
 
-def _window(window: object) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+def record_window(window: object) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     """Return the record window as UTC ``(start, end)``, or None (:meth:`Window.parse` takes it)."""
     win = Window.parse(window)
     if win is None:
@@ -127,7 +66,7 @@ def _window(window: object) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     return win.start.as_unit("ns"), win.end.as_unit("ns")
 
 
-class _Book:
+class ReadBook:
     """The row-books of one read: a :class:`fleetlib.quality.RowBook` per input file.
 
     A reader opens each file's book with the row (or line, or object) number of every record it
@@ -184,7 +123,7 @@ class _Book:
 
 
 @dataclass
-class _Times:
+class ParsedTimes:
     """Parsed time columns of one file plus the masks a reader needs to judge them."""
 
     parsed: dict[str, pd.Series]
@@ -194,24 +133,24 @@ class _Times:
     naive: dict[str, np.ndarray]
 
 
-def _parse_time_columns(
+def parse_time_columns(
     frame: pd.DataFrame,
     columns: Sequence[str],
     *,
     tz: str | None,
     file: str,
     rows: np.ndarray,
-    book: _Book,
+    book: ReadBook,
     format_hint: str,
     naive_allowed: bool = True,
-) -> tuple[_Times, np.ndarray]:
+) -> tuple[ParsedTimes, np.ndarray]:
     """Parse text time columns into UTC; reject mixed-style rows; return (times, rejected-row mask).
 
     The file's style (naive or aware) is that of its first non-missing time in row order.  Rows with a
     time of the other style are rejected.  Naive times need ``tz``; without it the reader raises.
     """
     n = len(frame)
-    out = _Times({}, {}, {}, {}, {})
+    out = ParsedTimes({}, {}, {}, {}, {})
     rejected = np.zeros(n, dtype=bool)
     first_style: tuple[int, str, bool] | None = None  # (position, column, aware)
     for col in columns:
@@ -259,7 +198,7 @@ def _parse_time_columns(
             )
     for col in columns:
         s = frame[col].astype("str").fillna("").str.strip()
-        vals = pd.Series(pd.NaT, index=frame.index, dtype=_TIME)
+        vals = pd.Series(pd.NaT, index=frame.index, dtype=TIME_DTYPE)
         aw = out.aware[col] & ~rejected
         if aw.any():
             parsed = pd.to_datetime(s[aw], utc=True, errors="coerce", format="ISO8601")
@@ -303,7 +242,7 @@ def _parse_time_columns(
     return out, rejected
 
 
-def _reject_implausible(book: _Book, file: str, rows: np.ndarray, col: str, where: np.ndarray,
+def _reject_implausible(book: ReadBook, file: str, rows: np.ndarray, col: str, where: np.ndarray,
                         parsed: pd.Series, written: pd.Series) -> np.ndarray:
     """Reject parsed times (any unit) outside the plausible range, before any cast to nanoseconds.
 
@@ -384,13 +323,13 @@ def queue_from_pending(
 
 def _empty(columns: Sequence[str], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
     time_cols = {"start", "end", "submit", "first_assigned", "gang_complete", "release"}
-    out = pd.DataFrame({c: pd.Series(dtype=_TIME if c in time_cols else object) for c in columns})
+    out = pd.DataFrame({c: pd.Series(dtype=TIME_DTYPE if c in time_cols else object) for c in columns})
     for c, d in (dtypes or {}).items():
         out[c] = out[c].astype(d)
     return out
 
 
-def _capacity_from_out_of_service(
+def capacity_from_out_of_service(
     installed: pd.Series, out_iv: pd.DataFrame, window: tuple[pd.Timestamp, pd.Timestamp]
 ) -> pd.DataFrame:
     """Sweep out-of-service intervals (pool, start, end, devices) against installed devices per pool."""
@@ -430,7 +369,7 @@ def _capacity_from_out_of_service(
     )
 
 
-def _allocations_frame(data: dict[str, object]) -> pd.DataFrame:
+def allocations_frame(data: dict[str, object]) -> pd.DataFrame:
     """Assemble the canonical allocations table (never-assigned rows keep NaT first/gang times)."""
     out = pd.DataFrame({c: data[c] for c in ALLOCATION_COLUMNS})
     if out.empty:
@@ -470,7 +409,7 @@ def _renumber_attempts(alloc: pd.DataFrame) -> pd.Series:
     return order.groupby("job_id").cumcount().reindex(alloc.index).astype("int64")
 
 
-def _overlapping(job: pd.Series, start: pd.Series, end: pd.Series) -> np.ndarray:
+def overlapping(job: pd.Series, start: pd.Series, end: pd.Series) -> np.ndarray:
     """Mask of rows whose interval starts before an earlier interval of the same job has ended."""
     f = pd.DataFrame(
         {"job": job.to_numpy(), "start": start.array, "end": end.array}, index=job.index
@@ -486,14 +425,14 @@ def _overlapping(job: pd.Series, start: pd.Series, end: pd.Series) -> np.ndarray
 # ================================================================================================
 
 
-def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
+def load_objects(path: Path, book: ReadBook) -> list[tuple[int, object, str]]:
     """Return (row, object, canonical text) for each object in a YAML/JSON/JSON-lines file.
 
     A ``kind: *List`` document contributes its items, each counted as a row.  JSON-lines files count
     rows by line; a line that is not JSON is rejected (a truncated export).
     """
     file = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     if not text.strip():
         raise InputError(
             "empty file: expected Kubernetes objects (YAML, JSON or JSON lines)", file=file, row=1
@@ -546,7 +485,7 @@ def _load_objects(path: Path, book: _Book) -> list[tuple[int, object, str]]:
     return [(r, o, json.dumps(o, sort_keys=True, default=str)) for r, o in docs]
 
 
-def _quantity(value: object) -> float:
+def quantity(value: object) -> float:
     """Return a Kubernetes quantity of a countable resource ('8', 8, '500m') as a float, NaN if unreadable."""
     if value is None:
         return float("nan")
@@ -564,7 +503,8 @@ def _quantity(value: object) -> float:
     return float(m.group(1)) * scale
 
 
-def _get(obj: object, *keys: str) -> object:
+def nested_get(obj: object, *keys: str) -> object:
+    """Return ``obj[k1][k2]...``, or None where a level is missing or not a mapping."""
     for k in keys:
         if not isinstance(obj, dict):
             return None
@@ -572,7 +512,7 @@ def _get(obj: object, *keys: str) -> object:
     return obj
 
 
-def _attempts_from_events(
+def attempts_from_events(
     ev: pd.DataFrame, end_cols: Sequence[str] = ("end_state",)
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Assemble attempts from transition events.
@@ -607,14 +547,14 @@ def _attempts_from_events(
     return att.reset_index(drop=True), ev
 
 
-def _on(mask: pd.Series | np.ndarray) -> np.ndarray:
+def as_mask(mask: pd.Series | np.ndarray) -> np.ndarray:
     """Return a boolean mask as numpy, missing values False (for a RowBook over the attempts)."""
     if isinstance(mask, pd.Series):
         return mask.fillna(False).astype(bool).to_numpy()
     return np.asarray(mask, dtype=bool)
 
 
-def _settle_attempts(attempts: RowBook, att: pd.DataFrame, ev: pd.DataFrame, book: _Book) -> None:
+def settle_attempts(attempts: RowBook, att: pd.DataFrame, ev: pd.DataFrame, book: ReadBook) -> None:
     """Write the outcome of each attempt onto the file rows it came from.
 
     ``attempts`` is a :class:`~fleetlib.quality.RowBook` over the rows of ``att`` (position i is
@@ -645,7 +585,7 @@ def _settle_attempts(attempts: RowBook, att: pd.DataFrame, ev: pd.DataFrame, boo
             book.reject(f, int(r), None, f"part of an attempt rejected at row {prim.split(chr(0))[1]}: {why}")
 
 
-def _requeue_submit(att: pd.DataFrame) -> pd.Series:
+def requeue_submit(att: pd.DataFrame) -> pd.Series:
     """Return each attempt's submit time.
 
     It is the object's creation, or the release of the previous attempt of the same object when that
@@ -658,12 +598,13 @@ def _requeue_submit(att: pd.DataFrame) -> pd.Series:
     return sub.reindex(att.index)
 
 
-def _row_ids(df: pd.DataFrame) -> pd.Series:
+def row_ids(df: pd.DataFrame) -> pd.Series:
+    """Return ``file NUL row`` per record: the key :func:`settle_attempts` splits back into file and row."""
     return df["file"].astype(str) + "\x00" + df["row"].astype(str)
 
 
-def _csv_lines(
-    path: Path, text: str, book: _Book, required: Sequence[str], what: str, dtype: object = str
+def csv_lines(
+    path: Path, text: str, book: ReadBook, required: Sequence[str], what: str, dtype: object = str
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """Read comma-separated text as string columns; reject lines whose field count differs from the header."""
     import io

@@ -1,7 +1,4 @@
-"""The canonical Parquet file (:func:`fleetlib.scheduling.synth.write_allocations`) as a reader.
-
-:func:`read_canonical` moved here from :mod:`fleetlib.scheduling.synth` (which re-exports it).
-"""
+"""The canonical Parquet file (:func:`fleetlib.scheduling.synth.write_allocations`) as a reader."""
 
 from __future__ import annotations
 
@@ -12,9 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from fleetlib._io import check_regular, excerpt, load_json
+from fleetlib._io import as_paths, excerpt, load_json
+from fleetlib._sniff import first_line, is_parquet
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.scheduling.readers._common import _paths, _window, protocol_read
+from fleetlib.registry import head_bytes
+from fleetlib.scheduling.readers._common import record_window
 from fleetlib.scheduling.records import (
     SchedulerRecords,
     validate_allocations,
@@ -24,41 +23,67 @@ from fleetlib.scheduling.records import (
 )
 from fleetlib.scheduling.schema import CANONICAL_FORMAT, CANONICAL_TABLES, TABLE_COLUMNS
 
-__all__ = ["read", "read_canonical", "records"]
+__all__ = ["read"]
 
 _TABLE_COLUMNS = {name: TABLE_COLUMNS[name] for name in CANONICAL_TABLES}
 
 
-def read_canonical(path: str | Path, *, validate: bool = True, open_end: Any = None
-                   ) -> tuple[SchedulerRecords, Ledger]:
-    """Read a canonical Parquet file written by :func:`write_allocations`.
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    *,
+    tz: str | None = None,
+    window: object = None,
+    validate: bool = True,
+) -> tuple[SchedulerRecords, Ledger]:
+    """Read a canonical Parquet file written by :func:`~fleetlib.scheduling.synth.write_allocations`.
 
     Parameters
     ----------
-    path
-        The Parquet file.
+    paths
+        Exactly one Parquet file.
+    tz
+        Not used: the file stores UTC times.
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): its end is the
+        ``open_end`` of allocations still open (see
+        :func:`~fleetlib.scheduling.records.validate_allocations`).
     validate
         Validate every table (default); the ledger then accounts for every row.  With False the
         tables are returned as stored and the ledger counts rows as kept.
-    open_end
-        Passed to :func:`~fleetlib.scheduling.records.validate_allocations`.
 
     Returns
     -------
     tuple of (SchedulerRecords, Ledger)
-        The tables and one ledger over all of them.
+        The tables (allocations, capacity and, where stored, reservations and queue) and one ledger
+        over all of them.
 
     Raises
     ------
     InputError
-        The file is not a canonical scheduler file (missing ``fleetlib`` metadata) or a table fails
-        structurally.
+        A file that is not Parquet (named as such, with its first line), not a canonical scheduler
+        file (missing ``fleetlib`` metadata), or a table that fails structurally.
+    DomainError
+        More than one file.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    p = Path(path)
-    check_regular(p)  # a folder, a device or a pipe is refused before Arrow opens it
+    del tz  # UTC on disk
+    files = as_paths(paths)
+    for f in files:  # a folder, a device or a pipe is refused here, before Arrow opens it
+        head = head_bytes(f, 256)
+        if not is_parquet(head):
+            raise InputError(
+                "not a Parquet file (it starts with " + repr(first_line(head)[:60]) + "): --format canonical "
+                "reads the Parquet file 'fleetlib synth allocations' writes; for scheduler text records give "
+                "their format (--format slurm, kueue, ...) or omit --format to detect it",
+                file=str(f),
+            )
+    if len(files) != 1:
+        raise DomainError(f"the canonical format is one Parquet file; got {len(files)} files")
+    win = record_window(window)
+    open_end = None if win is None else win[1]
+    p = Path(files[0])
     try:
         pf = pq.ParquetFile(p)
     except (OSError, ValueError) as exc:
@@ -120,41 +145,3 @@ def _read_tables(pf: Any, p: Path, tables: dict[str, list[int]], *, validate: bo
     recs = SchedulerRecords(allocations=out["allocations"], capacity=out["capacity"],
                             reservations=out["reservations"], queue=out["queue"], source=str(p))
     return recs, ledger
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read one canonical Parquet file with the protocol's arguments.
-
-    Parameters
-    ----------
-    paths
-        Exactly one Parquet file written by :func:`~fleetlib.scheduling.synth.write_allocations`.
-    tz
-        Not used: the file stores UTC times.
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): its end is the
-        ``open_end`` of allocations still open.
-    **options
-        ``validate``, as :func:`read_canonical` takes it.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_canonical` returns them.
-    """
-    del tz  # UTC on disk
-    files = _paths(paths)
-    if len(files) != 1:
-        raise DomainError(f"the canonical format is one Parquet file; got {len(files)} files")
-    win = _window(window)
-    return read_canonical(files[0], open_end=None if win is None else win[1], **options)
-
-
-read = protocol_read(
-    records, "a canonical Parquet file (allocations, capacity and, where stored, reservations and queue)")

@@ -5,26 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _csv_lines,
-    _first_line,
-    _parse_time_columns,
-    _paths,
-    _read_text,
-    _records,
-    protocol_read,
+    ReadBook,
+    csv_lines,
+    header_line,
+    parse_time_columns,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
 )
+from fleetlib.scheduling.schema import TIME_DTYPE
 
 # ================================================================================================
 # Helios per-VC minute sequences and daily quotas
@@ -84,10 +80,11 @@ def detect_quota_glitch_days(quota: pd.DataFrame, *, min_share: float = 0.5, min
     return ((n_blip >= min_pools) & (n_blip / n_active >= min_share)).fillna(False).astype(bool)
 
 
-def read_helios(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
-    tz: str = _HELIOS_TZ,
+    tz: str | None = None,
+    window: object = None,
     glitch: str = "carry",
     resolution_s: float = 60.0,
 ) -> tuple[SchedulerRecords, Ledger]:
@@ -99,11 +96,13 @@ def read_helios(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         Sequence files and, optionally, the quota file.
     tz
-        Zone of the naive wall-clock times (default ``"Asia/Shanghai"``: the Helios clusters are
+        Zone of the naive wall-clock times (None: ``"Asia/Shanghai"``: the Helios clusters are
         SenseTime's, in China, UTC+8 with no daylight saving, so every minute maps to one instant).
+    window
+        Not used: an aggregate record has no open job to censor (the measurement applies the window).
     glitch
         What to do with a quota glitch day (see :func:`detect_quota_glitch_days`; Helios Earth has one on
         2020-05-09, every VC at 0 but one at 840): ``"carry"`` (default) carries the previous day's
@@ -128,16 +127,18 @@ def read_helios(
         non-negative integers, one row per minute.  A row with ``running > total`` (negative idle) is
         kept unchanged and flagged: allocated above capacity is reported, never clipped.
     """
+    del window  # an aggregate record: nothing to censor; the measurement applies the window
+    tz = tz or _HELIOS_TZ
     if glitch not in ("carry", "reject"):
         raise DomainError(f"glitch must be 'carry' or 'reject'; got {glitch!r}")
     res = float(resolution_s)
     if not res > 0:
         raise DomainError(f"resolution_s must be > 0; got {resolution_s!r}")
-    book = _Book()
+    book = ReadBook()
     seqs, quotas = [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = _first_line(text, path)
+    for path in as_paths(paths):
+        text = read_text(path)
+        header = header_line(text, path)
         first_col = header.split(",")[0].strip().lower()
         if first_col == "date":
             quotas.append(_helios_quota(path, text, tz, glitch, book))
@@ -157,14 +158,14 @@ def read_helios(
         if occupancy is not None:
             quota = quota[quota["pool"].isin(occupancy["pool"].unique())].reset_index(drop=True)
             notes["quota_check"] = _quota_check(occupancy, quota)
-    source = ",".join(str(p) for p in _paths(path_or_paths))
-    return _records(source, notes, occupancy=occupancy, quota=quota), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, occupancy=occupancy, quota=quota), book.settle()
 
 
-def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) -> pd.DataFrame:
+def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
-    times, rejected = _parse_time_columns(
+    raw, rows = csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
+    times, rejected = parse_time_columns(
         raw, ["time"], tz=tz, file=file, rows=rows, book=book, format_hint="Helios sequence"
     )
     alive = ~rejected
@@ -225,19 +226,19 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: _Book) ->
             "pending_jobs": nums["pending_gpujob_num"][a].astype("int64").to_numpy(),
             "pending_devices": nums["pending_gpu_num"][a].astype("int64").to_numpy(),
         }
-    ).astype({"start": _TIME, "end": _TIME})
+    ).astype({"start": TIME_DTYPE, "end": TIME_DTYPE})
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> pd.DataFrame:
+def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: ReadBook) -> pd.DataFrame:
 
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, ("date",), "a Helios quota file")
+    raw, rows = csv_lines(path, text, book, ("date",), "a Helios quota file")
     date_col = raw.columns[0]
     pools = [c for c in raw.columns[1:] if c.strip().lower() != "total"]
     if not pools:
         raise InputError("quota file has no pool columns after 'date'", file=file, row=1)
-    times, rejected = _parse_time_columns(
+    times, rejected = parse_time_columns(
         raw, [date_col], tz=tz, file=file, rows=rows, book=book, format_hint="Helios quota file"
     )
     alive = ~rejected
@@ -289,12 +290,12 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
             )
             v, d = v[~glitchy], d[~glitchy]
     long = v.assign(_day=d.to_numpy()).melt(id_vars="_day", var_name="pool", value_name="q")
-    local_day = long["_day"].astype(_TIME).dt.tz_convert(tz)  # typed even when no day is left
+    local_day = long["_day"].astype(TIME_DTYPE).dt.tz_convert(tz)  # typed even when no day is left
     end = (local_day + pd.DateOffset(days=1)).dt.tz_convert("UTC")
     out = pd.DataFrame(
         {
             "pool": long["pool"].astype(object).to_numpy(),
-            "start": long["_day"].astype(_TIME).reset_index(drop=True),
+            "start": long["_day"].astype(TIME_DTYPE).reset_index(drop=True),
             "end": end.dt.as_unit("ns").reset_index(drop=True),
             "devices_in_service": long["q"].astype(float).round().astype("int64").to_numpy(),
             "devices_out_of_service": np.zeros(len(long), dtype=np.int64),
@@ -305,8 +306,8 @@ def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: _Book) -> p
 
 def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
     # one dtype for the keys on both sides, even when a side is empty
-    c = cap.sort_values("start").astype({"pool": object, "start": _TIME})
-    o = occ.sort_values("start").astype({"pool": object, "start": _TIME})
+    c = cap.sort_values("start").astype({"pool": object, "start": TIME_DTYPE})
+    o = occ.sort_values("start").astype({"pool": object, "start": TIME_DTYPE})
     m = pd.merge_asof(
         o[["pool", "start", "in_service"]],
         c[["pool", "start", "end", "devices_in_service"]],
@@ -321,41 +322,3 @@ def _quota_check(occ: pd.DataFrame, cap: pd.DataFrame) -> str:
         f"{int(differ.sum())} of {int(covered.sum())} sequence minutes have a total that differs from the "
         f"daily quota; {int((~covered).sum())} minutes have no quota day"
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Helios files with the protocol's arguments (see :func:`read_helios`).
-
-    Parameters
-    ----------
-    paths
-        Per-VC minute sequences (``vc*.csv[.gz]``) and the quota file (``*_gpu_number.csv``).
-    tz
-        Zone of the files' naive times; None means ``"Asia/Shanghai"``, the zone of the clusters.
-    window
-        Not used by the reader: the sequences are aggregates with nothing to censor; the window is
-        applied by the measurement.
-    **options
-        ``glitch`` and ``resolution_s``, as :func:`read_helios` takes them.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_helios` returns them.
-    """
-    del window  # an aggregate record: nothing to censor; the measurement applies the window
-    return read_helios(paths, tz=tz or _HELIOS_TZ, **options)
-
-
-read = protocol_read(records, "Helios per-VC minute sequences and the daily quota file")

@@ -2,47 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from os import PathLike
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import excerpt
+from fleetlib._io import as_paths, excerpt
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
-    _GPU,
-    _LTT,
-    _PENDING,
-    _TIME,
-    _allocations_frame,
-    _attempts_from_events,
-    _Book,
-    _capacity_from_out_of_service,
-    _get,
-    _load_objects,
-    _on,
-    _overlapping,
-    _parse_time_columns,
-    _paths,
-    _quantity,
-    _records,
-    _requeue_submit,
-    _row_ids,
-    _settle_attempts,
-    _window,
-    protocol_read,
+    GPU_RESOURCE,
+    ReadBook,
+    allocations_frame,
+    as_mask,
+    attempts_from_events,
+    capacity_from_out_of_service,
+    load_objects,
+    nested_get,
+    overlapping,
+    parse_time_columns,
+    quantity,
     queue_from_pending,
+    record_window,
+    requeue_submit,
+    row_ids,
+    settle_attempts,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
 )
+from fleetlib.scheduling.schema import PENDING, TIME_DTYPE
 
 # ================================================================================================
 # Kueue Workloads
 # ================================================================================================
 
+#: The condition field whose transition times a Workload records.
+_LTT = "status.conditions.lastTransitionTime"
 _KUEUE_END_RANK = {"Finished": 0, "Preempted": 1, "Evicted": 2, "Admitted": 3}
 #: Finished-condition reasons -> canonical end state.
 KUEUE_FINISHED_STATES: dict[str, str] = {
@@ -67,12 +63,13 @@ KUEUE_EVICTED_STATES: dict[str, str] = {
 }
 
 
-def read_kueue(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
+    tz: str | None = None,
+    window: object = None,
     pool_by: str = "cluster_queue",
-    gpu_resource: str = _GPU,
-    window: Sequence[object] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Kueue ``Workload`` objects (and ``ClusterQueue`` / ``LocalQueue`` objects) into tables.
 
@@ -83,17 +80,20 @@ def read_kueue(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One file or several.
+    tz
+        Not used: RFC 3339 times carry their zone (a naive time is rejected).
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes); attempts still
+        holding and Workloads still pending at its end are censored there (named repairs).  Default:
+        the earliest to the latest time in the objects.
     pool_by
         ``"cluster_queue"`` (``status.admission.clusterQueue``, default) or ``"flavor"`` (the
         ResourceFlavor assigned to ``gpu_resource``).  With ``"flavor"`` no queue table is built and
         never-admitted Workloads are left out (a pending Workload has no flavor yet).
     gpu_resource
         Resource name counted as devices.
-    window
-        ``(start, end)`` timezone-aware; attempts still holding and Workloads still pending at its end
-        are censored there (named repairs).  Default: the earliest to the latest time in the objects.
 
     Returns
     -------
@@ -114,26 +114,27 @@ def read_kueue(
         complete time cannot be inferred); PodsReady never True before release means the gang never
         completed: gang_complete = release (the whole hold was partial; a named repair).
     """
+    del tz  # RFC 3339 times carry their zone
     if pool_by not in ("cluster_queue", "flavor"):
         raise DomainError(f"pool_by must be 'cluster_queue' or 'flavor'; got {pool_by!r}")
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     wl_rows, cond_rows, cq_rows, lq_map = [], [], [], {}
-    paths = _paths(path_or_paths)
-    for path in paths:
+    files = as_paths(paths)
+    for path in files:
         file = str(path)
         seen: dict[str, int] = {}
-        for row, obj, canon in _load_objects(path, book):
+        for row, obj, canon in load_objects(path, book):
             if canon in seen:
                 book.reject(file, row, None, f"duplicate object (same as row {seen[canon]})")
                 continue
             seen[canon] = row
-            kind = _get(obj, "kind")
+            kind = nested_get(obj, "kind")
             if kind == "ClusterQueue":
                 cq_rows.append((file, row, obj))
             elif kind == "LocalQueue":
-                ns, name = _get(obj, "metadata", "namespace"), _get(obj, "metadata", "name")
-                cq = _get(obj, "spec", "clusterQueue")
+                ns, name = nested_get(obj, "metadata", "namespace"), nested_get(obj, "metadata", "name")
+                cq = nested_get(obj, "spec", "clusterQueue")
                 if not (name and cq):
                     book.reject(
                         file, row, "spec.clusterQueue", "LocalQueue without name or spec.clusterQueue"
@@ -149,11 +150,11 @@ def read_kueue(
                 book.reject(file, row, "kind", f"kind {kind!r} is not Workload, ClusterQueue or LocalQueue")
     if not wl_rows:
         raise InputError(f"no usable Workload objects in the input ({book.settle().summary()})",
-                         file=str(paths[0]))
+                         file=str(files[0]))
     wl = pd.DataFrame(wl_rows)
     cond = pd.DataFrame(cond_rows, columns=["file", "row", "key", "type", "status", "time", "reason"])
     records = _kueue_tables(
-        wl, cond, cq_rows, lq_map, pool_by, gpu_resource, win, book, ",".join(str(p) for p in paths)
+        wl, cond, cq_rows, lq_map, pool_by, gpu_resource, win, book, ",".join(str(p) for p in files)
     )
     return records, book.settle()
 
@@ -189,7 +190,7 @@ def _mappings(value: object, field: str) -> list[dict]:
 
 
 def _kueue_workload(
-    file: str, row: int, obj: dict, gpu: str, wl_rows: list, cond_rows: list, book: _Book
+    file: str, row: int, obj: dict, gpu: str, wl_rows: list, cond_rows: list, book: ReadBook
 ) -> None:
     meta = _mapping(obj.get("metadata"), "metadata")
     ns, name = meta.get("namespace") or "default", meta.get("name")
@@ -206,29 +207,29 @@ def _kueue_workload(
     annotations = _mapping(meta.get("annotations"), "metadata.annotations")
     elastic = str(annotations.get("kueue.x-k8s.io/elastic-job", "")).lower() == "true"
     requested = 0.0
-    for k, ps in enumerate(_mappings(_get(obj, "spec", "podSets"), "spec.podSets")):
-        count = _quantity(ps.get("count", 1))
+    for k, ps in enumerate(_mappings(nested_get(obj, "spec", "podSets"), "spec.podSets")):
+        count = quantity(ps.get("count", 1))
         per_pod = 0.0
         at = f"spec.podSets[{k}].template.spec.containers"
-        for j, c in enumerate(_mappings(_get(ps, "template", "spec", "containers"), at)):
+        for j, c in enumerate(_mappings(nested_get(ps, "template", "spec", "containers"), at)):
             res = _mapping(c.get("resources"), f"{at}[{j}].resources")
             requests = _mapping(res.get("requests"), f"{at}[{j}].resources.requests")
             limits = _mapping(res.get("limits"), f"{at}[{j}].resources.limits")
-            q = _quantity(requests.get(gpu, limits.get(gpu)))
+            q = quantity(requests.get(gpu, limits.get(gpu)))
             per_pod += 0.0 if np.isnan(q) else q
         requested += (0.0 if np.isnan(count) else count) * per_pod
-    adm = _mapping(_get(obj, "status", "admission"), "status.admission")
+    adm = _mapping(nested_get(obj, "status", "admission"), "status.admission")
     devices, flavor = 0.0, None
     at = "status.admission.podSetAssignments"
     for k, psa in enumerate(_mappings(adm.get("podSetAssignments"), at)):
-        q = _quantity(_mapping(psa.get("resourceUsage"), f"{at}[{k}].resourceUsage").get(gpu))
+        q = quantity(_mapping(psa.get("resourceUsage"), f"{at}[{k}].resourceUsage").get(gpu))
         devices += 0.0 if np.isnan(q) else q
         flavor = flavor or _mapping(psa.get("flavors"), f"{at}[{k}].flavors").get(gpu)
-    conditions = _get(obj, "status", "conditions") or []
+    conditions = nested_get(obj, "status", "conditions") or []
     if not isinstance(conditions, list):  # checked before the Workload's row is added
         raise _Shape("status.conditions", "a list of mappings", conditions)
     key = meta.get("uid") or f"{ns}/{name}"
-    prio = _get(obj, "spec", "priority")
+    prio = nested_get(obj, "spec", "priority")
     wl_rows.append(
         {
             "file": file,
@@ -236,7 +237,7 @@ def _kueue_workload(
             "key": key,
             "job_id": f"{ns}/{owner or name}",
             "namespace": ns,
-            "queue_name": _get(obj, "spec", "queueName"),
+            "queue_name": nested_get(obj, "spec", "queueName"),
             "created": str(created),
             "elastic": elastic,
             "requested": requested,
@@ -271,7 +272,7 @@ def _kueue_tables(
     pool_by: str,
     gpu: str,
     win: tuple[pd.Timestamp, pd.Timestamp] | None,
-    book: _Book,
+    book: ReadBook,
     source: str,
 ) -> SchedulerRecords:
     wl, cond = _kueue_times(wl, cond, book, source)
@@ -287,7 +288,7 @@ def _kueue_tables(
     # --- never-admitted Workloads, waits, queue
     never_adm = _kueue_never_admitted(wl, att, ev, lq_map, pool_by, win_end, book)
     req_never = never_adm["requested"].where(never_adm["requested"] > 0, 0.0)
-    allocations = _allocations_frame(
+    allocations = allocations_frame(
         {
             "job_id": pd.concat([keep["job_id"], never_adm["job_id"]], ignore_index=True),
             "attempt": 0,
@@ -297,11 +298,11 @@ def _kueue_tables(
             .astype("int64"),
             "submit": pd.concat([keep["submit"], never_adm["submit"]], ignore_index=True),
             "first_assigned": pd.concat(
-                [keep["first_assigned"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
+                [keep["first_assigned"], pd.Series(pd.NaT, index=never_adm.index, dtype=TIME_DTYPE)],
                 ignore_index=True,
             ),
             "gang_complete": pd.concat(
-                [keep["gang_complete"], pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)],
+                [keep["gang_complete"], pd.Series(pd.NaT, index=never_adm.index, dtype=TIME_DTYPE)],
                 ignore_index=True,
             ),
             "release": pd.concat([keep["release"], never_adm["release"]], ignore_index=True),
@@ -333,19 +334,20 @@ def _kueue_tables(
             else "no ClusterQueue objects given: capacity not known"
         ),
     }
-    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+    return SchedulerRecords.from_tables(source, notes,
+                                       allocations=allocations, queue=queue, capacity=capacity)
 
 
 def _kueue_times(
-    wl: pd.DataFrame, cond: pd.DataFrame, book: _Book, source: str
+    wl: pd.DataFrame, cond: pd.DataFrame, book: ReadBook, source: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parse creation and transition times (RFC 3339 required); a bad time rejects its object whole."""
     wl = wl.reset_index(drop=True)
-    wl["row_id"] = _row_ids(wl)
+    wl["row_id"] = row_ids(wl)
     bad: set[str] = set()
-    wl["submit"] = pd.Series(pd.NaT, index=wl.index, dtype=_TIME)
+    wl["submit"] = pd.Series(pd.NaT, index=wl.index, dtype=TIME_DTYPE)
     for file, sub in wl.groupby("file", sort=False):
-        t, rej = _parse_time_columns(
+        t, rej = parse_time_columns(
             sub[["created"]].rename(columns={"created": "metadata.creationTimestamp"}),
             ["metadata.creationTimestamp"],
             tz=None,
@@ -358,11 +360,11 @@ def _kueue_times(
         wl.loc[sub.index, "submit"] = t.parsed["metadata.creationTimestamp"]
         bad |= set(sub["row_id"][rej])
     cond = cond.reset_index(drop=True)
-    cond["row_id"] = _row_ids(cond)
-    cond["t"] = pd.Series(pd.NaT, index=cond.index, dtype=_TIME)
+    cond["row_id"] = row_ids(cond)
+    cond["t"] = pd.Series(pd.NaT, index=cond.index, dtype=TIME_DTYPE)
     for file, sub in cond.groupby("file", sort=False):
         rows = sub["row"].to_numpy()
-        t, rej = _parse_time_columns(
+        t, rej = parse_time_columns(
             sub[["time"]].astype(str).rename(columns={"time": _LTT}),
             [_LTT],
             tz=None,
@@ -421,7 +423,7 @@ def _kueue_attempts(wl: pd.DataFrame, cond: pd.DataFrame, pool_by: str) -> tuple
         }
     )
     ev = ev[ev["kind"] != ""]
-    att, ev = _attempts_from_events(ev, ("end_state", "end_kind", "raw_end"))
+    att, ev = attempts_from_events(ev, ("end_state", "end_kind", "raw_end"))
     info = wl.drop(columns=["key"]).rename(columns={"row_id": "primary_row"})
     att = att.merge(info, on="primary_row", how="left")
     att["pool"] = att["cluster_queue"] if pool_by == "cluster_queue" else att["flavor"]
@@ -435,7 +437,7 @@ def _judge_kueue_attempts(
     cond: pd.DataFrame,
     gpu: str,
     win_end: pd.Timestamp,
-    book: _Book,
+    book: ReadBook,
 ) -> pd.DataFrame:
     """Reject, repair or flag each attempt (a RowBook over the attempts); return the kept ones.
 
@@ -445,28 +447,30 @@ def _judge_kueue_attempts(
     podsready_seen = set(cond.loc[cond["type"].astype(str) == "PodsReady", "key"])
     v = RowBook("<attempts>", len(att))  # position i: attempt i
     v.reject(
-        _on(~(att["devices"] > 0)), None, f"no {gpu} in status.admission.podSetAssignments: not GPU capacity"
+        as_mask(~(att["devices"] > 0)), None,
+        f"no {gpu} in status.admission.podSetAssignments: not GPU capacity",
     )
     v.reject(
-        _on(att["pool"].isna()), None, "admitted Workload without status.admission.clusterQueue (or flavor)"
+        as_mask(att["pool"].isna()), None,
+        "admitted Workload without status.admission.clusterQueue (or flavor)",
     )
     no_gang = att["gang_complete"].isna()
     has_pr = att["key"].isin(podsready_seen)
     ended = att["release"].notna()
     v.reject(
-        _on(no_gang & ~has_pr & att["elastic"]),
+        as_mask(no_gang & ~has_pr & att["elastic"]),
         None,
         "elastic Workload with no PodsReady condition: the time its gang became complete cannot be inferred",
     )
     partial_adm = att["devices"] < att["requested"]
     v.reject(
-        _on(no_gang & ~has_pr & partial_adm),
+        as_mask(no_gang & ~has_pr & partial_adm),
         None,
         "no PodsReady condition and admitted below the requested size: gang completion cannot be inferred",
     )
     infer = no_gang & ~has_pr & (~v.rejected)
     v.flag(
-        _on(infer),
+        as_mask(infer),
         "gang_complete_inferred_at_admission",
         "no PodsReady condition; gang_complete inferred at admission (a rigid Workload admitted at "
         "its full requested size)",
@@ -474,13 +478,13 @@ def _judge_kueue_attempts(
     att.loc[infer, "gang_complete"] = att.loc[infer, "first_assigned"]
     never = att["gang_complete"].isna() & ended & (~v.rejected)
     v.repair(
-        _on(never),
+        as_mask(never),
         None,
         "gang never completed (PodsReady never True before release): gang_complete set to release, "
         "the whole hold was partial",
     )
     att.loc[never, "gang_complete"] = att.loc[never, "release"]
-    v.reject(_on(att["release"] < att["gang_complete"]), None, "released before its gang completed")
+    v.reject(as_mask(att["release"] < att["gang_complete"]), None, "released before its gang completed")
     # an end condition stamped before the first admission: the conditions are out of order, and the
     # attempt after it is not "still holding"
     early = ev[(ev["attempt"] < 0) & (ev["kind"] == "end")].groupby("key").first()
@@ -494,28 +498,30 @@ def _judge_kueue_attempts(
                        + " is stamped before Admitted at "
                        + att.loc[hit, "first_assigned"].astype(str).to_numpy(dtype=object)
                        + ": conditions out of order, the hold cannot be timed")
-            v.reject(np.flatnonzero(_on(hit)), None, reasons)
+            v.reject(np.flatnonzero(as_mask(hit)), None, reasons)
     still = ~ended & (~v.rejected)
     v.reject(
-        _on(still & (att["first_assigned"] > win_end)), None, "admitted after the window end and still open"
+        as_mask(still & (att["first_assigned"] > win_end)), None,
+        "admitted after the window end and still open",
     )
     still = ~ended & (~v.rejected)
     v.repair(
-        _on(still), None, f"still holding at the end of the record: release censored at {win_end.isoformat()}"
+        as_mask(still), None,
+        f"still holding at the end of the record: release censored at {win_end.isoformat()}",
     )
     att.loc[still, "release"] = win_end
     att.loc[still, "end_state"] = "running"
     att.loc[still, "end_kind"] = "open"
     open_gang = still & att["gang_complete"].isna()
     v.repair(
-        _on(open_gang),
+        as_mask(open_gang),
         None,
         "gang not complete at the end of the record: gang_complete set to the window end",
     )
     att.loc[open_gang, "gang_complete"] = win_end
     unknown_end = att["end_state"].eq("unknown") & ended
     v.flag(
-        _on(unknown_end),
+        as_mask(unknown_end),
         "unknown_end_reason",
         "end reason not recognised; end_state 'unknown'",
     )
@@ -523,17 +529,17 @@ def _judge_kueue_attempts(
     if ok.any():
         sub = att[ok]
         el = sub["elastic"].to_numpy()
-        ov = _overlapping(
+        ov = overlapping(
             sub["job_id"], sub["gang_complete"].where(el, sub["first_assigned"]), sub["release"]
         )
         v.reject(
-            _on(pd.Series(ov, index=sub.index).reindex(att.index, fill_value=False)),
+            as_mask(pd.Series(ov, index=sub.index).reindex(att.index, fill_value=False)),
             None,
             "overlaps an earlier attempt of the same job (admitted before it was released)",
         )
-    _settle_attempts(v, att, ev, book)
+    settle_attempts(v, att, ev, book)
     keep = att[~v.rejected].copy()
-    keep["submit"] = _requeue_submit(keep)
+    keep["submit"] = requeue_submit(keep)
     return keep
 
 
@@ -544,7 +550,7 @@ def _kueue_never_admitted(
     lq_map: dict,
     pool_by: str,
     win_end: pd.Timestamp,
-    book: _Book,
+    book: ReadBook,
 ) -> pd.DataFrame:
     """Return the Workloads never admitted (waits only), with their pool, release and end state."""
     first = wl.sort_values(["file", "row"]).groupby("key", as_index=False).last()
@@ -574,9 +580,10 @@ def _kueue_never_admitted(
     never_adm = first[~first["key"].isin(att["key"])].copy()
     orphan = ev[(ev["attempt"] < 0) & (ev["kind"] == "end")].groupby("key").first()
     never_adm["release"] = (
-        pd.Series(orphan["time"].reindex(never_adm["key"]).to_numpy(), index=never_adm.index, dtype=_TIME)
+        pd.Series(orphan["time"].reindex(never_adm["key"]).to_numpy(), index=never_adm.index,
+                  dtype=TIME_DTYPE)
         if len(orphan)
-        else pd.Series(pd.NaT, index=never_adm.index, dtype=_TIME)
+        else pd.Series(pd.NaT, index=never_adm.index, dtype=TIME_DTYPE)
     )
     never_adm["end_state"] = pd.Series(
         orphan["end_state"].reindex(never_adm["key"]).to_numpy(dtype=object) if len(orphan) else None,
@@ -611,23 +618,23 @@ def _kueue_never_admitted(
             f"still pending at the end of the record: leaves the queue at {win_end.isoformat()} (censored)",
         )
     never_adm.loc[waiting, "release"] = win_end
-    never_adm.loc[waiting, "end_state"] = _PENDING
+    never_adm.loc[waiting, "end_state"] = PENDING
     never_adm["end_state"] = never_adm["end_state"].fillna("unknown")
     return never_adm
 
 
 def _kueue_capacity(
-    cq_rows: list, pool_by: str, gpu: str, win: tuple[pd.Timestamp, pd.Timestamp], book: _Book
+    cq_rows: list, pool_by: str, gpu: str, win: tuple[pd.Timestamp, pd.Timestamp], book: ReadBook
 ) -> pd.DataFrame:
     quota: dict[str, float] = {}
     for file, row, obj in cq_rows:
-        name = _get(obj, "metadata", "name")
+        name = nested_get(obj, "metadata", "name")
         total = 0.0
-        for rg in _get(obj, "spec", "resourceGroups") or []:
+        for rg in nested_get(obj, "spec", "resourceGroups") or []:
             for fl in rg.get("flavors") or []:
                 for res in fl.get("resources") or []:
                     if res.get("name") == gpu:
-                        q = _quantity(res.get("nominalQuota"))
+                        q = quantity(res.get("nominalQuota"))
                         if np.isnan(q):
                             continue
                         pool = name if pool_by == "cluster_queue" else fl.get("name")
@@ -635,44 +642,6 @@ def _kueue_capacity(
                         total += q
         if total <= 0:
             book.reject(file, row, "spec.resourceGroups", f"ClusterQueue {name!r} has no {gpu} nominalQuota")
-    return _capacity_from_out_of_service(
+    return capacity_from_out_of_service(
         pd.Series(quota, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Kueue Workloads with the protocol's arguments (see :func:`read_kueue`).
-
-    Parameters
-    ----------
-    paths
-        YAML or JSON files of Workload (and ClusterQueue) objects.
-    tz
-        Not used: Kubernetes times carry their offset (a naive time is rejected).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
-        censored at its end.
-    **options
-        ``pool_by`` and ``gpu_resource``, as :func:`read_kueue` takes them.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_kueue` returns them.
-    """
-    del tz  # RFC 3339 times carry their zone
-    return read_kueue(paths, window=window, **options)
-
-
-read = protocol_read(records, "Kueue Workload objects")

@@ -5,20 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _Book,
-    _csv_lines,
-    _first_line,
-    _paths,
-    _read_text,
-    _records,
-    protocol_read,
+    ReadBook,
+    csv_lines,
+    header_line,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -41,8 +37,11 @@ _OPENB_NODE_REQUIRED = ("sn", "gpu", "model")
 _OPENB_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
 
 
-def read_openb(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+    *,
+    tz: str | None = None,
+    window: object = None,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read the Alibaba GPU 2023 ``openb`` pod list (waits, size cohorts) and node list (installed GPUs).
 
@@ -53,8 +52,10 @@ def read_openb(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         ``openb_pod_list_*.csv[.gz]`` and/or ``openb_node_list_*.csv`` (recognised by their headers).
+    tz, window
+        Not used: times are seconds from the trace start (no zone, no calendar window).
 
     Returns
     -------
@@ -67,11 +68,12 @@ def read_openb(
         Duplicate pod names, scheduling before creation, deletion before creation or scheduling, and
         inconsistent GPU fields are rejected; unknown phases are kept and flagged.
     """
-    book = _Book()
+    del tz, window  # seconds from the trace start: no zone, no calendar window
+    book = ReadBook()
     pods, nodes = [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = [h.strip() for h in _first_line(text, path).split(",")]
+    for path in as_paths(paths):
+        text = read_text(path)
+        header = [h.strip() for h in header_line(text, path).split(",")]
         if "creation_time" in header or "num_gpu" in header:
             pods.append(_openb_pods(path, text, book))
         elif "sn" in header or "model" in header:
@@ -91,13 +93,13 @@ def read_openb(
         "use": "waits and size cohorts only: the pod sample never fills the cluster (no time-based goodput)",
         "time_zone": "seconds from the trace start (no calendar time)",
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
-    return _records(source, notes, waits=waits, installed=installed), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, waits=waits, installed=installed), book.settle()
 
 
-def _openb_pods(path: Path, text: str, book: _Book) -> pd.DataFrame:
+def _openb_pods(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _OPENB_POD_REQUIRED, "an openb pod list")
+    raw, rows = csv_lines(path, text, book, _OPENB_POD_REQUIRED, "an openb pod list")
     alive = np.ones(len(raw), dtype=bool)
 
     def num(c: str) -> pd.Series:
@@ -182,9 +184,9 @@ def _openb_pods(path: Path, text: str, book: _Book) -> pd.DataFrame:
     return out
 
 
-def _openb_nodes(path: Path, text: str, book: _Book) -> pd.DataFrame:
+def _openb_nodes(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
     file = str(path)
-    raw, rows = _csv_lines(path, text, book, _OPENB_NODE_REQUIRED, "an openb node list")
+    raw, rows = csv_lines(path, text, book, _OPENB_NODE_REQUIRED, "an openb node list")
     gpu = pd.to_numeric(raw["gpu"], errors="coerce")
     alive = np.ones(len(raw), dtype=bool)
     bad = (gpu.isna() | (gpu < 0) | (gpu != np.round(gpu))).to_numpy()
@@ -203,40 +205,3 @@ def _openb_nodes(path: Path, text: str, book: _Book) -> pd.DataFrame:
             "gpu": gpu[alive].astype("int64").to_numpy(),
         }
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read openb pod and node lists with the protocol's arguments (see :func:`read_openb`).
-
-    Parameters
-    ----------
-    paths
-        ``openb_pod_list_*.csv[.gz]`` and/or ``openb_node_list_*.csv``.
-    tz
-        Not used: the trace counts seconds from its start.
-    window
-        Not used: the trace has no calendar time.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_openb` returns them.
-    """
-    del tz, window  # seconds from the trace start: no zone, no calendar window
-    return read_openb(paths, **options)
-
-
-read = protocol_read(records, "Alibaba openb pod and node lists")

@@ -43,20 +43,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _paths,
-    _read_text,
-    _records,
-    _window,
-    protocol_read,
+    ReadBook,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, TIME_DTYPE
 
-__all__ = ["PAI_COLUMNS", "PAI_STATES", "read", "read_pai", "records", "sniff"]
+__all__ = ["PAI_COLUMNS", "PAI_STATES", "read", "sniff"]
 
 #: The documented column order of each PAI table (the trace's ``.header`` files).
 PAI_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -132,10 +128,10 @@ def sniff(head: bytes) -> bool:
     return hexname and (number == "" or re.fullmatch(_NUMBER, number) is not None)
 
 
-def _table(path: Path, book: _Book) -> tuple[str, pd.DataFrame, np.ndarray]:
+def _table(path: Path, book: ReadBook) -> tuple[str, pd.DataFrame, np.ndarray]:
     """Return (kind, string columns, 1-based file lines) of one PAI file; bad lines are rejected."""
     file = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     lines = pd.Series(text.splitlines(), dtype="str")
     nonblank = (lines.str.strip() != "").to_numpy()
     if not nonblank.any():
@@ -181,7 +177,7 @@ def _table(path: Path, book: _Book) -> tuple[str, pd.DataFrame, np.ndarray]:
 class _Part:
     """One PAI table with its file, row numbers and alive mask, and vectorised reject/flag helpers."""
 
-    def __init__(self, file: str, raw: pd.DataFrame, rows: np.ndarray, book: _Book) -> None:
+    def __init__(self, file: str, raw: pd.DataFrame, rows: np.ndarray, book: ReadBook) -> None:
         self.file, self.raw, self.rows, self.book = file, raw, rows, book
         self.alive = np.ones(len(raw), dtype=bool)
 
@@ -225,21 +221,27 @@ def _times(part: _Part, what: str) -> tuple[pd.Series, pd.Series]:
     return start, end
 
 
-def read_pai(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
+    tz: str | None = None,
     window: object = None,
+    **options: Any,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read PAI 2020 job, task (and instance, machine) tables into canonical allocations.
 
     Parameters
     ----------
-    path_or_paths
+    paths
         ``pai_job_table.csv`` and ``pai_task_table.csv`` (required), ``pai_instance_table.csv`` and
         ``pai_machine_spec.csv`` (optional); plain or gzip, with or without a header line.
+    tz
+        Not used: the trace writes Unix seconds.
     window
         The record window: jobs still running or waiting at the end are censored at its end (default:
         the latest time in the tables).  Times are Unix seconds as the trace writes them.
+    **options
+        None: the format has no options (any given is refused).
 
     Returns
     -------
@@ -260,13 +262,16 @@ def read_pai(
     InputError
         An unrecognised or empty file, or no job or no task table among the files.
     """
-    win = _window(window)
-    book = _Book()
+    del tz  # Unix seconds: no zone to apply
+    if options:
+        raise DomainError(f"the pai format takes no options; got {sorted(options)}")
+    win = record_window(window)
+    book = ReadBook()
     parts: dict[str, list[_Part]] = {k: [] for k in PAI_COLUMNS}
-    for path in _paths(path_or_paths):
+    for path in as_paths(paths):
         kind, raw, rows = _table(path, book)
         parts[kind].append(_Part(str(path), raw, rows, book))
-    first = str(_paths(path_or_paths)[0])
+    first = str(as_paths(paths)[0])
     if not parts["job"]:
         raise InputError(
             "no pai_job_table among the files (6 fields: job_name,inst_id,user,status,start_time,"
@@ -298,8 +303,8 @@ def read_pai(
         "weekday in Asia/Shanghai, not the true date)",
         "record_end": "" if pd.isna(record_end) else pd.Timestamp(record_end).isoformat(),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
-    return _records(source, notes, allocations=alloc, installed=installed), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, allocations=alloc, installed=installed), book.settle()
 
 
 def _merge(frames: list[pd.DataFrame], key: str | list[str]) -> pd.DataFrame:
@@ -576,7 +581,7 @@ def _pai_table(
     )
 
     def utc(sec: pd.Series) -> pd.Series:
-        return pd.Series(pd.to_datetime(sec.to_numpy(dtype=float), unit="s", utc=True), dtype=_TIME)
+        return pd.Series(pd.to_datetime(sec.to_numpy(dtype=float), unit="s", utc=True), dtype=TIME_DTYPE)
 
     release = utc(release_s).where(~open_, record_end)
     alloc = pd.DataFrame(
@@ -588,7 +593,7 @@ def _pai_table(
             "submit": utc(j["submit_s"]),
             "first_assigned": utc(first_s),
             "gang_complete": utc(last_s),
-            "release": release.astype(_TIME),
+            "release": release.astype(TIME_DTYPE),
             "priority": np.nan,
             "elastic": False,
             "end_state": end_state.astype(object),
@@ -630,43 +635,3 @@ def _installed(specs: list[_Part]) -> pd.DataFrame:
     m = pd.concat(frames, ignore_index=True)
     out = m.groupby("model", as_index=False).agg(nodes=("gpu", "size"), devices=("gpu", "sum"))
     return out.astype({"nodes": "int64", "devices": "int64"})
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read PAI 2020 tables with the protocol's arguments (see :func:`read_pai`).
-
-    Parameters
-    ----------
-    paths
-        ``pai_job_table.csv``, ``pai_task_table.csv`` and optionally ``pai_instance_table.csv``,
-        ``pai_machine_spec.csv``.
-    tz
-        Not used: the trace writes Unix seconds.
-    window
-        The record window; open jobs are censored at its end.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_pai` returns them.
-    """
-    del tz  # Unix seconds: no zone to apply
-    if options:
-        raise DomainError(f"the pai format takes no options; got {sorted(options)}")
-    return read_pai(paths, window=window)
-
-
-read = protocol_read(records, "Alibaba PAI 2020 job, task and instance tables")

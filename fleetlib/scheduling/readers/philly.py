@@ -34,21 +34,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_whole_text, json_depth_rows, nesting_message
+from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_message, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
-    _TIME,
-    _Book,
-    _paths,
-    _read_text,
-    _records,
-    _window,
-    protocol_read,
+    ReadBook,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, TIME_DTYPE
 
-__all__ = ["PHILLY_STATES", "read", "read_philly", "records", "sniff"]
+__all__ = ["PHILLY_STATES", "read", "sniff"]
 
 #: Philly job ``status`` -> canonical end state of the job's last attempt.
 PHILLY_STATES: dict[str, str] = {"Pass": "completed", "Killed": "cancelled", "Failed": "failed"}
@@ -75,10 +70,10 @@ def sniff(head: bytes) -> bool:
     return text[:1] in "[{" and '"attempts"' in text and '"submitted_time"' in text
 
 
-def _load(path: Path, book: _Book) -> tuple[list[object], np.ndarray]:
+def _load(path: Path, book: ReadBook) -> tuple[list[object], np.ndarray]:
     """Return the job objects of one log file and their 1-based object numbers (the ledger's rows)."""
     file = str(path)
-    text = _read_text(path)
+    text = read_text(path)
     if not text.strip():
         raise InputError(
             "empty file: expected a Philly cluster_job_log (a JSON array of jobs)", file=file, row=1
@@ -118,7 +113,7 @@ def _local_times(text: pd.Series, tz: str) -> tuple[pd.Series, np.ndarray, np.nd
         utc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
     except Exception as exc:  # an unknown zone name
         raise DomainError(f"tz must be an IANA zone name such as 'America/Los_Angeles'; got {tz!r}") from exc
-    utc = utc.dt.as_unit("ns").astype(_TIME)
+    utc = utc.dt.as_unit("ns").astype(TIME_DTYPE)
     return utc, missing, (~missing) & utc.isna().to_numpy()
 
 
@@ -147,23 +142,26 @@ def _attempt_frame(jobs: list[object], rows: np.ndarray, tz: str) -> pd.DataFram
     return att
 
 
-def read_philly(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
     tz: str | None = None,
     window: object = None,
+    **options: Any,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Philly ``cluster_job_log`` files into canonical allocations (attempts, waits, cohorts).
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One or more ``cluster_job_log`` JSON files (plain or gzip).
     tz
         Zone of the log's naive times; default ``"America/Los_Angeles"`` (Philly's zone).
     window
         The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): attempts still
         running at the end of the log are censored at its end (default: the latest time in the log).
+    **options
+        None: the format has no options (any given is refused).
 
     Returns
     -------
@@ -179,11 +177,13 @@ def read_philly(
         the last attempt still running, censored at the window end.  Flagged: unknown ``status``
         (``unknown_job_status``) and multi-server attempts (``gang_complete_inferred_at_start``).
     """
+    if options:
+        raise DomainError(f"the philly format takes no options; got {sorted(options)}")
     zone = tz or DEFAULT_TZ
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     parts = []
-    for path in _paths(path_or_paths):
+    for path in as_paths(paths):
         jobs, rows = _load(path, book)
         parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
     alloc = pd.concat([p[0] for p in parts], ignore_index=True)
@@ -198,8 +198,8 @@ def read_philly(
         "end 'failed', the last one by the job's status",
         "record_end": "" if pd.isna(end) else pd.Timestamp(end).isoformat(),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
-    return _records(source, notes, allocations=alloc), book.settle()
+    source = ",".join(str(p) for p in as_paths(paths))
+    return SchedulerRecords.from_tables(source, notes, allocations=alloc), book.settle()
 
 
 def _philly_file(
@@ -208,7 +208,7 @@ def _philly_file(
     rows: np.ndarray,
     tz: str,
     win: tuple[pd.Timestamp, pd.Timestamp] | None,
-    book: _Book,
+    book: ReadBook,
 ) -> tuple[pd.DataFrame, pd.Timestamp]:
     """Judge one file's jobs and attempts; return its allocations and the latest time it holds."""
     n = len(jobs)
@@ -357,7 +357,8 @@ def _philly_table(
     rel = a["end_time"].where(a["end_time"].notna(), record_end)
     prev_rel = rel.groupby(p).shift(1)
     first = prev_rel.isna().to_numpy()
-    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=_TIME).where(first, prev_rel.reset_index(drop=True))
+    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=TIME_DTYPE).where(
+        first, prev_rel.reset_index(drop=True))
     last_state = pd.Series(jobs["status"].to_numpy(dtype=object)[p]).map(PHILLY_STATES).fillna("unknown")
     is_last = np.r_[p[1:] != p[:-1], True] if p.size else np.zeros(0, dtype=bool)
     end_state = np.where(running, "running", np.where(is_last, last_state.to_numpy(dtype=object), "failed"))
@@ -370,7 +371,7 @@ def _philly_table(
             "submit": sub,
             "first_assigned": a["start_time"],
             "gang_complete": a["start_time"],
-            "release": pd.Series(rel.to_numpy(), dtype=_TIME),
+            "release": pd.Series(rel.to_numpy(), dtype=TIME_DTYPE),
             "priority": np.nan,
             "elastic": False,
             "end_state": end_state.astype(object),
@@ -401,41 +402,3 @@ def _reject_by_attempt(
     reasons = np.empty(n, dtype=object)
     reasons[first.index.to_numpy()] = texts[first.to_numpy()]
     reject(job_mask, fld, reasons)
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Philly job logs with the protocol's arguments (see :func:`read_philly`).
-
-    Parameters
-    ----------
-    paths
-        ``cluster_job_log`` JSON files.
-    tz
-        Zone of the naive times (default ``"America/Los_Angeles"``).
-    window
-        The record window; running attempts are censored at its end.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_philly` returns them.
-    """
-    if options:
-        raise DomainError(f"the philly format takes no options; got {sorted(options)}")
-    return read_philly(paths, tz=tz, window=window)
-
-
-read = protocol_read(records, "Microsoft Philly cluster_job_log files")

@@ -1,4 +1,8 @@
-"""Slurm: ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` -> canonical tables."""
+"""Slurm: ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` -> canonical tables.
+
+:func:`read` is the format's reader; :func:`check_slurm_inputs` names, before a read, every input
+scheduling goodput needs that is missing (:data:`SLURM_INPUTS` says which command writes each).
+"""
 
 from __future__ import annotations
 
@@ -6,31 +10,26 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import current_limits, excerpt
+from fleetlib._io import as_paths, current_limits, excerpt, read_text
+from fleetlib._sniff import first_line
 from fleetlib.quality import InputError, Ledger
+from fleetlib.registry import head_bytes
 from fleetlib.scheduling.readers._common import (
-    _PENDING,
-    _TIME,
-    _allocations_frame,
-    _Book,
-    _capacity_from_out_of_service,
-    _first_line,
-    _overlapping,
-    _parse_time_columns,
-    _paths,
-    _read_text,
-    _records,
-    _window,
-    protocol_read,
+    ReadBook,
+    allocations_frame,
+    capacity_from_out_of_service,
+    header_line,
+    overlapping,
+    parse_time_columns,
     queue_from_pending,
+    record_window,
 )
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import ALLOCATION_COLUMNS
+from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, PENDING, TIME_DTYPE
 
 # ================================================================================================
 # Slurm: sacct --parsable2, sacctmgr show event -P, sinfo -N
@@ -80,7 +79,7 @@ SLURM_END_STATES: dict[str, str] = {
     "RUNNING": "running",
     "SUSPENDED": "running",
     "RESIZING": "running",
-    "PENDING": _PENDING,
+    "PENDING": PENDING,
 }
 _SACCT_REQUIRED = ("JobID", "Partition", "Submit", "Start", "End", "State", "AllocTRES")
 _EVENT_REQUIRED = ("NodeName", "TimeStart", "TimeEnd", "State")
@@ -220,7 +219,7 @@ def _flag_elapsed(df: pd.DataFrame, closed: np.ndarray, flag: Callable[..., None
              + " s: the times are used, Elapsed is not")
 
 
-def _pipe_table(path: Path, text: str, required: Sequence[str], book: _Book, what: str) -> pd.DataFrame:
+def _pipe_table(path: Path, text: str, required: Sequence[str], book: ReadBook, what: str) -> pd.DataFrame:
     """Split '|'-separated text into string columns; reject lines with the wrong field count."""
     file = str(path)
     lines = pd.Series(text.splitlines(), dtype=object)
@@ -303,11 +302,59 @@ def _sniff_slurm(header: str) -> str | None:
     return None
 
 
-def read_slurm(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+#: What each Slurm input is, and the command that writes it.
+SLURM_INPUTS: dict[str, str] = {
+    "sacct": "jobs: sacct -P -D -a --starttime S --endtime E --format=JobID,JobIDRaw,User,Account,Partition,"
+    "QOS,Priority,Submit,Eligible,Start,End,Elapsed,State,ExitCode,AllocTRES,ReqTRES,NodeList > sacct.txt",
+    "nodes": "node inventory: sinfo -N -o '%N|%P|%G' > sinfo_nodes.txt",
+    "events": "node outages (optional when no node was down): sacctmgr -P show event Start=S End=E "
+    "> sacctmgr_events.txt",
+}
+
+
+def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> list[str]:
+    """Return which of Slurm's three inputs are missing among ``paths`` (by their header lines).
+
+    Parameters
+    ----------
+    paths
+        The files given for ``--format slurm``.
+
+    Returns
+    -------
+    list of str
+        Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
+    """
+    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
+    return [k for k in SLURM_INPUTS if k not in seen]
+
+
+def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]]) -> None:
+    """Raise one :class:`~fleetlib.quality.InputError` naming every Slurm input scheduling goodput lacks.
+
+    sacct output and the sinfo node inventory are needed (jobs and capacity); sacctmgr events are
+    named too when they are missing along with one of those, so one run of the error lists all.
+
+    Raises
+    ------
+    InputError
+        sacct or sinfo output is missing; the message gives the command that writes each missing file.
+    """
+    missing = missing_slurm_inputs(paths)
+    if "sacct" in missing or "nodes" in missing:
+        need = "; ".join(f"{k} -- {SLURM_INPUTS[k]}" for k in missing)
+        raise InputError(
+            "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
+            f"{len(missing)} of the 3 inputs: {need}",
+            file=str(as_paths(paths)[0]),
+        )
+
+
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
     tz: str | None = None,
-    window: Sequence[object] | None = None,
+    window: object = None,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Slurm accounting: ``sacct --parsable2`` jobs, ``sacctmgr show event -P`` and ``sinfo -N``.
 
@@ -316,13 +363,14 @@ def read_slurm(
 
     Parameters
     ----------
-    path_or_paths
+    paths
         One file or several (sacct dumps are concatenated; duplicate rows across them are rejected).
     tz
         IANA zone of the cluster's wall clock.  sacct and sacctmgr print naive local times, so this is
         required when the files hold naive times; the reader raises :class:`InputError` otherwise.
     window
-        ``(start, end)`` as timezone-aware times: the extraction window.  Jobs still running or
+        The extraction window (anything :meth:`fleetlib.accounting.Window.parse` takes, such as a
+        ``(start, end)`` pair of timezone-aware times).  Jobs still running or
         pending and events still open at its end are censored there (a named repair); capacity spans
         it.  Default: from the earliest to the latest time in the sacct records.
 
@@ -348,12 +396,12 @@ def read_slurm(
         An empty file, an unrecognised header, a missing required column, naive times without ``tz``,
         or events without a node inventory.
     """
-    win = _window(window)
-    book = _Book()
+    win = record_window(window)
+    book = ReadBook()
     sacct_parts, event_parts, node_parts = [], [], []
-    for path in _paths(path_or_paths):
-        text = _read_text(path)
-        header = _first_line(text, path)
+    for path in as_paths(paths):
+        text = read_text(path)
+        header = header_line(text, path)
         kind = _sniff_slurm(header)
         if kind == "sacct":
             sacct_parts.append(_pipe_table(path, text, _SACCT_REQUIRED, book, "sacct --parsable2 output"))
@@ -373,7 +421,7 @@ def read_slurm(
     if not sacct_parts:
         raise InputError(
             "no sacct output among the files (a header with JobID|Partition|Submit|...)",
-            file=str(_paths(path_or_paths)[0]),
+            file=str(as_paths(paths)[0]),
         )
     jobs = _slurm_jobs(sacct_parts, tz, win, book)
     nodes = _slurm_nodes(node_parts, book) if node_parts else None
@@ -406,19 +454,20 @@ def read_slurm(
             else "no node inventory given: capacity not known"
         ),
     }
-    source = ",".join(str(p) for p in _paths(path_or_paths))
+    source = ",".join(str(p) for p in as_paths(paths))
     records = _slurm_finish(alloc, pending, events, nodes, win, notes, source)
     return records, book.settle()
 
 
 def _slurm_jobs(
-    parts: list[pd.DataFrame], tz: str | None, win: tuple[pd.Timestamp, pd.Timestamp] | None, book: _Book
+    parts: list[pd.DataFrame], tz: str | None, win: tuple[pd.Timestamp, pd.Timestamp] | None, book: ReadBook
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
     """Judge the sacct records row by row; return allocations, pending intervals and the times seen."""
     df = _sacct_frame(parts, tz, book)
     if df is None:
         empty_alloc = pd.DataFrame(columns=[*_SACCT_KEEP, "devices", "state"])
-        return empty_alloc, pd.DataFrame(columns=["pool", "start", "end", "devices"]), pd.Series(dtype=_TIME)
+        empty_pending = pd.DataFrame(columns=["pool", "start", "end", "devices"])
+        return empty_alloc, empty_pending, pd.Series(dtype=TIME_DTYPE)
     alive = ~df["_rejected"].to_numpy()
 
     files_arr = df["_file"].to_numpy(dtype=object)
@@ -451,8 +500,8 @@ def _slurm_jobs(
     # duplicates: the same record printed twice (overlapping sacct dumps)
     raw = ["JobID", "Partition", "State", "AllocTRES", "ReqTRES", "Submit", "Eligible", "Start", "End"]
     dup = df.duplicated(subset=raw, keep="first").to_numpy()
-    first_line = df.groupby(raw, sort=False)["_line"].transform("first").to_numpy()
-    reject(dup, None, "duplicate row (same as line " + pd.Series(first_line, dtype="str") + ")")
+    first_of_row = df.groupby(raw, sort=False)["_line"].transform("first").to_numpy()
+    reject(dup, None, "duplicate row (same as line " + pd.Series(first_of_row, dtype="str") + ")")
     # job steps are not allocations
     step = df["JobID"].str.contains(".", regex=False).to_numpy()
     reject(step, "JobID", "job step, not an allocation")
@@ -537,7 +586,7 @@ def _slurm_jobs(
     if started_alive.any():
         sub = df.index[started_alive]
         rel = end[sub].where(end[sub].notna(), win_end)
-        overl[sub] = _overlapping(job_id[sub], start[sub], rel)
+        overl[sub] = overlapping(job_id[sub], start[sub], rel)
     reject(overl, "Start", "overlaps an earlier attempt of the same job (starts before it was released)")
 
     alloc, pending = _sacct_tables(
@@ -568,7 +617,7 @@ _SACCT_KEEP = (
 )
 
 
-def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.DataFrame | None:
+def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: ReadBook) -> pd.DataFrame | None:
     """Parse the four sacct time columns of every file and stack the files (None when all are empty)."""
     frames = []
     for frame in parts:
@@ -579,7 +628,7 @@ def _sacct_frame(parts: list[pd.DataFrame], tz: str | None, book: _Book) -> pd.D
         for opt in ("Eligible", "ReqTRES", "Priority", "NodeList"):
             if opt not in frame.columns:
                 frame[opt] = ""
-        times, rejected = _parse_time_columns(
+        times, rejected = parse_time_columns(
             frame,
             ["Submit", "Eligible", "Start", "End"],
             tz=tz,
@@ -617,8 +666,8 @@ def _sacct_tables(
     release = end.where(end.notna(), win_end)
     end_state = state_word.map(SLURM_END_STATES).fillna("unknown")
     end_state = end_state.where(~pd.Series(censor, index=df.index), "running")
-    end_state = end_state.where(~pd.Series(waiting, index=df.index), _PENDING)
-    nat = pd.Series(pd.NaT, index=df.index, dtype=_TIME)
+    end_state = end_state.where(~pd.Series(waiting, index=df.index), PENDING)
+    nat = pd.Series(pd.NaT, index=df.index, dtype=TIME_DTYPE)
     k = pd.Series(keep, index=df.index)
     alloc = pd.DataFrame(
         {
@@ -650,7 +699,7 @@ def _sacct_tables(
     return alloc, pending
 
 
-def _slurm_nodes(parts: list[pd.DataFrame], book: _Book) -> pd.DataFrame:
+def _slurm_nodes(parts: list[pd.DataFrame], book: ReadBook) -> pd.DataFrame:
     frames = []
     for frame in parts:
         if frame.empty:
@@ -693,7 +742,7 @@ def _slurm_nodes(parts: list[pd.DataFrame], book: _Book) -> pd.DataFrame:
 
 
 def _slurm_events(
-    parts: list[pd.DataFrame], tz: str | None, nodes: pd.DataFrame, book: _Book
+    parts: list[pd.DataFrame], tz: str | None, nodes: pd.DataFrame, book: ReadBook
 ) -> pd.DataFrame:
     out = []
     known = set(nodes["node"])
@@ -702,7 +751,7 @@ def _slurm_events(
             continue
         file = str(frame["_file"].iloc[0])
         rows = frame["_line"].to_numpy()
-        times, rejected = _parse_time_columns(
+        times, rejected = parse_time_columns(
             frame, ["TimeStart", "TimeEnd"], tz=tz, file=file, rows=rows, book=book, format_hint="sacctmgr"
         )
         start, end = times.parsed["TimeStart"], times.parsed["TimeEnd"]
@@ -757,7 +806,7 @@ def _slurm_events(
     # the times as objects first: a column of NaT only (every kept event still open) would be inferred
     # naive and refuse the zone
     frame = pd.DataFrame(out, columns=["node", "start", "end"])
-    return frame.astype({"start": object, "end": object}).astype({"start": _TIME, "end": _TIME})
+    return frame.astype({"start": object, "end": object}).astype({"start": TIME_DTYPE, "end": TIME_DTYPE})
 
 
 def _slurm_finish(
@@ -770,7 +819,7 @@ def _slurm_finish(
     source: str,
 ) -> SchedulerRecords:
     allocations = (
-        _allocations_frame(alloc) if len(alloc) else _allocations_frame({c: [] for c in ALLOCATION_COLUMNS})
+        allocations_frame(alloc) if len(alloc) else allocations_frame({c: [] for c in ALLOCATION_COLUMNS})
     )
     pend = pending.copy()
     if len(pend):
@@ -786,8 +835,9 @@ def _slurm_finish(
             ev = ev.merge(nodes[["node", "pool", "gpus"]], on="node").rename(columns={"gpus": "devices"})
         else:
             ev = pd.DataFrame(columns=["pool", "start", "end", "devices"])
-        capacity = _capacity_from_out_of_service(installed, ev, win)
-    return _records(source, notes, allocations=allocations, queue=queue, capacity=capacity)
+        capacity = capacity_from_out_of_service(installed, ev, win)
+    return SchedulerRecords.from_tables(source, notes,
+                                       allocations=allocations, queue=queue, capacity=capacity)
 
 
 def _merge_intervals(iv: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -803,40 +853,3 @@ def _merge_intervals(iv: pd.DataFrame, key: str) -> pd.DataFrame:
         .reset_index(level=0)
         .reset_index(drop=True)
     )
-
-
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Slurm files with the protocol's arguments (see :func:`read_slurm`).
-
-    Parameters
-    ----------
-    paths
-        ``sacct --parsable2``, ``sacctmgr show event -P`` and ``sinfo -N`` files.
-    tz
-        Zone of the naive wall-clock times sacct prints (required when the files have any).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open jobs are
-        censored at its end, capacity is built over it.
-    **options
-        None (the format has no options).
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_slurm` returns them.
-    """
-    return read_slurm(paths, tz=tz, window=window, **options)
-
-
-read = protocol_read(records, "Slurm sacct / sacctmgr / sinfo files")

@@ -2,40 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import as_paths
 from fleetlib.quality import InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
-    _GPU,
-    _PENDING,
-    _TIME,
-    _allocations_frame,
-    _attempts_from_events,
-    _Book,
-    _capacity_from_out_of_service,
-    _get,
-    _load_objects,
-    _on,
-    _parse_time_columns,
-    _paths,
-    _quantity,
-    _records,
-    _requeue_submit,
-    _row_ids,
-    _settle_attempts,
-    _window,
-    protocol_read,
+    GPU_RESOURCE,
+    ReadBook,
+    allocations_frame,
+    as_mask,
+    attempts_from_events,
+    capacity_from_out_of_service,
+    load_objects,
+    nested_get,
+    parse_time_columns,
+    quantity,
     queue_from_pending,
+    record_window,
+    requeue_submit,
+    row_ids,
+    settle_attempts,
 )
 from fleetlib.scheduling.records import (
     SchedulerRecords,
 )
+from fleetlib.scheduling.schema import PENDING, TIME_DTYPE
 
 # ================================================================================================
 # Volcano PodGroup watch records
@@ -44,11 +40,12 @@ from fleetlib.scheduling.records import (
 VOLCANO_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
 
 
-def read_volcano(
-    path_or_paths: str | PathLike[str] | Iterable[str | PathLike[str]],
+def read(
+    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
-    gpu_resource: str = _GPU,
-    window: Sequence[object] | None = None,
+    tz: str | None = None,
+    window: object = None,
+    gpu_resource: str = GPU_RESOURCE,
 ) -> tuple[SchedulerRecords, Ledger]:
     """Read Volcano PodGroup phase transitions recorded from a watch.
 
@@ -58,12 +55,15 @@ def read_volcano(
 
     Parameters
     ----------
-    path_or_paths
-        One file or several.
+    paths
+        One file or several (JSON lines of watch events).
+    tz
+        Not used: the recorder's times carry their offset (a naive time is rejected).
+    window
+        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes); groups still
+        holding or waiting at its end are censored there.
     gpu_resource
         Resource in ``spec.minResources`` counted as devices (the gang's GPUs).
-    window
-        ``(start, end)`` timezone-aware; groups still holding or waiting at its end are censored there.
 
     Returns
     -------
@@ -81,18 +81,19 @@ def read_volcano(
         Rows are lines.  A spell that never reaches minMember gets gang_complete = release (the whole
         hold was partial; a named repair).  Unknown phases are kept and flagged.
     """
-    win = _window(window)
-    book = _Book()
-    paths = _paths(path_or_paths)
-    recs, queues = _volcano_records(paths, gpu_resource, book)
-    df = _volcano_frame(recs, paths, gpu_resource, book)
+    del tz  # RFC 3339 times carry their zone
+    win = record_window(window)
+    book = ReadBook()
+    files = as_paths(paths)
+    recs, queues = _volcano_records(files, gpu_resource, book)
+    df = _volcano_frame(recs, files, gpu_resource, book)
     if win is None:
         times = pd.concat([df["t"], df["submit"]]).dropna()
         win = (times.min(), max(times.max(), times.min() + pd.Timedelta(seconds=1)))
     att, kept, first_submit = _volcano_attempts(df, win, book)
     never = _volcano_never_held(df, att, first_submit, win, book)
     n_never = len(never)
-    allocations = _allocations_frame(
+    allocations = allocations_frame(
         {
             "job_id": pd.concat([kept["job_id"], never["job_id"]], ignore_index=True),
             "attempt": 0,
@@ -100,10 +101,12 @@ def read_volcano(
             "devices": np.r_[kept["devices"].round().to_numpy(), np.zeros(n_never)].astype(np.int64),
             "submit": pd.concat([kept["submit"], never["submit"]], ignore_index=True),
             "first_assigned": pd.concat(
-                [kept["first_assigned"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
+                [kept["first_assigned"], pd.Series(pd.NaT, index=never.index, dtype=TIME_DTYPE)],
+                ignore_index=True,
             ),
             "gang_complete": pd.concat(
-                [kept["gang_complete"], pd.Series(pd.NaT, index=never.index, dtype=_TIME)], ignore_index=True
+                [kept["gang_complete"], pd.Series(pd.NaT, index=never.index, dtype=TIME_DTYPE)],
+                ignore_index=True,
             ),
             "release": pd.concat([kept["release"], never["release"]], ignore_index=True),
             "priority": np.nan,
@@ -131,51 +134,13 @@ def read_volcano(
             else "no Queue records given: capacity not known"
         ),
     }
-    return _records(
-        ",".join(str(p) for p in paths), notes, allocations=allocations, queue=queue, capacity=capacity
+    return SchedulerRecords.from_tables(
+        ",".join(str(p) for p in files), notes, allocations=allocations, queue=queue, capacity=capacity
     ), book.settle()
 
 
-# ================================================================================================
-# The reader protocol (fleetlib.registry)
-# ================================================================================================
-
-
-def records(
-    paths: str | PathLike[str] | Iterable[str | PathLike[str]],
-    *,
-    tz: str | None = None,
-    window: object = None,
-    **options: Any,
-) -> tuple[SchedulerRecords, Ledger]:
-    """Read Volcano PodGroup watch records with the protocol's arguments (see :func:`read_volcano`).
-
-    Parameters
-    ----------
-    paths
-        JSON-lines files of watch events.
-    tz
-        Not used: the recorder's times carry their offset (a naive time is rejected).
-    window
-        The record window (anything :meth:`fleetlib.accounting.Window.parse` takes): open attempts are
-        censored at its end.
-    **options
-        ``gpu_resource``, as :func:`read_volcano` takes it.
-
-    Returns
-    -------
-    tuple of (SchedulerRecords, Ledger)
-        As :func:`read_volcano` returns them.
-    """
-    del tz  # RFC 3339 times carry their zone
-    return read_volcano(paths, window=window, **options)
-
-
-read = protocol_read(records, "Volcano PodGroup watch records")
-
-
 def _volcano_records(
-    paths: list[Path], gpu_resource: str, book: _Book
+    paths: list[Path], gpu_resource: str, book: ReadBook
 ) -> tuple[list[dict[str, object]], list[tuple[str, int, dict]]]:
     """Return the PodGroup watch records (one dict each) and the Queue objects of the files."""
     recs: list[dict[str, object]] = []
@@ -183,13 +148,13 @@ def _volcano_records(
     for path in paths:
         file = str(path)
         seen: dict[str, int] = {}
-        for row, rec, canon in _load_objects(path, book):
+        for row, rec, canon in load_objects(path, book):
             if canon in seen:
                 book.reject(file, row, None, f"duplicate record (same as line {seen[canon]})")
                 continue
             seen[canon] = row
-            obj = _get(rec, "object")
-            when = _get(rec, "time")
+            obj = nested_get(rec, "object")
+            when = nested_get(rec, "time")
             if not isinstance(obj, dict) or when is None:
                 book.reject(
                     file,
@@ -222,18 +187,18 @@ def _volcano_records(
                     "job_id": f"{ns}/{name}",
                     "created": str(meta.get("creationTimestamp") or when),
                     "pool": spec.get("queue") or "default",
-                    "min_member": _quantity(spec.get("minMember", 1)),
-                    "devices": _quantity((spec.get("minResources") or {}).get(gpu_resource)),
+                    "min_member": quantity(spec.get("minMember", 1)),
+                    "devices": quantity((spec.get("minResources") or {}).get(gpu_resource)),
                     "phase": str(st.get("phase") or ""),
-                    "running": _quantity(st.get("running", 0)),
-                    "failed": _quantity(st.get("failed", 0)),
+                    "running": quantity(st.get("running", 0)),
+                    "failed": quantity(st.get("failed", 0)),
                 }
             )
     return recs, queues
 
 
 def _volcano_frame(
-    recs: list[dict[str, object]], paths: list[Path], gpu_resource: str, book: _Book
+    recs: list[dict[str, object]], paths: list[Path], gpu_resource: str, book: ReadBook
 ) -> pd.DataFrame:
     """Parse times, reject records without GPU demand, flag unknown phases; return the kept records."""
     if not recs:
@@ -241,10 +206,10 @@ def _volcano_frame(
                          file=str(paths[0]))
     df = pd.DataFrame(recs)
     keep = np.ones(len(df), dtype=bool)
-    df["t"] = pd.Series(pd.NaT, index=df.index, dtype=_TIME)
-    df["submit"] = pd.Series(pd.NaT, index=df.index, dtype=_TIME)
+    df["t"] = pd.Series(pd.NaT, index=df.index, dtype=TIME_DTYPE)
+    df["submit"] = pd.Series(pd.NaT, index=df.index, dtype=TIME_DTYPE)
     for file, sub in df.groupby("file", sort=False):
-        t, rej = _parse_time_columns(
+        t, rej = parse_time_columns(
             sub[["time", "created"]].rename(columns={"created": "object.metadata.creationTimestamp"}),
             ["time", "object.metadata.creationTimestamp"],
             tz=None,
@@ -279,12 +244,12 @@ def _volcano_frame(
     if df.empty:
         raise InputError(f"every PodGroup record was rejected ({book.settle().summary()})",
                          file=str(paths[0]))
-    df["row_id"] = _row_ids(df)
+    df["row_id"] = row_ids(df)
     return df
 
 
 def _volcano_attempts(
-    df: pd.DataFrame, win: tuple[pd.Timestamp, pd.Timestamp], book: _Book
+    df: pd.DataFrame, win: tuple[pd.Timestamp, pd.Timestamp], book: ReadBook
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
     """Turn phases into attempts and judge each (a RowBook over the attempts).
 
@@ -327,7 +292,7 @@ def _volcano_attempts(
             )
         )
     ev = pd.concat(parts, ignore_index=True)
-    att, ev = _attempts_from_events(ev, ("end_state", "end_kind"))
+    att, ev = attempts_from_events(ev, ("end_state", "end_kind"))
     gang_by_count = (
         ev[ev["kind"] == "gang"].sort_values("time").groupby(["key", "attempt"])["by_count"].first()
     )
@@ -344,13 +309,13 @@ def _volcano_attempts(
     no_gang = att["gang_complete"].isna()
     ended = att["release"].notna()
     v.flag(
-        _on(att["by_count"] & ~no_gang),
+        as_mask(att["by_count"] & ~no_gang),
         "gang_complete_from_running_count",
         "gang_complete taken from status.running reaching minMember (the phase had not yet said Running)",
     )
     m = no_gang & ended
     v.repair(
-        _on(m),
+        as_mask(m),
         None,
         "gang never completed (minMember never running): gang_complete set to release, the whole hold "
         "was partial",
@@ -358,17 +323,19 @@ def _volcano_attempts(
     att.loc[m, "gang_complete"] = att.loc[m, "release"]
     still = ~ended
     v.repair(
-        _on(still), None, f"still holding at the end of the record: release censored at {win[1].isoformat()}"
+        as_mask(still), None,
+        f"still holding at the end of the record: release censored at {win[1].isoformat()}",
     )
     att.loc[still, "release"] = win[1]
     att.loc[still, "end_state"] = "running"
     att.loc[still, "end_kind"] = "open"
     m = still & att["gang_complete"].isna()
-    v.repair(_on(m), None, "gang not complete at the end of the record: gang_complete set to the window end")
+    v.repair(as_mask(m), None,
+             "gang not complete at the end of the record: gang_complete set to the window end")
     att.loc[m, "gang_complete"] = win[1]
-    _settle_attempts(v, att, ev, book)
+    settle_attempts(v, att, ev, book)
     kept = att[~v.rejected].copy()
-    kept["submit"] = _requeue_submit(kept)
+    kept["submit"] = requeue_submit(kept)
     return att, kept, first_submit
 
 
@@ -377,7 +344,7 @@ def _volcano_never_held(
     att: pd.DataFrame,
     first_submit: pd.Series,
     win: tuple[pd.Timestamp, pd.Timestamp],
-    book: _Book,
+    book: ReadBook,
 ) -> pd.DataFrame:
     """Return the PodGroups that never held devices: waited, then left or still wait (censored)."""
     last = df.groupby("key").last()
@@ -385,7 +352,7 @@ def _volcano_never_held(
     gone = never["type"].eq("DELETED") | never["phase"].eq("Completed")
     never["release"] = never["t"].where(gone, win[1])
     never["end_state"] = np.where(
-        gone, np.where(never["type"].eq("DELETED"), "cancelled", "unknown"), _PENDING
+        gone, np.where(never["type"].eq("DELETED"), "cancelled", "unknown"), PENDING
     )
     for rid in never.loc[~gone, "row_id"]:
         f, n = rid.split("\x00")
@@ -403,17 +370,17 @@ def _volcano_capacity(
     queues: list[tuple[str, int, dict]],
     gpu_resource: str,
     win: tuple[pd.Timestamp, pd.Timestamp],
-    book: _Book,
+    book: ReadBook,
 ) -> pd.DataFrame:
     """Capacity per Queue from ``spec.capability`` (a quota), constant over the window."""
     cap: dict[str, float] = {}
     for file, row, obj in queues:
-        q = _quantity((_get(obj, "spec", "capability") or {}).get(gpu_resource))
+        q = quantity((nested_get(obj, "spec", "capability") or {}).get(gpu_resource))
         if np.isnan(q):
             book.reject(file, row, "object.spec.capability", f"Queue without {gpu_resource} capability")
             continue
-        cap[str(_get(obj, "metadata", "name"))] = q
-    capacity = _capacity_from_out_of_service(
+        cap[str(nested_get(obj, "metadata", "name"))] = q
+    capacity = capacity_from_out_of_service(
         pd.Series(cap, dtype=float), pd.DataFrame(columns=["pool", "start", "end", "devices"]), win
     )
     return capacity

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from fleetlib.program.synth import write_nsys_sqlite
+from fleetlib.program import write_nsys_sqlite
 
 HERE = Path(__file__).resolve().parent
 US = 1000

@@ -9,6 +9,7 @@ share one :class:`distributed.LocalCluster` of two in-process workers (module-sc
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.program import stragglers as fleet
+from fleetlib.program.readers.rank_timers import TimerBlock
 from fleetlib.program.stragglers import (
     PER_RANK_COLUMNS,
     PER_STEP_COLUMNS,
@@ -309,7 +311,7 @@ def test_blocks_combine_to_the_whole(table, cuts):
     """Any split into blocks gives what one block gives (what the Dask engine relies on)."""
     whole = straggler_analysis(table)
     edges = sorted({0, len(table), *(c for c in cuts if c < len(table))})
-    blocks = [fleet._Block("<table>", None, 1 + lo, hi - lo) for lo, hi in itertools.pairwise(edges)]
+    blocks = [TimerBlock("<table>", None, 1 + lo, hi - lo) for lo, hi in itertools.pairwise(edges)]
     parts = [table.iloc[b.first_row - 1:b.first_row - 1 + b.rows] for b in blocks]
     pairs = list(zip(parts, blocks, strict=True))
     sp = fleet._tree([fleet._pass1_block(p, b) for p, b in pairs], fleet._combine_steps)
@@ -325,7 +327,7 @@ def test_duplicate_in_any_block_is_refused(table, data):
     with pytest.raises(InputError, match="one timer per"):
         straggler_analysis(dup)
     cut = data.draw(st.integers(1, len(dup) - 1))
-    blocks = [fleet._Block("x", None, 1, cut), fleet._Block("x", None, 1 + cut, len(dup) - cut)]
+    blocks = [TimerBlock("x", None, 1, cut), TimerBlock("x", None, 1 + cut, len(dup) - cut)]
     with pytest.raises(InputError, match="one timer per"):
         fleet._combine_steps(fleet._pass1_block(dup.iloc[:cut], blocks[0]),
                              fleet._pass1_block(dup.iloc[cut:], blocks[1]))
@@ -410,16 +412,6 @@ def test_auto_engine_picks_pandas_for_small_files(tmp_path):
     assert straggler_analysis(info["path"], engine=None).engine == "pandas"
 
 
-def test_old_module_path_still_imports_with_a_deprecation_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("fleetlib.program.fleet", None)
-    with pytest.warns(DeprecationWarning, match="fleetlib.program.stragglers"):
-        old = importlib.import_module("fleetlib.program.fleet")
-    assert old.straggler_analysis is fleet.straggler_analysis
-    assert old.read_rank_timers is fleet.read_rank_timers and old.FleetStragglers is fleet.FleetStragglers
-
 
 def test_read_is_the_registry_protocol():
     from fleetlib.program.readers import READERS, rank_timers
@@ -437,3 +429,29 @@ def test_read_is_the_registry_protocol():
     assert led.codes() == ["window_not_applied"]
     with pytest.raises(DomainError, match="no options"):
         rank_timers.read(good, engine="dask")
+
+
+def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id():
+    n = 6_000
+    rank = np.where(np.arange(n) % 3 == 2, 16_777_215, np.arange(n) % 3)
+    step = np.arange(n) // 3
+    table = pd.DataFrame({"rank": rank, "step": step, "duration_s": 1.0 + (np.arange(n) % 3) / 10})
+    blocks = [TimerBlock("t", None, 1, n // 2), TimerBlock("t", None, 1 + n // 2, n - n // 2)]
+    parts = [table.iloc[: n // 2], table.iloc[n // 2:]]
+    tracemalloc.start()
+    try:
+        pairs = list(zip(parts, blocks, strict=True))
+        sp = fleet._combine_steps(*(fleet._pass1_block(p, b) for p, b in pairs))
+        rp = fleet._combine_ranks(*(fleet._pass2_block(p, b, sp.steps, sp.max_s) for p, b in pairs))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # the old bitmap (2,000 steps x 2 MiB per step) needed ~4 GiB
+    assert rp.ranks.tolist() == [0, 1, 16_777_215]
+    assert rp.count.tolist() == [2_000, 2_000, 2_000]
+    # rank 16,777,215 is slowest (1.2 s) at every step: it is every step's last arriver
+    assert set(sp.last.tolist()) == {16_777_215}
+    dup = pd.concat([parts[0], parts[1].iloc[:0], table.iloc[[5]]])
+    with pytest.raises(InputError, match="two rows for rank 16777215 at step 1"):
+        fleet._combine_steps(fleet._pass1_block(parts[0], blocks[0]),
+                                  fleet._pass1_block(dup.iloc[-1:], TimerBlock("u", None, 1, 1)))
