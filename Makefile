@@ -63,9 +63,9 @@ else
 	  $(VENV)/bin/pytest -p no:cacheprovider $(NBVAL_ARGS) $(COURSE_DIR)
 endif
 
-test-fast: $(STAMP) ## ruff, then every test but the slow ones (notebooks, browser, fuzz, fleet scale)
+test-fast: $(STAMP) ## ruff, then every test but the slow ones (notebooks, browser, fuzz, fleet scale), on every core
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest tests -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests -m "not slow" -n auto $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check (code, tests and notebooks)
 	$(VENV)/bin/ruff check .

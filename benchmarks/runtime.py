@@ -3,10 +3,10 @@
 * **floor** -- read the one-file Parquet timeline (every column, into Arrow) and sort all its
   timestamps once (step starts, step ends and event times together, one ``numpy.sort``).  Nothing that
   measures the timeline can do less than read it and put its instants in order.
-* **factor** -- :func:`fleetlib.runtime.synth.runtime_summary_file`: read the file, validate every row
-  into a ledger, read the restart structure and partition held time (the compiled per-job kernel,
-  :mod:`fleetlib.runtime.partition`) and return the JSON-ready summary (what ``fleetlib runtime FILE
-  --format canonical --json`` prints).
+* **factor** -- :func:`fleetlib.runtime.commands.run_runtime`, what ``fleetlib runtime FILE --format
+  canonical --json`` prints: read the file with the canonical reader (every row validated into the
+  ledger), read the restart structure and partition held time (the compiled per-job kernel,
+  :mod:`fleetlib.runtime.partition`) and return the JSON-ready summary.
 
 The timeline is generated once, in a child process (so the peak resident memory printed is that of
 measuring, not of generating), with failures, preemptions, periodic checkpoints, input waits and
@@ -43,7 +43,7 @@ from _timing import add_arguments, check_arguments, ensure_input, interleaved, p
 
 #: Imported in each timed child before its clock starts (a user's kernel has them loaded already): numba
 #: and the runtime kernel's module too; loading the compiled kernel from numba's cache stays on the clock.
-IMPORTS = ("pyarrow.parquet", "pyarrow.compute", "fleetlib.runtime.synth", "fleetlib.runtime.goodput",
+IMPORTS = ("pyarrow.parquet", "pyarrow.compute", "fleetlib.runtime.commands", "fleetlib.runtime.goodput",
            "fleetlib.runtime.partition")
 
 TARGET_RATIO = 1.5
@@ -90,9 +90,9 @@ def floor(path: Path) -> int:
 
 def factor(path: Path) -> dict[str, Any]:
     """Measure the timeline: read, validate, partition held time, summarise."""
-    from fleetlib.runtime.synth import runtime_summary_file
+    from fleetlib.runtime.commands import run_runtime
 
-    return runtime_summary_file(path)
+    return run_runtime([path], "canonical")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{n_stamps:,} timestamps; median of {args.repeats} interleaved runs after one warm-up, "
           f"{'all in this process' if args.in_process else 'each in a fresh interpreter'}")
     print(f"  floor  (read the file, sort every timestamp once)  {floor_s:8.3f} s")
-    print(f"  factor (runtime_summary_file)                      {factor_s:8.3f} s")
+    print(f"  factor (fleetlib runtime FILE --format canonical)  {factor_s:8.3f} s")
     print(f"  ratio factor / floor  {ratio:.2f}x   (target <= {TARGET_RATIO:g}x: "
           f"{'met' if result['meets_target'] else 'NOT met'})")
     print(f"  runs (s): floor {' '.join(f'{t:.2f}' for t in floors)}; "

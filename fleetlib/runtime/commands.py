@@ -2,11 +2,10 @@
 
 :func:`register` adds both commands to the ``fleetlib`` parser (:mod:`fleetlib.cli` calls it).  The
 measuring is done by :mod:`fleetlib.runtime` (readers, :func:`fleetlib.runtime.goodput.runtime_summary`,
-:func:`mlperf_runtime_json`, :func:`fleetlib.runtime.synth.runtime_summary_file`,
-:func:`fleetlib.runtime.synth.synth_timeline_file`); this module picks the reader for ``--format``, checks
-the paths and options, turns what cannot be read into :class:`~fleetlib.quality.InputError` or
-:class:`~fleetlib.quality.DomainError` -- which the command line prints as one line with exit status 2 --
-and renders the result as text with units.
+:func:`mlperf_runtime_json`, :func:`fleetlib.runtime.synth.synth_timeline_file`); this module picks the
+reader for ``--format``, checks the paths and options, turns what cannot be read into
+:class:`~fleetlib.quality.InputError` or :class:`~fleetlib.quality.DomainError` -- which the command
+line prints as one line with exit status 2 -- and renders the result as text with units.
 
 Examples
 --------
@@ -102,9 +101,9 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     ----------
     paths
         Input files.  ``mlperf``: one result log (one run).  ``mlgoodput``: one or more
-        ``*_timeline.jsonl`` files.  ``canonical``: one Parquet file in the one-file timeline layout
-        (read by :func:`fleetlib.runtime.synth.runtime_summary_file`), or CSV / Parquet
-        steps and events files (:func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
+        ``*_timeline.jsonl`` files.  ``canonical``: CSV / Parquet steps and events files, or
+        one Parquet file in the one-file layout of :func:`fleetlib.runtime.synth.write_timeline`
+        (all read by :func:`fleetlib.runtime.readers.read_canonical`).  ``bloom``: a
         BLOOM-style event table.  ``serving``: replica lifecycle logs.  ``torchtitan``: every rank's
         structured-log JSONL files of one job (each rank is the job ``<source>/rank<r>``).  Every
         format but ``mlperf`` is read and measured by :func:`fleetlib.runtime.measure.measure`.

@@ -34,7 +34,7 @@ from fleetlib.runtime.goodput import (
 from fleetlib.runtime.readers import READERS, TimelineTables
 from fleetlib.runtime.schema import check_definition
 
-__all__ = ["guess_format", "is_timeline_parquet", "measure", "warm_up"]
+__all__ = ["guess_format", "measure", "warm_up"]
 
 #: Formats :func:`guess_format` infers from a file name (under any ``.gz``), for ``format=None``.
 _FORMAT_BY_SUFFIX: dict[str, str] = {
@@ -77,40 +77,6 @@ def guess_format(paths: Sequence[Path]) -> str:
     return found.pop()
 
 
-def is_timeline_parquet(path: Path) -> bool:
-    """Tell whether a file is a Parquet timeline in the one-file layout of ``write_timeline``.
-
-    Parameters
-    ----------
-    path
-        The file.
-
-    Returns
-    -------
-    bool
-        True for a ``.parquet``/``.pq`` file whose schema holds every column of
-        :data:`fleetlib.runtime.schema.PARQUET_COLUMNS` (read by
-        :func:`fleetlib.runtime.synth.read_parquet_tables`).
-
-    Raises
-    ------
-    InputError
-        A ``.parquet`` file pyarrow cannot read.
-    """
-    if path.suffix.lower() not in (".parquet", ".pq"):
-        return False
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from fleetlib.runtime.schema import PARQUET_COLUMNS
-
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(f"not a readable Parquet file ({exc})", file=str(path)) from exc
-    return all(c in schema.names for c in PARQUET_COLUMNS)
-
-
 def _with_reader_ledger(m: RuntimeMeasurement, reader: Ledger) -> RuntimeMeasurement:
     """Return ``m`` with the reader's ledger as its ledger (plus the measurement's new flags)."""
     merged = Ledger()
@@ -143,9 +109,8 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
     paths_or_tables
         One path or several (read with ``format``'s reader, plain or gzip); or the canonical tables
         already read: a :class:`~fleetlib.runtime.readers.TimelineTables`, a ``{"steps", "events"}``
-        mapping or a ``(steps, events)`` pair.  A single Parquet file in the one-file layout of
-        :func:`fleetlib.runtime.synth.write_timeline` is read by
-        :func:`fleetlib.runtime.synth.read_parquet_tables`.
+        mapping or a ``(steps, events)`` pair.  A Parquet file in the one-file layout of
+        :func:`fleetlib.runtime.synth.write_timeline` is a canonical file like any other.
     format
         A key of :data:`~fleetlib.runtime.readers.READERS` (``mlperf``, ``mlgoodput``, ``canonical``,
         ``bloom``, ``serving``, ``torchtitan``); None: from the file names (:func:`guess_format`; a
@@ -206,14 +171,6 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
         result = replica_runtime_goodput(read["phases"], window=window)
         return dataclasses.replace(result, ledger=ledger)
-    if fmt == "canonical" and len(files) == 1 and is_timeline_parquet(files[0]):
-        from fleetlib.runtime.synth import read_parquet_tables
-
-        steps, events = read_parquet_tables(files[0])  # validated once, by the measurement
-        return runtime_goodput(steps, events, window=window, definition=definition,
-                               fault_free_step_s=fault_free_step_s, job_id=job_id, estimator=estimator,
-                               warmup_tolerance=warmup_tolerance, stall_factor=stall_factor,
-                        clean_end_commit=clean_end_commit, as_of=as_of, source=str(files[0]))
     read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
     steps, events = read["steps"], read["events"]
     if steps.empty and events.empty:

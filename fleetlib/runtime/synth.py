@@ -51,8 +51,8 @@ One-file layout
 :func:`write_timeline` stores both tables in **one Parquet file**, row-stacked with a ``record``
 column (``"step"`` or ``"event"``) and the union of their columns: ``record, job_id, attempt, step,
 start, end, input_wait_s, time, kind, duration_s``.  Step rows leave ``time, kind, duration_s`` null;
-event rows leave ``start, end, input_wait_s`` null.  :func:`read_canonical_timeline` splits them
-back and validates them.
+event rows leave ``start, end, input_wait_s`` null.  The canonical reader
+(``fleetlib.runtime.READERS["canonical"]``) splits them back by ``record`` and validates them.
 """
 
 from __future__ import annotations
@@ -64,22 +64,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import excerpt
 from fleetlib.quality import (
     DomainError,
-    InputError,
-    Ledger,
     check_fraction,
     check_nonnegative,
     check_positive,
 )
-from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS, STEP_COLUMNS
+from fleetlib.runtime.schema import CATEGORIES
 from fleetlib.runtime.timeline import validate_timeline
 
 __all__ = [
-    "read_canonical_timeline",
-    "read_parquet_tables",
-    "runtime_summary_file",
     "synth_timeline",
     "synth_timeline_file",
     "write_timeline",
@@ -590,243 +584,6 @@ def write_timeline(steps: pd.DataFrame, events: pd.DataFrame, path: str | Path) 
     return out
 
 
-def read_canonical_timeline(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, Ledger]:
-    """Read a one-file canonical timeline written by :func:`write_timeline` (or by hand).
-
-    Parameters
-    ----------
-    path
-        Parquet file with the columns of :data:`PARQUET_COLUMNS`.
-
-    Returns
-    -------
-    steps, events : pandas.DataFrame
-        The validated canonical tables.
-    ledger : Ledger
-        Row accounting (rows read = kept + repaired + rejected over the file's rows) and flags.
-        Row numbers in errors and ledger entries are the file's rows (1-based: index + 1).
-
-    Raises
-    ------
-    fleetlib.quality.InputError
-        On an unreadable file, a missing column, a ``record`` value other than ``"step"`` or
-        ``"event"``, or any invalid record (see :func:`~fleetlib.runtime.timeline.validate_timeline`).
-    """
-    steps, events = read_parquet_tables(path)
-    steps, events, ledger = validate_timeline(steps, events, source=str(path))
-    # the reader's columns may be read-only views of Arrow memory: hand the caller tables it can edit
-    return steps.copy(deep=True), events, ledger
-
-
-def read_parquet_tables(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Split a one-file timeline in the layout of :func:`write_timeline` into its steps and events.
-
-    Parameters
-    ----------
-    path
-        The Parquet file.
-
-    Returns
-    -------
-    steps, events : pandas.DataFrame
-        The canonical tables, not yet validated (the measurement validates them once), indexed by
-        their rows in the file (1-based) so that errors name the file's row.
-
-    Raises
-    ------
-    fleetlib.quality.InputError
-        An unreadable file.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    src = str(path)
-    fast = None
-    try:
-        if Path(path).is_file():
-            with pq.ParquetFile(path) as pf:
-                # a file without every column goes to the general path, which names what is missing
-                if set(PARQUET_COLUMNS) <= set(pf.schema_arrow.names):
-                    fast = _read_parquet_fast(pf)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(f"cannot read a Parquet timeline: {exc}", file=src) from exc
-    if fast is not None:
-        return fast
-    return _read_parquet_general(path)
-
-
-#: Rows decoded at a time by the fast Parquet path (the decoded batch is reused memory, not fresh).
-_READ_BATCH_ROWS = 1 << 17
-
-
-def _read_parquet_fast(pf: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Read a file in the layout :func:`write_timeline` produces, touching as little fresh memory as possible.
-
-    The step columns are decoded a batch at a time straight into one preallocated numpy array per
-    column (the Arrow memory of a batch is reused by the next one), so the file's ten million steps
-    cost one copy of the columns the measurement needs, not an Arrow table plus a pandas copy of it;
-    the pandas frame is a zero-copy view of those arrays.  Only the event rows' batches are decoded
-    for the event columns.  Returns None -- the caller then takes the general path, which gives the
-    same tables or raises the same errors -- for anything else: other column types, a ``record``
-    value that is null or neither ``"step"`` nor ``"event"``, steps not stored before the events,
-    or a null in a step column.
-    """
-    import pyarrow as pa
-
-    schema = pf.schema_arrow
-    ts_type = pa.timestamp("ns", tz="UTC")
-
-    def is_text_dict(name: str) -> bool:
-        t = schema.field(name).type
-        return pa.types.is_dictionary(t) and pa.types.is_integer(t.index_type) and t.value_type == pa.string()
-
-    expected = {"attempt": pa.int64(), "step": pa.int64(), "start": ts_type, "end": ts_type,
-                "input_wait_s": pa.float64()}
-    if not (is_text_dict("record") and is_text_dict("job_id")
-            and all(schema.field(c).type == t for c, t in expected.items())):
-        return None
-    n_rows = pf.metadata.num_rows
-    num = {c: np.empty(n_rows, np.float64 if c == "input_wait_s" else np.int64) for c in expected}
-    job_codes = np.empty(n_rows, np.int32)
-    categories: dict[str, int] = {}
-    n_steps = 0  # rows of the steps part seen so far; the first event row closes it
-    closed = False
-    lo = 0
-    for batch in pf.iter_batches(batch_size=_READ_BATCH_ROWS, columns=["record", "job_id", *expected]):
-        hi = lo + batch.num_rows
-        record = batch.column(0)
-        if record.null_count:
-            return None
-        kinds = record.dictionary.to_pylist()
-        if not set(kinds) <= {"step", "event"}:
-            return None
-        is_step_code = np.array([k == "step" for k in kinds], dtype=bool)
-        is_step = is_step_code[record.indices.to_numpy(zero_copy_only=False)]
-        k = int(np.argmin(is_step)) if not is_step.all() else is_step.size
-        if closed and k:
-            return None  # a step row after an event row: not the steps-first layout
-        if k < is_step.size:
-            closed = True
-            if is_step[k:].any():
-                return None
-        if k:
-            part = batch.slice(0, k)
-            for name, column in zip(part.schema.names[1:], part.columns[1:], strict=True):
-                if column.null_count:
-                    return None
-                if name == "job_id":
-                    values = column.dictionary.to_pylist()
-                    if None in values:
-                        return None
-                    lookup = np.array([categories.setdefault(v, len(categories)) for v in values] or [0],
-                                      dtype=np.int32)
-                    np.take(lookup, column.indices.to_numpy(zero_copy_only=False), out=job_codes[lo:lo + k])
-                else:
-                    plain = column.view(pa.int64()) if pa.types.is_timestamp(column.type) else column
-                    num[name][lo:lo + k] = plain.to_numpy(zero_copy_only=False)
-            n_steps = lo + k
-        lo = hi
-    steps = pa.table({
-        "job_id": pa.DictionaryArray.from_arrays(pa.array(job_codes[:n_steps]),
-                                                 pa.array(list(categories), pa.string())),
-        **{c: pa.array(num[c][:n_steps]).view(t) if t == ts_type else pa.array(num[c][:n_steps])
-           for c, t in expected.items()},
-    }).select(list(STEP_COLUMNS)).to_pandas(split_blocks=True)
-    del num, job_codes
-    events = _read_event_rows(pf, n_steps)
-    return _with_file_rows(steps, events, np.s_[:n_steps], n_steps)
-
-
-def _with_file_rows(steps: pd.DataFrame, events: pd.DataFrame, step_rows: Any, n_steps: int
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Index both tables by their rows in the file (1-based), so that errors name the file's row.
-
-    ``step_rows`` is the slice of the leading steps (steps stored first: both indexes are ranges and
-    cost nothing) or the 0-based file positions of the step rows (any other layout).
-    """
-    if isinstance(step_rows, slice):
-        steps.index = pd.RangeIndex(1, n_steps + 1, name="source_row")
-        events.index = pd.RangeIndex(n_steps + 1, n_steps + 1 + len(events), name="source_row")
-    else:
-        is_step = np.zeros(len(steps) + len(events), dtype=bool)
-        is_step[step_rows] = True
-        steps.index = pd.Index(np.flatnonzero(is_step) + 1, name="source_row")
-        events.index = pd.Index(np.flatnonzero(~is_step) + 1, name="source_row")
-    return steps, events
-
-
-def _read_event_rows(pf: Any, first: int) -> pd.DataFrame:
-    """Read the event columns of rows ``first:``, decoding only the row groups that hold them."""
-    import pyarrow as pa
-
-    sizes = np.array([pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)], np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    groups = [i for i in range(sizes.size) if starts[i + 1] > first]
-    columns = ["job_id", "attempt", "time", "kind", "step", "duration_s"]
-    batches, lo = [], int(starts[groups[0]]) if groups else 0
-    for batch in pf.iter_batches(batch_size=_READ_BATCH_ROWS, row_groups=groups, columns=columns):
-        hi = lo + batch.num_rows
-        if hi > first:
-            batches.append(batch.slice(max(first - lo, 0)))
-        lo = hi
-    schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
-    table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
-    return table.to_pandas(split_blocks=True)
-
-
-def _read_parquet_general(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read any one-file timeline (any column types, any row order) through one Arrow table."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    src = str(path)
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(f"cannot read a Parquet timeline: {exc}", file=src) from exc
-    missing = [c for c in PARQUET_COLUMNS if c not in table.column_names]
-    if missing:
-        raise InputError(f"missing column(s) {missing}; a canonical timeline file has "
-                         f"{list(PARQUET_COLUMNS)}", file=src, field=missing[0])
-    # split on `record` in Arrow, before any conversion to pandas (a dictionary column is compared
-    # through its few dictionary values, not ten million strings)
-    record = table.column("record").combine_chunks()
-    if pa.types.is_dictionary(record.type):
-        values = record.dictionary.to_pylist()
-        codes = record.indices.to_numpy(zero_copy_only=False)
-        valid = record.is_valid().to_numpy(zero_copy_only=False)
-        allowed = np.array([v in ("step", "event") for v in values] + [False], dtype=bool)
-        is_step_code = np.array([v == "step" for v in values] + [False], dtype=bool)
-        safe = np.where(valid, codes, len(values)).astype(np.int64)
-        ok = allowed[safe]
-        is_step = is_step_code[safe]
-    else:
-        text = record.cast(pa.string())
-        ok = pc.fill_null(pc.is_in(text, pa.array(["step", "event"])), False).to_numpy(zero_copy_only=False)
-        is_step = pc.fill_null(pc.equal(text, "step"), False).to_numpy(zero_copy_only=False)
-    if not ok.all():
-        i = int(np.argmin(ok))
-        raise InputError(f"record must be 'step' or 'event', got {excerpt(record[i].as_py())}", file=src,
-                         row=i + 1, field="record")
-    n_steps = int(np.count_nonzero(is_step))
-    if is_step[:n_steps].all():
-        # the layout write_timeline produces -- steps first, then events -- slices without copying
-        step_tab, event_tab = table.slice(0, n_steps), table.slice(n_steps)
-    else:
-        mask = pa.array(is_step)
-        step_tab, event_tab = table.filter(mask), table.filter(pc.invert(mask))
-    steps = step_tab.select(list(STEP_COLUMNS)).to_pandas(split_blocks=True)
-    events = event_tab.select(["job_id", "attempt", "time", "kind", "step", "duration_s"]).to_pandas(
-        split_blocks=True)
-    if len(steps) and steps["input_wait_s"].isna().any():
-        i = int(np.flatnonzero(is_step)[np.argmax(steps["input_wait_s"].isna().to_numpy())])
-        raise InputError("step record without input_wait_s (rule 22: log input wait per step; 0.0 when none)",
-                         file=src, row=i + 1, field="input_wait_s")
-    leading = bool(is_step[:n_steps].all())
-    return _with_file_rows(steps, events, np.s_[:n_steps] if leading else np.flatnonzero(is_step), n_steps)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Command-line logic (the argparse glue lives in fleetlib.cli)
 # ---------------------------------------------------------------------------------------------------
@@ -853,29 +610,3 @@ def synth_timeline_file(n_steps: int, *, seed: int, out: str | Path, **options: 
     steps, events, truth = synth_timeline(n_steps, seed=seed, **options)
     path = write_timeline(steps, events, out)
     return {"path": str(path), "steps": len(steps), "events": len(events), "seed": seed, "truth": truth}
-
-
-def runtime_summary_file(path: str | Path, *, job_id: str | None = None, window: Any = None,
-                         definition: str = "committed") -> dict[str, Any]:
-    """Measure a one-file canonical timeline (``fleetlib runtime FILE --format canonical --json``).
-
-    Parameters
-    ----------
-    path
-        Parquet file in the layout of :func:`write_timeline`.
-    job_id, window, definition
-        As in :func:`fleetlib.runtime.goodput.runtime_summary`; ``window`` may be a pair of ISO-8601
-        strings with a zone (``"2024-01-01T00:00:00Z"``).
-
-    Returns
-    -------
-    dict
-        The object of :func:`fleetlib.runtime.goodput.runtime_summary`, whose ``ledger`` accounts for
-        the rows of the file.
-    """
-    from fleetlib.runtime.goodput import runtime_summary
-
-    # validated once, inside runtime_summary, whose ledger then counts the file's rows
-    steps, events = read_parquet_tables(path)
-    return runtime_summary(steps, events, job_id=job_id, window=window,
-                           definition=definition, source=str(path))  # type: ignore[arg-type]

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import excerpt
-from fleetlib.quality import Flag, InputError, Ledger
+from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_ledger
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
@@ -63,8 +63,6 @@ from fleetlib.runtime.schema import (
 
 __all__ = [
     "TimelineArrays",
-    "TimelineFlag",
-    "TimelineLedger",
     "empty_events",
     "empty_steps",
     "prepare_tables",
@@ -184,22 +182,6 @@ class TimelineArrays:
             raise InputError(f"job {excerpt(job_id)} is not in the timeline (jobs: {self.job_ids[:10]})",
                              file=self.events_file, field="job_id")
         return np.array([self.job_ids.index(str(job_id))], dtype=np.int64)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Ledger and flags: the shared ones of fleetlib.quality
-# ---------------------------------------------------------------------------------------------------
-
-
-#: The flag of the one ledger (:class:`fleetlib.quality.Flag`), under the name the readers use.
-TimelineFlag = Flag
-
-#: The timeline's ledger is the one ledger of the library (:class:`fleetlib.quality.Ledger`): row
-#: accounting (read = kept + repaired + rejected) plus the flags raised while interpreting the
-#: timeline (restarts inferred from repeated step numbers, unknown event kinds kept, a missing
-#: release, an interruption the job never recovered from).  The readers use this name; the
-#: measurement uses :class:`~fleetlib.quality.Ledger` itself.
-TimelineLedger = Ledger
 
 
 # ---------------------------------------------------------------------------------------------------

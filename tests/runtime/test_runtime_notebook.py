@@ -220,7 +220,7 @@ def test_the_runtime_door_reads_each_format_through_its_reader():
     from fleetlib import runtime
     from fleetlib.quality import DomainError
 
-    files = [str(ROOT / f) for f in ("data/timelines/demo-7b-ft_steps.csv", "data/timelines/demo-7b-ft_events.csv")]
+    files = [str(ROOT / "data/timelines" / f) for f in ("demo-7b-ft_steps.csv", "demo-7b-ft_events.csv")]
     tables, ledger = runtime.read(files, "canonical")
     direct, direct_ledger = runtime.READERS["canonical"].read(files)
     assert tables["steps"].equals(direct["steps"]) and ledger.read == direct_ledger.read

@@ -11,16 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime.commands import run_runtime
 from fleetlib.runtime.goodput import runtime_goodput
-from fleetlib.runtime.schema import CATEGORIES
-from fleetlib.runtime.synth import (
-    PARQUET_COLUMNS,
-    read_canonical_timeline,
-    runtime_summary_file,
-    synth_timeline,
-    synth_timeline_file,
-    write_timeline,
-)
+from fleetlib.runtime.measure import measure
+from fleetlib.runtime.readers import READERS
+from fleetlib.runtime.schema import CATEGORIES, PARQUET_COLUMNS
+from fleetlib.runtime.synth import synth_timeline, synth_timeline_file, write_timeline
 from fleetlib.runtime.timeline import validate_timeline
 
 
@@ -158,6 +154,11 @@ def test_bad_arguments():
 # ---------------------------------------------------------------------------------------------------
 
 
+def read_file(path):
+    tables, ledger = READERS["canonical"].read([path])
+    return tables["steps"], tables["events"], ledger
+
+
 def test_parquet_round_trip(tmp_path):
     steps, events, truth = synth_timeline(3000, seed=3, failure_rate_per_h=20.0, preemption_rate_per_h=5.0,
                                           input_wait_prob=0.1, eval_every_steps=500, eval_s=30.0, hang_s=10.0)
@@ -165,22 +166,21 @@ def test_parquet_round_trip(tmp_path):
     schema = pq.read_schema(path)
     assert tuple(schema.names) == PARQUET_COLUMNS
     assert schema.metadata[b"fleetlib.timeline"] == b"1"
-    s2, e2, ledger = read_canonical_timeline(path)
+    s2, e2, ledger = read_file(path)
     assert ledger.read == len(steps) + len(events) and ledger.balanced()
-    v_steps, v_events, _ = validate_timeline(steps, events)
-    pd.testing.assert_frame_equal(s2.reset_index(drop=True), v_steps, check_categorical=False)
-    pd.testing.assert_frame_equal(e2.reset_index(drop=True), v_events, check_categorical=False)
-    m1 = runtime_goodput(steps, events)
-    m2 = runtime_goodput(s2, e2)
-    assert m1.categories == m2.categories
-    assert_truth(runtime_goodput(s2, e2, fault_free_step_s=1.0, as_of="data_end"), truth)
+    assert len(s2) == len(steps) and len(e2) == len(events)
+    assert s2["source_row"].tolist() == list(range(1, len(steps) + 1))  # the file's rows, 1-based
+    np.testing.assert_array_equal(s2["start"].array.asi8, steps["start"].array.asi8)
+    np.testing.assert_array_equal(s2["input_wait_s"].to_numpy(), steps["input_wait_s"].to_numpy())
+    assert measure(path).categories == runtime_goodput(steps, events).categories
+    assert_truth(measure(path, fault_free_step_s=1.0, as_of="data_end"), truth)
 
 
 def test_command_line_logic(tmp_path):
     import json
     made = synth_timeline_file(800, seed=4, out=tmp_path / "t.parquet", failure_rate_per_h=40.0)
     assert made["steps"] >= 800 and made["truth"]["productive"] == pytest.approx(800.0)
-    out = runtime_summary_file(made["path"])
+    out = run_runtime([made["path"]], "canonical")
     json.dumps(out)
     assert out["ledger"]["read"] == made["steps"] + made["events"]
     assert out["productive_s"] == pytest.approx(made["truth"]["productive"])
@@ -188,29 +188,28 @@ def test_command_line_logic(tmp_path):
     for k in ("startup", "checkpoint", "recovery", "rework"):
         assert out["terms"][k] == pytest.approx(made["truth"][k], abs=1e-6)
     window = ["2024-01-01T00:05:00Z", "2024-01-01T00:10:00Z"]
-    assert runtime_summary_file(made["path"], window=window)["held_s"] == pytest.approx(300.0)
+    assert run_runtime([made["path"]], "canonical", window=window)["held_s"] == pytest.approx(300.0)
 
 
-def test_read_refuses_bad_files(tmp_path):
+def test_bad_rows_of_a_timeline_file_are_booked(tmp_path):
     steps, events, _ = synth_timeline(20, seed=1)
     path = write_timeline(steps, events, tmp_path / "t.parquet")
     table = pq.read_table(path)
-    bad = table.set_column(0, "record", pa.array(["step"] * (table.num_rows - 1) + ["other"]))
-    pq.write_table(bad, tmp_path / "bad.parquet")
-    with pytest.raises(InputError, match="record") as err:
-        read_canonical_timeline(tmp_path / "bad.parquet")
-    assert err.value.row == table.num_rows  # the last row, 1-based
-    pq.write_table(table.drop_columns(["input_wait_s"]), tmp_path / "short.parquet")
-    with pytest.raises(InputError, match="missing column"):
-        read_canonical_timeline(tmp_path / "short.parquet")
+    record = table.column("record").cast(pa.string()).to_pylist()
+    record[-1] = "other"
+    pq.write_table(table.set_column(0, "record", pa.array(record)), tmp_path / "bad.parquet")
+    _, e2, ledger = read_file(tmp_path / "bad.parquet")
+    assert len(e2) == len(events) - 1 and ledger.balanced()
+    [entry] = [e for e in ledger.to_dict()["entries"] if e["action"] == "rejected"]
+    assert entry["row"] == table.num_rows and entry["field"] == "record"  # the last row, 1-based
     (tmp_path / "junk.parquet").write_bytes(b"not parquet")
-    with pytest.raises(InputError, match="cannot read"):
-        read_canonical_timeline(tmp_path / "junk.parquet")
+    with pytest.raises(InputError, match="not a readable Parquet"):
+        read_file(tmp_path / "junk.parquet")
     nowait = table.set_column(table.schema.get_field_index("input_wait_s"), "input_wait_s",
                               pa.nulls(table.num_rows, pa.float64()))
     pq.write_table(nowait, tmp_path / "nowait.parquet")
-    with pytest.raises(InputError, match="rule 22"):
-        read_canonical_timeline(tmp_path / "nowait.parquet")
+    s3, _, ledger = read_file(tmp_path / "nowait.parquet")
+    assert ledger.repaired == len(steps) and (s3["input_wait_s"] == 0.0).all()
 
 
 def test_generation_is_vectorised():
@@ -227,14 +226,14 @@ def test_generation_is_vectorised():
 
 
 # ---------------------------------------------------------------------------------------------------
-# The fast Parquet path (batch-wise decoding into preallocated arrays) against the general one
+# Any layout of the one-file form reads alike: row groups, dictionaries, row order
 # ---------------------------------------------------------------------------------------------------
 
 
 def _two_job_file(tmp_path):
     """A two-job timeline file, rewritten with 97-row row groups whose job dictionaries differ."""
-    s1, e1, _ = synth_timeline(400, seed=5, failure_rate_per_h=30.0, input_wait_prob=0.2)
-    s2, e2, _ = synth_timeline(300, seed=6, preemption_rate_per_h=30.0, checkpoint_every_steps=40)
+    s1, e1, t1 = synth_timeline(400, seed=5, failure_rate_per_h=30.0, input_wait_prob=0.2)
+    s2, e2, t2 = synth_timeline(300, seed=6, preemption_rate_per_h=30.0, checkpoint_every_steps=40)
     steps = pd.concat([s1.assign(job_id="job-a"), s2.assign(job_id="job-b")], ignore_index=True)
     events = pd.concat([e1.assign(job_id="job-a"), e2.assign(job_id="job-b")], ignore_index=True)
     one = write_timeline(steps, events, tmp_path / "one.parquet")
@@ -245,79 +244,64 @@ def _two_job_file(tmp_path):
     table = table.set_column(1, "job_id", pa.chunked_array(chunks))
     many = tmp_path / "many.parquet"
     pq.write_table(table, many, row_group_size=97)
-    return one, many, table
+    return one, many, table, (t1, t2)
 
 
-def test_fast_parquet_path_matches_the_general_path(tmp_path, monkeypatch):
-    from fleetlib.runtime import synth as synth_module
-
-    one, many, table = _two_job_file(tmp_path)
+def test_row_groups_and_changing_dictionaries_read_alike(tmp_path):
+    one, many, table, truths = _two_job_file(tmp_path)
     with pq.ParquetFile(many) as pf:
         assert pf.metadata.num_row_groups > 10
         groups = [pf.read_row_group(i, columns=["job_id"]) for i in range(pf.metadata.num_row_groups)]
     dictionaries = {tuple(g.column(0).chunk(0).dictionary.to_pylist()) for g in groups}
     assert ("job-a",) in dictionaries and ("job-b",) in dictionaries  # the job dictionary changes
-    # batches that cut across row groups and across the step/event boundary
-    monkeypatch.setattr(synth_module, "_READ_BATCH_ROWS", 13)
-    for path in (one, many):
-        with pq.ParquetFile(path) as pf:
-            fast = synth_module._read_parquet_fast(pf)
-        assert fast is not None
-        general = synth_module._read_parquet_general(path)
-        for got, want in zip(fast, general, strict=True):
-            pd.testing.assert_frame_equal(got, want, check_categorical=False)
-    n_steps = int(np.count_nonzero(np.asarray(table.column("record").to_pylist()) == "step"))
-    assert len(fast[0]) == n_steps and len(fast[1]) == table.num_rows - n_steps
-    assert list(fast[0]["job_id"].astype(str).unique()) == ["job-a", "job-b"]
-    a, b = runtime_summary_file(one), runtime_summary_file(many)
-    for key in ("runtime_goodput", "held_s", "productive_s", "terms", "interruptions", "ledger"):
+    s1, _, _ = read_file(one)
+    s2, e2, _ = read_file(many)
+    n_steps = table.column("record").cast(pa.string()).to_pylist().count("step")
+    assert len(s2) == n_steps and len(e2) == table.num_rows - n_steps
+    assert list(s2["job_id"].astype(str).unique()) == ["job-a", "job-b"]
+    pd.testing.assert_frame_equal(s1.drop(columns="source_file"), s2.drop(columns="source_file"),
+                                  check_categorical=False)
+    a, b = run_runtime([one], "canonical"), run_runtime([many], "canonical")
+    for key in ("runtime_goodput", "held_s", "productive_s", "terms", "interruptions"):
         assert a[key] == b[key], key
+    # the generator's truth, summed over the two jobs
+    assert a["productive_s"] == pytest.approx(sum(t["productive"] for t in truths))
 
 
-def test_fast_parquet_path_falls_back_with_the_same_errors(tmp_path):
-    from fleetlib.runtime import synth as synth_module
-
-    one, _, _ = _two_job_file(tmp_path)
+def test_row_order_and_bad_values_of_a_timeline_file(tmp_path):
+    one, _, _, _ = _two_job_file(tmp_path)
     table = pq.read_table(one)
     record = table.column("record").cast(pa.string()).to_pylist()
     n_steps = record.count("step")
-    # events stored before the steps: not the fast layout; the general path splits them the same way
+    # events stored before the steps: the record column splits them the same way
     flipped = pa.concat_tables([table.slice(n_steps), table.slice(0, n_steps)])
     pq.write_table(flipped, tmp_path / "flipped.parquet")
-    with pq.ParquetFile(tmp_path / "flipped.parquet") as pf:
-        assert synth_module._read_parquet_fast(pf) is None
-    a, b = runtime_summary_file(one), runtime_summary_file(tmp_path / "flipped.parquet")
+    a, b = run_runtime([one], "canonical"), run_runtime([tmp_path / "flipped.parquet"], "canonical")
     assert a["terms"] == b["terms"] and a["held_s"] == b["held_s"]
-    # a dictionary-encoded record column with a third value: the general path names its row
+    # a dictionary-encoded record column with a third value: the row is rejected by its file row
     record[n_steps + 3] = "other"
     odd = table.set_column(0, "record", pa.array(record).dictionary_encode())
     pq.write_table(odd, tmp_path / "odd.parquet")
-    with pytest.raises(InputError, match="record") as err:
-        read_canonical_timeline(tmp_path / "odd.parquet")
-    assert err.value.row == n_steps + 4  # the file's row: index + 1
+    _, _, ledger = read_file(tmp_path / "odd.parquet")
+    [entry] = [e for e in ledger.to_dict()["entries"] if e["action"] == "rejected"]
+    assert entry["row"] == n_steps + 4 and entry["field"] == "record"  # the file's row: index + 1
     # a null attempt on a step row
     attempt = table.column("attempt").to_pylist()
     attempt[5] = None
     holed = table.set_column(2, "attempt", pa.array(attempt, pa.int64()))
     pq.write_table(holed, tmp_path / "holed.parquet")
-    with pytest.raises(InputError, match="missing value") as err:
-        runtime_summary_file(tmp_path / "holed.parquet")
-    assert err.value.row == 6 and err.value.field == "attempt"
-    assert err.value.file == str(tmp_path / "holed.parquet")
-    # a missing column is named as such, not reported as an unreadable file
-    pq.write_table(table.drop_columns(["duration_s"]), tmp_path / "short.parquet")
-    with pytest.raises(InputError, match="missing column") as err:
-        runtime_summary_file(tmp_path / "short.parquet")
-    assert "cannot read" not in str(err.value) and err.value.field == "duration_s"
+    _, _, ledger = read_file(tmp_path / "holed.parquet")
+    [entry] = ledger.to_dict()["entries"]
+    assert (entry["row"], entry["field"], entry["file"]) == (6, "attempt", str(tmp_path / "holed.parquet"))
 
 
-def test_read_canonical_timeline_returns_editable_tables(tmp_path):
+def test_the_reader_returns_editable_tables(tmp_path):
     steps, events, _ = synth_timeline(50, seed=2)
     path = write_timeline(steps, events, tmp_path / "t.parquet")
-    s1, e1, _ = read_canonical_timeline(path)
+    s1, e1, _ = read_file(path)
     s1.loc[0, "attempt"] = 9
     s1["input_wait_s"] += 1.0
     e1.loc[0, "attempt"] = 9
-    s2, _, _ = read_canonical_timeline(path)
+    s2, _, _ = read_file(path)
     assert s1.loc[0, "attempt"] == 9 and s2.loc[0, "attempt"] == steps["attempt"].iloc[0]
     np.testing.assert_array_equal(s1["input_wait_s"].to_numpy(), s2["input_wait_s"].to_numpy() + 1.0)

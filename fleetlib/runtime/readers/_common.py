@@ -491,11 +491,15 @@ def utc_times(ns: np.ndarray) -> pd.Series:
 
 
 def utc_array(ns: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """Int64 nanoseconds (int64 minimum = NaT) as a UTC time array (:data:`TIME_DTYPE`)."""
+    """Int64 nanoseconds (int64 minimum = NaT) as a UTC time array (:data:`TIME_DTYPE`).
+
+    The array wraps ``ns`` itself (ten million times cost no copy), unless ``ns`` is a read-only view
+    of an Arrow buffer: the table's own array then gets its own memory.
+    """
     ns = np.asarray(ns, dtype=np.int64)
-    if not ns.flags.writeable:  # a view of an Arrow buffer: the table's own array gets its own memory
+    if not ns.flags.writeable:
         ns = ns.copy()
-    return pd.DatetimeIndex(ns.view("datetime64[ns]"), tz="UTC", copy=False).array
+    return pd.array(ns, dtype=TIME_DTYPE, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -513,6 +517,19 @@ def _is_text(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_text(t.value_type)
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def contiguous(column: pa.ChunkedArray) -> np.ndarray:
+    """Return a column without nulls as one writeable numpy array, copied once (by numpy).
+
+    Each chunk is a zero-copy view where Arrow allows it; joining them is the one copy.  (A chunked
+    column's own ``to_numpy`` joins the chunks in Arrow's memory, which the caller would then have
+    to copy again to own writeable memory: ten million rows would cost two fresh arrays, not one.)
+    """
+    chunks = [c.to_numpy(zero_copy_only=False) for c in column.chunks]
+    if not chunks:
+        return np.zeros(0, dtype=column.type.to_pandas_dtype())
+    return np.concatenate(chunks)
 
 
 def _plain(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -669,7 +686,7 @@ def int_column(column: pa.ChunkedArray | pa.Array, *, part: Part, field: str, re
     elif pa.types.is_integer(t):
         blank = (column.is_null().to_numpy(zero_copy_only=False) if column.null_count
                  else np.zeros(n, dtype=bool))
-        arr = (column.fill_null(0) if column.null_count else column).to_numpy()
+        arr = contiguous(column.fill_null(0) if column.null_count else column)
         huge = arr > np.iinfo(np.int64).max if arr.dtype == np.uint64 else np.zeros(n, dtype=bool)
         if arr.dtype == np.uint64 and huge.any():
             part.reject(huge, field, [f"{field} {excerpt(v, 24)} is beyond the int64 range (it would wrap)"
@@ -677,7 +694,7 @@ def int_column(column: pa.ChunkedArray | pa.Array, *, part: Part, field: str, re
             arr = np.where(huge, 0, arr)
         ints = arr.astype(np.int64, copy=False)
         if not column.null_count and arr.dtype != np.uint64 and (not n or ints.min() >= minimum):
-            return ints if ints.flags.writeable else ints.copy()  # nothing missing, nothing out of range
+            return ints  # nothing missing, nothing out of range
         below = (~blank & ~huge & (ints < minimum) if n and ints.min() < minimum
                  else np.zeros(n, dtype=bool))
         notint = np.zeros(n, dtype=bool)
@@ -745,9 +762,7 @@ def float_column(column: pa.ChunkedArray | pa.Array, *, part: Part, field: str,
     column = _plain(column)
     t = column.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t):
-        arr = column.cast(pa.float64()).to_numpy()
-        if not arr.flags.writeable:  # a view of the table's buffer
-            arr = arr.copy()
+        arr = contiguous(column.cast(pa.float64()))
         low, high = (arr.min(), arr.max()) if arr.size else (0.0, 0.0)
         if np.isfinite(low) and np.isfinite(high) and (minimum is None or low >= minimum):
             return arr  # every value a finite number in range (a NaN would show in both): no pass per row
@@ -871,7 +886,7 @@ def _timestamp_ns(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     raw = column.cast(pa.int64())
     missing = (raw.is_null().to_numpy(zero_copy_only=False) if raw.null_count
                else np.zeros(len(raw), dtype=bool))
-    values = (raw.fill_null(_NAT) if raw.null_count else raw).to_numpy().astype(np.int64, copy=False)
+    values = contiguous(raw.fill_null(_NAT) if raw.null_count else raw)
     if per != 1:  # a time no nanosecond count can hold is pinned to the edge, where it is refused
         edge = _EDGE_NS // per
         values = np.where(missing, _NAT, np.clip(values, -edge, edge) * per)
@@ -1288,15 +1303,21 @@ def cross_checks(steps: pd.DataFrame, events: pd.DataFrame, books: Mapping[str, 
                   for s in r["step"]], "time")
     failures = events[events["kind"] == "failure"]
     if not failures.empty:
-        last_attempt = pd.concat([steps[["job_id", "attempt"]], events[["job_id", "attempt"]]]).groupby(
-            "job_id")["attempt"].max()
+        # a failure is followed by a restart when its job has a later attempt or a later restart; the
+        # events answer for almost every failure, so the steps (millions of rows) are looked at only for
+        # the jobs of the failures the events leave alone
         restart_kinds = events[events["kind"].isin(["restore", "gang_complete"])]
         last_restart = restart_kinds.groupby("job_id")["time"].max()
-        f = failures.assign(_last_attempt=failures["job_id"].map(last_attempt),
+        f = failures.assign(_last_attempt=failures["job_id"].map(events.groupby("job_id")["attempt"].max()),
                             _last_restart=failures["job_id"].map(last_restart))
         later_attempt = (f["_last_attempt"] > f["attempt"]).to_numpy()
         later_restart = (f["_last_restart"] > f["time"]).fillna(False).to_numpy(dtype=bool)
         alone = ~later_attempt & ~later_restart
+        if alone.any() and not steps.empty:
+            jobs = steps["job_id"]
+            of_alone = jobs.isin(pd.unique(f.loc[alone, "job_id"])).to_numpy(dtype=bool)
+            last_step_attempt = steps.loc[of_alone].groupby("job_id")["attempt"].max()
+            alone &= ~(f["job_id"].map(last_step_attempt) > f["attempt"]).fillna(False).to_numpy(dtype=bool)
         if alone.any():
             a = f[alone]
             flag(books, a, "failure_without_restart",
@@ -1315,9 +1336,19 @@ def _provenance(frame: pd.DataFrame) -> dict[str, Any]:
         return {}
     files = frame["_file"]
     source_file = files.array if isinstance(files.dtype, pd.CategoricalDtype) else pd.Categorical(files)
-    rows = (frame["_row"].to_numpy() if frame["_row"].dtype == np.int64
-            else pd.to_numeric(frame["_row"], errors="coerce").fillna(0).to_numpy(dtype=np.int64))
-    return {"source_file": source_file, "source_row": rows}
+    rows = (frame["_row"] if frame["_row"].dtype == np.int64
+            else pd.to_numeric(frame["_row"], errors="coerce").fillna(0))
+    return {"source_file": source_file, "source_row": _owned(rows, np.int64)}
+
+
+def _owned(column: pd.Series, dtype: Any) -> pd.Series:
+    """Return a working-frame column for a canonical table, as ``dtype``, indexed by position.
+
+    The series shares the working frame's memory without a copy, and pandas' copy-on-write gives the
+    caller's first edit its own copy (a numpy view of the column would be read-only, and would make
+    ``table.loc[0, "attempt"] = 9`` fail in the caller's hands).
+    """
+    return column.astype(dtype).set_axis(pd.RangeIndex(len(column)))
 
 
 def finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
@@ -1326,11 +1357,11 @@ def finalise_steps(steps: pd.DataFrame) -> pd.DataFrame:
         return empty_steps()
     return pd.DataFrame({
         "job_id": steps["job_id"].astype("str").array,
-        "attempt": steps["attempt"].to_numpy(dtype=np.int64),
-        "step": steps["step"].to_numpy(dtype=np.int64),
+        "attempt": _owned(steps["attempt"], np.int64),
+        "step": _owned(steps["step"], np.int64),
         "start": steps["start"].astype(TIME_DTYPE).array,
         "end": steps["end"].astype(TIME_DTYPE).array,
-        "input_wait_s": steps["input_wait_s"].to_numpy(dtype=np.float64),
+        "input_wait_s": _owned(steps["input_wait_s"], np.float64),
         **_provenance(steps),
     }, copy=False)
 
@@ -1350,7 +1381,7 @@ def finalise_events(events: pd.DataFrame, extra: Sequence[str] = (), *,
     step = events["step"]
     out = pd.DataFrame({
         "job_id": pd.Series(events["job_id"].astype("str").array),
-        "attempt": events["attempt"].astype("int64").to_numpy(),
+        "attempt": _owned(events["attempt"], np.int64),
         "time": events["time"].astype(TIME_DTYPE).array,
         "kind": pd.Series(events["kind"].astype("str").array),
         "step": (step.array.copy() if isinstance(step.dtype, pd.Int64Dtype)

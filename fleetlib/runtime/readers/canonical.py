@@ -110,40 +110,9 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
     books: dict[str, FileBook] = {}
     steps_parts, event_parts = [], []
     for path in as_paths(paths):
-        table, rows, truncated = load_table(path)
-        file = str(path)
-        books[file] = FileBook(file, rows, truncated=truncated)
-        if table.num_rows == 0 or table.num_columns == 0:
-            continue
-        part = Part(books[file], rows)
-        blank = blank_rows(table)
-        part.reject(blank, None, "blank line")
-        names = table.column_names
-        if "record" in names:
-            codes, texts = distinct_text(table.column("record"))
-            lower = texts.str.lower()
-            is_s = _coded(codes, (lower == "step").to_numpy(dtype=bool))  # a blank row is neither
-            is_e = _coded(codes, (lower == "event").to_numpy(dtype=bool))
-            if np.count_nonzero(is_s) + np.count_nonzero(is_e) + np.count_nonzero(blank) < table.num_rows:
-                part.reject(~is_s & ~is_e & ~blank, "record", "record must be 'step' or 'event'")
-            parts = [(is_s, "steps"), (is_e, "events")]
-        else:
-            cols = set(names)
-            has_s = any(a in cols for a in ("start", *STEP_ALIASES["start"], "start_unix_s", "start_unix_ms"))
-            has_e = any(a in cols for a in ("kind", *EVENT_ALIASES["kind"]))
-            if has_s == has_e:
-                raise InputError(f"cannot tell a steps table (start, end, ...) from an events table (time, "
-                                 f"kind, ...) by its columns {sorted(cols)}; a combined table needs a "
-                                 "'record' column", file=file, row=1)
-            parts = [(~blank, "steps" if has_s else "events")]
-        for mask, what in parts:
-            if not mask.any():
-                continue
-            sub, sub_part = take_rows(table, part, mask)
-            if what == "steps":
-                steps_parts.append(_steps(apply_aliases(sub, STEP_ALIASES, file), sub_part, tz, job_id))
-            else:
-                event_parts.append(_events(apply_aliases(sub, EVENT_ALIASES, file), sub_part, tz, job_id))
+        file_steps, file_events = _read_file(path, books, tz, job_id)
+        steps_parts += file_steps
+        event_parts += file_events
     steps = drop_rejected(concat_frames(steps_parts), books)
     events = drop_rejected(concat_frames(event_parts), books)
     steps, events = _assign_missing_attempts(steps, events, books)
@@ -158,6 +127,59 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
 
 #: The canonical reader under the name it is exported by (the same callable as :func:`read`).
 read_canonical = read
+
+
+def _read_file(path: Path, books: dict[str, FileBook], tz: str | None, job_id: str | None,
+               ) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """Open a book for one file and return the working frames of its steps and events.
+
+    A table with a ``record`` column is split by it (any row order); a row whose record is neither
+    ``step`` nor ``event`` is rejected.  The file's Arrow table lives only as long as this call: the
+    frames hold their own copies of its columns.
+    """
+    table, rows, truncated = load_table(path)
+    file = str(path)
+    books[file] = FileBook(file, rows, truncated=truncated)
+    if table.num_rows == 0 or table.num_columns == 0:
+        return [], []
+    part = Part(books[file], rows)
+    blank = blank_rows(table)
+    part.reject(blank, None, "blank line")
+    names = table.column_names
+    if "record" in names:
+        codes, texts = distinct_text(table.column("record"))
+        lower = texts.str.lower()
+        is_s = _coded(codes, (lower == "step").to_numpy(dtype=bool))  # a blank row is neither
+        is_e = _coded(codes, (lower == "event").to_numpy(dtype=bool))
+        if np.count_nonzero(is_s) + np.count_nonzero(is_e) + np.count_nonzero(blank) < table.num_rows:
+            part.reject(~is_s & ~is_e & ~blank, "record", "record must be 'step' or 'event'")
+        parts = [(is_s, "steps"), (is_e, "events")]
+    else:
+        cols = set(names)
+        has_s = any(a in cols for a in ("start", *STEP_ALIASES["start"], "start_unix_s", "start_unix_ms"))
+        has_e = any(a in cols for a in ("kind", *EVENT_ALIASES["kind"]))
+        if has_s == has_e:
+            raise InputError(f"cannot tell a steps table (start, end, ...) from an events table (time, "
+                             f"kind, ...) by its columns {sorted(cols)}; a combined table needs a "
+                             "'record' column", file=file, row=1)
+        parts = [(~blank, "steps" if has_s else "events")]
+    # each record's rows with only its own columns (the other record's, null in a combined file, go),
+    # before anything is cast: the file's whole table is not kept while the casts make their copies
+    pieces = []
+    for mask, what in parts:
+        if mask.any():
+            sub, sub_part = take_rows(table, part, mask)
+            aliases, columns = ((STEP_ALIASES, STEP_COLUMNS) if what == "steps"
+                                else (EVENT_ALIASES, EVENT_COLUMNS))
+            sub = apply_aliases(sub, aliases, file)
+            pieces.append((what, sub.select([c for c in sub.column_names if c in columns]), sub_part))
+            del sub
+    del table
+    steps = [_steps(sub, sub_part, tz, job_id) for what, sub, sub_part in pieces if what == "steps"]
+    events = [_events(sub, sub_part, tz, job_id) for what, sub, sub_part in pieces if what == "events"]
+    del pieces
+    pa.default_memory_pool().release_unused()  # hand the table's freed memory back at once
+    return steps, events
 
 
 def _coded(codes: np.ndarray, which: np.ndarray) -> np.ndarray:
