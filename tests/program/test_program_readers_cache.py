@@ -24,11 +24,10 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_program_traces import _RAW_EVENT, info
+from test_program_traces import RAW_EVENT, info
 
 from fleetlib._io import using_limits
-from fleetlib.program.readers import _cache
-from fleetlib.program.readers._cache import CACHE_SUFFIX
+from fleetlib.program.readers._cache import CACHE_SUFFIX, load, store
 from fleetlib.program.readers.kineto import read_trace
 from fleetlib.quality import InputError
 
@@ -145,7 +144,7 @@ def test_a_reload_is_the_parse_of_every_corpus_trace(path, tmp_path):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(_RAW_EVENT, min_size=0, max_size=20), bare=st.booleans(), gz=st.booleans())
+@given(events=st.lists(RAW_EVENT, min_size=0, max_size=20), bare=st.booleans(), gz=st.booleans())
 def test_a_reload_is_the_parse_of_adversarial_traces(events, bare, gz):
     doc = events if bare else {**info(), "traceEvents": events, "baseTimeNanoseconds": 5}
     data = json.dumps(doc).encode().replace(b"@@BAD@@", b"bad\xff\xfe")
@@ -251,9 +250,9 @@ def test_a_cache_file_beyond_the_input_limit_is_not_read(tmp_path):
     read_trace(DLRM0, cache_dir=tmp_path)
     size = entry_of(tmp_path).stat().st_size
     with using_limits(max_bytes=10_000_000):  # the trace itself stays within the limit
-        assert _cache.load(tmp_path, entry_of(tmp_path).stem) is not None
+        assert load(tmp_path, entry_of(tmp_path).stem) is not None
     with using_limits(max_bytes=size - 1):
-        assert _cache.load(tmp_path, entry_of(tmp_path).stem) is None
+        assert load(tmp_path, entry_of(tmp_path).stem) is None
 
 
 # --- many writers -----------------------------------------------------------------------------------------
@@ -263,7 +262,7 @@ def test_concurrent_writers_of_one_entry_leave_one_whole_file(tmp_path):
     tr = read_trace(DLRM0, cache=True, cache_dir=tmp_path)
     entry = entry_of(tmp_path)
     key = entry.stem
-    value = _cache.load(tmp_path, key)
+    value = load(tmp_path, key)
     entry.unlink()
     errors: list[BaseException] = []
     misses: list[int] = []
@@ -271,14 +270,14 @@ def test_concurrent_writers_of_one_entry_leave_one_whole_file(tmp_path):
     def write() -> None:
         try:
             for _ in range(5):
-                _cache.store(tmp_path, key, value)
+                store(tmp_path, key, value)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
     def read() -> None:  # a reader sees a whole file or none, never a partial one
         try:
             for _ in range(20):
-                if entry.exists() and _cache.load(tmp_path, key) is None:
+                if entry.exists() and load(tmp_path, key) is None:
                     misses.append(1)
         except BaseException as exc:
             errors.append(exc)

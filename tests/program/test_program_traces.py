@@ -1331,7 +1331,7 @@ _ARGS = st.one_of(
     ),
     st.sampled_from([[1], "text", None]),
 )
-_RAW_EVENT = st.one_of(
+RAW_EVENT = st.one_of(
     st.fixed_dictionaries(
         {
             "ph": st.sampled_from(["X", "X", "X", "M", "i", "B"]),
@@ -1361,7 +1361,7 @@ def _outcome(path: Path, **kw):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(_RAW_EVENT, min_size=0, max_size=20), chunk=st.integers(1, 300), bare=st.booleans())
+@given(events=st.lists(RAW_EVENT, min_size=0, max_size=20), chunk=st.integers(1, 300), bare=st.booleans())
 def test_adversarial_events_are_read_with_a_balanced_ledger_or_refused_in_one_line(events, chunk, bare):
     """Hostile values, invalid UTF-8 (where marked), non-object entries: a read or an InputError,
     the same whatever the size of the pieces the event array is decoded in."""
