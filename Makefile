@@ -65,7 +65,7 @@ endif
 
 test-fast: $(STAMP) ## ruff, then every test but the slow ones (notebooks, browser, fuzz, fleet scale), on every core
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest tests -m "not slow" -n auto $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests -m "not slow" -n auto --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff check (code, tests and notebooks)
 	$(VENV)/bin/ruff check .

@@ -20,6 +20,9 @@ from fleetlib.regress.compare import compare, false_alarm_rate, t_quantile
 from fleetlib.regress.synth import EXPECTED
 from fleetlib.regress.tiers import straggler_episodes
 
+#: The regression pairs are written once per process: under pytest-xdist these modules share one worker.
+pytestmark = pytest.mark.xdist_group("regress_pairs")
+
 
 @pytest.fixture(scope="module")
 def pairs() -> dict[str, Any]:

@@ -14,6 +14,9 @@ from fleetlib.regress.baselines import build_baselines, check_baselines, load_ba
 from fleetlib.regress.compare import compare
 from fleetlib.regress.sampling import check_plan, trace_plan
 
+#: The regression pairs are written once per process: under pytest-xdist these modules share one worker.
+pytestmark = pytest.mark.xdist_group("regress_pairs")
+
 
 @pytest.fixture(scope="module")
 def pairs() -> dict[str, Any]:
