@@ -732,6 +732,19 @@ def _inferred_restarts(j: int, s_att: np.ndarray, s_num: np.ndarray, s_t0: np.nd
 
 
 @njit(cache=True)
+def _resumes(s_t0: np.ndarray, it: np.ndarray) -> Any:
+    """Return, per interruption, the first step starting at or after it and that step's start (inf: none)."""
+    n, n_int = s_t0.shape[0], it.shape[0]
+    resume = np.empty(n_int, np.int64)
+    resume_start = np.full(n_int, np.inf)
+    for k in range(n_int):
+        resume[k] = _left(s_t0, it[k])
+        if resume[k] < n:
+            resume_start[k] = s_t0[resume[k]]
+    return resume, resume_start
+
+
+@njit(cache=True)
 def _outcomes(j: int, s_lo: int, s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, it: np.ndarray,
               ik: np.ndarray, ia: np.ndarray, commit_t: np.ndarray, commit_s: np.ndarray, r_time: np.ndarray,
               r_roll: np.ndarray, r_explicit: np.ndarray, err: np.ndarray, errf: np.ndarray,
@@ -746,12 +759,7 @@ def _outcomes(j: int, s_lo: int, s_att: np.ndarray, s_num: np.ndarray, s_t0: np.
     n_int = it.shape[0]
     if n_int == 0 and r_time.shape[0] == 0:  # nothing to match
         return np.empty(0, np.int64), np.empty(0), r_time, r_roll
-    resume_start = np.full(n_int, np.inf)
-    resume = np.empty(n_int, np.int64)
-    for k in range(n_int):
-        resume[k] = _left(s_t0, it[k])
-        if resume[k] < n:
-            resume_start[k] = s_t0[resume[k]]
+    resume, resume_start = _resumes(s_t0, it)
     implied = np.full(n_int, np.nan)
     r_sorted = _sorted(r_time)
     n_r = r_time.shape[0]
@@ -1147,12 +1155,7 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
     for i in range(n):
         compute[i] = s_dur[i] - s_wait[i]
     # --- runs: the steps from each (re)start, and what triggered each ---------------------------
-    resume = np.empty(n_int, np.int64)
-    resume_start = np.full(n_int, np.inf)
-    for k in range(n_int):
-        resume[k] = _left(s_t0, it[k])
-        if resume[k] < n:
-            resume_start[k] = s_t0[resume[k]]
+    resume, resume_start = _resumes(s_t0, it)
     n_runs = 0
     run_bounds = np.empty(n, np.int64)
     for i in range(n):

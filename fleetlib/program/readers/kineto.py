@@ -2278,22 +2278,24 @@ def _repair_overlaps(start: np.ndarray, end: np.ndarray, stream: np.ndarray, dev
     over = np.where(same, end[prev] - start[nxt], 0.0)
     small = (over > 0) & (over <= tol)
     large = over > tol
+
+    def move_back(which: np.ndarray, reasons: list[str]) -> np.ndarray:
+        """End each chosen activity at the next one's start (never before its own), booked as a repair."""
+        p, q = prev[which], nxt[which]
+        book.repair_rows(rows[p], "dur", reasons)
+        moved = end.copy()
+        moved[p] = np.maximum(start[q], start[p])
+        trimmed[p] = True
+        return moved
+
     if small.any():
-        end = end.copy()
-        p, q = prev[small], nxt[small]
-        book.repair_rows(rows[p], "dur", [f"ns_rounding_overlap: end moved back {o * 1000:.4g} ns to the "
-                                          f"start of the next activity on stream {st}"
-                                          for o, st in zip(over[small], stream[p], strict=True)])
-        end[p] = np.maximum(start[q], start[p])
-        trimmed[p] = True
+        end = move_back(small, [f"ns_rounding_overlap: end moved back {o * 1000:.4g} ns to the start of the "
+                                f"next activity on stream {st}"
+                                for o, st in zip(over[small], stream[prev[small]], strict=True)])
     if large.any() and clip:
-        end = end.copy()
-        p, q = prev[large], nxt[large]
-        book.repair_rows(rows[p], "dur", [f"rocm_stream_overlap_clipped: end moved back {o:.6g} µs to the "
-                                          f"start of the next activity on stream {st}"
-                                          for o, st in zip(over[large], stream[p], strict=True)])
-        end[p] = np.maximum(start[q], start[p])
-        trimmed[p] = True
+        end = move_back(large, [f"rocm_stream_overlap_clipped: end moved back {o:.6g} µs to the start of the "
+                                f"next activity on stream {st}"
+                                for o, st in zip(over[large], stream[prev[large]], strict=True)])
         book.note("stream_overlap_clipped", f"{int(large.sum())} activities overlapped the next one on the "
                                             f"same stream by more than {tol:g} µs (ROCm trace; largest "
                                             f"{float(over[large].max()):.6g} µs, total "
