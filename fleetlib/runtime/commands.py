@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths
+from fleetlib._io import as_paths, excerpt
 from fleetlib.commands_common import writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
@@ -432,9 +432,10 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
     The log is read with :func:`fleetlib.runtime.readers.mlperf.read_mlperf_series` (steps that tile
     the training blocks, per the log's step-timing dialect) and measured by
     :func:`fleetlib.runtime.goodput.runtime_goodput` under the retrospective definition (a result log
-    records no checkpoint; every step of the run is retained): the fault-free step time (median
-    compute time of the steps after the first), the slow-step time above it (program loss handed to
-    the program rung, inside the blocks' productive time) and any stall time.
+    records no checkpoint; every step of the run is retained): the fault-free step time (the healthy
+    regime's median compute time, :mod:`fleetlib.runtime.slowdown`), the change points of the step
+    series, the slow-step time above the baseline (program loss handed to the program rung, inside
+    the blocks' productive time) and any stall time.
 
     Parameters
     ----------
@@ -449,7 +450,8 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
         ``step_dialect`` (a key of :data:`fleetlib.runtime.readers.mlperf.STEP_DIALECTS`), ``steps``,
         ``fault_free_step_s``, ``slow_step_s``, ``stall_s``, ``step_time_s`` (``mean``, ``p50``,
         ``p90``, ``p99``, ``max`` of the step durations, seconds), ``logged_step_s`` (median and count
-        of the step times the log states) and ``ledger`` (the reader's, the dialect flagged in it).  A
+        of the step times the log states), ``change_points`` (``{job: [{attempt, step, time, before_s,
+        after_s}]}``) and ``ledger`` (the reader's, the dialect flagged in it).  A
         log with no step timing (dialect ``blocks``) has None for the step statistics: its blocks are
         not steps.
     """
@@ -459,7 +461,8 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
     tables, ledger, series = read_mlperf_series(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
     out: dict[str, Any] = {"step_dialect": series.dialect, "steps": len(tables.steps),
                            "fault_free_step_s": None, "slow_step_s": None, "stall_s": None,
-                           "step_time_s": None, "logged_step_s": None, "ledger": ledger.to_dict()}
+                           "step_time_s": None, "logged_step_s": None, "change_points": {},
+                           "ledger": ledger.to_dict()}
     if series.dialect == "blocks" or tables.steps.empty:
         return out
     m = runtime_goodput(tables.steps, tables.events, definition="retrospective")
@@ -474,6 +477,7 @@ def mlperf_step_statistics(path: PathLike, *, rank_copy_tolerance_s: float = 10.
                         "max": float(dur.max())},
         "logged_step_s": {"median": float(np.median(logged)) if logged.size else None,
                           "count": int(logged.size)},
+        "change_points": m.change_points_by_job(),
     })
     return out
 
@@ -580,6 +584,7 @@ def render_runtime(res: Mapping[str, Any]) -> str:
             f"{j}: {'-' if v is None else f'{v:.6g} s'}" for j, v in ff.items()))
     else:
         lines.append(f"fault-free step time     {ff:.6g} s")
+    lines += _render_change_points(res.get("change_points") or {})
     if res.get("queue_after_interruption_s"):
         lines.append(f"queue after interruptions {_seconds(float(res['queue_after_interruption_s']))} "
                      "(not held: a time-to-result cost)")
@@ -599,15 +604,28 @@ def _render_mlperf_steps(res: Mapping[str, Any]) -> list[str]:
                 "fault-free step time     - (the log has no step series)"]
     st, logged = res["step_time_s"], res["logged_step_s"]
     lines = [f"step series              {res['steps']:,} steps (dialect {dialect})",
-             f"fault-free step time     {res['fault_free_step_s']:.6g} s  (median of the steps after the "
-             "first; "
+             f"fault-free step time     {res['fault_free_step_s']:.6g} s  (median of the healthy regime; "
              + (f"median logged step time {logged['median']:.6g} s over {logged['count']} points)"
                 if logged.get("median") is not None else "no step time logged)"),
              f"step time                p50 {st['p50']:.4g} s, p90 {st['p90']:.4g} s, p99 {st['p99']:.4g} s, "
              f"max {st['max']:.4g} s, mean {st['mean']:.4g} s"]
+    lines += _render_change_points(res.get("change_points") or {})
     if res.get("stall_s"):
         lines.append(f"{'stalled steps':<24} {_seconds(float(res['stall_s']))}  (steps over the stall bound, "
                      "inside productive here; a runtime loss in the timeline measurement)")
+    return lines
+
+
+def _render_change_points(shifts: Mapping[str, Any]) -> list[str]:
+    """Return one line per level shift of a job's step series (none: one line saying so)."""
+    named = [(job, c) for job, cs in shifts.items() for c in cs]
+    if not named:
+        return ["change points            none (every job's step series kept one level)"] if shifts else []
+    lines = [f"change points            {len(named)} (level shifts of a job's step series, compute time)"]
+    for job, c in named:
+        change = c["after_s"] / c["before_s"] - 1.0
+        lines.append(f"  {excerpt(str(job))}: step {c['step']} (attempt {c['attempt']}, {c['time']}): "
+                     f"{c['before_s']:.6g} s -> {c['after_s']:.6g} s ({change:+.1%})")
     return lines
 
 

@@ -35,10 +35,15 @@ idle                        held with no progress: after ``hang_begin`` / ``idle
 unattributed                held time between steps that no event explains -- shown, never clipped
 ==========================  ========================================================================
 
-**Fault-free step time.**  Given by the caller, or estimated robustly (``estimator="median"``, the
-default): the median *compute* time (duration minus input wait) of executed steps, leaving out the
-first step after every (re)start, where compilation and cache warm-up land.  ``estimator="mean"``
-uses the mean of the same steps.
+**Fault-free step time.**  Given by the caller, or estimated from the job's *step series*
+(:mod:`fleetlib.runtime.slowdown`): the *compute* time (duration minus input wait) of its steady
+steps in order -- kept, past warm-up, not stalled, leaving out the first step after every
+(re)start, where compilation and cache warm-up land -- cut into regimes at its level shifts
+(:mod:`fleetlib.regimes`: PELT change points, shifts of at least 5 %).  The estimate is the median
+(``estimator="median"``, the default) or mean of the healthy regime: the fastest sustained one the
+job starts in or returns to.  A slow-down that starts mid-job therefore stays above the baseline
+instead of becoming it.  Warm-up and stalls are judged first against the median compute time of the
+steps but each run's first (a job with no steady step keeps that as its estimate).
 
 **Warm-up.**  After each (re)start, the leading run of steps whose *compute* time (duration less input
 wait) exceeds ``(1 + warmup_tolerance)`` times the fault-free step time is warm-up: each such step's
@@ -105,7 +110,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -129,6 +134,7 @@ from fleetlib.runtime.timeline import prepare_tables, provenances
 
 if TYPE_CHECKING:
     from fleetlib.runtime.partition import JobParts, WindowSums
+    from fleetlib.runtime.slowdown import StepRegimes
 
 #: The fine parts of held time, in the kernel's label order (:data:`fleetlib.runtime.partition.FINE`).
 FINE: tuple[str, ...] = tuple(BREAKDOWN)
@@ -209,6 +215,13 @@ class RuntimeMeasurement:
     checkpoints_recorded
         Checkpoint commits the timeline records (whole timeline, every selected job): 0 means only a
         clean end can retain work under the committed definition.
+    change_points
+        One row per level shift of a job's step series that starts inside the window
+        (:meth:`fleetlib.runtime.slowdown.StepRegimes.change_points`: job, attempt, step, time,
+        compute time before and after, seconds).
+    regimes
+        Every job's regimes over its whole timeline (:meth:`fleetlib.runtime.slowdown.StepRegimes.regimes`),
+        the healthy one marked: its level is the job's estimated fault-free step time.
     """
 
     definition: str
@@ -237,6 +250,8 @@ class RuntimeMeasurement:
     stall_factor: float = STALL_FACTOR
     clean_end_commit: bool = True
     checkpoints_recorded: int = 0
+    change_points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    regimes: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     @property
     def window(self) -> Window:
@@ -263,6 +278,11 @@ class RuntimeMeasurement:
         program rung ("The walk"): the timeline detects it, the step traces explain it.
         """
         return self.breakdown["slow_step"]
+
+    @property
+    def slow_step_by_job_s(self) -> dict[str, float]:
+        """Slow-step time per job inside the window (the parts of :attr:`slow_step_s`), seconds."""
+        return {str(k): float(v) for k, v in self.per_job["slow_step"].items()}
 
     @property
     def program_handoff_s(self) -> float:
@@ -363,8 +383,22 @@ class RuntimeMeasurement:
             "convention": self.convention(),
             "interruptions": _records(self.interruptions),
             "per_job": _records(self.per_job.reset_index()),
+            "slow_step_by_job_s": self.slow_step_by_job_s,
+            "change_points": self.change_points_by_job(),
             "ledger": self.ledger.to_dict(),
         }
+
+    def change_points_by_job(self) -> dict[str, list[dict[str, Any]]]:
+        """Return :attr:`change_points` as ``{job: [{attempt, step, time, before_s, after_s}]}``.
+
+        Every measured job is a key: a job whose step series kept one level in the window has an
+        empty list.
+        """
+        out: dict[str, list[dict[str, Any]]] = {str(j): [] for j in self.per_job.index}
+        for row in _records(self.change_points):
+            job = str(row.pop("job_id"))
+            out.setdefault(job, []).append(row)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -438,15 +472,19 @@ _KIND_NAMES = np.array(["failure", "preempt"])
 
 def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None, source: str,
                     given: Any, estimator: str, warmup_tolerance: float, stall_factor: float,
-                    clean_end_commit: bool, options: Any) -> tuple[JobParts, Ledger]:
+                    clean_end_commit: bool, options: Any) -> tuple[JobParts, Ledger, StepRegimes]:
     """Validate the tables, build the parts of each selected job and check the options.
 
     The errors come in this order: a refused record (the tables', then each job's, in job order),
     then ``options()`` (invalid options), then a job with no valid fault-free step time (in job
     order).  ``given(job)`` returns a job's given fault-free step time (None: estimate it), raising
-    for an invalid one.  The ledger's entries are relocated to the files' rows.
+    for an invalid one.  An estimated fault-free step time is the healthy regime's of the job's step
+    series (:mod:`fleetlib.runtime.slowdown`), which is returned too.  The ledger's entries are
+    relocated to the files' rows.
     """
-    from fleetlib.runtime.partition import build_parts  # numba loads on first measurement, not on import
+    # numba loads on first measurement, not on import
+    from fleetlib.runtime.partition import build_parts
+    from fleetlib.runtime.slowdown import step_regimes
 
     median = estimator != "mean"
     tol = warmup_tolerance if _is_number(warmup_tolerance) and warmup_tolerance >= 0 else 0.1
@@ -474,6 +512,11 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     options()
     if not codes.size:
         raise DomainError("the timeline holds no job")
+    regimes = step_regimes(parts, estimator="median" if median else "mean")
+    healthy = regimes.baselines()
+    estimate = np.isnan(ff_given) & ~np.isnan(healthy)
+    if estimate.any():
+        parts = replace(parts, fault_free=np.where(estimate, healthy, parts.fault_free))
     n_steps = parts.steps_per_job
     for k in range(codes.size):
         if k in ff_error:
@@ -482,7 +525,7 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
         if np.isnan(ff_given[k]) and n_steps[k] and not value > 0.0:
             raise DomainError(f"the estimated fault-free step time is {value!r} s; steps need a positive "
                               "compute time (duration minus input wait) -- pass fault_free_step_s")
-    return parts, t.ledger
+    return parts, t.ledger, regimes
 
 
 def _is_number(value: Any) -> bool:
@@ -551,7 +594,7 @@ def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int
     return frame
 
 
-def _measure(parts: JobParts, ledger: Ledger, *, windows: list[tuple[Any, Any]] | None,
+def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: list[tuple[Any, Any]] | None,
              window: Any, definition: str, fault_free_step_s: Any, estimator: str, warmup_tolerance: float,
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
              ) -> list[RuntimeMeasurement]:
@@ -578,6 +621,8 @@ def _measure(parts: JobParts, ledger: Ledger, *, windows: list[tuple[Any, Any]] 
     ff = parts.fault_free
     ff_list = [None if np.isnan(v) else float(v) for v in ff.tolist()]
     ff_column = pd.Series(ff, dtype=float) if not np.isnan(ff).all() else pd.Series(ff_list, dtype=object)
+    shifts = regimes.change_points()
+    regime_rows = regimes.regimes()
     out = []
     for ws_t, we_t in windows:
         if as_of is None:
@@ -615,8 +660,15 @@ def _measure(parts: JobParts, ledger: Ledger, *, windows: list[tuple[Any, Any]] 
             clean_end_commit=clean_end_commit, checkpoints_recorded=int(parts.checkpoints.sum()),
             commit_spacing_s=float(np.median(s.commit_gaps)) if s.commit_gaps.size else None,
             interruptions=_interruption_rows(parts, s, ws_ns, we_ns, closed, ids), per_job=per_job,
-            ledger=ledger))
+            ledger=ledger, change_points=_inside(shifts, ws_t, we_t, closed), regimes=regime_rows))
     return out
+
+
+def _inside(shifts: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, closed: bool) -> pd.DataFrame:
+    """Return the change points whose regime starts inside ``[start, end)`` (``[start, end]`` when closed)."""
+    t = shifts["time"]
+    keep = (t >= start) & ((t <= end) if closed else (t < end))
+    return shifts[keep].reset_index(drop=True)
 
 
 def _options_check(definition: str, estimator: str, warmup_tolerance: float, stall_factor: float) -> Any:
@@ -695,11 +747,11 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     fleetlib.quality.DomainError
         On invalid options or window.
     """
-    parts, ledger = _measured_parts(
+    parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
         options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
-    return _measure(parts, ledger, windows=None, window=window, definition=definition,
+    return _measure(parts, ledger, regimes, windows=None, window=window, definition=definition,
                     fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
                     clean_end_commit=clean_end_commit)[0]
@@ -740,11 +792,11 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         raise DomainError("runtime_goodput_windows needs at least two edges")
     if any(b <= a for a, b in itertools.pairwise(times)):
         raise DomainError("window edges must increase strictly")
-    parts, ledger = _measured_parts(
+    parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
         options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
-    return _measure(parts, ledger, windows=list(itertools.pairwise(times)), window=None,
+    return _measure(parts, ledger, regimes, windows=list(itertools.pairwise(times)), window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
                     clean_end_commit=clean_end_commit)
@@ -821,9 +873,9 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "as_of": m.as_of.isoformat(),
         "convention": m.convention(),
         "interruptions": {str(k): int(v) for k, v in kinds.items()},
+        "slow_step_by_job_s": m.slow_step_by_job_s,
+        "change_points": m.change_points_by_job(),
     }
-
-
 
 
 def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None = None,
@@ -858,7 +910,7 @@ def held_intervals(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | N
         raise DomainError(f"estimator must be 'median' or 'mean'; got {estimator!r}")
     tol = check_nonnegative("warmup_tolerance", warmup_tolerance)
     given = fault_free_step_s
-    parts, _ = _measured_parts(steps, events, job_id=job_id, source="timeline", given=lambda job: given,
+    parts, _, _ = _measured_parts(steps, events, job_id=job_id, source="timeline", given=lambda job: given,
                                estimator=estimator, warmup_tolerance=tol, stall_factor=STALL_FACTOR,
                                clean_end_commit=True, options=lambda: None)
     return _held_intervals(parts)

@@ -153,6 +153,7 @@ _KEPT = 1  # not erased by a later restart
 _STEADY = 2  # kept and not warm-up
 _STALLED = 4  # steady, compute time above the stall bound
 _WARM = 8  # kept, warm-up after a (re)start
+_RUN_START = 16  # the first step of a run: a cold launch, a new attempt or a resume after an interruption
 
 
 class KernelRefusal(Exception):
@@ -1232,6 +1233,8 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
                     else:
                         xlab[i] = _RECOVERY_WARMUP
                 i += 1
+    for r in range(n_starts):
+        flags[starts[r]] |= _RUN_START
     bound = stall_factor * ffz
     for i in range(n):
         if (flags[i] & _KEPT) and not (flags[i] & _WARM):
@@ -1741,7 +1744,7 @@ class JobParts:
         Per job: origin (first gang completion, UTC nanoseconds), fault-free step time (NaN: none),
         last release, clean end (NaN: none) and checkpoint commits recorded.
     step_flags, step_label, step_owner
-        Per step: kept / steady / stalled / warm-up bits, the fine label of its warm-up excess or
+        Per step: kept / steady / stalled / warm-up / run-start bits, the fine label of its warm-up excess or
         erased time (-1: none) and the interruption it is charged to (-1: none).
     a_off, a_number, a_gang, a_release, a_cold
         Attempts in gang order.
@@ -1812,6 +1815,14 @@ class JobParts:
     def kept(self) -> np.ndarray:
         """Per step: never erased by a restart."""
         return (self.step_flags & _KEPT) != 0
+
+    def steady(self) -> np.ndarray:
+        """Per step: kept, past its run's warm-up and not stalled (the steps a step series is read from)."""
+        return ((self.step_flags & _STEADY) != 0) & ((self.step_flags & _STALLED) == 0)
+
+    def run_starts(self) -> np.ndarray:
+        """Per step: the first step of a run (a cold launch, a new attempt, a resume after a fault)."""
+        return (self.step_flags & _RUN_START) != 0
 
 
 _INTERRUPTION = ("failure", "preempt")

@@ -58,6 +58,7 @@ event rows leave ``start, end, input_wait_s`` null.  The canonical reader
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
                    eval_every_steps: int = 0, eval_s: float = 60.0, hang_s: float = 0.0,
                    final_checkpoint: bool = True, warmup_tolerance: float = 0.1, stall_factor: float = 5.0,
                    job_id: str = "synthetic-0", start: Any = "2024-01-01T00:00:00Z",
+                   slowdowns: Sequence[tuple[int, int | None, float]] = (),
                    ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
     """Simulate one job's timeline and return it with the seconds injected into each category.
 
@@ -167,6 +169,11 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         Job identifier.
     start
         UTC time of the first gang completion.
+    slowdowns
+        Level shifts of the step time: ``(first, end, factor)`` multiplies the compute time of every
+        step numbered ``first <= step < end`` (``end`` None: to the last step) by ``factor`` -- a node
+        that turns slow and stays slow, or a slow episode that ends.  Their excess is slow-step time
+        (above ``step_s``), reported apart as ``slowdown_s``.
 
     Returns
     -------
@@ -179,7 +186,9 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         committed definition measured on the whole timeline reports them), plus ``held_s``,
         ``queue_after_interruption_s``, ``productive_retrospective_s``, ``slow_step_s`` (committed) and
         ``slow_step_retrospective_s`` (the slow-step time inside productive), ``fault_free_step_s``,
-        ``n_failures``, ``n_preemptions``, ``n_checkpoints`` and ``executed_steps``.
+        ``n_failures``, ``n_preemptions``, ``n_checkpoints``, ``executed_steps`` and ``slowdown_s``
+        (the compute time ``slowdowns`` added to retained steady steps below the stall bound, committed
+        or not).
 
     Raises
     ------
@@ -217,6 +226,14 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     if failure_requeue_s is not None:
         check_nonnegative("failure_requeue_s", failure_requeue_s)
     eval_every = int(check_nonnegative("eval_every_steps", eval_every_steps))
+    shifts = []
+    for shift in slowdowns:
+        first, end, factor = shift
+        if int(first) != first or first < 0 or (end is not None and (int(end) != end or end <= first)):
+            raise DomainError(f"a slowdown is (first step, end step or None, factor) with 0 <= first < end; "
+                              f"got {shift!r}")
+        shifts.append((int(first), n_steps if end is None else int(end), check_positive("slowdown factor",
+                                                                                      factor)))
     if async_checkpoint and write_s < stage_s:
         raise DomainError(f"checkpoint_write_s {write_s!r} must be at least checkpoint_stage_s {stage_s!r}: "
                           "the staging pause is part of the write")
@@ -238,8 +255,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     ev_step: list[float] = []
     # (attempt, time, kind, step, duration_s) column blocks
     arr_events: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
-    ex: dict[str, list[np.ndarray]] = {k: [] for k in ("step", "start", "end", "wait", "comp", "att", "run",
-                                                        "trigger", "erased")}
+    ex: dict[str, list[np.ndarray]] = {k: [] for k in ("step", "start", "end", "wait", "comp", "base", "att",
+                                                        "run", "trigger", "erased")}
     truth_ns = dict.fromkeys(("startup_launch", "checkpoint", "evaluation", "recovery", "rework_partial",
                               "preemption_gap", "idle", "queue"), 0)
     commits_t: list[np.ndarray] = []
@@ -279,6 +296,9 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
             warm = jj < n_warm
             mult = np.where(warm, 1.0 + excess * (n_warm - jj) / max(n_warm, 1),
                             1.0 + jitter * rng.uniform(-1.0, 1.0, k_count))
+            base = np.rint(step_s * mult * _NS).astype(np.int64)
+            for first, end, factor in shifts:
+                mult = np.where((k >= first) & (k < end), mult * factor, mult)
             comp = np.rint(step_s * mult * _NS).astype(np.int64)
             waits = rng.random(k_count) < iw_prob
             wait = np.where(waits, np.rint(rng.exponential(iw_mean, k_count) * _NS), 0).astype(np.int64)
@@ -309,6 +329,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
             ex["end"].append(s1[sl])
             ex["wait"].append(wait[sl])
             ex["comp"].append(comp[sl])
+            ex["base"].append(base[sl])
             ex["att"].append(np.full(n_done, attempt, dtype=np.int64))
             ex["run"].append(np.full(n_done, run, dtype=np.int64))
             ex["trigger"].append(np.full(n_done, trigger, dtype=np.int64))
@@ -491,6 +512,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         "n_preemptions": float(n_pre),
         "n_checkpoints": float(ct.size),
         "executed_steps": float(dur.size),
+        "slowdown_s": float((comp - cat["base"])[steady & ~stalled].sum()) / _NS,
     })
     return steps, events, {k: float(v) for k, v in truth.items()}
 

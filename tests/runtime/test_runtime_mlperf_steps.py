@@ -84,10 +84,16 @@ def test_steps_tile_the_blocks_with_the_logged_counts():
 def test_fault_free_step_time_and_slow_step_loss_against_the_raw_lines():
     lengths, logged, counts = _raw_blocks(LOG)
     per_step = np.repeat(np.array(lengths) / counts, np.array(counts, dtype=int))
-    ff = float(np.median(per_step[1:]))  # the first step after the start is left out
+    # the fifth block (48 steps, from step 336) runs 50 % slower than the four before it: a level
+    # shift, so the healthy regime is steps 1..335 (the first step after the start is left out)
+    assert per_step[-48] / per_step[-49] > 1.4 and np.ptp(per_step[:-48]) / per_step[0] < 0.01
+    ff = float(np.median(per_step[1:-48]))
     slow = float((per_step[1:] - ff).sum())  # no warm-up here: the first step is within tolerance
     res = mlperf_step_statistics(LOG)
     assert res["fault_free_step_s"] == pytest.approx(ff, abs=1e-9)
+    [shift] = res["change_points"]["result_0"]
+    assert shift["step"] == 336 and shift["before_s"] == pytest.approx(ff)
+    assert shift["after_s"] == pytest.approx(per_step[-1])
     assert abs(res["fault_free_step_s"] / np.median(logged) - 1.0) < 0.01  # acceptance: within 1 %
     assert res["slow_step_s"] == pytest.approx(slow + (per_step[0] - ff), abs=1e-6)
     assert res["slow_step_s"] > 17.0  # the fifth block: 48 steps at 1.12 s against 0.746 s
@@ -108,7 +114,8 @@ def test_the_cli_prints_the_step_series():
         assert main(["runtime", str(LOG), "--format", "mlperf"]) == 0
     text = buf.getvalue()
     assert "step series              384 steps (dialect block_step_time)" in text
-    assert "fault-free step time     0.745542 s" in text
+    assert "fault-free step time     0.742885 s" in text
+    assert "  'result_0': step 336 (attempt 0, " in text and "0.742885 s -> 1.11854 s (+50.6%)" in text
 
 
 def test_the_timeline_measurement_takes_the_steps():

@@ -1,0 +1,265 @@
+"""Regimes of a series along time: where its level shifts, and which level is the healthy one.
+
+A training job's step time is not one number. A node that turns slow and stays slow, a stretch of
+slow steps that ends, a restart onto better hardware: each moves the level of the series for a
+while. This module cuts one series -- or many, stacked with offsets -- into *regimes* of constant
+level and names the *healthy* one, the level the job's fault-free step time is read from.
+
+The rule, for each series (in order):
+
+1. **Robust copy.** A Hampel filter (a window of ``2 * min_size + 1`` values) replaces each value
+   more than :data:`HAMPEL_K` scaled median absolute deviations from its window's median by that
+   median. Isolated slow steps are then no regime; a level held for more than ``min_size`` values
+   is kept.
+2. **Shortcut.** When the robust copy's range is under ``min_shift`` of its smallest value, no two
+   regimes can differ by ``min_shift`` (every regime's level lies inside that range): the series is
+   one regime, and the search is skipped.
+3. **Change points.** PELT with the squared-error cost (``ruptures.KernelCPD`` with the linear
+   kernel, compiled in C) on the robust copy scaled by its noise: ``1.4826 x`` the median absolute
+   first difference over ``sqrt(2)`` (first differences do not see level shifts), at least
+   :data:`NOISE_FLOOR` of the median. The penalty per change point is ``PENALTY_PER_LOG_N x ln(n)``
+   (a modified BIC: on a scaled series a change needs its cost reduction above that many times
+   ``ln(n)``); no regime is shorter than ``min_size``.
+4. **Effect.** Adjacent regimes whose robust copies' medians differ by less than ``min_shift`` of the smaller
+   one are merged, the closest pair first, until every boundary left is a shift of at least
+   ``min_shift`` -- a detectable but immaterial drift is not a slow-down.
+5. **Healthy regime.** A regime is a *start* when it begins the series or at a given run start (a
+   restart), and a *return* when its level is within ``min_shift`` of an earlier regime's. Among the
+   starts and returns that are *sustained* (together with the regimes of the same level, at least
+   ``min(SUSTAINED_STEPS, n / 10)`` values and ``min_size``), the fastest is healthy; with none
+   sustained, the longest start or return. Its level is the median (or mean) of the raw values of
+   every regime within ``min_shift`` of it.
+
+Each regime's level is the median (or mean) of its raw values, so a regime's level is what the
+records say, not the robust copy's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "HAMPEL_K",
+    "MIN_SHIFT",
+    "MIN_SIZE",
+    "NOISE_FLOOR",
+    "PENALTY_PER_LOG_N",
+    "SUSTAINED_STEPS",
+    "Regimes",
+    "find_regimes",
+    "stacked_regimes",
+]
+
+#: Smallest relative level shift reported as a change (5 %: below, a drift, not a slow-down).
+MIN_SHIFT = 0.05
+#: Fewest values of one regime (and the Hampel filter's half window).
+MIN_SIZE = 10
+#: Hampel filter threshold, in scaled median absolute deviations of the window.
+HAMPEL_K = 3.0
+#: Floor of the noise scale, as a share of the series' median (a constant series has no noise).
+NOISE_FLOOR = 1e-3
+#: PELT penalty per change point on the noise-scaled series, in units of ln(n).
+PENALTY_PER_LOG_N = 3.0
+#: Values a regime needs (or a tenth of the series, if fewer) to be a candidate for the healthy one.
+SUSTAINED_STEPS = 50
+
+_MAD_SCALE = 1.4826  # a normal distribution's standard deviation per median absolute deviation
+
+
+@dataclass(frozen=True)
+class Regimes:
+    """One series cut into regimes of constant level.
+
+    Attributes
+    ----------
+    bounds
+        Index of each regime's first value, then the series' length (``len(levels) + 1`` values,
+        increasing; an empty series has ``[0]``).
+    levels
+        Each regime's level: the median (or mean) of its raw values.
+    healthy
+        Index of the healthy regime (-1: empty series).
+    baseline
+        The healthy level: the median (or mean) of the raw values of every regime within
+        ``min_shift`` of the healthy one (NaN: empty series).
+    """
+
+    bounds: np.ndarray
+    levels: np.ndarray
+    healthy: int
+    baseline: float
+
+    @property
+    def change_points(self) -> np.ndarray:
+        """Index of the first value of each regime but the first."""
+        return self.bounds[1:-1]
+
+
+@njit(cache=True)
+def _median(values: np.ndarray) -> float:
+    return np.median(values) if values.shape[0] else np.nan
+
+
+@njit(cache=True)
+def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float, min_shift: float,
+                   floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Hampel-filter each series; return the copy, each series' noise scale, median and mean.
+
+    The noise scale is NaN where the shortcut applies (one regime: the copy's range is under
+    ``min_shift`` of its smallest value, or the series is shorter than two regimes).
+    """
+    n_series = offsets.shape[0] - 1
+    out = values.copy()
+    noise = np.full(n_series, np.nan)
+    medians = np.full(n_series, np.nan)
+    means = np.full(n_series, np.nan)
+    for j in range(n_series):
+        lo, hi = offsets[j], offsets[j + 1]
+        n = hi - lo
+        if n == 0:
+            continue
+        x = values[lo:hi]
+        medians[j] = np.median(x)
+        means[j] = x.mean()
+        if n < 2 * half:
+            continue
+        for i in range(n):
+            a, b = max(0, i - half), min(n, i + half + 1)
+            win = x[a:b]
+            m = np.median(win)
+            mad = _MAD_SCALE * np.median(np.abs(win - m))
+            if abs(x[i] - m) > k * mad:
+                out[lo + i] = m
+        y = out[lo:hi]
+        low, high = y.min(), y.max()
+        if high - low < min_shift * low:
+            continue
+        d = _MAD_SCALE * np.median(np.abs(np.diff(y))) / math.sqrt(2.0)
+        noise[j] = max(d, floor * abs(medians[j]))
+        if noise[j] == 0.0:
+            noise[j] = np.nan
+    return out, noise, medians, means
+
+
+def _merge_small_shifts(bounds: list[int], y: np.ndarray, min_shift: float) -> list[int]:
+    """Merge adjacent regimes whose robust medians differ by under ``min_shift``, closest first."""
+    while len(bounds) > 2:
+        means = [float(np.median(y[a:b])) for a, b in _pairs(bounds)]
+        gaps = [abs(means[i + 1] - means[i]) / max(min(means[i], means[i + 1]), 1e-300)
+                for i in range(len(means) - 1)]
+        i = int(np.argmin(gaps))
+        if gaps[i] >= min_shift:
+            break
+        del bounds[i + 1]
+    return bounds
+
+
+def _pairs(bounds: list[int]) -> list[tuple[int, int]]:
+    """Return consecutive pairs ``(bounds[i], bounds[i + 1])``."""
+    return list(itertools.pairwise(bounds))
+
+
+def _level(x: np.ndarray, median: bool) -> float:
+    return float(np.median(x)) if median else float(x.mean())
+
+
+def _healthy(bounds: list[int], levels: np.ndarray, starts: set[int], n: int, min_shift: float,
+             min_size: int) -> int:
+    """Index of the healthy regime (see the module docstring, step 5)."""
+    m = levels.shape[0]
+    close = np.abs(levels[:, None] - levels[None, :]) < min_shift * np.minimum(levels[:, None],
+                                                                             levels[None, :])
+    sizes = np.diff(np.asarray(bounds))
+    candidates = [r for r in range(m) if bounds[r] in starts or close[r, :r].any()]
+    need = max(min(SUSTAINED_STEPS, n / 10.0), float(min_size))
+    sustained = [r for r in candidates if sizes[close[r]].sum() >= need]
+    if sustained:
+        return min(sustained, key=lambda r: (levels[r], r))
+    return max(candidates, key=lambda r: (sizes[r], -r))
+
+
+def stacked_regimes(values: np.ndarray, offsets: np.ndarray, run_starts: np.ndarray | None = None, *,
+                    min_shift: float = MIN_SHIFT, min_size: int = MIN_SIZE,
+                    estimator: str = "median") -> list[Regimes]:
+    """Cut each of many stacked series into regimes (the module docstring's rule).
+
+    Parameters
+    ----------
+    values
+        The series one after another (float).
+    offsets
+        Series ``j`` is ``values[offsets[j]:offsets[j + 1]]`` (``n_series + 1`` increasing values).
+    run_starts
+        Optional booleans beside ``values``: True where a run begins (a restart); a regime that
+        begins there is a start, as the first regime is.
+    min_shift
+        Smallest relative level shift kept as a change (default :data:`MIN_SHIFT`).
+    min_size
+        Fewest values of one regime (default :data:`MIN_SIZE`).
+    estimator
+        ``"median"`` or ``"mean"``: how a regime's level is read from its raw values.
+
+    Returns
+    -------
+    list of Regimes
+        One per series, in order.
+    """
+    import ruptures  # imported on first search, not with the package
+
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    median = estimator != "mean"
+    robust, noise, medians, means = _robust_copies(values, offsets, int(min_size), HAMPEL_K, float(min_shift),
+                                                   NOISE_FLOOR)
+    out = []
+    for j in range(offsets.shape[0] - 1):
+        lo, hi = int(offsets[j]), int(offsets[j + 1])
+        n = hi - lo
+        if n == 0:
+            out.append(Regimes(np.zeros(1, np.int64), np.zeros(0), -1, math.nan))
+            continue
+        one = float(medians[j] if median else means[j])
+        if not noise[j] > 0.0:
+            out.append(Regimes(np.array([0, n]), np.array([one]), 0, one))
+            continue
+        y = robust[lo:hi]
+        algo = ruptures.KernelCPD(kernel="linear", min_size=int(min_size), jump=1)
+        found = algo.fit((y / noise[j]).reshape(-1, 1)).predict(pen=PENALTY_PER_LOG_N * math.log(n))
+        bounds = _merge_small_shifts([0, *(int(b) for b in found)], y, min_shift)
+        x = values[lo:hi]
+        levels = np.array([_level(x[a:b], median) for a, b in _pairs(bounds)])
+        starts = {0} if run_starts is None else {0, *np.flatnonzero(run_starts[lo:hi]).tolist()}
+        h = _healthy(bounds, levels, starts, n, min_shift, min_size)
+        family = [r for r in range(levels.shape[0])
+                  if abs(levels[r] - levels[h]) < min_shift * min(levels[r], levels[h])]
+        base = _level(np.concatenate([x[bounds[r]:bounds[r + 1]] for r in family]), median)
+        out.append(Regimes(np.asarray(bounds, np.int64), levels, h, base))
+    return out
+
+
+def find_regimes(values: np.ndarray, run_starts: np.ndarray | None = None, *, min_shift: float = MIN_SHIFT,
+                 min_size: int = MIN_SIZE, estimator: str = "median") -> Regimes:
+    """Cut one series into regimes; see :func:`stacked_regimes` (this is its one-series case).
+
+    Parameters
+    ----------
+    values
+        The series, in order.
+    run_starts
+        Optional booleans beside ``values``: True where a run begins.
+    min_shift, min_size, estimator
+        As :func:`stacked_regimes`.
+
+    Returns
+    -------
+    Regimes
+    """
+    values = np.asarray(values, dtype=np.float64)
+    starts = None if run_starts is None else np.asarray(run_starts, dtype=bool)
+    return stacked_regimes(values, np.array([0, values.shape[0]]), starts, min_shift=min_shift,
+                           min_size=min_size, estimator=estimator)[0]

@@ -1,0 +1,141 @@
+"""A job's step series along time: its regimes, where it slowed down, and its fault-free step time.
+
+Each measured job's *step series* is the compute time (wall time less input wait) of its steady
+steps, in order: kept (never erased by a restart), past their run's warm-up and first step, not
+stalled, so that input waits, warm-up and stalls -- each a runtime loss of its own -- are out of it;
+checkpoint and evaluation pauses lie between steps and never enter it.
+:func:`fleetlib.regimes.stacked_regimes` cuts every job's series into regimes (change points by
+PELT, shifts of at least :data:`~fleetlib.regimes.MIN_SHIFT`) and names the healthy one: the
+fastest sustained regime the job starts in (at launch or at any restart) or returns to.  The job's
+fault-free step time is the healthy regime's median (or mean) compute time, so a slow-down that
+starts mid-job stays above the baseline -- slow-step time handed to the program rung -- instead of
+becoming the baseline.
+
+Warm-up and stalls are judged first, against the job's median compute time of the steps but each
+run's first (the runtime kernel, :mod:`fleetlib.runtime.partition`); a job with no steady step keeps
+that estimate as its fault-free step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fleetlib.regimes import Regimes, stacked_regimes
+from fleetlib.runtime.partition import JobParts
+
+__all__ = ["CHANGE_POINT_COLUMNS", "REGIME_COLUMNS", "StepRegimes", "step_regimes"]
+
+#: Columns of :meth:`StepRegimes.change_points`.
+CHANGE_POINT_COLUMNS = ("job_id", "attempt", "step", "time", "before_s", "after_s")
+#: Columns of :meth:`StepRegimes.regimes`.
+REGIME_COLUMNS = ("job_id", "regime", "first_step", "last_step", "start", "end", "steps", "level_s",
+                  "healthy")
+
+
+@dataclass(frozen=True)
+class StepRegimes:
+    """Every measured job's step series cut into regimes (:func:`step_regimes`).
+
+    Attributes
+    ----------
+    job_ids
+        The measured jobs, in order.
+    per_job
+        Each job's :class:`~fleetlib.regimes.Regimes` (indices into its series).
+    offsets
+        Job ``k``'s series is ``positions[offsets[k]:offsets[k + 1]]``.
+    positions
+        The series' steps, as positions in the validated step arrays.
+    step, attempt, start_ns, compute_s
+        Beside ``positions``: step number, attempt, start (UTC nanoseconds) and compute time.
+    """
+
+    job_ids: list[str]
+    per_job: list[Regimes]
+    offsets: np.ndarray
+    positions: np.ndarray
+    step: np.ndarray
+    attempt: np.ndarray
+    start_ns: np.ndarray
+    compute_s: np.ndarray
+
+    def baselines(self) -> np.ndarray:
+        """Return each job's healthy level in seconds (NaN: a job whose series is empty)."""
+        return np.array([r.baseline for r in self.per_job], dtype=float)
+
+    def change_points(self) -> pd.DataFrame:
+        """Return one row per change point.
+
+        Each row names the job, the attempt, step number and start time of the new regime's first
+        step, and the levels before and after it (seconds).
+        """
+        rows = []
+        for k, r in enumerate(self.per_job):
+            lo = int(self.offsets[k])
+            for j, b in enumerate(r.change_points.tolist()):
+                rows.append((self.job_ids[k], int(self.attempt[lo + b]), int(self.step[lo + b]),
+                             pd.Timestamp(int(self.start_ns[lo + b]), tz="UTC"), float(r.levels[j]),
+                             float(r.levels[j + 1])))
+        frame = pd.DataFrame(rows, columns=list(CHANGE_POINT_COLUMNS))
+        frame["time"] = pd.to_datetime(frame["time"], utc=True)
+        return frame.astype({"attempt": "int64", "step": "int64", "before_s": float, "after_s": float})
+
+    def regimes(self) -> pd.DataFrame:
+        """Return one row per regime of every job: its steps, span, level and whether it is healthy."""
+        rows = []
+        for k, r in enumerate(self.per_job):
+            lo = int(self.offsets[k])
+            b = r.bounds.tolist()
+            for j in range(len(b) - 1):
+                first, last = lo + b[j], lo + b[j + 1] - 1
+                rows.append((self.job_ids[k], j, int(self.step[first]), int(self.step[last]),
+                             pd.Timestamp(int(self.start_ns[first]), tz="UTC"),
+                             pd.Timestamp(int(self.start_ns[last]), tz="UTC"), b[j + 1] - b[j],
+                             float(r.levels[j]), j == r.healthy))
+        frame = pd.DataFrame(rows, columns=list(REGIME_COLUMNS))
+        for c in ("start", "end"):
+            frame[c] = pd.to_datetime(frame[c], utc=True)
+        return frame.astype({"regime": "int64", "first_step": "int64", "last_step": "int64", "steps": "int64",
+                             "level_s": float, "healthy": bool})
+
+
+def step_regimes(parts: JobParts, *, estimator: str = "median") -> StepRegimes:
+    """Cut each measured job's step series into regimes (the module docstring's rule).
+
+    Parameters
+    ----------
+    parts
+        The runtime kernel's parts of the measured jobs (:func:`fleetlib.runtime.partition.build_parts`).
+    estimator
+        ``"median"`` or ``"mean"``: how a regime's level is read from its compute times.
+
+    Returns
+    -------
+    StepRegimes
+    """
+    t = parts.tables
+    codes = parts.codes
+    lo, hi = t.s_off[codes], t.s_off[codes + 1]
+    n_steps = hi - lo
+    every = np.arange(int(n_steps.sum()), dtype=np.int64)
+    first = np.cumsum(n_steps) - n_steps
+    pos = every - np.repeat(first, n_steps) + np.repeat(lo, n_steps)
+    job = np.repeat(np.arange(codes.size), n_steps)
+    starts = parts.run_starts()[pos]
+    # each run's first step is left out (compilation and cache warm-up land there, within tolerance
+    # or not); the run's first value in the series starts a run
+    steady = parts.steady()[pos] & ~starts
+    run = np.cumsum(starts)
+    pos, job, run = pos[steady], job[steady], run[steady]
+    opens = np.ones(pos.size, dtype=bool)
+    opens[1:] = (run[1:] != run[:-1]) | (job[1:] != job[:-1])
+    offsets = np.zeros(codes.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(job, minlength=codes.size), out=offsets[1:])
+    compute = (t.s_end[pos] - t.s_start[pos]) / 1e9 - t.s_wait[pos]
+    per_job = stacked_regimes(compute, offsets, opens, estimator=estimator)
+    return StepRegimes(job_ids=parts.job_ids, per_job=per_job, offsets=offsets, positions=pos,
+                       step=t.s_step[pos], attempt=t.s_attempt[pos], start_ns=t.s_start[pos],
+                       compute_s=compute)

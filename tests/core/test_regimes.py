@@ -1,0 +1,60 @@
+"""Regimes of a series (fleetlib.regimes): change points, the effect rule and the healthy regime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleetlib.regimes import MIN_SHIFT, find_regimes, stacked_regimes
+
+
+def _noisy(n: int, seed: int, level: float = 10.0, spread: float = 0.02) -> np.ndarray:
+    return level * (1.0 + spread * np.random.default_rng(seed).uniform(-1.0, 1.0, n))
+
+
+def test_a_level_shift_is_found_at_its_step():
+    x = _noisy(600, 0)
+    x[250:] *= 1.2
+    r = find_regimes(x)
+    assert r.change_points.tolist() == [250]
+    assert r.healthy == 0 and r.baseline == pytest.approx(np.median(x[:250]))
+    assert r.levels[1] == pytest.approx(np.median(x[250:]))
+
+
+def test_an_episode_is_two_change_points_and_the_job_returns_to_health():
+    x = _noisy(500, 1)
+    x[100:140] *= 1.5
+    r = find_regimes(x)
+    assert r.change_points.tolist() == [100, 140]
+    # both healthy stretches are one regime family: the baseline is their common median
+    assert r.baseline == pytest.approx(np.median(np.r_[x[:100], x[140:]]))
+
+
+def test_scattered_slow_steps_and_small_drifts_are_no_regime():
+    rng = np.random.default_rng(2)
+    x = np.full(500, 10.0)
+    x[rng.choice(500, 50, replace=False)] += rng.uniform(1.0, 10.0, 50)  # isolated slow steps
+    assert find_regimes(x).change_points.size == 0
+    y = _noisy(800, 3)
+    y[400:] *= 1.0 + MIN_SHIFT / 2  # a detectable drift below the effect rule
+    assert find_regimes(y).change_points.size == 0
+
+
+def test_a_job_that_starts_slow_keeps_its_start_unless_a_restart_begins_the_fast_regime():
+    x = _noisy(400, 4)
+    x[:200] *= 1.3
+    assert find_regimes(x).baseline == pytest.approx(np.median(x[:200]))  # started in, never left
+    starts = np.zeros(400, bool)
+    starts[200] = True  # a restart (onto healthy hardware) opens the fast regime
+    assert find_regimes(x, starts).baseline == pytest.approx(np.median(x[200:]))
+
+
+def test_stacked_series_are_cut_independently():
+    a, b, c = _noisy(300, 5), _noisy(8, 6), np.zeros(0)
+    a[150:] *= 0.7
+    out = stacked_regimes(np.r_[a, b, c], np.array([0, 300, 308, 308]))
+    assert out[0].change_points.tolist() == [150]
+    assert out[1].change_points.size == 0 and out[1].baseline == pytest.approx(np.median(b))
+    assert out[2].healthy == -1 and np.isnan(out[2].baseline)
+    # a job that got faster and never returned: the start is the healthy regime (the rule's letter)
+    assert out[0].healthy == 0
