@@ -377,7 +377,8 @@ def render_stragglers(res: Mapping[str, Any]) -> str:
     -------
     str
         Size and engine, the top ranks (steps, times last, share, wait caused and own wait in
-        seconds, mean duration, relative score), the most frequent last arrivers, the wait totals and
+        seconds, mean duration, relative score, individual score), the ranks that slowed down against
+        their own history, the most frequent last arrivers, the wait totals and
         the ledger's counts.
     """
     engine = res["engine"] + (f", {res['workers']} worker(s)" if res.get("workers") else "")
@@ -386,12 +387,18 @@ def render_stragglers(res: Mapping[str, Any]) -> str:
              f"top {len(res['stragglers'])} by relative score (best rank mean / rank mean; straggler below "
              f"{res['threshold']:g}):",
              f"  {'rank':>7} {'steps':>7} {'last':>7} {'share':>7} {'caused s':>12} {'wait s':>12} "
-             f"{'mean s':>9} {'score':>6}"]
+             f"{'mean s':>9} {'score':>6} {'own':>6}"]
     for s in res["stragglers"]:
-        mark = "  straggler" if s["straggler"] else ""
+        mark = "".join(m for m, on in (("  straggler", s["straggler"]), ("  slowed down", s["slowed_down"]))
+                       if on)
         lines.append(f"  {s['rank']:>7} {s['steps']:>7,} {s['arrived_last']:>7,} "
                      f"{s['arrived_last_share']:>7.1%} {s['wait_caused_s']:>12,.3f} {s['wait_s']:>12,.3f} "
-                     f"{s['mean_duration_s']:>9.4f} {s['relative_score']:>6.3f}{mark}")
+                     f"{s['mean_duration_s']:>9.4f} {s['relative_score']:>6.3f} {s['individual_score']:>6.3f}"
+                     f"{mark}")
+    slowed = res.get("slowed_down_ranks", [])
+    lines.append("slowed down against their own history (individual score, best step window / last, "
+                 f"below {res['threshold']:g}): " + (", ".join(f"rank {r}" for r in slowed) if slowed
+                                                     else "none"))
     counts = ", ".join(f"rank {r} ({c:,})" for r, c in res["last_arriver_counts"].items())
     lines.append(f"last arrivers ({res['last_arriver_ranks']:,} distinct rank(s)): {counts}")
     wt = res["wait_totals"]

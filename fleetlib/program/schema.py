@@ -126,7 +126,7 @@ RANK_TIMER_COLUMNS: tuple[str, ...] = ("rank", "step", "duration_s")
 #: Columns of :attr:`fleetlib.program.stragglers.FleetStragglers.per_rank`.
 PER_RANK_COLUMNS: tuple[str, ...] = ("rank", "steps", "arrived_last", "arrived_last_share", "wait_caused_s",
                                      "wait_s", "mean_wait_s", "mean_duration_s", "relative_score",
-                                     "straggler")
+                                     "straggler", "individual_score", "slowed_down")
 
 #: Columns of :attr:`fleetlib.program.stragglers.FleetStragglers.per_step`.
 PER_STEP_COLUMNS: tuple[str, ...] = ("step", "ranks", "max_s", "min_s", "mean_s", "last_arriver", "wait_s")

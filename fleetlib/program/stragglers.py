@@ -29,6 +29,13 @@ The per-rank columns use the same names and meaning where the two views overlap:
                           exact mean takes two streaming passes and an exact median does not)
 ``straggler``             ``relative_score < threshold`` (default
                           :data:`~fleetlib.program.collectives.DEFAULT_STRAGGLER_THRESHOLD`)
+``individual_score``      the rank against its own history (the temporal score beside the relative
+                          one): the steps are cut into :data:`HISTORY_WINDOWS` consecutive windows of
+                          equal step counts, and the score is the rank's best (smallest) window
+                          mean duration / its mean duration in its last window -- 1 when it ends as
+                          fast as it ever ran, 0.75 when it now needs a third longer
+``slowed_down``           ``individual_score < threshold``: the rank slowed down during the run,
+                          whether or not it is slower than the other ranks
 ========================  ===========================================================================
 
 Every step with at least one timer has a last arriver (a one-rank step's last arriver waits for
@@ -98,6 +105,7 @@ __all__ = [
     "AUTO_DASK_ROWS",
     "DEFAULT_PARTITION_ROWS",
     "DEFAULT_STRAGGLERS",
+    "HISTORY_WINDOWS",
     "MAX_RANK",
     "MAX_REJECTED_ROWS",
     "PER_RANK_COLUMNS",
@@ -112,6 +120,8 @@ __all__ = [
     "synth_rank_timers",
 ]
 
+#: Consecutive step windows of a rank's history behind its individual score.
+HISTORY_WINDOWS: int = 10
 #: ``engine=None`` picks pandas up to this many rows and Dask above.
 AUTO_DASK_ROWS: int = 20_000_000
 #: Slowdowns of the stragglers injected when :func:`synth_rank_timers` is not told which.
@@ -270,6 +280,8 @@ class _RankPartial:
     sum_s: np.ndarray
     wait_s: np.ndarray
     step_wait_s: np.ndarray  # dense over the per-step table's positions
+    window_count: np.ndarray  # (ranks, HISTORY_WINDOWS): timers per step window
+    window_sum_s: np.ndarray  # (ranks, HISTORY_WINDOWS): their durations summed
 
 
 def _pass2_block(frame: pd.DataFrame, block: TimerBlock, steps: np.ndarray, max_s: np.ndarray
@@ -281,11 +293,16 @@ def _pass2_block(frame: pd.DataFrame, block: TimerBlock, steps: np.ndarray, max_
     # dense over the ranks present: memory follows them, not the largest rank id
     ranks, dense = np.unique(clean.rank, return_inverse=True)
     size = ranks.size
+    # the step window of each timer: HISTORY_WINDOWS runs of consecutive steps, of equal step counts
+    cell = dense * HISTORY_WINDOWS + pos * HISTORY_WINDOWS // max(steps.size, 1)
+    cells = size * HISTORY_WINDOWS
     return _RankPartial(
         ranks.astype(np.int64), np.bincount(dense, minlength=size).astype(np.int64),
         np.bincount(dense, weights=clean.dur, minlength=size),
         np.bincount(dense, weights=wait, minlength=size),
         np.bincount(pos, weights=wait, minlength=steps.size),
+        np.bincount(cell, minlength=cells).astype(np.int64).reshape(size, HISTORY_WINDOWS),
+        np.bincount(cell, weights=clean.dur, minlength=cells).reshape(size, HISTORY_WINDOWS),
     )
 
 
@@ -298,7 +315,13 @@ def _combine_ranks(a: _RankPartial, b: _RankPartial) -> _RankPartial:
         v[ia] = getattr(a, name)
         v[ib] += getattr(b, name)
         out.append(v)
-    return _RankPartial(ranks, *out, a.step_wait_s + b.step_wait_s)
+    windows = []
+    for name, dtype in (("window_count", np.int64), ("window_sum_s", np.float64)):
+        w = np.zeros((ranks.size, HISTORY_WINDOWS), dtype)
+        w[ia] = getattr(a, name)
+        w[ib] += getattr(b, name)
+        windows.append(w)
+    return _RankPartial(ranks, *out, a.step_wait_s + b.step_wait_s, *windows)
 
 
 def _tree(items: list[Any], combine: Callable[[Any, Any], Any], fanin: int = 2) -> Any:
@@ -377,7 +400,8 @@ class FleetStragglers:
         dict
             ``engine``, ``files``, ``rows``, ``ranks``, ``steps``, ``threshold``, ``top``,
             ``stragglers`` (the :meth:`top` ranks as records), ``straggler_ranks`` (every rank
-            below the threshold), ``last_arriver_counts`` ({rank: steps it was last} for the ``top``
+            below the threshold), ``slowed_down_ranks`` (every rank whose individual score is below
+            it), ``last_arriver_counts`` ({rank: steps it was last} for the ``top``
             most frequent, ties by rank), ``last_arriver_ranks`` (how many ranks were ever last),
             ``wait_totals`` (``all_ranks_s``, ``per_step_mean_s``, ``top_waiters``) and ``ledger``.
         """
@@ -399,6 +423,7 @@ class FleetStragglers:
             "top": int(top),
             "stragglers": _records(self.top(top)),
             "straggler_ranks": [int(r) for r in pr.loc[pr["straggler"], "rank"]],
+            "slowed_down_ranks": [int(r) for r in pr.loc[pr["slowed_down"], "rank"]],
             "last_arriver_counts": {str(int(r)): int(c) for r, c in zip(
                 counts["rank"].head(top), counts["arrived_last"].head(top), strict=True)},
             "last_arriver_ranks": len(counts),
@@ -418,6 +443,15 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
         out.append({k: (bool(v) if isinstance(v, (bool, np.bool_)) else
                         int(v) if isinstance(v, (int, np.integer)) else float(v)) for k, v in rec.items()})
     return out
+
+
+def _individual_scores(count: np.ndarray, total_s: np.ndarray) -> np.ndarray:
+    """Each rank's best step-window mean duration over its last window's (1: a rank seen in one window)."""
+    seen = count > 0
+    means = np.divide(total_s, count, out=np.full(count.shape, np.inf), where=seen)
+    last = HISTORY_WINDOWS - 1 - np.argmax(seen[:, ::-1], axis=1)
+    current = means[np.arange(count.shape[0]), last]
+    return np.divide(means.min(axis=1), current, out=np.ones(count.shape[0]), where=current > 0)
 
 
 def _finish(sp: _StepPartial, rp: _RankPartial, ledger: Ledger, engine: str, files: list[str],
@@ -442,11 +476,13 @@ def _finish(sp: _StepPartial, rp: _RankPartial, ledger: Ledger, engine: str, fil
         raise DomainError(f"rank {r} has a mean step duration of 0 s; a relative score against the best rank "
                           "needs positive durations")
     score = best / mean
+    individual = _individual_scores(rp.window_count, rp.window_sum_s)
     per_rank = pd.DataFrame({
         "rank": rp.ranks, "steps": rp.count, "arrived_last": arrived,
         "arrived_last_share": arrived / rp.count,
         "wait_caused_s": caused, "wait_s": rp.wait_s, "mean_wait_s": rp.wait_s / rp.count,
         "mean_duration_s": mean, "relative_score": score, "straggler": score < threshold,
+        "individual_score": individual, "slowed_down": individual < threshold,
     })
     return FleetStragglers(per_rank, per_step, ledger, engine, files, threshold)
 

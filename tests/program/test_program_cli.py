@@ -282,6 +282,8 @@ def test_stragglers_command_finds_the_injected_rank(timers):
     assert len(res["stragglers"]) == 3
     assert res["stragglers"][0]["rank"] == 7 and res["stragglers"][0]["straggler"] is True
     assert res["straggler_ranks"] == [7]
+    # slowed 1.6x from the first step on: slower than the others, not than its own history
+    assert res["slowed_down_ranks"] == []
     assert next(iter(res["last_arriver_counts"])) == "7"  # most often last
     assert sum(res["last_arriver_counts"].values()) <= 30
     assert res["ledger"]["read"] == res["ledger"]["kept"] == 1200
@@ -292,6 +294,8 @@ def test_stragglers_text_rendering(timers):
     assert rc == 0, err
     assert "40 rank(s) x 30 step(s), 1,200 timers" in text
     assert "stragglers: none below the threshold" in text  # 1/1.6 = 0.625 is above 0.5
+    assert ("slowed down against their own history (individual score, best step window / last, "
+            "below 0.5): none") in text
     lines = text.splitlines()
     assert lines[3].split()[0] == "7"  # the first ranked row
     rc, text, _ = run_cli("synth", "rank-timers", "--ranks", "3", "--steps", "2", "--stragglers", "none",

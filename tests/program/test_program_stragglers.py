@@ -455,3 +455,23 @@ def test_rank_timer_passes_hold_memory_for_the_ranks_present_not_the_largest_id(
     with pytest.raises(InputError, match="two rows for rank 16777215 at step 1"):
         fleet._combine_steps(fleet._pass1_block(parts[0], blocks[0]),
                                   fleet._pass1_block(dup.iloc[-1:], TimerBlock("u", None, 1, 1)))
+
+
+def test_the_individual_score_sees_a_rank_slow_down_against_its_own_history():
+    # 4 ranks x 200 steps at 1.0 s; rank 3 runs 1.0 s until step 120 and 1.5 s after; rank 1 runs
+    # 1.2 s throughout (slower than the others, but no slower than it ever was)
+    steps = np.arange(200)
+    rows = []
+    for rank, dur in ((0, np.full(200, 1.0)), (1, np.full(200, 1.2)), (2, np.full(200, 1.0)),
+                      (3, np.where(steps >= 120, 1.5, 1.0))):
+        rows.append(pd.DataFrame({"rank": rank, "step": steps, "duration_s": dur}))
+    res = straggler_analysis(pd.concat(rows, ignore_index=True), threshold=0.8)
+    pr = res.per_rank.set_index("rank")
+    # steps fall in 10 windows of 20: rank 3's best window mean is 1.0 s, its last 1.5 s
+    assert pr.loc[3, "individual_score"] == pytest.approx(1.0 / 1.5)
+    assert pr.loc[[0, 1, 2], "individual_score"].tolist() == [1.0, 1.0, 1.0]
+    assert pr["slowed_down"].tolist() == [False, False, False, True]
+    # the relative score sees rank 1 (slowest on average) and not rank 3 (mean 1.2 s as well)
+    assert pr.loc[1, "relative_score"] == pytest.approx(1.0 / 1.2)
+    assert pr.loc[3, "relative_score"] == pytest.approx(1.0 / 1.2)
+
