@@ -64,6 +64,7 @@ from fleetlib.plots.runtime import (
     event_chronicle,
     held_time_shares,
     model_terms_bars,
+    step_series,
     step_time_distribution,
 )
 from fleetlib.plots.scheduling import (
@@ -127,6 +128,7 @@ __all__ = [
     "runtime_loss_by_size",
     "runtime_terms_bar",
     "step_partition_bars",
+    "step_series",
     "step_time_distribution",
     "straggler_bars",
     "theme",

@@ -1,11 +1,12 @@
 """Job-timeline figures (rung 2).
 
-Attempts as a Gantt chart, cumulative runtime goodput with restart markers and rolling windows, and the
-step-time distribution around the fault-free baseline.
+Attempts as a Gantt chart, cumulative runtime goodput with restart markers and rolling windows, the
+step-time distribution around the fault-free baseline, and a job's step series with its regimes.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from fleetlib.plots._style import (
     term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime import TERM_LABELS
+from fleetlib.runtime import STEP_SERIES_COLUMNS, TERM_LABELS
 
 # ---------------------------------------------------------------------------------------------------
 # Job timeline (rung 2): attempts as a Gantt, cumulative runtime goodput, step-time distribution
@@ -413,6 +414,58 @@ def step_time_distribution(steps: pd.DataFrame, *, fault_free_step_s: float,
     ax.set_xlabel("step wall-clock time (s)" + (", log scale" if log_x else ""))
     ax.set_ylabel("steps per bin (count, log scale)")
     ax.legend(loc="upper right", fontsize="small")
+    return ax
+
+
+def step_series(series: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Draw one job's step series along its steps, with each regime's level and the healthy one.
+
+    Parameters
+    ----------
+    series
+        :meth:`fleetlib.runtime.RuntimeMeasurement.step_series` of one job: columns ``step``,
+        ``compute_s``, ``regime``, ``level_s`` and ``healthy``
+        (:data:`fleetlib.runtime.STEP_SERIES_COLUMNS`).
+    ax
+        Axes to draw into; a new figure is made when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Compute time per step as points; each regime's level as a line over its steps (solid and
+        thick for the healthy regime -- the fault-free step time -- dashed for the others); a
+        vertical dotted line where each regime after the first begins (a change point).
+
+    Raises
+    ------
+    DomainError
+        A missing column, no rows, more than one job, or compute times that are not numbers.
+    """
+    data = require_frame(series, "series", STEP_SERIES_COLUMNS)
+    jobs = data["job_id"].to_numpy()
+    if (jobs != jobs[0]).any():
+        raise DomainError("series holds several jobs; draw one job's step series per axes")
+    step = require_numeric(data["step"], "series['step']")
+    compute = require_numeric(data["compute_s"], "series['compute_s']")
+    regime = data["regime"].to_numpy()
+    ax = new_axes(ax, (9.0, 3.8))
+    c = palette()
+    ax.plot(step, compute, linestyle="none", marker=".", markersize=3, color=c[0], alpha=0.6,
+            label="step compute time (wall less input wait)", gid="steps")
+    bounds = np.flatnonzero(np.r_[True, regime[1:] != regime[:-1], True])
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        level = float(data["level_s"].iloc[lo])
+        healthy = bool(data["healthy"].iloc[lo])
+        x0, x1 = float(step[lo]), float(step[hi - 1])
+        label = (f"healthy regime: fault-free step time {level:.4g} s" if healthy
+                 else f"regime {int(regime[lo])}: {level:.4g} s")
+        ax.hlines(level, x0, x1, colors="black" if healthy else c[1], linewidth=2.6 if healthy else 1.8,
+                  linestyles="-" if healthy else "--", label=label, gid=f"regime:{int(regime[lo])}")
+        if i:
+            ax.axvline(x0, color="grey", linestyle=":", linewidth=1.2, gid=f"change:{int(step[lo])}")
+    ax.set_xlabel("step (number)")
+    ax.set_ylabel("compute time per step (s)")
+    ax.legend(loc="upper left", fontsize="small")
     return ax
 
 

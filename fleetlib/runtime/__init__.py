@@ -52,11 +52,14 @@ from fleetlib.runtime.model import (
 from fleetlib.runtime.readers import READERS, bundled_path, read_bloom_events
 from fleetlib.runtime.schema import (
     CATEGORIES,
+    CHANGE_POINT_COLUMNS,
     EQ4_TERMS,
     EVENT_COLUMNS,
     MODEL_TERM_LABELS,
     PROVENANCE_COLUMNS,
+    REGIME_COLUMNS,
     STEP_COLUMNS,
+    STEP_SERIES_COLUMNS,
     TERM_LABELS,
 )
 from fleetlib.runtime.synth import synth_timeline, write_timeline
@@ -70,12 +73,15 @@ from fleetlib.runtime.views import (
 
 __all__ = [
     "CATEGORIES",
+    "CHANGE_POINT_COLUMNS",
     "EQ4_TERMS",
     "EVENT_COLUMNS",
     "MODEL_TERM_LABELS",
     "PROVENANCE_COLUMNS",
     "READERS",
+    "REGIME_COLUMNS",
     "STEP_COLUMNS",
+    "STEP_SERIES_COLUMNS",
     "TERM_LABELS",
     "ReplicaGoodput",
     "RuntimeLossTerms",

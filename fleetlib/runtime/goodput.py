@@ -222,6 +222,8 @@ class RuntimeMeasurement:
     regimes
         Every job's regimes over its whole timeline (:meth:`fleetlib.runtime.slowdown.StepRegimes.regimes`),
         the healthy one marked: its level is the job's estimated fault-free step time.
+    step_regimes
+        The step series behind them (:meth:`step_series` reads it).
     """
 
     definition: str
@@ -252,6 +254,7 @@ class RuntimeMeasurement:
     checkpoints_recorded: int = 0
     change_points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     regimes: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    step_regimes: StepRegimes | None = field(default=None, repr=False)
 
     @property
     def window(self) -> Window:
@@ -278,6 +281,24 @@ class RuntimeMeasurement:
         program rung ("The walk"): the timeline detects it, the step traces explain it.
         """
         return self.breakdown["slow_step"]
+
+    def step_series(self, job_id: str | None = None) -> pd.DataFrame:
+        """Return the step series the fault-free step time was read from, with each step's regime.
+
+        Parameters
+        ----------
+        job_id
+            One job; None for every measured job.
+
+        Returns
+        -------
+        pandas.DataFrame
+            :data:`fleetlib.runtime.slowdown.STEP_SERIES_COLUMNS` (one row per steady step of the whole
+            timeline; :func:`fleetlib.plots.step_series` draws it).
+        """
+        if self.step_regimes is None:
+            raise DomainError("this measurement kept no step series")
+        return self.step_regimes.series(job_id)
 
     @property
     def slow_step_by_job_s(self) -> dict[str, float]:
@@ -660,7 +681,8 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
             clean_end_commit=clean_end_commit, checkpoints_recorded=int(parts.checkpoints.sum()),
             commit_spacing_s=float(np.median(s.commit_gaps)) if s.commit_gaps.size else None,
             interruptions=_interruption_rows(parts, s, ws_ns, we_ns, closed, ids), per_job=per_job,
-            ledger=ledger, change_points=_inside(shifts, ws_t, we_t, closed), regimes=regime_rows))
+            ledger=ledger, change_points=_inside(shifts, ws_t, we_t, closed), regimes=regime_rows,
+            step_regimes=regimes))
     return out
 
 

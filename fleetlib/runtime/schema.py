@@ -31,6 +31,7 @@ __all__ = [
     "AUXILIARY_KIND_PREFIXES",
     "BREAKDOWN",
     "CATEGORIES",
+    "CHANGE_POINT_COLUMNS",
     "DEFINITIONS",
     "EQ4_TERMS",
     "EVENT_ALIASES",
@@ -41,12 +42,14 @@ __all__ = [
     "ISSUE_TERMS",
     "PARQUET_COLUMNS",
     "PROVENANCE_COLUMNS",
+    "REGIME_COLUMNS",
     "REPLICA_PHASES",
     "REPLICA_PHASE_ALIASES",
     "SIMULTANEOUS_EVENT_ORDER",
     "STALL_FACTOR",
     "STEP_ALIASES",
     "STEP_COLUMNS",
+    "STEP_SERIES_COLUMNS",
     "TERM_LABELS",
     "TIME_DTYPE",
     "UNMODELLED_TERMS",
@@ -296,3 +299,11 @@ def known_event_kinds(kinds: Iterable[str] | pd.Series) -> np.ndarray:
     k = pd.Series(kinds if isinstance(kinds, pd.Series) else list(kinds), dtype="object").astype("str")
     known = k.isin((*EVENT_KINDS, *AUXILIARY_EVENT_KINDS)) | k.str.startswith(AUXILIARY_KIND_PREFIXES)
     return known.to_numpy(dtype=bool)
+
+#: Columns of a measurement's change points (:attr:`fleetlib.runtime.RuntimeMeasurement.change_points`).
+CHANGE_POINT_COLUMNS = ("job_id", "attempt", "step", "time", "before_s", "after_s")
+#: Columns of a measurement's step series (:meth:`fleetlib.runtime.RuntimeMeasurement.step_series`).
+STEP_SERIES_COLUMNS = ("job_id", "attempt", "step", "time", "compute_s", "regime", "level_s", "healthy")
+#: Columns of a measurement's regimes (:attr:`fleetlib.runtime.RuntimeMeasurement.regimes`).
+REGIME_COLUMNS = ("job_id", "regime", "first_step", "last_step", "start", "end", "steps", "level_s",
+                  "healthy")

@@ -25,15 +25,9 @@ import pandas as pd
 
 from fleetlib.regimes import Regimes, stacked_regimes
 from fleetlib.runtime.partition import JobParts
+from fleetlib.runtime.schema import CHANGE_POINT_COLUMNS, REGIME_COLUMNS, STEP_SERIES_COLUMNS
 
-__all__ = ["CHANGE_POINT_COLUMNS", "REGIME_COLUMNS", "StepRegimes", "step_regimes"]
-
-#: Columns of :meth:`StepRegimes.change_points`.
-CHANGE_POINT_COLUMNS = ("job_id", "attempt", "step", "time", "before_s", "after_s")
-#: Columns of :meth:`StepRegimes.regimes`.
-REGIME_COLUMNS = ("job_id", "regime", "first_step", "last_step", "start", "end", "steps", "level_s",
-                  "healthy")
-
+__all__ = ["StepRegimes", "step_regimes"]
 
 @dataclass(frozen=True)
 class StepRegimes:
@@ -82,6 +76,38 @@ class StepRegimes:
         frame = pd.DataFrame(rows, columns=list(CHANGE_POINT_COLUMNS))
         frame["time"] = pd.to_datetime(frame["time"], utc=True)
         return frame.astype({"attempt": "int64", "step": "int64", "before_s": float, "after_s": float})
+
+    def series(self, job_id: str | None = None) -> pd.DataFrame:
+        """Return the step series: one row per steady step, with its regime and the regime's level.
+
+        Parameters
+        ----------
+        job_id
+            One job's series; None for every job's, one after another.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns :data:`fleetlib.runtime.schema.STEP_SERIES_COLUMNS`: job, attempt, step number,
+            start time (UTC), compute time (wall time less input wait, seconds), the regime's index in
+            the job, its level (seconds) and whether it is the healthy regime.
+        """
+        keys = range(len(self.job_ids)) if job_id is None else [self.job_ids.index(job_id)] \
+            if job_id in self.job_ids else []
+        if job_id is not None and not keys:
+            raise KeyError(f"no measured job {job_id!r}")
+        parts = []
+        for k in keys:
+            lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
+            r = self.per_job[k]
+            regime = np.repeat(np.arange(r.levels.size), np.diff(r.bounds))
+            parts.append(pd.DataFrame({
+                "job_id": self.job_ids[k], "attempt": self.attempt[lo:hi], "step": self.step[lo:hi],
+                "time": pd.to_datetime(self.start_ns[lo:hi], utc=True), "compute_s": self.compute_s[lo:hi],
+                "regime": regime, "level_s": r.levels[regime], "healthy": regime == r.healthy}))
+        if not parts:
+            return pd.DataFrame({c: [] for c in STEP_SERIES_COLUMNS})
+        return pd.concat(parts, ignore_index=True)
 
     def regimes(self) -> pd.DataFrame:
         """Return one row per regime of every job: its steps, span, level and whether it is healthy."""

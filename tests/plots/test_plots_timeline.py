@@ -382,3 +382,31 @@ def test_held_time_shares_stack_to_one(ax):
     right = [max(b.get_x() + b.get_width() for b in bars) for bars in zip(*ax.containers, strict=True)]
     assert right == pytest.approx([1.0, 1.0])
     assert len({c.patches[0].get_hatch() or "" for c in ax.containers}) == len(ax.containers)
+
+
+def test_step_series_draws_each_regime_at_its_level_and_marks_the_change_points(ax):
+    # a job measured by the runtime rung: 10 s steps, 11.5 s from step 300 on
+    from runtime.test_runtime_slowdown import fail_slow_jobs
+
+    from fleetlib.runtime import runtime_goodput
+
+    steps, events, _ = fail_slow_jobs()
+    m = runtime_goodput(steps, events, job_id="shift")
+    series = m.step_series("shift")
+    out = plots.step_series(series, ax=ax)
+    assert out is ax
+    regimes = {c.get_gid(): c for c in ax.collections if str(c.get_gid()).startswith("regime:")}
+    assert set(regimes) == {"regime:0", "regime:1"}
+    # each level is drawn where the measurement put it, over the steps of its regime
+    for gid, row in zip(("regime:0", "regime:1"), m.regimes.itertuples(), strict=True):
+        (x0, y0), (x1, y1) = regimes[gid].get_segments()[0]
+        assert y0 == y1 == pytest.approx(row.level_s)
+        assert (x0, x1) == (row.first_step, row.last_step)
+    assert m.fault_free_step_s["shift"] == pytest.approx(m.regimes.loc[m.regimes["healthy"], "level_s"].iloc[0])
+    changes = [ln.get_gid() for ln in ax.lines if str(ln.get_gid()).startswith("change:")]
+    assert changes == [f"change:{int(m.change_points['step'].iloc[0])}"]
+    [points] = [ln for ln in ax.lines if ln.get_gid() == "steps"]
+    assert len(points.get_xdata()) == len(series)
+    assert "(s)" in ax.get_ylabel()
+    with pytest.raises(DomainError, match="several jobs"):
+        plots.step_series(runtime_goodput(steps, events).step_series(), ax=ax)
