@@ -193,3 +193,27 @@ def test_each_days_row_is_the_walk_on_that_day(two_days: Path) -> None:
             losses = dict(day.factor(f).losses)
             assert row["factors"][f]["losses"] == pytest.approx(losses, rel=1e-9, abs=1e-6)
         assert math.isclose(row["mpg"], day.mpg, rel_tol=1e-12)
+
+
+def test_views_reshape_the_rows_and_the_plot_draws_them(bundled: FleetMeasurement) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fleetlib.fleet import views
+    from fleetlib.plots.fleet import factor_series
+
+    table = views.window_table(bundled)
+    assert list(table.columns) == ["window", "start", "end", *views.SLICE_TABLE_COLUMNS]
+    row = bundled.windows[0]
+    assert table.loc[0, "MPG"] == row["mpg"] and bool(table.loc[0, "chain_holds"])
+    assert math.isclose(table.loc[0, "capacity_device_h"] * 3600.0, bundled.capacity_device_s, rel_tol=1e-12)
+    segments = views.segment_table(bundled)
+    assert list(segments.columns[:2]) == ["pool", "scheduling_split"]
+    assert math.isclose(segments["ideal_device_h"].sum() * 3600.0, bundled.ideal_device_s, rel_tol=1e-9)
+    ax = factor_series(table)
+    drawn = {line.get_label(): line.get_ydata().tolist() for line in ax.get_lines()}
+    assert drawn == {k: table[k].tolist() for k in ("S", "R", "P", "MPG")}
+    plt.close(ax.figure)
+    assert views.window_table(measure_fleet(BUNDLE)).empty  # not measured by window: no row
