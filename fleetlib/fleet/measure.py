@@ -26,6 +26,19 @@
 5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
    R.numerator = P.denominator in device-seconds.
 
+**Along time and across segments** (``by=``, ``segment_by=``): the same walk per UTC day or ISO week
+(:func:`calendar_windows`, clipped to the window) and per value of a job field (:func:`job_fields`).
+The runtime rung validates each timeline and cuts it into parts once, then clips the parts to each
+interval between the calendar edges (:func:`fleetlib.runtime.runtime_goodput_windows`): a job held
+across a boundary is split there, each step by the share of its duration inside each window, and the
+whole window's per-job parts are the sums of the intervals'.  S and each job's held time are clipped
+to each interval by the scheduling rung; a row sums its intervals (one each; a window with excluded
+time would be several) and derives R, P and MPG with the walk's own per-job rules
+(:func:`fleetlib.fleet.results.slice_row`).  A job's fault-free step time is estimated once on its
+whole timeline and used in every window, so P per window is the ideal time of the window's share of
+the retained steps over their productive time there.  The rows add up to the whole window, and each
+day's row is what the walk gives on that day's window.
+
 Every record is read through its rung's door: :func:`fleetlib.scheduling.read`,
 :func:`fleetlib.runtime.read` and :func:`fleetlib.runtime.runtime_goodput` (the runtime rung's one
 per-job kernel, :mod:`fleetlib.runtime.partition`), :func:`fleetlib.program.read_traces`.
