@@ -1,7 +1,8 @@
 """Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
 
-``fleetlib fleet MANIFEST [--window START END] [--engine pandas|dask] [--workers N] [--json]``
-measures one fleet bundle (:func:`fleetlib.fleet.measure.measure_fleet`); ``fleetlib synth fleet
+``fleetlib fleet MANIFEST [--window START END] [--by day|week] [--segment-by FIELD] [--engine pandas|dask]
+[--workers N] [--json]`` measures one fleet bundle (:func:`fleetlib.fleet.measure.measure_fleet`), with
+one row per calendar window or per segment when asked; ``fleetlib synth fleet
 --devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
 (:func:`fleetlib.fleet.synth.synth_fleet`).
 
@@ -14,6 +15,7 @@ Examples
 
     $ fleetlib synth fleet --devices 64 --days 1 --seed 0 --out /tmp/fleet
     $ fleetlib fleet /tmp/fleet/fleet.yaml --json
+    $ fleetlib fleet /tmp/fleet/fleet.yaml --by day --segment-by software_version
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "render_synth_fleet",
     "run_fleet",
     "run_synth_fleet",
+    "slice_lines",
 ]
 
 
@@ -44,6 +47,8 @@ def run_fleet(
     engine: str = "pandas",
     workers: int = 2,
     progress: bool = False,
+    by: str | None = None,
+    segment_by: str | None = None,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -59,11 +64,15 @@ def run_fleet(
         Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
     progress
         Show a progress bar over timeline files on stderr (read, or measured as Dask tasks).
+    by, segment_by
+        One row per UTC day or week (``windows``), one row per value of a job field (``segments``):
+        as :func:`fleetlib.fleet.measure.measure_fleet`.
 
     Returns
     -------
     dict
-        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` (with its ``contract`` per factor).
+        :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` (with its ``contract`` per factor, and
+        ``windows`` / ``segments`` when asked for).
     """
     from fleetlib.fleet.measure import measure_fleet
 
@@ -71,9 +80,10 @@ def run_fleet(
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
     if engine == "dask":
-        return measure_fleet(manifest, window=win, engine="dask", workers=workers,
-                             progress=progress).to_dict()
-    return measure_fleet(manifest, window=win, engine=engine, progress=progress).to_dict()
+        return measure_fleet(manifest, window=win, engine="dask", workers=workers, progress=progress,
+                             by=by, segment_by=segment_by).to_dict()
+    return measure_fleet(manifest, window=win, engine=engine, progress=progress, by=by,
+                         segment_by=segment_by).to_dict()
 
 
 def run_synth_fleet(
@@ -114,6 +124,44 @@ def _h(device_s: float) -> str:
     return f"{device_s / 3600.0:12,.1f}"
 
 
+def _num_h(device_s: float) -> str:
+    return f"{device_s / 3600.0:,.1f}"
+
+
+def slice_lines(rows: Sequence[Mapping[str, Any]], key: str, title: str) -> list[str]:
+    """Return the text table of per-window or per-segment rows: S, R, P, MPG and each denominator.
+
+    Parameters
+    ----------
+    rows
+        ``windows`` or ``segments`` of ``fleetlib fleet --json``.
+    key
+        The row's name (``label`` or ``value``).
+    title
+        The table's heading.
+
+    Returns
+    -------
+    list of str
+        The heading, a header line and one line per row (device-hours; the chain's state).
+    """
+    width = max([len(str(r[key])) for r in rows] + [len(key)])
+    out = [title, f"  {key:<{width}} {'jobs':>5} {'MPG':>8} {'S':>8} {'R':>8} {'P':>8} "
+                  f"{'capacity h':>12} {'held h':>12} {'productive h':>13} {'ideal h':>10}  chain"]
+    for r in rows:
+        f = r["factors"]
+        chain = "checked" if all(c["holds"] for c in r["chain"].values()) else "BROKEN"
+        out.append(
+            f"  {r[key]!s:<{width}} {r['jobs']:>5} {_pct(r['mpg']):>8} {_pct(r['scheduling']):>8} "
+            f"{_pct(r['runtime']):>8} {_pct(r['program']):>8} "
+            f"{_num_h(f['scheduling']['denominator_device_s']):>12} "
+            f"{_num_h(f['runtime']['denominator_device_s']):>12} "
+            f"{_num_h(f['program']['denominator_device_s']):>13} "
+            f"{_num_h(f['program']['numerator_device_s']):>10}  {chain}"
+        )
+    return out
+
+
 def render_fleet(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib fleet``'s result as text (device-hours; shares in percent)."""
     f = res["factors"]
@@ -131,6 +179,13 @@ def render_fleet(res: Mapping[str, Any]) -> str:
     for key, value in res["waterfall_device_s"].items():
         kind, stage = key.split(":", 1)
         lines.append(f"  {stage:<40} {_h(value)}" if kind == "total" else f"    - {stage:<36} {_h(value)}")
+    if res.get("windows"):
+        lines += ["", *slice_lines(res["windows"], "label", f"by {res['by']} (UTC, clipped to the window; "
+                                   "rows add up to the whole):")]
+    if res.get("segments"):
+        split = {r["scheduling_split"] for r in res["segments"]}
+        lines += ["", *slice_lines(res["segments"], "value", f"by {res['segment_by']} (S: "
+                                   f"{'; '.join(sorted(split))}; rows add up to the whole):")]
     ranked = res["levers"]["ranked"]
     if ranked:
         lines += ["", "levers (relative gain at the measured ceiling):"]
@@ -181,6 +236,8 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         engine=args.engine,
         workers=args.workers,
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
+        by=args.by,
+        segment_by=args.segment_by,
     )
 
 
@@ -216,6 +273,15 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         nargs=2,
         metavar=("START", "END"),
         help="ISO 8601 times with a zone (default: the manifest's window)",
+    )
+    p.add_argument(
+        "--by", choices=("day", "week"), default=None,
+        help="also one row per UTC day or ISO week (clipped to the window; rows add up to the whole)",
+    )
+    p.add_argument(
+        "--segment-by", metavar="FIELD", default=None,
+        help="also one row per value of a job field: pool, architecture, software_version, or one the "
+        "bundle states per job (contract.jobs) or its scheduler records carry",
     )
     p.add_argument(
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"

@@ -26,6 +26,19 @@
 5. **MPG** through :func:`fleetlib.accounting.mpg`, which checks S.numerator = R.denominator and
    R.numerator = P.denominator in device-seconds.
 
+**Along time and across segments** (``by=``, ``segment_by=``): the same walk per UTC day or ISO week
+(:func:`calendar_windows`, clipped to the window) and per value of a job field (:func:`job_fields`).
+The runtime rung validates each timeline and cuts it into parts once, then clips the parts to each
+interval between the calendar edges (:func:`fleetlib.runtime.runtime_goodput_windows`): a job held
+across a boundary is split there, each step by the share of its duration inside each window, and the
+whole window's per-job parts are the sums of the intervals'.  S and each job's held time are clipped
+to each interval by the scheduling rung; a row sums its intervals (one each; a window with excluded
+time would be several) and derives R, P and MPG with the walk's own per-job rules
+(:func:`fleetlib.fleet.results.slice_row`).  A job's fault-free step time is estimated once on its
+whole timeline and used in every window, so P per window is the ideal time of the window's share of
+the retained steps over their productive time there.  The rows add up to the whole window, and each
+day's row is what the walk gives on that day's window.
+
 Every record is read through its rung's door: :func:`fleetlib.scheduling.read`,
 :func:`fleetlib.runtime.read` and :func:`fleetlib.runtime.runtime_goodput` (the runtime rung's one
 per-job kernel, :mod:`fleetlib.runtime.partition`), :func:`fleetlib.program.read_traces`.
@@ -78,17 +91,23 @@ from fleetlib.fleet.results import (
     pools,
     program_factor,
     runtime_factor,
+    slice_row,
+    sum_factors,
     waterfall,
 )
 from fleetlib.quality import DomainError, InputError, Ledger
 
 __all__ = [
+    "BY",
     "LOSS_OWNERS",
     "PROGRAM_LOSSES",
     "RUNTIME_LOSSES",
+    "SEGMENT_FIELDS",
     "TRACE_PARTS",
     "FleetMeasurement",
+    "calendar_windows",
     "dask_runtime_per_job",
+    "job_fields",
     "measure_fleet",
     "read_scheduler",
     "read_timeline_file",
@@ -136,6 +155,13 @@ class FleetMeasurement:
     contracts
         Per factor, its measurement contract (chapter Table 2;
         :func:`fleetlib.fleet.results.factor_contracts`).
+    by, windows
+        ``"day"`` or ``"week"`` and one row per calendar window (:func:`calendar_windows`; rows of
+        :func:`fleetlib.fleet.results.slice_row` with ``label``, ``start``, ``end``); None and no row
+        when not asked for.
+    segment_by, segments
+        A job field (:func:`job_fields`) and one row per value of it (``value``, ``scheduling_split``
+        and :func:`~fleetlib.fleet.results.slice_row`'s keys); None and no row when not asked for.
     """
 
     name: str
@@ -157,6 +183,10 @@ class FleetMeasurement:
     sources: dict[str, Any] = field(default_factory=dict)
     lever_gains: list[LeverGain] = field(default_factory=list, repr=False)
     contracts: dict[str, Any] = field(default_factory=dict)
+    by: str | None = None
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    segment_by: str | None = None
+    segments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def mpg(self) -> float:
@@ -265,6 +295,9 @@ class FleetMeasurement:
             },
             "ledger": self.ledger.to_dict(),
             "contract": self.contracts,
+            **({"by": self.by, "windows": self.windows} if self.by is not None else {}),
+            **({"segment_by": self.segment_by, "segments": self.segments} if self.segment_by is not None
+               else {}),
         }
 
 
@@ -581,53 +614,91 @@ def _check_job_keys(
 # ---------------------------------------------------------------------------------------------------
 
 
-def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, window: Window, jobs: pd.DataFrame) -> None:
-    """Measure every joined timeline with the runtime rung and add its parts (device-s) to ``jobs``.
+#: The runtime rung's per-job columns that are sums over a window (device-s; steps by their share inside it).
+_WINDOW_COLUMNS: tuple[str, ...] = (
+    *RUNG_LOSSES,
+    "timeline_unattributed",
+    "timeline_held_device_s",
+    "rung_productive_device_s",
+    "step_time_above_baseline",
+    "retained_steps",
+)
 
-    :func:`fleetlib.runtime.runtime_goodput`'s per-job table (retrospective definition), each job's
-    seconds times its devices.  Every column is written once, by position (``jobs`` has one row per
-    job id); a steps table whose job ids are a categorical is counted by its codes.
+
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, edges: list[pd.Timestamp],
+                     jobs: pd.DataFrame) -> list[dict[str, np.ndarray]]:
+    """Measure every joined timeline with the runtime rung; add its parts (device-s) to ``jobs``.
+
+    :func:`fleetlib.runtime.runtime_goodput_windows`' per-job tables (retrospective definition), each
+    job's seconds times its devices, one table per window ``[edges[i], edges[i+1])``: the timeline is
+    validated and cut into parts once (one run of the per-job kernel) and the parts are clipped to
+    each window.  ``jobs`` receives the sum over the windows of each :data:`_WINDOW_COLUMNS` column
+    (with two edges, the one window's), ``fault_free_step_s`` (one per job, estimated on its whole
+    timeline) and ``steps_in_timeline``.  Every column is written once, by position (``jobs`` has one
+    row per job id); a steps table whose job ids are a categorical is counted by its codes.
+
+    Returns
+    -------
+    list of dict
+        Per window, :data:`_WINDOW_COLUMNS` -> values in ``jobs``' row order.
     """
-    from fleetlib.runtime import runtime_goodput
+    from fleetlib.runtime import runtime_goodput_windows
 
     n = len(jobs)
-    names = (
-        *RUNG_LOSSES,
-        "timeline_unattributed",
-        "timeline_held_device_s",
-        "rung_productive_device_s",
-        "step_time_above_baseline",
-        "fault_free_step_s",
-        "retained_steps",
-    )
-    cols = {c: np.zeros(n) for c in names}
+    per_window = [{c: np.zeros(n) for c in _WINDOW_COLUMNS} for _ in range(len(edges) - 1)]
+    fault_free = np.zeros(n)
     steps_in_timeline = np.zeros(n, dtype=np.int64)
     if not events.empty:
-        per = runtime_goodput(steps, events, window=window, definition="retrospective",
-                              source="fleet timelines").per_job
-        pos = jobs.index.get_indexer(per.index.astype(str))
+        measured = runtime_goodput_windows(steps, events, edges, definition="retrospective",
+                                           source="fleet timelines")
+        first = measured[0].per_job
+        pos = jobs.index.get_indexer(first.index.astype(str))
         have = pos >= 0
         at = pos[have]
         d = jobs["devices"].to_numpy()[at].astype(float)
+        for cols, m in zip(per_window, measured, strict=True):
+            per = m.per_job
 
-        def value(column: str) -> np.ndarray:
-            return per[column].to_numpy()[have]
+            def value(column: str, per: pd.DataFrame = per) -> np.ndarray:
+                return per[column].to_numpy()[have]
 
-        for cat in RUNG_LOSSES:
-            cols[cat][at] = value(cat) * d
-        cols["timeline_unattributed"][at] = value("unattributed") * d
-        cols["timeline_held_device_s"][at] = value("held_s") * d
-        cols["rung_productive_device_s"][at] = value("productive") * d
-        cols["step_time_above_baseline"][at] = value("slow_step") * d  # inside productive
-        for col in ("fault_free_step_s", "retained_steps"):
-            v = per[col].astype(float).to_numpy()[have]
-            cols[col][at] = np.where(np.isnan(v), 0.0, v)
+            for cat in RUNG_LOSSES:
+                cols[cat][at] = value(cat) * d
+            cols["timeline_unattributed"][at] = value("unattributed") * d
+            cols["timeline_held_device_s"][at] = value("held_s") * d
+            cols["rung_productive_device_s"][at] = value("productive") * d
+            cols["step_time_above_baseline"][at] = value("slow_step") * d  # inside productive
+            v = per["retained_steps"].astype(float).to_numpy()[have]
+            cols["retained_steps"][at] = np.where(np.isnan(v), 0.0, v)
+        v = first["fault_free_step_s"].astype(float).to_numpy()[have]
+        fault_free[at] = np.where(np.isnan(v), 0.0, v)
         counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
-    for col in names:
-        jobs[col] = cols[col]
+    for col, values in _window_total(per_window).items():
+        jobs[col] = values
+    jobs["fault_free_step_s"] = fault_free
+    jobs["retained_steps"] = jobs.pop("retained_steps")  # the column order of the job table
     jobs["steps_in_timeline"] = steps_in_timeline
+    return per_window
+
+
+def _window_total(per_window: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Return each column summed over the windows, one window after another (one window: its own arrays).
+
+    Parameters
+    ----------
+    per_window
+        Per window, column -> values per job.
+
+    Returns
+    -------
+    dict
+        Column -> values per job.
+    """
+    if len(per_window) == 1:
+        return dict(per_window[0])
+    return {c: np.cumsum(np.stack([w[c] for w in per_window]), axis=0)[-1] for c in per_window[0]}
 
 
 def _job_row_counts(ids: pd.Series) -> pd.Series:
@@ -809,24 +880,25 @@ def _timelines_into_jobs(
     man: FleetManifest,
     jobs: pd.DataFrame,
     scheduled: set[str],
-    window: Window,
+    edges: list[pd.Timestamp],
     ledger: Ledger,
     client: Any,
     progress: bool,
     submitted: list[Any] | None = None,
-) -> None:
+) -> list[dict[str, np.ndarray]]:
     """Read the timelines, join them to the scheduler's jobs and add the per-job runtime columns.
 
     Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
     timelines; with one, each file is a Dask task (:func:`dask_runtime_per_job`; ``submitted``: the
     tasks, already submitted) and the per-job rows are written into ``jobs`` -- the same columns, the
-    same numbers.
+    same numbers.  Returns the runtime columns per window ``[edges[i], edges[i+1])`` (in ``jobs``'
+    row order); ``jobs`` holds their sum.
     """
     if client is None:
         steps, events, joined, owner = read_timelines(man, set(jobs.index), scheduled, ledger, progress)
     else:
-        runtime, joined, owner = dask_runtime_per_job(
-            man, jobs, scheduled, window, ledger, client, progress=progress, submitted=submitted
+        runtime, windows, joined, owner = dask_runtime_per_job(
+            man, jobs, scheduled, edges, ledger, client, progress=progress, submitted=submitted
         )
     _check_job_keys(man, owner, joined, ledger)
     # one pass over the ids as Python strings (an Arrow-backed index's isin converts each value)
@@ -834,15 +906,20 @@ def _timelines_into_jobs(
     jobs["observed"] = np.fromiter((t is not None for t in timeline), dtype=bool, count=len(timeline))
     jobs["timeline"] = timeline
     if client is None:
-        _runtime_per_job(steps, events, window, jobs)
-        return
+        return _runtime_per_job(steps, events, edges, jobs)
     before = set(jobs.columns)
-    _runtime_per_job(pd.DataFrame(), pd.DataFrame(), window, jobs)  # no timeline: every column at 0
+    per_window = _runtime_per_job(pd.DataFrame(), pd.DataFrame(), edges, jobs)  # every column at 0
     pos = jobs.index.get_indexer(runtime.index)  # every measured job is held: one position each
     for col in [c for c in runtime.columns if c not in before]:
         values = jobs[col].to_numpy(copy=True)
         values[pos] = runtime[col].to_numpy(dtype=values.dtype)
         jobs[col] = values
+    if len(per_window) == 1:  # the one window is the whole
+        return [{c: jobs[c].to_numpy() for c in _WINDOW_COLUMNS}]
+    for cols, measured in zip(per_window, windows, strict=True):
+        for c in _WINDOW_COLUMNS:
+            cols[c][pos] = measured[c]
+    return per_window
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -861,7 +938,7 @@ def _warm_worker() -> None:
 
 
 def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.DataFrame,
-                  window: Window) -> dict[str, Any]:
+                  edges: list[pd.Timestamp]) -> dict[str, Any]:
     """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
 
     Parameters
@@ -875,16 +952,17 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     held
         The scheduler's jobs held in the window (index ``job_id``; ``devices``), scattered once to
         every worker (its index keeps its hash table between tasks).
-    window
-        The measured window.
+    edges
+        The measured window's edges (its start and end; more when it is measured window by window).
 
     Returns
     -------
     dict
         ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
         ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
-        jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays) and the
-        reader's ``ledger``.
+        jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays),
+        ``runtime_windows`` (with more than two edges: the window columns per window; else empty)
+        and the reader's ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
@@ -905,7 +983,7 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
-    _runtime_per_job(s, e, window, sub)
+    per_window = _runtime_per_job(s, e, edges, sub)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
         "steps_jobs": steps_jobs,
@@ -913,6 +991,7 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
         "unknown_rows": rows,
         "runtime_jobs": joined,
         "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
+        "runtime_windows": per_window if len(per_window) > 1 else [],
         "ledger": tl_ledger,
     }
 
@@ -952,7 +1031,8 @@ def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable
             client.cancel(live)
 
 
-def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window, client: Any) -> list[Any]:
+def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, edges: list[pd.Timestamp],
+                          client: Any) -> list[Any]:
     """Submit one :func:`timeline_task` per timeline file of ``man`` (manifest order); return the futures.
 
     Parameters
@@ -962,8 +1042,8 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window
     jobs
         The scheduler's jobs held in the window (index ``job_id``; ``devices``): scattered once to
         every worker.
-    window
-        The measured window.
+    edges
+        The measured window's edges (:func:`timeline_task`).
     client
         A ``distributed.Client``.
 
@@ -988,7 +1068,7 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, window: Window
             str(path),
             job_map,
             held,
-            window,
+            list(edges),
             key=f"fleet-timeline-{run}-{i}-{man.relative(path)}",
             pure=False,
         )
@@ -1000,13 +1080,13 @@ def dask_runtime_per_job(
     man: FleetManifest,
     jobs: pd.DataFrame,
     scheduled: set[str],
-    window: Window,
+    edges: list[pd.Timestamp],
     ledger: Ledger,
     client: Any,
     *,
     progress: bool = False,
     submitted: list[Any] | None = None,
-) -> tuple[pd.DataFrame, dict[str, str], dict[str, str]]:
+) -> tuple[pd.DataFrame, list[dict[str, np.ndarray]], dict[str, str], dict[str, str]]:
     """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
 
     Parameters
@@ -1018,8 +1098,8 @@ def dask_runtime_per_job(
         ``held_device_s``).
     scheduled
         Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
-    window
-        The measured window.
+    edges
+        The measured window's edges (:func:`timeline_task`).
     ledger
         Receives the timeline readers' ledgers (in manifest order) and the join's flags.
     client
@@ -1032,9 +1112,10 @@ def dask_runtime_per_job(
 
     Returns
     -------
-    tuple of (DataFrame, dict, dict)
+    tuple of (DataFrame, list, dict, dict)
         The runtime columns :func:`_runtime_per_job` adds, for the joined jobs (index ``job_id``);
-        ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file, every job of the
+        with more than two edges, per window the window columns of those jobs (their order; else
+        empty); ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file, every job of the
         timelines).
 
     Raises
@@ -1042,7 +1123,7 @@ def dask_runtime_per_job(
     InputError
         Two timelines for one job; a job's steps and events in different files.
     """
-    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, window, client)
+    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, edges, client)
     owner: dict[str, str] = {}
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     rows: dict[str, int] = {}
@@ -1058,7 +1139,8 @@ def dask_runtime_per_job(
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
         if res["runtime_jobs"]:
-            done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"]})
+            done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
+                         "windows": res["runtime_windows"]})
 
     _gather(client, list(futures), progress, register)
     in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
@@ -1083,7 +1165,241 @@ def dask_runtime_per_job(
         {c: np.concatenate([r["runtime"][c] for r in done]) for c in done[0]["runtime"]} if done else {},
         index=index,
     )
-    return runtime, joined, owner
+    windows = [
+        {c: np.concatenate([np.zeros(0), *(r["windows"][w][c] for r in done)]) for c in _WINDOW_COLUMNS}
+        for w in range(len(edges) - 1)
+    ] if len(edges) > 2 else []
+    return runtime, windows, joined, owner
+
+
+# ---------------------------------------------------------------------------------------------------
+# Slices: calendar windows and segments of the fleet
+# ---------------------------------------------------------------------------------------------------
+
+#: The calendar windows :func:`measure_fleet` measures by (``by=``).
+BY: tuple[str, ...] = ("day", "week")
+#: The job fields every bundle can be segmented by (``segment_by=``); a bundle adds the fields its
+#: manifest states per job (``contract.jobs``) and the text columns its scheduler records carry.
+SEGMENT_FIELDS: tuple[str, ...] = ("pool", "architecture", "software_version")
+
+
+def calendar_windows(window: Window, by: str) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
+    """Return the UTC calendar days or weeks that meet a window, each clipped to it.
+
+    Parameters
+    ----------
+    window
+        A measured window.
+    by
+        ``"day"`` (UTC midnight to midnight; label ``YYYY-MM-DD``) or ``"week"`` (ISO weeks, Monday
+        00:00 UTC; label ``YYYY-Www``).
+
+    Returns
+    -------
+    list of (str, Timestamp, Timestamp)
+        Label, start and end of each calendar window, in order; the first and last clipped to the
+        window, so that they tile it.
+
+    Raises
+    ------
+    DomainError
+        Another ``by``; a nominal window.
+    """
+    if by not in BY:
+        raise DomainError(f"by must be one of {list(BY)} (or None); got {by!r}")
+    if window.start is None or window.end is None:
+        raise DomainError("measuring by calendar window needs a measured window (start and end)")
+    first = window.start.normalize()
+    step = pd.Timedelta(days=1)
+    if by == "week":
+        first -= pd.Timedelta(days=first.weekday())
+        step = pd.Timedelta(days=7)
+    out = []
+    t = first
+    while t < window.end:
+        a, b = max(t, window.start), min(t + step, window.end)
+        iso = t.isocalendar()
+        label = t.strftime("%Y-%m-%d") if by == "day" else f"{iso[0]}-W{iso[1]:02d}"
+        out.append((label, a, b))
+        t += step
+    return out
+
+
+def _allocation_text_columns(alloc: pd.DataFrame) -> list[str]:
+    """Return the text columns the records carry per allocation beyond the canonical ones (user, qos)."""
+    from fleetlib.scheduling import ALLOCATION_COLUMNS
+
+    return [c for c in alloc.columns
+            if c not in ALLOCATION_COLUMNS and not pd.api.types.is_numeric_dtype(alloc[c].dtype)
+            and not pd.api.types.is_datetime64_any_dtype(alloc[c].dtype)]
+
+
+def _segment_fields(man: FleetManifest, alloc: pd.DataFrame) -> list[str]:
+    """Return the job fields a bundle can be segmented by (:data:`SEGMENT_FIELDS` first)."""
+    per_job = man.contract.get("jobs") if isinstance(man.contract, Mapping) else None
+    stated = {str(k) for v in (per_job or {}).values() if isinstance(v, Mapping) for k in v}
+    extra = sorted((stated | set(_allocation_text_columns(alloc))) - set(SEGMENT_FIELDS))
+    return [*SEGMENT_FIELDS, *extra]
+
+
+def job_fields(man: FleetManifest, allocations: pd.DataFrame, job_ids: pd.Index,
+               fields: list[str] | None = None) -> pd.DataFrame:
+    """Return each job's contract fields as text: what a fleet can be segmented by.
+
+    A job's value of a field is, first found: ``pool`` from the scheduler records; the manifest's
+    ``contract.jobs.JOB.FIELD``; for ``architecture``, the accelerator of the job's model config; a
+    text column of the scheduler records (its first attempt's, e.g. ``user``); the fleet's own
+    contract (the manifest's ``contract:`` merged with what the scheduler records state) when it
+    states one value; else ``"not stated"``.
+
+    Parameters
+    ----------
+    man
+        The manifest.
+    allocations
+        The scheduler's canonical allocations.
+    job_ids
+        The jobs (text ids).
+    fields
+        The fields to return (default: every field the bundle carries, :data:`SEGMENT_FIELDS` first).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per job (index ``job_ids``), one text column per field.
+
+    Raises
+    ------
+    DomainError
+        A field the bundle does not carry (the message lists those it does).
+    """
+    from fleetlib.contract import NOT_STATED, Contract, contract_from_records
+    from fleetlib.program import load_model_config
+
+    available = _segment_fields(man, allocations)
+    wanted = available if fields is None else list(fields)
+    unknown = [f for f in wanted if f not in available]
+    if unknown:
+        raise DomainError(f"cannot segment by {unknown[0]!r}: this bundle's jobs carry "
+                          f"{', '.join(available)}")
+    ids = [str(j) for j in job_ids.tolist()]
+    alloc = allocations.assign(job_id=allocations["job_id"].astype(str))
+    first = alloc.sort_values("attempt", kind="stable").drop_duplicates("job_id").set_index("job_id")
+    per_job = man.contract.get("jobs") if isinstance(man.contract, Mapping) else None
+    per_job = per_job if isinstance(per_job, Mapping) else {}
+    fleet = Contract.from_mapping(man.contract).merged(contract_from_records(
+        scheduler_files=man.scheduler_files, scheduler_format=man.scheduler_format, relative=man.relative))
+    out = pd.DataFrame(index=pd.Index(ids, name=job_ids.name))
+    for name in wanted:
+        stated = fleet.get(name) if name != "pool" else None
+        default = stated if isinstance(stated, str) else NOT_STATED
+        values = pd.Series(default, index=out.index, dtype=object)
+        if name in alloc.columns:  # pool, or a text column of the records
+            values = first[name].reindex(ids).astype(object).where(lambda v: v.notna(), values)
+        if name == "architecture" and man.models:
+            paths = sorted(set(man.models.values()))
+            accelerator = {p: str(load_model_config(p)["peak"].accelerator) for p in paths}
+            arch = pd.Series({str(j): accelerator[p] for j, p in man.models.items()}, dtype=object)
+            values = arch.reindex(ids).where(lambda v: v.notna(), values)
+        if name != "pool":
+            own = {str(j): v[name] for j, v in per_job.items() if isinstance(v, Mapping) and name in v}
+            if own:
+                values = pd.Series(own, dtype=object).reindex(ids).where(lambda v: v.notna(), values)
+        out[name] = values.astype(str).to_numpy()
+    return out
+
+
+def _slice_jobs(jobs: pd.DataFrame, held: np.ndarray, columns: Mapping[str, np.ndarray], man: FleetManifest,
+                configs: _ModelConfigs | None) -> pd.DataFrame:
+    """Return the job table of one slice of the window: its held device-s and runtime parts, the rest derived.
+
+    The walk's own per-job rules (:func:`_runtime_columns`, :func:`_program_columns`) on the slice's
+    sums; whether a job is observed or a zombie, its devices and fault-free step time are the job's.
+    """
+    keep = ["pool", "devices", "observed", "timeline", "fault_free_step_s", "steps_in_timeline"]
+    out = jobs[keep].copy()
+    out["held_device_s"] = held
+    for c, v in columns.items():
+        out[c] = v
+    _runtime_columns(out)
+    _program_columns(out, man, Ledger(), configs)  # its flags are the whole walk's, already in its ledger
+    return out
+
+
+def _window_rows(
+    records: Any,
+    jobs: pd.DataFrame,
+    per_interval: list[dict[str, np.ndarray]],
+    edges: list[pd.Timestamp],
+    rows: list[tuple[str, pd.Timestamp, pd.Timestamp, list[int]]],
+    man: FleetManifest,
+    configs: _ModelConfigs | None,
+    conventions: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """Measure each calendar window as the sum of its intervals ``[edges[i], edges[i+1])``.
+
+    Per interval: S from the scheduling partition of that interval, each job's held device-s
+    clipped to it (:func:`fleetlib.scheduling.held_time`), the runtime parts the rung clipped to it
+    (``per_interval``, from one build of the parts); a row sums its intervals (one each, until a
+    window has excluded time) and derives R, P and MPG from the sums with the walk's own rules
+    (:func:`fleetlib.fleet.results.slice_row`, the chain checked).
+    """
+    from fleetlib.scheduling import held_time, scheduling_partition
+
+    tables = records.tables()
+    s_parts: dict[int, Factor] = {}
+    held_parts: dict[int, np.ndarray] = {}
+    for i in sorted({i for *_, idx in rows for i in idx}):
+        sub = Window.between(edges[i], edges[i + 1])
+        s_parts[i] = scheduling_partition(**tables, window=sub).factor()
+        h = held_time(records.allocations, window=sub, by="job")
+        h = h.assign(job_id=h["job_id"].astype(str)).set_index("job_id")["held_device_s"]
+        held_parts[i] = h.reindex(jobs.index).fillna(0.0).to_numpy(float)
+    out = []
+    for label, start, end, idx in rows:
+        win = Window.between(start, end)
+        held = np.cumsum(np.stack([held_parts[i] for i in idx]), axis=0)[-1]
+        columns = _window_total([per_interval[i] for i in idx])
+        part = _slice_jobs(jobs, held, columns, man, configs)
+        row = slice_row(sum_factors([s_parts[i] for i in idx], win), part, win, conventions)
+        out.append({"label": label, "start": start.isoformat(), "end": end.isoformat(), **row})
+    return out
+
+
+def _segment_rows(
+    partition: Any, s: Factor, jobs: pd.DataFrame, values: pd.Series, field_name: str, window: Window,
+    conventions: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """One row per value of a job field: S, R, P and MPG of its jobs, adding up to the whole.
+
+    ``pool`` has capacity of its own: each pool's S is the scheduling partition's for that pool
+    (pools with capacity and no job included).  Any other field has none: a segment's S is the
+    fleet's, its in-service capacity and scheduling losses the fleet's apportioned by the segment's
+    share of held device-s (so its MPG is its ideal device-s over that capacity).
+    """
+    out = []
+    if field_name == "pool":
+        names = sorted({*map(str, partition.pools), *values.tolist()})
+        for name in names:
+            sel = jobs[(values == name).to_numpy()]
+            row = slice_row(partition.factor(name), sel, window, conventions)
+            out.append({"value": name, "scheduling_split": "the pool's own capacity", **row})
+        return out
+    held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
+    for name in sorted(set(values.tolist())):
+        sel = jobs[(values == name).to_numpy()]
+        held = math.fsum(sel["held_device_s"].to_numpy(float))
+        share = held / held_total if held_total > 0 else 0.0
+        seg_s = Factor(
+            boundary="scheduling", numerator=held, denominator=s.denominator * share, window=window,
+            record=s.record, numerator_unit="device-s", denominator_unit="device-s",
+            convention=f"the fleet's S: in-service capacity and its losses apportioned by held device-s "
+            f"({field_name} has no capacity of its own)",
+            losses={k: v * share for k, v in s.losses.items() if k != "unattributed"},
+        )
+        row = slice_row(seg_s, sel, window, conventions)
+        out.append({"value": name, "scheduling_split": "apportioned by held device-s", **row})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1100,6 +1416,8 @@ def measure_fleet(
     client: Any = None,
     memory_limit: str | int | None = None,
     progress: bool | None = None,
+    by: str | None = None,
+    segment_by: str | None = None,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -1126,6 +1444,22 @@ def measure_fleet(
     progress
         Show a progress bar over timeline files on stderr (read by the pandas engine, measured as tasks
         by the Dask one; default: when stderr is a terminal).
+    by
+        ``"day"`` or ``"week"``: also measure each UTC calendar window of the window
+        (:func:`calendar_windows`, clipped to it) -- one row each in :attr:`FleetMeasurement.windows`
+        with S, R, P, MPG and every numerator and denominator, the chain checked per row.  A job
+        running across a boundary is split there: the runtime rung cuts each timeline into parts once
+        and clips them to each window (a step by the share of its duration inside it), the scheduler's
+        held time and the scheduling partition are clipped the same way, so the rows add up to the
+        whole window.  P per window is the ideal time of the window's share of retained steps over
+        their productive time in it; each job's fault-free step time (the baseline of its slow-step
+        time) is estimated once, on its whole timeline, for every window alike.
+    segment_by
+        A job field (``pool``, ``architecture``, ``software_version``, or one the bundle carries:
+        :func:`job_fields`): also measure the jobs of each value of it -- one row each in
+        :attr:`FleetMeasurement.segments`.  ``pool`` splits capacity (each pool's own S); a field
+        with no capacity of its own gives each segment the fleet's S, capacity apportioned by held
+        device-s.  The rows add up to the whole.
 
     Returns
     -------
@@ -1139,7 +1473,9 @@ def measure_fleet(
         A bad bundle: see :func:`~fleetlib.fleet.manifest.load_manifest`; two timelines for one job; a
         model config or traces for a job with no timeline; a window outside the records.
     DomainError
-        An unknown engine; ``workers``, ``client`` or ``memory_limit`` with ``engine="pandas"``.
+        An unknown engine; ``workers``, ``client`` or ``memory_limit`` with ``engine="pandas"``; an
+        unknown ``by``; a ``segment_by`` field the bundle does not carry (the message lists those it
+        does; refused before any timeline is read).
     fleetlib.quality.ChainMismatchError
         The factors do not chain (a bug in the join, never expected here).
     """
@@ -1154,8 +1490,8 @@ def measure_fleet(
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
-            return _measure(manifest_or_path, window, cluster, show)
-    return _measure(manifest_or_path, window, None, show)
+            return _measure(manifest_or_path, window, cluster, show, by, segment_by)
+    return _measure(manifest_or_path, window, None, show, by, segment_by)
 
 
 def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
@@ -1168,6 +1504,8 @@ def _measure(
     window: Any,
     cluster: Any,
     progress: bool,
+    by: str | None = None,
+    segment_by: str | None = None,
 ) -> FleetMeasurement:
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
@@ -1184,7 +1522,16 @@ def _measure(
         win = Window.parse(window) if window is not None else man.window
     except DomainError as exc:  # the caller's window (--window), not the manifest's: no file named
         raise InputError(str(exc), field="window") from exc
+    if by is not None and by not in BY:
+        raise DomainError(f"by must be one of {list(BY)} (or None); got {by!r}")
     records, ledger, win = read_scheduler(man, win)
+    if segment_by is not None and segment_by not in _segment_fields(man, records.allocations):
+        raise DomainError(f"cannot segment by {segment_by!r}: this bundle's jobs carry "
+                          f"{', '.join(_segment_fields(man, records.allocations))}")
+    # the runtime rung measures each interval between consecutive edges (one build of the parts)
+    slices = [] if by is None else [(label, a, b, [i]) for i, (label, a, b) in
+                                    enumerate(calendar_windows(win, by))]
+    edges = [win.start, *(a for _, a, _, _ in slices[1:]), win.end]
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
@@ -1194,7 +1541,7 @@ def _measure(
         devices = jobs[["devices"]].copy()  # this thread goes on adding columns to jobs
 
         def submit(client: Any) -> list[Any]:
-            return submit_timeline_tasks(man, devices, win, client)
+            return submit_timeline_tasks(man, devices, edges, client)
 
         pending = cluster.when_started(submit)
     partition = scheduling_partition(**records.tables(), window=win)
@@ -1207,9 +1554,10 @@ def _measure(
         configs = exc
     client = cluster.client() if cluster is not None else None
     submitted = pending.result() if pending is not None else None
-    _timelines_into_jobs(man, jobs, scheduled, win, ledger, client, progress, submitted)
+    per_interval = _timelines_into_jobs(man, jobs, scheduled, edges, ledger, client, progress, submitted)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
+    model_configs = configs if isinstance(configs, _ModelConfigs) else None
     held_total = math.fsum(jobs["held_device_s"].to_numpy(float))
     sums: dict[str, float] = {}  # the job columns' exact sums, shared with a pool holding every job
     r = runtime_factor(jobs, win, held_total, sums)
@@ -1258,6 +1606,11 @@ def _measure(
     }
     pool_results = pools(partition, jobs, win, sums)
     contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pool_results)
+    windows = _window_rows(records, jobs, per_interval, edges, slices, man, model_configs, conventions)
+    segments = []
+    if segment_by is not None:
+        values = job_fields(man, records.allocations, jobs.index, [segment_by])[segment_by]
+        segments = _segment_rows(partition, s, jobs, values, segment_by, win, conventions)
     return FleetMeasurement(
         name=man.name,
         window=win,
@@ -1278,4 +1631,8 @@ def _measure(
         sources=sources,
         lever_gains=gains,
         contracts=contracts,
+        by=by,
+        windows=windows,
+        segment_by=segment_by,
+        segments=segments,
     )

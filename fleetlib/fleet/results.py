@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.accounting import Factor, LeverGain, Window, mpg, rank_levers
+from fleetlib.accounting import CHAIN_RTOL, Factor, LeverGain, Window, mpg, rank_levers
+from fleetlib.quality import ChainMismatchError
 
 __all__ = [
     "COHORT_EDGES",
@@ -32,6 +33,8 @@ __all__ = [
     "pools",
     "program_factor",
     "runtime_factor",
+    "slice_row",
+    "sum_factors",
     "waterfall",
 ]
 
@@ -228,6 +231,117 @@ def program_factor(
         denominator_unit="device-s",
         losses=losses,
     )
+
+
+def sum_factors(parts: list[Factor], window: Window, *, record: str = "", convention: str = "") -> Factor:
+    """Return one factor whose numerator, denominator and losses are the sums of ``parts``' (device-s).
+
+    The factor of a set of disjoint intervals (a calendar window less its excluded time): each part
+    is measured on one interval, and the sums are the factor of their union.
+
+    Parameters
+    ----------
+    parts
+        Factors of one boundary, measured on disjoint intervals.
+    window
+        The window the sum stands for.
+    record, convention
+        Default: the first part's.
+
+    Returns
+    -------
+    Factor
+        The summed factor (one part: that part, on ``window``).
+    """
+    first = parts[0]
+    # the named losses (the factor computes its own unattributed remainder)
+    names = list(dict.fromkeys(k for f in parts for k in f.losses if k != "unattributed"))
+    return Factor(
+        boundary=first.boundary,
+        numerator=math.fsum(f.numerator for f in parts),
+        denominator=math.fsum(f.denominator for f in parts),
+        window=window,
+        record=record or first.record,
+        convention=convention or first.convention,
+        numerator_unit=first.numerator_unit,
+        denominator_unit=first.denominator_unit,
+        losses={k: math.fsum(f.losses.get(k, 0.0) for f in parts) for k in names},
+    )
+
+
+def _factor_entry(boundary: str, numerator: float, denominator: float,
+                  losses: Mapping[str, float]) -> dict[str, Any]:
+    return {
+        "value": numerator / denominator if denominator > 0 else None,
+        "numerator_device_s": float(numerator),
+        "denominator_device_s": float(denominator),
+        "losses": {k: float(v) for k, v in losses.items()},
+    }
+
+
+def slice_row(
+    s: Factor, jobs: pd.DataFrame, window: Window, conventions: Mapping[str, str]
+) -> dict[str, Any]:
+    """Return one row of a fleet measured by window or by segment: S, R, P, MPG and every sum, chain checked.
+
+    Parameters
+    ----------
+    s
+        The slice's scheduling factor (its numerator: the held device-s of ``jobs``).
+    jobs
+        The slice's job table (the walk's columns, held time and runtime parts of the slice alone).
+    window
+        The slice's window.
+    conventions
+        Each configured job's MFU convention.
+
+    Returns
+    -------
+    dict
+        ``jobs`` (with held time in the slice), ``mpg``, ``scheduling``, ``runtime``, ``program``
+        (values; None where a denominator is 0), ``factors`` (per boundary: value, numerator,
+        denominator, losses, device-s), ``ideal_device_s`` and ``chain`` (as
+        :func:`fleetlib.accounting.mpg` checked it).  A slice with no held time (or no productive
+        time) has no R (or P): its numerators and denominators are 0 and the chain is checked on
+        them as numbers.
+
+    Raises
+    ------
+    fleetlib.quality.ChainMismatchError
+        A denominator is not the previous numerator.
+    """
+    held = _fsum(jobs, "held_device_s", None)
+    r = runtime_factor(jobs, window, held) if held > 0 else None
+    p = program_factor(jobs, window, r, conventions) if r is not None and r.numerator > 0 else None
+    if r is not None and p is not None:
+        product = mpg(s, r, p)
+        chain = {k: dict(v) for k, v in product.chain.items()}
+        value: float | None = product.value
+    else:  # no held (or no productive) time in the slice: the chain on plain numbers
+        prod = _fsum(jobs, "productive_device_s", None)
+        chain = {}
+        for name, before, after in (("scheduling->runtime", s.numerator, held),
+                                    ("runtime->program", prod, prod)):
+            residual = after - before
+            holds = abs(residual) <= CHAIN_RTOL * max(abs(before), abs(after))
+            if not holds:
+                raise ChainMismatchError(f"{name}: the slice's denominator {after:.6g} device-s is not the "
+                                         f"previous numerator {before:.6g} device-s ({window.label})")
+            chain[name] = {"previous_numerator": before, "next_denominator": after, "unit": "device-s",
+                           "residual": residual, "rtol": CHAIN_RTOL, "holds": holds}
+        value = 0.0 if s.denominator > 0 else None
+    factors = {"scheduling": _factor_entry("scheduling", s.numerator, s.denominator, s.losses)}
+    for name, f, den in (("runtime", r, held), ("program", p, 0.0 if r is None else r.numerator)):
+        factors[name] = (_factor_entry(name, f.numerator, f.denominator, f.losses) if f is not None
+                         else _factor_entry(name, 0.0, den, {}))
+    return {
+        "jobs": int((jobs["held_device_s"].to_numpy(float) > 0).sum()),
+        "mpg": value,
+        **{k: v["value"] for k, v in factors.items()},
+        "ideal_device_s": factors["program"]["numerator_device_s"],
+        "factors": factors,
+        "chain": chain,
+    }
 
 
 def waterfall(s: Factor, r: Factor, p: Factor) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from fleetlib.fleet.measure import FleetMeasurement
 __all__ = [
     "FACTOR_TABLE_COLUMNS",
     "JOB_TABLE_COLUMNS",
+    "SLICE_TABLE_COLUMNS",
     "WATERFALL_COLUMNS",
     "chain_table",
     "factor_table",
@@ -25,8 +26,10 @@ __all__ = [
     "loss_owner_table",
     "measured_summary",
     "reconciliation_table",
+    "segment_table",
     "trace_table",
     "waterfall_table",
+    "window_table",
 ]
 
 _H = 3600.0
@@ -40,6 +43,9 @@ WATERFALL_COLUMNS: tuple[str, ...] = ("stage", "kind", "boundary", "device_h", "
 JOB_TABLE_COLUMNS: tuple[str, ...] = ("pool", "devices", "held_device_h", "observed", "zombie",
                                       "runtime_goodput", "program_goodput", "job_product",
                                       "runtime_coverage", "program_coverage")
+#: Columns of :func:`window_table` and :func:`segment_table` (after their own first columns).
+SLICE_TABLE_COLUMNS: tuple[str, ...] = ("jobs", "S", "R", "P", "MPG", "capacity_device_h", "held_device_h",
+                                        "productive_device_h", "ideal_device_h", "chain_holds")
 
 
 def _coverage(fm: FleetMeasurement) -> dict[str, float]:
@@ -226,3 +232,62 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
         "chain": {k: dict(v) for k, v in fm.product.chain.items()},
         "headline": headline(fm),
     }
+
+
+def _slice_frame(rows: list[dict[str, Any]], first: dict[str, str]) -> pd.DataFrame:
+    out = []
+    for r in rows:
+        f = r["factors"]
+        out.append({
+            **{name: r[key] for name, key in first.items()},
+            "jobs": r["jobs"], "S": r["scheduling"], "R": r["runtime"], "P": r["program"], "MPG": r["mpg"],
+            "capacity_device_h": f["scheduling"]["denominator_device_s"] / _H,
+            "held_device_h": f["runtime"]["denominator_device_s"] / _H,
+            "productive_device_h": f["program"]["denominator_device_s"] / _H,
+            "ideal_device_h": f["program"]["numerator_device_s"] / _H,
+            "chain_holds": all(bool(c["holds"]) for c in r["chain"].values()),
+        })
+    columns = [*first, *SLICE_TABLE_COLUMNS]
+    frame = pd.DataFrame(out, columns=columns)
+    for c in ("S", "R", "P", "MPG"):
+        frame[c] = frame[c].astype(float)  # None (no denominator in the slice) as NaN
+    return frame
+
+
+def window_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return one row per calendar window of a fleet measured ``by="day"`` or ``"week"``.
+
+    Parameters
+    ----------
+    fm
+        A fleet measurement with :attr:`~fleetlib.fleet.measure.FleetMeasurement.windows`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``window`` (the label), ``start``, ``end`` (UTC), then :data:`SLICE_TABLE_COLUMNS`: S, R, P,
+        MPG, each factor's denominator and P's numerator in device-hours, and whether the chain holds;
+        empty when the measurement was not made by window.
+    """
+    frame = _slice_frame(fm.windows, {"window": "label", "start": "start", "end": "end"})
+    for c in ("start", "end"):
+        frame[c] = pd.to_datetime(frame[c], utc=True)
+    return frame
+
+
+def segment_table(fm: FleetMeasurement) -> pd.DataFrame:
+    """Return one row per segment of a fleet measured with ``segment_by``.
+
+    Parameters
+    ----------
+    fm
+        A fleet measurement with :attr:`~fleetlib.fleet.measure.FleetMeasurement.segments`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The field's value (column named after the field), ``scheduling_split`` (how the segment's S
+        was taken), then :data:`SLICE_TABLE_COLUMNS`; empty when not measured by segment.
+    """
+    name = fm.segment_by or "segment"
+    return _slice_frame(fm.segments, {name: "value", "scheduling_split": "scheduling_split"})

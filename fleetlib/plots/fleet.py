@@ -1,4 +1,4 @@
-"""Figures of one fleet's walk: the device-hour waterfall and the per-job goodput map.
+"""Figures of one fleet's walk: the device-hour waterfall, the per-job goodput map, the factors by window.
 
 Axes-level and computation-free: each takes a table from :mod:`fleetlib.fleet.views` and draws it.
 """
@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 
 from fleetlib.plots._style import HATCHES, MARKERS, new_axes, palette, require_frame
 
-__all__ = ["fleet_waterfall", "job_goodput_map"]
+__all__ = ["factor_series", "fleet_waterfall", "job_goodput_map"]
 
 _BOUNDARY_ORDER = ("scheduling", "runtime", "program")
 
@@ -113,4 +113,37 @@ def job_goodput_map(jobs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.set_title("Jobs: R against P (marker area = held device-hours)")
     if len(frame):
         ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def factor_series(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Draw S, R, P and MPG window by window (a day's or a week's measured factors as lines).
+
+    Parameters
+    ----------
+    table
+        :func:`fleetlib.fleet.views.window_table` (``window``, ``S``, ``R``, ``P``, ``MPG``).
+    ax
+        Axes to draw on (a new figure when None).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One line per factor over the windows (x: each window's label), each with its own colour and
+        marker; a window without a factor's denominator leaves a gap.
+    """
+    frame = require_frame(table, "window table", ("window", "S", "R", "P", "MPG"))
+    ax = new_axes(ax, (8.0, 4.0))
+    colors = palette()
+    x = np.arange(len(frame))
+    for i, name in enumerate(("S", "R", "P", "MPG")):
+        ax.plot(x, frame[name].to_numpy(float), marker=MARKERS[i % len(MARKERS)], color=colors[i],
+                linewidth=2.0 if name == "MPG" else 1.2, label=name)
+    ax.set_xticks(x, frame["window"].astype(str).tolist(), rotation=30 if len(frame) > 6 else 0,
+                  fontsize=8)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_ylabel("goodput (fraction)")
+    ax.set_xlabel("window (UTC)")
+    ax.legend(loc="upper right", fontsize=8, ncols=4)
+    ax.set_title("S, R, P and MPG by window")
     return ax

@@ -50,14 +50,15 @@ def test_nbstripout_would_change_nothing():
 
 def test_parameters_are_typed_literals_matching_the_scenarios(nb):
     declared = declared_parameters(nb)
-    assert declared == {"fleet_manifest": "data/fleet/synthetic/fleet.yaml", "output_dir": ""}
+    assert declared == {"fleet_manifest": "data/fleet/synthetic/fleet.yaml", "output_dir": "",
+                        "fleet_by": "day", "fleet_segment_by": "pool"}
     for path in PARAMETER_FILES:
         assert load_yaml(path)["fleet_manifest"] == declared["fleet_manifest"], path.name
 
 
 def test_thin_notebook(nb):
     assert defined_functions(nb) == []
-    assert sorted(figure_names(nb)) == ["fleet_jobs", "fleet_waterfall"]
+    assert sorted(figure_names(nb)) == ["fleet_by_window", "fleet_jobs", "fleet_waterfall"]
 
 
 def test_first_in_the_report_chain():
@@ -74,7 +75,8 @@ def test_notebook_prints_the_generators_truth(tmp_path):
                 f"x P {f['program']['value']:.1%}")
     assert expected in text
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["fleet_jobs.png", "fleet_jobs.svg", "fleet_waterfall.png", "fleet_waterfall.svg"]
+    assert names == ["fleet_by_window.png", "fleet_by_window.svg", "fleet_jobs.png", "fleet_jobs.svg",
+                     "fleet_waterfall.png", "fleet_waterfall.svg"]
 
 
 @pytest.mark.notebook
