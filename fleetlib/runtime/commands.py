@@ -584,7 +584,8 @@ def render_runtime(res: Mapping[str, Any]) -> str:
             f"{j}: {'-' if v is None else f'{v:.6g} s'}" for j, v in ff.items()))
     else:
         lines.append(f"fault-free step time     {ff:.6g} s")
-    lines += _render_change_points(res.get("change_points") or {})
+    if res.get("format") != "mlperf":
+        lines += _render_change_points(res.get("change_points") or {})
     if res.get("queue_after_interruption_s"):
         lines.append(f"queue after interruptions {_seconds(float(res['queue_after_interruption_s']))} "
                      "(not held: a time-to-result cost)")

@@ -402,7 +402,8 @@ def test_step_series_draws_each_regime_at_its_level_and_marks_the_change_points(
         (x0, y0), (x1, y1) = regimes[gid].get_segments()[0]
         assert y0 == y1 == pytest.approx(row.level_s)
         assert (x0, x1) == (row.first_step, row.last_step)
-    assert m.fault_free_step_s["shift"] == pytest.approx(m.regimes.loc[m.regimes["healthy"], "level_s"].iloc[0])
+    healthy = m.regimes.loc[m.regimes["healthy"], "level_s"].iloc[0]
+    assert m.fault_free_step_s["shift"] == pytest.approx(healthy)
     changes = [ln.get_gid() for ln in ax.lines if str(ln.get_gid()).startswith("change:")]
     assert changes == [f"change:{int(m.change_points['step'].iloc[0])}"]
     [points] = [ln for ln in ax.lines if ln.get_gid() == "steps"]
