@@ -51,6 +51,7 @@ __all__ = [
     "PENALTY_PER_LOG_N",
     "SUSTAINED_STEPS",
     "Regimes",
+    "StackedRegimes",
     "find_regimes",
     "stacked_regimes",
 ]
@@ -101,8 +102,42 @@ class Regimes:
 
 
 @njit(cache=True)
-def _median(values: np.ndarray) -> float:
-    return np.median(values) if values.shape[0] else np.nan
+def _insert(buf: np.ndarray, count: int, value: float) -> None:
+    """Insert ``value`` into the sorted ``buf[:count]`` (room for one more)."""
+    i = count
+    while i > 0 and buf[i - 1] > value:
+        buf[i] = buf[i - 1]
+        i -= 1
+    buf[i] = value
+
+
+@njit(cache=True)
+def _remove(buf: np.ndarray, count: int, value: float) -> None:
+    """Remove one copy of ``value`` from the sorted ``buf[:count]``."""
+    i = np.searchsorted(buf[:count], value)
+    for q in range(i, count - 1):
+        buf[q] = buf[q + 1]
+
+
+@njit(cache=True)
+def _median_and_mad(buf: np.ndarray, count: int) -> tuple[float, float]:
+    """Median of the sorted ``buf[:count]`` and median absolute deviation from it (as ``np.median``)."""
+    h = count // 2
+    m = buf[h] if count % 2 else 0.5 * (buf[h - 1] + buf[h])
+    # the distances from the median, ascending, are two sorted runs merged: below it and above it
+    lo, hi = (h, h + 1) if count % 2 else (h - 1, h)
+    first, second = (count - 1) // 2, count // 2
+    d_first = d = 0.0
+    for t in range(second + 1):
+        if hi >= count or (lo >= 0 and m - buf[lo] <= buf[hi] - m):
+            d = m - buf[lo]
+            lo -= 1
+        else:
+            d = buf[hi] - m
+            hi += 1
+        if t == first:
+            d_first = d
+    return m, 0.5 * (d_first + d)
 
 
 @njit(cache=True)
@@ -110,14 +145,16 @@ def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
                    floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Hampel-filter each series; return the copy, each series' noise scale, median and mean.
 
-    The noise scale is NaN where the shortcut applies (one regime: the copy's range is under
-    ``min_shift`` of its smallest value, or the series is shorter than two regimes).
+    The window slides over a sorted buffer (one value in, one out per step). The noise scale is NaN
+    where the shortcut applies (one regime: the copy's range is under ``min_shift`` of its smallest
+    value, or the series is shorter than two regimes).
     """
     n_series = offsets.shape[0] - 1
     out = values.copy()
     noise = np.full(n_series, np.nan)
     medians = np.full(n_series, np.nan)
     means = np.full(n_series, np.nan)
+    buf = np.empty(2 * half + 2)
     for j in range(n_series):
         lo, hi = offsets[j], offsets[j + 1]
         n = hi - lo
@@ -128,12 +165,19 @@ def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
         means[j] = x.mean()
         if n < 2 * half:
             continue
+        count = 0
+        for q in range(min(n, half)):  # the first window is [0, half]; each step adds i + half
+            _insert(buf, count, x[q])
+            count += 1
         for i in range(n):
-            a, b = max(0, i - half), min(n, i + half + 1)
-            win = x[a:b]
-            m = np.median(win)
-            mad = _MAD_SCALE * np.median(np.abs(win - m))
-            if abs(x[i] - m) > k * mad:
+            if i + half < n:
+                _insert(buf, count, x[i + half])
+                count += 1
+            if i - half - 1 >= 0:
+                _remove(buf, count, x[i - half - 1])
+                count -= 1
+            m, mad = _median_and_mad(buf, count)
+            if abs(x[i] - m) > k * _MAD_SCALE * mad:
                 out[lo + i] = m
         y = out[lo:hi]
         low, high = y.min(), y.max()
@@ -183,9 +227,43 @@ def _healthy(bounds: list[int], levels: np.ndarray, starts: set[int], n: int, mi
     return max(candidates, key=lambda r: (sizes[r], -r))
 
 
+@dataclass(frozen=True)
+class StackedRegimes:
+    """Many series cut into regimes (:func:`stacked_regimes`), regime by regime, series after series.
+
+    Attributes
+    ----------
+    offsets
+        Series ``j``'s regimes are rows ``offsets[j]:offsets[j + 1]`` (none for an empty series).
+    first, length
+        Per regime: index of its first value in its series, and its number of values.
+    levels
+        Per regime: the median (or mean) of its raw values.
+    healthy
+        Per series: index of the healthy regime among its own (-1: empty series).
+    baseline
+        Per series: the healthy level (NaN: empty series).
+    """
+
+    offsets: np.ndarray
+    first: np.ndarray
+    length: np.ndarray
+    levels: np.ndarray
+    healthy: np.ndarray
+    baseline: np.ndarray
+
+    def of(self, j: int) -> Regimes:
+        """Return series ``j``'s regimes."""
+        lo, hi = int(self.offsets[j]), int(self.offsets[j + 1])
+        if hi == lo:
+            return Regimes(np.zeros(1, np.int64), np.zeros(0), -1, math.nan)
+        bounds = np.append(self.first[lo:hi], self.first[hi - 1] + self.length[hi - 1])
+        return Regimes(bounds, self.levels[lo:hi].copy(), int(self.healthy[j]), float(self.baseline[j]))
+
+
 def stacked_regimes(values: np.ndarray, offsets: np.ndarray, run_starts: np.ndarray | None = None, *,
                     min_shift: float = MIN_SHIFT, min_size: int = MIN_SIZE,
-                    estimator: str = "median") -> list[Regimes]:
+                    estimator: str = "median") -> StackedRegimes:
     """Cut each of many stacked series into regimes (the module docstring's rule).
 
     Parameters
@@ -206,40 +284,59 @@ def stacked_regimes(values: np.ndarray, offsets: np.ndarray, run_starts: np.ndar
 
     Returns
     -------
-    list of Regimes
-        One per series, in order.
+    StackedRegimes
     """
-    import ruptures  # imported on first search, not with the package
-
     values = np.ascontiguousarray(values, dtype=np.float64)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     median = estimator != "mean"
     robust, noise, medians, means = _robust_copies(values, offsets, int(min_size), HAMPEL_K, float(min_shift),
                                                    NOISE_FLOOR)
-    out = []
-    for j in range(offsets.shape[0] - 1):
+    sizes = np.diff(offsets)
+    whole = medians if median else means  # a series of one regime: its level is the whole series'
+    searched = {}
+    for j in np.flatnonzero(noise > 0.0).tolist():
         lo, hi = int(offsets[j]), int(offsets[j + 1])
-        n = hi - lo
-        if n == 0:
-            out.append(Regimes(np.zeros(1, np.int64), np.zeros(0), -1, math.nan))
-            continue
-        one = float(medians[j] if median else means[j])
-        if not noise[j] > 0.0:
-            out.append(Regimes(np.array([0, n]), np.array([one]), 0, one))
-            continue
-        y = robust[lo:hi]
-        algo = ruptures.KernelCPD(kernel="linear", min_size=int(min_size), jump=1)
-        found = algo.fit((y / noise[j]).reshape(-1, 1)).predict(pen=PENALTY_PER_LOG_N * math.log(n))
-        bounds = _merge_small_shifts([0, *(int(b) for b in found)], y, min_shift)
-        x = values[lo:hi]
-        levels = np.array([_level(x[a:b], median) for a, b in _pairs(bounds)])
-        starts = {0} if run_starts is None else {0, *np.flatnonzero(run_starts[lo:hi]).tolist()}
-        h = _healthy(bounds, levels, starts, n, min_shift, min_size)
-        family = [r for r in range(levels.shape[0])
-                  if abs(levels[r] - levels[h]) < min_shift * min(levels[r], levels[h])]
-        base = _level(np.concatenate([x[bounds[r]:bounds[r + 1]] for r in family]), median)
-        out.append(Regimes(np.asarray(bounds, np.int64), levels, h, base))
-    return out
+        starts = None if run_starts is None else run_starts[lo:hi]
+        searched[j] = _search(values[lo:hi], robust[lo:hi], float(noise[j]), starts, min_shift, int(min_size),
+                              median)
+    count = (sizes > 0).astype(np.int64)
+    for j, (bounds, _, _, _) in searched.items():
+        count[j] = len(bounds) - 1
+    reg_off = np.zeros(sizes.size + 1, np.int64)
+    np.cumsum(count, out=reg_off[1:])
+    one = (count == 1) & ~np.isin(np.arange(sizes.size), list(searched))
+    first = np.zeros(int(reg_off[-1]), np.int64)
+    length = np.zeros(int(reg_off[-1]), np.int64)
+    levels = np.zeros(int(reg_off[-1]))
+    length[reg_off[:-1][one]] = sizes[one]
+    levels[reg_off[:-1][one]] = whole[one]
+    healthy = np.where(sizes > 0, 0, -1).astype(np.int64)
+    baseline = np.where(sizes > 0, whole, np.nan)
+    for j, (bounds, lv, h, base) in searched.items():
+        r = slice(int(reg_off[j]), int(reg_off[j + 1]))
+        first[r] = bounds[:-1]
+        length[r] = np.diff(bounds)
+        levels[r] = lv
+        healthy[j], baseline[j] = h, base
+    return StackedRegimes(reg_off, first, length, levels, healthy, baseline)
+
+
+def _search(x: np.ndarray, y: np.ndarray, noise: float, run_starts: np.ndarray | None, min_shift: float,
+            min_size: int, median: bool) -> tuple[list[int], np.ndarray, int, float]:
+    """Cut one series (raw ``x``, robust copy ``y``) into regimes: bounds, levels, healthy, baseline."""
+    import ruptures  # imported on the first search, not with the package
+
+    n = x.shape[0]
+    algo = ruptures.KernelCPD(kernel="linear", min_size=min_size, jump=1)
+    found = algo.fit((y / noise).reshape(-1, 1)).predict(pen=PENALTY_PER_LOG_N * math.log(n))
+    bounds = _merge_small_shifts([0, *(int(b) for b in found)], y, min_shift)
+    levels = np.array([_level(x[a:b], median) for a, b in _pairs(bounds)])
+    starts = {0} if run_starts is None else {0, *np.flatnonzero(run_starts).tolist()}
+    h = _healthy(bounds, levels, starts, n, min_shift, min_size)
+    family = [r for r in range(levels.shape[0])
+              if abs(levels[r] - levels[h]) < min_shift * min(levels[r], levels[h])]
+    base = _level(np.concatenate([x[bounds[r]:bounds[r + 1]] for r in family]), median)
+    return bounds, levels, h, base
 
 
 def find_regimes(values: np.ndarray, run_starts: np.ndarray | None = None, *, min_shift: float = MIN_SHIFT,
@@ -262,4 +359,4 @@ def find_regimes(values: np.ndarray, run_starts: np.ndarray | None = None, *, mi
     values = np.asarray(values, dtype=np.float64)
     starts = None if run_starts is None else np.asarray(run_starts, dtype=bool)
     return stacked_regimes(values, np.array([0, values.shape[0]]), starts, min_shift=min_shift,
-                           min_size=min_size, estimator=estimator)[0]
+                           min_size=min_size, estimator=estimator).of(0)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fleetlib.regimes import Regimes, stacked_regimes
+from fleetlib.regimes import StackedRegimes, stacked_regimes
 from fleetlib.runtime.partition import JobParts
 from fleetlib.runtime.schema import CHANGE_POINT_COLUMNS, REGIME_COLUMNS, STEP_SERIES_COLUMNS
 
@@ -37,8 +37,9 @@ class StepRegimes:
     ----------
     job_ids
         The measured jobs, in order.
-    per_job
-        Each job's :class:`~fleetlib.regimes.Regimes` (indices into its series).
+    cut
+        The regimes of every job's series (:class:`~fleetlib.regimes.StackedRegimes`, indices into
+        each job's series).
     offsets
         Job ``k``'s series is ``positions[offsets[k]:offsets[k + 1]]``.
     positions
@@ -48,7 +49,7 @@ class StepRegimes:
     """
 
     job_ids: list[str]
-    per_job: list[Regimes]
+    cut: StackedRegimes
     offsets: np.ndarray
     positions: np.ndarray
     step: np.ndarray
@@ -58,7 +59,14 @@ class StepRegimes:
 
     def baselines(self) -> np.ndarray:
         """Return each job's healthy level in seconds (NaN: a job whose series is empty)."""
-        return np.array([r.baseline for r in self.per_job], dtype=float)
+        return self.cut.baseline
+
+    def _regime_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per regime: its job, its index among the job's regimes, its first value in the stacked series."""
+        c = self.cut
+        job = np.repeat(np.arange(len(self.job_ids)), np.diff(c.offsets))
+        index = np.arange(c.first.size) - c.offsets[job]
+        return job, index, self.offsets[job] + c.first
 
     def change_points(self) -> pd.DataFrame:
         """Return one row per change point.
@@ -66,16 +74,15 @@ class StepRegimes:
         Each row names the job, the attempt, step number and start time of the new regime's first
         step, and the levels before and after it (seconds).
         """
-        rows = []
-        for k, r in enumerate(self.per_job):
-            lo = int(self.offsets[k])
-            for j, b in enumerate(r.change_points.tolist()):
-                rows.append((self.job_ids[k], int(self.attempt[lo + b]), int(self.step[lo + b]),
-                             pd.Timestamp(int(self.start_ns[lo + b]), tz="UTC"), float(r.levels[j]),
-                             float(r.levels[j + 1])))
-        frame = pd.DataFrame(rows, columns=list(CHANGE_POINT_COLUMNS))
-        frame["time"] = pd.to_datetime(frame["time"], utc=True)
-        return frame.astype({"attempt": "int64", "step": "int64", "before_s": float, "after_s": float})
+        job, index, at = self._regime_rows()
+        new = np.flatnonzero(index > 0)
+        ids = np.asarray(self.job_ids, dtype=object)
+        return pd.DataFrame({
+            "job_id": ids[job[new]].astype(str) if new.size else np.zeros(0, dtype=object),
+            "attempt": self.attempt[at[new]].astype(np.int64), "step": self.step[at[new]].astype(np.int64),
+            "time": pd.to_datetime(self.start_ns[at[new]], utc=True),
+            "before_s": self.cut.levels[new - 1], "after_s": self.cut.levels[new]},
+            columns=list(CHANGE_POINT_COLUMNS))
 
     def series(self, job_id: str | None = None) -> pd.DataFrame:
         """Return the step series: one row per steady step, with its regime and the regime's level.
@@ -91,15 +98,19 @@ class StepRegimes:
             Columns :data:`fleetlib.runtime.schema.STEP_SERIES_COLUMNS`: job, attempt, step number,
             start time (UTC), compute time (wall time less input wait, seconds), the regime's index in
             the job, its level (seconds) and whether it is the healthy regime.
+
+        Raises
+        ------
+        KeyError
+            ``job_id`` names no measured job.
         """
-        keys = range(len(self.job_ids)) if job_id is None else [self.job_ids.index(job_id)] \
-            if job_id in self.job_ids else []
-        if job_id is not None and not keys:
+        if job_id is not None and job_id not in self.job_ids:
             raise KeyError(f"no measured job {job_id!r}")
+        keys = range(len(self.job_ids)) if job_id is None else [self.job_ids.index(job_id)]
         parts = []
         for k in keys:
             lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
-            r = self.per_job[k]
+            r = self.cut.of(k)
             regime = np.repeat(np.arange(r.levels.size), np.diff(r.bounds))
             parts.append(pd.DataFrame({
                 "job_id": self.job_ids[k], "attempt": self.attempt[lo:hi], "step": self.step[lo:hi],
@@ -111,21 +122,17 @@ class StepRegimes:
 
     def regimes(self) -> pd.DataFrame:
         """Return one row per regime of every job: its steps, span, level and whether it is healthy."""
-        rows = []
-        for k, r in enumerate(self.per_job):
-            lo = int(self.offsets[k])
-            b = r.bounds.tolist()
-            for j in range(len(b) - 1):
-                first, last = lo + b[j], lo + b[j + 1] - 1
-                rows.append((self.job_ids[k], j, int(self.step[first]), int(self.step[last]),
-                             pd.Timestamp(int(self.start_ns[first]), tz="UTC"),
-                             pd.Timestamp(int(self.start_ns[last]), tz="UTC"), b[j + 1] - b[j],
-                             float(r.levels[j]), j == r.healthy))
-        frame = pd.DataFrame(rows, columns=list(REGIME_COLUMNS))
-        for c in ("start", "end"):
-            frame[c] = pd.to_datetime(frame[c], utc=True)
-        return frame.astype({"regime": "int64", "first_step": "int64", "last_step": "int64", "steps": "int64",
-                             "level_s": float, "healthy": bool})
+        job, index, at = self._regime_rows()
+        last = at + self.cut.length - 1
+        ids = np.asarray(self.job_ids, dtype=object)
+        return pd.DataFrame({
+            "job_id": ids[job].astype(str) if job.size else np.zeros(0, dtype=object),
+            "regime": index.astype(np.int64),
+            "first_step": self.step[at].astype(np.int64), "last_step": self.step[last].astype(np.int64),
+            "start": pd.to_datetime(self.start_ns[at], utc=True),
+            "end": pd.to_datetime(self.start_ns[last], utc=True),
+            "steps": self.cut.length.astype(np.int64), "level_s": self.cut.levels,
+            "healthy": index == self.cut.healthy[job]}, columns=list(REGIME_COLUMNS))
 
 
 def step_regimes(parts: JobParts, *, estimator: str = "median") -> StepRegimes:
@@ -161,7 +168,7 @@ def step_regimes(parts: JobParts, *, estimator: str = "median") -> StepRegimes:
     offsets = np.zeros(codes.size + 1, dtype=np.int64)
     np.cumsum(np.bincount(job, minlength=codes.size), out=offsets[1:])
     compute = (t.s_end[pos] - t.s_start[pos]) / 1e9 - t.s_wait[pos]
-    per_job = stacked_regimes(compute, offsets, opens, estimator=estimator)
-    return StepRegimes(job_ids=parts.job_ids, per_job=per_job, offsets=offsets, positions=pos,
+    cut = stacked_regimes(compute, offsets, opens, estimator=estimator)
+    return StepRegimes(job_ids=parts.job_ids, cut=cut, offsets=offsets, positions=pos,
                        step=t.s_step[pos], attempt=t.s_attempt[pos], start_ns=t.s_start[pos],
                        compute_s=compute)

@@ -52,9 +52,12 @@ def test_a_job_that_starts_slow_keeps_its_start_unless_a_restart_begins_the_fast
 def test_stacked_series_are_cut_independently():
     a, b, c = _noisy(300, 5), _noisy(8, 6), np.zeros(0)
     a[150:] *= 0.7
-    out = stacked_regimes(np.r_[a, b, c], np.array([0, 300, 308, 308]))
+    cut = stacked_regimes(np.r_[a, b, c], np.array([0, 300, 308, 308]))
+    out = [cut.of(j) for j in range(3)]
     assert out[0].change_points.tolist() == [150]
     assert out[1].change_points.size == 0 and out[1].baseline == pytest.approx(np.median(b))
     assert out[2].healthy == -1 and np.isnan(out[2].baseline)
     # a job that got faster and never returned: the start is the healthy regime (the rule's letter)
     assert out[0].healthy == 0
+    assert cut.offsets.tolist() == [0, 2, 3, 3] and cut.first.tolist() == [0, 150, 0]
+    assert cut.length.tolist() == [150, 150, 8] and cut.baseline[0] == out[0].baseline
