@@ -19,10 +19,13 @@ The rule, for each series (in order):
    first difference over ``sqrt(2)`` (first differences do not see level shifts), at least
    :data:`NOISE_FLOOR` of the median. The penalty per change point is ``PENALTY_PER_LOG_N x ln(n)``
    (a modified BIC: on a scaled series a change needs its cost reduction above that many times
-   ``ln(n)``); no regime is shorter than ``min_size``.
-4. **Effect.** Adjacent regimes whose robust copies' medians differ by less than ``min_shift`` of the smaller
-   one are merged, the closest pair first, until every boundary left is a shift of at least
-   ``min_shift`` -- a detectable but immaterial drift is not a slow-down.
+   ``ln(n)``); no regime is shorter than ``min_size``. A series longer than :data:`SEARCH_POINTS`
+   is searched on the medians of consecutive blocks (at most that many; PELT's cost grows faster
+   than the series), and each change point found is then moved to the value that splits its two
+   neighbouring blocks with the least squared error.
+4. **Effect.** Adjacent regimes whose robust copies' medians differ by less than ``min_shift`` of
+   the smaller one are merged, the closest pair first, until every boundary left is a shift of at
+   least ``min_shift`` -- a detectable but immaterial drift is not a slow-down.
 5. **Healthy regime.** A regime is a *start* when it begins the series or at a given run start (a
    restart), and a *return* when its level is within ``min_shift`` of an earlier regime's. Among the
    starts and returns that are *sustained* (together with the regimes of the same level, at least
@@ -49,6 +52,7 @@ __all__ = [
     "MIN_SIZE",
     "NOISE_FLOOR",
     "PENALTY_PER_LOG_N",
+    "SEARCH_POINTS",
     "SUSTAINED_STEPS",
     "Regimes",
     "StackedRegimes",
@@ -68,6 +72,8 @@ NOISE_FLOOR = 1e-3
 PENALTY_PER_LOG_N = 3.0
 #: Values a regime needs (or a tenth of the series, if fewer) to be a candidate for the healthy one.
 SUSTAINED_STEPS = 50
+#: Longest series PELT searches value by value; a longer one is searched on block medians and refined.
+SEARCH_POINTS = 4096
 
 _MAD_SCALE = 1.4826  # a normal distribution's standard deviation per median absolute deviation
 
@@ -141,17 +147,17 @@ def _median_and_mad(buf: np.ndarray, count: int) -> tuple[float, float]:
 
 
 @njit(cache=True)
-def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float, min_shift: float,
-                   floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Hampel-filter each series; return the copy, each series' noise scale, median and mean.
+def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
+                   min_shift: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Hampel-filter each series; return the copy, whether to search each series, its median and mean.
 
-    The window slides over a sorted buffer (one value in, one out per step). The noise scale is NaN
+    The window slides over a sorted buffer (one value in, one out per step). A series is not searched
     where the shortcut applies (one regime: the copy's range is under ``min_shift`` of its smallest
     value, or the series is shorter than two regimes).
     """
     n_series = offsets.shape[0] - 1
     out = values.copy()
-    noise = np.full(n_series, np.nan)
+    search = np.zeros(n_series, np.bool_)
     medians = np.full(n_series, np.nan)
     means = np.full(n_series, np.nan)
     buf = np.empty(2 * half + 2)
@@ -181,26 +187,48 @@ def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
                 out[lo + i] = m
         y = out[lo:hi]
         low, high = y.min(), y.max()
-        if high - low < min_shift * low:
-            continue
-        d = _MAD_SCALE * np.median(np.abs(np.diff(y))) / math.sqrt(2.0)
-        noise[j] = max(d, floor * abs(medians[j]))
-        if noise[j] == 0.0:
-            noise[j] = np.nan
-    return out, noise, medians, means
+        search[j] = not high - low < min_shift * low
+    return out, search, medians, means
 
 
 def _merge_small_shifts(bounds: list[int], y: np.ndarray, min_shift: float) -> list[int]:
     """Merge adjacent regimes whose robust medians differ by under ``min_shift``, closest first."""
-    while len(bounds) > 2:
-        means = [float(np.median(y[a:b])) for a, b in _pairs(bounds)]
-        gaps = [abs(means[i + 1] - means[i]) / max(min(means[i], means[i + 1]), 1e-300)
-                for i in range(len(means) - 1)]
+    medians = [float(np.median(y[a:b])) for a, b in _pairs(bounds)]
+    while len(medians) > 1:
+        gaps = [abs(medians[i + 1] - medians[i]) / max(min(medians[i], medians[i + 1]), 1e-300)
+                for i in range(len(medians) - 1)]
         i = int(np.argmin(gaps))
         if gaps[i] >= min_shift:
             break
         del bounds[i + 1]
+        medians[i:i + 2] = [float(np.median(y[bounds[i]:bounds[i + 1]]))]
     return bounds
+
+
+def _pelt(y: np.ndarray, min_size: int) -> list[int]:
+    """Return PELT's regime bounds of ``y`` (``[0, ..., len(y)]``) on its noise-scaled values."""
+    import ruptures  # imported on the first search, not with the package
+
+    n = y.shape[0]
+    noise = max(_MAD_SCALE * float(np.median(np.abs(np.diff(y)))) / math.sqrt(2.0),
+                NOISE_FLOOR * abs(float(np.median(y))))
+    if not noise > 0.0:
+        return [0, n]
+    algo = ruptures.KernelCPD(kernel="linear", min_size=min_size, jump=1)
+    found = algo.fit((y / noise).reshape(-1, 1)).predict(pen=PENALTY_PER_LOG_N * math.log(n))
+    return [0, *(int(b) for b in found)]
+
+
+def _refine(y: np.ndarray, at: int, lo: int, hi: int) -> int:
+    """Return the split of ``y[lo:hi]`` with the least squared error of two constant pieces, near ``at``."""
+    piece = y[lo:hi]
+    s1, s2 = np.cumsum(piece), np.cumsum(piece * piece)
+    k = np.arange(1, piece.size)  # split after k values
+    left = s2[k - 1] - s1[k - 1] ** 2 / k
+    right = (s2[-1] - s2[k - 1]) - (s1[-1] - s1[k - 1]) ** 2 / (piece.size - k)
+    if k.size == 0:
+        return at
+    return lo + int(k[np.argmin(left + right)])
 
 
 def _pairs(bounds: list[int]) -> list[tuple[int, int]]:
@@ -289,16 +317,15 @@ def stacked_regimes(values: np.ndarray, offsets: np.ndarray, run_starts: np.ndar
     values = np.ascontiguousarray(values, dtype=np.float64)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     median = estimator != "mean"
-    robust, noise, medians, means = _robust_copies(values, offsets, int(min_size), HAMPEL_K, float(min_shift),
-                                                   NOISE_FLOOR)
+    robust, search, medians, means = _robust_copies(values, offsets, int(min_size), HAMPEL_K,
+                                                    float(min_shift))
     sizes = np.diff(offsets)
     whole = medians if median else means  # a series of one regime: its level is the whole series'
     searched = {}
-    for j in np.flatnonzero(noise > 0.0).tolist():
+    for j in np.flatnonzero(search).tolist():
         lo, hi = int(offsets[j]), int(offsets[j + 1])
         starts = None if run_starts is None else run_starts[lo:hi]
-        searched[j] = _search(values[lo:hi], robust[lo:hi], float(noise[j]), starts, min_shift, int(min_size),
-                              median)
+        searched[j] = _search(values[lo:hi], robust[lo:hi], starts, min_shift, int(min_size), median)
     count = (sizes > 0).astype(np.int64)
     for j, (bounds, _, _, _) in searched.items():
         count[j] = len(bounds) - 1
@@ -321,15 +348,29 @@ def stacked_regimes(values: np.ndarray, offsets: np.ndarray, run_starts: np.ndar
     return StackedRegimes(reg_off, first, length, levels, healthy, baseline)
 
 
-def _search(x: np.ndarray, y: np.ndarray, noise: float, run_starts: np.ndarray | None, min_shift: float,
-            min_size: int, median: bool) -> tuple[list[int], np.ndarray, int, float]:
-    """Cut one series (raw ``x``, robust copy ``y``) into regimes: bounds, levels, healthy, baseline."""
-    import ruptures  # imported on the first search, not with the package
+def _search(x: np.ndarray, y: np.ndarray, run_starts: np.ndarray | None, min_shift: float, min_size: int,
+            median: bool) -> tuple[list[int], np.ndarray, int, float]:
+    """Cut one series (raw ``x``, robust copy ``y``) into regimes: bounds, levels, healthy, baseline.
 
+    A series longer than :data:`SEARCH_POINTS` is searched on the medians of consecutive blocks of
+    values (at most that many), and each change point found is then placed at the value that splits
+    its two neighbouring blocks with the least squared error.
+    """
     n = x.shape[0]
-    algo = ruptures.KernelCPD(kernel="linear", min_size=min_size, jump=1)
-    found = algo.fit((y / noise).reshape(-1, 1)).predict(pen=PENALTY_PER_LOG_N * math.log(n))
-    bounds = _merge_small_shifts([0, *(int(b) for b in found)], y, min_shift)
+    block = max(1, math.ceil(n / SEARCH_POINTS))
+    if block == 1:
+        bounds = _merge_small_shifts(_pelt(y, min_size), y, min_shift)
+    else:
+        m = n // block
+        coarse = np.median(y[:m * block].reshape(m, block), axis=1)
+        coarse[-1] = np.median(y[(m - 1) * block:])  # the last block takes the remainder
+        cut = _merge_small_shifts(_pelt(coarse, max(2, math.ceil(min_size / block))), coarse, min_shift)
+        bounds = [0]
+        for b in cut[1:-1]:
+            lo = max(bounds[-1] + min_size, (b - 1) * block)
+            hi = min(n - min_size, (b + 1) * block)
+            bounds.append(_refine(y, b * block, lo, hi) if hi - lo >= 2 else b * block)
+        bounds.append(n)
     levels = np.array([_level(x[a:b], median) for a, b in _pairs(bounds)])
     starts = {0} if run_starts is None else {0, *np.flatnonzero(run_starts).tolist()}
     h = _healthy(bounds, levels, starts, n, min_shift, min_size)

@@ -61,3 +61,12 @@ def test_stacked_series_are_cut_independently():
     assert out[0].healthy == 0
     assert cut.offsets.tolist() == [0, 2, 3, 3] and cut.first.tolist() == [0, 150, 0]
     assert cut.length.tolist() == [150, 150, 8] and cut.baseline[0] == out[0].baseline
+
+
+def test_a_long_series_is_searched_on_blocks_and_the_change_placed_at_its_step():
+    x = _noisy(100_000, 7)
+    x[37_003:] *= 1.15
+    r = find_regimes(x)
+    # searched on medians of 25-value blocks, then placed by the least squared error between them
+    assert len(r.change_points) == 1 and abs(int(r.change_points[0]) - 37_003) <= 3
+    assert r.baseline == pytest.approx(np.median(x[:37_003]))
