@@ -67,6 +67,7 @@ __all__ = [
     "loss_shares",
     "marginal_values",
     "mpg",
+    "parse_exclusions",
     "rank_levers",
     "spot_cost_per_useful_hour",
     "tier_ratios",
@@ -181,7 +182,7 @@ class Window:
         win = cls(label=label or f"{start.isoformat()} .. {end.isoformat()}", start=start, end=end)
         return win if exclude is None else win.excluding(exclude)
 
-    def excluding(self, exclude: Any) -> Window:
+    def excluding(self, exclude: Any, *, clip: bool = False) -> Window:
         """Return this window with ``exclude`` as its exclusions (replacing any it has).
 
         Parameters
@@ -189,7 +190,12 @@ class Window:
         exclude
             An iterable of exclusions, each a ``(start, end)`` pair, a ``{"start": ..., "end": ...}``
             mapping or a ``"START/END"`` text, with times as :meth:`parse` takes them (ISO 8601 with a
-            zone, timestamps, datetimes).  An empty iterable leaves no exclusion.
+            zone, timestamps, datetimes); see :func:`parse_exclusions`.  An empty iterable leaves no
+            exclusion.
+        clip
+            False (default): an exclusion not inside the window is an error.  True: each exclusion is
+            cut to the window and one wholly outside it excludes nothing (exclusions stated for a
+            fleet, applied to a sub-window of it: a day, a ``--window`` narrower than the manifest's).
 
         Returns
         -------
@@ -203,9 +209,13 @@ class Window:
             end not after its start, an exclusion not inside the window, two exclusions that overlap
             (refused, not merged), exclusions covering the whole window, or a nominal window.
         """
-        if isinstance(exclude, (str, Mapping)) or not isinstance(exclude, Iterable):
-            raise DomainError(f"exclusions must be a list of (start, end) pairs; got {exclude!r}")
-        pairs = tuple(_parse_interval("exclusion", item) for item in exclude)
+        pairs = parse_exclusions(exclude)
+        if clip and pairs:
+            if self.start is None or self.end is None:
+                raise DomainError(f"window {self.label!r} is nominal: only a measured window can exclude "
+                                  "time")
+            lo, hi = self.start, self.end
+            pairs = tuple((max(a, lo), min(b, hi)) for a, b in pairs if a < hi and b > lo)
         return Window(label=self.label, start=self.start, end=self.end, exclusions=pairs)
 
     @property
@@ -298,6 +308,43 @@ class Window:
         }
 
 
+def parse_exclusions(exclude: Any) -> tuple[tuple[pd.Timestamp, pd.Timestamp], ...]:
+    """Return exclusions as ``(start, end)`` UTC pairs sorted by start, without a window to check them in.
+
+    Parameters
+    ----------
+    exclude
+        An iterable of exclusions, each a ``(start, end)`` pair, a ``{"start": ..., "end": ...}``
+        mapping or a ``"START/END"`` text; times are ISO 8601 texts with a zone, timestamps or
+        datetimes (naive times are refused, as for a window).
+
+    Returns
+    -------
+    tuple
+        The pairs in UTC, sorted.
+
+    Raises
+    ------
+    DomainError
+        One line for the first bad exclusion: a time that cannot be parsed or has no zone, an end not
+        after its start, a value of another shape, or two exclusions that overlap (refused, not
+        merged: two overlapping stretches are most often a typing error, and the union is one
+        exclusion to write).
+    """
+    if isinstance(exclude, (str, Mapping)) or not isinstance(exclude, Iterable):
+        raise DomainError(f"exclusions must be a list of (start, end) pairs; got {exclude!r}")
+    pairs = sorted(_parse_interval("exclusion", item) for item in exclude)
+    _refuse_overlaps(pairs)
+    return tuple(pairs)
+
+
+def _refuse_overlaps(pairs: list[tuple[pd.Timestamp, pd.Timestamp]]) -> None:
+    for (a0, b0), (a1, b1) in itertools.pairwise(pairs):
+        if a1 < b0:
+            raise DomainError(f"exclusions [{a0.isoformat()}, {b0.isoformat()}) and [{a1.isoformat()}, "
+                              f"{b1.isoformat()}) overlap; give their union as one exclusion")
+
+
 def _exclusions_text(exclusions: Iterable[tuple[pd.Timestamp, pd.Timestamp]]) -> str:
     return ", ".join(f"[{a.isoformat()}, {b.isoformat()})" for a, b in exclusions)
 
@@ -349,10 +396,7 @@ def _checked_exclusions(start: pd.Timestamp, end: pd.Timestamp, exclusions: Iter
                               f"[{start.isoformat()}, {end.isoformat()})")
         pairs.append((a, b))
     pairs.sort()
-    for (a0, b0), (a1, b1) in itertools.pairwise(pairs):
-        if a1 < b0:
-            raise DomainError(f"exclusions [{a0.isoformat()}, {b0.isoformat()}) and [{a1.isoformat()}, "
-                              f"{b1.isoformat()}) overlap; give their union as one exclusion")
+    _refuse_overlaps(pairs)
     if pairs and math.fsum((b - a).total_seconds() for a, b in pairs) >= (end - start).total_seconds():
         raise DomainError(f"the exclusions cover the whole window [{start.isoformat()}, {end.isoformat()}): "
                           "nothing is left to measure")

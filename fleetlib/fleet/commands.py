@@ -1,6 +1,7 @@
 """Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
 
-``fleetlib fleet MANIFEST [--window START END] [--engine pandas|dask] [--workers N] [--json]``
+``fleetlib fleet MANIFEST [--window START END] [--exclude START END ...] [--engine pandas|dask] [--workers N]
+[--json]``
 measures one fleet bundle (:func:`fleetlib.fleet.measure.measure_fleet`); ``fleetlib synth fleet
 --devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
 (:func:`fleetlib.fleet.synth.synth_fleet`).
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import add_exclude_argument, exclusion_lines
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -41,6 +43,7 @@ def run_fleet(
     manifest: str | Path,
     *,
     window: Sequence[str] | None = None,
+    exclude: Sequence[Sequence[str]] | None = None,
     engine: str = "pandas",
     workers: int = 2,
     progress: bool = False,
@@ -53,6 +56,9 @@ def run_fleet(
         ``fleet.yaml`` or the bundle folder.
     window
         ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+    exclude
+        ``(START, END)`` pairs inside the window left out of every factor (``--exclude``); they replace
+        the manifest's ``exclude:``.  None: the manifest's.
     engine
         ``"pandas"`` or ``"dask"`` (a LocalCluster of ``workers`` processes; a progress bar on stderr).
     workers
@@ -70,10 +76,11 @@ def run_fleet(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
+    excl = None if not exclude else [tuple(p) for p in exclude]
     if engine == "dask":
-        return measure_fleet(manifest, window=win, engine="dask", workers=workers,
+        return measure_fleet(manifest, window=win, exclude=excl, engine="dask", workers=workers,
                              progress=progress).to_dict()
-    return measure_fleet(manifest, window=win, engine=engine, progress=progress).to_dict()
+    return measure_fleet(manifest, window=win, exclude=excl, engine=engine, progress=progress).to_dict()
 
 
 def run_synth_fleet(
@@ -120,6 +127,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
     w = res["window"]
     lines = [
         f"fleet {res['name']!r}, window {w.get('start')} .. {w.get('end')}",
+        *exclusion_lines(w),
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
@@ -178,6 +186,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
     return run_fleet(
         args.manifest,
         window=args.window,
+        exclude=args.exclude,
         engine=args.engine,
         workers=args.workers,
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
@@ -217,6 +226,7 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         metavar=("START", "END"),
         help="ISO 8601 times with a zone (default: the manifest's window)",
     )
+    add_exclude_argument(p)
     p.add_argument(
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
     )

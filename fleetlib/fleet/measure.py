@@ -1095,6 +1095,7 @@ def measure_fleet(
     manifest_or_path: str | Path | FleetManifest,
     *,
     window: Any = None,
+    exclude: Any = None,
     engine: str = "pandas",
     workers: int | None = None,
     client: Any = None,
@@ -1110,6 +1111,11 @@ def measure_fleet(
     window
         Override of the manifest's window (anything :meth:`fleetlib.accounting.Window.parse` takes);
         default the manifest's, else the scheduler records' capacity span.
+    exclude
+        Stretches of the window left out of S, R and P, numerators and denominators alike (see
+        :meth:`fleetlib.accounting.Window.excluding`); each must lie inside the window.  None: the
+        manifest's ``exclude:`` (cut to a ``window`` override), or a :class:`~fleetlib.accounting.Window`
+        override's own exclusions.  The ledger gets an ``excluded_time`` flag saying what was left out.
     engine
         ``"pandas"`` (one process) or ``"dask"`` (fleet scale: each timeline file -- a partition of
         many jobs' canonical timelines -- is one task on a ``distributed`` worker, traces are parsed in
@@ -1154,8 +1160,25 @@ def measure_fleet(
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
-            return _measure(manifest_or_path, window, cluster, show)
-    return _measure(manifest_or_path, window, None, show)
+            return _measure(manifest_or_path, window, exclude, cluster, show)
+    return _measure(manifest_or_path, window, exclude, None, show)
+
+
+def _excluding(win: Window, man: FleetManifest, window: Any, exclude: Any) -> Window:
+    """Return the measured window with its exclusions: ``exclude``, the override's, or the manifest's."""
+    if exclude is not None:
+        try:
+            return win.excluding(exclude)
+        except DomainError as exc:  # the caller's (--exclude): no file named
+            raise InputError(str(exc), field="exclude") from exc
+    if isinstance(window, Window) and window.exclusions:
+        return win
+    if not man.exclude:
+        return win
+    try:  # a window override narrower than the manifest's: its exclusions cut to it
+        return win.excluding(man.exclude, clip=window is not None)
+    except DomainError as exc:
+        raise InputError(str(exc), file=str(man.file), field="exclude") from exc
 
 
 def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
@@ -1166,6 +1189,7 @@ def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
 def _measure(
     manifest_or_path: str | Path | FleetManifest,
     window: Any,
+    exclude: Any,
     cluster: Any,
     progress: bool,
 ) -> FleetMeasurement:
@@ -1185,6 +1209,10 @@ def _measure(
     except DomainError as exc:  # the caller's window (--window), not the manifest's: no file named
         raise InputError(str(exc), field="window") from exc
     records, ledger, win = read_scheduler(man, win)
+    win = _excluding(win, man, window, exclude)
+    note = win.exclusion_note()
+    if note is not None:
+        ledger.flag("excluded_time", note)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")

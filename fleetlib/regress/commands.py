@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import add_exclude_argument
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -236,7 +237,8 @@ def render_baseline(res: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None) -> dict[str, Any]:
+def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None,
+                   exclude: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib trace-plan``: the bundle's measurement and its trace plan.
 
     Parameters
@@ -245,6 +247,8 @@ def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None)
         ``fleet.yaml`` or the bundle folder.
     window
         ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+    exclude
+        ``(START, END)`` pairs inside the window left out (``--exclude``; as ``fleetlib fleet``).
 
     Returns
     -------
@@ -256,7 +260,8 @@ def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None)
     from fleetlib.regress.sampling import trace_plan
     from fleetlib.regress.units import fleet_units
 
-    units = fleet_units(manifest, window=None if window is None else list(window), cycle=None)
+    units = fleet_units(manifest, window=None if window is None else list(window),
+                        exclude=None if not exclude else [tuple(p) for p in exclude], cycle=None)
     res = units.measurement.to_dict()
     res["trace_plan"] = trace_plan(units)
     return res
@@ -275,7 +280,7 @@ def render_trace_plan(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_trace_plan(args: argparse.Namespace) -> dict[str, Any]:
-    return run_trace_plan(args.manifest, window=args.window)
+    return run_trace_plan(args.manifest, window=args.window, exclude=args.exclude)
 
 
 def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
@@ -380,5 +385,6 @@ def register(
     t.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
     t.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone (default: the manifest's window)")
+    add_exclude_argument(t)
     add_json(t)
     t.set_defaults(func=_cmd_trace_plan, render=render_trace_plan)
