@@ -173,7 +173,7 @@ class Window:
             value of another shape.
         """
         if value is None:
-            if exclude is not None and len(exclude):
+            if exclude is not None and any(True for _ in exclude):
                 raise DomainError("exclusions need a measured window to lie in: give the window too")
             return None
         if isinstance(value, Window):
