@@ -29,3 +29,19 @@ def test_trace_plan_takes_exclude_and_lists_it():
     res = run_trace_plan(BUNDLE, exclude=[list(CUT)])
     assert res["window"]["exclusions"][0]["seconds"] == 5400.0
     assert "excluded                 1.50 h in 1 interval(s)" in render_trace_plan(res)
+
+
+@pytest.mark.slow
+def test_compare_takes_an_exclusion_per_side_and_lists_it():
+    from fleetlib.quality import InputError
+    from fleetlib.regress.commands import render_compare, run_compare
+
+    a, b = ("2024-05-01T00:00:00Z", "2024-05-01T06:00:00Z"), ("2024-05-01T06:00:00Z", "2024-05-01T12:00:00Z")
+    half_hour = [["2024-05-01T03:00:00Z", "2024-05-01T03:30:00Z"]]
+    res = run_compare(BUNDLE, window_a=a, window_b=b, exclude_a=half_hour, cycle="1h", boot=50)
+    assert res["windows"]["baseline"]["excluded_s"] == 1800.0
+    assert res["windows"]["candidate"]["exclusions"] == []
+    assert "baseline: excluded                 0.50 h in 1 interval(s)" in render_compare(res)
+    with pytest.raises(InputError) as info:
+        run_compare(BUNDLE, window_a=a, window_b=b, exclude_b=half_hour, cycle="1h", boot=50)
+    assert info.value.field == "exclude" and "is not inside the window" in str(info.value)
