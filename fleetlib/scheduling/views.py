@@ -279,7 +279,8 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
                        freq: str | pd.Timedelta = "1h") -> pd.DataFrame:
     """Scheduling partition per pool per time bin (hourly by default), to show demand cycles.
 
-    Bins are aligned to multiples of ``freq`` since the Unix epoch (UTC), cut to the window.
+    Bins are aligned to multiples of ``freq`` since the Unix epoch (UTC), cut to the window; the
+    window's exclusions count no time in the bins they fall in.
 
     Parameters
     ----------
@@ -306,10 +307,15 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
     b0, b1 = w0 // f, (w1 - 1) // f
     nb = int(b1 - b0 + 1)
     edges = np.arange(b0 + 1, b1 + 1, dtype=np.int64) * f - w0
-    cuts = np.union1d(edges, np.concatenate([us, ue]))
+    # the window's exclusions (ns from w0): cut at their bounds, their pieces count no time
+    xs = np.array([int(a.as_unit("ns").value) - w0 for a, _ in tb.window.exclusions], dtype=np.int64)
+    xe = np.array([int(b.as_unit("ns").value) - w0 for _, b in tb.window.exclusions], dtype=np.int64)
+    cuts = np.union1d(edges, np.concatenate([us, ue, xs, xe]))
     cuts = cuts[(cuts > 0) & (cuts < w1 - w0)]
     idx, ps, pe = _split_at(s, e, cuts)
     dur_s = (pe - ps) / NS
+    if xs.size:
+        dur_s = np.where(inside(xs, xe, ps), 0.0, dur_s)
     p = pool[idx]
     b = (ps + w0) // f - b0
     key = p * nb + b

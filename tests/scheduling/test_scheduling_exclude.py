@@ -10,7 +10,7 @@ import pytest
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
-from fleetlib.scheduling import held_time, measure, scheduling_partition
+from fleetlib.scheduling import goodput_timeseries, held_time, measure, scheduling_partition
 from fleetlib.scheduling.commands import render_scheduling, run_scheduling, run_synth_allocations
 from fleetlib.scheduling.synth import synthetic_fleet
 
@@ -98,3 +98,22 @@ def test_the_command_takes_exclude_and_lists_it(tmp_path):
     with pytest.raises(DomainError) as err:
         run_scheduling([out], "canonical", window=win, exclude=[cut, [cut[0], win[1]]])
     assert "overlap; give their union as one exclusion" in str(err.value)
+
+
+def test_the_hourly_series_of_an_excluded_window_adds_up_to_its_partition():
+    fleet = synthetic_fleet(2_000, seed=7, days=2)
+    tables = {"allocations": fleet.allocations, "capacity": fleet.capacity,
+              "reservations": fleet.reservations}
+    t0, t3 = fleet.capacity["start"].min(), fleet.capacity["end"].max()
+    cut = (t0 + pd.Timedelta(hours=5, minutes=15), t0 + pd.Timedelta(hours=9, minutes=45))
+    win = Window.between(t0, t3).excluding([cut])
+    series = goodput_timeseries(**tables, window=win, freq="1h")
+    table = scheduling_partition(**tables, window=win).table
+    columns = ["capacity_device_s", "out_of_service_device_s", "held_device_s", "partial_gang_hold",
+               "reservation", "idle_with_queue", "idle_empty_queue", "cross_pool_idle_with_queue",
+               "cross_pool_idle_empty_queue"]
+    summed = series.groupby("pool", observed=True)[columns].sum()
+    for col in summed.columns:
+        np.testing.assert_allclose(summed[col].to_numpy(), table[col].to_numpy(), rtol=1e-12, atol=1e-6)
+    hour = series[series["start"] == t0 + pd.Timedelta(hours=6)]
+    assert (hour["capacity_device_s"] == 0).all()  # wholly excluded: the bin counts no time
