@@ -26,6 +26,7 @@ Two layers live here:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ __all__ = [
     "loss_shares",
     "marginal_values",
     "mpg",
+    "parse_exclusions",
     "rank_levers",
     "spot_cost_per_useful_hour",
     "tier_ratios",
@@ -82,11 +84,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Window:
-    """The calendar window a factor was measured over.
+    """The calendar window a factor was measured over, with the stretches left out of it.
 
     A measured window has timezone-aware ``start`` and ``end`` (``[start, end)``).  A nominal window
     (a worked example, a scenario file) has only a ``label``; two nominal windows are the same window
     when their labels are equal.
+
+    A measured window may exclude stretches of itself (maintenance, an incident, a holiday freeze):
+    ``exclusions`` are half-open intervals ``[a, b)`` inside ``[start, end)``, sorted, none
+    overlapping another (overlapping exclusions are refused, not merged: give their union as one).
+    Excluded time leaves every factor's numerator and denominator: each rung measures the included
+    sub-windows (:attr:`pieces`) with its one window rule and adds the sums.  The window keeps its
+    ``start`` and ``end``; :attr:`excluded_s` says how much time was left out.
 
     Parameters
     ----------
@@ -94,11 +103,15 @@ class Window:
         Human-readable name of the window, e.g. ``"running example, one held week"``.
     start, end
         Bounds of a measured window, timezone-aware; both or neither.
+    exclusions
+        ``(a, b)`` pairs of timezone-aware times inside ``[start, end)`` (measured windows only);
+        see :meth:`excluding` for the accepted shapes and the errors.
     """
 
     label: str
     start: pd.Timestamp | None = None
     end: pd.Timestamp | None = None
+    exclusions: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.start is None) != (self.end is None):
@@ -111,6 +124,14 @@ class Window:
                 raise DomainError(f"window {self.label!r}: end {end} must be after start {start}")
             object.__setattr__(self, "start", start.tz_convert("UTC"))
             object.__setattr__(self, "end", end.tz_convert("UTC"))
+        if self.exclusions:
+            if self.start is None or self.end is None:
+                raise DomainError(f"window {self.label!r} is nominal: only a measured window can exclude "
+                                  "time")
+            object.__setattr__(self, "exclusions", _checked_exclusions(self.start, self.end,
+                                                                      self.exclusions))
+        else:
+            object.__setattr__(self, "exclusions", ())
 
     @classmethod
     def nominal(cls, label: str) -> Window:
@@ -124,7 +145,7 @@ class Window:
         return cls(label=label or f"{s.isoformat()} .. {e.isoformat()}", start=s, end=e)
 
     @classmethod
-    def parse(cls, value: Any, *, label: str | None = None) -> Window | None:
+    def parse(cls, value: Any, *, label: str | None = None, exclude: Any = None) -> Window | None:
         """Return ``value`` as a window: the one window parser of the library, CLI and notebooks.
 
         Parameters
@@ -135,6 +156,10 @@ class Window:
             one ISO 8601 interval text ``"START/END"`` (``"START .. END"`` is taken too).
         label
             Label of the returned window (default: ``"START .. END"`` in UTC).
+        exclude
+            None (keep the exclusions ``value`` has: none unless it is a :class:`Window`), or the
+            exclusions of the returned window, replacing any ``value`` has (see :meth:`excluding`).
+            Exclusions without a window are refused.
 
         Returns
         -------
@@ -148,28 +173,50 @@ class Window:
             value of another shape.
         """
         if value is None:
+            if exclude is not None and any(True for _ in exclude):
+                raise DomainError("exclusions need a measured window to lie in: give the window too")
             return None
         if isinstance(value, Window):
-            return value
-        if isinstance(value, str):
-            text = value.strip()
-            for sep in ("/", " .. ", ".."):
-                if sep in text:
-                    parts = [t.strip() for t in text.split(sep)]
-                    break
-            else:
-                parts = [text]
-            if len(parts) != 2:
-                raise DomainError(f"window {value!r} must be 'START/END' (ISO 8601 times with a zone, for "
-                                  "example '2024-03-04T00:00Z/2024-03-11T00:00Z')")
-            value = parts
-        if not isinstance(value, (list, tuple)) or len(value) != 2:
-            raise DomainError(f"window must be None, a Window, a (start, end) pair or 'START/END' text; "
-                              f"got {value!r}")
-        start, end = (_parse_instant(name, v) for name, v in zip(("start", "end"), value, strict=True))
-        if end <= start:
-            raise DomainError(f"window end {value[1]!r} must be after its start {value[0]!r}")
-        return cls(label=label or f"{start.isoformat()} .. {end.isoformat()}", start=start, end=end)
+            return value if exclude is None else value.excluding(exclude)
+        start, end = _parse_interval("window", value)
+        win = cls(label=label or f"{start.isoformat()} .. {end.isoformat()}", start=start, end=end)
+        return win if exclude is None else win.excluding(exclude)
+
+    def excluding(self, exclude: Any, *, clip: bool = False) -> Window:
+        """Return this window with ``exclude`` as its exclusions (replacing any it has).
+
+        Parameters
+        ----------
+        exclude
+            An iterable of exclusions, each a ``(start, end)`` pair, a ``{"start": ..., "end": ...}``
+            mapping or a ``"START/END"`` text, with times as :meth:`parse` takes them (ISO 8601 with a
+            zone, timestamps, datetimes); see :func:`parse_exclusions`.  An empty iterable leaves no
+            exclusion.
+        clip
+            False (default): an exclusion not inside the window is an error.  True: each exclusion is
+            cut to the window and one wholly outside it excludes nothing (exclusions stated for a
+            fleet, applied to a sub-window of it: a day, a ``--window`` narrower than the manifest's).
+
+        Returns
+        -------
+        Window
+            Same label and bounds, the exclusions sorted by start.
+
+        Raises
+        ------
+        DomainError
+            One line for the first bad exclusion: a time that cannot be parsed or has no zone, an
+            end not after its start, an exclusion not inside the window, two exclusions that overlap
+            (refused, not merged), exclusions covering the whole window, or a nominal window.
+        """
+        pairs = parse_exclusions(exclude)
+        if clip and pairs:
+            if self.start is None or self.end is None:
+                raise DomainError(f"window {self.label!r} is nominal: only a measured window can exclude "
+                                  "time")
+            lo, hi = self.start, self.end
+            pairs = tuple((max(a, lo), min(b, hi)) for a, b in pairs if a < hi and b > lo)
+        return Window(label=self.label, start=self.start, end=self.end, exclusions=pairs)
 
     @property
     def is_nominal(self) -> bool:
@@ -178,54 +225,202 @@ class Window:
 
     @property
     def duration_s(self) -> float | None:
-        """Length of a measured window in seconds, or None for a nominal one."""
+        """Length of a measured window in seconds (``end - start``, exclusions included), or None."""
         if self.start is None or self.end is None:
             return None
         return (self.end - self.start).total_seconds()
 
+    @property
+    def excluded_s(self) -> float:
+        """Seconds the exclusions leave out of the window (0.0 without exclusions)."""
+        return math.fsum((b - a).total_seconds() for a, b in self.exclusions)
+
+    @property
+    def included_s(self) -> float | None:
+        """Seconds the window measures: its length less :attr:`excluded_s` (None when nominal)."""
+        span = self.duration_s
+        return None if span is None else span - self.excluded_s
+
+    @property
+    def pieces(self) -> tuple[tuple[pd.Timestamp, pd.Timestamp], ...]:
+        """The included sub-windows ``[a, b)``, in order: the window itself when nothing is excluded.
+
+        A measurement over the window is the sum of the same measurement over these pieces.
+        """
+        if self.start is None or self.end is None:
+            return ()
+        out = []
+        at = self.start
+        for a, b in self.exclusions:
+            if a > at:
+                out.append((at, a))
+            at = b
+        if at < self.end:
+            out.append((at, self.end))
+        return tuple(out)
+
     def same_as(self, other: Window) -> bool:
-        """Return True when both describe the same calendar window."""
+        """Return True when both describe the same calendar window (exclusions included)."""
         if self.is_nominal or other.is_nominal:
             return self.is_nominal and other.is_nominal and self.label == other.label
-        return self.start == other.start and self.end == other.end
+        return self.start == other.start and self.end == other.end and self.exclusions == other.exclusions
 
     def contains(self, other: Window) -> bool:
-        """Return True when ``other`` lies inside this window (a sample taken within it)."""
+        """Return True when ``other`` lies inside this window's included time (a sample taken within it)."""
         if self.same_as(other):
             return True
         if self.is_nominal or other.is_nominal:
             return False
-        assert self.start is not None and self.end is not None
         assert other.start is not None and other.end is not None
-        return self.start <= other.start and other.end <= self.end
+        return any(a <= other.start and other.end <= b for a, b in self.pieces)
+
+    def describe(self) -> str:
+        """Return the label, with the exclusions when there are any (for messages and text output)."""
+        if not self.exclusions:
+            return self.label
+        return f"{self.label} excluding {_exclusions_text(self.exclusions)}"
+
+    def exclusion_note(self) -> str | None:
+        """Return the ledger's line on the excluded time (None when nothing is excluded).
+
+        Every rung adds it to its ledger as an ``excluded_time`` flag, so excluded time is never
+        dropped silently.
+        """
+        if not self.exclusions:
+            return None
+        return (f"{len(self.exclusions)} interval(s) excluded, {self.excluded_s:g} s of the window's "
+                f"{self.duration_s:g} s, from every numerator and denominator: "
+                f"{_exclusions_text(self.exclusions)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the window as a JSON-ready dictionary."""
+        """Return the window as a JSON-ready dictionary.
+
+        ``exclusions`` lists the excluded intervals (``start``, ``end``, ``seconds``) and
+        ``excluded_s`` their total; both are present (empty, 0) when nothing is excluded.
+        """
         return {
             "label": self.label,
             "start": None if self.start is None else self.start.isoformat(),
             "end": None if self.end is None else self.end.isoformat(),
+            "exclusions": [{"start": a.isoformat(), "end": b.isoformat(), "seconds": (b - a).total_seconds()}
+                           for a, b in self.exclusions],
+            "excluded_s": self.excluded_s,
         }
 
 
-def _parse_instant(name: str, value: Any) -> pd.Timestamp:
-    """Return one window bound as a UTC timestamp; it must carry a zone."""
+def parse_exclusions(exclude: Any) -> tuple[tuple[pd.Timestamp, pd.Timestamp], ...]:
+    """Return exclusions as ``(start, end)`` UTC pairs sorted by start, without a window to check them in.
+
+    Parameters
+    ----------
+    exclude
+        An iterable of exclusions, each a ``(start, end)`` pair, a ``{"start": ..., "end": ...}``
+        mapping or a ``"START/END"`` text; times are ISO 8601 texts with a zone, timestamps or
+        datetimes (naive times are refused, as for a window).
+
+    Returns
+    -------
+    tuple
+        The pairs in UTC, sorted.
+
+    Raises
+    ------
+    DomainError
+        One line for the first bad exclusion: a time that cannot be parsed or has no zone, an end not
+        after its start, a value of another shape, or two exclusions that overlap (refused, not
+        merged: two overlapping stretches are most often a typing error, and the union is one
+        exclusion to write).
+    """
+    if isinstance(exclude, (str, Mapping)) or not isinstance(exclude, Iterable):
+        raise DomainError(f"exclusions must be a list of (start, end) pairs; got {exclude!r}")
+    pairs = sorted(_parse_interval("exclusion", item) for item in exclude)
+    _refuse_overlaps(pairs)
+    return tuple(pairs)
+
+
+def _refuse_overlaps(pairs: list[tuple[pd.Timestamp, pd.Timestamp]]) -> None:
+    for (a0, b0), (a1, b1) in itertools.pairwise(pairs):
+        if a1 < b0:
+            raise DomainError(f"exclusions [{a0.isoformat()}, {b0.isoformat()}) and [{a1.isoformat()}, "
+                              f"{b1.isoformat()}) overlap; give their union as one exclusion")
+
+
+def _exclusions_text(exclusions: Iterable[tuple[pd.Timestamp, pd.Timestamp]]) -> str:
+    return ", ".join(f"[{a.isoformat()}, {b.isoformat()})" for a, b in exclusions)
+
+
+def _parse_interval(what: str, value: Any) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """Return a window's or an exclusion's ``(start, end)`` in UTC from a pair, a mapping or text."""
+    if isinstance(value, Mapping) and what == "exclusion":
+        if set(value) != {"start", "end"}:
+            raise DomainError(f"exclusion {dict(value)!r} must have exactly the keys 'start' and 'end'")
+        value = (value["start"], value["end"])
+    if isinstance(value, str):
+        text = value.strip()
+        for sep in ("/", " .. ", ".."):
+            if sep in text:
+                parts = [t.strip() for t in text.split(sep)]
+                break
+        else:
+            parts = [text]
+        if len(parts) != 2:
+            raise DomainError(f"{what} {value!r} must be 'START/END' (ISO 8601 times with a zone, for "
+                              "example '2024-03-04T00:00Z/2024-03-11T00:00Z')")
+        value = parts
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        shapes = ("None, a Window, a (start, end) pair or 'START/END' text" if what == "window"
+                  else "a (start, end) pair, a {start, end} mapping or 'START/END' text")
+        raise DomainError(f"{what} must be {shapes}; got {value!r}")
+    start, end = (_parse_instant(name, v, what) for name, v in zip(("start", "end"), value, strict=True))
+    if end <= start:
+        raise DomainError(f"{what} end {value[1]!r} must be after its start {value[0]!r}")
+    return start, end
+
+
+def _checked_exclusions(start: pd.Timestamp, end: pd.Timestamp, exclusions: Iterable[Any]
+                        ) -> tuple[tuple[pd.Timestamp, pd.Timestamp], ...]:
+    """Return the exclusions in UTC sorted by start; refuse any outside the window, overlapping or empty."""
+    pairs = []
+    for item in exclusions:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise DomainError(f"exclusion {item!r} must be a (start, end) pair (Window.excluding parses "
+                              "other shapes)")
+        a, b = pd.Timestamp(item[0]), pd.Timestamp(item[1])
+        if a.tzinfo is None or b.tzinfo is None:
+            raise DomainError(f"exclusion {a} .. {b}: start and end must be timezone-aware")
+        a, b = a.tz_convert("UTC"), b.tz_convert("UTC")
+        if b <= a:
+            raise DomainError(f"exclusion end {b.isoformat()} must be after its start {a.isoformat()}")
+        if a < start or b > end:
+            raise DomainError(f"exclusion [{a.isoformat()}, {b.isoformat()}) is not inside the window "
+                              f"[{start.isoformat()}, {end.isoformat()})")
+        pairs.append((a, b))
+    pairs.sort()
+    _refuse_overlaps(pairs)
+    if pairs and math.fsum((b - a).total_seconds() for a, b in pairs) >= (end - start).total_seconds():
+        raise DomainError(f"the exclusions cover the whole window [{start.isoformat()}, {end.isoformat()}): "
+                          "nothing is left to measure")
+    return tuple(pairs)
+
+
+def _parse_instant(name: str, value: Any, what: str = "window") -> pd.Timestamp:
+    """Return one window (or exclusion) bound as a UTC timestamp; it must carry a zone."""
     try:
         t = pd.Timestamp(value.strip() if isinstance(value, str) else value)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise DomainError(f"window {name} {value!r} is not an ISO 8601 time (for example "
+        raise DomainError(f"{what} {name} {value!r} is not an ISO 8601 time (for example "
                           "'2024-03-04T00:00Z')") from exc
     if t is pd.NaT or pd.isna(t):
-        raise DomainError(f"window {name} {value!r} is not a time")
+        raise DomainError(f"{what} {name} {value!r} is not a time")
     if t.tzinfo is None:
         text = t.isoformat() if not isinstance(value, str) else value.strip()
         hint = f"{text}Z" if "T" in text else f"{text}T00:00Z"
-        raise DomainError(f"window {name} {value!r} has no zone; write it with one, for example "
+        raise DomainError(f"{what} {name} {value!r} has no zone; write it with one, for example "
                           f"{hint!r} for UTC")
     # the records' times are nanoseconds (1677-09-21 .. 2262-04-11); a bound beyond them cannot be
     # compared with any record (a window from 1970 is fine: relative traces such as PAI's start there)
     if not _NS_MIN <= t <= _NS_MAX:
-        raise DomainError(f"window {name} {value!r} is outside the times nanoseconds can hold "
+        raise DomainError(f"{what} {name} {value!r} is outside the times nanoseconds can hold "
                           f"({_NS_MIN.isoformat()} .. {_NS_MAX.isoformat()})")
     return t.tz_convert("UTC")
 
@@ -844,11 +1039,11 @@ def mpg(scheduling: Factor, runtime: Factor, program: Factor, *,
     notes: list[str] = []
     mismatches = []
     if not scheduling.window.same_as(runtime.window):
-        mismatches.append(f"scheduling window {scheduling.window.label!r} != runtime window "
-                          f"{runtime.window.label!r}")
+        mismatches.append(f"scheduling window {scheduling.window.describe()!r} != runtime window "
+                          f"{runtime.window.describe()!r}")
     if not scheduling.window.contains(program.window):
-        mismatches.append(f"program window {program.window.label!r} is not inside the scheduling "
-                          f"window {scheduling.window.label!r}")
+        mismatches.append(f"program window {program.window.describe()!r} is not inside the scheduling "
+                          f"window {scheduling.window.describe()!r}")
     for slot, f in given.items():
         if _is_measured(f) and f.window.is_nominal:
             mismatches.append(f"the {slot} factor is measured in {f.denominator_unit} but its window "

@@ -2,11 +2,80 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from fleetlib.quality import InputError
+from fleetlib.accounting import Window
+from fleetlib.quality import DomainError, InputError
 
-__all__ = ["writable_output_path"]
+__all__ = ["add_exclude_argument", "cli_window", "exclusion_lines", "writable_output_path"]
+
+#: The help of ``--exclude`` on every command that takes ``--window``.
+EXCLUDE_HELP = ("leave [START, END) out of every factor's numerator and denominator (ISO 8601 times with a "
+                "zone, inside the window; repeatable; overlapping exclusions are refused, not merged)")
+
+
+def add_exclude_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the repeatable ``--exclude START END`` option beside a command's ``--window``."""
+    parser.add_argument("--exclude", nargs=2, action="append", metavar=("START", "END"), help=EXCLUDE_HELP)
+
+
+def cli_window(window: Sequence[str] | None, exclude: Sequence[Sequence[str]] | None) -> Window | None:
+    """Return ``--window START END`` with its ``--exclude`` intervals as one :class:`Window`.
+
+    Parameters
+    ----------
+    window
+        The two texts of ``--window``, or None.
+    exclude
+        The ``--exclude`` pairs (None or empty: none).
+
+    Returns
+    -------
+    Window or None
+        None when neither option was given.
+
+    Raises
+    ------
+    DomainError
+        A malformed window or exclusion (:meth:`fleetlib.accounting.Window.excluding`), or
+        ``--exclude`` without ``--window``.
+    """
+    pairs = [tuple(p) for p in exclude or ()]
+    if window is None:
+        if pairs:
+            raise DomainError("--exclude needs --window START END: the exclusions lie inside the window")
+        return None
+    if len(window) != 2:
+        raise DomainError(f"window needs a start and an end; got {list(window)!r}")
+    win = Window.parse((str(window[0]), str(window[1])))
+    assert win is not None
+    return win.excluding(pairs) if pairs else win
+
+
+def exclusion_lines(window: Mapping[str, Any] | None) -> list[str]:
+    """Return the text lines listing a window's exclusions (none when nothing is excluded).
+
+    Parameters
+    ----------
+    window
+        A window's dictionary (:meth:`fleetlib.accounting.Window.to_dict`), or None.
+
+    Returns
+    -------
+    list of str
+        ``excluded ...`` with the total, then one indented line per interval.
+    """
+    if window is None or not window.get("exclusions"):
+        return []
+    excl = window["exclusions"]
+    hours = float(window.get("excluded_s", 0.0)) / 3600.0
+    lines = [f"excluded                 {hours:,.2f} h in {len(excl)} interval(s), out of every numerator "
+             "and denominator:"]
+    lines += [f"  [{e['start']}, {e['end']})  {float(e['seconds']) / 3600.0:,.2f} h" for e in excl]
+    return lines
 
 
 def writable_output_path(out: str | Path) -> Path:

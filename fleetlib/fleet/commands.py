@@ -1,8 +1,9 @@
 """Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
 
-``fleetlib fleet MANIFEST [--window START END] [--by day|week] [--segment-by FIELD] [--engine pandas|dask]
-[--workers N] [--json]`` measures one fleet bundle (:func:`fleetlib.fleet.measure.measure_fleet`), with
-one row per calendar window or per segment when asked; ``fleetlib synth fleet
+``fleetlib fleet MANIFEST [--window START END] [--exclude START END ...] [--by day|week] [--segment-by FIELD]
+[--engine pandas|dask] [--workers N] [--json]`` measures one fleet bundle
+(:func:`fleetlib.fleet.measure.measure_fleet`), with one row per calendar window or per segment when
+asked; ``fleetlib synth fleet
 --devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
 (:func:`fleetlib.fleet.synth.synth_fleet`).
 
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import add_exclude_argument, exclusion_lines
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -44,6 +46,7 @@ def run_fleet(
     manifest: str | Path,
     *,
     window: Sequence[str] | None = None,
+    exclude: Sequence[Sequence[str]] | None = None,
     engine: str = "pandas",
     workers: int = 2,
     progress: bool = False,
@@ -58,6 +61,9 @@ def run_fleet(
         ``fleet.yaml`` or the bundle folder.
     window
         ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+    exclude
+        ``(START, END)`` pairs inside the window left out of every factor (``--exclude``); they replace
+        the manifest's ``exclude:``.  None: the manifest's.
     engine
         ``"pandas"`` or ``"dask"`` (a LocalCluster of ``workers`` processes; a progress bar on stderr).
     workers
@@ -79,10 +85,11 @@ def run_fleet(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
+    excl = None if not exclude else [tuple(p) for p in exclude]
     if engine == "dask":
-        return measure_fleet(manifest, window=win, engine="dask", workers=workers, progress=progress,
-                             by=by, segment_by=segment_by).to_dict()
-    return measure_fleet(manifest, window=win, engine=engine, progress=progress, by=by,
+        return measure_fleet(manifest, window=win, exclude=excl, engine="dask", workers=workers,
+                             progress=progress, by=by, segment_by=segment_by).to_dict()
+    return measure_fleet(manifest, window=win, exclude=excl, engine=engine, progress=progress, by=by,
                          segment_by=segment_by).to_dict()
 
 
@@ -168,6 +175,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
     w = res["window"]
     lines = [
         f"fleet {res['name']!r}, window {w.get('start')} .. {w.get('end')}",
+        *exclusion_lines(w),
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
@@ -233,6 +241,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
     return run_fleet(
         args.manifest,
         window=args.window,
+        exclude=args.exclude,
         engine=args.engine,
         workers=args.workers,
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
@@ -274,6 +283,7 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         metavar=("START", "END"),
         help="ISO 8601 times with a zone (default: the manifest's window)",
     )
+    add_exclude_argument(p)
     p.add_argument(
         "--by", choices=("day", "week"), default=None,
         help="also one row per UTC day or ISO week (clipped to the window; rows add up to the whole)",

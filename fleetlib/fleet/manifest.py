@@ -5,6 +5,7 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
 
     name: text
     window: ["2024-05-01T00:00:00Z", "2024-05-02T00:00:00Z"]   # ISO 8601 with a zone (or "START/END")
+    exclude: [["2024-05-01T06:00:00Z", "2024-05-01T08:00:00Z"]]  # optional: stretches left out
     scheduler: {format: slurm, files: [scheduler/sacct.txt, ...], tz: UTC}
     timelines: {format: canonical, files: [timelines/70001.parquet, ...]}
     job_map: {timeline_job_id: scheduler_job_id}   # optional, when the ids differ
@@ -13,6 +14,13 @@ A fleet bundle is one fleet, one window and three records joined by job id -- a 
     rank_timers: {files: [...]}                    # optional, always-on per-rank step timers
     price_per_device_hour: 2.0                     # optional
     contract: {...}                                # free-form for now
+
+``exclude:`` lists stretches of the window left out of every factor's numerator and denominator
+(maintenance, an incident), each ``[start, end]``, ``{start: ..., end: ...}`` or ``"START/END"``
+(:func:`fleetlib.accounting.parse_exclusions`); overlapping exclusions are refused, and with a
+``window:`` each must lie inside it.  :func:`fleetlib.fleet.measure_fleet` applies them to the
+window it measures (cut to it when a ``window=`` override is narrower); its ``exclude=`` replaces
+them.
 
 Every path is relative to the manifest's folder and must stay inside it
 (:func:`fleetlib._io.confined`); a named file must exist.  Any problem is one
@@ -53,7 +61,7 @@ import pandas as pd
 import yaml
 
 from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_bytes, read_text
-from fleetlib.accounting import Window
+from fleetlib.accounting import Window, parse_exclusions
 from fleetlib.quality import DomainError, InputError
 
 __all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TABLE_COLUMNS", "TIMELINE_FORMATS", "FleetManifest",
@@ -63,6 +71,7 @@ __all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TABLE_COLUMNS", "TIMELINE_FORM
 MANIFEST_KEYS: tuple[str, ...] = (
     "name",
     "window",
+    "exclude",
     "scheduler",
     "timelines",
     "job_map",
@@ -89,7 +98,10 @@ class FleetManifest:
     name
         The bundle's name.
     window
-        The calendar window (None: the scheduler records' span).
+        The calendar window (None: the scheduler records' span), without exclusions.
+    exclude
+        The ``exclude:`` stretches as UTC ``(start, end)`` pairs, sorted (inside :attr:`window` when
+        there is one).
     scheduler_format, scheduler_files, scheduler_tz
         The scheduler records.
     timeline_format, timeline_files
@@ -123,6 +135,7 @@ class FleetManifest:
     rank_timer_files: tuple[Path, ...] = ()
     price_per_device_hour: float | None = None
     contract: Mapping[str, Any] = field(default_factory=dict)
+    exclude: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
 
     def relative(self, path: Path) -> str:
         """Return ``path`` relative to the bundle folder (for reports)."""
@@ -137,6 +150,7 @@ class FleetManifest:
             "file": str(self.file),
             "name": self.name,
             "window": None if self.window is None else self.window.to_dict(),
+            "exclude": [{"start": a.isoformat(), "end": b.isoformat()} for a, b in self.exclude],
             "scheduler": {
                 "format": self.scheduler_format,
                 "tz": self.scheduler_tz,
@@ -261,6 +275,7 @@ def load_manifest(path: str | Path) -> FleetManifest:
         if data.get(key) is None:
             raise _err(file, key, "is required")
     window = _window(data.get("window"), file)
+    exclude = _exclude(data.get("exclude"), file, window)
     sched = _mapping(data["scheduler"], file, "scheduler")
     fmt = sched.get("format")
     if fmt not in SCHEDULER_FORMATS:
@@ -323,6 +338,7 @@ def load_manifest(path: str | Path) -> FleetManifest:
         folder=folder,
         name=str(name) if name is not None else folder.name,
         window=window,
+        exclude=exclude,
         scheduler_format=str(fmt),
         scheduler_files=sched_files,
         scheduler_tz=tz,
@@ -470,6 +486,23 @@ def _traces_table(folder: Path, file: Path, spec: Mapping[str, Any]) -> dict[str
     resolved = _resolve_once(folder, table, rows, "path", names, folder_ok=True)
     paths = pd.Series(resolved, index=jobs.to_numpy())
     return {job: tuple(group) for job, group in paths.groupby(level=0, sort=False)}
+
+
+def _exclude(value: Any, file: Path, window: Window | None) -> tuple[tuple[pd.Timestamp, pd.Timestamp], ...]:
+    """``exclude:``: the stretches as sorted UTC pairs, each inside ``window`` when there is one."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _err(file, "exclude", f"must be a list of [start, end] pairs; got {value!r}")
+    items = [[v.isoformat() if isinstance(v, (_dt.datetime, _dt.date)) else v for v in item]
+             if isinstance(item, list) else item for item in value]
+    try:
+        pairs = parse_exclusions(items)
+        if window is not None:
+            window.excluding(pairs)
+    except DomainError as exc:
+        raise _err(file, "exclude", str(exc)) from exc
+    return pairs
 
 
 def _window(value: Any, file: Path) -> Window | None:

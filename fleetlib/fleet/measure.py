@@ -29,15 +29,15 @@
 **Along time and across segments** (``by=``, ``segment_by=``): the same walk per UTC day or ISO week
 (:func:`calendar_windows`, clipped to the window) and per value of a job field (:func:`job_fields`).
 The runtime rung validates each timeline and cuts it into parts once, then clips the parts to each
-interval between the calendar edges (:func:`fleetlib.runtime.runtime_goodput_windows`): a job held
-across a boundary is split there, each step by the share of its duration inside each window, and the
-whole window's per-job parts are the sums of the intervals'.  S and each job's held time are clipped
-to each interval by the scheduling rung; a row sums its intervals (one each; a window with excluded
-time would be several) and derives R, P and MPG with the walk's own per-job rules
-(:func:`fleetlib.fleet.results.slice_row`).  A job's fault-free step time is estimated once on its
-whole timeline and used in every window, so P per window is the ideal time of the window's share of
-the retained steps over their productive time there.  The rows add up to the whole window, and each
-day's row is what the walk gives on that day's window.
+interval between the calendar edges and the ends of each exclusion, excluded intervals left out
+(:func:`fleetlib.runtime.runtime_goodput_windows`): a job held across a boundary is split there, each
+step by the share of its duration inside each interval, and the whole window's per-job parts are the
+sums of the intervals'.  S and each job's held time are clipped to each interval by the scheduling
+rung; a row sums its intervals (one, or several around excluded time) and derives R, P and MPG with
+the walk's own per-job rules (:func:`fleetlib.fleet.results.slice_row`).  A job's fault-free step
+time is estimated once on its whole timeline and used in every window, so P per window is the ideal
+time of the window's share of the retained steps over their productive time there.  The rows add up
+to the whole window, and each day's row is what the walk gives on that day's window.
 
 Every record is read through its rung's door: :func:`fleetlib.scheduling.read`,
 :func:`fleetlib.runtime.read` and :func:`fleetlib.runtime.runtime_goodput` (the runtime rung's one
@@ -59,6 +59,7 @@ measured alone.  The loss vocabularies and the results code live in :mod:`fleetl
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -96,6 +97,9 @@ from fleetlib.fleet.results import (
     waterfall,
 )
 from fleetlib.quality import DomainError, InputError, Ledger
+
+#: An interval ``[start, end)`` of a measured window (UTC).
+Interval = tuple[pd.Timestamp, pd.Timestamp]
 
 __all__ = [
     "BY",
@@ -625,15 +629,15 @@ _WINDOW_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, edges: list[pd.Timestamp],
+def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[Interval],
                      jobs: pd.DataFrame) -> list[dict[str, np.ndarray]]:
     """Measure every joined timeline with the runtime rung; add its parts (device-s) to ``jobs``.
 
     :func:`fleetlib.runtime.runtime_goodput_windows`' per-job tables (retrospective definition), each
-    job's seconds times its devices, one table per window ``[edges[i], edges[i+1])``: the timeline is
+    job's seconds times its devices, one table per interval ``[start, end)`` of ``intervals``: the timeline is
     validated and cut into parts once (one run of the per-job kernel) and the parts are clipped to
     each window.  ``jobs`` receives the sum over the windows of each :data:`_WINDOW_COLUMNS` column
-    (with two edges, the one window's), ``fault_free_step_s`` (one per job, estimated on its whole
+    (with one interval, its own), ``fault_free_step_s`` (one per job, estimated on its whole
     timeline) and ``steps_in_timeline``.  Every column is written once, by position (``jobs`` has one
     row per job id); a steps table whose job ids are a categorical is counted by its codes.
 
@@ -645,11 +649,11 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, edges: list[pd.T
     from fleetlib.runtime import runtime_goodput_windows
 
     n = len(jobs)
-    per_window = [{c: np.zeros(n) for c in _WINDOW_COLUMNS} for _ in range(len(edges) - 1)]
+    per_window = [{c: np.zeros(n) for c in _WINDOW_COLUMNS} for _ in range(len(intervals))]
     fault_free = np.zeros(n)
     steps_in_timeline = np.zeros(n, dtype=np.int64)
     if not events.empty:
-        measured = runtime_goodput_windows(steps, events, edges, definition="retrospective",
+        measured = runtime_goodput_windows(steps, events, windows=intervals, definition="retrospective",
                                            source="fleet timelines")
         first = measured[0].per_job
         pos = jobs.index.get_indexer(first.index.astype(str))
@@ -880,7 +884,7 @@ def _timelines_into_jobs(
     man: FleetManifest,
     jobs: pd.DataFrame,
     scheduled: set[str],
-    edges: list[pd.Timestamp],
+    intervals: list[Interval],
     ledger: Ledger,
     client: Any,
     progress: bool,
@@ -891,14 +895,14 @@ def _timelines_into_jobs(
     Without a client every file is read here and :func:`_runtime_per_job` runs once over all joined
     timelines; with one, each file is a Dask task (:func:`dask_runtime_per_job`; ``submitted``: the
     tasks, already submitted) and the per-job rows are written into ``jobs`` -- the same columns, the
-    same numbers.  Returns the runtime columns per window ``[edges[i], edges[i+1])`` (in ``jobs``'
-    row order); ``jobs`` holds their sum.
+    same numbers.  Returns the runtime columns per interval of ``intervals`` (in ``jobs``' row
+    order); ``jobs`` holds their sum.
     """
     if client is None:
         steps, events, joined, owner = read_timelines(man, set(jobs.index), scheduled, ledger, progress)
     else:
         runtime, windows, joined, owner = dask_runtime_per_job(
-            man, jobs, scheduled, edges, ledger, client, progress=progress, submitted=submitted
+            man, jobs, scheduled, intervals, ledger, client, progress=progress, submitted=submitted
         )
     _check_job_keys(man, owner, joined, ledger)
     # one pass over the ids as Python strings (an Arrow-backed index's isin converts each value)
@@ -906,9 +910,9 @@ def _timelines_into_jobs(
     jobs["observed"] = np.fromiter((t is not None for t in timeline), dtype=bool, count=len(timeline))
     jobs["timeline"] = timeline
     if client is None:
-        return _runtime_per_job(steps, events, edges, jobs)
+        return _runtime_per_job(steps, events, intervals, jobs)
     before = set(jobs.columns)
-    per_window = _runtime_per_job(pd.DataFrame(), pd.DataFrame(), edges, jobs)  # every column at 0
+    per_window = _runtime_per_job(pd.DataFrame(), pd.DataFrame(), intervals, jobs)  # every column at 0
     pos = jobs.index.get_indexer(runtime.index)  # every measured job is held: one position each
     for col in [c for c in runtime.columns if c not in before]:
         values = jobs[col].to_numpy(copy=True)
@@ -938,7 +942,7 @@ def _warm_worker() -> None:
 
 
 def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.DataFrame,
-                  edges: list[pd.Timestamp]) -> dict[str, Any]:
+                  intervals: list[Interval]) -> dict[str, Any]:
     """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
 
     Parameters
@@ -952,8 +956,9 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     held
         The scheduler's jobs held in the window (index ``job_id``; ``devices``), scattered once to
         every worker (its index keeps its hash table between tasks).
-    edges
-        The measured window's edges (its start and end; more when it is measured window by window).
+    intervals
+        The measured window's intervals ``[start, end)``, in order: the window itself, or its pieces
+        between calendar boundaries and around excluded time.
 
     Returns
     -------
@@ -961,7 +966,7 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
         ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
         ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
         jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays),
-        ``runtime_windows`` (with more than two edges: the window columns per window; else empty)
+        ``runtime_windows`` (with more than one interval: the window columns per interval; else empty)
         and the reader's ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
@@ -983,7 +988,7 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
-    per_window = _runtime_per_job(s, e, edges, sub)
+    per_window = _runtime_per_job(s, e, intervals, sub)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
         "steps_jobs": steps_jobs,
@@ -1031,7 +1036,7 @@ def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable
             client.cancel(live)
 
 
-def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, edges: list[pd.Timestamp],
+def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, intervals: list[Interval],
                           client: Any) -> list[Any]:
     """Submit one :func:`timeline_task` per timeline file of ``man`` (manifest order); return the futures.
 
@@ -1042,8 +1047,8 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, edges: list[pd
     jobs
         The scheduler's jobs held in the window (index ``job_id``; ``devices``): scattered once to
         every worker.
-    edges
-        The measured window's edges (:func:`timeline_task`).
+    intervals
+        The measured window's intervals (:func:`timeline_task`).
     client
         A ``distributed.Client``.
 
@@ -1068,7 +1073,7 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, edges: list[pd
             str(path),
             job_map,
             held,
-            list(edges),
+            list(intervals),
             key=f"fleet-timeline-{run}-{i}-{man.relative(path)}",
             pure=False,
         )
@@ -1080,7 +1085,7 @@ def dask_runtime_per_job(
     man: FleetManifest,
     jobs: pd.DataFrame,
     scheduled: set[str],
-    edges: list[pd.Timestamp],
+    intervals: list[Interval],
     ledger: Ledger,
     client: Any,
     *,
@@ -1098,8 +1103,8 @@ def dask_runtime_per_job(
         ``held_device_s``).
     scheduled
         Every job id of the scheduler records (to tell jobs held outside the window from unknown ones).
-    edges
-        The measured window's edges (:func:`timeline_task`).
+    intervals
+        The measured window's intervals (:func:`timeline_task`).
     ledger
         Receives the timeline readers' ledgers (in manifest order) and the join's flags.
     client
@@ -1114,7 +1119,7 @@ def dask_runtime_per_job(
     -------
     tuple of (DataFrame, list, dict, dict)
         The runtime columns :func:`_runtime_per_job` adds, for the joined jobs (index ``job_id``);
-        with more than two edges, per window the window columns of those jobs (their order; else
+        with more than one interval, per interval the window columns of those jobs (their order; else
         empty); ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file, every job of the
         timelines).
 
@@ -1123,7 +1128,7 @@ def dask_runtime_per_job(
     InputError
         Two timelines for one job; a job's steps and events in different files.
     """
-    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, edges, client)
+    futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, intervals, client)
     owner: dict[str, str] = {}
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     rows: dict[str, int] = {}
@@ -1167,8 +1172,8 @@ def dask_runtime_per_job(
     )
     windows = [
         {c: np.concatenate([np.zeros(0), *(r["windows"][w][c] for r in done)]) for c in _WINDOW_COLUMNS}
-        for w in range(len(edges) - 1)
-    ] if len(edges) > 2 else []
+        for w in range(len(intervals))
+    ] if len(intervals) > 1 else []
     return runtime, windows, joined, owner
 
 
@@ -1326,17 +1331,36 @@ def _slice_jobs(jobs: pd.DataFrame, held: np.ndarray, columns: Mapping[str, np.n
     return out
 
 
+def _intervals(win: Window, by: str | None) -> tuple[list[Interval],
+                                                     list[tuple[str, pd.Timestamp, pd.Timestamp, list[int]]]]:
+    """Return the window's included intervals and, with ``by``, each calendar window's among them.
+
+    The intervals are the window's pieces between its exclusions cut again at every calendar
+    boundary; a calendar window lists the intervals inside it (a wholly excluded one has no row).
+    """
+    calendar = [] if by is None else calendar_windows(win, by)
+    cuts = sorted({a for _, a, _ in calendar[1:]})
+    intervals = []
+    for a, b in win.pieces:
+        inner = [t for t in cuts if a < t < b]
+        intervals += list(itertools.pairwise([a, *inner, b]))
+    slices = [(label, a, b, [i for i, (x, y) in enumerate(intervals) if a <= x and y <= b])
+              for label, a, b in calendar]
+    return intervals, [row for row in slices if row[3]]
+
+
 def _window_rows(
     records: Any,
     jobs: pd.DataFrame,
     per_interval: list[dict[str, np.ndarray]],
-    edges: list[pd.Timestamp],
+    intervals: list[Interval],
     rows: list[tuple[str, pd.Timestamp, pd.Timestamp, list[int]]],
     man: FleetManifest,
     configs: _ModelConfigs | None,
     conventions: Mapping[str, str],
+    exclusions: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = (),
 ) -> list[dict[str, Any]]:
-    """Measure each calendar window as the sum of its intervals ``[edges[i], edges[i+1])``.
+    """Measure each calendar window as the sum of its intervals (``rows``: indices into ``intervals``).
 
     Per interval: S from the scheduling partition of that interval, each job's held device-s
     clipped to it (:func:`fleetlib.scheduling.held_time`), the runtime parts the rung clipped to it
@@ -1350,14 +1374,14 @@ def _window_rows(
     s_parts: dict[int, Factor] = {}
     held_parts: dict[int, np.ndarray] = {}
     for i in sorted({i for *_, idx in rows for i in idx}):
-        sub = Window.between(edges[i], edges[i + 1])
+        sub = Window.between(*intervals[i])
         s_parts[i] = scheduling_partition(**tables, window=sub).factor()
         h = held_time(records.allocations, window=sub, by="job")
         h = h.assign(job_id=h["job_id"].astype(str)).set_index("job_id")["held_device_s"]
         held_parts[i] = h.reindex(jobs.index).fillna(0.0).to_numpy(float)
     out = []
     for label, start, end, idx in rows:
-        win = Window.between(start, end)
+        win = Window.between(start, end).excluding(exclusions, clip=True)
         held = np.cumsum(np.stack([held_parts[i] for i in idx]), axis=0)[-1]
         columns = _window_total([per_interval[i] for i in idx])
         part = _slice_jobs(jobs, held, columns, man, configs)
@@ -1411,6 +1435,7 @@ def measure_fleet(
     manifest_or_path: str | Path | FleetManifest,
     *,
     window: Any = None,
+    exclude: Any = None,
     engine: str = "pandas",
     workers: int | None = None,
     client: Any = None,
@@ -1428,6 +1453,11 @@ def measure_fleet(
     window
         Override of the manifest's window (anything :meth:`fleetlib.accounting.Window.parse` takes);
         default the manifest's, else the scheduler records' capacity span.
+    exclude
+        Stretches of the window left out of S, R and P, numerators and denominators alike (see
+        :meth:`fleetlib.accounting.Window.excluding`); each must lie inside the window.  None: the
+        manifest's ``exclude:`` (cut to a ``window`` override), or a :class:`~fleetlib.accounting.Window`
+        override's own exclusions.  The ledger gets an ``excluded_time`` flag saying what was left out.
     engine
         ``"pandas"`` (one process) or ``"dask"`` (fleet scale: each timeline file -- a partition of
         many jobs' canonical timelines -- is one task on a ``distributed`` worker, traces are parsed in
@@ -1490,8 +1520,25 @@ def measure_fleet(
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
-            return _measure(manifest_or_path, window, cluster, show, by, segment_by)
-    return _measure(manifest_or_path, window, None, show, by, segment_by)
+            return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by)
+    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by)
+
+
+def _excluding(win: Window, man: FleetManifest, window: Any, exclude: Any) -> Window:
+    """Return the measured window with its exclusions: ``exclude``, the override's, or the manifest's."""
+    if exclude is not None:
+        try:
+            return win.excluding(exclude)
+        except DomainError as exc:  # the caller's (--exclude): no file named
+            raise InputError(str(exc), field="exclude") from exc
+    if isinstance(window, Window) and window.exclusions:
+        return win
+    if not man.exclude:
+        return win
+    try:  # a window override narrower than the manifest's: its exclusions cut to it
+        return win.excluding(man.exclude, clip=window is not None)
+    except DomainError as exc:
+        raise InputError(str(exc), file=str(man.file), field="exclude") from exc
 
 
 def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
@@ -1502,6 +1549,7 @@ def _column_sum(jobs: pd.DataFrame, column: str, rows: np.ndarray) -> float:
 def _measure(
     manifest_or_path: str | Path | FleetManifest,
     window: Any,
+    exclude: Any,
     cluster: Any,
     progress: bool,
     by: str | None = None,
@@ -1525,13 +1573,16 @@ def _measure(
     if by is not None and by not in BY:
         raise DomainError(f"by must be one of {list(BY)} (or None); got {by!r}")
     records, ledger, win = read_scheduler(man, win)
+    win = _excluding(win, man, window, exclude)
+    note = win.exclusion_note()
+    if note is not None:
+        ledger.flag("excluded_time", note)
     if segment_by is not None and segment_by not in _segment_fields(man, records.allocations):
         raise DomainError(f"cannot segment by {segment_by!r}: this bundle's jobs carry "
                           f"{', '.join(_segment_fields(man, records.allocations))}")
-    # the runtime rung measures each interval between consecutive edges (one build of the parts)
-    slices = [] if by is None else [(label, a, b, [i]) for i, (label, a, b) in
-                                    enumerate(calendar_windows(win, by))]
-    edges = [win.start, *(a for _, a, _, _ in slices[1:]), win.end]
+    # the runtime rung measures each interval between consecutive calendar boundaries and exclusion
+    # ends (one build of the parts); the excluded intervals are not measured
+    intervals, slices = _intervals(win, by)
     held = held_time(records.allocations, window=win, by="job")
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
@@ -1541,7 +1592,7 @@ def _measure(
         devices = jobs[["devices"]].copy()  # this thread goes on adding columns to jobs
 
         def submit(client: Any) -> list[Any]:
-            return submit_timeline_tasks(man, devices, edges, client)
+            return submit_timeline_tasks(man, devices, intervals, client)
 
         pending = cluster.when_started(submit)
     partition = scheduling_partition(**records.tables(), window=win)
@@ -1554,7 +1605,8 @@ def _measure(
         configs = exc
     client = cluster.client() if cluster is not None else None
     submitted = pending.result() if pending is not None else None
-    per_interval = _timelines_into_jobs(man, jobs, scheduled, edges, ledger, client, progress, submitted)
+    per_interval = _timelines_into_jobs(man, jobs, scheduled, intervals, ledger, client, progress,
+                                        submitted)
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
     model_configs = configs if isinstance(configs, _ModelConfigs) else None
@@ -1606,7 +1658,8 @@ def _measure(
     }
     pool_results = pools(partition, jobs, win, sums)
     contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pool_results)
-    windows = _window_rows(records, jobs, per_interval, edges, slices, man, model_configs, conventions)
+    windows = _window_rows(records, jobs, per_interval, intervals, slices, man, model_configs, conventions,
+                           win.exclusions)
     segments = []
     if segment_by is not None:
         values = job_fields(man, records.allocations, jobs.index, [segment_by])[segment_by]

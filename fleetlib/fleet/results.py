@@ -681,7 +681,7 @@ def factor_contracts(
         report = {
             "factor": f"{name} goodput",
             "denominator": _DENOMINATORS[name],
-            "window": f.window.label,
+            "window": f.window.describe(),
             "trial_count": f"1 window; {units}",
             "central_value": f"ratio of sums {f.value:.6g}",
             "dispersion": None if sd is None else f"{spread}: {sd:.4g}",

@@ -83,7 +83,7 @@ def factor_table(fm: FleetMeasurement) -> pd.DataFrame:
 def headline(fm: FleetMeasurement) -> str:
     """Return the one-line measured headline: MPG = S x R x P with the window and the records."""
     return (f"MPG {fm.mpg:.1%} = S {fm.scheduling.value:.1%} x R {fm.runtime.value:.1%} x "
-            f"P {fm.program.value:.1%}, measured over {fm.window.label} from {fm.scheduling.record}, "
+            f"P {fm.program.value:.1%}, measured over {fm.window.describe()} from {fm.scheduling.record}, "
             f"{fm.runtime.record} and {fm.program.record}; runtime coverage {fm.coverage['runtime']:.1%}, "
             f"program coverage {fm.coverage['program']:.1%}")
 

@@ -216,7 +216,9 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         The calendar window the traced steps belong to (anything
         :meth:`fleetlib.accounting.Window.parse` takes).  None: the measured span of the traced
         steps in UTC, or a nominal window when the traces carry no calendar clock.  When given and
-        the traces carry a clock, their span must lie inside it; its label then names the window.
+        the traces carry a clock, their span must lie inside it (inside one included piece when the
+        window has exclusions: a sample across an excluded stretch is refused); its label then names
+        the window.
     cache, cache_dir, progress, client
         Passed to :func:`~fleetlib.program.readers.kineto.read_traces` when paths are given; with a
         ``distributed.Client`` the rank files are parsed as Dask tasks (same tables).
@@ -275,7 +277,8 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         used = asked
     else:
         span = f"{measured.start.isoformat()} .. {measured.end.isoformat()}"  # type: ignore[union-attr]
-        raise DomainError(f"the traced steps span {span}, which is not inside the window {asked.label!r}")
+        raise DomainError(f"the traced steps span {span}, which is not inside the window "
+                          f"{asked.describe()!r}")
     from fleetlib.program.breakdown import DEFAULT_DISPATCH_GAP_US
 
     parts = analyse_traced_steps(

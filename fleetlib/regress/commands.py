@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import add_exclude_argument, exclusion_lines
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -42,6 +43,8 @@ def run_compare(
     *,
     window_a: Sequence[str] | None = None,
     window_b: Sequence[str] | None = None,
+    exclude_a: Sequence[Sequence[str]] | None = None,
+    exclude_b: Sequence[Sequence[str]] | None = None,
     split_by: str | None = None,
     groups: Sequence[str] | None = None,
     under_test: Sequence[str] = (),
@@ -61,6 +64,10 @@ def run_compare(
         split by ``split_by`` (or its two windows).
     window_a, window_b
         ``(START, END)`` windows of the baseline and the candidate (two windows of one bundle).
+    exclude_a, exclude_b
+        ``(START, END)`` stretches left out of the baseline's and the candidate's window
+        (``--exclude-a``, ``--exclude-b``; as ``fleetlib fleet --exclude``; None: each manifest's
+        ``exclude:``).  With ``split_by`` both groups share ``exclude_a``.
     split_by, groups
         A contract field of the jobs (``software_version``, ``architecture``, ``pool``) and the two
         values to compare; the field is under test.
@@ -72,7 +79,8 @@ def run_compare(
     Returns
     -------
     dict
-        :meth:`fleetlib.regress.compare.Comparison.to_dict`.
+        :meth:`fleetlib.regress.compare.Comparison.to_dict` and ``windows``: each side's measured
+        window with its exclusions.
     """
     from fleetlib.regress.compare import compare
     from fleetlib.regress.units import fleet_units
@@ -84,7 +92,7 @@ def run_compare(
             )
         if not groups or len(groups) != 2:
             raise InputError("--split-by needs --groups A B (two values of the field)", field="--groups")
-        units = fleet_units(baseline, window=window_a, cycle=cycle)
+        units = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle)
         parts = units.split(split_by)
         missing = [g for g in groups if g not in parts]
         if missing:
@@ -100,8 +108,8 @@ def run_compare(
             raise InputError(
                 "give a CANDIDATE bundle, --window-b for a second window, or --split-by", field="CANDIDATE"
             )
-        a = fleet_units(baseline, window=window_a, cycle=cycle)
-        b = fleet_units(candidate or baseline, window=window_b, cycle=cycle)
+        a = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle)
+        b = fleet_units(candidate or baseline, window=window_b, exclude=_pairs(exclude_b), cycle=cycle)
         tested = list(under_test)
     res = compare(
         a,
@@ -113,7 +121,15 @@ def run_compare(
         seed=seed,
         paired=paired,
     )
-    return res.to_dict()
+    out = res.to_dict()
+    # each side's measured window, with what was left out of it
+    out["windows"] = {"baseline": a.window.to_dict(), "candidate": b.window.to_dict()}
+    return out
+
+
+def _pairs(exclude: Sequence[Sequence[str]] | None) -> list[tuple[str, ...]] | None:
+    """Return ``--exclude``-style pairs as tuples (None when none were given)."""
+    return None if not exclude else [tuple(p) for p in exclude]
 
 
 def _num(v: Any, unit: str) -> str:
@@ -125,6 +141,8 @@ def _num(v: Any, unit: str) -> str:
 def render_compare(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib compare``'s result as text: differences, then the verdicts by tier."""
     lines = [f"compare {res['baseline']!r} (baseline) -> {res['candidate']!r} (candidate)"]
+    for side, window in res.get("windows", {}).items():
+        lines += [f"{side}: {line}" for line in exclusion_lines(window)]
     diffs = res["contract_differences"]
     if diffs:
         lines.append("contract differences:")
@@ -236,7 +254,8 @@ def render_baseline(res: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None) -> dict[str, Any]:
+def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None,
+                   exclude: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib trace-plan``: the bundle's measurement and its trace plan.
 
     Parameters
@@ -245,6 +264,8 @@ def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None)
         ``fleet.yaml`` or the bundle folder.
     window
         ``(START, END)`` ISO 8601 times with a zone; default the manifest's window.
+    exclude
+        ``(START, END)`` pairs inside the window left out (``--exclude``; as ``fleetlib fleet``).
 
     Returns
     -------
@@ -256,7 +277,8 @@ def run_trace_plan(manifest: str | Path, *, window: Sequence[str] | None = None)
     from fleetlib.regress.sampling import trace_plan
     from fleetlib.regress.units import fleet_units
 
-    units = fleet_units(manifest, window=None if window is None else list(window), cycle=None)
+    units = fleet_units(manifest, window=None if window is None else list(window), exclude=_pairs(exclude),
+                        cycle=None)
     res = units.measurement.to_dict()
     res["trace_plan"] = trace_plan(units)
     return res
@@ -275,7 +297,7 @@ def render_trace_plan(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_trace_plan(args: argparse.Namespace) -> dict[str, Any]:
-    return run_trace_plan(args.manifest, window=args.window)
+    return run_trace_plan(args.manifest, window=args.window, exclude=args.exclude)
 
 
 def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
@@ -286,6 +308,8 @@ def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         args.candidate,
         window_a=args.window_a,
         window_b=args.window_b,
+        exclude_a=args.exclude_a,
+        exclude_b=args.exclude_b,
         split_by=args.split_by,
         groups=args.groups,
         under_test=args.under_test or (),
@@ -334,6 +358,10 @@ def register(
     p.add_argument("candidate", type=Path, nargs="?", metavar="CANDIDATE", help="second bundle (optional)")
     p.add_argument("--window-a", nargs=2, metavar=("START", "END"), help="the baseline's window")
     p.add_argument("--window-b", nargs=2, metavar=("START", "END"), help="the candidate's window")
+    p.add_argument("--exclude-a", nargs=2, action="append", metavar=("START", "END"),
+                   help="left out of the baseline's window (repeatable; as fleetlib fleet --exclude)")
+    p.add_argument("--exclude-b", nargs=2, action="append", metavar=("START", "END"),
+                   help="left out of the candidate's window (repeatable; as fleetlib fleet --exclude)")
     p.add_argument("--split-by", metavar="FIELD", help="compare two groups of one bundle by this job field")
     p.add_argument("--groups", nargs=2, metavar=("A", "B"), help="the two values of --split-by")
     p.add_argument("--under-test", action="append", metavar="FIELD", help="contract field under test")
@@ -380,5 +408,6 @@ def register(
     t.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
     t.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone (default: the manifest's window)")
+    add_exclude_argument(t)
     add_json(t)
     t.set_defaults(func=_cmd_trace_plan, render=render_trace_plan)

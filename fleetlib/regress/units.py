@@ -159,7 +159,11 @@ class FleetUnits:
 
 
 def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
-    """Per (pool, cycle): the scheduling partition clipped to that cycle (whole cycles only)."""
+    """Per (pool, cycle): the scheduling partition clipped to that cycle (whole cycles only).
+
+    The window's exclusions are cut to each cycle (a cycle wholly excluded has no row), so the
+    cycles' partitions add up to the window's.
+    """
     from fleetlib.scheduling import scheduling_partition
 
     edges = pd.date_range(window.start, window.end, freq=cycle)
@@ -168,7 +172,12 @@ def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
     rows = []
     tables = records.tables()
     for i, (a, b) in enumerate(itertools.pairwise(edges)):
-        part = scheduling_partition(**tables, window=Window.between(a, b))
+        piece = Window.between(a, b)
+        if window.exclusions:
+            if any(x <= a and b <= y for x, y in window.exclusions):
+                continue  # wholly excluded: nothing of it is measured
+            piece = piece.excluding(window.exclusions, clip=True)
+        part = scheduling_partition(**tables, window=piece)
         t = part.table.copy()
         t["cycle"] = i
         t["cycle_start"] = a
@@ -263,7 +272,8 @@ def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def fleet_units(
-    source: str | Path | Any, *, window: Any = None, cycle: str | pd.Timedelta | None = "1D"
+    source: str | Path | Any, *, window: Any = None, exclude: Any = None,
+    cycle: str | pd.Timedelta | None = "1D"
 ) -> FleetUnits:
     """Measure a bundle and return its factors' resampling units.
 
@@ -273,6 +283,8 @@ def fleet_units(
         A ``fleet.yaml`` path, its folder, or a :class:`~fleetlib.fleet.manifest.FleetManifest`.
     window
         Override of the manifest's window (as :func:`fleetlib.fleet.measure_fleet`).
+    exclude
+        Stretches of the window left out (as :func:`fleetlib.fleet.measure_fleet`).
     cycle
         Length of one demand cycle (S's resampling unit); the window must hold a whole number of
         them (a remainder is left out of ``cycles`` and named in ``notes``).  None: the whole window
@@ -292,7 +304,7 @@ def fleet_units(
     from fleetlib.fleet.measure import measure_fleet, read_scheduler, read_timelines
 
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
-    fm = measure_fleet(man, window=window)
+    fm = measure_fleet(man, window=window, exclude=exclude)
     win = fm.window
     length = (win.end - win.start) if cycle is None else parse_cycle(cycle)
     records, _ledger, _ = read_scheduler(man, win)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths, excerpt
-from fleetlib.commands_common import writable_output_path
+from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
 from fleetlib.runtime.readers._common import NS_PER_S, PathLike, close_books, utc_ns
@@ -93,8 +93,9 @@ def _serving_output(m: Any) -> dict[str, Any]:
 
 
 def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = None,
-                window: Sequence[str] | None = None, definition: str = "committed",
-                stall_factor: float = 5.0, clean_end_commit: bool = True) -> dict[str, Any]:
+                window: Sequence[str] | None = None, exclude: Sequence[Sequence[str]] | None = None,
+                definition: str = "committed", stall_factor: float = 5.0,
+                clean_end_commit: bool = True) -> dict[str, Any]:
     """Compute the object ``fleetlib runtime`` prints, from command-line style arguments.
 
     Parameters
@@ -115,6 +116,9 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     window
         ``(start, end)``: ISO 8601 times with a zone, e.g. ``"2024-01-01T00:00Z"``; None for the whole
         timeline.  Not available for MLPerf logs, whose result is the raw interval sums of one run.
+    exclude
+        ``(start, end)`` pairs inside ``window`` left out of held time and all its parts
+        (``--exclude``; they need ``window``; not for MLPerf logs).
     definition
         ``"committed"`` (default) or ``"retrospective"``.
     stall_factor, clean_end_commit
@@ -153,11 +157,14 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     names = [str(p) for p in files]
     try:
         if format == "mlperf":
+            if exclude:
+                raise DomainError("--exclude is not available for --format mlperf: a result log is measured "
+                                  "as the raw interval sums of its one run (init_start -> run_stop)")
             return _run_mlperf(files, job=job, window=win, definition=definition)
         from fleetlib.runtime.goodput import summary_of
         from fleetlib.runtime.measure import measure
 
-        m = measure(files, format=format, window=win, definition=definition, job_id=job,
+        m = measure(files, format=format, window=cli_window(win, exclude), definition=definition, job_id=job,
                     **({} if format == "serving" else {"stall_factor": stall_factor,
                                                        "clean_end_commit": clean_end_commit}))
         if format == "serving":
@@ -519,6 +526,7 @@ def _render_serving(res: Mapping[str, Any]) -> str:
                                           f"{r:.4f}  (ready / held, held from placement)"),
              f"{res['replicas']} replica(s); window {res['window'].get('start')} .. "
              f"{res['window'].get('end')}",
+             *exclusion_lines(res["window"]),
              f"{'held':<24} {_seconds(held)}",
              "phases (seconds, share of held time):"]
     for phase, v in res["terms"].items():
@@ -559,6 +567,7 @@ def render_runtime(res: Mapping[str, Any]) -> str:
                      "blocks")
     elif "window" in res:
         lines.append(f"window                   {res['window']['start']} .. {res['window']['end']}")
+        lines += exclusion_lines(res["window"])
     lines += [
         f"{'held':<24} {_seconds(held)}",
         f"{'productive':<24} {_seconds(float(res['productive_s']))}  {_share(res['productive_s'], held)}",
@@ -684,7 +693,8 @@ def _cmd_runtime(args: argparse.Namespace) -> dict[str, Any]:
     from fleetlib.registry import detect  # --format omitted: named from the files' bytes
 
     fmt = args.format or detect(args.files, "runtime")
-    return run_runtime(args.files, fmt, job=args.job, window=args.window, definition=args.definition,
+    return run_runtime(args.files, fmt, job=args.job, window=args.window, exclude=args.exclude,
+                       definition=args.definition,
                        stall_factor=args.stall_factor, clean_end_commit=not args.no_clean_end_commit)
 
 
@@ -726,6 +736,7 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--job", metavar="ID", help="measure only this job (default: every job in the input)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-01-01T00:00Z (default: the whole timeline)")
+    add_exclude_argument(p)
     p.add_argument("--definition", choices=DEFINITIONS, default="committed",
                    help="productive steps: retained by a checkpoint (committed, default) or not erased by a "
                         "restart (retrospective)")

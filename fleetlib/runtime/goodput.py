@@ -215,10 +215,13 @@ class RuntimeMeasurement:
     checkpoints_recorded
         Checkpoint commits the timeline records (whole timeline, every selected job): 0 means only a
         clean end can retain work under the committed definition.
+    exclusions
+        Stretches ``[a, b)`` of the window left out of every sum (:attr:`window` carries them): each
+        part is the sum of its clipped sums over the included pieces.
     change_points
-        One row per level shift of a job's step series that starts inside the window
-        (:meth:`fleetlib.runtime.slowdown.StepRegimes.change_points`: job, attempt, step, time,
-        compute time before and after, seconds).
+        One row per level shift of a job's step series that starts inside the window, outside its
+        exclusions (:meth:`fleetlib.runtime.slowdown.StepRegimes.change_points`: job, attempt, step,
+        time, compute time before and after, seconds).
     regimes
         Every job's regimes over its whole timeline (:meth:`fleetlib.runtime.slowdown.StepRegimes.regimes`),
         the healthy one marked: its level is the job's estimated fault-free step time.
@@ -252,14 +255,16 @@ class RuntimeMeasurement:
     stall_factor: float = STALL_FACTOR
     clean_end_commit: bool = True
     checkpoints_recorded: int = 0
+    exclusions: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
     change_points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     regimes: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     step_regimes: StepRegimes | None = field(default=None, repr=False)
 
     @property
     def window(self) -> Window:
-        """The measured window ``[window_start, window_end)``."""
-        return Window.between(self.window_start, self.window_end)
+        """The measured window ``[window_start, window_end)``, with its exclusions."""
+        win = Window.between(self.window_start, self.window_end)
+        return win.excluding(self.exclusions) if self.exclusions else win
 
     @property
     def productive_s(self) -> float:
@@ -378,7 +383,7 @@ class RuntimeMeasurement:
         return {
             "runtime_goodput": self.runtime_goodput,
             "definition": self.definition,
-            "window": {"start": self.window_start.isoformat(), "end": self.window_end.isoformat()},
+            "window": self.window.to_dict(),
             "as_of": self.as_of.isoformat(),
             "held_s": self.held_s,
             "not_held_s": self.not_held_s,
@@ -452,15 +457,14 @@ def _ts(value: Any, name: str) -> pd.Timestamp:
     return t.tz_convert("UTC")
 
 
-def _window_bounds(window: Any) -> tuple[pd.Timestamp, pd.Timestamp] | None:
-    """Return a window's UTC bounds, read by :meth:`fleetlib.accounting.Window.parse` (None: no window)."""
+def _measured_window(window: Any) -> Window | None:
+    """Return the window read by :meth:`fleetlib.accounting.Window.parse` (None: no window)."""
     parsed = Window.parse(window)
     if parsed is None:
         return None
     if parsed.is_nominal:
         raise DomainError("a measured runtime window needs start and end times, not a nominal label")
-    assert parsed.start is not None and parsed.end is not None
-    return parsed.start, parsed.end
+    return parsed
 
 
 def _check_options(definition: str, estimator: str, warmup_tolerance: float) -> float:
@@ -569,7 +573,7 @@ def _coarse_columns(fine: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int, closed: bool,
+def _interruption_rows(parts: JobParts, sums: WindowSums, pieces: list[tuple[int, int]], closed: bool,
                        ids: list[str]) -> pd.DataFrame:
     """One row per interruption of the measured jobs (in job order, then by time) with its window's sums."""
     empty = pd.DataFrame({c: [] for c in _INT_COLUMNS})
@@ -585,9 +589,12 @@ def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int
     partial = m[:, _FINE_INDEX["rework_partial_step"]] + m[:, _FINE_INDEX["preemption_partial_step"]]
     restore = parts.i_restore
     t_ns = origin + np.rint(parts.i_time * 1e9).astype(np.int64)
-    # the window in seconds since each interruption's job origin (as the kernel compares them)
-    ws = (ws_ns - origin) / 1e9
-    we = (we_ns - origin) / 1e9
+    in_window = np.zeros(parts.i_time.size, dtype=bool)
+    for ws_ns, we_ns in pieces:  # the window, or its included pieces
+        # the piece in seconds since each interruption's job origin (as the kernel compares them)
+        ws = (ws_ns - origin) / 1e9
+        we = (we_ns - origin) / 1e9
+        in_window |= (parts.i_time >= ws) & ((parts.i_time <= we) if closed else (parts.i_time < we))
     frame = pd.DataFrame({
         "job_id": np.repeat(np.asarray(ids, dtype=object), n_int),
         "time": pd.to_datetime(t_ns, utc=True),
@@ -603,7 +610,7 @@ def _interruption_rows(parts: JobParts, sums: WindowSums, ws_ns: int, we_ns: int
         "queue_s": sums.interruption_queue,
         "recovery_s": det + restart + warmup,
         "lost_work_s": lost + partial,
-        "in_window": (parts.i_time >= ws) & ((parts.i_time <= we) if closed else (parts.i_time < we)),
+        "in_window": in_window,
     })
     # the first job without interruptions stands for all of them with one empty frame in the
     # concatenation, at its place: its dtypes count in the result's as they always have
@@ -619,8 +626,13 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
              window: Any, definition: str, fault_free_step_s: Any, estimator: str, warmup_tolerance: float,
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
              ) -> list[RuntimeMeasurement]:
-    """Sum the parts inside each window into a :class:`RuntimeMeasurement` (one per window)."""
-    from fleetlib.runtime.partition import window_sums
+    """Sum the parts inside each window into a :class:`RuntimeMeasurement` (one per window).
+
+    A window with exclusions is summed over its included pieces, each clipped as a window is
+    (:func:`fleetlib.runtime.partition.window_sums_over`); commits are judged as of the whole
+    window's end.
+    """
+    from fleetlib.runtime.partition import window_sums_over
 
     ids = parts.job_ids
     origin = parts.origin_ns
@@ -635,9 +647,18 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
     # the whole timeline (no window given) also counts records at its very end (a final commit, a
     # failure at release); a window [start, end) leaves records at `end` to the next window
     closed = windows is None and window is None
+    excluded: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
     if windows is None:
-        bounds = _window_bounds(window)
-        windows = [bounds if bounds is not None else (span0, span1)]
+        win = _measured_window(window)
+        if win is None:
+            windows = [(span0, span1)]
+        else:
+            assert win.start is not None and win.end is not None
+            windows = [(win.start, win.end)]
+            excluded = win.exclusions
+            note = win.exclusion_note()
+            if note is not None:
+                ledger.flag("excluded_time", note)
     est = "given" if fault_free_step_s is not None else estimator
     ff = parts.fault_free
     ff_list = [None if np.isnan(v) else float(v) for v in ff.tolist()]
@@ -654,9 +675,10 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
             as_of_t = we_t
         else:
             as_of_t = _ts(as_of, "as_of")
-        ws_ns, we_ns = ws_t.as_unit("ns").value, we_t.as_unit("ns").value
-        s = window_sums(parts, ws_ns, we_ns, as_of_t.as_unit("ns").value, committed=definition == "committed",
-                        closed=closed)
+        pieces = Window.between(ws_t, we_t).excluding(excluded).pieces if excluded else ((ws_t, we_t),)
+        pieces_ns = [(a.as_unit("ns").value, b.as_unit("ns").value) for a, b in pieces]
+        s = window_sums_over(parts, pieces_ns, as_of_t.as_unit("ns").value,
+                             committed=definition == "committed", closed=closed)
         fine = _sequential(s.fine)
         cats = _coarse_columns(s.fine)
         per_job = pd.DataFrame({"held_s": s.held, **cats, "slow_step": s.fine[:, _FINE_INDEX["slow_step"]],
@@ -680,16 +702,23 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
             checkpoint_pauses=int(s.pauses.sum()), stall_factor=float(stall_factor),
             clean_end_commit=clean_end_commit, checkpoints_recorded=int(parts.checkpoints.sum()),
             commit_spacing_s=float(np.median(s.commit_gaps)) if s.commit_gaps.size else None,
-            interruptions=_interruption_rows(parts, s, ws_ns, we_ns, closed, ids), per_job=per_job,
-            ledger=ledger, change_points=_inside(shifts, ws_t, we_t, closed), regimes=regime_rows,
-            step_regimes=regimes))
+            interruptions=_interruption_rows(parts, s, pieces_ns, closed, ids), per_job=per_job,
+            ledger=ledger, exclusions=excluded, change_points=_inside(shifts, pieces, closed),
+            regimes=regime_rows, step_regimes=regimes))
     return out
 
 
-def _inside(shifts: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp, closed: bool) -> pd.DataFrame:
-    """Return the change points whose regime starts inside ``[start, end)`` (``[start, end]`` when closed)."""
+def _inside(shifts: pd.DataFrame, pieces: Sequence[tuple[pd.Timestamp, pd.Timestamp]],
+            closed: bool) -> pd.DataFrame:
+    """Return the change points whose regime starts inside one of ``pieces``.
+
+    Each piece is ``[a, b)``; the last is closed when ``closed``.
+    """
     t = shifts["time"]
-    keep = (t >= start) & ((t <= end) if closed else (t < end))
+    keep = np.zeros(len(shifts), dtype=bool)
+    for i, (a, b) in enumerate(pieces):
+        last = closed and i == len(pieces) - 1
+        keep |= ((t >= a) & ((t <= b) if last else (t < b))).to_numpy()
     return shifts[keep].reset_index(drop=True)
 
 
@@ -779,7 +808,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
                     clean_end_commit=clean_end_commit)[0]
 
 
-def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Sequence[Any], *,
+def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Sequence[Any] | None = None, *,
+                            windows: Sequence[tuple[Any, Any]] | None = None,
                             definition: Definition = "committed",
                             fault_free_step_s: float | Mapping[str, float] | None = None,
                             job_id: str | None = None, estimator: Literal["median", "mean"] = "median",
@@ -797,7 +827,10 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
     steps, events
         Canonical timeline tables.
     edges
-        At least two increasing timezone-aware times.
+        At least two increasing timezone-aware times: the windows ``[edges[i], edges[i+1])``.
+    windows
+        Instead of ``edges``: ``(start, end)`` pairs of timezone-aware times, in order and not
+        overlapping (gaps allowed: a window's pieces around excluded time).
     definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source, stall_factor
     clean_end_commit
         As in :func:`runtime_goodput`.
@@ -809,16 +842,26 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
     list of RuntimeMeasurement
         One per window, in order.
     """
-    times = [_ts(e, "window edge") for e in edges]
-    if len(times) < 2:
-        raise DomainError("runtime_goodput_windows needs at least two edges")
-    if any(b <= a for a, b in itertools.pairwise(times)):
+    if (edges is None) == (windows is None):
+        raise DomainError("runtime_goodput_windows needs edges or windows (one of them)")
+    if edges is not None:
+        times = [_ts(e, "window edge") for e in edges]
+        if len(times) < 2:
+            raise DomainError("runtime_goodput_windows needs at least two edges")
+        pairs = list(itertools.pairwise(times))
+    else:
+        pairs = [(_ts(a, "window start"), _ts(b, "window end")) for a, b in windows]
+        if not pairs:
+            raise DomainError("runtime_goodput_windows needs at least one window")
+        if any(b <= a for a, b in pairs) or any(c < b for (_, b), (c, _) in itertools.pairwise(pairs)):
+            raise DomainError("windows must be in order, each ending after it starts, none overlapping")
+    if any(b <= a for a, b in pairs):
         raise DomainError("window edges must increase strictly")
     parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
         options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
-    return _measure(parts, ledger, regimes, windows=list(itertools.pairwise(times)), window=None,
+    return _measure(parts, ledger, regimes, windows=pairs, window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
                     clean_end_commit=clean_end_commit)
@@ -891,7 +934,7 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "productive_retrospective_s": m.productive_retrospective_s,
         "queue_after_interruption_s": m.queue_after_interruption_s,
         "not_held_s": m.not_held_s,
-        "window": {"start": m.window_start.isoformat(), "end": m.window_end.isoformat()},
+        "window": m.window.to_dict(),
         "as_of": m.as_of.isoformat(),
         "convention": m.convention(),
         "interruptions": {str(k): int(v) for k, v in kinds.items()},
@@ -1125,10 +1168,12 @@ def replica_runtime_goodput(phases: pd.DataFrame, *, window: Window | tuple[Any,
         window = Window.parse(window)
     if window.start is None or window.end is None:
         raise DomainError("replica_runtime_goodput needs a measured window (start and end)")
-    lo, hi = window.start.value, window.end.value
-    s = np.clip(_ns(phases["start"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
-    e = np.clip(_ns(phases["end"]) if len(phases) else np.zeros(0, np.int64), lo, hi)
-    dur = np.maximum(e - s, 0) / _NS_PER_S
+    start_ns = _ns(phases["start"]) if len(phases) else np.zeros(0, np.int64)
+    end_ns = _ns(phases["end"]) if len(phases) else np.zeros(0, np.int64)
+    dur = np.zeros(start_ns.size)
+    for a, b in window.pieces:  # the window itself, or its included pieces: each clips the phases alike
+        lo, hi = a.value, b.value
+        dur = dur + np.maximum(np.clip(end_ns, lo, hi) - np.clip(start_ns, lo, hi), 0) / _NS_PER_S
     frame = pd.DataFrame({"replica_id": phases["replica_id"].to_numpy(), "phase": phases["phase"].to_numpy(),
                           "seconds": dur})
     names = list(REPLICA_PHASES[:-1])

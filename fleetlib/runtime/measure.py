@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from fleetlib._io import as_paths
+from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.goodput import (
     ReplicaGoodput,
@@ -98,7 +99,7 @@ def _as_tables(value: Any) -> tuple[pd.DataFrame, pd.DataFrame] | None:
 
 
 def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None = None, window: Any = None,
-            definition: str = "committed", job_id: str | None = None,
+            exclude: Any = None, definition: str = "committed", job_id: str | None = None,
             fault_free_step_s: float | Mapping[str, float] | None = None, estimator: str = "median",
             warmup_tolerance: float = 0.1, as_of: Any = None, stall_factor: float = 5.0,
             clean_end_commit: bool = True, **format_options: Any) -> RuntimeMeasurement | ReplicaGoodput:
@@ -119,6 +120,10 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         Zone of naive times, for the formats that write them.
     window
         Anything :meth:`fleetlib.accounting.Window.parse` takes; None for the whole timeline.
+    exclude
+        Stretches of the window left out of held time and every part of it (see
+        :meth:`fleetlib.accounting.Window.excluding`); they need a window.  The ledger gets an
+        ``excluded_time`` flag saying what was left out.
     definition
         ``"committed"`` (default) or ``"retrospective"`` productive time (not used for serving).
     job_id
@@ -152,6 +157,7 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
         A file that cannot be read as the format, or input with no record of it.
     """
     check_definition(definition)
+    window = Window.parse(window, exclude=exclude)
     tables = _as_tables(paths_or_tables)
     if tables is not None:
         return runtime_goodput(tables[0], tables[1], window=window, definition=definition,
@@ -170,6 +176,9 @@ def measure(paths_or_tables: Any, *, format: str | None = None, tz: str | None =
                               "whole log)")
         read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
         result = replica_runtime_goodput(read["phases"], window=window)
+        note = result.window.exclusion_note()
+        if note is not None:
+            ledger.flag("excluded_time", note)
         return dataclasses.replace(result, ledger=ledger)
     read, ledger = READERS[fmt].read(files, tz=tz, window=window, **options)
     steps, events = read["steps"], read["events"]

@@ -40,6 +40,8 @@ always have the same types (int64, float64, bool and int8 arrays; writeable and 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +50,7 @@ import pandas as pd
 from numba import njit
 
 from fleetlib._io import excerpt
-from fleetlib.quality import InputError, Ledger
+from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS, AUXILIARY_KIND_PREFIXES, BREAKDOWN
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "build_parts",
     "kind_codes",
     "window_sums",
+    "window_sums_over",
 ]
 
 _NS = 1_000_000_000
@@ -2063,3 +2066,38 @@ def window_sums(parts: JobParts, start_ns: int, end_ns: int, as_of_ns: int, *, c
                       not_held=scal[:, 5], queue=scal[:, 6], per_interruption=per_int,
                       interruption_queue=int_queue, commits=counts[:, 0], pauses=counts[:, 1],
                       commit_gaps=gaps)
+
+
+def window_sums_over(parts: JobParts, pieces: Sequence[tuple[int, int]], as_of_ns: int, *, committed: bool,
+                     closed: bool) -> WindowSums:
+    """Sum every job's parts inside the union of disjoint ``pieces`` (a window less its exclusions).
+
+    Each piece ``[a, b)`` is clipped by :func:`window_sums`, the one window rule, and the sums add
+    up; one piece gives :func:`window_sums` itself.  Commits and pauses count in the piece they fall
+    in; ``commit_gaps`` are the pieces' gaps together (a gap never spans an excluded stretch).
+
+    Parameters
+    ----------
+    parts
+        :func:`build_parts`' result.
+    pieces
+        ``(start_ns, end_ns)`` of each included piece, in order, not overlapping.
+    as_of_ns, committed, closed
+        As in :func:`window_sums` (``closed`` applies to the last piece's end).
+
+    Returns
+    -------
+    WindowSums
+    """
+    out: WindowSums | None = None
+    for k, (a, b) in enumerate(pieces):
+        s = window_sums(parts, a, b, as_of_ns, committed=committed, closed=closed and k == len(pieces) - 1)
+        if out is None:
+            out = s
+            continue
+        added = {f.name: getattr(out, f.name) + getattr(s, f.name) for f in dataclasses.fields(WindowSums)
+                 if f.name != "commit_gaps"}
+        out = WindowSums(**added, commit_gaps=np.concatenate([out.commit_gaps, s.commit_gaps]))
+    if out is None:
+        raise DomainError("a window needs at least one included piece")
+    return out

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Window
-from fleetlib.commands_common import writable_output_path
+from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.registry import detect
 from fleetlib.scheduling.measure import measure
@@ -41,7 +41,6 @@ from fleetlib.scheduling.synth import synth_allocations_command
 from fleetlib.scheduling.views import cohort_goodput, openb_cohorts, queue_waits
 
 __all__ = [
-    "parse_window",
     "register",
     "render_scheduling",
     "render_synth_allocations",
@@ -56,31 +55,6 @@ _S_PER_H = 3600.0
 # ---------------------------------------------------------------------------------------------------
 # Argument handling
 # ---------------------------------------------------------------------------------------------------
-
-
-def parse_window(start: str, end: str) -> tuple[pd.Timestamp, pd.Timestamp]:
-    """Parse a ``--window START END`` pair of ISO 8601 times that carry a zone.
-
-    A thin wrapper of :meth:`fleetlib.accounting.Window.parse`, the library's one window parser.
-
-    Parameters
-    ----------
-    start, end
-        Times such as ``"2024-03-04T00:00Z"`` or ``"2020-05-10T00:00+08:00"``.
-
-    Returns
-    -------
-    tuple of pandas.Timestamp
-        ``(start, end)`` in UTC.
-
-    Raises
-    ------
-    DomainError
-        A time that cannot be parsed, a time without a zone, or an end not after the start.
-    """
-    win = Window.parse((start, end))
-    assert win is not None and win.start is not None and win.end is not None
-    return win.start, win.end
 
 
 def scheduling_command(
@@ -117,6 +91,10 @@ def scheduling_command(
         ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
         ``installed`` and ``ledger``.
     """
+    parsed = Window.parse(window)
+    if parsed is not None and parsed.exclusions and format in ("philly", "pai", "openb"):
+        raise DomainError(f"--exclude applies to time-based scheduling goodput; the {format} records give "
+                          "waits and size cohorts only")
     if format in ("philly", "pai"):
         return _waits_only(paths, format, tz=tz, window=window)
     if format != "openb":
@@ -193,7 +171,8 @@ def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
 
 
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
-                   tz: str | None = None, denominator: str = "in_service") -> dict[str, Any]:
+                   exclude: Sequence[Sequence[str]] | None = None, tz: str | None = None,
+                   denominator: str = "in_service") -> dict[str, Any]:
     """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
 
     Parameters
@@ -204,6 +183,8 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         A key of :data:`fleetlib.scheduling.readers.READERS`.
     window
         ``(start, end)`` ISO 8601 text with zones, or None for the whole record.
+    exclude
+        ``(start, end)`` pairs inside ``window`` left out of S (``--exclude``; they need ``window``).
     tz
         Zone of naive input times (Slurm needs one; Helios defaults to ``Asia/Shanghai``).
     denominator
@@ -217,7 +198,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     Raises
     ------
     DomainError
-        An unknown format or denominator, or a malformed window.
+        An unknown format or denominator, a malformed window or exclusion.
     InputError
         A file that cannot be read.
     """
@@ -225,7 +206,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         raise DomainError(f"format must be one of {list(READERS)}; got {format!r}")
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
-    win = None if window is None else parse_window(*window)
+    win = cli_window(window, exclude)
     for p in map(Path, paths):
         if p.is_dir():
             raise InputError("is a folder; give the files in it", file=str(p))
@@ -374,6 +355,7 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
                          f"{_h(p['held_device_s']):>14} {_h(lo['partial_gang_hold']):>11} "
                          f"{_h(lo['reservation']):>10} {_h(lo['idle_with_queue']):>12} "
                          f"{_h(lo['idle_empty_queue']):>12} {_h(lo['unattributed']):>9}")
+    lines += exclusion_lines(res.get("window"))
     lines.append(_render_ledger(res["ledger"]))
     return "\n".join(lines)
 
@@ -409,7 +391,7 @@ def render_synth_allocations(res: Mapping[str, Any]) -> str:
 
 def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or detect(args.files, "scheduling")  # --format omitted: named from the bytes
-    return run_scheduling(args.files, fmt, window=args.window, tz=args.tz,
+    return run_scheduling(args.files, fmt, window=args.window, exclude=args.exclude, tz=args.tz,
                           denominator=args.denominator)
 
 
@@ -442,6 +424,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="record format (default: detected from the files' bytes when only one fits)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
+    add_exclude_argument(p)
     p.add_argument("--tz", metavar="ZONE",
                    help="IANA zone of naive input times (Slurm: required; Helios: Asia/Shanghai)")
     p.add_argument("--denominator", choices=DENOMINATORS, default="in_service",

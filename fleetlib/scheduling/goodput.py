@@ -45,7 +45,7 @@ while the pool had free devices and the part spent while every device was taken)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -486,6 +486,28 @@ def _alloc_sums_and_masks(a: dict[str, np.ndarray], w0: int, w1: int, n: int, *,
             None if pend_m is None or pend_m.all() else pend_m)
 
 
+def _included_arrays(tb: PreparedTables, *, force_argsort: bool = False) -> dict[str, Any]:
+    """Return :func:`_partition_arrays` summed over the window's included pieces.
+
+    Without exclusions the one piece is the window itself.  With exclusions every piece is swept on
+    its own (each clips to its ``[a, b)`` as the whole window would) and the device-seconds add up;
+    ``first_over`` becomes absolute nanoseconds (the earliest over-allocation of any piece).
+    """
+    out: dict[str, Any] = {}
+    first = np.full(len(tb.names), NAT, dtype=np.int64)
+    for a, b in tb.window.pieces:
+        w0, w1 = int(a.as_unit("ns").value), int(b.as_unit("ns").value)
+        piece = tb if (w0, w1) == (tb.w0, tb.w1) else replace(tb, w0=w0, w1=w1)
+        arr = _partition_arrays(piece, force_argsort=force_argsort)
+        unset = (first == NAT) & (arr["first_over"] != NAT)
+        first[unset] = arr["first_over"][unset] + w0
+        for key, value in arr.items():
+            if key not in ("first_over", "union"):
+                out[key] = value if key not in out else out[key] + value
+    out["first_over"] = first
+    return out
+
+
 @dataclass(frozen=True)
 class SchedulingPartition:
     """Scheduling goodput and its loss partition, per pool, over one window.
@@ -686,7 +708,7 @@ def scheduling_partition(allocations: pd.DataFrame | None = None, capacity: pd.D
         Missing capacity, a nominal window, tables that fail the structural checks.
     """
     tb = prepare(allocations, capacity, queue, reservations, occupancy, window)
-    arr = _partition_arrays(tb, force_argsort=_force_argsort)
+    arr = _included_arrays(tb, force_argsort=_force_argsort)
     cap = arr["capacity_device_s"]
     table = pd.DataFrame({
         "capacity_device_s": cap,
@@ -707,7 +729,7 @@ def scheduling_partition(allocations: pd.DataFrame | None = None, capacity: pd.D
     for i, p in enumerate(tb.names):
         over = float(table["over_allocated_device_s"].to_numpy()[i])
         if over > 0:
-            first = pd.Timestamp(int(arr["first_over"][i]) + tb.w0, unit="ns", tz="UTC")
+            first = pd.Timestamp(int(arr["first_over"][i]), unit="ns", tz="UTC")
             flags.append(f"allocated above capacity: pool {p!r} held {over:.6g} device-s above its "
                          f"in-service capacity (first at {first.isoformat()}); shown as negative "
                          "unattributed, not clipped")

@@ -96,7 +96,9 @@ class SchedulingMeasurement:
             ``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
             cross_pool_losses, pools, ledger`` (:meth:`SchedulingPartition.summary`).
         """
-        return self.partition.summary(denominator=self.denominator, ledger=self.ledger)
+        out = self.partition.summary(denominator=self.denominator, ledger=self.ledger)
+        out["window"] = self.window.to_dict()
+        return out
 
 
 def _tables_of(source: SchedulerRecords | Mapping[str, Any]) -> dict[str, pd.DataFrame | None]:
@@ -118,6 +120,7 @@ def measure(
     format: str | None = None,
     tz: str | None = None,
     window: Any = None,
+    exclude: Any = None,
     denominator: Denominator = "in_service",
     ledger: Ledger | None = None,
     **options: Any,
@@ -137,6 +140,10 @@ def measure(
     window
         Anything :meth:`fleetlib.accounting.Window.parse` takes: the record window (where open jobs
         are censored) and the window S is measured over.  None: the span of the capacity records.
+    exclude
+        Stretches of the window to leave out of S's numerator and denominator (see
+        :meth:`fleetlib.accounting.Window.excluding`); they need a window.  The ledger gets an
+        ``excluded_time`` flag saying what was left out.
     denominator
         ``"in_service"`` (default) or ``"installed"`` (adds an ``out_of_service`` loss).
     ledger
@@ -160,7 +167,7 @@ def measure(
     """
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
-    win = Window.parse(window)
+    win = Window.parse(window, exclude=exclude)
     if isinstance(records_or_paths, Mapping):  # SchedulerRecords is a mapping of tables too
         if format is not None or options:
             raise DomainError("format and reader options apply to files; records were handed in")
@@ -178,5 +185,9 @@ def measure(
             book = Ledger.merged([ledger, book])
         tables = records.tables()
     partition = scheduling_partition(**tables, window=win)
+    note = partition.window.exclusion_note()
+    if note is not None:
+        book = Ledger.merged([book])  # a ledger handed in is not written to
+        book.flag("excluded_time", note)
     return SchedulingMeasurement(partition=partition, ledger=book, denominator=denominator, records=records,
                                  format=format)

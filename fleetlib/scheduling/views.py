@@ -279,7 +279,8 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
                        freq: str | pd.Timedelta = "1h") -> pd.DataFrame:
     """Scheduling partition per pool per time bin (hourly by default), to show demand cycles.
 
-    Bins are aligned to multiples of ``freq`` since the Unix epoch (UTC), cut to the window.
+    Bins are aligned to multiples of ``freq`` since the Unix epoch (UTC), cut to the window; the
+    window's exclusions count no time in the bins they fall in.
 
     Parameters
     ----------
@@ -306,10 +307,15 @@ def goodput_timeseries(allocations: pd.DataFrame | None = None, capacity: pd.Dat
     b0, b1 = w0 // f, (w1 - 1) // f
     nb = int(b1 - b0 + 1)
     edges = np.arange(b0 + 1, b1 + 1, dtype=np.int64) * f - w0
-    cuts = np.union1d(edges, np.concatenate([us, ue]))
+    # the window's exclusions (ns from w0): cut at their bounds, their pieces count no time
+    xs = np.array([int(a.as_unit("ns").value) - w0 for a, _ in tb.window.exclusions], dtype=np.int64)
+    xe = np.array([int(b.as_unit("ns").value) - w0 for _, b in tb.window.exclusions], dtype=np.int64)
+    cuts = np.union1d(edges, np.concatenate([us, ue, xs, xe]))
     cuts = cuts[(cuts > 0) & (cuts < w1 - w0)]
     idx, ps, pe = _split_at(s, e, cuts)
     dur_s = (pe - ps) / NS
+    if xs.size:
+        dur_s = np.where(inside(xs, xe, ps), 0.0, dur_s)
     p = pool[idx]
     b = (ps + w0) // f - b0
     key = p * nb + b
@@ -366,10 +372,30 @@ def _alloc_times(allocations: pd.DataFrame, window: Any) -> tuple[dict[str, np.n
     t["gang_complete"] = np.where(assigned, t["gang_complete"], t["release"])
     win = None
     if window is not None:
-        w0, w1, win = as_window(window, None)
-        for c in ("submit", "first_assigned", "gang_complete", "release", "pend_end"):
-            t[c] = np.clip(t[c], w0, w1)
+        _, _, win = as_window(window, None)
     return t, win
+
+
+def _inside_s(start: np.ndarray, end: np.ndarray, win: Window | None) -> np.ndarray:
+    """Seconds of each ``[start, end)`` (ns) inside the window's included pieces (all of it without a window).
+
+    Each piece clips the intervals as a window does and the pieces' seconds add up: a window without
+    exclusions is its one piece.
+    """
+    if win is None:
+        return (end - start) / NS
+    out = np.zeros(start.shape)
+    for a, b in win.pieces:
+        w0, w1 = int(a.as_unit("ns").value), int(b.as_unit("ns").value)
+        out = out + (np.clip(end, w0, w1) - np.clip(start, w0, w1)) / NS
+    return out
+
+
+def _clipped(t: np.ndarray, win: Window | None) -> np.ndarray:
+    """Return times clipped to the window's span (unchanged without a window)."""
+    if win is None or win.start is None or win.end is None:
+        return t
+    return np.clip(t, int(win.start.as_unit("ns").value), int(win.end.as_unit("ns").value))
 
 
 def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job", "attempt"] = "job"
@@ -381,7 +407,8 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
     allocations
         Canonical allocations.
     window
-        Cut every interval to this window; default: no cut.
+        Cut every interval to this window (to its included pieces when it has exclusions; the first
+        and last times are clipped to its span); default: no cut.
     by
         ``"job"`` (sum over attempts and elastic segments) or ``"attempt"`` (one row per row).
 
@@ -394,11 +421,11 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
     """
     if by not in ("job", "attempt"):
         raise DomainError(f"by must be 'job' or 'attempt'; got {by!r}")
-    t, _ = _alloc_times(allocations, window)
+    t, win = _alloc_times(allocations, window)
     dev = device_counts(allocations["devices"], "allocations.devices")
     hold = np.where(t["assigned"], dev, 0)
-    held_s = (t["release"] - t["gang_complete"]) / NS
-    part_s = (t["gang_complete"] - t["first_assigned"]) / NS
+    held_s = _inside_s(t["gang_complete"], t["release"], win)
+    part_s = _inside_s(t["first_assigned"], t["gang_complete"], win)
     rows = pd.DataFrame({
         "job_id": allocations["job_id"].to_numpy(),
         "attempt": allocations["attempt"].to_numpy(),
@@ -408,9 +435,10 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
         "held_device_s": hold * held_s,
         "partial_hold_s": part_s,
         "partial_hold_device_s": hold * part_s,
-        "first_gang_complete": pd.to_datetime(np.where(t["assigned"], t["gang_complete"], NAT), unit="ns",
-                                              utc=True),
-        "last_release": pd.to_datetime(np.where(t["assigned"], t["release"], NAT), unit="ns", utc=True),
+        "first_gang_complete": pd.to_datetime(np.where(t["assigned"], _clipped(t["gang_complete"], win), NAT),
+                                              unit="ns", utc=True),
+        "last_release": pd.to_datetime(np.where(t["assigned"], _clipped(t["release"], win), NAT), unit="ns",
+                                       utc=True),
     })
     if by == "attempt":
         return rows
@@ -559,7 +587,7 @@ def cohort_goodput(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None =
         part = scheduling_partition(None, capacity, window=window)
         window = part.window
         cap_total = float(part.totals["capacity_device_s"])
-    t, _ = _alloc_times(allocations, window)
+    t, win = _alloc_times(allocations, window)
     dev = device_counts(allocations["devices"], "allocations.devices")
     req = device_counts(allocations["requested_devices"], "allocations.requested_devices")
     hold = np.where(t["assigned"], dev, 0)
@@ -570,10 +598,10 @@ def cohort_goodput(allocations: pd.DataFrame, *, capacity: pd.DataFrame | None =
     rows = pd.DataFrame({
         "cohort": cohort,
         "job_id": allocations["job_id"].to_numpy(),
-        "held_device_s": hold * ((t["release"] - t["gang_complete"]) / NS),
-        "partial_gang_hold": hold * ((t["gang_complete"] - t["first_assigned"]) / NS),
-        "demand_device_s": req * ((t["release"] - t["submit"]) / NS),
-        "wait_s": (t["pend_end"] - t["submit"]) / NS,
+        "held_device_s": hold * _inside_s(t["gang_complete"], t["release"], win),
+        "partial_gang_hold": hold * _inside_s(t["first_assigned"], t["gang_complete"], win),
+        "demand_device_s": req * _inside_s(t["submit"], t["release"], win),
+        "wait_s": _inside_s(t["submit"], t["pend_end"], win),
     })
     g = rows.groupby("cohort", observed=True, sort=True)
     out = g.agg(jobs=("job_id", "nunique"), allocations=("job_id", "size"),

@@ -78,7 +78,8 @@ class TestWindow:
         w = Window.nominal("running example, one held week")
         assert w.is_nominal
         assert w.duration_s is None
-        assert w.to_dict() == {"label": "running example, one held week", "start": None, "end": None}
+        assert w.to_dict() == {"label": "running example, one held week", "start": None, "end": None,
+                               "exclusions": [], "excluded_s": 0.0}
 
     def test_tz_naive_rejected(self):
         with pytest.raises(DomainError, match="timezone-aware"):

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from fleetlib.cli import main
-from fleetlib.scheduling.commands import parse_window, render_scheduling
+from fleetlib.commands_common import cli_window
+from fleetlib.scheduling.commands import render_scheduling
 from fleetlib.scheduling.schema import LOSS_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +29,8 @@ SLURM = [DATA / "slurm_sample" / n for n in ("sacct.txt", "sacctmgr_events.txt",
 OPENB = [DATA / "alibaba_openb_2023" / "openb_pod_list_default.csv.gz",
          DATA / "alibaba_openb_2023" / "openb_node_list_gpu_node.csv"]
 TOP_KEYS = {"scheduling_goodput", "capacity_device_s", "held_device_s", "availability", "losses",
-            "cross_pool_losses", "pools", "ledger"}
-POOL_KEYS = TOP_KEYS - {"pools", "ledger"}
+            "cross_pool_losses", "pools", "ledger", "window"}
+POOL_KEYS = TOP_KEYS - {"pools", "ledger", "window"}
 
 
 def cli(*argv: object) -> tuple[int, str, str]:
@@ -283,6 +284,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, needle, monkeypatch):
 
 
 def test_parse_window():
-    s, e = parse_window("2020-05-10T00:00+08:00", "2020-05-10T01:00Z")
+    w = cli_window(["2020-05-10T00:00+08:00", "2020-05-10T01:00Z"], None)
+    s, e = w.start, w.end
     assert s == pd.Timestamp("2020-05-09T16:00Z") and e == pd.Timestamp("2020-05-10T01:00Z")
-    assert str(s.tz) == "UTC"
+    assert str(s.tz) == "UTC" and w.exclusions == ()

@@ -533,7 +533,8 @@ def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     assert again.factor().value == want.value and again.to_dict() == m.to_dict()
     assert measure({"occupancy": records.occupancy}).factor().value == want.value
     # to_dict is the CLI's object
-    assert m.to_dict() == scheduling_summary(occupancy=records.occupancy, ledger=ledger)
+    assert m.to_dict() == {**scheduling_summary(occupancy=records.occupancy, ledger=ledger),
+                           "window": m.window.to_dict()}
     assert m.factor("vc3sl").value == scheduling_goodput(occupancy=records.occupancy, pool="vc3sl").value
 
 
