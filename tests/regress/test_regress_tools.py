@@ -142,7 +142,7 @@ def test_a_damaged_baselines_folder_is_refused_in_one_line(
     copy = _damaged_copy(built, tmp_path, edit)
     with pytest.raises(InputError, match=message):
         check_baselines(pairs["units"]["baseline"], copy, boot=20)
-    assert read_index(built)["format"] == "fleetlib baselines 1"  # the folder as built reads
+    assert read_index(built)["format"] == "fleetlib baselines 2"  # the folder as built reads
 
 
 def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
