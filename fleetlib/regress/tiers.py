@@ -1,7 +1,7 @@
 """Table 4's regression tiers as metric sets, each read from the record that settles its factor.
 
 Every metric is a ratio of sums over one unit table of :class:`~fleetlib.regress.units.FleetUnits`
-(so its bootstrap resamples the unit that fits its factor's timescale):
+(resampled at its own unit: :data:`RESAMPLING`, or the metric's ``cluster``):
 
 =====================  ========  ===================================================================
 tier                   factor    metrics

@@ -8,7 +8,7 @@ tables whose sums are the measured factors:
   the rows it is S's numerator, denominator and losses.
 * ``jobs`` -- :attr:`FleetMeasurement.jobs` plus the timings Table 4's runtime and allocation tiers
   read: queue wait to gang completion, startup seconds, restarts,
-  the day and cycle the gang completed in, and each job's contract fields (software version,
+  the cycle the gang completed in, and each job's contract fields (software version,
   architecture, pool) and its submit time (with the job id, the job's identity across two
   bundles).  Summed it is R's numerator, denominator and losses.
 * ``commits`` -- one row per synchronous checkpoint pause inside the window: the runtime's own
@@ -343,7 +343,6 @@ def fleet_units(
     rel = ((gc - win.start) / length).to_numpy(float)
     last = max(int(cycles["cycle"].max()), 0)
     jobs["cycle"] = np.clip(np.floor(np.nan_to_num(rel, nan=0.0)), 0, last).astype(int)
-    jobs["day"] = np.floor(((gc - win.start) / pd.Timedelta("1D")).to_numpy(float)).astype(int)
     scheduled = set(alloc["job_id"])
     steps, events, _joined, _owner = read_timelines(man, set(jobs.index), scheduled, Ledger())
     d = jobs["devices"].to_numpy(float)

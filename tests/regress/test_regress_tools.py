@@ -170,6 +170,16 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     assert all(keys <= set(v) for v in out["verdicts"])
     assert any(v["metric"] == "checkpoint pause per commit" and v["significant"] for v in out["verdicts"])
     assert [d["field"] for d in out["contract_differences"]] == ["storage"]
+    # the same jobs drawn on both sides: paired by job, and every verdict says so
+    assert out["settings"]["pairing"]["job"]["paired"] and out["settings"]["family"] == "Holm step-down"
+    assert all(v["pairing"].startswith("paired by") for v in out["verdicts"] if v["factor"] == "runtime")
+    code = main([
+        "compare", str(rp.baseline), str(rp.candidates["storage"]), "--cycle", "2h", "--boot", "100",
+        "--tier", "startup_recovery", "--pairing", "independent",
+    ])
+    text = capsys.readouterr().out
+    assert code == 0 and "pairing: jobs independent (asked); cycles independent (asked)" in text
+    assert "Holm step-down" in text and "MDE" in text
     # the text rendering of a refused comparison says so
     from fleetlib.regress.commands import render_compare
 
