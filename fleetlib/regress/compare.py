@@ -89,6 +89,7 @@ __all__ = [
     "false_alarm_rate",
     "holm",
     "pairing",
+    "ratio_standard_error",
     "unit_tables",
     "verdict_table",
 ]
@@ -254,6 +255,35 @@ def _ratio(num: np.ndarray, den: np.ndarray, scale: float) -> Any:
     return stat
 
 
+def ratio_standard_error(
+    num: Any, den: Any, *, scale: float = 1.0, boot: int = 400, seed: int = 0, table: str = "given"
+) -> float:
+    """Return the bootstrap standard error of ``scale x sum(num) / sum(den)`` over independent units.
+
+    Parameters
+    ----------
+    num, den
+        Per unit (a job, a cycle: its rows already summed), the numerator and denominator.
+    scale
+        Multiplier of the ratio.
+    boot
+        Resamples (:func:`scipy.stats.bootstrap`, units drawn with replacement).
+    seed
+        Seed of the resampling.
+    table
+        Named in the error when ``boot`` times the units would exhaust memory.
+
+    Returns
+    -------
+    float
+        The resamples' standard deviation (NaN with fewer than two units).
+    """
+    n_arr, d_arr = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if n_arr.size < 2:
+        return float("nan")
+    return _bootstrap_sd(_ratio(n_arr, d_arr, scale), n_arr.size, boot, seed, table)
+
+
 def _ratio_test(
     m: Metric, ga: pd.DataFrame | None, gb: pd.DataFrame | None, paired: bool, boot: int, seed: int
 ) -> dict[str, Any]:
@@ -286,11 +316,9 @@ def _ratio_test(
     out["units"] = min(na, nb)
     if min(na, nb) < MIN_UNITS:
         return out
-    se_a = _bootstrap_sd(
-        _ratio(ga["num"].to_numpy(float), ga["den"].to_numpy(float), m.scale), na, boot, seed, m.table
-    )
-    se_b = _bootstrap_sd(
-        _ratio(gb["num"].to_numpy(float), gb["den"].to_numpy(float), m.scale), nb, boot, seed + 1, m.table
+    se_a, se_b = (
+        ratio_standard_error(g["num"], g["den"], scale=m.scale, boot=boot, seed=seed + k, table=m.table)
+        for k, g in enumerate((ga, gb))
     )
     out["se"] = float(math.hypot(se_a, se_b))
     welch = se_a**4 / (na - 1) + se_b**4 / (nb - 1)
