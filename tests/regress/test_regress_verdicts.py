@@ -134,6 +134,22 @@ def test_jobs_of_another_seed_are_not_the_same_jobs(twin: dict[str, Any], tmp_pa
     assert not p["job"]["paired"] and not p["cycle"]["paired"]  # ...they are not the same jobs
 
 
+def test_sides_sharing_half_their_jobs_are_paired_by_job(twin: dict[str, Any]) -> None:
+    u = twin["units"][0]
+    ids = list(u.jobs.index)
+    n = len(ids)
+    # two overlapping sets of the same bundle's jobs (as two windows of long-running jobs would be)
+    early, late = u.subset(jobs=ids[: 3 * n // 4]), u.subset(jobs=ids[n // 4 :])
+    p = pairing(unit_tables(early), unit_tables(late))
+    shared = len(set(ids[: 3 * n // 4]) & set(ids[n // 4 :]))
+    assert p["job"]["paired"] and p["job"]["shared"] == shared
+    assert p["job"]["text"] == f"paired by job ({shared} shared of {3 * n // 4} | {n - n // 4})"
+    halves = pairing(unit_tables(u.subset(jobs=ids[: n // 2])), unit_tables(u.subset(jobs=ids[n // 2 :])))
+    assert not halves["job"]["paired"] and halves["job"]["text"].startswith("independent (0 of")
+    res = compare(early, late)
+    assert all(v["pairing"].startswith("paired by job") for v in res.verdicts if v["factor"] == "runtime")
+
+
 def test_holm_step_down_by_hand() -> None:
     # sorted 0.01, 0.012, 0.03, 0.04 at alpha 0.05: 0.01 <= 0.05/4, 0.012 <= 0.05/3, 0.03 > 0.05/2: stop
     reject, level, adjusted = holm([0.03, 0.01, 0.04, 0.012], 0.05)
