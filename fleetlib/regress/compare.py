@@ -575,8 +575,10 @@ def _record(
     elif test is None:
         if m.kind == "events":
             rec["verdict"] = "no events on either side: nothing to test"
-        elif not np.isfinite(r["se"]):
+        elif r["units"] < MIN_UNITS:
             rec["verdict"] = f"too few units (n={r['units']}) to test"
+        elif not np.isfinite(r["se"]):
+            rec["verdict"] = "no interval: the resamples' ratio is undefined (no denominator)"
         else:
             rec["verdict"] = (
                 "no change on any unit" if "paired" in pair_text[:6] else "no change measurable (no spread)"
