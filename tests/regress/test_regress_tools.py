@@ -173,16 +173,17 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     # the same jobs drawn on both sides: paired by job, and every verdict says so
     assert out["settings"]["pairing"]["job"]["paired"] and out["settings"]["family"] == "Holm step-down"
     assert all(v["pairing"].startswith("paired by") for v in out["verdicts"] if v["factor"] == "runtime")
-    code = main([
-        "compare", str(rp.baseline), str(rp.candidates["storage"]), "--cycle", "2h", "--boot", "100",
-        "--tier", "startup_recovery", "--pairing", "independent",
-    ])
-    text = capsys.readouterr().out
-    assert code == 0 and "pairing: jobs independent (asked); cycles independent (asked)" in text
-    assert "Holm step-down" in text and "MDE" in text
-    # the text rendering of a refused comparison says so
+    from fleetlib.cli import build_parser
     from fleetlib.regress.commands import render_compare
 
+    args = build_parser().parse_args(["compare", "A", "B", "--pairing", "independent"])
+    assert args.pairing == "independent"
+    alone = compare(pairs["units"]["baseline"], pairs["units"]["storage"], tiers=["startup_recovery"],
+                    boot=60, paired=False)
+    text = render_compare(alone.to_dict())
+    assert "pairing: jobs independent (asked); cycles independent (asked)" in text
+    assert "Holm step-down" in text and "MDE" in text
+    # the text rendering of a refused comparison says so
     refused = compare(
         pairs["units"]["baseline"], pairs["units"]["compiler"], tiers=["startup_recovery"], boot=60
     )

@@ -19,6 +19,9 @@ from fleetlib.regress import fleet_units
 from fleetlib.regress.compare import MIN_UNITS, compare, false_alarm_rate, holm, pairing, unit_tables
 from fleetlib.regress.synth import checkpoint_twin, unchanged_pairs
 
+#: The twin is written and measured once per process: under pytest-xdist this module keeps one worker.
+pytestmark = pytest.mark.xdist_group("checkpoint_twin")
+
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
