@@ -15,8 +15,8 @@ checkpoint pause per commit, the commits clustered by their job; for P and the p
 retained steps clustered by their job.  A unit's rows are summed first; units are resampled whole
 (the cluster bootstrap).  Commits and steps are not resampled one by one: a job's checkpoints write
 the same state to the same storage and its steps run the same model, so they move together -- resampled
-one by one, unchanged pairs of synthetic fleets (:func:`fleetlib.regress.synth.unchanged_pairs`) called
-the pause per commit significant in 10 of 20 pairs.  With fewer than :data:`MIN_UNITS` units on a side
+one by one, 20 disjoint unchanged pairs of synthetic fleets (4 nodes, two days, different seeds) called
+the pause per commit significant in 10 of the 20.  With fewer than :data:`MIN_UNITS` units on a side
 (paired: in all) a metric gets no interval but "too few units (n=2) to test": fewer clusters than that
 make a cluster bootstrap's standard error unreliable (Cameron, Gelbach and Miller 2008,
 "Bootstrap-based improvements for inference with clustered errors").

@@ -192,26 +192,41 @@ def checkpoint_twin(
 
 
 def unchanged_pairs(
-    out_dir: str | Path, *, pairs: int = 20, devices: int = 32, days: float = 2.0, seed: int = 0
+    out_dir: str | Path,
+    *,
+    pairs: int = 20,
+    fleets: int = 7,
+    devices: int = 32,
+    days: float = 2.0,
+    seed: int = 0,
 ) -> list[tuple[Path, Path]]:
-    """Write ``pairs`` unchanged pairs of fleets drawn with the same parameters and different seeds.
+    """Write unchanged pairs: fleets drawn with the same parameters and different seeds, paired.
 
-    ``pairs + 1`` fleets are written, seeds ``seed`` to ``seed + pairs``; pair ``i`` is the fleets of
-    seeds ``seed + i`` and ``seed + i + 1`` (adjacent pairs share a fleet: half the fleets to write and
-    measure).  Nothing differs between the two fleets of a pair but the draw (their job ids coincide,
-    their jobs do not: a job is identified by its id and submit time), so any significant change is a
-    false alarm.
+    ``fleets`` fleets are written (seeds ``seed`` to ``seed + fleets - 1``) and the first ``pairs``
+    of their pairs are returned, in order (0, 1), (0, 2), ... (7 fleets hold 21 pairs: a seventh of
+    the fleets to write and measure that 20 disjoint pairs would need; a fleet is in several pairs).
+    Nothing differs between the two fleets of a pair but the draw (their job ids coincide, their jobs
+    do not: a job is identified by its id and submit time), so any significant change is a false
+    alarm.
 
     Returns
     -------
     list of (Path, Path)
         The ``fleet.yaml`` paths of each pair.
+
+    Raises
+    ------
+    DomainError
+        More pairs than ``fleets`` hold.
     """
     from fleetlib.fleet.synth import synth_fleet
+    from fleetlib.quality import DomainError
 
+    if pairs > fleets * (fleets - 1) // 2:
+        raise DomainError(f"{fleets} fleets hold {fleets * (fleets - 1) // 2} pairs; asked for {pairs}")
     out = Path(out_dir)
-    fleets = [
+    written = [
         synth_fleet(out / f"seed{seed + i}", devices=devices, days=days, seed=seed + i, inject={}).manifest
-        for i in range(pairs + 1)
+        for i in range(fleets)
     ]
-    return list(itertools.pairwise(fleets))
+    return list(itertools.combinations(written, 2))[:pairs]
