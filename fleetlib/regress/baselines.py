@@ -2,9 +2,10 @@
 
 :func:`build_baselines` pools the units of one or more measured bundles and writes, per
 (pool, architecture, software version) of their jobs, a folder
-``DIR/pool=P/architecture=A/software_version=V/`` with ``jobs.parquet``, ``steps.parquet`` and
-``rank_steps.parquet``, and per pool ``DIR/pool=P/cycles.parquet`` (the allocation tier's whole
-demand cycles); ``DIR/baselines.json`` lists them with the contract they were built under.
+``DIR/pool=P/architecture=A/software_version=V/`` with ``jobs.parquet``, ``commits.parquet``,
+``steps.parquet`` and ``rank_steps.parquet``, and per pool ``DIR/pool=P/cycles.parquet`` (the
+allocation tier's whole demand cycles); ``DIR/baselines.json`` lists them with the contract they
+were built under.
 
 :func:`check_baselines` splits a bundle the same way and compares each group with its baseline
 (:func:`fleetlib.regress.compare.compare`): the program and runtime tiers per (pool, architecture,
@@ -36,9 +37,9 @@ def _safe(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value))
 
 
-def _stack(units_list: Sequence[Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _stack(units_list: Sequence[Any]) -> dict[str, pd.DataFrame]:
     """Pool several bundles' units; job ids prefixed by the bundle's index, cycles renumbered."""
-    jobs, steps, ranks, cycles = [], [], [], []
+    jobs, commits, steps, ranks, cycles = [], [], [], [], []
     offset = 0
     for i, u in enumerate(units_list):
         prefix = f"b{i}:" if len(units_list) > 1 else ""
@@ -46,6 +47,9 @@ def _stack(units_list: Sequence[Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         j.index = prefix + j.index.astype(str)
         j["cycle"] = j["cycle"] + offset
         jobs.append(j)
+        k = u.commits.copy()
+        k["job_id"] = prefix + k["job_id"].astype(str)
+        commits.append(k)
         s = u.steps.copy()
         s["job_id"] = prefix + s["job_id"].astype(str)
         steps.append(s)
@@ -57,12 +61,13 @@ def _stack(units_list: Sequence[Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         c["cycle"] = c["cycle"] + offset
         cycles.append(c)
         offset += int(u.cycles["cycle"].max()) + 1 if len(u.cycles) else 0
-    return (
-        pd.concat(jobs),
-        pd.concat(steps, ignore_index=True),
-        pd.concat(ranks, ignore_index=True),
-        pd.concat(cycles, ignore_index=True),
-    )
+    return {
+        "jobs": pd.concat(jobs),
+        "commits": pd.concat(commits, ignore_index=True),
+        "steps": pd.concat(steps, ignore_index=True),
+        "rank_steps": pd.concat(ranks, ignore_index=True),
+        "cycles": pd.concat(cycles, ignore_index=True),
+    }
 
 
 def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str, Any]:
@@ -91,7 +96,8 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
     if len(cycles_len) > 1:
         raise InputError(f"bundles measured with different cycles {sorted(cycles_len)}", field="cycle")
     out = Path(out_dir)
-    jobs, steps, ranks, cycles = _stack(units_list)
+    stacked = _stack(units_list)
+    jobs, steps, cycles = stacked["jobs"], stacked["steps"], stacked["cycles"]
     groups = []
     for key, sel in jobs.groupby(list(_GROUP), sort=True):
         pool, arch, ver = (str(k) for k in key)
@@ -100,8 +106,9 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
         )
         folder.mkdir(parents=True, exist_ok=True)
         sel.rename_axis("job_id").reset_index().to_parquet(folder / "jobs.parquet", index=False)
-        steps[steps["job_id"].isin(sel.index)].to_parquet(folder / "steps.parquet", index=False)
-        ranks[ranks["job_id"].isin(sel.index)].to_parquet(folder / "rank_steps.parquet", index=False)
+        for name in ("commits", "steps", "rank_steps"):
+            t = stacked[name]
+            t[t["job_id"].isin(sel.index)].to_parquet(folder / f"{name}.parquet", index=False)
         groups.append(
             {
                 "pool": pool,
@@ -136,7 +143,7 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
     return index
 
 
-_FORMAT = "fleetlib baselines 1"
+_FORMAT = "fleetlib baselines 2"  # 2: checkpoint commits as units, jobs with their submit time
 #: JSON's names for the decoded kinds, for messages
 _JSON_KINDS: dict[Any, str] = {dict: "an object", list: "an array", str: "text", int: "a number",
                                float: "a number", bool: "true or false"}
@@ -226,7 +233,9 @@ def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, softw
     if not hit:
         return None
     folder = base / hit[0]["folder"]
-    tables = {name: _read_parquet(folder / f"{name}.parquet") for name in ("jobs", "steps", "rank_steps")}
+    tables = {
+        name: _read_parquet(folder / f"{name}.parquet") for name in ("jobs", "commits", "steps", "rank_steps")
+    }
     for name, frame in tables.items():
         if "job_id" not in frame.columns:
             raise InputError("has no job_id column (rebuild the folder with fleetlib baseline build)",
@@ -244,6 +253,7 @@ def load_baseline(baselines_dir: str | Path, pool: str, architecture: str, softw
         contract=contract,
         cycles=cycles,
         jobs=tables["jobs"].set_index("job_id"),
+        commits=tables["commits"],
         steps=tables["steps"],
         cycle=pd.Timedelta(index["cycle"]),
         rank_steps=tables["rank_steps"],

@@ -53,7 +53,7 @@ def run_compare(
     tiers: Sequence[str] | None = None,
     boot: int = 400,
     seed: int = 0,
-    paired: bool = False,
+    paired: bool | None = None,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib compare``.
 
@@ -139,7 +139,12 @@ def _num(v: Any, unit: str) -> str:
 
 
 def render_compare(res: Mapping[str, Any]) -> str:
-    """Render ``fleetlib compare``'s result as text: differences, then the verdicts by tier."""
+    """Render ``fleetlib compare``'s result as text: differences, pairing, then the verdicts by tier.
+
+    Each metric's line: baseline -> candidate, the delta, its interval at the confidence Holm's
+    step-down judged it at, the minimum detectable effect (MDE), the verdict and the resampling unit
+    with its count.
+    """
     lines = [f"compare {res['baseline']!r} (baseline) -> {res['candidate']!r} (candidate)"]
     for side, window in res.get("windows", {}).items():
         lines += [f"{side}: {line}" for line in exclusion_lines(window)]
@@ -158,9 +163,12 @@ def render_compare(res: Mapping[str, Any]) -> str:
             + " (name it with --under-test, or --allow-confounded)"
         )
     s = res["settings"]
+    lines.append("pairing: " + "; ".join(f"{k}s {p['text']}" for k, p in s["pairing"].items()))
     lines.append(
-        f"intervals: {100 * s['level']:.0f} % family-wise over {s['bonferroni_metrics']} metrics; "
-        f"{s['boot']} bootstrap draws; cycle {s['cycle']}"
+        f"family: {100 * s['level']:.0f} % family-wise, Holm step-down over {s['tested_metrics']} metrics "
+        f"tested (each interval at the confidence Holm judged it at); MDE: the delta found with "
+        f"{100 * s['power']:.0f} % power; {s['boot']} bootstrap resamples; at least {s['min_units']} units "
+        f"to test; cycle {s['cycle']}"
     )
     current = None
     for v in res["verdicts"]:
@@ -171,16 +179,31 @@ def render_compare(res: Mapping[str, Any]) -> str:
             ""
             if v["ci_low"] is None
             else f" [{_num(v['ci_low'], v['unit'])}, {_num(v['ci_high'], v['unit'])}]"
+            f" at {100 * v['ci_level']:.2f} %"
         )
+        mde = "" if v["mde"] is None else f", MDE {_num(v['mde'], v['unit'])}"
         delta = "n/a" if v["delta"] is None else f"{v['delta']:+.4g}"
         letter = _FACTOR_LETTER.get(v["factor"], v["factor"])
         lines.append(
             f"  {letter} {v['metric']:<48} {_num(v['baseline'], v['unit']):>9} -> "
-            f"{_num(v['candidate'], v['unit']):>9}  {delta:>10}{ci}  {v['verdict']}"
+            f"{_num(v['candidate'], v['unit']):>9}  {delta:>10}{ci}{mde}  {v['verdict']}"
+            f"  ({v['units']} {_UNIT_WORD.get(v['resampling'], 'units')})"
         )
     for n in res.get("notes", []):
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+#: The resampling unit's short name in a verdict line.
+_UNIT_WORD = {
+    "whole demand cycles": "cycles",
+    "whole demand cycles (their jobs summed)": "cycles",
+    "jobs": "jobs",
+    "checkpoint commits": "commits",
+    "jobs (their retained steps summed)": "jobs",
+    "jobs (their per-rank timer steps summed)": "jobs",
+    "exact conditional binomial test (events over exposure)": "events",
+}
 
 
 def run_baseline_build(
@@ -318,7 +341,7 @@ def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         tiers=args.tier,
         boot=args.boot,
         seed=args.seed,
-        paired=args.paired,
+        paired={"auto": None, "paired": True, "independent": False}[args.pairing],
     )
 
 
@@ -350,9 +373,12 @@ def register(
         "compare",
         help="two bundles, two windows or two groups -> per factor, loss and tier: delta, CI, verdict",
         description="Compare two measurements under their contracts: per factor, loss category and "
-        "Table 4 tier, the baseline, candidate, delta, a bootstrap interval at the factor's resampling "
-        "unit (cycles for S, jobs within days for R, steps within jobs for P) and a verdict; contract "
-        "fields that differ and are not under test are named and block the verdict.",
+        "Table 4 tier, the baseline, candidate, delta, an interval resampled at the metric's own unit "
+        "(demand cycles for S and its losses, jobs for R and per-job timings, commits for the checkpoint "
+        "pause, jobs' retained steps for P), paired by unit id where the sides share units, the minimum "
+        "detectable effect and a verdict, family-wise by Holm's step-down; 'too few units (n=2) to test' "
+        "where a metric has too few units. Contract fields that differ and are not under test are named "
+        "and block the verdict.",
     )
     p.add_argument("baseline", type=Path, metavar="BASELINE", help="fleet.yaml or bundle folder")
     p.add_argument("candidate", type=Path, nargs="?", metavar="CANDIDATE", help="second bundle (optional)")
@@ -368,9 +394,15 @@ def register(
     p.add_argument("--allow-confounded", action="store_true", help="verdicts even when other fields differ")
     p.add_argument("--cycle", default="1D", help="demand-cycle length, S's resampling unit (default 1D)")
     p.add_argument("--tier", action="append", choices=list(TIERS), help="only these tiers (repeatable)")
-    p.add_argument("--boot", type=int, default=400, help="bootstrap draws (default 400)")
+    p.add_argument("--boot", type=int, default=400, help="bootstrap resamples (default 400)")
     p.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
-    p.add_argument("--paired", action="store_true", help="the two sides hold the same jobs (same unit ids)")
+    p.add_argument(
+        "--pairing",
+        choices=["auto", "paired", "independent"],
+        default="auto",
+        help="auto (default): pair by unit id where the sides share their jobs (same id and submit time), "
+        "commits and cycles; paired: pair whatever they share; independent: never pair",
+    )
     add_json(p)
     p.set_defaults(func=_cmd_compare, render=render_compare)
 

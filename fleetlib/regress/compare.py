@@ -3,18 +3,48 @@
 :func:`compare` takes two :class:`~fleetlib.regress.units.FleetUnits` (two bundles, two windows of
 one bundle, or two groups of one bundle split by a contract field) and returns, for every metric of
 :func:`fleetlib.regress.tiers.factor_metrics` and :func:`~fleetlib.regress.tiers.tier_metrics`, the
-baseline, the candidate, the delta and a confidence interval of the delta, and a verdict.
+baseline, the candidate, the delta, an interval of the delta, the minimum detectable effect and a
+verdict.
+
+Units
+-----
+Each metric is ``scale x sum(num) / sum(den)`` over one unit table, and is resampled at its own unit
+(:data:`fleetlib.regress.tiers.RESAMPLING`): whole demand cycles for S and its losses (and for the
+queue wait of the jobs completing in them); jobs for R, its losses and the per-job timings; for the
+checkpoint pause per commit, the commits clustered by their job; for P and the per-step tiers, the
+retained steps clustered by their job.  A unit's rows are summed first; units are resampled whole
+(the cluster bootstrap).  Commits and steps are not resampled one by one: a job's checkpoints write
+the same state to the same storage and its steps run the same model, so they move together -- resampled
+one by one, 20 disjoint unchanged pairs of synthetic fleets (4 nodes, two days, different seeds) called
+the pause per commit significant in 10 of the 20.  With fewer than :data:`MIN_UNITS` units on a side
+(paired: in all) a metric gets no interval but "too few units (n=2) to test": fewer clusters than that
+make a cluster bootstrap's standard error unreliable (Cameron, Gelbach and Miller 2008,
+"Bootstrap-based improvements for inference with clustered errors").
+
+Pairing
+-------
+A job is the same job on both sides when its id and its submit time agree (the same jobs replayed,
+or two windows of long-running jobs); its commits and steps then pair through it.  When the sides
+share at least half of the smaller side's jobs, every job-level metric is paired by job id; demand
+cycles are paired by their start when the jobs are paired (the same demand replayed) and at least
+half of them are shared.  A paired metric resamples the union of both sides' units jointly (a unit on
+one side only counts zero on the other), so the interval is that of the paired delta.  Each verdict
+and the settings say which pairing was used (``paired=False`` forces independent sides).
 
 The interval
 ------------
-Each side is resampled on its own by a Poisson bootstrap (every unit weighted by a Poisson(1)
-draw) at the unit that fits the factor's timescale: whole demand cycles for S, jobs within days for
-R (two-stage: days, then jobs), retained steps within jobs for P (two-stage: jobs, then steps).
-The delta's interval is ``delta +- t x sqrt(se_baseline^2 + se_candidate^2)`` with the bootstrap
-standard errors and ``t`` Student's quantile at ``1 - alpha / (2 m)`` on ``units - 1`` degrees of
-freedom (``units`` the smaller side's count of independent units): Bonferroni over the ``m``
-metrics compared, so the chance that *any* metric of an unchanged pair is called significant is at
-most about ``alpha`` (measured in the tests: :func:`false_alarm_rate`).
+The delta's standard error is the standard deviation of :func:`scipy.stats.bootstrap`'s resamples
+(paired: of the delta; otherwise each side's, combined, with Welch-Satterthwaite degrees of
+freedom; paired: units - 1).  The test is Student's ``t = delta / se`` (:data:`scipy.stats.t`).
+Event counts (straggler episodes) are compared by the exact conditional binomial test
+(:func:`scipy.stats.binomtest`, Clopper-Pearson interval).  The family-wise error over the metrics
+tested is held at ``1 - level`` by Holm's step-down: ordered by p-value, the ``i``-th smallest is
+significant when it and every smaller one satisfies ``p_(j) <= alpha / (m - j + 1)``.  Each interval
+is given at the level Holm judged its metric at (``alpha / (m - i + 1)`` for a rejected one, the
+level of the step that stopped for the rest), so an interval excludes 0 exactly when the verdict is
+significant; it is then cut to the metric's range (every metric is at least 0; a share at most 1),
+which never moves 0 in or out.  The minimum detectable effect is the delta the test would find with
+:data:`POWER` probability as the family's first step, ``(t(1 - alpha / 2m) + t(POWER)) x se``.
 
 The contract
 ------------
@@ -26,17 +56,20 @@ A field that differs and is not ``under_test`` confounds the comparison: every v
 from __future__ import annotations
 
 import math
-import statistics
+import warnings
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from fleetlib.contract import contract_differences
 from fleetlib.quality import DomainError
 from fleetlib.regress.tiers import (
+    CLUSTERS,
     RESAMPLING,
     STRAGGLER_BOUND,
     TIERS,
@@ -49,24 +82,63 @@ from fleetlib.regress.tiers import (
 )
 
 __all__ = [
+    "MIN_UNITS",
+    "POWER",
     "Comparison",
-    "binomial_bounds",
     "compare",
     "false_alarm_rate",
-    "poisson_bounds",
-    "t_quantile",
+    "holm",
+    "pairing",
+    "ratio_standard_error",
     "unit_tables",
     "verdict_table",
 ]
 
+#: Fewest resampling units a side (paired: the union) needs for a metric to be tested.
+MIN_UNITS: int = 8
+#: Power at which the minimum detectable effect is stated.
+POWER: float = 0.8
+#: The most bootstrap indices one metric's resampling may hold (int64: 8 bytes each).
+_MAX_INDEX_CELLS = 1 << 28
 _P_COLS = ("step_time_above_baseline", "below_ideal_rate", "program_unobserved")
+#: Unit kinds, the unit tables keyed by each, and the key column.
+_KINDS: dict[str, tuple[str, ...]] = {
+    "job": ("jobs", "commits", "steps", "rank_steps"),
+    "cycle": ("cycles",),
+}
+
+
+def _job_keys(jobs: pd.DataFrame) -> pd.Series:
+    """Return each job's identity across two bundles: its id and its submit time."""
+    submit = pd.to_datetime(jobs["submit"], utc=True)
+    text = pd.Series(
+        np.where(submit.isna(), "", submit.astype(str).to_numpy(dtype=object)), index=jobs.index, dtype=object
+    )
+    return pd.Series(jobs.index.astype(str), index=jobs.index, dtype=object) + "@" + text
+
+
+def _cycle_keys(cycles: pd.DataFrame, index: pd.Series) -> pd.Series:
+    """Return each demand cycle's identity: its start (its index when the units hold no cycles)."""
+    starts = {}
+    if len(cycles) and "cycle_start" in cycles:
+        starts = dict(zip(cycles["cycle"].astype(int), cycles["cycle_start"].astype(str), strict=True))
+    return pd.Series([starts.get(int(c), f"cycle {int(c)}") for c in index], index=index.index, dtype=object)
 
 
 def unit_tables(units: Any) -> dict[str, pd.DataFrame]:
-    """Return the four unit tables the metrics sum over (with the job fields joined to steps)."""
+    """Return the five unit tables the metrics sum over, each row carrying its unit's key.
+
+    ``cycles`` (``cycle_key``), ``jobs`` (``job_key``, ``cycle_key``), ``commits``, ``steps`` and
+    ``rank_steps`` (``job_key``; the job fields joined to the steps).
+    """
     jobs = units.jobs.copy()
     jobs["one"] = 1.0
+    jobs["job_key"] = _job_keys(jobs)
+    jobs["cycle_key"] = _cycle_keys(units.cycles, jobs["cycle"])
     cycles = units.cycles.copy()
+    cycles["cycle_key"] = (
+        _cycle_keys(units.cycles, cycles["cycle"]) if len(cycles) else pd.Series(dtype=object)
+    )
     steps = units.steps.copy()
     job_cols = ["architecture", "software_version", "pool", "productive_device_s", *_P_COLS]
     j = jobs.loc[steps["job_id"], job_cols].reset_index(drop=True)
@@ -82,250 +154,217 @@ def unit_tables(units: Any) -> dict[str, pd.DataFrame]:
     steps["one"] = 1.0
     steps["has_config"] = jobs.loc[steps["job_id"], "ideal_device_s"].notna().to_numpy()
     steps["slow_step"] = (steps["step_ratio"].to_numpy(float) > 1.0 + STRAGGLER_BOUND).astype(float)
+    key_of = jobs["job_key"]
+    steps["job_key"] = key_of.reindex(steps["job_id"]).to_numpy()
+    ranks = units.rank_steps if units.rank_steps is not None else rank_step_table(units.rank_timers)
+    ranks = ranks.copy()
+    ranks["job_key"] = (
+        key_of.reindex(ranks["job_id"].astype(str)).fillna(ranks["job_id"].astype(str)).to_numpy()
+    )
+    commits = units.commits.copy()
+    commits["job_key"] = key_of.reindex(commits["job_id"].astype(str)).to_numpy(dtype=object)
     return {
         "cycles": cycles,
         "jobs": jobs.reset_index(),
+        "commits": commits,
         "steps": steps,
-        "rank_steps": rank_step_table(units.rank_timers),
+        "rank_steps": ranks,
     }
 
 
-def t_quantile(p: float, df: float) -> float:
-    """Return Student's t quantile (Hill's 1970 expansion of the normal quantile; exact as df grows).
+def pairing(ta: Mapping[str, pd.DataFrame], tb: Mapping[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+    """Return, per kind of unit (job, cycle), whether two sides' units are paired and why.
 
-    Parameters
-    ----------
-    p
-        Probability in (0.5, 1).
-    df
-        Degrees of freedom (at least 1).
+    Jobs (and with them their commits and steps) are paired when the sides share at least half of the
+    smaller side's jobs (same id and submit time); cycles when the jobs are paired and the sides share
+    at least half of the smaller side's cycles (same start).
+
+    Returns
+    -------
+    dict
+        ``{kind: {"paired", "shared", "baseline", "candidate", "text"}}``.
     """
-    z = statistics.NormalDist().inv_cdf(p)
-    v = max(float(df), 1.0)
-    return float(
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
-    )
-
-
-#: Columns that identify a unit across two sides (paired comparisons).
-_KEYS: dict[str, tuple[str, ...]] = {
-    "cycles": ("pool", "cycle"),
-    "jobs": ("job_id",),
-    "steps": ("job_id", "step"),
-    "rank_steps": ("job_id", "step"),
-}
-
-
-def _labels(t: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
-    if not len(t):
-        return pd.Series([], dtype=object)
-    out = t[cols[0]].astype(str).astype(object)
-    for c in cols[1:]:
-        out = out + "|" + t[c].astype(str).astype(object)
+    out: dict[str, dict[str, Any]] = {}
+    for kind, tables in _KINDS.items():
+        col = RESAMPLING[tables[0]][0]
+        a = set(ta[tables[0]][col]) if col in ta[tables[0]] else set()
+        b = set(tb[tables[0]][col]) if col in tb[tables[0]] else set()
+        shared = len(a & b)
+        smaller = min(len(a), len(b))
+        paired = shared > 0 and 2 * shared >= smaller and (kind == "job" or out["job"]["paired"])
+        why = (
+            f"paired by {kind} ({shared} shared of {len(a)} | {len(b)})"
+            if paired
+            else f"independent ({shared} of {len(a)} | {len(b)} {kind}s shared"
+            + (")" if kind == "job" or out["job"]["paired"] else "; the jobs are not paired)")
+        )
+        out[kind] = {"paired": paired, "shared": shared, "baseline": len(a), "candidate": len(b), "text": why}
     return out
 
 
-def _poisson_cdf(k: int, lam: float) -> float:
-    if lam <= 0:
-        return 1.0
-    terms = [-lam + i * math.log(lam) - math.lgamma(i + 1) for i in range(k + 1)]
-    top = max(terms)
-    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+def _unit_sums(t: pd.DataFrame, m: Metric) -> pd.DataFrame | None:
+    """Return ``num`` and ``den`` summed per unit of the metric (rows ``where``), or None."""
+    key = m.cluster or RESAMPLING[m.table][0]
+    if not len(t) or m.num not in t or m.den not in t or key not in t:
+        return None
+    mask = np.ones(len(t), dtype=bool)
+    for col, value in m.where.items():
+        mask &= (t[col] == value).to_numpy()
+    sel = pd.DataFrame(
+        {
+            "key": t[key].to_numpy()[mask],
+            "num": t[m.num].to_numpy(float)[mask],
+            "den": t[m.den].to_numpy(float)[mask],
+        }
+    )
+    g = sel.groupby("key", sort=True)[["num", "den"]].sum()
+    g = g[(g["den"].to_numpy() > 0) | (g["num"].to_numpy() != 0)]
+    return g if len(g) and g["den"].sum() > 0 else None
 
 
-def poisson_bounds(k: int, tail: float) -> tuple[float, float]:
-    """Return the exact (Garwood) bounds of a Poisson mean from ``k`` events, ``tail`` in each tail.
+def _bootstrap_sd(stat: Any, n: int, boot: int, seed: int, table: str) -> float:
+    """Return the standard deviation of ``boot`` resamples of ``stat`` over ``n`` units (scipy.stats)."""
+    cells = boot * n
+    if cells > _MAX_INDEX_CELLS:  # a typo such as --boot 1000000000 would exhaust memory
+        raise DomainError(
+            f"boot={boot} draws over the {n:,} units of the {table} table would hold {cells:,} bootstrap "
+            f"indices (at most {_MAX_INDEX_CELLS:,}, about {_MAX_INDEX_CELLS * 8 / 1e9:.0f} GB while drawn); "
+            "use fewer draws"
+        )
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (np.arange(n),),
+            stat,
+            n_resamples=boot,
+            vectorized=True,
+            method="percentile",
+            batch=max(1, (1 << 22) // max(n, 1)),
+            rng=np.random.default_rng(seed),
+        )
+    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    dist = dist[np.isfinite(dist)]
+    return float(np.std(dist, ddof=1)) if dist.size > 1 else float("nan")
+
+
+def _ratio(num: np.ndarray, den: np.ndarray, scale: float) -> Any:
+    def stat(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        d = den[idx].sum(axis=axis)
+        return np.where(d > 0, scale * num[idx].sum(axis=axis) / np.where(d > 0, d, 1.0), np.nan)
+
+    return stat
+
+
+def ratio_standard_error(
+    num: Any, den: Any, *, scale: float = 1.0, boot: int = 400, seed: int = 0, table: str = "given"
+) -> float:
+    """Return the bootstrap standard error of ``scale x sum(num) / sum(den)`` over independent units.
 
     Parameters
     ----------
-    k
-        Events observed (>= 0).
-    tail
-        Probability left in each tail (e.g. 0.025 for a 95 % interval).
+    num, den
+        Per unit (a job, a cycle: its rows already summed), the numerator and denominator.
+    scale
+        Multiplier of the ratio.
+    boot
+        Resamples (:func:`scipy.stats.bootstrap`, units drawn with replacement).
+    seed
+        Seed of the resampling.
+    table
+        Named in the error when ``boot`` times the units would exhaust memory.
+
+    Returns
+    -------
+    float
+        The resamples' standard deviation (NaN with fewer than two units).
     """
+    n_arr, d_arr = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if n_arr.size < 2:
+        return float("nan")
+    return _bootstrap_sd(_ratio(n_arr, d_arr, scale), n_arr.size, boot, seed, table)
 
-    def solve(f: Any, lo: float, hi: float) -> float:
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if f(mid) else (lo, mid)
-        return 0.5 * (lo + hi)
 
-    hi_start = max(10.0, 10.0 * (k + 10))
-    upper = solve(lambda lam: _poisson_cdf(k, lam) > tail, 0.0, hi_start)
-    lower = 0.0 if k == 0 else solve(lambda lam: 1.0 - _poisson_cdf(k - 1, lam) < tail, 0.0, hi_start)
-    return lower, upper
+def _ratio_test(
+    m: Metric, ga: pd.DataFrame | None, gb: pd.DataFrame | None, paired: bool, boot: int, seed: int
+) -> dict[str, Any]:
+    """Return a ratio metric's values, delta, standard error, degrees of freedom and units."""
+    va = float(m.scale * ga["num"].sum() / ga["den"].sum()) if ga is not None else float("nan")
+    vb = float(m.scale * gb["num"].sum() / gb["den"].sum()) if gb is not None else float("nan")
+    out: dict[str, Any] = {"va": va, "vb": vb, "se": float("nan"), "df": float("nan")}
+    out["units_a"] = 0 if ga is None else len(ga)
+    out["units_b"] = 0 if gb is None else len(gb)
+    if ga is None or gb is None:
+        out["units"] = min(out["units_a"], out["units_b"])
+        return out
+    if paired:
+        u = ga.index.union(gb.index)
+        a, b = ga.reindex(u, fill_value=0.0), gb.reindex(u, fill_value=0.0)
+        out["units"] = len(u)
+        if len(u) < MIN_UNITS:
+            return out
+        sa = _ratio(a["num"].to_numpy(float), a["den"].to_numpy(float), m.scale)
+        sb = _ratio(b["num"].to_numpy(float), b["den"].to_numpy(float), m.scale)
+        same = np.array_equal(a.to_numpy(), b.to_numpy())
+        out["se"] = (
+            0.0
+            if same
+            else _bootstrap_sd(lambda i, axis=-1: sb(i, axis) - sa(i, axis), len(u), boot, seed, m.table)
+        )
+        out["df"] = float(len(u) - 1)
+        return out
+    na, nb = len(ga), len(gb)
+    out["units"] = min(na, nb)
+    if min(na, nb) < MIN_UNITS:
+        return out
+    se_a, se_b = (
+        ratio_standard_error(g["num"], g["den"], scale=m.scale, boot=boot, seed=seed + k, table=m.table)
+        for k, g in enumerate((ga, gb))
+    )
+    out["se"] = float(math.hypot(se_a, se_b))
+    welch = se_a**4 / (na - 1) + se_b**4 / (nb - 1)
+    out["df"] = float((se_a**2 + se_b**2) ** 2 / welch) if welch > 0 else float(min(na, nb) - 1)
+    return out
 
 
 def _events(t: pd.DataFrame, m: Metric) -> tuple[float, float]:
     """Return (events, exposure) of an events metric over its rows."""
-    mask = np.ones(len(t), dtype=bool)
-    for col, value in m.where.items():
-        mask &= (t[col] == value).to_numpy()
-    if not len(t) or m.num not in t or m.den not in t:
-        return 0.0, 0.0
-    return float(t.loc[mask, m.num].sum()), float(t.loc[mask, m.den].sum())
+    g = _unit_sums(t, m)
+    return (0.0, 0.0) if g is None else (float(g["num"].sum()), float(g["den"].sum()))
 
 
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    if k < 0:
-        return 0.0
-    if k >= n or p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    terms = [
-        math.lgamma(n + 1)
-        - math.lgamma(i + 1)
-        - math.lgamma(n - i + 1)
-        + i * math.log(p)
-        + (n - i) * math.log1p(-p)
-        for i in range(k + 1)
-    ]
-    top = max(terms)
-    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+def holm(p_values: Sequence[float], alpha: float) -> tuple[list[bool], list[float], list[float]]:
+    """Holm's step-down over a family of p-values.
 
+    Parameters
+    ----------
+    p_values
+        One p-value per hypothesis.
+    alpha
+        Family-wise error rate.
 
-def binomial_bounds(k: int, n: int, tail: float) -> tuple[float, float]:
-    """Return the exact (Clopper-Pearson) bounds of a binomial proportion, ``tail`` in each tail."""
-
-    def solve(f: Any) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(100):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if f(mid) else (lo, mid)
-        return 0.5 * (lo + hi)
-
-    lower = 0.0 if k == 0 else solve(lambda p: 1.0 - _binom_cdf(k - 1, n, p) < tail)
-    upper = 1.0 if k == n else solve(lambda p: _binom_cdf(k, n, p) > tail)
-    return lower, upper
-
-
-def _events_verdict(
-    m: Metric, ta: pd.DataFrame, tb: pd.DataFrame, alpha: float, refused: bool, confounders: list[str]
-) -> dict[str, Any]:
-    """Return an events metric's record: the two Poisson rates compared by the exact conditional test.
-
-    Given the ``K`` events of both sides, the candidate's share is binomial with ``p0 = nb / (na + nb)``
-    when the rates are equal; its Clopper-Pearson interval ``[pl, pu]`` maps onto the delta of the rates
-    as ``K (p / nb - (1 - p) / na)``, so the interval excludes 0 exactly when the test rejects.
+    Returns
+    -------
+    tuple of lists
+        ``reject`` per hypothesis; ``level``: the significance level it was judged at
+        (``alpha / (m - i + 1)`` for the ``i``-th smallest p-value while they are rejected, the level
+        of the first step that was not for every later one); ``adjusted``: Holm's adjusted p-value
+        ``max_{j <= i} min(1, (m - j + 1) p_(j))``.
     """
-    (ka, na), (kb, nb) = _events(ta, m), _events(tb, m)
-    total = round(ka + kb)
-    if na <= 0 or nb <= 0:
-        rec = _verdict(m, float("nan"), float("nan"), float("nan"), 0.0, refused, confounders, 0)
-    elif total == 0:
-        rec = _verdict(m, 0.0, 0.0, float("nan"), 0.0, refused, confounders, 0)
-    else:
-        va, vb = m.scale * ka / na, m.scale * kb / nb
-        pl, pu = binomial_bounds(round(kb), total, alpha / 2)
-        lo = m.scale * total * (pl / nb - (1 - pl) / na)
-        hi = m.scale * total * (pu / nb - (1 - pu) / na)
-        rec = _verdict(m, va, vb, 1.0, 0.0, refused, confounders, total)
-        rec["ci_low"], rec["ci_high"] = float(lo), float(hi)
-        if not refused:
-            sig = bool(lo > 0 or hi < 0)
-            rec["significant"] = sig
-            worse = (vb < va) if m.better == "higher" else (vb > va)
-            rec["verdict"] = ("regression" if worse else "improvement") if sig else "no significant change"
-    rec["resampling"] = "exact conditional Poisson test (events over exposure)"
-    rec["events"] = {"baseline": ka, "candidate": kb}
-    return rec
-
-
-#: The most bootstrap weights one table's draw may hold (float32, drawn as int64: 12 bytes each).
-_MAX_WEIGHT_CELLS = 1 << 28
-
-
-class _Resampler:
-    """Poisson bootstrap weights per (table, cluster) of one side, drawn once and shared by its metrics.
-
-    With a ``partner`` (a paired comparison) a unit with the same key on both sides -- the same cycle,
-    job or step -- gets the same weight on both.
-    """
-
-    def __init__(
-        self,
-        tables: Mapping[str, pd.DataFrame],
-        boot: int,
-        rng: np.random.Generator,
-        partner: Mapping[str, pd.DataFrame] | None = None,
-    ) -> None:
-        self.tables, self.boot, self.rng, self.partner = tables, boot, rng, partner
-        self._cache: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._shared: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
-
-    def _draw(
-        self, table: str, what: str, col: str, labels: pd.Series, other: pd.Series | None
-    ) -> np.ndarray:
-        """Return a (boot x len(labels)) weight matrix; paired: the same draw for the same label."""
-        cells = self.boot * (len(labels) + (0 if other is None else len(other)))
-        if cells > _MAX_WEIGHT_CELLS:  # a typo such as --boot 1000000000 would exhaust memory
-            raise DomainError(f"boot={self.boot} draws over the {len(labels):,} rows of the {table} table "
-                              f"would hold {cells:,} bootstrap weights (at most {_MAX_WEIGHT_CELLS:,}, about "
-                              f"{_MAX_WEIGHT_CELLS * 12 / 1e9:.0f} GB while drawn); use fewer draws")
-        if other is None:
-            codes = pd.factorize(labels)[0]
-            n = int(codes.max()) + 1 if len(codes) else 0
-            return self.rng.poisson(1.0, size=(self.boot, n)).astype(np.float32)[:, codes]
-        key = (table, what, col)
-        if key not in self._shared:
-            union = pd.Index(pd.concat([labels, other]).unique())
-            draw = self.rng.poisson(1.0, size=(self.boot, len(union))).astype(np.float32)
-            self._shared[key] = {"index": union, "draw": draw}
-        sh = self._shared[key]
-        return sh["draw"][:, sh["index"].get_indexer(labels)]
-
-    def weights(self, table: str, cluster: str) -> tuple[np.ndarray, np.ndarray]:
-        key = (table, cluster)
-        if key not in self._cache:
-            t = self.tables[table]
-            o = None if self.partner is None else self.partner[table]
-            inner = RESAMPLING[table][1]
-            outer = t[cluster].astype(str) if cluster in t else _labels(t, _KEYS[table])
-            o_outer = (
-                None if o is None else (o[cluster].astype(str) if cluster in o else _labels(o, _KEYS[table]))
-            )
-            codes = pd.factorize(outer)[0]
-            w = self._draw(
-                table,
-                "outer",
-                cluster,
-                outer.reset_index(drop=True),
-                None if o_outer is None else o_outer.reset_index(drop=True),
-            )
-            if inner:
-                rows = _labels(t, _KEYS[table]).reset_index(drop=True)
-                o_rows = None if o is None else _labels(o, _KEYS[table]).reset_index(drop=True)
-                w = w * self._draw(table, "inner", cluster, rows, o_rows)
-            self._cache[key] = (w, codes)
-        return self._cache[key]
-
-    def metric(self, m: Metric) -> tuple[float, np.ndarray, int]:
-        """Return the metric's value, its replicates and its count of independent units."""
-        t = self.tables[m.table]
-        if not len(t) or m.num not in t or m.den not in t:
-            return float("nan"), np.full(self.boot, np.nan), 0
-        mask = np.ones(len(t), dtype=bool)
-        for col, value in m.where.items():
-            mask &= (t[col] == value).to_numpy()
-        num = np.where(mask, t[m.num].to_numpy(float), 0.0)
-        den = np.where(mask, t[m.den].to_numpy(float), 0.0)
-        total = den.sum()
-        if not mask.any() or total <= 0:
-            return float("nan"), np.full(self.boot, np.nan), 0
-        cluster = m.cluster or RESAMPLING[m.table][0] or ""
-        w, codes = self.weights(m.table, cluster)
-        n_b = (w @ num.astype(np.float32)).astype(float)
-        d_b = (w @ den.astype(np.float32)).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = np.where(d_b > 0, m.scale * n_b / d_b, np.nan)
-        outer = np.unique(codes[mask]).size
-        units = outer if outer > 1 or not RESAMPLING[m.table][1] else int(mask.sum())
-        return float(m.scale * num.sum() / total), reps, units
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    reject, level, adjusted = [False] * m, [alpha] * m, [1.0] * m
+    stop: float | None = None
+    running = 0.0
+    for rank, i in enumerate(order):
+        step = alpha / (m - rank)
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+        if stop is None and p_values[i] <= step:
+            reject[i], level[i] = True, step
+        else:
+            stop = step if stop is None else stop
+            level[i] = stop
+    return reject, level, adjusted
 
 
 @dataclass
@@ -342,13 +381,14 @@ class Comparison:
         Fields that differ and are not under test (a verdict is refused unless allowed).
     verdicts
         One record per metric: ``factor, tier, metric, unit, baseline, candidate, delta, ci_low,
-        ci_high, significant, verdict, resampling``.
+        ci_high, ci_level, p_value, p_holm, mde, standard_error, df, units, units_baseline,
+        units_candidate, significant, verdict, resampling, pairing``.
     sections
         Per tier: its metrics' records, and its findings (scaling curve, straggler episodes).
     settings
-        Level, bootstrap draws, Bonferroni count, seed, under test, allowed confounding.
+        Level, draws, the family tested (Holm), the pairing, the resampling units, the cycle.
     notes
-        What was left out and why.
+        What a side left out.
     """
 
     baseline: str
@@ -356,7 +396,7 @@ class Comparison:
     contract_differences: list[dict[str, Any]]
     confounders: list[str]
     verdicts: list[dict[str, Any]]
-    sections: dict[str, dict[str, Any]]
+    sections: dict[str, Any]
     settings: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
@@ -410,6 +450,149 @@ def _other_differences(a: Any, b: Any, under_test: set[str]) -> list[dict[str, A
     return out
 
 
+_KIND_OF_KEY = {"job_key": "job", "cycle_key": "cycle"}
+
+
+def _test(
+    m: Metric,
+    ta: Mapping[str, pd.DataFrame],
+    tb: Mapping[str, pd.DataFrame],
+    paired: bool,
+    boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Return one metric's test: values, delta, p-value (None: not tested) and what its interval needs."""
+    if m.kind == "events":
+        (ka, na), (kb, nb) = _events(ta[m.table], m), _events(tb[m.table], m)
+        total = round(ka + kb)
+        r: dict[str, Any] = {
+            "va": m.scale * ka / na if na > 0 else float("nan"),
+            "vb": m.scale * kb / nb if nb > 0 else float("nan"),
+            "events": (ka, na, kb, nb),
+            "units": total,
+            "units_a": round(ka),
+            "units_b": round(kb),
+            "p": None,
+        }
+        if na > 0 and nb > 0 and total > 0:
+            r["binom"] = stats.binomtest(round(kb), total, nb / (na + nb))
+            r["p"] = float(r["binom"].pvalue)
+        return r
+    r = _ratio_test(m, _unit_sums(ta[m.table], m), _unit_sums(tb[m.table], m), paired, boot, seed)
+    r["p"] = None
+    if np.isfinite(r["va"]) and np.isfinite(r["vb"]) and np.isfinite(r["se"]):
+        delta = r["vb"] - r["va"]
+        if r["se"] > 0:
+            r["p"] = float(2.0 * stats.t.sf(abs(delta) / r["se"], r["df"]))
+        elif delta != 0:
+            r["p"] = 0.0  # every resample gives the same non-zero delta
+    return r
+
+
+def _interval(m: Metric, r: dict[str, Any], alpha_i: float) -> tuple[float, float]:
+    """Return the delta's interval at significance ``alpha_i``, cut to the metric's range."""
+    va = r["va"]
+    if m.kind == "events":
+        ka, na, kb, nb = r["events"]
+        total = round(ka + kb)
+        ci = r["binom"].proportion_ci(confidence_level=1.0 - alpha_i, method="exact")
+        lo = m.scale * total * (ci.low / nb - (1 - ci.low) / na)
+        hi = m.scale * total * (ci.high / nb - (1 - ci.high) / na)
+    else:
+        delta = r["vb"] - va
+        half = float(stats.t.ppf(1.0 - alpha_i / 2.0, r["df"]) * r["se"]) if r["se"] > 0 else 0.0
+        lo, hi = delta - half, delta + half
+    return float(max(lo, 0.0 - va)), float(min(hi, m.upper - va))
+
+
+def _mde(m: Metric, r: dict[str, Any], alpha_first: float) -> float | None:
+    """Return the effect the family's first step would find with :data:`POWER` probability."""
+    if m.kind == "events":
+        ka, na, kb, nb = r["events"]
+        if na <= 0 or nb <= 0:
+            return None
+        rate = max(ka + kb, 1.0) / (na + nb)  # the pooled rate (at least one event), normal approximation
+        z = stats.norm.ppf(1.0 - alpha_first / 2.0) + stats.norm.ppf(POWER)
+        return float(m.scale * z * math.sqrt(rate / na + rate / nb))
+    if not np.isfinite(r["se"]) or not np.isfinite(r["df"]):
+        return None
+    t = stats.t.ppf(1.0 - alpha_first / 2.0, r["df"]) + stats.t.ppf(POWER, r["df"])
+    return float(t * r["se"])
+
+
+def _resampling(m: Metric) -> str:
+    if m.kind == "events":
+        return "exact conditional binomial test (events over exposure)"
+    return CLUSTERS[m.cluster] if m.cluster is not None else RESAMPLING[m.table][1]
+
+
+def _record(
+    m: Metric,
+    r: dict[str, Any],
+    test: dict[str, Any] | None,
+    refused: bool,
+    confounders: list[str],
+    pair_text: str,
+) -> dict[str, Any]:
+    va, vb = r["va"], r["vb"]
+    finite = bool(np.isfinite(va) and np.isfinite(vb))
+    delta = float(vb - va) if finite else None
+    rec: dict[str, Any] = {
+        "factor": m.factor,
+        "tier": m.tier,
+        "metric": m.name,
+        "unit": m.unit,
+        "baseline": float(va) if np.isfinite(va) else None,
+        "candidate": float(vb) if np.isfinite(vb) else None,
+        "delta": delta,
+        "ci_low": None,
+        "ci_high": None,
+        "ci_level": None,
+        "p_value": r["p"],
+        "p_holm": None,
+        "mde": None,
+        "standard_error": None if m.kind == "events" or not np.isfinite(r.get("se", np.nan)) else r["se"],
+        "df": None if m.kind == "events" or not np.isfinite(r.get("df", np.nan)) else r["df"],
+        "units": r["units"],
+        "units_baseline": r["units_a"],
+        "units_candidate": r["units_b"],
+        "significant": None,
+        "verdict": "",
+        "resampling": _resampling(m),
+        "pairing": "events compared as counts" if m.kind == "events" else pair_text,
+    }
+    if m.kind == "events":
+        rec["events"] = {"baseline": r["events"][0], "candidate": r["events"][2]}
+    if test is not None:
+        rec["ci_low"], rec["ci_high"] = _interval(m, r, test["level"])
+        rec["ci_level"] = 1.0 - test["level"]
+        rec["p_holm"] = test["adjusted"]
+        rec["mde"] = _mde(m, r, test["first"])
+    if not finite:
+        rec["verdict"] = "not measured on both sides"
+    elif refused:
+        rec["verdict"] = "no verdict: contract differs on " + ", ".join(confounders)
+    elif test is None:
+        if m.kind == "events":
+            rec["verdict"] = "no events on either side: nothing to test"
+        elif r["units"] < MIN_UNITS:
+            rec["verdict"] = f"too few units (n={r['units']}) to test"
+        elif not np.isfinite(r["se"]):
+            rec["verdict"] = "no interval: the resamples' ratio is undefined (no denominator)"
+        else:
+            rec["verdict"] = (
+                "no change on any unit" if "paired" in pair_text[:6] else "no change measurable (no spread)"
+            )
+    else:
+        rec["significant"] = bool(test["reject"])
+        if not test["reject"]:
+            rec["verdict"] = "no significant change"
+        else:
+            worse = (delta < 0) if m.better == "higher" else (delta > 0)
+            rec["verdict"] = "regression" if worse else "improvement"
+    return rec
+
+
 def compare(
     baseline: Any,
     candidate: Any,
@@ -420,7 +603,7 @@ def compare(
     level: float = 0.95,
     boot: int = 400,
     seed: int = 0,
-    paired: bool = False,
+    paired: bool | None = None,
 ) -> Comparison:
     """Compare two measurements per factor, loss category and Table 4 tier.
 
@@ -437,16 +620,15 @@ def compare(
         Tiers to include (default all of :data:`fleetlib.regress.tiers.TIERS`); factors and loss
         categories are always compared.
     level
-        Family-wise confidence level over all metrics compared (Bonferroni).
+        Family-wise confidence level over the metrics tested (Holm's step-down).
     boot
-        Bootstrap draws per side and metric.
+        Bootstrap resamples per metric (and side, when not paired).
     seed
-        Seed of the resampling.
+        Seed of the resampling (each metric draws from its own stream of it).
     paired
-        The two sides hold the same units (the same jobs replayed under the change, e.g. two
-        synthetic bundles of one seed): a unit with the same key -- cycle, job, step -- gets the same
-        bootstrap weight on both sides and the interval is that of the paired delta.  Units on one
-        side only keep their own draw.
+        None (default): pair by unit id where the sides share their units (see the module
+        docstring); False: every metric independent; True: pair every kind of unit the sides share
+        at all.
 
     Returns
     -------
@@ -456,7 +638,7 @@ def compare(
     Raises
     ------
     DomainError
-        A level outside (0, 1), fewer than 50 draws, an unknown tier.
+        A level outside (0, 1), fewer than 50 draws, an unknown tier, more draws than memory holds.
     """
     if not 0.0 < level < 1.0:
         raise DomainError(f"level must lie in (0, 1); got {level!r}")
@@ -472,37 +654,33 @@ def compare(
     confounders = sorted({d["field"] for d in diffs if d["kind"] == "differs" and not d["under_test"]})
     refused = bool(confounders) and not allow_confounded
     ta, tb = unit_tables(baseline), unit_tables(candidate)
+    pairs = pairing(ta, tb)
+    for kind, p in pairs.items():
+        if paired is False or (paired is True and p["shared"] > 0):
+            p["paired"] = bool(paired)
+            p["text"] = (
+                f"paired by {kind} ({p['shared']} shared of {p['baseline']} | {p['candidate']}; asked)"
+                if paired
+                else "independent (asked)"
+            )
     names_b = {m.name for m in tier_metrics(candidate)}
     metrics = factor_metrics() + [m for m in tier_metrics(baseline) if m.tier in chosen and m.name in names_b]
-    rng = np.random.default_rng(seed)
-    side_a = _Resampler(ta, boot, rng, tb if paired else None)
-    side_b = _Resampler(tb, boot, rng, ta if paired else None)
-    if paired:  # one shared draw per key
-        side_b._shared = side_a._shared
-    rows = []
-    events = [m for m in metrics if m.kind == "events"]
-    metrics = [m for m in metrics if m.kind != "events"]
+    results = []
     for m in metrics:
-        va, ra, na = side_a.metric(m)
-        vb, rb, nb = side_b.metric(m)
-        enough = np.isfinite(ra).sum() > 1 and np.isfinite(rb).sum() > 1 and min(na, nb) >= 2
-        if not enough:
-            se = float("nan")
-        elif paired:
-            se = float(np.nanstd(rb - ra))
-        else:
-            se = float(np.sqrt(np.nanvar(ra) + np.nanvar(rb)))
-        rows.append((m, va, vb, se, min(na, nb)))
-    testable = [r for r in rows if np.isfinite(r[1]) and np.isfinite(r[2]) and np.isfinite(r[3]) and r[3] > 0]
-    n_tests = max(len(testable) + len(events), 1)
-    p = 1.0 - (1.0 - level) / (2.0 * n_tests)
+        kind = _KIND_OF_KEY[m.cluster or RESAMPLING[m.table][0]]
+        stream = zlib.crc32(m.name.encode())
+        results.append((m, kind, _test(m, ta, tb, pairs[kind]["paired"], boot, seed * 7919 + stream)))
+    family = [i for i, (_m, _k, r) in enumerate(results) if r["p"] is not None]
+    alpha = 1.0 - level
+    reject, levels, adjusted = holm([results[i][2]["p"] for i in family], alpha)
+    first = alpha / max(len(family), 1)
+    tests = {
+        i: {"reject": reject[j], "level": levels[j], "adjusted": adjusted[j], "first": first}
+        for j, i in enumerate(family)
+    }
     verdicts = [
-        _verdict(m, va, vb, se, t_quantile(p, units - 1), refused, confounders, units)
-        for m, va, vb, se, units in rows
-    ]
-    verdicts += [
-        _events_verdict(m, ta[m.table], tb[m.table], (1.0 - level) / n_tests, refused, confounders)
-        for m in events
+        _record(m, r, tests.get(i), refused, confounders, pairs[kind]["text"])
+        for i, (m, kind, r) in enumerate(results)
     ]
     order = {m.name: i for i, m in enumerate(factor_metrics() + tier_metrics(baseline))}
     verdicts.sort(
@@ -540,105 +718,64 @@ def compare(
         settings={
             "level": level,
             "boot": boot,
-            "bonferroni_metrics": n_tests,
+            "family": "Holm step-down",
+            "tested_metrics": len(family),
             "seed": seed,
-            "interval": "delta +- t(1 - (1 - level) / (2 m), units - 1) x bootstrap standard error",
+            "min_units": MIN_UNITS,
+            "power": POWER,
+            "interval": "delta +- t(1 - a_i / 2, df) x bootstrap standard error, a_i the level Holm "
+            "judged the metric at; cut to the metric's range",
+            "mde": f"(t(1 - (1 - level) / 2m, df) + t({POWER}, df)) x standard error, m the metrics tested",
             "under_test": sorted(tested),
             "allow_confounded": allow_confounded,
-            "paired": paired,
-            "resampling": {k: v[2] for k, v in RESAMPLING.items()},
+            "pairing": pairs,
+            "resampling": {k: v[1] for k, v in RESAMPLING.items()},
             "cycle": str(baseline.cycle),
         },
         notes=notes,
     )
 
 
-def _verdict(
-    m: Metric, va: float, vb: float, se: float, z: float, refused: bool, confounders: list[str], units: int
-) -> dict[str, Any]:
-    finite = bool(np.isfinite(va) and np.isfinite(vb))
-    delta = vb - va if finite else None
-    ok = finite and np.isfinite(se) and se > 0
-    lo = float(delta - z * se) if ok else None
-    hi = float(delta + z * se) if ok else None
-    significant: bool | None = None
-    if ok and not refused:
-        significant = bool(lo > 0 or hi < 0)
-    if not finite:
-        verdict = "not measured on both sides"
-    elif refused:
-        verdict = "no verdict: contract differs on " + ", ".join(confounders)
-    elif not ok:
-        verdict = "no change measurable (no spread)" if delta == 0 else "no interval (too few units)"
-    elif not significant:
-        verdict = "no significant change"
-    else:
-        worse = (delta < 0) if m.better == "higher" else (delta > 0)
-        verdict = "regression" if worse else "improvement"
-    return {
-        "factor": m.factor,
-        "tier": m.tier,
-        "metric": m.name,
-        "unit": m.unit,
-        "baseline": va if np.isfinite(va) else None,
-        "candidate": vb if np.isfinite(vb) else None,
-        "delta": delta,
-        "ci_low": lo,
-        "ci_high": hi,
-        "significant": significant,
-        "verdict": verdict,
-        "resampling": RESAMPLING[m.table][2] if m.cluster is None else "jobs within whole demand cycles",
-        "units": units,
-    }
-
-
-def false_alarm_rate(units: Any, *, pairs: int = 20, seed: int = 0, **kwargs: Any) -> dict[str, Any]:
-    """Measure the false-alarm rate on unchanged pairs: random halves of one bundle's demand cycles.
-
-    Each pair splits the bundle's whole cycles at random into two equal sets (jobs go with the cycle
-    their gang completed in); nothing differs between the halves but chance, so any significant
-    regression is a false alarm.
+def false_alarm_rate(pairs: Iterable[tuple[Any, Any]], *, seed: int = 0, **kwargs: Any) -> dict[str, Any]:
+    """Measure the false-alarm rate on unchanged pairs: any metric called significant is a false alarm.
 
     Parameters
     ----------
-    units
-        One bundle's units (at least four cycles).
     pairs
-        Number of unchanged pairs.
+        ``(baseline, candidate)`` units of pairs in which nothing changed (e.g. two bundles drawn with
+        the same parameters and different seeds: :func:`fleetlib.regress.synth.unchanged_pairs`).
     seed
-        Seed of the splits (and, offset, of each comparison's resampling).
+        Seed of the first comparison's resampling (the ``i``-th pair uses ``seed + i``).
     **kwargs
         Passed to :func:`compare`.
 
     Returns
     -------
     dict
-        ``pairs``, ``false_alarms`` (pairs with any significant change), ``rate``, ``metrics`` per
-        pair, and the metrics that alarmed.
+        ``pairs``, ``false_alarms`` (pairs with any significant change), ``rate``,
+        ``metrics_per_pair``, ``tested_per_pair`` (the most metrics a pair tested), and the metrics that
+        alarmed.
     """
-    cyc = np.array(sorted(units.cycles["cycle"].unique()))
-    if cyc.size < 4:
-        raise DomainError(f"false_alarm_rate needs at least 4 cycles; the units have {cyc.size}")
-    rng = np.random.default_rng(seed)
-    alarms, alarmed, counts = 0, [], []
-    for i in range(pairs):
-        pick = rng.permutation(cyc)
-        a = units.subset(cycles=pick[: cyc.size // 2], label=f"half A{i}")
-        b = units.subset(cycles=pick[cyc.size // 2 : 2 * (cyc.size // 2)], label=f"half B{i}")
-        res = compare(a, b, seed=seed + 1 + i, **kwargs)
+    alarms, alarmed, counts, tested, n = 0, [], [], [], 0
+    for i, (a, b) in enumerate(pairs):
+        res = compare(a, b, seed=seed + i, **kwargs)
         sig = [v["metric"] for v in res.verdicts if v["significant"]]
         counts.append(len(res.verdicts))
+        tested.append(res.settings["tested_metrics"])
+        n += 1
         if sig:
             alarms += 1
             alarmed.append({"pair": i, "metrics": sig})
+    if not n:
+        raise DomainError("false_alarm_rate needs at least one pair")
     return {
-        "pairs": pairs,
+        "pairs": n,
         "false_alarms": alarms,
-        "rate": alarms / pairs,
+        "rate": alarms / n,
         "metrics_per_pair": max(counts),
+        "tested_per_pair": max(tested),
         "alarmed": alarmed,
-        "definition": "pairs of random halves of one bundle's whole demand cycles in which any metric "
-        "was called significant (either direction)",
+        "definition": "unchanged pairs in which any metric was called significant (either direction)",
     }
 
 

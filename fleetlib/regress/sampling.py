@@ -16,7 +16,8 @@ trigger tracing the lagging rank beside a healthy peer of the same collective gr
   on >= 2 consecutive steps), its slow ranks and a healthy peer of the job (its collective group):
   the job's rank with the smallest worst ratio over those steps;
 * ``program_sampling``: P estimated from the sampled steps alone, with its bootstrap standard
-  error, beside the measured P -- P's sampling error.
+  error over the sampled jobs (:func:`fleetlib.regress.compare.ratio_standard_error`), beside the
+  measured P -- P's sampling error.
 
 Pipeline stages are not in a fleet bundle's records: that stratum is one (``"not stated"``).
 """
@@ -30,6 +31,7 @@ import pandas as pd
 
 from fleetlib.contract import NOT_STATED
 from fleetlib.quality import DomainError
+from fleetlib.regress.compare import ratio_standard_error
 from fleetlib.regress.tiers import REFERENCE_QUANTILE, STRAGGLER_BOUND, straggler_episodes
 
 __all__ = ["check_plan", "trace_plan"]
@@ -92,15 +94,12 @@ def _program_sampling(units: Any, chosen: list[dict[str, Any]], boot: int, seed:
     sample = sample[sample["job_id"].isin(units.jobs.index[units.jobs["ideal_device_s"].notna()])]
     if not len(sample) or sample["productive_device_s"].sum() <= 0:
         return {"value": None, "standard_error": None, "measured": measured, "sampled_steps": len(sample)}
-    rng = np.random.default_rng(seed)
-    codes = pd.factorize(sample["job_id"])[0]
-    w = rng.poisson(1.0, size=(boot, codes.max() + 1))[:, codes] * rng.poisson(1.0, size=(boot, len(sample)))
-    num, den = w @ sample["ideal_device_s"].to_numpy(float), w @ sample["productive_device_s"].to_numpy(float)
-    reps = num[den > 0] / den[den > 0]
+    per_job = sample.groupby("job_id", sort=True)[["ideal_device_s", "productive_device_s"]].sum()
+    se = ratio_standard_error(per_job["ideal_device_s"], per_job["productive_device_s"], boot=boot, seed=seed)
     cfg = units.jobs[units.jobs["ideal_device_s"].notna()]
     return {
         "value": float(sample["ideal_device_s"].sum() / sample["productive_device_s"].sum()),
-        "standard_error": float(np.std(reps)),
+        "standard_error": se if np.isfinite(se) else None,
         "sampled_steps": len(sample),
         "sampled_jobs": int(sample["job_id"].nunique()),
         "measured": measured,
@@ -109,8 +108,9 @@ def _program_sampling(units: Any, chosen: list[dict[str, Any]], boot: int, seed:
         )
         if len(cfg) and cfg["productive_device_s"].sum() > 0
         else None,
-        "note": "P of the jobs with a model config estimated from the planned steps only (two-stage Poisson "
-        "bootstrap over jobs and steps); the measured P counts jobs without a config as unobserved",
+        "note": "P of the jobs with a model config estimated from the planned steps only (bootstrap over the "
+        "sampled jobs, each job's planned steps summed); the measured P counts jobs without a config as "
+        "unobserved",
     }
 
 

@@ -17,15 +17,20 @@ candidate           injected                                               tier 
 ==================  =====================================================  =================  ==========
 
 Every bundle has two software versions (2.1 and 2.2, per job) and per-rank timers.
+
+:func:`checkpoint_twin` writes a fleet and its twin in which every synchronous checkpoint pause is
+multiplied and nothing else (the same seed: the same jobs, steps and failures); :func:`unchanged_pairs`
+writes pairs of fleets drawn with the same parameters and different seeds, in which nothing changed.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXPECTED", "RegressionPair", "regression_pairs"]
+__all__ = ["EXPECTED", "RegressionPair", "checkpoint_twin", "regression_pairs", "unchanged_pairs"]
 
 #: Per candidate: the tier that must catch it, the factor it is charged to, the fields under test.
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -153,3 +158,75 @@ def regression_pairs(
         truth=truth,
         expected={n: EXPECTED[n] for n in names},
     )
+
+
+def checkpoint_twin(
+    out_dir: str | Path, *, devices: int = 32, days: float = 2.0, seed: int = 0, factor: float = 2.0
+) -> tuple[Path, Path]:
+    """Write a fleet and its twin with every synchronous checkpoint pause multiplied by ``factor``.
+
+    Both are drawn from one seed with the same (empty) contract, so the same jobs arrive with the same
+    steps, failures and commits; the twin's pauses are ``round(factor x pause)`` seconds (its jobs last
+    longer, so placement and queueing follow from that alone).
+
+    Parameters
+    ----------
+    out_dir
+        Folder; the bundles are written to ``out_dir/baseline`` and ``out_dir/twin``.
+    devices, days, seed
+        As :func:`fleetlib.fleet.synth.synth_fleet` (default: 4 nodes, two days).
+    factor
+        Multiplier of every checkpoint pause.
+
+    Returns
+    -------
+    tuple of Path
+        The two ``fleet.yaml`` paths (baseline, twin).
+    """
+    from fleetlib.fleet.synth import synth_fleet
+
+    out = Path(out_dir)
+    a = synth_fleet(out / "baseline", devices=devices, days=days, seed=seed, inject={})
+    b = synth_fleet(out / "twin", devices=devices, days=days, seed=seed, inject={"checkpoint_factor": factor})
+    return a.manifest, b.manifest
+
+
+def unchanged_pairs(
+    out_dir: str | Path,
+    *,
+    pairs: int = 20,
+    fleets: int = 7,
+    devices: int = 32,
+    days: float = 2.0,
+    seed: int = 0,
+) -> list[tuple[Path, Path]]:
+    """Write unchanged pairs: fleets drawn with the same parameters and different seeds, paired.
+
+    ``fleets`` fleets are written (seeds ``seed`` to ``seed + fleets - 1``) and the first ``pairs``
+    of their pairs are returned, in order (0, 1), (0, 2), ... (7 fleets hold 21 pairs: a seventh of
+    the fleets to write and measure that 20 disjoint pairs would need; a fleet is in several pairs).
+    Nothing differs between the two fleets of a pair but the draw (their job ids coincide, their jobs
+    do not: a job is identified by its id and submit time), so any significant change is a false
+    alarm.
+
+    Returns
+    -------
+    list of (Path, Path)
+        The ``fleet.yaml`` paths of each pair.
+
+    Raises
+    ------
+    DomainError
+        More pairs than ``fleets`` hold.
+    """
+    from fleetlib.fleet.synth import synth_fleet
+    from fleetlib.quality import DomainError
+
+    if pairs > fleets * (fleets - 1) // 2:
+        raise DomainError(f"{fleets} fleets hold {fleets * (fleets - 1) // 2} pairs; asked for {pairs}")
+    out = Path(out_dir)
+    written = [
+        synth_fleet(out / f"seed{seed + i}", devices=devices, days=days, seed=seed + i, inject={}).manifest
+        for i in range(fleets)
+    ]
+    return list(itertools.combinations(written, 2))[:pairs]

@@ -1,7 +1,7 @@
 """Table 4's regression tiers as metric sets, each read from the record that settles its factor.
 
 Every metric is a ratio of sums over one unit table of :class:`~fleetlib.regress.units.FleetUnits`
-(so its bootstrap resamples the unit that fits its factor's timescale):
+(resampled at its own unit: :data:`RESAMPLING`, or the metric's ``cluster``):
 
 =====================  ========  ===================================================================
 tier                   factor    metrics
@@ -27,6 +27,7 @@ not give measure_fleet; the allocation tier names it as not measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,13 +62,17 @@ STRAGGLER_BOUND: float = 0.05
 REFERENCE_QUANTILE: float = 0.25
 _S_LOSSES = ("partial_gang_hold", "reservation", "idle_with_queue", "idle_empty_queue", "unattributed")
 _P_LOSSES = ("step_time_above_baseline", "below_ideal_rate", "program_unobserved")
-#: The resampling unit and its cluster, per unit table.
-RESAMPLING: dict[str, tuple[str | None, bool, str]] = {
-    "cycles": ("cycle", False, "whole demand cycles"),
-    "jobs": ("day", True, "jobs within days (two-stage)"),
-    "steps": ("job_id", True, "retained steps within jobs (two-stage)"),
-    "rank_steps": ("job_id", True, "steps within jobs (two-stage), per-rank timers"),
+#: Per unit table: the column naming each row's resampling unit, and the unit in words.  A unit's
+#: rows are summed first (a job's retained steps, a cycle's pools); units are then resampled whole.
+RESAMPLING: dict[str, tuple[str, str]] = {
+    "cycles": ("cycle_key", "whole demand cycles"),
+    "jobs": ("job_key", "jobs"),
+    "commits": ("job_key", "jobs (their checkpoint commits summed)"),
+    "steps": ("job_key", "jobs (their retained steps summed)"),
+    "rank_steps": ("job_key", "jobs (their per-rank timer steps summed)"),
 }
+#: A metric's own unit when it overrides its table's (``Metric.cluster``), in words.
+CLUSTERS: dict[str, str] = {"cycle_key": "whole demand cycles (their jobs summed)"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ class Metric:
     name, factor, tier
         What it is, the factor it belongs to, and its tier (``"factor"``, ``"loss"`` or a tier).
     table
-        ``"cycles"``, ``"jobs"``, ``"steps"`` or ``"rank_steps"``.
+        ``"cycles"``, ``"jobs"``, ``"commits"``, ``"steps"`` or ``"rank_steps"``.
     num, den
         Columns summed.
     better
@@ -91,10 +96,15 @@ class Metric:
     where
         ``{column: value}`` rows kept.
     cluster
-        Override of the table's outer resampling unit (e.g. ``"cycle"`` for jobs under S).
+        Override of the table's resampling unit (``"cycle_key"``: a scheduling metric of jobs is
+        resampled by the demand cycle their gang completed in).
     kind
-        ``"ratio"`` (bootstrap interval) or ``"events"``: ``num`` counts rare events over the exposure
-        ``den``; the interval is the exact (Garwood) Poisson one of each rate, combined.
+        ``"ratio"`` (bootstrap standard error, t interval) or ``"events"``: ``num`` counts rare events
+        over the exposure ``den``; the two rates are compared by the exact conditional binomial test.
+    upper
+        The value's upper bound (1 for a share, ``scale`` for a count per exposure that cannot
+        exceed it; the lower bound is 0 for every metric): the delta's interval stays within
+        ``[0 - baseline, upper - baseline]``.
     """
 
     name: str
@@ -109,6 +119,7 @@ class Metric:
     where: Mapping[str, Any] = field(default_factory=dict)
     cluster: str | None = None
     kind: str = "ratio"
+    upper: float = math.inf
 
 
 def factor_metrics() -> list[Metric]:
@@ -122,7 +133,7 @@ def factor_metrics() -> list[Metric]:
             "held_device_s",
             "capacity_device_s",
             "higher",
-            "fraction",
+            "fraction", upper=1.0,
         ),
         Metric(
             "runtime goodput",
@@ -132,7 +143,7 @@ def factor_metrics() -> list[Metric]:
             "productive_device_s",
             "held_device_s",
             "higher",
-            "fraction",
+            "fraction", upper=1.0,
         ),
         Metric(
             "program goodput",
@@ -142,7 +153,7 @@ def factor_metrics() -> list[Metric]:
             "ideal_device_s",
             "productive_device_s",
             "higher",
-            "fraction",
+            "fraction", upper=1.0,
         ),
     ]
     out += [
@@ -154,13 +165,21 @@ def factor_metrics() -> list[Metric]:
             k,
             "capacity_device_s",
             "lower",
-            "fraction of capacity",
+            "fraction of capacity", upper=1.0,
         )
         for k in _S_LOSSES
     ]
     out += [
         Metric(
-            f"runtime.{k} share", "runtime", "loss", "jobs", k, "held_device_s", "lower", "fraction of held"
+            f"runtime.{k} share",
+            "runtime",
+            "loss",
+            "jobs",
+            k,
+            "held_device_s",
+            "lower",
+            "fraction of held",
+            upper=1.0,
         )
         for k in RUNTIME_LOSSES
     ]
@@ -173,7 +192,7 @@ def factor_metrics() -> list[Metric]:
             k,
             "productive_device_s",
             "lower",
-            "fraction of productive",
+            "fraction of productive", upper=1.0,
         )
         for k in _P_LOSSES
     ]
@@ -264,7 +283,7 @@ def tier_metrics(units: Any) -> list[Metric]:
                 "ideal_device_s",
                 "productive_device_s",
                 "higher",
-                "fraction",
+                "fraction", upper=1.0,
                 where={"devices": 8 * n},
             )
         )
@@ -279,7 +298,7 @@ def tier_metrics(units: Any) -> list[Metric]:
                 "ideal_device_s",
                 "productive_device_s",
                 "higher",
-                "fraction",
+                "fraction", upper=1.0,
                 where={"architecture": arch, "software_version": ver, "has_config": True},
             )
         )
@@ -292,7 +311,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "slow_step",
             "one",
             "lower",
-            "fraction of steps",
+            "fraction of steps", upper=1.0,
         ),
         Metric(
             "straggler rank-steps per 1,000",
@@ -304,6 +323,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "lower",
             "per 1,000 rank-steps",
             scale=1000.0,
+            upper=1000.0,
         ),
         Metric(
             "straggler episodes per million rank-steps",
@@ -316,6 +336,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "per 10^6 rank-steps",
             scale=1e6,
             kind="events",
+            upper=1e6,
         ),
         Metric(
             "rank-steps in straggler episodes per 1,000",
@@ -327,6 +348,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "lower",
             "per 1,000 rank-steps",
             scale=1000.0,
+            upper=1000.0,
         ),
         Metric(
             "startup per job (gang complete -> first step)",
@@ -342,9 +364,9 @@ def tier_metrics(units: Any) -> list[Metric]:
             "checkpoint pause per commit",
             "runtime",
             "startup_recovery",
-            "jobs",
-            "checkpoint_s",
             "commits",
+            "pause_s",
+            "one",
             "lower",
             "s",
         ),
@@ -367,7 +389,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "rework",
             "held_device_s",
             "lower",
-            "fraction of held",
+            "fraction of held", upper=1.0,
         ),
         Metric(
             "data stall ratio (input wait / held)",
@@ -377,7 +399,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "input_wait",
             "held_device_s",
             "lower",
-            "fraction of held",
+            "fraction of held", upper=1.0,
         ),
         Metric(
             "queue wait to gang completion per job",
@@ -388,7 +410,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "one",
             "lower",
             "s",
-            cluster="cycle",
+            cluster="cycle_key",
         ),
         Metric(
             "partial-gang hold share of capacity",
@@ -398,7 +420,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "partial_gang_hold",
             "capacity_device_s",
             "lower",
-            "fraction of capacity",
+            "fraction of capacity", upper=1.0,
         ),
         Metric(
             "idle while queued (stranded) share of capacity",
@@ -408,7 +430,7 @@ def tier_metrics(units: Any) -> list[Metric]:
             "idle_with_queue",
             "capacity_device_s",
             "lower",
-            "fraction of capacity",
+            "fraction of capacity", upper=1.0,
         ),
     ]
     return out

@@ -1,4 +1,4 @@
-"""A measured fleet as the resampling units of its factors: demand cycles (S), jobs (R), steps (P).
+"""A measured fleet as the resampling units of its metrics: demand cycles, jobs, commits, steps.
 
 :func:`fleet_units` measures a bundle with :func:`fleetlib.fleet.measure_fleet` and keeps three
 tables whose sums are the measured factors:
@@ -7,9 +7,13 @@ tables whose sums are the measured factors:
   (:func:`fleetlib.scheduling.scheduling_partition` clipped to it), device-seconds.  Summed over
   the rows it is S's numerator, denominator and losses.
 * ``jobs`` -- :attr:`FleetMeasurement.jobs` plus the timings Table 4's runtime and allocation tiers
-  read: queue wait to gang completion, startup seconds, checkpoint commits and pause, restarts,
-  the day and cycle the gang completed in, and each job's contract fields (software version,
-  architecture, pool).  Summed it is R's numerator, denominator and losses.
+  read: queue wait to gang completion, startup seconds, restarts,
+  the cycle the gang completed in, and each job's contract fields (software version,
+  architecture, pool) and its submit time (with the job id, the job's identity across two
+  bundles).  Summed it is R's numerator, denominator and losses.
+* ``commits`` -- one row per synchronous checkpoint pause inside the window: the runtime's own
+  ``checkpoint`` stretches (:func:`fleetlib.runtime.held_intervals`, clipped to the window), keyed by
+  job, attempt and the pause's ordinal in its attempt.  Summed it is each job's checkpoint pause.
 * ``steps`` -- one row per retained step of an observed job (the last execution of each step
   number): compute seconds (wall less input wait), its share of the job's productive device-seconds
   and of its ideal device-seconds.  Summed it is P's numerator and denominator.
@@ -33,7 +37,7 @@ from fleetlib.accounting import Window
 from fleetlib.contract import NOT_STATED, Contract, contract_from_records
 from fleetlib.quality import DomainError, Ledger
 
-__all__ = ["JOB_FIELDS", "FleetUnits", "fleet_units", "parse_cycle"]
+__all__ = ["COMMIT_COLUMNS", "JOB_FIELDS", "FleetUnits", "fleet_units", "parse_cycle"]
 
 #: Contract fields known per job (a manifest's ``contract.jobs`` or the job's records).
 JOB_FIELDS: tuple[str, ...] = ("software_version", "architecture", "pool")
@@ -60,7 +64,7 @@ class FleetUnits:
         The bundle and the measured window.
     contract
         The bundle's contract (manifest ``contract:`` merged with the records).
-    cycles, jobs, steps
+    cycles, jobs, commits, steps
         The unit tables (see the module docstring).
     cycle
         The demand-cycle length of ``cycles``.
@@ -80,6 +84,7 @@ class FleetUnits:
     contract: Contract
     cycles: pd.DataFrame
     jobs: pd.DataFrame
+    commits: pd.DataFrame
     steps: pd.DataFrame
     cycle: pd.Timedelta
     rank_timers: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
@@ -125,6 +130,7 @@ class FleetUnits:
             cyc = cyc.iloc[0:0]
             notes.append("S not split: the split field has no capacity of its own")
         steps = self.steps[self.steps["job_id"].isin(job_tab.index)]
+        commits = self.commits[self.commits["job_id"].isin(job_tab.index)]
         c = self.contract
         if contract is not None:
             c = c.with_fields(contract, source=label or "split")
@@ -134,6 +140,7 @@ class FleetUnits:
             contract=c,
             cycles=cyc,
             jobs=job_tab,
+            commits=commits,
             steps=steps,
             rank_timers={j: t for j, t in self.rank_timers.items() if j in job_tab.index},
             rank_steps=None
@@ -187,17 +194,40 @@ def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
     return out
 
 
-def _events_per_job(events: pd.DataFrame) -> pd.DataFrame:
+def _restarts_per_job(events: pd.DataFrame) -> pd.Series:
     if not len(events):
-        return pd.DataFrame(columns=["commits", "restarts"])
+        return pd.Series(dtype=float)
     kinds = events["kind"].astype(str)
-    job = events["job_id"].astype(str)
-    return pd.DataFrame(
-        {
-            "commits": (kinds == "checkpoint_commit").groupby(job).sum(),
-            "restarts": kinds.isin(["restore", "restart"]).groupby(job).sum(),
-        }
-    )
+    return kinds.isin(["restore", "restart"]).groupby(events["job_id"].astype(str)).sum().astype(float)
+
+
+#: Columns of the ``commits`` unit table.
+COMMIT_COLUMNS: tuple[str, ...] = ("job_id", "attempt", "pause", "start", "pause_s", "one")
+
+
+def _commit_pauses(
+    steps: pd.DataFrame, events: pd.DataFrame, jobs: pd.DataFrame, window: Window
+) -> pd.DataFrame:
+    """One row per synchronous checkpoint pause of the window (the runtime's ``checkpoint`` stretches).
+
+    ``pause`` is the stretch's ordinal within its attempt over the whole timeline, so one commit keeps
+    its key in any window and in a replay of the same job; ``pause_s`` is its part inside the window.
+    """
+    from fleetlib.runtime import held_intervals
+
+    if not len(events):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "job_id" else float) for c in COMMIT_COLUMNS})
+    h = held_intervals(steps, events)
+    h = h[h["category"].astype(str) == "checkpoint"].copy()
+    h["job_id"] = h["job_id"].astype(str)
+    h = h[h["job_id"].isin(jobs.index)].sort_values(["job_id", "attempt", "start"], kind="stable")
+    h["pause"] = h.groupby(["job_id", "attempt"]).cumcount()
+    a = h["start"].clip(lower=window.start, upper=window.end)
+    z = h["end"].clip(lower=window.start, upper=window.end)
+    h["pause_s"] = (z - a).dt.total_seconds().to_numpy(float)
+    h = h[h["pause_s"].to_numpy(float) > 0]
+    h["one"] = 1.0
+    return h[list(COMMIT_COLUMNS)].reset_index(drop=True)
 
 
 def _retained_steps(steps: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
@@ -320,19 +350,16 @@ def fleet_units(
     first = alloc.sort_values("attempt").drop_duplicates("job_id").set_index("job_id")
     gc = first["gang_complete"].reindex(jobs.index)
     jobs["gang_complete"] = gc
+    jobs["submit"] = first["submit"].reindex(jobs.index)
     jobs["queue_wait_s"] = (gc - first["submit"].reindex(jobs.index)).dt.total_seconds()
     rel = ((gc - win.start) / length).to_numpy(float)
     last = max(int(cycles["cycle"].max()), 0)
     jobs["cycle"] = np.clip(np.floor(np.nan_to_num(rel, nan=0.0)), 0, last).astype(int)
-    jobs["day"] = np.floor(((gc - win.start) / pd.Timedelta("1D")).to_numpy(float)).astype(int)
     scheduled = set(alloc["job_id"])
     steps, events, _joined, _owner = read_timelines(man, set(jobs.index), scheduled, Ledger())
-    ev = _events_per_job(events).reindex(jobs.index).fillna(0)
     d = jobs["devices"].to_numpy(float)
-    jobs["commits"] = ev["commits"].to_numpy(float)
-    jobs["restarts"] = ev["restarts"].to_numpy(float)
+    jobs["restarts"] = _restarts_per_job(events).reindex(jobs.index).fillna(0.0).to_numpy(float)
     jobs["startup_s"] = jobs["startup"].to_numpy(float) / d
-    jobs["checkpoint_s"] = jobs["checkpoint"].to_numpy(float) / d
     jobs["one"] = 1.0
     jobs["timed"] = (jobs["observed"] & ~jobs["zombie_job"]).astype(float)
     jobs["held_device_h"] = jobs["held_device_s"] / 3600.0
@@ -352,6 +379,7 @@ def fleet_units(
         contract=base,
         cycles=cycles,
         jobs=jobs,
+        commits=_commit_pauses(steps, events, jobs, win),
         steps=_retained_steps(steps, jobs),
         cycle=length,
         rank_timers=timers,

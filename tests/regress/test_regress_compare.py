@@ -16,7 +16,7 @@ from regress_support import regression_units
 
 from fleetlib.quality import DomainError
 from fleetlib.regress import fleet_units
-from fleetlib.regress.compare import compare, false_alarm_rate, t_quantile
+from fleetlib.regress.compare import compare
 from fleetlib.regress.synth import EXPECTED
 from fleetlib.regress.tiers import straggler_episodes
 
@@ -27,21 +27,6 @@ pytestmark = pytest.mark.xdist_group("regress_pairs")
 @pytest.fixture(scope="module")
 def pairs() -> dict[str, Any]:
     return regression_units()
-
-
-def test_poisson_bounds_match_garwood_tables() -> None:
-    from fleetlib.regress.compare import poisson_bounds
-
-    for k, (lo, hi) in {0: (0.0, 3.689), 5: (1.623, 11.668), 20: (12.217, 30.889)}.items():
-        got = poisson_bounds(k, 0.025)
-        assert got[0] == pytest.approx(lo, abs=2e-3) and got[1] == pytest.approx(hi, abs=2e-3)
-
-
-def test_t_quantile_matches_tables() -> None:
-    # Student's t table values (two-sided 95 % and 99 %), and the normal limit
-    assert t_quantile(0.975, 10) == pytest.approx(2.228, abs=2e-3)
-    assert t_quantile(0.995, 5) == pytest.approx(4.032, abs=2e-2)
-    assert t_quantile(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -116,16 +101,6 @@ def test_straddling_a_software_version_change_is_named(tmp_path: Path) -> None:
     assert not compare(ua, ub, under_test=["software_version"]).refused
 
 
-def test_false_alarm_rate_on_unchanged_pairs(pairs: dict[str, Any]) -> None:
-    fa = false_alarm_rate(pairs["units"]["baseline"], pairs=20, boot=200, seed=1)
-    print(
-        f"false-alarm rate {fa['rate']:.3f} over {fa['pairs']} unchanged pairs "
-        f"({fa['metrics_per_pair']} metrics each): {fa['alarmed']}"
-    )
-    assert fa["pairs"] == 20
-    assert fa["rate"] <= 0.05
-
-
 def test_every_injected_straggler_episode_is_located(pairs: dict[str, Any]) -> None:
     truth = pairs["pairs"].truth["gray_failure"]["injected"]["straggler_episodes"]
     assert truth, "the generator injected no episode"
@@ -155,12 +130,17 @@ def test_split_by_software_version_is_under_test(pairs: dict[str, Any]) -> None:
     assert next(v for v in res.verdicts if v["metric"] == "scheduling goodput")["baseline"] is None
 
 
-def test_paired_self_comparison_is_exactly_zero(pairs: dict[str, Any]) -> None:
+def test_self_comparison_is_paired_and_gives_no_verdict(pairs: dict[str, Any]) -> None:
     u = pairs["units"]["baseline"]
-    res = compare(u, u, paired=True, boot=60)
+    res = compare(u, u, boot=60)
+    assert all(p["paired"] for p in res.settings["pairing"].values())
     deltas = [v["delta"] for v in res.verdicts if v["delta"] is not None]
     assert deltas and np.allclose(deltas, 0.0)
-    assert not res.significant()
+    assert not any(v["significant"] for v in res.verdicts)
+    assert res.settings["tested_metrics"] == 0
+    measured = [v for v in res.verdicts if v["delta"] is not None]
+    quiet = {"no change on any unit", "no events on either side: nothing to test"}
+    assert {v["verdict"] for v in measured} <= quiet
 
 
 def test_bad_options_are_refused(pairs: dict[str, Any]) -> None:
@@ -171,38 +151,43 @@ def test_bad_options_are_refused(pairs: dict[str, Any]) -> None:
         compare(u, u, tiers=["no such tier"])
 
 
-def test_binomial_bounds_match_clopper_pearson() -> None:
-    from fleetlib.regress.compare import binomial_bounds
-
-    lo, hi = binomial_bounds(0, 10, 0.025)
-    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 10), abs=1e-6)
-    lo, hi = binomial_bounds(5, 10, 0.025)
-    assert lo == pytest.approx(0.1871, abs=1e-3) and hi == pytest.approx(0.8129, abs=1e-3)
-
-
 def test_events_rates_compared_by_the_conditional_test() -> None:
     import pandas as pd
 
-    from fleetlib.regress.compare import _events_verdict
+    from fleetlib.regress.compare import POWER, _interval, _mde, _test
     from fleetlib.regress.tiers import Metric
 
     m = Metric(
         "episodes", "program", "gray_failure", "jobs", "k", "n", "lower", "per rank-step", kind="events"
     )
-    quiet = pd.DataFrame({"k": [0.0, 0.0], "n": [5000.0, 5000.0]})
-    loud = pd.DataFrame({"k": [9.0, 7.0], "n": [5000.0, 5000.0]})
-    rec = _events_verdict(m, quiet, loud, 0.05, False, [])
-    # 16 of 16 events on one side of equal exposures: p = 0.5 ** 16, far below 0.05
-    assert rec["verdict"] == "regression" and rec["ci_low"] > 0
-    assert rec["delta"] == pytest.approx(16 / 10_000)
-    same = _events_verdict(m, loud, loud, 0.05, False, [])
-    assert same["verdict"] == "no significant change" and same["ci_low"] < 0 < same["ci_high"]
-    none = _events_verdict(m, quiet, quiet, 0.05, False, [])
-    assert none["significant"] is None
+
+    def side(k: list[float]) -> dict[str, pd.DataFrame]:
+        return {"jobs": pd.DataFrame({"job_key": ["a", "b"], "k": k, "n": [5000.0, 5000.0]})}
+
+    quiet, loud = side([0.0, 0.0]), side([9.0, 7.0])
+    r = _test(m, quiet, loud, False, 50, 0)
+    # 16 of 16 events on one side of equal exposures: p = 2 x 0.5 ** 16 (two-sided, exact)
+    assert r["p"] == pytest.approx(2 * 0.5**16)
+    assert r["vb"] - r["va"] == pytest.approx(16 / 10_000)
+    lo, hi = _interval(m, r, 0.05)
+    # Clopper-Pearson at 16 of 16: p >= 0.025 ** (1 / 16), mapped onto the rates' delta
+    pl = 0.025 ** (1 / 16)
+    assert lo == pytest.approx(16 * (pl / 10_000 - (1 - pl) / 10_000)) and hi == pytest.approx(16 / 10_000)
+    same = _test(m, loud, loud, False, 50, 0)
+    assert same["p"] == pytest.approx(1.0)
+    lo, hi = _interval(m, same, 0.05)
+    assert lo < 0 < hi
+    assert _test(m, quiet, quiet, False, 50, 0)["p"] is None
+    # normal-approximation MDE of two Poisson rates at the pooled rate
+    from scipy.stats import norm
+
+    rate = 32 / 20_000  # 16 events on each side
+    z = norm.ppf(1 - 0.05 / 2) + norm.ppf(POWER)
+    assert _mde(m, same, 0.05) == pytest.approx(z * (2 * rate / 10_000) ** 0.5)
 
 
 def test_a_boot_count_that_would_exhaust_memory_is_refused(pairs):
-    message = (r"^boot=1000000000 draws over the [\d,]+ rows of the \w+ table would hold [\d,]+ bootstrap "
-               r"weights \(at most 268,435,456")
+    message = (r"^boot=1000000000 draws over the [\d,]+ units of the \w+ table would hold [\d,]+ bootstrap "
+               r"indices \(at most 268,435,456")
     with pytest.raises(DomainError, match=message):  # refused before a weight is drawn
         compare(pairs["units"]["baseline"], pairs["units"]["storage"], boot=10**9)

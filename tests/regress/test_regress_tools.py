@@ -142,7 +142,7 @@ def test_a_damaged_baselines_folder_is_refused_in_one_line(
     copy = _damaged_copy(built, tmp_path, edit)
     with pytest.raises(InputError, match=message):
         check_baselines(pairs["units"]["baseline"], copy, boot=20)
-    assert read_index(built)["format"] == "fleetlib baselines 1"  # the folder as built reads
+    assert read_index(built)["format"] == "fleetlib baselines 2"  # the folder as built reads
 
 
 def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,9 +170,20 @@ def test_cli_compare_json_and_refusal(pairs: dict[str, Any], capsys: pytest.Capt
     assert all(keys <= set(v) for v in out["verdicts"])
     assert any(v["metric"] == "checkpoint pause per commit" and v["significant"] for v in out["verdicts"])
     assert [d["field"] for d in out["contract_differences"]] == ["storage"]
-    # the text rendering of a refused comparison says so
+    # the same jobs drawn on both sides: paired by job, and every verdict says so
+    assert out["settings"]["pairing"]["job"]["paired"] and out["settings"]["family"] == "Holm step-down"
+    assert all(v["pairing"].startswith("paired by") for v in out["verdicts"] if v["factor"] == "runtime")
+    from fleetlib.cli import build_parser
     from fleetlib.regress.commands import render_compare
 
+    args = build_parser().parse_args(["compare", "A", "B", "--pairing", "independent"])
+    assert args.pairing == "independent"
+    alone = compare(pairs["units"]["baseline"], pairs["units"]["storage"], tiers=["startup_recovery"],
+                    boot=60, paired=False)
+    text = render_compare(alone.to_dict())
+    assert "pairing: jobs independent (asked); cycles independent (asked)" in text
+    assert "Holm step-down" in text and "MDE" in text
+    # the text rendering of a refused comparison says so
     refused = compare(
         pairs["units"]["baseline"], pairs["units"]["compiler"], tiers=["startup_recovery"], boot=60
     )
