@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Window
-from fleetlib.contract import NOT_STATED, Contract, contract_from_records
+from fleetlib.contract import Contract, contract_from_records
 from fleetlib.quality import DomainError, Ledger
 
 __all__ = ["COMMIT_COLUMNS", "JOB_FIELDS", "FleetUnits", "fleet_units", "parse_cycle"]
@@ -256,29 +256,6 @@ def _retained_steps(steps: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     ].reset_index(drop=True)
 
 
-def _job_contract(man: Any, jobs: pd.DataFrame, base: Contract) -> pd.DataFrame:
-    """Per job: software version, architecture (its model config's accelerator), pool."""
-    from fleetlib.program import load_model_config
-
-    per_job = man.contract.get("jobs") if isinstance(man.contract, Mapping) else None
-    per_job = per_job if isinstance(per_job, Mapping) else {}
-    version = base.get("software_version")
-    fleet_version = version if isinstance(version, str) else NOT_STATED
-    out = pd.DataFrame(index=jobs.index)
-    out["software_version"] = [
-        str((per_job.get(j) or {}).get("software_version", fleet_version)) for j in jobs.index
-    ]
-    arch = {}
-    configs = {p: load_model_config(p) for p in sorted(set(man.models.values()))}
-    for j, p in man.models.items():
-        arch[str(j)] = configs[p]["peak"].accelerator
-    fleet_arch = base.get("architecture")
-    fleet_arch = fleet_arch if isinstance(fleet_arch, str) else NOT_STATED
-    out["architecture"] = [arch.get(j, fleet_arch) for j in jobs.index]
-    out["pool"] = jobs["pool"].astype(str)
-    return out
-
-
 def _episode_columns(jobs: pd.DataFrame, timers: Mapping[str, pd.DataFrame]) -> None:
     """Per job: straggler episodes its per-rank timers show and the rank-steps they cover (exposure)."""
     from fleetlib.regress.tiers import straggler_episodes
@@ -331,7 +308,7 @@ def fleet_units(
         A bad bundle (see :func:`~fleetlib.fleet.manifest.load_manifest`).
     """
     from fleetlib.fleet.manifest import FleetManifest, load_manifest
-    from fleetlib.fleet.measure import measure_fleet, read_scheduler, read_timelines
+    from fleetlib.fleet.measure import job_fields, measure_fleet, read_scheduler, read_timelines
 
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
     fm = measure_fleet(man, window=window, exclude=exclude)
@@ -367,8 +344,10 @@ def fleet_units(
         scheduler_files=man.scheduler_files, scheduler_format=man.scheduler_format, relative=man.relative
     )
     base = Contract.from_mapping(man.contract).merged(records_contract)
-    for col, values in _job_contract(man, jobs, base).items():
-        jobs[col] = values
+    # the fields a fleet is segmented by, read by the one rule (contract.jobs, model config, records)
+    fields = job_fields(man, records.allocations, jobs.index, ["software_version", "architecture", "pool"])
+    for col, values in fields.items():
+        jobs[col] = values.to_numpy()
     from fleetlib.regress.tiers import rank_step_table
 
     timers = _rank_timers(man, jobs)
