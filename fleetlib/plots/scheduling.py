@@ -198,7 +198,8 @@ def hour_of_day_profile(hourly: pd.DataFrame, *, clock: str = "UTC") -> pd.DataF
     -------
     pandas.DataFrame
         One row per (pool, hour): ``scheduling_goodput`` (mean over the days),
-        ``idle_with_queue_h`` and ``idle_empty_queue_h`` (summed over the days, device-hours).
+        ``idle_with_queue_h`` and ``idle_empty_queue_h`` (summed over the days, device-hours).  An
+        hour with no measured capacity on any day (excluded time, or out of service) has no row.
     """
     data = require_frame(hourly, "hourly", ("pool", "start", "scheduling_goodput", "idle_with_queue",
                                              "idle_empty_queue"))
@@ -209,6 +210,9 @@ def hour_of_day_profile(hourly: pd.DataFrame, *, clock: str = "UTC") -> pd.DataF
     grouped = keyed.groupby(["pool", "hour"], observed=True, sort=True)
     out = grouped[["idle_with_queue_h", "idle_empty_queue_h"]].sum()
     out.insert(0, "scheduling_goodput", grouped["scheduling_goodput"].mean())
+    # an hour with no measured capacity on any day (left out of the window, or out of service) has
+    # no S: it has no row, and the line has a gap there
+    out = out[out["scheduling_goodput"].notna()]
     out.attrs["clock"] = clock
     return out.reset_index()
 

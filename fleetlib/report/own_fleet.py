@@ -45,7 +45,8 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
     -------
     dict
         ``fleet_manifest``, the scheduler's ``scheduling_format`` / ``_files`` / ``_tz`` and the
-        manifest's window as ``scheduling_window_start`` / ``_end``, the timelines' ``timeline_format`` /
+        manifest's window as ``scheduling_window_start`` / ``_end`` / ``_exclude`` (its exclusions as
+        ``START/END`` texts), the timelines' ``timeline_format`` /
         ``_files``, and, when the bundle has traces, ``traces_files`` and ``traces_model`` of the first
         traced job (in job id order) that has a model config.  ``scheduling_openb_files`` and
         ``traces_hta_sets`` (bundled comparisons) are emptied.  ``fleet_has_traces`` says whether step
@@ -66,6 +67,8 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
         "scheduling_tz": m.scheduler_tz or "UTC",
         "scheduling_window_start": m.window.start.isoformat(),
         "scheduling_window_end": m.window.end.isoformat(),
+        "scheduling_window_exclude": [f"{a.isoformat()}/{b.isoformat()}" for a, b in m.window.excluding(
+            m.exclude).exclusions],
         "scheduling_openb_files": [],
         "timeline_format": m.timeline_format,
         "timeline_files": [_as_text(p, root) for p in m.timeline_files],

@@ -104,6 +104,7 @@ def test_fleet_parameters_point_the_rungs_at_the_bundle() -> None:
                                           ("sacct.txt", "sacctmgr_events.txt", "sinfo_nodes.txt")]
     assert params["scheduling_window_start"] == "2024-03-04T00:00:00+00:00"
     assert params["scheduling_window_end"] == "2024-03-05T00:00:00+00:00"
+    assert params["scheduling_window_exclude"] == []  # the bundle leaves no time out
     assert params["timeline_files"] == [f"data/fleet/slurm_sample/timelines/{j}.csv" for j in
                                         ("41001", "41004", "41006")]
     assert params["scheduling_openb_files"] == [] and params["fleet_has_traces"] is False

@@ -36,6 +36,7 @@ from notebook_support import (
     source,
 )
 
+from fleetlib import Window, scheduling
 from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
 
 NOTEBOOK = ROOT / "notebooks" / "01_scheduler_records.ipynb"
@@ -156,12 +157,21 @@ def test_runs_on_slurm_with_window_cross_pool_view_and_widgets(tmp_path):
         "scheduling_tz": "UTC",
         "scheduling_window_start": "2024-03-04T00:00Z",
         "scheduling_window_end": "2024-03-05T00:00Z",
+        "scheduling_window_exclude": ["2024-03-04T06:00Z/2024-03-04T08:00Z"],
         "scheduling_pool_view": "cross_pool",
         "scheduling_synth_allocations": 2000,
         "interactive": True,
     }
     result = run_notebook(NOTEBOOK, tmp_path, params)
     text = printed(result)
+    # the page measures the window less its exclusion, as the rung does given the same window
+    excluded = Window.parse(("2024-03-04T00:00Z", "2024-03-05T00:00Z"),
+                            exclude=["2024-03-04T06:00Z/2024-03-04T08:00Z"])
+    s = scheduling.measure([ROOT / f for f in params["scheduling_files"]], format="slurm", tz="UTC",
+                           window=excluded).factor().value
+    full = scheduling.measure([ROOT / f for f in params["scheduling_files"]], format="slurm", tz="UTC",
+                              window=("2024-03-04T00:00Z", "2024-03-05T00:00Z")).factor().value
+    assert s != full and f"S = {s:.4f} over" in text
     assert "cross-pool idle view" in text and "2024-03-04T00:00:00+00:00 .. 2024-03-05T00:00:00+00:00" in text
     assert "held time of" in text and "(records)" in text  # Slurm has jobs: its own held time is handed on
     state = result.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
