@@ -13,7 +13,8 @@ The rule, for each series (in order):
    is kept.
 2. **Shortcut.** When the robust copy's range is under ``min_shift`` of its smallest value, no two
    regimes can differ by ``min_shift`` (every regime's level lies inside that range): the series is
-   one regime, and the search is skipped.
+   one regime, and the search is skipped (the filter too, when the raw range is that narrow: the
+   robust copy's values lie inside it).
 3. **Change points.** PELT with the squared-error cost (``ruptures.KernelCPD`` with the linear
    kernel, compiled in C) on the robust copy scaled by its noise: ``1.4826 x`` the median absolute
    first difference over ``sqrt(2)`` (first differences do not see level shifts), at least
@@ -169,7 +170,8 @@ def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
         x = values[lo:hi]
         medians[j] = np.median(x)
         means[j] = x.mean()
-        if n < 2 * half:
+        # the robust copy's values lie within the raw range: a narrow raw range is one regime already
+        if n < 2 * half or x.max() - x.min() < min_shift * x.min():
             continue
         count = 0
         for q in range(min(n, half)):  # the first window is [0, half]; each step adds i + half

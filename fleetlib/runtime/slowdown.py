@@ -19,9 +19,11 @@ that estimate as its fault-free step time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from fleetlib.regimes import StackedRegimes, stacked_regimes
 from fleetlib.runtime.partition import JobParts
@@ -44,18 +46,23 @@ class StepRegimes:
         Job ``k``'s series is ``positions[offsets[k]:offsets[k + 1]]``.
     positions
         The series' steps, as positions in the validated step arrays.
-    step, attempt, start_ns, compute_s
-        Beside ``positions``: step number, attempt, start (UTC nanoseconds) and compute time.
+    compute_s
+        Beside ``positions``: each step's compute time (wall time less input wait), seconds.
+    tables
+        The validated step arrays (:class:`fleetlib.runtime.timeline.TimelineArrays`): step numbers,
+        attempts and start times are read from them where a table needs them.
     """
 
     job_ids: list[str]
     cut: StackedRegimes
     offsets: np.ndarray
     positions: np.ndarray
-    step: np.ndarray
-    attempt: np.ndarray
-    start_ns: np.ndarray
     compute_s: np.ndarray
+    tables: Any
+
+    def _column(self, name: str, at: np.ndarray) -> np.ndarray:
+        """Return a step column (``s_step``, ``s_attempt``, ``s_start``) at series indices ``at``."""
+        return getattr(self.tables, name)[self.positions[at]]
 
     def baselines(self) -> np.ndarray:
         """Return each job's healthy level in seconds (NaN: a job whose series is empty)."""
@@ -77,10 +84,12 @@ class StepRegimes:
         job, index, at = self._regime_rows()
         new = np.flatnonzero(index > 0)
         ids = np.asarray(self.job_ids, dtype=object)
+        at = at[new]
         return pd.DataFrame({
             "job_id": ids[job[new]].astype(str) if new.size else np.zeros(0, dtype=object),
-            "attempt": self.attempt[at[new]].astype(np.int64), "step": self.step[at[new]].astype(np.int64),
-            "time": pd.to_datetime(self.start_ns[at[new]], utc=True),
+            "attempt": self._column("s_attempt", at).astype(np.int64),
+            "step": self._column("s_step", at).astype(np.int64),
+            "time": pd.to_datetime(self._column("s_start", at), utc=True),
             "before_s": self.cut.levels[new - 1], "after_s": self.cut.levels[new]},
             columns=list(CHANGE_POINT_COLUMNS))
 
@@ -112,9 +121,12 @@ class StepRegimes:
             lo, hi = int(self.offsets[k]), int(self.offsets[k + 1])
             r = self.cut.of(k)
             regime = np.repeat(np.arange(r.levels.size), np.diff(r.bounds))
+            span = np.arange(lo, hi)
             parts.append(pd.DataFrame({
-                "job_id": self.job_ids[k], "attempt": self.attempt[lo:hi], "step": self.step[lo:hi],
-                "time": pd.to_datetime(self.start_ns[lo:hi], utc=True), "compute_s": self.compute_s[lo:hi],
+                "job_id": self.job_ids[k], "attempt": self._column("s_attempt", span),
+                "step": self._column("s_step", span),
+                "time": pd.to_datetime(self._column("s_start", span), utc=True),
+                "compute_s": self.compute_s[lo:hi],
                 "regime": regime, "level_s": r.levels[regime], "healthy": regime == r.healthy}))
         if not parts:
             return pd.DataFrame({c: [] for c in STEP_SERIES_COLUMNS})
@@ -128,9 +140,10 @@ class StepRegimes:
         return pd.DataFrame({
             "job_id": ids[job].astype(str) if job.size else np.zeros(0, dtype=object),
             "regime": index.astype(np.int64),
-            "first_step": self.step[at].astype(np.int64), "last_step": self.step[last].astype(np.int64),
-            "start": pd.to_datetime(self.start_ns[at], utc=True),
-            "end": pd.to_datetime(self.start_ns[last], utc=True),
+            "first_step": self._column("s_step", at).astype(np.int64),
+            "last_step": self._column("s_step", last).astype(np.int64),
+            "start": pd.to_datetime(self._column("s_start", at), utc=True),
+            "end": pd.to_datetime(self._column("s_start", last), utc=True),
             "steps": self.cut.length.astype(np.int64), "level_s": self.cut.levels,
             "healthy": index == self.cut.healthy[job]}, columns=list(REGIME_COLUMNS))
 
@@ -150,25 +163,43 @@ def step_regimes(parts: JobParts, *, estimator: str = "median") -> StepRegimes:
     StepRegimes
     """
     t = parts.tables
-    codes = parts.codes
-    lo, hi = t.s_off[codes], t.s_off[codes + 1]
-    n_steps = hi - lo
-    every = np.arange(int(n_steps.sum()), dtype=np.int64)
-    first = np.cumsum(n_steps) - n_steps
-    pos = every - np.repeat(first, n_steps) + np.repeat(lo, n_steps)
-    job = np.repeat(np.arange(codes.size), n_steps)
-    starts = parts.run_starts()[pos]
     # each run's first step is left out (compilation and cache warm-up land there, within tolerance
     # or not); the run's first value in the series starts a run
-    steady = parts.steady()[pos] & ~starts
-    run = np.cumsum(starts)
-    pos, job, run = pos[steady], job[steady], run[steady]
-    opens = np.ones(pos.size, dtype=bool)
-    opens[1:] = (run[1:] != run[:-1]) | (job[1:] != job[:-1])
-    offsets = np.zeros(codes.size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(job, minlength=codes.size), out=offsets[1:])
-    compute = (t.s_end[pos] - t.s_start[pos]) / 1e9 - t.s_wait[pos]
+    starts = parts.run_starts()
+    offsets, pos, compute, opens = _series(parts.codes, t.s_off, parts.steady() & ~starts, starts, t.s_start,
+                                           t.s_end, t.s_wait)
     cut = stacked_regimes(compute, offsets, opens, estimator=estimator)
-    return StepRegimes(job_ids=parts.job_ids, cut=cut, offsets=offsets, positions=pos,
-                       step=t.s_step[pos], attempt=t.s_attempt[pos], start_ns=t.s_start[pos],
-                       compute_s=compute)
+    return StepRegimes(job_ids=parts.job_ids, cut=cut, offsets=offsets, positions=pos, compute_s=compute,
+                       tables=t)
+
+
+@njit(cache=True)
+def _series(codes: np.ndarray, s_off: np.ndarray, keep: np.ndarray, starts: np.ndarray, s_start: np.ndarray,
+            s_end: np.ndarray, s_wait: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Gather the jobs' series: offsets, step positions, compute times and where a run opens."""
+    n_jobs = codes.shape[0]
+    offsets = np.zeros(n_jobs + 1, np.int64)
+    for k in range(n_jobs):
+        c = codes[k]
+        n = 0
+        for i in range(s_off[c], s_off[c + 1]):
+            if keep[i]:
+                n += 1
+        offsets[k + 1] = offsets[k] + n
+    pos = np.empty(offsets[n_jobs], np.int64)
+    compute = np.empty(offsets[n_jobs])
+    opens = np.zeros(offsets[n_jobs], np.bool_)
+    q = 0
+    for k in range(n_jobs):
+        c = codes[k]
+        fresh = True  # the job's first value opens its first run
+        for i in range(s_off[c], s_off[c + 1]):
+            if starts[i]:
+                fresh = True
+            if keep[i]:
+                pos[q] = i
+                compute[q] = (s_end[i] - s_start[i]) / 1e9 - s_wait[i]
+                opens[q] = fresh
+                fresh = False
+                q += 1
+    return offsets, pos, compute, opens
