@@ -224,12 +224,12 @@ def _pelt(y: np.ndarray, min_size: int) -> list[int]:
 def _refine(y: np.ndarray, at: int, lo: int, hi: int) -> int:
     """Return the split of ``y[lo:hi]`` with the least squared error of two constant pieces, near ``at``."""
     piece = y[lo:hi]
+    if piece.size < 2:
+        return at
     s1, s2 = np.cumsum(piece), np.cumsum(piece * piece)
     k = np.arange(1, piece.size)  # split after k values
     left = s2[k - 1] - s1[k - 1] ** 2 / k
     right = (s2[-1] - s2[k - 1]) - (s1[-1] - s1[k - 1]) ** 2 / (piece.size - k)
-    if k.size == 0:
-        return at
     return lo + int(k[np.argmin(left + right)])
 
 
