@@ -175,7 +175,8 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
 
 
 #: Device-name families of the peak table, as trace device names spell them.
-_FAMILIES: tuple[str, ...] = ("H100", "H200", "A100", "V100", "MI300X", "MI250", "B200", "L40", "TPU")
+_FAMILIES: tuple[str, ...] = ("H100", "H200", "A100", "V100", "MI300X", "MI250", "B200", "L40", "TPU",
+                               "TRAINIUM")
 
 
 def check_model_fits(config: Mapping[str, Any], n_ranks: int,

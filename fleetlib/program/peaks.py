@@ -2,11 +2,11 @@
 
 :data:`PEAK_RATES` is the table of each device's default precision (BF16, or FP16 where the device has
 no BF16 tensor cores); :data:`PEAK_RATES_BY_PRECISION` adds the other precisions a device has
-(FP8 on Hopper and MI300X).  :func:`peak_rate` looks an entry up by device and precision -- the
-named peak always carries its precision (``"H100 SXM dense BF16"``, ``"H100 SXM dense FP8"``), so
-FP8 work is never divided by a BF16 peak unnoticed.  An unknown device or a precision the device
-has no peak for is an error, never a fallback.  A program-goodput convention always names the
-entry it divides by (:mod:`fleetlib.program.flops`).
+(FP8 on Hopper, MI300X, TPU v5p/v6e and Trainium2).  :func:`peak_rate` looks an entry up by
+device and precision -- the named peak always carries its precision (``"H100 SXM dense BF16"``,
+``"H100 SXM dense FP8"``), so FP8 work is never divided by a BF16 peak unnoticed.  An unknown
+device or a precision the device has no peak for is an error, never a fallback.  A
+program-goodput convention always names the entry it divides by (:mod:`fleetlib.program.flops`).
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ class PeakRate:
 
 
 _FIELD_NOTES = "field_notes/step_traces.md section 6 (Peaks)"
+_TPU7X_URL = "https://docs.cloud.google.com/tpu/docs/tpu7x"
+_TRAINIUM2_URL = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/"
+                  "trainium2.html")
 
 #: Precisions a peak may be stated in.
 PRECISIONS: tuple[str, ...] = ("BF16", "FP16", "FP8", "FP4", "TF32", "FP32", "FP64", "INT8")
@@ -122,8 +125,16 @@ PEAK_RATES: Mapping[str, PeakRate] = {
         PeakRate("TPU v5e", 197.0, 0.819, "BF16",
                  f"Google Cloud TPU v5e documentation: 197 TFLOP/s BF16, 819 GB/s HBM; {_FIELD_NOTES}"),
         PeakRate("TPU v6e", 918.0, 1.64, "BF16",
-                 "Google Cloud TPU v6e (Trillium) documentation: 918 TFLOP/s BF16, about 1,640 GB/s HBM; "
-                 f"{_FIELD_NOTES}"),
+                 "Google Cloud TPU v6e (Trillium) documentation: 918 TFLOP/s BF16, about 1,640 GB/s HBM "
+                 f"(1,638 GBps) https://docs.cloud.google.com/tpu/docs/v6e; {_FIELD_NOTES}"),
+        PeakRate("TPU v5p", 459.0, 2.765, "BF16",
+                 "Google Cloud TPU v5p documentation: peak compute per chip 459 TFLOP/s BF16, HBM2e 95 GB at "
+                 "2,765 GB/s https://cloud.google.com/tpu/docs/v5p; the same 459 in the generation table of "
+                 f"{_TPU7X_URL}"),
+        PeakRate("Trainium2", 667.0, 2.9, "BF16",
+                 "AWS Neuron documentation, Trainium2 architecture: eight NeuronCore-v3 deliver 667 "
+                 "BF16/FP16/TF32 TFLOP/s dense (2,563 sparse), 96 GiB device memory at 2.9 TB/s "
+                 f"{_TRAINIUM2_URL}"),
     )
 }
 
@@ -144,6 +155,12 @@ PEAK_RATES_BY_PRECISION: Mapping[tuple[str, str], PeakRate] = {
                                  "Hopper tensor peak of H100 SXM)"),
         _fp8("MI300X", 2614.9, "AMD Instinct MI300X datasheet: FP8 2,614.9 TFLOP/s dense (5,229.8 with "
                                "sparsity)"),
+        _fp8("TPU v5p", 459.0, f"Google Cloud TPU7x documentation, generation table: v5p peak compute "
+                               f"per chip (FP8) 459 TFLOP/s {_TPU7X_URL}"),
+        _fp8("TPU v6e", 918.0, f"Google Cloud TPU7x documentation, generation table: v6e peak compute "
+                               f"per chip (FP8) 918 TFLOP/s {_TPU7X_URL}"),
+        _fp8("Trainium2", 1299.0, f"AWS Neuron documentation, Trainium2 architecture: 1,299 FP8 TFLOP/s "
+                                  f"{_TRAINIUM2_URL}"),
     )},
 }
 
