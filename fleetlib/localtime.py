@@ -165,4 +165,4 @@ def _wall_ns(wall: pd.Series) -> np.ndarray:
 
 def _ns(aware: pd.Series) -> np.ndarray:
     """Zone-aware times as int64 UTC nanoseconds (NaT: the int64 minimum)."""
-    return _wall_ns(aware.dt.tz_convert("UTC").dt.tz_localize(None))
+    return aware.dt.as_unit("ns").to_numpy(dtype="datetime64[ns]").view("int64")
