@@ -502,10 +502,13 @@ def test_corpus_naive_times():
         R.read_canonical(path)
     assert err.value.row == 2 and err.value.field == "time" and err.value.file == str(path)
     tables, ledger = R.read_canonical(path, tz="Europe/Paris")
-    # 02:30 on 2025-03-30 does not exist in Paris (clocks jump from 02:00 to 03:00)
-    assert balanced(ledger) and (ledger.repaired, ledger.rejected) == (3, 1)
-    assert "does not exist" in rejected_rows(ledger)[4].reason
-    assert tables.events["time"].iloc[0] == ts("2025-03-30T00:30:00Z")
+    # 02:30 on 2025-03-30 does not exist in Paris (clocks jump from 02:00 to 03:00): shifted forward by
+    # the hour's gap to 03:30 CEST, i.e. read at CET (UTC+1): 01:30Z, a named repair
+    assert balanced(ledger) and (ledger.repaired, ledger.rejected) == (4, 0)
+    assert "does not exist in Europe/Paris" in repaired_rows(ledger)[4].reason
+    assert "shifted forward by the 1:00 gap" in repaired_rows(ledger)[4].reason
+    assert tables.events["time"].tolist() == [ts("2025-03-30T00:30:00Z"), ts("2025-03-30T00:45:00Z"),
+                                              ts("2025-03-30T01:30:00Z"), ts("2025-03-30T02:00:00Z")]
     with pytest.raises(DomainError, match="time zone"):
         R.read_canonical(path, tz="Mars/Olympus_Mons")
 

@@ -87,14 +87,15 @@ def test_philly_window_and_zone():
 
 def test_philly_bad_corpus_messages():
     recs, ledger = READERS["philly"].read(CORPUS / "philly/bad_jobs.json")
-    assert recs.allocations["job_id"].tolist() == ["job_ok"]
+    assert recs.allocations["job_id"].tolist() == ["job_ok", "job_dst"]
     got = {e.row: (e.field, e.reason) for e in ledger.entries}
     expect = {
         2: ("jobid", "duplicate jobid"),
         3: ("end_time", "attempts[0] ends before it starts"),
         4: ("start_time", "attempts[0] starts before the job was submitted"),
         5: ("start_time", "attempts[1] starts before the previous attempt ended"),
-        6: ("submitted_time", "'2017-11-05 01:30:00' is not a time"),  # the repeated DST hour
+        # the repeated DST hour: kept, read at the earlier offset (PDT) and named
+        6: ("submitted_time", "'2017-11-05 01:30:00' is ambiguous in America/Los_Angeles"),
         7: ("start_time", "attempts[0].start_time 'yesterday' is not a time"),
         8: (None, "not a JSON object"),
         9: ("jobid", "jobid missing"),
@@ -102,7 +103,10 @@ def test_philly_bad_corpus_messages():
     assert set(got) == set(expect)
     for row, (fld, text) in expect.items():
         assert got[row][0] == fld and text in got[row][1], (row, got[row])
-    assert ledger.read == 9 and ledger.rejected == 8 and ledger.kept == 1
+    assert ledger.read == 9 and ledger.rejected == 7 and ledger.repaired == 1 and ledger.kept == 1
+    dst = recs.allocations.set_index("job_id").loc["job_dst"]
+    assert dst["submit"] == _utc("2017-11-05 08:30")  # 01:30 PDT (UTC-7)
+    assert dst["gang_complete"] == _utc("2017-11-05 11:00")  # 03:00 PST (UTC-8), after the change
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ from fleetlib._io import (
     time_range,
 )
 from fleetlib.accounting import Window
+from fleetlib.localtime import localize
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
     EVENT_COLUMNS,
@@ -930,14 +931,18 @@ def _naive_times(naive_parsed: pd.Series, naive: np.ndarray, aware: np.ndarray, 
                                   "pass tz= to name it")
         return _drop_implausible(out, part, field)
     try:
-        localised = naive_parsed.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+        placed = localize(naive_parsed, tz)  # DST nights: the module's stated rule, a named repair each
     except Exception as exc:  # an unknown zone name
         raise DomainError(f"tz={tz!r} is not a time zone pandas knows ({exc})") from exc
     out = out.copy()
-    out[naive] = utc_ns(localised)
+    out[naive] = utc_ns(placed.utc)
     bad = naive & (out == _NAT)
-    part.reject(bad, field, f"{field} is not a valid time, or does not exist / is ambiguous in zone {tz}")
+    part.reject(bad, field, f"{field} is not a valid time in zone {tz}")
     part.repair(naive & ~bad, field, f"naive {field} localised to tz={tz}")
+    fixed, reasons = placed.repairs(field)
+    dst = np.zeros(naive.size, dtype=bool)
+    dst[np.flatnonzero(naive)[fixed]] = True
+    part.repair(dst, field, reasons)
     return _drop_implausible(out, part, field)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths
+from fleetlib.localtime import localize
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     FileBook,
@@ -76,13 +77,17 @@ def _read_one(path: PathLike | None) -> tuple[TimelineTables, Ledger]:
     for zone in pd.unique(tz[ok]):  # a handful of zones
         m = ok & (tz == zone).to_numpy()
         try:
-            loc = naive[m].dt.tz_localize(zone, ambiguous="NaT", nonexistent="NaT")
+            placed = localize(naive[m], zone)  # DST nights: the stated rule, a named repair each
         except Exception as exc:
             raise InputError(f"tz {zone!r} is not a time zone", file=file, row=int(rows[np.argmax(m)]),
                              field="tz") from exc
-        utc[m] = loc.dt.tz_convert("UTC").astype(TIME_DTYPE).to_numpy()
+        utc[m] = placed.utc.astype(TIME_DTYPE).to_numpy()
+        fixed, reasons = placed.repairs("time_of_day", local_text[m].to_numpy())
+        dst = np.zeros(len(rows), dtype=bool)
+        dst[np.flatnonzero(m)[fixed]] = True
+        part.repair(dst, "time_of_day", reasons)
     nat = utc.isna().to_numpy() & ok
-    part.reject(nat, "time_of_day", "local time does not exist or is ambiguous in its zone")
+    part.reject(nat, "time_of_day", "local time is not a time in its zone")
     placed = day_only & ok & ~nat
     if placed.any():
         part.repair(placed, "time_of_day", [f"no time of day stated: placed at 12:00 {z}"

@@ -28,6 +28,7 @@ from fleetlib._io import (
     time_range,
 )
 from fleetlib.accounting import Window
+from fleetlib.localtime import localize
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.schema import ALLOCATION_COLUMNS, QUEUE_COLUMNS, TIME_DTYPE
 
@@ -211,19 +212,14 @@ def parse_time_columns(
             local = local[~rejected[nv]]
             nv = nv & ~rejected
             try:
-                loc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT")
+                placed = localize(local, tz)  # DST nights: the module's stated rule, a named repair each
             except Exception as exc:  # an unknown zone name
                 raise DomainError(
                     f"tz must be an IANA zone name such as 'UTC' or 'Europe/Berlin'; got {tz!r}"
                 ) from exc
-            vals[nv] = loc.dt.tz_convert("UTC").dt.as_unit("ns")
-            parsed = np.zeros(n, dtype=bool)
-            parsed[nv] = local.notna().to_numpy()
-            dst = parsed & vals.isna().to_numpy()
-            book.reject(
-                file, rows[dst], col, f"local time is ambiguous or does not exist in {tz} (a DST change)"
-            )
-            rejected |= dst
+            vals[nv] = placed.utc
+            fixed, reasons = placed.repairs(col, s[nv].to_numpy())
+            book.repair(file, rows[np.flatnonzero(nv)[fixed]], col, reasons)
         bad = (~out.missing[col]) & (~rejected) & vals.isna().to_numpy()
         book.reject(file, rows[bad], col, f"not a time: expected ISO 8601 ({format_hint})")
         rejected |= bad

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_message, read_text
+from fleetlib.localtime import AMBIGUOUS_RULE, localize
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -105,16 +106,23 @@ def _text(values: list[object]) -> pd.Series:
     return pd.Series(["" if v is None else str(v).strip() for v in values], dtype=object)
 
 
-def _local_times(text: pd.Series, tz: str) -> tuple[pd.Series, np.ndarray, np.ndarray]:
-    """Parse naive Philly times in ``tz`` -> (UTC times, missing mask, unreadable-or-ambiguous mask)."""
+def _local_times(text: pd.Series, tz: str, field: str) -> tuple[pd.Series, np.ndarray, np.ndarray, np.ndarray,
+                                                                 np.ndarray]:
+    """Parse naive Philly times in ``tz`` (:mod:`fleetlib.localtime`'s rule for DST nights).
+
+    Returns (UTC times, missing mask, unreadable mask, DST-resolved mask, repair text per time).
+    """
     missing = text.str.lower().isin(_MISSING).to_numpy()
     local = pd.to_datetime(text.where(~missing, None), format=_TIME_FORMAT, errors="coerce")
     try:
-        utc = local.dt.tz_localize(tz, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+        placed = localize(local, tz)
     except Exception as exc:  # an unknown zone name
         raise DomainError(f"tz must be an IANA zone name such as 'America/Los_Angeles'; got {tz!r}") from exc
-    utc = utc.dt.as_unit("ns").astype(TIME_DTYPE)
-    return utc, missing, (~missing) & utc.isna().to_numpy()
+    utc = placed.utc.astype(TIME_DTYPE)
+    fixed, reasons = placed.repairs(field, text.to_numpy())
+    why = np.full(len(text), "", dtype=object)
+    why[fixed] = reasons
+    return utc, missing, (~missing) & utc.isna().to_numpy(), fixed, why
 
 
 def _attempt_frame(jobs: list[object], rows: np.ndarray, tz: str) -> pd.DataFrame:
@@ -136,7 +144,8 @@ def _attempt_frame(jobs: list[object], rows: np.ndarray, tz: str) -> pd.DataFram
     )
     for col in ("start_time", "end_time"):
         raw = _text([d.get(col) for d in dicts])
-        att[col], att[f"{col}_missing"], att[f"{col}_bad"] = _local_times(raw, tz)
+        (att[col], att[f"{col}_missing"], att[f"{col}_bad"], att[f"{col}_dst"],
+         att[f"{col}_dst_why"]) = _local_times(raw, tz, col)
         att[f"{col}_text"] = raw.to_numpy()
     att["last"] = att["index"] == np.repeat(counts, counts) - 1
     return att
@@ -171,9 +180,10 @@ def read(
     ledger : Ledger
         One record per job object.  Rejected: a job that is not an object, lacks ``jobid`` or
         ``submitted_time``, repeats a ``jobid``, has no usable attempt (the log does not say when it
-        left the queue), an unreadable or DST-ambiguous time, an attempt ending before it starts or
+        left the queue), an unreadable time, an attempt ending before it starts or
         starting before submission, or overlapping attempts.  Repaired (named): attempts left out for
-        a logging gap (no ``start_time``, no ``end_time`` before a later attempt, no GPUs listed) and
+        a logging gap (no ``start_time``, no ``end_time`` before a later attempt, no GPUs listed), a
+        time ambiguous or nonexistent on a DST night (:mod:`fleetlib.localtime`'s rule) and
         the last attempt still running, censored at the window end.  Flagged: unknown ``status``
         (``unknown_job_status``) and multi-server attempts (``gang_complete_inferred_at_start``).
     """
@@ -193,7 +203,9 @@ def read(
         "per-VC quota or outage history (no capacity table, no time-based goodput)",
         "gang_complete": "an attempt's start_time (one server: its GPUs are granted together; several "
         "servers: inferred, flagged gang_complete_inferred_at_start)",
-        "time_zone": f"naive log times localised to {zone}" + ("" if tz else " (Philly's zone, the default)"),
+        "time_zone": f"naive log times localised to {zone}" + ("" if tz else " (Philly's zone, the default)")
+        + f"; DST nights: an ambiguous time by {AMBIGUOUS_RULE}, a nonexistent one shifted forward by "
+        "the gap (each a named repair)",
         "attempts": "a later attempt is submitted when the previous one ended (a retry); earlier attempts "
         "end 'failed', the last one by the job's status",
         "record_end": "" if pd.isna(end) else pd.Timestamp(end).isoformat(),
@@ -232,15 +244,16 @@ def _philly_file(
     reject((jobid == "").to_numpy(), "jobid", "jobid missing")
     reject(jobid.duplicated(keep="first").to_numpy(), "jobid", "duplicate jobid (an earlier object has it)")
     sub_text = key("submitted_time")
-    submit, sub_missing, sub_bad = _local_times(sub_text, tz)
+    submit, sub_missing, sub_bad, sub_dst, sub_why = _local_times(sub_text, tz, "submitted_time")
     reject(sub_missing, "submitted_time", "submitted_time missing")
     reject(
         sub_bad,
         "submitted_time",
         "submitted_time "
         + sub_text.map(repr)
-        + f" is not a time {_TIME_FORMAT!r} or is ambiguous / nonexistent in {tz} (DST)",
+        + f" is not a time {_TIME_FORMAT!r}",
     )
+    book.repair(file, rows[sub_dst], "submitted_time", sub_why[sub_dst])
     has_list = np.array([isinstance(o, dict) and isinstance(o.get("attempts"), list) for o in jobs])
     reject(~has_list, "attempts", "attempts missing or not a list")
 
@@ -251,8 +264,11 @@ def _philly_file(
     _reject_by_attempt(reject, n, pos, bad_obj, None, label + " is not an object")
     for col in ("start_time", "end_time"):
         m = att[f"{col}_bad"].to_numpy()
-        why = label + f".{col} " + att[f"{col}_text"].map(repr) + f" is not a time {_TIME_FORMAT!r} or is "
-        _reject_by_attempt(reject, n, pos, m, col, why + f"ambiguous / nonexistent in {tz} (DST)")
+        why = label + f".{col} " + att[f"{col}_text"].map(repr) + f" is not a time {_TIME_FORMAT!r}"
+        _reject_by_attempt(reject, n, pos, m, col, why)
+        dst = att[f"{col}_dst"].to_numpy()
+        book.repair(file, att["row"].to_numpy()[dst], col,
+                    (label + ": " + att[f"{col}_dst_why"]).to_numpy(dtype=object)[dst])
     # attempts left out for a logging gap (named repairs on the job)
     no_start = att["start_time_missing"].to_numpy() & ~bad_obj
     no_end_mid = att["end_time_missing"].to_numpy() & ~att["last"].to_numpy() & ~no_start & ~bad_obj
