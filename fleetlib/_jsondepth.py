@@ -19,11 +19,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-CHUNK = 1 << 22
-"""Characters of a ``str`` encoded and scanned at a time (at most 16 MiB of UTF-8 bytes)."""
+CHUNK = 1 << 20
+"""Characters of a ``str`` encoded and scanned at a time (at most 4 MiB of UTF-8 bytes)."""
 
 STATE_SIZE = 5
 """Length of the state array: depth, inside a string, escaped, line (1-based), last line reported."""
+
+KINDS = np.zeros(256, dtype=np.uint8)
+"""Byte classes of the scan: 0 other, 1 backslash, 2 quote, 3 newline, 4 opening and 5 closing bracket."""
+KINDS[0x5C] = 1
+KINDS[0x22] = 2
+KINDS[0x0A] = 3
+KINDS[[0x5B, 0x7B]] = 4
+KINDS[[0x5D, 0x7D]] = 5
 
 
 def new_state() -> np.ndarray:
@@ -60,20 +68,23 @@ def scan_depth(buf: np.ndarray, limit: int, per_line: bool, state: np.ndarray) -
     out = np.empty(8, dtype=np.int64)
     n = 0
     for i in range(buf.size):
-        b = buf[i]
-        if b == 0x5C:  # backslash: escapes the next byte unless itself escaped
+        kind = KINDS[buf[i]]
+        if kind == 0:  # most bytes: letters, digits, spaces, punctuation
+            escaped = 0
+            continue
+        if kind == 1:  # backslash: escapes the next byte unless itself escaped
             escaped = 1 - escaped
             continue
-        if b == 0x22:
+        if kind == 2:
             if escaped == 0:
                 inside = 1 - inside
-        elif b == 0x0A:
+        elif kind == 3:
             line += 1
             if per_line:
                 depth = 0
                 inside = 0
         elif inside == 0:
-            if b == 0x5B or b == 0x7B:
+            if kind == 4:
                 depth += 1
                 if depth > limit and reported != line:
                     if n == out.size:
@@ -85,7 +96,7 @@ def scan_depth(buf: np.ndarray, limit: int, per_line: bool, state: np.ndarray) -
                     reported = line
                     if not per_line:
                         break
-            elif b == 0x5D or b == 0x7D:
+            else:
                 depth -= 1
         escaped = 0
     state[0] = depth
