@@ -642,18 +642,16 @@ def nesting_message(kind: str = "JSON", *, limit: int | None = None, at: str = "
     return f"{kind} nested more than {depth} deep{at} (limit max_depth; raise it with --limit max_depth=N)"
 
 
-def _as_buffer(data: str | bytes | bytearray) -> bytes | bytearray:
-    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-
-
 def json_depth_rows(data: str | bytes | bytearray, max_depth: int | None = None, *,
                     per_line: bool = False) -> Any:
-    """Return the 1-based lines where JSON text nests deeper than ``max_depth`` (vectorised scan).
+    """Return the 1-based lines where JSON text nests deeper than ``max_depth`` (streaming scan).
 
     Brackets inside strings are not counted (a quote preceded by an odd run of backslashes is
     escaped).  With ``per_line`` each line is scanned as its own document (JSON lines), so one broken
     line does not shift the depth of the next; otherwise the first line where the whole document
-    crosses the limit is returned (at most one).
+    crosses the limit is returned (at most one).  The scan is one compiled pass that keeps only its
+    depth and string state: a ``str`` is encoded a chunk at a time, bytes are read in place, so the
+    memory it adds does not grow with the text.
 
     Returns
     -------
@@ -662,39 +660,23 @@ def json_depth_rows(data: str | bytes | bytearray, max_depth: int | None = None,
     """
     import numpy as np
 
+    from fleetlib._jsondepth import CHUNK, new_state, scan_depth
+
     limit = current_limits().max_depth if max_depth is None else max_depth
-    buf = np.frombuffer(_as_buffer(data), dtype=np.uint8)
-    empty = np.zeros(0, dtype=np.int64)
-    brackets = np.isin(buf, (0x5B, 0x5D, 0x7B, 0x7D))
-    if not brackets.any():
-        return empty
-    newline = buf == 0x0A
-    idx = np.arange(buf.size, dtype=np.int64)
-    line_start = np.maximum.accumulate(np.where(newline, idx + 1, 0)) if per_line else None
-    # quotes that open or close a string: not escaped by an odd run of backslashes before them
-    quote = np.flatnonzero(buf == 0x22)
-    if quote.size:
-        last_plain = np.maximum.accumulate(np.where(buf != 0x5C, idx, -1))
-        before = np.where(quote > 0, last_plain[np.maximum(quote - 1, 0)], -1)
-        run = np.where(quote > 0, quote - 1 - before, 0)
-        quote = quote[run % 2 == 0]
-    marks = np.zeros(buf.size, dtype=np.int32)
-    marks[quote] = 1
-    parity = np.cumsum(marks, dtype=np.int64)
-    if per_line:
-        parity = parity - np.concatenate(([0], parity))[line_start]
-    outside = (parity % 2 == 0) & brackets
-    step = np.zeros(buf.size, dtype=np.int32)
-    step[outside & ((buf == 0x5B) | (buf == 0x7B))] = 1
-    step[outside & ((buf == 0x5D) | (buf == 0x7D))] = -1
-    depth = np.cumsum(step, dtype=np.int64)
-    if per_line:
-        depth = depth - np.concatenate(([0], depth))[line_start]
-    deep = np.flatnonzero(depth > limit)
-    if not deep.size:
-        return empty
-    lines = np.cumsum(newline, dtype=np.int64)[deep] - newline[deep] + 1
-    return np.unique(lines) if per_line else lines[:1]
+    state = new_state()
+    if isinstance(data, str):
+        chunks: Iterable[Any] = (data[i:i + CHUNK].encode("utf-8", "surrogatepass")
+                                 for i in range(0, len(data), CHUNK))
+    else:
+        chunks = (data,)
+    found = []
+    for chunk in chunks:
+        lines = scan_depth(np.frombuffer(chunk, dtype=np.uint8), limit, per_line, state)
+        if lines.size:
+            found.append(lines)
+            if not per_line:
+                break
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def _finite_float(text: str) -> float:

@@ -494,6 +494,24 @@ def test_json_depth_scan_ignores_brackets_in_strings_and_resets_per_line():
     assert load_json('{"a": [1, 2.5]}', file="x") == {"a": [1, 2.5]}
 
 
+def test_json_depth_scan_of_a_large_document_stays_within_a_memory_bound():
+    job = json.dumps({"jobid": "application_1_1", "attempts": [{"detail": [{"ip": "m1", "gpus": ["gpu0"]}],
+                                                                "start_time": "2017-10-07 01:12:09"}]})
+    lines = 200_000
+    text = "\n".join([job] * (lines - 1) + ["[" * 70 + "]" * 70])  # ~24 MB; the last line too deep
+    as_array = "[" + text.replace("\n", ",\n") + "]"
+    json_depth_rows("[1]")  # the compiled scan loaded before measuring
+    tracemalloc.start()
+    try:
+        per_line = json_depth_rows(text, 69, per_line=True)
+        whole = json_depth_rows(as_array, 69)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert per_line.tolist() == [lines] and whole.tolist() == [lines]
+    assert peak < 8 * 2**20 < len(text) / 3  # the vectorised scan held ~55 bytes per byte: ~1.3 GB here
+
+
 def test_yaml_loader_is_safe_and_counts_aliases_where_they_are_used():
     assert load_yaml("a: &x [1, 2]\nb: *x\n", file="y") == {"a": [1, 2], "b": [1, 2]}
     with pytest.raises(InputError, match="could not determine a constructor"):
