@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fleetlib.cli import main as cli_main
 from fleetlib.program.breakdown import step_partition
 from fleetlib.program.classify import classified_by, collective_from_launcher, comm_rule_launcher
 from fleetlib.program.readers.kineto import read_traces
@@ -156,3 +157,14 @@ def test_bundled_traces_are_classified_by_metadata_or_launcher(name, expected):
     assert {c: int((by == c).sum()) for c in ("metadata", "launcher", "name")} == expected
     assert expected["launcher"] == _launched_in_collective_annotation(TRACES / name)
     assert np.all(k.loc[k["kind"] != "comm", "classified_by"].astype(str) == "none")
+
+
+def test_cli_counts_communication_by_rule(tmp_path, capsys):
+    syn = synth_moe_traces(tmp_path, ranks=1, steps=2, names="unlisted")
+    assert cli_main(["program", *map(str, syn.paths), "--no-cache", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["communication"] == {"kernels": 6, "classified_by": {"metadata": 0, "launcher": 6, "name": 0}}
+    assert out["ranks"]["0"]["partition_us"]["exposed_comm"] == 120.0  # 2 steps x 60 µs, as the truth says
+    assert cli_main(["program", *map(str, syn.paths), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "communication kernels: 6 (0 by metadata, 6 by launcher, 0 by name only)" in text
