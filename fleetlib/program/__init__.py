@@ -164,6 +164,7 @@ from fleetlib.program.roofline import (
     roofline_regime,
 )
 from fleetlib.program.schema import (
+    CLASSIFIED_BY,
     COLLECTIVE_SOURCES,
     COLLECTIVES,
     HOST_SYNC_COLUMNS,
@@ -212,6 +213,7 @@ from fleetlib.registry import read_tables
 __all__ = [
     "AUTO_DASK_ROWS",
     "BAD_SHAPES",
+    "CLASSIFIED_BY",
     "COLLECTIVES",
     "COLLECTIVE_SOURCES",
     "COLLECTIVE_TYPES",

@@ -9,10 +9,13 @@ Every row of the kernel table (:mod:`fleetlib.program.readers.kineto`) gets a ``
     trace, NCCL's own NVTX range around its launch in an Nsight Systems export), whatever its name
     says; otherwise by the configurable name patterns of a :class:`Classifier` (NCCL, RCCL,
     ``ncclDevKernel_*``, ``ncclSymk*``, HCCL, MSCCL++, DeepEP's ``deep_ep::`` dispatch / combine /
-    notify kernels, NVSHMEM, custom all-reduce / all-gather / all-to-all ...).  The readers' kernel
-    table says which rule decided in ``comm_rule``: ``"metadata:<field>"``
-    (:func:`comm_rule_metadata`) or ``"name:<pattern>"`` (:meth:`Classifier.comm_rules`), empty for
-    kernels that are not communication;
+    notify kernels, NVSHMEM, custom all-reduce / all-gather / all-to-all ...).  Between the two,
+    the readers try the launcher: the op, annotation or Python function that launched the kernel,
+    when its name says a collective (:data:`LAUNCHER_RULES`, :func:`collective_from_launcher`).
+    The readers' kernel table says which rule decided in ``comm_rule``: ``"metadata:<field>"``
+    (:func:`comm_rule_metadata`), ``"launcher:<name>"`` (:func:`comm_rule_launcher`) or
+    ``"name:<pattern>"`` (:meth:`Classifier.comm_rules`), empty for kernels that are not
+    communication; and in ``classified_by`` (:data:`CLASSIFIED_BY`, :func:`classified_by`);
 ``memcpy`` / ``memset``
     ``gpu_memcpy`` / ``gpu_memset`` activities (and copy or fill kernels named as such);
 ``sync``
@@ -41,10 +44,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fleetlib.program.schema import COLLECTIVES, KINDS, SYNC_KINDS
+from fleetlib.program.schema import CLASSIFIED_BY, COLLECTIVES, KINDS, SYNC_KINDS
 from fleetlib.quality import DomainError
 
 __all__ = [
+    "CLASSIFIED_BY",
     "COLLECTIVES",
     "DEFAULT_COMM_PATTERNS",
     "DEFAULT_MEMCPY_PATTERNS",
@@ -52,11 +56,15 @@ __all__ = [
     "DTYPE_BYTES",
     "GRAPH_LAUNCH_PATTERN",
     "KINDS",
+    "LAUNCHER_RULES",
     "SYNC_KINDS",
     "Classifier",
+    "classified_by",
     "collective_from_annotation",
     "collective_from_arg",
     "collective_from_kernel_name",
+    "collective_from_launcher",
+    "comm_rule_launcher",
     "comm_rule_metadata",
     "dtype_size_bytes",
     "host_sync_kinds",
@@ -105,6 +113,22 @@ _NAME_COLLECTIVE_RULES: tuple[tuple[str, str], ...] = (
     (r"(?:^|_)reduce(?:_|\(|$)", "reduce"),
 )
 _NAME_RULES = tuple((re.compile(p, re.IGNORECASE), c) for p, c in _NAME_COLLECTIVE_RULES)
+
+#: What the name of a launching CPU op, user annotation or Python function must say for the kernels
+#: it launches to be communication: ``(pattern, collective)``, searched case-insensitively, the first
+#: match wins.  A word is matched whole (``broadcast_tensors``, ``__torch_dispatch__``,
+#: ``_python_dispatch.py``, ``Dispatcher`` and ``combinations`` say nothing); expert-parallel
+#: ``dispatch`` / ``combine`` (DeepEP, ``dispatch(F)``, ``moe_dispatch``) are token all-to-alls.
+LAUNCHER_RULES: tuple[tuple[str, str], ...] = (
+    (r"(?<![a-z])reduce[_\- ]?scatter", "reducescatter"),
+    (r"(?<![a-z])all[_\- ]?reduce", "allreduce"),
+    (r"(?<![a-z])all[_\- ]?gather", "allgather"),
+    (r"(?<![a-z])all[_\- ]?to[_\- ]?all", "alltoall"),
+    (r"(?<![a-z])broadcast(?![a-z]|_(?:tensors|to|shapes)\b)", "broadcast"),
+    (r"(?<![a-z])(?:send[_\- ]?recv|i?send|i?recv)(?![a-z])", "sendrecv"),
+    (r"(?:^|[^a-z0-9_]|(?<![a-z0-9])(?:moe|ep|token|expert)_)(?:dispatch|combine)(?![a-z])", "alltoall"),
+)
+_LAUNCHER_RES = tuple((re.compile(p, re.IGNORECASE), c) for p, c in LAUNCHER_RULES)
 
 # rules for an argument value or annotation suffix with everything but letters and digits removed
 _ARG_COLLECTIVE_RULES: tuple[tuple[str, str], ...] = (
@@ -331,6 +355,68 @@ def comm_rule_metadata(field_name: str) -> str:
     if not isinstance(field_name, str) or not field_name:
         raise DomainError(f"a metadata rule needs the field's name; got {field_name!r}")
     return f"metadata:{field_name}"
+
+
+def comm_rule_launcher(name: str) -> str:
+    """Return the ``comm_rule`` of a kernel its launcher classified: ``"launcher:<name>"``.
+
+    The launcher is the CPU op, user annotation or Python function enclosing the kernel's launch
+    call whose name says a collective (:func:`collective_from_launcher`); it wins over the name
+    patterns, and metadata wins over it.
+
+    Parameters
+    ----------
+    name
+        The launcher's name, e.g. ``"dispatch(F)"`` or ``"nccl:all_reduce"``.
+    """
+    if not isinstance(name, str) or not name:
+        raise DomainError(f"a launcher rule needs the launcher's name; got {name!r}")
+    return f"launcher:{name}"
+
+
+def collective_from_launcher(names: Sequence[object] | np.ndarray | pd.Series) -> np.ndarray:
+    """Map the names of launching CPU ops, annotations or Python functions to :data:`COLLECTIVES`.
+
+    Parameters
+    ----------
+    names
+        Names such as ``c10d::allreduce_``, ``nccl:all_to_all``, ``dispatch(F)``, ``combine(B)``,
+        ``deep_ep/buffer.py(512): dispatch``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The collective type per name by :data:`LAUNCHER_RULES` (``"none"`` when the name says no
+        collective, or is missing).
+
+    Examples
+    --------
+    >>> collective_from_launcher(["dispatch(F)", "combine(B)", "aten::sum", "__torch_dispatch__"]).tolist()
+    ['alltoall', 'alltoall', 'none', 'none']
+    """
+    codes, uniques = _uniques(names)
+    per = np.array([_first_rule(str(u), _LAUNCHER_RES) for u in uniques], dtype=object)
+    return _broadcast(codes, per, "none")
+
+
+def classified_by(rules: Sequence[object] | np.ndarray | pd.Series) -> np.ndarray:
+    """Return which rule made each kernel communication (:data:`CLASSIFIED_BY`), from its ``comm_rule``.
+
+    Parameters
+    ----------
+    rules
+        ``comm_rule`` values: ``"metadata:<field>"``, ``"launcher:<name>"``, ``"name:<pattern>"``,
+        or ``""`` for a kernel that is not communication.
+
+    Returns
+    -------
+    numpy.ndarray
+        Object array of ``metadata``, ``launcher``, ``name`` or ``none``.
+    """
+    codes, uniques = _uniques(rules)
+    per = np.array([next((c for c in CLASSIFIED_BY[:3] if str(u).startswith(c + ":")), "none")
+                    for u in uniques], dtype=object)
+    return _broadcast(codes, per, "none")
 
 
 def _first_rule(text: str, rules: Sequence[tuple[re.Pattern[str], str]]) -> str:

@@ -34,17 +34,21 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetlib.commands_common import writable_output_path
 from fleetlib.program.classify import Classifier
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
-from fleetlib.program.schema import PARTITION_PARTS, PARTITION_SHORT_LABELS
+from fleetlib.program.schema import CLASSIFIED_BY, PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "MAX_LEDGER_ENTRIES",
     "MODEL_KEYS",
+    "communication_classified",
     "load_model_config",
     "parse_stragglers",
     "register",
@@ -211,6 +215,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         "ranks": summary["ranks"],
         "stragglers": summary["stragglers"],
         "collectives": summary["collectives"],
+        "communication": communication_classified(measured.traces.kernels),
         "flags": flags,
         "flag_lines": flag_lines,
         "ledger": _ledger_dict(measured.ledger),
@@ -243,6 +248,25 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
 # ---------------------------------------------------------------------------------------------------
 # Text rendering
 # ---------------------------------------------------------------------------------------------------
+
+
+def communication_classified(kernels: pd.DataFrame) -> dict[str, Any]:
+    """Count the communication kernels by the rule that found them (the kernel table's ``classified_by``).
+
+    Parameters
+    ----------
+    kernels
+        A kernel table (:func:`~fleetlib.program.readers.kineto.read_traces`,
+        :func:`~fleetlib.program.readers.nsys.read_nsys`).
+
+    Returns
+    -------
+    dict
+        ``kernels`` (how many are communication) and ``classified_by``: the count per rule
+        (``metadata``, ``launcher``, ``name``), zero included.
+    """
+    by = kernels.loc[kernels["kind"] == "comm", "classified_by"].astype(str)
+    return {"kernels": len(by), "classified_by": {c: int((by == c).sum()) for c in CLASSIFIED_BY[:3]}}
 
 
 def _ms(us: float) -> str:
@@ -296,6 +320,11 @@ def render_program(res: Mapping[str, Any]) -> str:
     if pg is not None:
         lines.append(f"program goodput P   {pg['value']:.4f}  ({pg['convention']}; {pg['devices']} devices, "
                      f"{pg['useful_flops_per_step']:.4g} useful FLOP per step)")
+    comm = res.get("communication")
+    if comm is not None and comm["kernels"]:
+        by = comm["classified_by"]
+        lines.append(f"communication kernels: {comm['kernels']:,} ({by['metadata']:,} by metadata, "
+                     f"{by['launcher']:,} by launcher, {by['name']:,} by name only)")
     led = res["ledger"]
     lines.append(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
                  f"{led['rejected']:,} rejected")

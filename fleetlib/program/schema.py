@@ -25,6 +25,7 @@ import pandas as pd
 from fleetlib.quality import DomainError
 
 __all__ = [
+    "CLASSIFIED_BY",
     "COLLECTIVES",
     "COLLECTIVE_SOURCES",
     "HOST_SYNC_COLUMNS",
@@ -65,6 +66,11 @@ SYNC_KINDS: tuple[str, ...] = ("device", "stream", "event", "stream_wait_event",
 #: Where a kernel's collective type came from (the kernel table's ``collective_source``).
 COLLECTIVE_SOURCES: tuple[str, ...] = ("args", "host_annotation", "name", "none")
 
+#: What made a kernel communication (the kernel table's ``classified_by``), in the order the rules
+#: are tried: its own collective metadata, the op or annotation that launched it, its name; ``none``
+#: for a kernel that is not communication.
+CLASSIFIED_BY: tuple[str, ...] = ("metadata", "launcher", "name", "none")
+
 # ---------------------------------------------------------------------------------------------------
 # Trace tables
 # ---------------------------------------------------------------------------------------------------
@@ -76,7 +82,7 @@ KERNEL_COLUMNS: tuple[str, ...] = (
 )
 #: Columns the reader adds after the canonical ones.
 KERNEL_EXTRA_COLUMNS: tuple[str, ...] = ("device", "correlation", "launch_us", "collective_source",
-                                         "external_id", "comm_rule")
+                                         "external_id", "comm_rule", "classified_by")
 #: CPU-operator table columns (ops with recorded input shapes).
 OPS_COLUMNS: tuple[str, ...] = ("rank", "external_id", "name", "start_us", "dur_us", "input_dims",
                                 "input_types")
@@ -158,7 +164,7 @@ def table_dtypes(table: str) -> dict[str, Any]:
             "process_group": "category", "seq": "Int64", "bytes": "Int64", "cuda_graph": "bool",
             "device": "int64", "correlation": "Int64", "launch_us": "float64",
             "collective_source": pd.CategoricalDtype(COLLECTIVE_SOURCES), "external_id": "Int64",
-            "comm_rule": "category",
+            "comm_rule": "category", "classified_by": pd.CategoricalDtype(CLASSIFIED_BY),
         }
         _DTYPES["steps"] = {"rank": "int64", "step": "Int64", "start_us": "float64", "end_us": "float64",
                             "source": pd.CategoricalDtype(STEP_SOURCES)}

@@ -40,6 +40,7 @@ from fleetlib.quality import DomainError
 
 __all__ = [
     "MOE_KERNELS",
+    "MOE_UNLISTED_KERNELS",
     "NSYS_SCHEMA",
     "SYNTH_PARTS",
     "SynthMoETraces",
@@ -468,6 +469,30 @@ MOE_KERNELS: dict[str, str] = {
     "(int)",
 }
 
+#: The same step with its expert-parallel kernels in a namespace no pattern list knows, and the next
+#: layer a reduction whose name says "reduce" (compute): written by ``synth_moe_traces(names="unlisted")``.
+MOE_UNLISTED_KERNELS: dict[str, str] = {
+    **MOE_KERNELS,
+    "notify_dispatch": "void acme::moe::xfer<0, 8>(int const*, int*, int)",
+    "dispatch": "void acme::moe::xfer<1, 8>(int4*, float*, int const*, int)",
+    "combine": "void acme::moe::xfer<2, 8>(__nv_bfloat16*, float const*, int const*, int)",
+    "next_layer": "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+    "at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>>, unsigned int, "
+    "float, 4>>"
+    "(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+    "at::native::sum_functor<float, float, float>>, unsigned int, float, 4>)",
+}
+# the CPU op that launches each role, and the annotation around it (unlisted names only)
+_MOE_LAUNCHERS: dict[str, tuple[str, str | None]] = {
+    "attention": ("aten::_flash_attention_forward", None),
+    "notify_dispatch": ("acme::moe::xfer", "dispatch(F)"),
+    "dispatch": ("acme::moe::xfer", "dispatch(F)"),
+    "shared_expert": ("aten::mm", None),
+    "experts": ("acme::moe::grouped_gemm", None),
+    "combine": ("acme::moe::xfer", "combine(B)"),
+    "next_layer": ("aten::sum", None),
+}
+
 # (role, stream, start, end) in µs from the step start; comm on stream 20, compute on stream 7
 _MOE_LAYOUT: tuple[tuple[str, int, int, int], ...] = (
     ("attention", 7, 0, 100),
@@ -519,7 +544,7 @@ def _moe_truth(ranks: int, steps: int) -> pd.DataFrame:
 
 
 def synth_moe_traces(
-    out_dir: str | Path, *, ranks: int = 2, steps: int = 3, output: str = "kineto"
+    out_dir: str | Path, *, ranks: int = 2, steps: int = 3, output: str = "kineto", names: str = "deepep"
 ) -> SynthMoETraces:
     """Write a synthetic mixture-of-experts training trace whose communication is DeepEP's.
 
@@ -530,6 +555,13 @@ def synth_moe_traces(
     name, so only the communication name patterns can find the 130 µs of communication per step,
     of which 70 µs are overlapped with compute and 60 µs exposed.
 
+    With ``names="unlisted"`` the step is the same but its kernels are
+    :data:`MOE_UNLISTED_KERNELS`: the expert-parallel kernels are ``acme::moe::xfer<...>`` (a
+    namespace no name pattern knows), each launched by an ``acme::moe::xfer`` CPU op inside a
+    ``dispatch(F)`` or ``combine(B)`` user annotation (an NVTX range in the nsys output), so only
+    their launcher says they are communication; the next layer is a reduction kernel launched by
+    ``aten::sum`` (compute, whatever its name says).  The truth is unchanged.
+
     Parameters
     ----------
     out_dir
@@ -539,6 +571,9 @@ def synth_moe_traces(
     output
         ``"kineto"`` (Chrome-trace JSON) or ``"nsys"`` (an SQLite export following
         :data:`NSYS_SCHEMA`).
+    names
+        ``"deepep"`` (:data:`MOE_KERNELS`, launched by bare runtime calls) or ``"unlisted"``
+        (:data:`MOE_UNLISTED_KERNELS`, launched under their ops and annotations).
 
     Returns
     -------
@@ -548,23 +583,40 @@ def synth_moe_traces(
     n, n_steps = _whole("ranks", ranks, 1), _whole("steps", steps, 1)
     if output not in ("kineto", "nsys"):
         raise DomainError(f"output must be 'kineto' or 'nsys'; got {output!r}")
+    if names not in ("deepep", "unlisted"):
+        raise DomainError(f"names must be 'deepep' or 'unlisted'; got {names!r}")
+    unlisted = names == "unlisted"
+    kernel_names = MOE_UNLISTED_KERNELS if unlisted else MOE_KERNELS
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(n):
-        kern, launches, ranges = [], [], []
+        kern, launches, ranges, ops = [], [], [], []
         corr = 1
         for s in range(n_steps):
             t0 = 1000 + s * (_MOE_WALL_US + 60)
             ranges.append((f"ProfilerStep#{s}", t0, t0 + _MOE_WALL_US))
-            for role, stream, a, b in _MOE_LAYOUT:
-                launches.append((t0 - 40 + corr % 30, corr))  # all launched before the device needs them
-                kern.append((MOE_KERNELS[role], stream, t0 + a, t0 + b, corr))
+            for i, (role, stream, a, b) in enumerate(_MOE_LAYOUT):
+                # all launched before the device needs them; with unlisted names 8 µs apart, each
+                # launch 1 µs inside its op and the op 1 µs inside its annotation
+                ts = t0 - 60 + 8 * i if unlisted else t0 - 40 + corr % 30
+                launches.append((ts, corr))
+                kern.append((kernel_names[role], stream, t0 + a, t0 + b, corr))
+                if unlisted:
+                    op, note = _MOE_LAUNCHERS[role]
+                    ops.append((op, ts - 1, ts + 3, corr))
+                    if note is not None:
+                        ranges.append((note, ts - 2, ts + 4))
                 corr += 1
         if output == "kineto":
             events: list[dict[str, Any]] = [
                 {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": a, "dur": b - a}
                 for name, a, b in ranges
+            ]
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": a, "dur": b - a,
+                 "args": {"External id": ext}}
+                for name, a, b, ext in ops
             ]
             for (ts, c), (name, stream, a, b, _) in zip(launches, kern, strict=True):
                 events.append(
@@ -628,7 +680,7 @@ def synth_moe_traces(
                 ],
                 nvtx=[
                     {"start": a * us, "end": b * us, "text": name, "pid": 100 + r, "tid": 7}
-                    for name, a, b in ranges
+                    for name, a, b in ranges + [(op, a, b) for op, a, b, _ in ops]
                 ],
                 gpus=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
                 session_start_ns=_BASE_NS,

@@ -67,10 +67,12 @@ def partition_digest(files: list[Path], **read_options: object) -> tuple[int, st
 def _tables_digest(traces: object) -> str:
     """One digest of the four merged tables (kernels, steps, host syncs, CPU ops) of a trace set.
 
-    The kernels' ``comm_rule`` column (added after these digests were taken) is left out, so the
-    digests still prove every other column unchanged; ``test_program_comm_metadata`` checks it.
+    The kernels' ``comm_rule`` and ``classified_by`` columns (added, and changed by the launcher
+    rule, after these digests were taken) are left out, so the digests still prove every other
+    column unchanged; ``test_program_comm_launcher`` checks them on these traces.
     """
-    frames = [getattr(traces, t).drop(columns=["comm_rule"], errors="ignore") for t in TABLES]
+    added = ["comm_rule", "classified_by"]
+    frames = [getattr(traces, t).drop(columns=added, errors="ignore") for t in TABLES]
     return hashlib.sha256("".join(_frame_digest(f) for f in frames).encode()).hexdigest()
 
 

@@ -19,9 +19,10 @@ files (one rank at a time with a progress bar, or as Dask tasks of a few files e
     such call -- needed to tell a host-dispatch gap from a dependency wait),
     ``collective_source`` (category: ``args``, ``host_annotation``, ``name`` or ``none``),
     ``external_id`` (Int64: the ``External id`` of the innermost CPU op that launched it, the key
-    into ``ops``; see *Operators*) and ``comm_rule`` (category: the rule that made it
-    communication, ``metadata:Collective name`` or ``name:<pattern>``; ``""`` otherwise).  Sorted
-    by rank, start, end, stream.
+    into ``ops``; see *Operators*), ``comm_rule`` (category: the rule that made it
+    communication, ``metadata:Collective name``, ``launcher:<name of the launching span>`` or
+    ``name:<pattern>``; ``""`` otherwise) and ``classified_by`` (category: ``metadata``,
+    ``launcher``, ``name`` or ``none``, see *Classification*).  Sorted by rank, start, end, stream.
 
 ``steps`` -- step windows (:data:`STEP_COLUMNS`): ``rank, step, start_us, end_us, source``.
     ``source`` is ``profiler_step`` (CPU ``ProfilerStep#N`` annotations), ``marker`` (user
@@ -67,14 +68,29 @@ durations, which need none).
 
 Classification
 --------------
-``kind`` and ``collective`` come from :mod:`fleetlib.program.classify`, metadata first: a kernel
-whose own ``Collective name`` argument names a collective is ``comm`` (``comm_rule``
-``metadata:Collective name``) whatever its name says; the others by the configurable name patterns.
+``kind`` and ``collective`` come from :mod:`fleetlib.program.classify`, by three rules in order
+(``classified_by`` says which decided):
+
+1. ``metadata`` -- a kernel whose own ``Collective name`` argument names a collective is ``comm``
+   (``comm_rule`` ``metadata:Collective name``) whatever its name says;
+2. ``launcher`` -- else, a kernel whose launch call (found by correlation) lies inside a CPU op,
+   user annotation or Python function whose name says a collective
+   (:func:`~fleetlib.program.classify.collective_from_launcher`: all-reduce, all-gather,
+   reduce-scatter, all-to-all, send/recv, broadcast, expert-parallel dispatch / combine; the
+   innermost such span on the launching thread) is ``comm`` (``comm_rule`` ``launcher:<name>``),
+   unless a PyTorch operator (an ``aten::`` CPU op saying no collective) nested in that span encloses
+   the launch: then it is that operator's own work (a copy-in, a permute);
+3. ``name`` -- else the configurable name patterns; such kernels are flagged
+   ``comm_by_name_only`` (their count, time and commonest names): a name list lags the libraries.
+
+The spans read as launchers are read beside the tables; the ledger's ``unused`` counts of their
+categories are as before.
 A communication kernel's collective type, bytes, process group and sequence number are taken from
 its own args (``Collective name``, ``In msg nelems`` x ``dtype``, ``Process Group Name``, ``Seq``);
 when it has none (older PyTorch), from the host annotation that encloses its launch on the
 launching thread (``record_param_comms`` with a ``Collective name``, else ``nccl:<collective>``
-with its ``Input Dims`` / ``Input type``); only then from the kernel name.  So an NCCL
+with its ``Input Dims`` / ``Input type``, else the launcher of rule 2); only then from the kernel
+name.  So an NCCL
 ``SendRecv`` kernel launched inside ``nccl:all_to_all`` is an ``alltoall`` (NCCL runs all-to-all
 as grouped send/receive), and ``collective_source`` says which source decided.  Kernels launched
 by a ``cudaGraphLaunch`` / ``hipGraphLaunch`` call (or carrying a graph id) have ``cuda_graph``
@@ -166,9 +182,12 @@ from fleetlib._io import (
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
     Classifier,
+    classified_by,
     collective_from_annotation,
     collective_from_arg,
     collective_from_kernel_name,
+    collective_from_launcher,
+    comm_rule_launcher,
     comm_rule_metadata,
     dtype_size_bytes,
     first_shape_elements,
@@ -206,7 +225,7 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 
 #: Version of the reader's output; part of every cache key (bump when the tables change).
-READER_VERSION = "5"
+READER_VERSION = "6"
 #: Events longer than this (µs) are rejected as corrupt: one hour.
 DEFAULT_MAX_EVENT_US = 3.6e9
 #: Same-stream overlaps up to this (µs) are timestamp rounding and are trimmed.
@@ -1084,7 +1103,7 @@ class _Collector:
         self.step_marker = step_marker
         self.offset = 0
         self.parts: dict[str, list[dict[str, np.ndarray]]] = {"gpu": [], "runtime": [], "spans": [],
-                                                              "ops": []}
+                                                              "ops": [], "launchers": []}
         self.meta_events: list[dict[str, Any]] = []
         self.cat_counts: Counter[str] = Counter()
         self.phase_counts: Counter[str] = Counter()
@@ -1193,6 +1212,12 @@ class _Collector:
         sel = np.flatnonzero((x_role == _ROLE_SPAN) & (x_cat == "cpu_op"))
         if len(sel):
             self.parts["ops"].append(self._op(x, sel, x_rows[sel]))
+        sel = np.flatnonzero((x_role == _ROLE_SPAN) | (x_cat == "python_function"))
+        if len(sel):  # launchers: ops, annotations and Python functions whose name says a collective
+            says = _per_value(x["name"][sel], collective_from_launcher, "launcher collective", "none")
+            says = says != "none"
+            if says.any():
+                self.parts["launchers"].append(self._launcher(x, sel[says], x_rows[sel[says]]))
         unused = x_role == _ROLE_IGNORE
         sel = np.flatnonzero(x_role == _ROLE_SPAN)
         if len(sel):
@@ -1258,6 +1283,10 @@ class _Collector:
             cols[key] = _objects(map(_raw_value, cols[key]), len(args))
         cols["seq"] = _first_present(found, _SEQ_KEYS)
         return cols
+
+    @staticmethod
+    def _launcher(x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {"row": rows, "name": x["name"][pos], **_timing(x, pos), "tid": x["tid"][pos]}
 
     def _op(self, x: Mapping[str, np.ndarray], pos: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
         args, _ = _args(x["args"][pos])
@@ -1943,6 +1972,8 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
     host_syncs = _host_sync_table(r, origin, scale, steps, book, opts, step_index)
     ops, links = _ops_table(o, origin, scale, book, opts, text_repairs)
     external_id = _external_ids(gk, rows_k, corr, launch_us, launch_tid, links, book, n_k)
+    _by_launcher(col.table("launchers"), origin, scale, launch_us, launch_tid, cats, kind, comm, links)
+    _flag_name_only(kind, comm["rule"], names, dur, book)
 
     dtypes = table_dtypes("kernels")
     columns = {
@@ -1961,6 +1992,7 @@ def _parse(held: list[bytes | bytearray], file: str, sha: str, opts: _Options) -
         "collective_source": _fixed_categorical(comm["source"], dtypes["collective_source"]),
         "external_id": external_id,
         "comm_rule": _text_categorical(comm["rule"]),
+        "classified_by": _fixed_categorical(classified_by(comm["rule"]), dtypes["classified_by"]),
     }
     # sorted by rank (one here), start, end, stream -- stable, as sort_values(kind="stable") sorts -- and
     # built once in that order
@@ -2006,7 +2038,7 @@ def _ops_table(o: dict[str, np.ndarray], origin: int, scale: float, book: _Book,
     end_all = start_all + du.astype(np.float64) / scale
     ext_all = _ids(o["External id"], o["row"], None, "External id")
     use = ok_all & (end_all >= start_all) & ~np.asarray(pd.isna(ext_all))
-    links = {"start": start_all[use], "end": end_all[use], "tid": o["tid"][use],
+    links = {"start": start_all[use], "end": end_all[use], "tid": o["tid"][use], "name": o["name"][use],
              "ext": ext_all[use].to_numpy(dtype=np.int64)} if use.any() else None
     has_dims = ~np.equal(o["Input Dims"], None)
     if not has_dims.any():
@@ -2050,26 +2082,24 @@ def _parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         cand[open_] = cand[cand[open_]]
 
 
-def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarray]) -> pd.arrays.IntegerArray:
-    """External id of the innermost CPU op that encloses time ``t`` on thread ``tid`` (<NA> if none)."""
-    n = len(t)
-    out = np.zeros(n, dtype=np.int64)
-    found = np.zeros(n, dtype=bool)
+def _enclosing(t: np.ndarray, tid: np.ndarray, spans: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Index into ``spans`` of the innermost span that encloses time ``t`` on thread ``tid`` (-1 if none)."""
+    out = np.full(len(t), -1, dtype=np.int64)
     q = np.flatnonzero(np.isfinite(t) & ~np.equal(tid, None))
-    if not len(q):
-        return pd.arrays.IntegerArray(out, ~found)
+    if not len(q) or not len(spans["start"]):
+        return out
     try:
-        codes, _ = pd.factorize(np.concatenate([tid[q], links["tid"]]))
+        codes, _ = pd.factorize(np.concatenate([tid[q], spans["tid"]]))
     except TypeError:  # unhashable thread ids in a malformed trace
-        return pd.arrays.IntegerArray(out, ~found)
+        return out
     lt, at = codes[:len(q)], codes[len(q):]
     for thread in np.unique(lt):  # a handful of host threads
         qi = q[lt == thread]
         aj = np.flatnonzero(at == thread)
         if not len(aj):
             continue
-        aj = aj[np.lexsort((-links["end"][aj], links["start"][aj]))]
-        s_, e_ = links["start"][aj], links["end"][aj]
+        aj = aj[np.lexsort((-spans["end"][aj], spans["start"][aj]))]
+        s_, e_ = spans["start"][aj], spans["end"][aj]
         parent = _parents(s_, e_)
         tq = t[qi]
         k = np.searchsorted(s_, tq, side="right") - 1
@@ -2079,8 +2109,16 @@ def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarra
                 break
             k[up] = parent[k[up]]
         hit = k >= 0
-        out[qi[hit]] = links["ext"][aj[k[hit]]]
-        found[qi[hit]] = True
+        out[qi[hit]] = aj[k[hit]]
+    return out
+
+
+def _enclosing_ids(t: np.ndarray, tid: np.ndarray, links: Mapping[str, np.ndarray]) -> pd.arrays.IntegerArray:
+    """External id of the innermost CPU op that encloses time ``t`` on thread ``tid`` (<NA> if none)."""
+    j = _enclosing(t, tid, links)
+    found = j >= 0
+    out = np.zeros(len(t), dtype=np.int64)
+    out[found] = links["ext"][j[found]]
     return pd.arrays.IntegerArray(out, ~found)
 
 
@@ -2238,6 +2276,73 @@ def _launches(r: Mapping[str, np.ndarray], origin: int, scale: float, corr: pd.a
     comm["bytes"] = pd.arrays.IntegerArray(data, ~have)
     comm["pg"] = np.where(np.equal(pg, None), "", pg).astype(str) if n_k else np.zeros(0, dtype=str)
     return launch_us, graph, launch_tid
+
+
+def _by_launcher(lk: Mapping[str, np.ndarray], origin: int, scale: float, launch_us: np.ndarray,
+                 launch_tid: np.ndarray, cats: np.ndarray, kind: np.ndarray, comm: dict[str, Any],
+                 links: Mapping[str, np.ndarray] | None) -> None:
+    """Classify kernels by the op, annotation or Python function that launched them (in place).
+
+    Second of the three rules (metadata, launcher, name): a kernel not made communication by its
+    metadata whose launch call lies inside a CPU op, user annotation or Python function whose name
+    says a collective (:func:`~fleetlib.program.classify.collective_from_launcher`; the innermost
+    such span on the launching thread) is ``comm`` with ``comm_rule`` ``launcher:<name>``, and takes
+    the launcher's collective type where neither its args nor a collective annotation gave one.
+    Except where PyTorch's own operator (an ``aten::`` CPU op that says no collective) lies inside
+    that span and encloses the launch: the kernel is that operator's work (a copy-in, a permute).
+    """
+    if not lk or not len(kind):
+        return
+    ts, du, ok = _times(lk, None)
+    start = _to_us(ts, origin, scale)
+    end = start + du.astype(np.float64) / scale
+    ok &= end >= start
+    spans = {"start": start[ok], "end": end[ok], "tid": lk["tid"][ok], "name": lk["name"][ok]}
+    rule = comm["rule"]
+    open_ = (cats == "kernel") & np.isin(kind, ("compute", "comm")) & ~_per_value(
+        rule, lambda v: np.array([str(x).startswith("metadata:") for x in v]), "metadata rule", False
+    ).astype(bool)
+    q = np.flatnonzero(open_)
+    j = _enclosing(launch_us[q], launch_tid[q], spans)
+    if links is not None and (j >= 0).any():  # an aten:: op inside the launcher launched it
+        h = np.flatnonzero(j >= 0)
+        op = _enclosing(launch_us[q[h]], launch_tid[q[h]], links)
+        inner = op >= 0
+        o = op[inner]
+        ls = spans["start"][j[h][inner]]
+        le = spans["end"][j[h][inner]]
+        nested = (links["start"][o] > ls) | ((links["start"][o] == ls) & (links["end"][o] < le))
+        own = _per_value(links["name"][o], lambda v: np.array(
+            [isinstance(x, str) and x.startswith("aten::") for x in v]), "aten op", False).astype(bool)
+        says = _per_value(links["name"][o], collective_from_launcher, "launcher collective", "none") != "none"
+        veto = h[inner][nested & own & ~says]
+        j[veto] = -1
+    hit = j >= 0
+    if not hit.any():
+        return
+    idx, jj = q[hit], j[hit]
+    names = spans["name"][jj]
+    kind[idx] = "comm"
+    comm["is_comm"][idx] = True
+    rule[idx] = _per_value(names, lambda v: np.array([comm_rule_launcher(str(x)) for x in v], dtype=object),
+                           "launcher rule", "")
+    take = np.isin(comm["source"][idx], ("name", "none"))
+    coll = _per_value(names, collective_from_launcher, "launcher collective", "none")
+    comm["collective"][idx[take]] = coll[take]
+    comm["source"][idx[take]] = "host_annotation"
+
+
+def _flag_name_only(kind: np.ndarray, rule: np.ndarray, names: np.ndarray, dur: np.ndarray,
+                    book: _Book) -> None:
+    """Note the communication kernels that only their name made communication (``comm_by_name_only``)."""
+    only = (kind == "comm") & (classified_by(rule) == "name")
+    if not only.any():
+        return
+    top = Counter(names[only].tolist()).most_common(3)
+    us = float(dur[only].sum())
+    book.note("comm_by_name_only", f"{int(only.sum())} communication kernels ({us:.6g} µs) "
+                                   f"were found by their name only (no collective metadata, no launching op "
+                                   f"or annotation naming a collective), e.g. {[n for n, _ in top]}")
 
 
 def _platform(top: Mapping[str, Any], runtime_names: np.ndarray) -> str:

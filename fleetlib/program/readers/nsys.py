@@ -34,7 +34,12 @@ A kernel launched inside an NVTX range of the ``NCCL`` domain (NCCL's own NVTX r
 collective is ``comm`` with that collective type (``collective_source`` ``host_annotation``,
 ``comm_rule`` ``metadata:nvtx:NCCL``), whatever its kernel name says.  A kernel launched in an
 ``nccl*`` range of another domain (PyTorch's ``nccl:all_reduce`` under ``emit_nvtx``) takes the
-range's collective type if its name makes it communication.  Everything else is classified by the
+range's collective type if its name makes it communication.  Then the launcher: a kernel launched
+inside an NVTX range (any domain) whose text says a collective (``dispatch(F)``, ``combine(B)``,
+``nccl:all_reduce`` ...; :func:`fleetlib.program.classify.collective_from_launcher`) is ``comm``
+(``comm_rule`` ``launcher:<text>``).  ``classified_by`` says which rule decided (``metadata``,
+``launcher``, ``name``, ``none``); kernels found by name only are flagged ``comm_by_name_only``.
+Everything else is classified by the
 name patterns (``comm_rule`` ``name:<pattern>``; DeepEP, NVSHMEM, RCCL, symmetric-memory and custom
 all-reduce kernels included), and the collective type of a name-classified kernel falls back to its
 name.  Message bytes of collectives are not read (NCCL's NVTX payloads are binary schemas): ``bytes``
@@ -103,8 +108,11 @@ from fleetlib._io import GZIP_MAGIC, as_paths, check_regular, read_bytes
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
     Classifier,
+    classified_by,
     collective_from_arg,
     collective_from_kernel_name,
+    collective_from_launcher,
+    comm_rule_launcher,
     comm_rule_metadata,
     host_sync_kinds,
     is_graph_launch,
@@ -597,12 +605,45 @@ def _classify(
             rule[upgrade] = comm_rule_metadata("nvtx:NCCL")
             collective[take] = ranges["collective"].to_numpy(dtype=object)[j[take]]
             source[take] = "host_annotation"
+    _by_launcher(act, launch, launch_tid, nvtx, text, kind, rule, collective, source)
     left = (kind == "comm") & (source == "none")
     if left.any():
         guess = collective_from_kernel_name(names[left])
         collective[left] = guess
         source[left] = np.where(guess != "none", "name", "none")
     return {"kind": kind, "collective": collective, "source": source, "rule": rule}
+
+
+def _by_launcher(act: pd.DataFrame, launch: np.ndarray, launch_tid: np.ndarray, nvtx: pd.DataFrame,
+                 text: np.ndarray, kind: np.ndarray, rule: np.ndarray, collective: np.ndarray,
+                 source: np.ndarray) -> None:
+    """Kernels launched inside an NVTX range whose text says a collective are ``comm`` (in place).
+
+    The second rule, after NCCL's own ranges (metadata) and before the name patterns: the range is
+    the latest-starting one on the launching thread that holds the launch among those whose text
+    says a collective (:func:`~fleetlib.program.classify.collective_from_launcher`: ``dispatch(F)``,
+    ``combine(B)``, ``nccl:all_reduce`` under ``emit_nvtx`` ...); ``comm_rule`` is
+    ``launcher:<text>``, and its collective type is taken where no NCCL range gave one.
+    """
+    if not len(text) or not len(act):
+        return
+    label = collective_from_launcher(text)
+    says = label != "none"
+    if not says.any():
+        return
+    ranges = nvtx.loc[says].reset_index(drop=True)
+    j = _enclosing(launch, launch_tid, ranges)
+    open_ = ((act["cat"].to_numpy() == "kernel") & np.isin(kind, ("compute", "comm"))
+             & ~pd.Series(rule, dtype=object).astype(str).str.startswith("metadata:").to_numpy())
+    idx = np.flatnonzero(open_ & (j >= 0))
+    if not len(idx):
+        return
+    jj = j[idx]
+    kind[idx] = "comm"
+    rule[idx] = [comm_rule_launcher(str(x)) for x in text[says][jj]]
+    take = np.isin(source[idx], ("name", "none"))
+    collective[idx[take]] = label[says][jj][take]
+    source[idx[take]] = "host_annotation"
 
 
 def _marker_number(marker: re.Pattern[str], text: Any) -> int | None:
@@ -844,8 +885,20 @@ def _one_read(
             "collective_source": cls["source"],
             "external_id": pd.array([pd.NA] * len(act), dtype="Int64"),
             "comm_rule": cls["rule"],
+            "classified_by": classified_by(cls["rule"]),
         }
     )
+    by_name = (cls["kind"] == "comm") & (kern["classified_by"].to_numpy() == "name")
+    if by_name.any():
+        top = pd.Series(kern["name"].to_numpy(dtype=object)[by_name]).value_counts().index[:3].tolist()
+        us = float(kern["dur_us"].to_numpy()[by_name].sum())
+        ledger.flag(
+            "comm_by_name_only",
+            f"{int(by_name.sum())} communication kernels ({us:.6g} µs) "
+            f"were found by their name only (no collective metadata, no launching range naming a "
+            f"collective), e.g. {top}",
+            file=str(rd["path"]),
+        )
     if kern["cuda_graph"].any():
         ledger.flag(
             "cuda_graph",
