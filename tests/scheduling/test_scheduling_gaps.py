@@ -9,7 +9,7 @@ import pytest
 
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
-from fleetlib.scheduling import collection_gaps, measure
+from fleetlib.scheduling import collection_gaps, measure, read
 from fleetlib.scheduling.commands import render_scheduling, run_scheduling
 
 HELIOS = Path(__file__).resolve().parents[2] / "data" / "scheduler" / "helios_earth_may2020"
@@ -116,3 +116,52 @@ def test_the_bundled_helios_sequences_show_the_gaps_the_raw_files_show():
     assert cut["capacity_device_s"] == pytest.approx(left, rel=1e-12)
     with pytest.raises(DomainError, match="--collection-gap"):
         run_scheduling(vcs, "helios-sequence", collection_gap_min=0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Clipped values: Helios clips running GPUs to the total while the size-split parts are not clipped
+# ------------------------------------------------------------------------------------------------
+
+PARTS = ["running_gpu_num_noless_8", "running_gpu_num_less_8"]
+
+
+def test_the_bundled_helios_parts_above_the_total_are_flagged_with_count_and_device_time():
+    vcs = sorted(HELIOS.glob("vc*.csv.gz"))
+    records, ledger = read(vcs, "helios-sequence")
+    want = []
+    for f in vcs:  # an independent pass over the raw files
+        raw = pd.read_csv(f, usecols=["total_gpu_num", *PARTS])
+        excess = raw[PARTS].sum(axis=1) - raw["total_gpu_num"]
+        want.append((f.name.split(".")[0], int((excess > 0).sum()), 60.0 * float(excess[excess > 0].sum())))
+    got = records.extra["above_quota"]
+    assert list(got.itertuples(index=False, name=None)) == want
+    assert sum(w[1] for w in want) == 2492 and want[3][:2] == ("vchbv", 2054)
+    flags = [f for f in ledger.flags if f.code == "allocated_above_quota"]
+    assert [Path(f.file).name for f in flags] == [f.name for f in vcs]
+    assert flags[3].message.startswith(f"2,054 minutes where the size-split running GPUs "
+                                       f"({' + '.join(PARTS)}) exceed total_gpu_num, "
+                                       f"{want[3][2] / 3600:,.2f} device-h")
+    # what S measures is unchanged: running_gpu_num, clipped to the total
+    assert round(measure(records, ledger=ledger).scheduling_goodput, 4) == 0.7091
+
+
+def test_a_hand_built_sequence_flags_only_the_minutes_whose_parts_exceed_the_total(tmp_path):
+    head = ",".join(["time", "total_gpu_num", "running_gpu_num", "idle_gpu_num", "pending_gpu_num",
+                     "pending_gpujob_num", *PARTS])
+    rows = ["2020-05-01 00:00:00,16,16,0,0,0,8,8",  # parts == total: fine
+            "2020-05-01 00:01:00,16,16,0,0,0,16,4",  # 4 above
+            "2020-05-01 00:02:00,16,10,6,0,0,8,2",  # below
+            "2020-05-01 00:03:00,16,16,0,0,0,24,3",  # 11 above
+            "2020-05-01 00:04:00,16,17,0,0,0,24,3"]  # running + idle != total: rejected, not flagged
+    path = tmp_path / "vcX.csv"
+    path.write_text("\n".join([head, *rows]) + "\n")
+    records, ledger = read([path], "helios-sequence")
+    assert list(records.extra["above_quota"].itertuples(index=False, name=None)) == [("vcX", 2, 15 * 60.0)]
+    (flag,) = [f for f in ledger.flags if f.code == "allocated_above_quota"]
+    assert flag.row == 3 and flag.message.startswith("2 minutes") and "(900 device-s)" in flag.message
+    assert ledger.rejected == 1
+    # without the parts there is nothing to compare
+    path.write_text("\n".join([",".join(head.split(",")[:6]), *(",".join(r.split(",")[:6]) for r in rows)]))
+    records, ledger = read([path], "helios-sequence")
+    assert "allocated_above_quota" not in ledger.codes()
+    assert records.extra["above_quota"]["minutes"].tolist() == [0]

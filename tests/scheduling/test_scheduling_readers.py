@@ -1012,7 +1012,8 @@ def test_records_are_the_protocols_tables(slurm, helios, openb):
     assert rec["capacity"] is rec.capacity and rec.get("occupancy") is None and "occupancy" not in rec
     assert rec.tables() == {"allocations": rec.allocations, "capacity": rec.capacity, "queue": rec.queue,
                             "reservations": None, "occupancy": None}
-    assert list(helios[0]) == ["occupancy", "quota"] and helios[0]["quota"] is helios[0].extra["quota"]
+    assert list(helios[0]) == ["occupancy", "quota", "above_quota"]
+    assert helios[0]["quota"] is helios[0].extra["quota"]
     assert list(openb[0]) == ["waits", "installed"] and "notes" not in openb[0]
     with pytest.raises(KeyError):
         openb[0]["notes"]
