@@ -298,6 +298,9 @@ def _render_openb(res: Mapping[str, Any]) -> str:
 def _render_ledger(led: Mapping[str, Any]) -> str:
     line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
             f"{led['rejected']:,} rejected")
+    unused = led.get("unused") or {}
+    if unused:
+        line += "; kept but unused: " + ", ".join(f"{n:,} {kind}" for kind, n in unused.items())
     return line + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
 
 
