@@ -120,6 +120,26 @@ def _ns(values: Any) -> np.ndarray:
     return pd.DatetimeIndex(pd.to_datetime(pd.Series(values), utc=True)).as_unit("ns").asi8
 
 
+def _holes(start: np.ndarray, end: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the stretches [a, b) of [w0, w1) that no interval [start, end) covers (one sort)."""
+    keep = end > start
+    start, end = start[keep], end[keep]
+    order = np.argsort(start, kind="stable")
+    reach = np.maximum.accumulate(end[order]) if order.size else np.empty(0, np.int64)
+    a = np.concatenate([[w0], reach]).astype(np.int64)
+    b = np.concatenate([start[order], [w1]]).astype(np.int64)
+    return a[b > a], b[b > a]
+
+
+def _step_sum(bounds: np.ndarray, start: np.ndarray, end: np.ndarray,
+              weight: np.ndarray | None) -> np.ndarray:
+    """Return the sum of the weights (None: counts) of [start, end) over each [bounds[i], bounds[i+1])."""
+    n = len(bounds)
+    up = np.bincount(np.searchsorted(bounds, start), weights=weight, minlength=n)
+    down = np.bincount(np.searchsorted(bounds, end), weights=weight, minlength=n)
+    return np.cumsum(up - down)[: n - 1]
+
+
 def collection_gaps(tables: Mapping[str, pd.DataFrame | None], window: Window, *,
                     min_gap_s: float = COLLECTION_GAP_S) -> pd.DataFrame:
     """Find the stretches of a window where no pool has any record of any job while capacity persists.
@@ -197,25 +217,17 @@ def collection_gaps(tables: Mapping[str, pd.DataFrame | None], window: Window, *
     cd = np.concatenate([c[2] for c in cap])
     as_ = np.concatenate([a[0] for a in act]).clip(w0, w1) if act else np.empty(0, np.int64)
     ae = np.concatenate([a[1] for a in act]).clip(w0, w1) if act else np.empty(0, np.int64)
-    bounds = np.unique(np.concatenate([[w0, w1], cs, ce, as_, ae]))
-    n = len(bounds) - 1
-    if n < 1:
+    hs, he = _holes(as_, ae, w0, w1)
+    long = (he - hs) >= min_gap_s * 1e9  # a gap lies inside one hole of the job records
+    hs, he = hs[long], he[long]
+    if not hs.size:
         return empty
-    busy_d = np.zeros(n + 1)
-    np.add.at(busy_d, np.searchsorted(bounds, as_), 1.0)
-    np.add.at(busy_d, np.searchsorted(bounds, ae), -1.0)
-    cap_d = np.zeros(n + 1)
-    np.add.at(cap_d, np.searchsorted(bounds, cs), cd)
-    np.add.at(cap_d, np.searchsorted(bounds, ce), -cd)
-    busy_n = np.cumsum(busy_d)[:n]
-    cap_n = np.cumsum(cap_d)[:n]
+    bounds = np.unique(np.concatenate([[w0, w1], cs, ce, hs, he]))
+    cap_n = _step_sum(bounds, cs, ce, cd)
     dur = np.diff(bounds).astype(float)
-    gap = (busy_n < 0.5) & (cap_n > 1e-9)
+    gap = (_step_sum(bounds, hs, he, None) > 0.5) & (cap_n > 1e-9)
     for ks, ke in known:  # a pool of the occupancy table without a row is not known to be silent
-        cover = np.zeros(n + 1)
-        np.add.at(cover, np.searchsorted(bounds, ks.clip(w0, w1)), 1.0)
-        np.add.at(cover, np.searchsorted(bounds, ke.clip(w0, w1)), -1.0)
-        gap &= np.cumsum(cover)[:n] > 0.5
+        gap &= _step_sum(bounds, ks.clip(w0, w1), ke.clip(w0, w1), None) > 0.5
     if not gap.any():
         return empty
     edges = np.diff(np.concatenate([[0], gap.astype(np.int8), [0]]))
