@@ -25,7 +25,7 @@ from fleetlib.scheduling.goodput import (
     scheduling_partition,
     scheduling_summary,
 )
-from fleetlib.scheduling.measure import SchedulingMeasurement, measure
+from fleetlib.scheduling.measure import COLLECTION_GAP_S, SchedulingMeasurement, collection_gaps, measure
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.records import (
     SchedulerRecords,
@@ -78,6 +78,7 @@ __all__ = [
     "ALLOCATION_COLUMNS",
     "CAPACITY_COLUMNS",
     "CEILING_CONDITION",
+    "COLLECTION_GAP_S",
     "END_STATES",
     "INSTALLED_COLUMNS",
     "LOSS_KEYS",
@@ -94,6 +95,7 @@ __all__ = [
     "SnapshotScheduling",
     "SyntheticFleet",
     "cohort_goodput",
+    "collection_gaps",
     "data_stall_from_capacity_share",
     "derive_queue",
     "fragmentation_index",

@@ -33,7 +33,7 @@ from fleetlib.accounting import Window
 from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
 from fleetlib.quality import DomainError, InputError
 from fleetlib.registry import detect
-from fleetlib.scheduling.measure import measure
+from fleetlib.scheduling.measure import COLLECTION_GAP_S, measure
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.readers.slurm import check_slurm_inputs
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
@@ -64,6 +64,7 @@ def scheduling_command(
     window: Any = None,
     tz: str | None = None,
     denominator: str = "in_service",
+    collection_gap_s: float | None = COLLECTION_GAP_S,
 ) -> dict[str, object]:
     """Return the JSON-ready object of ``fleetlib scheduling FILE... --format F [--window S E] --json``.
 
@@ -81,6 +82,8 @@ def scheduling_command(
         Zone of naive input times (see :func:`fleetlib.scheduling.readers.read`).
     denominator
         ``"in_service"`` (default) or ``"installed"``, passed to the goodput computation.
+    collection_gap_s
+        The shortest stretch without any job record flagged ``collection_gap`` (None: not looked for).
 
     Returns
     -------
@@ -98,7 +101,8 @@ def scheduling_command(
     if format in ("philly", "pai"):
         return _waits_only(paths, format, tz=tz, window=window)
     if format != "openb":
-        return measure(paths, format=format, tz=tz, window=window, denominator=denominator).to_dict()
+        return measure(paths, format=format, tz=tz, window=window, denominator=denominator,
+                       collection_gap_s=collection_gap_s).to_dict()
     records, ledger = read(paths, format, tz=tz, window=window)
     waits = records.extra.get("waits")
     return {
@@ -172,7 +176,7 @@ def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
 
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
                    exclude: Sequence[Sequence[str]] | None = None, tz: str | None = None,
-                   denominator: str = "in_service") -> dict[str, Any]:
+                   denominator: str = "in_service", collection_gap_min: float = 60.0) -> dict[str, Any]:
     """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
 
     Parameters
@@ -189,6 +193,9 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         Zone of naive input times (Slurm needs one; Helios defaults to ``Asia/Shanghai``).
     denominator
         ``"in_service"`` (default) or ``"installed"``.
+    collection_gap_min
+        The shortest stretch, in minutes, without any job record while capacity persists that is
+        flagged as a collection gap (``--collection-gap``; default 60).
 
     Returns
     -------
@@ -206,13 +213,17 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         raise DomainError(f"format must be one of {list(READERS)}; got {format!r}")
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
+    if not collection_gap_min > 0:
+        raise DomainError("--collection-gap must be a positive number of minutes; "
+                          f"got {collection_gap_min!r}")
     win = cli_window(window, exclude)
     for p in map(Path, paths):
         if p.is_dir():
             raise InputError("is a folder; give the files in it", file=str(p))
     if format == "slurm":
         check_slurm_inputs(paths)  # every missing input in one error
-    return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator)
+    return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator,
+                              collection_gap_s=60.0 * float(collection_gap_min))
 
 
 def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | None = None) -> dict[str, Any]:
@@ -287,6 +298,9 @@ def _render_openb(res: Mapping[str, Any]) -> str:
 def _render_ledger(led: Mapping[str, Any]) -> str:
     line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
             f"{led['rejected']:,} rejected")
+    unused = led.get("unused") or {}
+    if unused:
+        line += "; kept but unused: " + ", ".join(f"{n:,} {kind}" for kind, n in unused.items())
     return line + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
 
 
@@ -300,6 +314,24 @@ def _flag_text(flag: Any) -> str:
         f"field {flag['field']!r}" if flag.get("field") else "",
     ) if part)
     return f"{flag.get('code')}: {flag.get('message')}" + (f" ({where})" if where else "")
+
+
+def _gap_lines(res: Mapping[str, Any]) -> list[str]:
+    """Return the collection gaps' lines, each with the ``--exclude`` that leaves it out (none: no lines)."""
+    gaps = res.get("collection_gaps") or []
+    if not gaps:
+        return []
+    total = sum(float(g["device_s"]) for g in gaps)
+    w = res.get("window") or {}
+    win = f"{w.get('start')} {w.get('end')}"
+    share = _share(total, float(res["capacity_device_s"])).strip()
+    lines = [f"collection gaps: {len(gaps)} stretch(es) with no record of any job while capacity persists, "
+             f"{_h(total)} device-h counted as idle ({share} "
+             f"of capacity); if the collector stopped, exclude them (beside --window {win}):"]
+    for g in gaps:
+        lines.append(f"  [{g['start']}, {g['end']})  {float(g['seconds']) / 60.0:,.0f} min  "
+                     f"{_h(g['device_s'])} device-h  --exclude {g['start']} {g['end']}")
+    return lines
 
 
 def render_scheduling(res: Mapping[str, Any]) -> str:
@@ -356,6 +388,7 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
                          f"{_h(lo['reservation']):>10} {_h(lo['idle_with_queue']):>12} "
                          f"{_h(lo['idle_empty_queue']):>12} {_h(lo['unattributed']):>9}")
     lines += exclusion_lines(res.get("window"))
+    lines += _gap_lines(res)
     lines.append(_render_ledger(res["ledger"]))
     return "\n".join(lines)
 
@@ -392,7 +425,7 @@ def render_synth_allocations(res: Mapping[str, Any]) -> str:
 def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or detect(args.files, "scheduling")  # --format omitted: named from the bytes
     return run_scheduling(args.files, fmt, window=args.window, exclude=args.exclude, tz=args.tz,
-                          denominator=args.denominator)
+                          denominator=args.denominator, collection_gap_min=args.collection_gap)
 
 
 def _cmd_synth_allocations(args: argparse.Namespace) -> dict[str, Any]:
@@ -430,6 +463,9 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--denominator", choices=DENOMINATORS, default="in_service",
                    help="capacity in the denominator (default in_service; installed adds an "
                         "out_of_service loss)")
+    p.add_argument("--collection-gap", type=float, default=60.0, metavar="MINUTES",
+                   help="flag a stretch of at least MINUTES (default 60) where no pool has any record of any "
+                        "job while capacity persists (a collection gap; it stays in S until --exclude'd)")
     add_json(p)
     p.set_defaults(func=_cmd_scheduling, render=render_scheduling)
 

@@ -24,13 +24,13 @@ import pandas as pd
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
 from fleetlib.scheduling.goodput import scheduling_partition
+from fleetlib.scheduling.measure import collection_gaps
 from fleetlib.scheduling.records import times_ns
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
     DEFAULT_COHORT_EDGES,
     OCCUPANCY_COLUMNS,
     QUEUE_COLUMNS,
-    SILENT_CHANNELS,
     require_columns,
 )
 from fleetlib.scheduling.sweep import (
@@ -808,31 +808,16 @@ def silent_stretches(occupancy_table: pd.DataFrame, *,
     start = times_ns(occ["start"], field="start")
     end = times_ns(occ["end"], field="end")
     pools = pd.factorize(occ["pool"])[0]
-    silent = np.ones(len(occ), dtype=bool)
-    for name in SILENT_CHANNELS:
-        silent &= occ[name].to_numpy() == 0
-    # An elementary interval between two boundaries is quiet when every pool has a silent row over it
-    # and no row that is not silent (a pool with no row there is not known to be silent).
-    edges = np.unique(np.concatenate([start, end]))
-    quiet = np.ones(edges.size - 1, dtype=bool)
-    for p in range(int(pools.max()) + 1):  # a loop over the pools: a handful
-        mine = pools == p
-        loud = mine & ~silent
-        quiet &= _coverage_count(edges, start[mine & silent], end[mine & silent]) > 0
-        quiet &= _coverage_count(edges, start[loud], end[loud]) == 0
-    change = np.diff(np.r_[0, quiet.astype(np.int8), 0])
-    t0, t1 = edges[np.flatnonzero(change == 1)], edges[np.flatnonzero(change == -1)]
-    keep = (t1 - t0) >= min_ns
-    t0, t1 = t0[keep], t1[keep]
+    span = Window.between(pd.Timestamp(int(start.min()), tz="UTC"), pd.Timestamp(int(end.max()), tz="UTC"))
+    gaps = collection_gaps({"occupancy": occ}, span, min_gap_s=min_ns / NS)
+    t0, t1 = times_ns(gaps["start"], field="start"), times_ns(gaps["end"], field="end")
     if t0.size == 0:
         return empty
     in_service = occ["in_service"].to_numpy(dtype=np.float64)
     row_s = (end - start) / NS
     capacity_s = float(np.dot(in_service, row_s))
     held_s = float(np.dot(occ["held_complete"].to_numpy(dtype=np.float64), row_s))
-    inside = np.array([float(np.dot(np.clip(np.minimum(end, b) - np.maximum(start, a), 0, None) / NS,
-                                    in_service))
-                       for a, b in zip(t0, t1, strict=True)])  # a loop over the stretches: a handful
+    inside = gaps["device_s"].to_numpy(dtype=np.float64)
     remaining = capacity_s - float(inside.sum())
     if remaining <= 0:
         raise DomainError("the occupancy table is silent from end to end: no capacity-time is left once the "

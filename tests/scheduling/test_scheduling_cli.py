@@ -29,8 +29,8 @@ SLURM = [DATA / "slurm_sample" / n for n in ("sacct.txt", "sacctmgr_events.txt",
 OPENB = [DATA / "alibaba_openb_2023" / "openb_pod_list_default.csv.gz",
          DATA / "alibaba_openb_2023" / "openb_node_list_gpu_node.csv"]
 TOP_KEYS = {"scheduling_goodput", "capacity_device_s", "held_device_s", "availability", "losses",
-            "cross_pool_losses", "pools", "ledger", "window"}
-POOL_KEYS = TOP_KEYS - {"pools", "ledger", "window"}
+            "cross_pool_losses", "pools", "ledger", "window", "collection_gaps"}
+POOL_KEYS = TOP_KEYS - {"pools", "ledger", "window", "collection_gaps"}
 
 
 def cli(*argv: object) -> tuple[int, str, str]:

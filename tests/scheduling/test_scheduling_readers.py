@@ -146,12 +146,36 @@ def test_slurm_sample_ledger_accounts_for_every_line(slurm):
     # 46 sacct records + 4 events + 4 node lines (headers are not rows)
     assert ledger.read == 46 + 4 + 4
     assert balanced(ledger)
-    steps = [e for e in ledger.entries if e.reason == "job step, not an allocation"]
-    assert len(steps) == 25 and all(e.field == "JobID" for e in steps)
+    # job steps (123.batch, 123.0) and the cluster's registration line are kept, used by nothing, counted
+    assert ledger.unused == {"sacct job step (123.batch, 123.0)": 25,
+                             "sacctmgr Cluster Registered TRES line": 1}
+    assert not any("step" in e.reason or "cluster-level" in e.reason for e in ledger.entries)
     cpu = [e for e in entries(ledger, "rejected") if "CPU-only" in e.reason]
     assert [(e.row, e.field) for e in cpu] == [(36, "AllocTRES")]
-    assert (ledger.rejected, ledger.repaired) == (25 + 1 + 1 + 1, 3)
+    assert (ledger.rejected, ledger.repaired, ledger.kept) == (1 + 1, 3, 54 - 2 - 3)
     json.dumps(ledger.to_dict())  # JSON-ready for the CLI
+
+
+def test_slurm_step_lines_and_the_tres_line_are_unused_and_other_cluster_events_rejected(tmp_path):
+    head, *lines = (DATA / "slurm_sample" / "sacct.txt").read_text().splitlines()
+    jobs = [ln for ln in lines if "." not in ln.split("|")[0]]
+    steps = [ln for ln in lines if "." in ln.split("|")[0]]
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("\n".join([head, *jobs, *steps, *steps[:2]]) + "\n")  # two steps printed twice
+    ev_head, *events = (DATA / "slurm_sample" / "sacctmgr_events.txt").read_text().splitlines()
+    tres = [e for e in events if "Cluster Registered TRES" in e]
+    other = "atlas||2024-03-04T01:00:00|2024-03-04T02:00:00|DOWN|cluster-wide power event|root(0)"
+    ev = tmp_path / "sacctmgr_events.txt"
+    ev.write_text("\n".join([ev_head, *events, *tres, other]) + "\n")
+    _, ledger = read([sacct, ev, SLURM[2]], "slurm", tz="UTC", window=SLURM_WINDOW)
+    assert len(steps) == 25 and len(tres) == 1
+    # a step printed twice is still a duplicate; every other step and each TRES line is counted unused
+    assert ledger.unused == {"sacct job step (123.batch, 123.0)": 25,
+                             "sacctmgr Cluster Registered TRES line": 2}
+    assert len([e for e in ledger.entries if e.reason.startswith("duplicate")]) == 2
+    (cluster,) = [e for e in ledger.entries if "cluster-level" in e.reason]
+    assert cluster.row == len(events) + len(tres) + 2 and cluster.field == "NodeName"
+    assert balanced(ledger)
 
 
 def test_slurm_allocations_hand_checked(slurm):
@@ -363,8 +387,8 @@ def test_slurm_every_line_is_accounted_for(rows):
             return
     assert ledger.read == len(rows) and balanced(ledger)
     a = rec.allocations
-    # every line that is not rejected becomes exactly one allocation row (an attempt, or a wait)
-    assert len(a) == ledger.kept + ledger.repaired
+    # every line that is neither rejected nor unused (a job step) becomes exactly one allocation row
+    assert len(a) == ledger.kept + ledger.repaired - sum(ledger.unused.values())
     s = a["first_assigned"].notna()
     assert (a.loc[s, "submit"] <= a.loc[s, "first_assigned"]).all()
     assert (a.loc[s, "gang_complete"] <= a.loc[s, "release"]).all()
@@ -1012,7 +1036,8 @@ def test_records_are_the_protocols_tables(slurm, helios, openb):
     assert rec["capacity"] is rec.capacity and rec.get("occupancy") is None and "occupancy" not in rec
     assert rec.tables() == {"allocations": rec.allocations, "capacity": rec.capacity, "queue": rec.queue,
                             "reservations": None, "occupancy": None}
-    assert list(helios[0]) == ["occupancy", "quota"] and helios[0]["quota"] is helios[0].extra["quota"]
+    assert list(helios[0]) == ["occupancy", "quota", "above_quota"]
+    assert helios[0]["quota"] is helios[0].extra["quota"]
     assert list(openb[0]) == ["waits", "installed"] and "notes" not in openb[0]
     with pytest.raises(KeyError):
         openb[0]["notes"]

@@ -73,12 +73,20 @@ class ReadBook:
     A reader opens each file's book with the row (or line, or object) number of every record it
     found there, then rejects, repairs and flags records by those file row numbers; :meth:`settle`
     closes every book, in the order the files were opened, into one :class:`~fleetlib.quality.Ledger`.
-    A flag on a record that ends up rejected is dropped (the rejection says more).
+    A flag on a record that ends up rejected is dropped (the rejection says more).  Records kept but
+    used by no measurement (job steps, a cluster's registration line) are counted by kind with
+    :meth:`unused`.
     """
 
     def __init__(self) -> None:
         self.books: dict[str, RowBook] = {}
         self._flags: list[tuple[str, np.ndarray, str, object, str | None]] = []
+        self._unused: dict[str, int] = {}
+
+    def unused(self, kind: str, n: int) -> None:
+        """Count ``n`` kept records of ``kind`` that no measurement uses (see :attr:`Ledger.unused`)."""
+        if n:
+            self._unused[kind] = self._unused.get(kind, 0) + int(n)
 
     def open(self, file: str, rows: object) -> None:
         """Start the book of ``file`` with the 1-based row numbers of its records."""
@@ -120,6 +128,8 @@ class ReadBook:
                 texts = message if isinstance(message, str) else np.asarray(list(message), dtype=object)[live]
                 book.flag(pos[live], code, texts, field=fld)
             book.close(ledger)
+        for kind, n in self._unused.items():
+            ledger.count_unused(kind, n)
         return ledger
 
 

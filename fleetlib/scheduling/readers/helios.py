@@ -35,6 +35,8 @@ _HELIOS_REQUIRED = (
     "pending_gpujob_num",
 )
 _HELIOS_TZ = "Asia/Shanghai"
+#: The size-split parts of ``running_gpu_num`` the artifact carries beside it (jobs of >= 8 GPUs and < 8).
+_HELIOS_PARTS = ("running_gpu_num_noless_8", "running_gpu_num_less_8")
 
 
 def _helios_pool(path: Path) -> str:
@@ -125,7 +127,12 @@ def read(
     ledger : Ledger
         Every sequence row is checked: ``running + idle == total`` (rejected if not), counts
         non-negative integers, one row per minute.  A row with ``running > total`` (negative idle) is
-        kept unchanged and flagged: allocated above capacity is reported, never clipped.
+        kept unchanged and flagged: allocated above capacity is reported, never clipped.  Where the
+        size-split parts (``running_gpu_num_noless_8 + running_gpu_num_less_8``) exceed the VC's total
+        -- the artifact clips ``running_gpu_num`` to the quota but not its parts -- one
+        ``allocated_above_quota`` flag per file gives the count of such minutes and the device-time
+        above the total (at the first such row); ``extra["above_quota"]`` has them per pool
+        (``pool, minutes, device_s``).  The measured numbers keep ``running_gpu_num``.
     """
     del window  # an aggregate record: nothing to censor; the measurement applies the window
     tz = tz or _HELIOS_TZ
@@ -135,7 +142,7 @@ def read(
     if not res > 0:
         raise DomainError(f"resolution_s must be > 0; got {resolution_s!r}")
     book = ReadBook()
-    seqs, quotas = [], []
+    seqs, quotas, above = [], [], []
     for path in as_paths(paths):
         text = read_text(path)
         header = header_line(text, path)
@@ -143,7 +150,9 @@ def read(
         if first_col == "date":
             quotas.append(_helios_quota(path, text, tz, glitch, book))
         else:
-            seqs.append(_helios_sequence(path, text, tz, res, book))
+            seq, over = _helios_sequence(path, text, tz, res, book)
+            seqs.append(seq)
+            above.append(over)
     notes = {
         "gang_complete": "running GPUs are complete allocations (Slurm allocates atomically)",
         "time_zone": f"naive Helios times localised to {tz}",
@@ -159,10 +168,15 @@ def read(
             quota = quota[quota["pool"].isin(occupancy["pool"].unique())].reset_index(drop=True)
             notes["quota_check"] = _quota_check(occupancy, quota)
     source = ",".join(str(p) for p in as_paths(paths))
-    return SchedulerRecords.from_tables(source, notes, occupancy=occupancy, quota=quota), book.settle()
+    extra: dict[str, pd.DataFrame] = {}
+    if above:
+        extra["above_quota"] = pd.DataFrame(above, columns=["pool", "minutes", "device_s"])
+    records = SchedulerRecords.from_tables(source, notes, occupancy=occupancy, quota=quota, **extra)
+    return records, book.settle()
 
 
-def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook) -> pd.DataFrame:
+def _helios_sequence(path: Path, text: str, tz: str, res: float,
+                     book: ReadBook) -> tuple[pd.DataFrame, tuple[str, int, float]]:
     file = str(path)
     raw, rows = csv_lines(path, text, book, _HELIOS_REQUIRED, "a Helios sequence", dtype={"time": str})
     times, rejected = parse_time_columns(
@@ -212,6 +226,7 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook)
         field="running_gpu_num",
     )
     pool = _helios_pool(path)
+    over = _above_quota(raw, total, alive, rows, res, file, book)
     a = alive
     out = pd.DataFrame(
         {
@@ -227,7 +242,32 @@ def _helios_sequence(path: Path, text: str, tz: str, res: float, book: ReadBook)
             "pending_devices": nums["pending_gpu_num"][a].astype("int64").to_numpy(),
         }
     ).astype({"start": TIME_DTYPE, "end": TIME_DTYPE})
-    return out.sort_values("start", kind="stable").reset_index(drop=True)
+    return out.sort_values("start", kind="stable").reset_index(drop=True), (pool, *over)
+
+
+def _above_quota(raw: pd.DataFrame, total: pd.Series, alive: np.ndarray, rows: np.ndarray, res: float,
+                 file: str, book: ReadBook) -> tuple[int, float]:
+    """Flag the minutes whose size-split running GPUs exceed the total; return (minutes, device-s above)."""
+    if not all(c in raw.columns for c in _HELIOS_PARTS):
+        return 0, 0.0
+    parts = sum(pd.to_numeric(raw[c], errors="coerce").astype(float) for c in _HELIOS_PARTS)
+    excess = (parts - total).to_numpy()
+    above = np.nan_to_num(excess, nan=0.0) > 0
+    above &= alive
+    n = int(above.sum())
+    if not n:
+        return 0, 0.0
+    device_s = float(excess[above].sum()) * res
+    book.flag(
+        file,
+        rows[above][:1],
+        "allocated_above_quota",
+        f"{n:,} minutes where the size-split running GPUs ({' + '.join(_HELIOS_PARTS)}) exceed "
+        f"total_gpu_num, {device_s / 3600.0:,.2f} device-h ({device_s:,.0f} device-s) above it in all; "
+        "running_gpu_num is clipped to the total there and is what S measures (first such row given)",
+        field="running_gpu_num",
+    )
+    return n, device_s
 
 
 def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: ReadBook) -> pd.DataFrame:

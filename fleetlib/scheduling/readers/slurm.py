@@ -83,6 +83,9 @@ SLURM_END_STATES: dict[str, str] = {
 }
 _SACCT_REQUIRED = ("JobID", "Partition", "Submit", "Start", "End", "State", "AllocTRES")
 _EVENT_REQUIRED = ("NodeName", "TimeStart", "TimeEnd", "State")
+#: Unused-record kinds: sacct job steps and sacctmgr's cluster registration line.
+_STEP_KIND = "sacct job step (123.batch, 123.0)"
+_TRES_KIND = "sacctmgr Cluster Registered TRES line"
 _OUT_OF_SERVICE = r"DOWN|DRAIN|FAIL|MAINT|POWER|REBOOT|NOT_RESPONDING|NO_RESPOND|\*"
 
 
@@ -385,7 +388,8 @@ def read(
         is given, ``capacity`` (GPUs of the partition's nodes; nodes in a down/drain/fail event are
         out of service; a node in two partitions counts in both).
     ledger : Ledger
-        Job steps (``123.batch``, ``123.0``) are rejected as non-allocations; CPU-only jobs are
+        Job steps (``123.batch``, ``123.0``) and sacctmgr's ``Cluster Registered TRES`` line are kept
+        and counted in ``unused`` by kind (no measurement uses them); CPU-only jobs are
         rejected as not GPU demand; states map through :data:`SLURM_END_STATES` (``CANCELLED by N``
         is ``cancelled``) and an unknown state is kept as ``"unknown"`` and flagged; overlapping
         attempts of one job: the later one is rejected.
@@ -502,9 +506,10 @@ def _slurm_jobs(
     dup = df.duplicated(subset=raw, keep="first").to_numpy()
     first_of_row = df.groupby(raw, sort=False)["_line"].transform("first").to_numpy()
     reject(dup, None, "duplicate row (same as line " + pd.Series(first_of_row, dtype="str") + ")")
-    # job steps are not allocations
-    step = df["JobID"].str.contains(".", regex=False).to_numpy()
-    reject(step, "JobID", "job step, not an allocation")
+    # job steps (123.batch, 123.0) are not allocations: kept, used by no measurement
+    step = df["JobID"].str.contains(".", regex=False).to_numpy() & alive
+    book.unused(_STEP_KIND, int(step.sum()))
+    alive &= ~step
     job_id = df["JobID"].astype(str)
     state_word = df["State"].fillna("").astype(str).str.split(" ").str[0].str.upper()
     unknown_state = (~state_word.isin(SLURM_STATES)).to_numpy()
@@ -750,6 +755,14 @@ def _slurm_events(
         if frame.empty:
             continue
         file = str(frame["_file"].iloc[0])
+        # the cluster's own registration line (no node, Reason "Cluster Registered TRES"): kept, unused
+        reason = frame["Reason"] if "Reason" in frame.columns else pd.Series("", index=frame.index)
+        tres = (frame["NodeName"].fillna("").astype(str).str.strip().eq("")
+                & reason.fillna("").astype(str).str.strip().eq("Cluster Registered TRES")).to_numpy()
+        book.unused(_TRES_KIND, int(tres.sum()))
+        frame = frame[~tres].reset_index(drop=True)
+        if frame.empty:
+            continue
         rows = frame["_line"].to_numpy()
         times, rejected = parse_time_columns(
             frame, ["TimeStart", "TimeEnd"], tz=tz, file=file, rows=rows, book=book, format_hint="sacctmgr"
