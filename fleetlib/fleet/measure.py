@@ -52,9 +52,11 @@ job, so a timeline measured alone gives the numbers it gives among the others.  
 wire is small: each task is sent the held jobs' device counts (scattered once) and sends back, per
 joined job, only the columns the runtime rung adds, as plain arrays; the client gathers them in
 manifest order as they complete (a tqdm bar on stderr) and checks the owners of every job (two
-timelines for one job are refused, as by the pandas engine).  One constraint the pandas engine does
-not have: a job's steps and events must lie in one file (one partition), since each file is
-measured alone.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`.
+timelines for one job are refused, as by the pandas engine).  A file that holds both the steps and
+the events of each of its jobs is a whole timeline, measured by its own task; the files of a
+timeline split across files (a ``steps.csv`` and an ``events.csv``) are measured together, by one
+task per group of files that share a job (:func:`timeline_group_task`).  The loss vocabularies and
+the results code live in :mod:`fleetlib.fleet.results`.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,7 @@ __all__ = [
     "read_timeline_file",
     "read_timelines",
     "submit_timeline_tasks",
+    "timeline_group_task",
     "timeline_task",
 ]
 
@@ -945,6 +948,10 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
                   intervals: list[Interval]) -> dict[str, Any]:
     """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
 
+    A file is measured only when it is a whole timeline: each of its jobs has its steps and its
+    events in it.  Otherwise another file may hold the rest of a job's timeline: the file's jobs
+    are measured with the files they share jobs with (:func:`timeline_group_task`).
+
     Parameters
     ----------
     fmt
@@ -964,10 +971,11 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     -------
     dict
         ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
-        ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
-        jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays),
-        ``runtime_windows`` (with more than one interval: the window columns per interval; else empty)
-        and the reader's ``ledger``.
+        ``unknown_rows`` (rows of the jobs not held in the window), ``whole`` (the file is a whole
+        timeline, measured), ``runtime_jobs`` (the joined jobs, measured; empty when not whole),
+        ``runtime`` (only the columns the runtime rung adds, as plain arrays), ``runtime_windows``
+        (with more than one interval: the window columns per interval; else empty) and the reader's
+        ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
@@ -976,29 +984,95 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     # held's index keeps its hash table between tasks (held is scattered once to each worker): a
     # lookup per job costs ~0.5 us; a get_indexer of another dtype would rebuild it (~50 ms)
     index = held.index
-    is_held = [j in index for j in in_file]
-    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
-    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
+    unknown = [j for j in in_file if j not in index]
     rows: dict[str, int] = {}
     if unknown:
         counts = steps_counts.add(events_counts, fill_value=0)
         rows = {j: int(counts.get(j, 0)) for j in unknown}
+    whole = steps_jobs == events_jobs
+    measured = _measure_held(s, e, in_file, held, intervals) if whole else {
+        "runtime_jobs": [], "runtime": {}, "runtime_windows": []}
+    return {"steps_jobs": steps_jobs, "events_jobs": events_jobs, "unknown_rows": rows, "whole": whole,
+            **measured, "ledger": tl_ledger}
+
+
+def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], held: pd.DataFrame,
+                        intervals: list[Interval]) -> dict[str, Any]:
+    """Read the files of timelines split across files and measure their held jobs together (one Dask task).
+
+    Each file is read alone, as the pandas engine reads it (its ledger was booked by its
+    :func:`timeline_task`), and their tables are joined before the measurement.
+
+    Parameters
+    ----------
+    fmt, job_map, held, intervals
+        As :func:`timeline_task`'s.
+    paths
+        The files of one group (every job of them has its steps and events among them), in manifest order.
+
+    Returns
+    -------
+    dict
+        ``runtime_jobs``, ``runtime`` and ``runtime_windows``, as :func:`timeline_task`'s.
+    """
+    read = [read_timeline_file(fmt, path, job_map) for path in paths]
+    s = pd.concat([r[0] for r in read], ignore_index=True)
+    e = pd.concat([r[1] for r in read], ignore_index=True)
+    in_file = sorted(set(_job_row_counts(s["job_id"]).index) | set(_job_row_counts(e["job_id"]).index))
+    return _measure_held(s, e, in_file, held, intervals)
+
+
+def _measure_held(s: pd.DataFrame, e: pd.DataFrame, in_file: list[str], held: pd.DataFrame,
+                  intervals: list[Interval]) -> dict[str, Any]:
+    """Measure the timelines of the jobs of ``in_file`` the scheduler held; only the columns the rung adds."""
+    index = held.index
+    joined = [j for j in in_file if j in index]
     sub = held.loc[joined, ["devices"]].copy()
-    if unknown:  # measure only the joined jobs (all of them: the tables as read)
+    if len(joined) < len(in_file):  # measure only the joined jobs (all of them: the tables as read)
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
     per_window = _runtime_per_job(s, e, intervals, sub)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
-        "steps_jobs": steps_jobs,
-        "events_jobs": events_jobs,
-        "unknown_rows": rows,
         "runtime_jobs": joined,
         "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
         "runtime_windows": per_window if len(per_window) > 1 else [],
-        "ledger": tl_ledger,
     }
+
+
+def _split_groups(parts: Mapping[int, Iterable[str]]) -> list[list[int]]:
+    """Group the files that share a job; each group in file order, the groups by their first file.
+
+    Parameters
+    ----------
+    parts
+        File index -> the job ids of it (steps and events).
+
+    Returns
+    -------
+    list of list of int
+        The groups of file indices.
+    """
+    parent: dict[int, int] = {i: i for i in parts}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i in sorted(parts):
+        for job in parts[i]:
+            j = first.setdefault(job, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in sorted(parts):
+        groups.setdefault(root(i), []).append(i)
+    return [groups[k] for k in sorted(groups)]
 
 
 def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable[[int, Any], None]) -> None:
@@ -1092,7 +1166,7 @@ def dask_runtime_per_job(
     progress: bool = False,
     submitted: list[Any] | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, np.ndarray]], dict[str, str], dict[str, str]]:
-    """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
+    """Measure every timeline on Dask (a task per file, a task per group of split files); return the columns.
 
     Parameters
     ----------
@@ -1126,7 +1200,7 @@ def dask_runtime_per_job(
     Raises
     ------
     InputError
-        Two timelines for one job; a job's steps and events in different files.
+        Two timelines for one job.
     """
     futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, intervals, client)
     owner: dict[str, str] = {}
@@ -1143,23 +1217,26 @@ def dask_runtime_per_job(
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
-        if res["runtime_jobs"]:
+        if not res["whole"]:  # measured with the files it shares jobs with, once all are read
+            split[i] = [*res["steps_jobs"], *res["events_jobs"]]
+        elif res["runtime_jobs"]:
             done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
                          "windows": res["runtime_windows"]})
 
+    split: dict[int, list[str]] = {}  # file index -> its job ids, for the files not whole
     _gather(client, list(futures), progress, register)
-    in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
-    # jobs with steps and events whose files differ (one look-up per job with steps)
-    split = sorted(j for j, f in in_steps.items() if in_events.get(j, f) != f)
     if split:
-        job = split[0]
-        raise InputError(
-            f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
-            f"{in_steps[job]} and its events in {in_events[job]}: write one job's "
-            "timeline into one file (partition), or use engine='pandas'",
-            file=str(man.file),
-            field="timelines.files",
-        )
+        held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
+        groups = [
+            client.submit(timeline_group_task, man.timeline_format,
+                          [str(man.timeline_files[i]) for i in group], dict(man.job_map), held,
+                          list(intervals), pure=False)
+            for group in _split_groups(split)
+        ]
+        for res in client.gather(groups):
+            if res["runtime_jobs"]:
+                done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
+                             "windows": res["runtime_windows"]})
     known = set(jobs.index.tolist())
     _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     joined = dict(owner)
