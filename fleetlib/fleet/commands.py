@@ -178,6 +178,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         *exclusion_lines(w),
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
+        f"availability {_pct(res['availability'])} (in-service / installed capacity-time; outside S)",
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
         f"{_pct(res['coverage']['program'])} of productive time has a model config",
         f"observed-only R (estimate, not in the product): {_pct(res['runtime_observed_only']['value'])}",

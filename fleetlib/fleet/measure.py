@@ -169,6 +169,9 @@ class FleetMeasurement:
     segment_by, segments
         A job field (:func:`job_fields`) and one row per value of it (``value``, ``scheduling_split``
         and :func:`~fleetlib.fleet.results.slice_row`'s keys); None and no row when not asked for.
+    availability
+        In-service over installed capacity-time in the window (out-of-service time is outside S's
+        denominator); None when the records state no installed capacity.
     """
 
     name: str
@@ -194,6 +197,7 @@ class FleetMeasurement:
     windows: list[dict[str, Any]] = field(default_factory=list)
     segment_by: str | None = None
     segments: list[dict[str, Any]] = field(default_factory=list)
+    availability: float | None = None
 
     @property
     def mpg(self) -> float:
@@ -278,6 +282,7 @@ class FleetMeasurement:
             "name": self.name,
             "window": self.window.to_dict(),
             "mpg": self.mpg,
+            "availability": self.availability,
             "job_product": self.product.job_product,
             "ideal_device_s": self.ideal_device_s,
             "in_service_capacity_device_s": self.capacity_device_s,
@@ -1674,6 +1679,8 @@ def _measure(
         pending = cluster.when_started(submit)
     partition = scheduling_partition(**records.tables(), window=win)
     s = partition.factor()
+    installed = float(partition.totals["installed_device_s"])
+    availability = float(partition.totals["capacity_device_s"]) / installed if installed > 0 else None
     _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
     try:  # needs no timeline: read while the timeline tasks run
@@ -1765,4 +1772,5 @@ def _measure(
         windows=windows,
         segment_by=segment_by,
         segments=segments,
+        availability=availability,
     )
