@@ -359,7 +359,8 @@ class _JobReconciliation(Mapping[str, dict[str, float]]):
 # ---------------------------------------------------------------------------------------------------
 
 
-def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
+def read_scheduler(man: FleetManifest, window: Window | None, *, allow_empty_window: bool = False
+                   ) -> tuple[Any, Ledger, Window]:
     """Read the manifest's scheduler records; return them, their ledger and the window.
 
     Parameters
@@ -368,6 +369,9 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
         The manifest.
     window
         The window to measure; None: the capacity records' span.
+    allow_empty_window
+        Measure a window that reaches beyond the records' span by more than
+        :data:`fleetlib.scheduling.WINDOW_SLACK` (refused by default).
 
     Returns
     -------
@@ -377,9 +381,9 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
     Raises
     ------
     InputError
-        Records without allocations or capacity; a window outside the records.
+        Records without allocations or capacity; a window outside the records, or reaching beyond them.
     """
-    from fleetlib.scheduling import read
+    from fleetlib.scheduling import check_window_within_records, read
 
     fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
     bounds = None if window is None else (window.start, window.end)
@@ -405,6 +409,8 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
             file=str(man.file),
             field="window",
         )
+    if not allow_empty_window:
+        check_window_within_records(records, window.start, window.end, file=str(man.file))
     return records, ledger, window
 
 
@@ -1525,6 +1531,7 @@ def measure_fleet(
     progress: bool | None = None,
     by: str | None = None,
     segment_by: str | None = None,
+    allow_empty_window: bool = False,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -1572,6 +1579,10 @@ def measure_fleet(
         :attr:`FleetMeasurement.segments`.  ``pool`` splits capacity (each pool's own S); a field
         with no capacity of its own gives each segment the fleet's S, capacity apportioned by held
         device-s.  The rows add up to the whole.
+    allow_empty_window
+        Measure a window that reaches beyond the scheduler records' span by more than
+        :data:`fleetlib.scheduling.WINDOW_SLACK` (refused by default: the uncovered time would count
+        as idle capacity).
 
     Returns
     -------
@@ -1602,8 +1613,9 @@ def measure_fleet(
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
-            return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by)
-    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by)
+            return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by,
+                            allow_empty_window)
+    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by, allow_empty_window)
 
 
 def _excluding(win: Window, man: FleetManifest, window: Any, exclude: Any) -> Window:
@@ -1636,6 +1648,7 @@ def _measure(
     progress: bool,
     by: str | None = None,
     segment_by: str | None = None,
+    allow_empty_window: bool = False,
 ) -> FleetMeasurement:
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
@@ -1654,7 +1667,7 @@ def _measure(
         raise InputError(str(exc), field="window") from exc
     if by is not None and by not in BY:
         raise DomainError(f"by must be one of {list(BY)} (or None); got {by!r}")
-    records, ledger, win = read_scheduler(man, win)
+    records, ledger, win = read_scheduler(man, win, allow_empty_window=allow_empty_window)
     win = _excluding(win, man, window, exclude)
     note = win.exclusion_note()
     if note is not None:
