@@ -856,7 +856,36 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger,
     jobs["below_ideal_rate"] = np.where(has, prod - above - ideal, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         jobs["program_goodput"] = np.where(has & (prod > 0), ideal / prod, np.nan)
+    if configs is not None:
+        _refuse_mfu_above_one(jobs, configs)
     return conventions
+
+
+def _refuse_mfu_above_one(jobs: pd.DataFrame, configs: _ModelConfigs) -> None:
+    """Refuse the first job (in job order) whose ideal device-s exceed its productive device-s (MFU > 1).
+
+    One line naming the job's model config file and the job: its FLOP count, the device's peak or
+    the precision is wrong for the steps measured.
+    """
+    from fleetlib.program import UtilizationAboveOneError
+
+    ideal = jobs["ideal_device_s"].to_numpy(float)
+    prod = jobs["productive_device_s"].to_numpy(float)
+    bad = np.flatnonzero(np.nan_to_num(ideal) > prod * (1.0 + 1e-9) + 1e-9)
+    if not len(bad):
+        return
+    i = int(bad[0])
+    at = int(np.flatnonzero(configs.pos == i)[0])  # the job's entry among the configured ones
+    job = str(jobs.index[i])
+    mfu = ideal[i] / prod[i] if prod[i] > 0 else float("inf")
+    raise UtilizationAboveOneError(
+        f"job {job!r}: MFU = {mfu:.4g} exceeds 1 (ideal {ideal[i]:.6g} device-s from "
+        f"{int(jobs['retained_steps'].iloc[i])} retained steps, productive {prod[i]:.6g} device-s) under "
+        f"convention {configs.labels[configs.codes[at]]!r}: the model config's useful FLOPs per step, the "
+        "device's peak or its precision is wrong",
+        file=str(configs.paths[configs.codes[at]]),
+        field="useful_flops_per_step",
+    )
 
 
 def _traces(
