@@ -52,11 +52,11 @@ job, so a timeline measured alone gives the numbers it gives among the others.  
 wire is small: each task is sent the held jobs' device counts (scattered once) and sends back, per
 joined job, only the columns the runtime rung adds, as plain arrays; the client gathers them in
 manifest order as they complete (a tqdm bar on stderr) and checks the owners of every job (two
-timelines for one job are refused, as by the pandas engine).  A file that holds both the steps and
-the events of each of its jobs is a whole timeline, measured by its own task; the files of a
-timeline split across files (a ``steps.csv`` and an ``events.csv``) are measured together, by one
-task per group of files that share a job (:func:`timeline_group_task`).  The loss vocabularies and
-the results code live in :mod:`fleetlib.fleet.results`.
+timelines for one job are refused, as by the pandas engine).  A job whose steps and events lie in
+one file is measured by that file's task; a job whose timeline is split across files (a
+``steps.csv`` and an ``events.csv``) is measured once every file is read, by one task per group of
+files sharing such jobs (:func:`timeline_group_task`).  The loss vocabularies and the results code
+live in :mod:`fleetlib.fleet.results`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ from fleetlib.fleet.results import (
     sum_factors,
     waterfall,
 )
-from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.quality import DomainError, FleetlibError, InputError, Ledger
 
 #: An interval ``[start, end)`` of a measured window (UTC).
 Interval = tuple[pd.Timestamp, pd.Timestamp]
@@ -988,9 +988,11 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
                   intervals: list[Interval]) -> dict[str, Any]:
     """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
 
-    A file is measured only when it is a whole timeline: each of its jobs has its steps and its
-    events in it.  Otherwise another file may hold the rest of a job's timeline: the file's jobs
-    are measured with the files they share jobs with (:func:`timeline_group_task`).
+    The jobs with their steps and their events in the file are measured.  A job with only one of
+    them here (its steps or events may be in another file, or it has none: a zombie) is measured
+    apart, provisionally: :func:`dask_runtime_per_job` keeps that result when no other file holds
+    the rest of the job's timeline, and otherwise measures it with the files it shares jobs with
+    (:func:`timeline_group_task`).
 
     Parameters
     ----------
@@ -1011,11 +1013,12 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     -------
     dict
         ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
-        ``unknown_rows`` (rows of the jobs not held in the window), ``whole`` (the file is a whole
-        timeline, measured), ``runtime_jobs`` (the joined jobs, measured; empty when not whole),
-        ``runtime`` (only the columns the runtime rung adds, as plain arrays), ``runtime_windows``
-        (with more than one interval: the window columns per interval; else empty) and the reader's
-        ``ledger``.
+        ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
+        jobs with steps and events here, measured), ``runtime`` (only the columns the runtime rung
+        adds, as plain arrays), ``runtime_windows`` (with more than one interval: the window columns
+        per interval; else empty), ``half`` (the jobs with only steps or only events here),
+        ``half_result`` (theirs measured alone, the keys above; None when that raised) and the
+        reader's ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
@@ -1029,16 +1032,25 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     if unknown:
         counts = steps_counts.add(events_counts, fill_value=0)
         rows = {j: int(counts.get(j, 0)) for j in unknown}
-    whole = steps_jobs == events_jobs
-    measured = _measure_held(s, e, in_file, held, intervals) if whole else {
-        "runtime_jobs": [], "runtime": {}, "runtime_windows": []}
-    return {"steps_jobs": steps_jobs, "events_jobs": events_jobs, "unknown_rows": rows, "whole": whole,
-            **measured, "ledger": tl_ledger}
+    half: list[str] = []
+    half_result: dict[str, Any] | None = None
+    if steps_jobs == events_jobs:  # every job whole: the tables as read
+        measured = _measure_held(s, e, in_file, held, intervals)
+    else:
+        both = set(steps_jobs) & set(events_jobs)
+        half = [j for j in in_file if j not in both]
+        measured = _measure_held(s, e, sorted(both), held, intervals, only=True)
+        try:
+            half_result = _measure_held(s, e, half, held, intervals, only=True)
+        except FleetlibError:  # measured with the rest of their timelines, or raised there
+            half_result = None
+    return {"steps_jobs": steps_jobs, "events_jobs": events_jobs, "unknown_rows": rows, **measured,
+            "half": half, "half_result": half_result, "ledger": tl_ledger}
 
 
 def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], held: pd.DataFrame,
-                        intervals: list[Interval]) -> dict[str, Any]:
-    """Read the files of timelines split across files and measure their held jobs together (one Dask task).
+                        intervals: list[Interval], jobs: list[str]) -> dict[str, Any]:
+    """Read the files of timelines split across files and measure those jobs together (one Dask task).
 
     Each file is read alone, as the pandas engine reads it (its ledger was booked by its
     :func:`timeline_task`), and their tables are joined before the measurement.
@@ -1048,7 +1060,9 @@ def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], 
     fmt, job_map, held, intervals
         As :func:`timeline_task`'s.
     paths
-        The files of one group (every job of them has its steps and events among them), in manifest order.
+        The files of one group, in manifest order.
+    jobs
+        The jobs to measure: those with only steps or only events in one of the files.
 
     Returns
     -------
@@ -1058,17 +1072,19 @@ def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], 
     read = [read_timeline_file(fmt, path, job_map) for path in paths]
     s = pd.concat([r[0] for r in read], ignore_index=True)
     e = pd.concat([r[1] for r in read], ignore_index=True)
-    in_file = sorted(set(_job_row_counts(s["job_id"]).index) | set(_job_row_counts(e["job_id"]).index))
-    return _measure_held(s, e, in_file, held, intervals)
+    return _measure_held(s, e, sorted(jobs), held, intervals, only=True)
 
 
-def _measure_held(s: pd.DataFrame, e: pd.DataFrame, in_file: list[str], held: pd.DataFrame,
-                  intervals: list[Interval]) -> dict[str, Any]:
-    """Measure the timelines of the jobs of ``in_file`` the scheduler held; only the columns the rung adds."""
+def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.DataFrame,
+                  intervals: list[Interval], *, only: bool = False) -> dict[str, Any]:
+    """Measure the timelines of the jobs of ``jobs`` the scheduler held; only the columns the rung adds.
+
+    ``only``: the tables hold other jobs too (taken out); else ``jobs`` are every job of them.
+    """
     index = held.index
-    joined = [j for j in in_file if j in index]
+    joined = [j for j in jobs if j in index]
     sub = held.loc[joined, ["devices"]].copy()
-    if len(joined) < len(in_file):  # measure only the joined jobs (all of them: the tables as read)
+    if only or len(joined) < len(jobs):  # measure only the joined jobs (all of them: the tables as read)
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
@@ -1257,26 +1273,36 @@ def dask_runtime_per_job(
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
-        if not res["whole"]:  # measured with the files it shares jobs with, once all are read
-            split[i] = [*res["steps_jobs"], *res["events_jobs"]]
-        elif res["runtime_jobs"]:
+        _keep(res)
+        if res["half"]:  # settled once every file is read
+            half[i] = (res["half"], res["half_result"])
+
+    def _keep(res: dict[str, Any]) -> None:
+        if res["runtime_jobs"]:
             done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
                          "windows": res["runtime_windows"]})
 
-    split: dict[int, list[str]] = {}  # file index -> its job ids, for the files not whole
+    half: dict[int, tuple[list[str], dict[str, Any] | None]] = {}  # file -> jobs with steps or events only
     _gather(client, list(futures), progress, register)
-    if split:
+    in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
+    # a job measured alone where its steps and events are in two files (or where that raised) is
+    # measured again, with the files it shares jobs with: one task per group of files
+    def split(job: str) -> bool:  # its steps in one file, its events in another
+        return job in in_steps and job in in_events and in_steps[job] != in_events[job]
+
+    redo = {i: ids for i, (ids, res) in half.items() if res is None or any(split(j) for j in ids)}
+    for i in sorted(half.keys() - redo.keys()):
+        _keep(half[i][1])  # no other file holds the rest of these jobs' timelines
+    if redo:
         held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
         groups = [
             client.submit(timeline_group_task, man.timeline_format,
                           [str(man.timeline_files[i]) for i in group], dict(man.job_map), held,
-                          list(intervals), pure=False)
-            for group in _split_groups(split)
+                          list(intervals), sorted({j for i in group for j in redo[i]}), pure=False)
+            for group in _split_groups(redo)
         ]
         for res in client.gather(groups):
-            if res["runtime_jobs"]:
-                done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
-                             "windows": res["runtime_windows"]})
+            _keep(res)
     known = set(jobs.index.tolist())
     _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     joined = dict(owner)
