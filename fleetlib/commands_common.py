@@ -22,6 +22,15 @@ def add_exclude_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude", nargs=2, action="append", metavar=("START", "END"), help=EXCLUDE_HELP)
 
 
+def add_allow_empty_window_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--allow-empty-window`` beside a command's ``--window``."""
+    parser.add_argument(
+        "--allow-empty-window", action="store_true",
+        help="measure a window reaching hours beyond the scheduler records (refused by default: the "
+        "time no record covers would count as idle capacity)",
+    )
+
+
 def cli_window(window: Sequence[str] | None, exclude: Sequence[Sequence[str]] | None) -> Window | None:
     """Return ``--window START END`` with its ``--exclude`` intervals as one :class:`Window`.
 

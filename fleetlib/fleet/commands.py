@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetlib.commands_common import add_exclude_argument, exclusion_lines
+from fleetlib.commands_common import add_allow_empty_window_argument, add_exclude_argument, exclusion_lines
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -52,6 +52,7 @@ def run_fleet(
     progress: bool = False,
     by: str | None = None,
     segment_by: str | None = None,
+    allow_empty_window: bool = False,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -73,6 +74,8 @@ def run_fleet(
     by, segment_by
         One row per UTC day or week (``windows``), one row per value of a job field (``segments``):
         as :func:`fleetlib.fleet.measure.measure_fleet`.
+    allow_empty_window
+        Measure a window reaching beyond the scheduler records (``--allow-empty-window``).
 
     Returns
     -------
@@ -88,9 +91,10 @@ def run_fleet(
     excl = None if not exclude else [tuple(p) for p in exclude]
     if engine == "dask":
         return measure_fleet(manifest, window=win, exclude=excl, engine="dask", workers=workers,
-                             progress=progress, by=by, segment_by=segment_by).to_dict()
+                             progress=progress, by=by, segment_by=segment_by,
+                             allow_empty_window=allow_empty_window).to_dict()
     return measure_fleet(manifest, window=win, exclude=excl, engine=engine, progress=progress, by=by,
-                         segment_by=segment_by).to_dict()
+                         segment_by=segment_by, allow_empty_window=allow_empty_window).to_dict()
 
 
 def run_synth_fleet(
@@ -178,6 +182,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         *exclusion_lines(w),
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
+        f"availability {_pct(res['availability'])} (in-service / installed capacity-time; outside S)",
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
         f"{_pct(res['coverage']['program'])} of productive time has a model config",
         f"observed-only R (estimate, not in the product): {_pct(res['runtime_observed_only']['value'])}",
@@ -247,6 +252,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
         by=args.by,
         segment_by=args.segment_by,
+        allow_empty_window=args.allow_empty_window,
     )
 
 
@@ -284,6 +290,7 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         help="ISO 8601 times with a zone (default: the manifest's window)",
     )
     add_exclude_argument(p)
+    add_allow_empty_window_argument(p)
     p.add_argument(
         "--by", choices=("day", "week"), default=None,
         help="also one row per UTC day or ISO week (clipped to the window; rows add up to the whole)",

@@ -52,9 +52,11 @@ job, so a timeline measured alone gives the numbers it gives among the others.  
 wire is small: each task is sent the held jobs' device counts (scattered once) and sends back, per
 joined job, only the columns the runtime rung adds, as plain arrays; the client gathers them in
 manifest order as they complete (a tqdm bar on stderr) and checks the owners of every job (two
-timelines for one job are refused, as by the pandas engine).  One constraint the pandas engine does
-not have: a job's steps and events must lie in one file (one partition), since each file is
-measured alone.  The loss vocabularies and the results code live in :mod:`fleetlib.fleet.results`.
+timelines for one job are refused, as by the pandas engine).  A job whose steps and events lie in
+one file is measured by that file's task; a job whose timeline is split across files (a
+``steps.csv`` and an ``events.csv``) is measured once every file is read, by one task per group of
+files sharing such jobs (:func:`timeline_group_task`).  The loss vocabularies and the results code
+live in :mod:`fleetlib.fleet.results`.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,7 +98,7 @@ from fleetlib.fleet.results import (
     sum_factors,
     waterfall,
 )
-from fleetlib.quality import DomainError, InputError, Ledger
+from fleetlib.quality import DomainError, FleetlibError, InputError, Ledger
 
 #: An interval ``[start, end)`` of a measured window (UTC).
 Interval = tuple[pd.Timestamp, pd.Timestamp]
@@ -117,6 +119,7 @@ __all__ = [
     "read_timeline_file",
     "read_timelines",
     "submit_timeline_tasks",
+    "timeline_group_task",
     "timeline_task",
 ]
 
@@ -166,6 +169,9 @@ class FleetMeasurement:
     segment_by, segments
         A job field (:func:`job_fields`) and one row per value of it (``value``, ``scheduling_split``
         and :func:`~fleetlib.fleet.results.slice_row`'s keys); None and no row when not asked for.
+    availability
+        In-service over installed capacity-time in the window (out-of-service time is outside S's
+        denominator); None when the records state no installed capacity.
     """
 
     name: str
@@ -191,6 +197,7 @@ class FleetMeasurement:
     windows: list[dict[str, Any]] = field(default_factory=list)
     segment_by: str | None = None
     segments: list[dict[str, Any]] = field(default_factory=list)
+    availability: float | None = None
 
     @property
     def mpg(self) -> float:
@@ -275,6 +282,7 @@ class FleetMeasurement:
             "name": self.name,
             "window": self.window.to_dict(),
             "mpg": self.mpg,
+            "availability": self.availability,
             "job_product": self.product.job_product,
             "ideal_device_s": self.ideal_device_s,
             "in_service_capacity_device_s": self.capacity_device_s,
@@ -351,7 +359,8 @@ class _JobReconciliation(Mapping[str, dict[str, float]]):
 # ---------------------------------------------------------------------------------------------------
 
 
-def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledger, Window]:
+def read_scheduler(man: FleetManifest, window: Window | None, *, allow_empty_window: bool = False
+                   ) -> tuple[Any, Ledger, Window]:
     """Read the manifest's scheduler records; return them, their ledger and the window.
 
     Parameters
@@ -360,6 +369,9 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
         The manifest.
     window
         The window to measure; None: the capacity records' span.
+    allow_empty_window
+        Measure a window that reaches beyond the records' span by more than
+        :data:`fleetlib.scheduling.WINDOW_SLACK` (refused by default).
 
     Returns
     -------
@@ -369,9 +381,9 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
     Raises
     ------
     InputError
-        Records without allocations or capacity; a window outside the records.
+        Records without allocations or capacity; a window outside the records, or reaching beyond them.
     """
-    from fleetlib.scheduling import read
+    from fleetlib.scheduling import check_window_within_records, read
 
     fmt = "helios-sequence" if man.scheduler_format == "helios-sequence" else man.scheduler_format
     bounds = None if window is None else (window.start, window.end)
@@ -397,6 +409,8 @@ def read_scheduler(man: FleetManifest, window: Window | None) -> tuple[Any, Ledg
             file=str(man.file),
             field="window",
         )
+    if not allow_empty_window:
+        check_window_within_records(records, window.start, window.end, file=str(man.file))
     return records, ledger, window
 
 
@@ -842,7 +856,36 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger,
     jobs["below_ideal_rate"] = np.where(has, prod - above - ideal, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         jobs["program_goodput"] = np.where(has & (prod > 0), ideal / prod, np.nan)
+    if configs is not None:
+        _refuse_mfu_above_one(jobs, configs)
     return conventions
+
+
+def _refuse_mfu_above_one(jobs: pd.DataFrame, configs: _ModelConfigs) -> None:
+    """Refuse the first job (in job order) whose ideal device-s exceed its productive device-s (MFU > 1).
+
+    One line naming the job's model config file and the job: its FLOP count, the device's peak or
+    the precision is wrong for the steps measured.
+    """
+    from fleetlib.program import UtilizationAboveOneError
+
+    ideal = jobs["ideal_device_s"].to_numpy(float)
+    prod = jobs["productive_device_s"].to_numpy(float)
+    bad = np.flatnonzero(np.nan_to_num(ideal) > prod * (1.0 + 1e-9) + 1e-9)
+    if not len(bad):
+        return
+    i = int(bad[0])
+    at = int(np.flatnonzero(configs.pos == i)[0])  # the job's entry among the configured ones
+    job = str(jobs.index[i])
+    mfu = ideal[i] / prod[i] if prod[i] > 0 else float("inf")
+    raise UtilizationAboveOneError(
+        f"job {job!r}: MFU = {mfu:.4g} exceeds 1 (ideal {ideal[i]:.6g} device-s from "
+        f"{int(jobs['retained_steps'].iloc[i])} retained steps, productive {prod[i]:.6g} device-s) under "
+        f"convention {configs.labels[configs.codes[at]]!r}: the model config's useful FLOPs per step, the "
+        "device's peak or its precision is wrong",
+        file=str(configs.paths[configs.codes[at]]),
+        field="useful_flops_per_step",
+    )
 
 
 def _traces(
@@ -945,6 +988,12 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
                   intervals: list[Interval]) -> dict[str, Any]:
     """Read one timeline file and measure the jobs of it the scheduler held in the window (one Dask task).
 
+    The jobs with their steps and their events in the file are measured.  A job with only one of
+    them here (its steps or events may be in another file, or it has none: a zombie) is measured
+    apart, provisionally: :func:`dask_runtime_per_job` keeps that result when no other file holds
+    the rest of the job's timeline, and otherwise measures it with the files it shares jobs with
+    (:func:`timeline_group_task`).
+
     Parameters
     ----------
     fmt
@@ -965,9 +1014,11 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     dict
         ``steps_jobs`` and ``events_jobs`` (the sorted distinct job ids of each table),
         ``unknown_rows`` (rows of the jobs not held in the window), ``runtime_jobs`` (the joined
-        jobs, measured), ``runtime`` (only the columns the runtime rung adds, as plain arrays),
-        ``runtime_windows`` (with more than one interval: the window columns per interval; else empty)
-        and the reader's ``ledger``.
+        jobs with steps and events here, measured), ``runtime`` (only the columns the runtime rung
+        adds, as plain arrays), ``runtime_windows`` (with more than one interval: the window columns
+        per interval; else empty), ``half`` (the jobs with only steps or only events here),
+        ``half_result`` (theirs measured alone, the keys above; None when that raised) and the
+        reader's ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
@@ -976,29 +1027,108 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
     # held's index keeps its hash table between tasks (held is scattered once to each worker): a
     # lookup per job costs ~0.5 us; a get_indexer of another dtype would rebuild it (~50 ms)
     index = held.index
-    is_held = [j in index for j in in_file]
-    joined = [j for j, h in zip(in_file, is_held, strict=True) if h]
-    unknown = [j for j, h in zip(in_file, is_held, strict=True) if not h]
+    unknown = [j for j in in_file if j not in index]
     rows: dict[str, int] = {}
     if unknown:
         counts = steps_counts.add(events_counts, fill_value=0)
         rows = {j: int(counts.get(j, 0)) for j in unknown}
+    half: list[str] = []
+    half_result: dict[str, Any] | None = None
+    if steps_jobs == events_jobs:  # every job whole: the tables as read
+        measured = _measure_held(s, e, in_file, held, intervals)
+    else:
+        both = set(steps_jobs) & set(events_jobs)
+        half = [j for j in in_file if j not in both]
+        measured = _measure_held(s, e, sorted(both), held, intervals, only=True)
+        try:
+            half_result = _measure_held(s, e, half, held, intervals, only=True)
+        except FleetlibError:  # measured with the rest of their timelines, or raised there
+            half_result = None
+    return {"steps_jobs": steps_jobs, "events_jobs": events_jobs, "unknown_rows": rows, **measured,
+            "half": half, "half_result": half_result, "ledger": tl_ledger}
+
+
+def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], held: pd.DataFrame,
+                        intervals: list[Interval], jobs: list[str]) -> dict[str, Any]:
+    """Read the files of timelines split across files and measure those jobs together (one Dask task).
+
+    Each file is read alone, as the pandas engine reads it (its ledger was booked by its
+    :func:`timeline_task`), and their tables are joined before the measurement.
+
+    Parameters
+    ----------
+    fmt, job_map, held, intervals
+        As :func:`timeline_task`'s.
+    paths
+        The files of one group, in manifest order.
+    jobs
+        The jobs to measure: those with only steps or only events in one of the files.
+
+    Returns
+    -------
+    dict
+        ``runtime_jobs``, ``runtime`` and ``runtime_windows``, as :func:`timeline_task`'s.
+    """
+    read = [read_timeline_file(fmt, path, job_map) for path in paths]
+    s = pd.concat([r[0] for r in read], ignore_index=True)
+    e = pd.concat([r[1] for r in read], ignore_index=True)
+    return _measure_held(s, e, sorted(jobs), held, intervals, only=True)
+
+
+def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.DataFrame,
+                  intervals: list[Interval], *, only: bool = False) -> dict[str, Any]:
+    """Measure the timelines of the jobs of ``jobs`` the scheduler held; only the columns the rung adds.
+
+    ``only``: the tables hold other jobs too (taken out); else ``jobs`` are every job of them.
+    """
+    index = held.index
+    joined = [j for j in jobs if j in index]
     sub = held.loc[joined, ["devices"]].copy()
-    if unknown:  # measure only the joined jobs (all of them: the tables as read)
+    if only or len(joined) < len(jobs):  # measure only the joined jobs (all of them: the tables as read)
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
         e = e[e["job_id"].isin(keep)].reset_index(drop=True)
     per_window = _runtime_per_job(s, e, intervals, sub)
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
-        "steps_jobs": steps_jobs,
-        "events_jobs": events_jobs,
-        "unknown_rows": rows,
         "runtime_jobs": joined,
         "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
         "runtime_windows": per_window if len(per_window) > 1 else [],
-        "ledger": tl_ledger,
     }
+
+
+def _split_groups(parts: Mapping[int, Iterable[str]]) -> list[list[int]]:
+    """Group the files that share a job; each group in file order, the groups by their first file.
+
+    Parameters
+    ----------
+    parts
+        File index -> the job ids of it (steps and events).
+
+    Returns
+    -------
+    list of list of int
+        The groups of file indices.
+    """
+    parent: dict[int, int] = {i: i for i in parts}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i in sorted(parts):
+        for job in parts[i]:
+            j = first.setdefault(job, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in sorted(parts):
+        groups.setdefault(root(i), []).append(i)
+    return [groups[k] for k in sorted(groups)]
 
 
 def _gather(client: Any, futures: list[Any], progress: bool, on_result: Callable[[int, Any], None]) -> None:
@@ -1092,7 +1222,7 @@ def dask_runtime_per_job(
     progress: bool = False,
     submitted: list[Any] | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, np.ndarray]], dict[str, str], dict[str, str]]:
-    """Measure every timeline file as one Dask task; return the per-job runtime columns and the owners.
+    """Measure every timeline on Dask (a task per file, a task per group of split files); return the columns.
 
     Parameters
     ----------
@@ -1126,7 +1256,7 @@ def dask_runtime_per_job(
     Raises
     ------
     InputError
-        Two timelines for one job; a job's steps and events in different files.
+        Two timelines for one job.
     """
     futures = submitted if submitted is not None else submit_timeline_tasks(man, jobs, intervals, client)
     owner: dict[str, str] = {}
@@ -1143,23 +1273,36 @@ def dask_runtime_per_job(
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
+        _keep(res)
+        if res["half"]:  # settled once every file is read
+            half[i] = (res["half"], res["half_result"])
+
+    def _keep(res: dict[str, Any]) -> None:
         if res["runtime_jobs"]:
             done.append({"runtime_jobs": res["runtime_jobs"], "runtime": res["runtime"],
                          "windows": res["runtime_windows"]})
 
+    half: dict[int, tuple[list[str], dict[str, Any] | None]] = {}  # file -> jobs with steps or events only
     _gather(client, list(futures), progress, register)
     in_steps, in_events = seen.get("steps", {}), seen.get("events", {})
-    # jobs with steps and events whose files differ (one look-up per job with steps)
-    split = sorted(j for j, f in in_steps.items() if in_events.get(j, f) != f)
-    if split:
-        job = split[0]
-        raise InputError(
-            f"engine='dask' measures each timeline file alone, but job {job!r} has its steps in "
-            f"{in_steps[job]} and its events in {in_events[job]}: write one job's "
-            "timeline into one file (partition), or use engine='pandas'",
-            file=str(man.file),
-            field="timelines.files",
-        )
+    # a job measured alone where its steps and events are in two files (or where that raised) is
+    # measured again, with the files it shares jobs with: one task per group of files
+    def split(job: str) -> bool:  # its steps in one file, its events in another
+        return job in in_steps and job in in_events and in_steps[job] != in_events[job]
+
+    redo = {i: ids for i, (ids, res) in half.items() if res is None or any(split(j) for j in ids)}
+    for i in sorted(half.keys() - redo.keys()):
+        _keep(half[i][1])  # no other file holds the rest of these jobs' timelines
+    if redo:
+        held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
+        groups = [
+            client.submit(timeline_group_task, man.timeline_format,
+                          [str(man.timeline_files[i]) for i in group], dict(man.job_map), held,
+                          list(intervals), sorted({j for i in group for j in redo[i]}), pure=False)
+            for group in _split_groups(redo)
+        ]
+        for res in client.gather(groups):
+            _keep(res)
     known = set(jobs.index.tolist())
     _flag_unknown_jobs(owner, known, scheduled, rows, ledger)
     joined = dict(owner)
@@ -1443,6 +1586,7 @@ def measure_fleet(
     progress: bool | None = None,
     by: str | None = None,
     segment_by: str | None = None,
+    allow_empty_window: bool = False,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -1490,6 +1634,10 @@ def measure_fleet(
         :attr:`FleetMeasurement.segments`.  ``pool`` splits capacity (each pool's own S); a field
         with no capacity of its own gives each segment the fleet's S, capacity apportioned by held
         device-s.  The rows add up to the whole.
+    allow_empty_window
+        Measure a window that reaches beyond the scheduler records' span by more than
+        :data:`fleetlib.scheduling.WINDOW_SLACK` (refused by default: the uncovered time would count
+        as idle capacity).
 
     Returns
     -------
@@ -1520,8 +1668,9 @@ def measure_fleet(
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
-            return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by)
-    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by)
+            return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by,
+                            allow_empty_window)
+    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by, allow_empty_window)
 
 
 def _excluding(win: Window, man: FleetManifest, window: Any, exclude: Any) -> Window:
@@ -1554,6 +1703,7 @@ def _measure(
     progress: bool,
     by: str | None = None,
     segment_by: str | None = None,
+    allow_empty_window: bool = False,
 ) -> FleetMeasurement:
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
@@ -1572,7 +1722,7 @@ def _measure(
         raise InputError(str(exc), field="window") from exc
     if by is not None and by not in BY:
         raise DomainError(f"by must be one of {list(BY)} (or None); got {by!r}")
-    records, ledger, win = read_scheduler(man, win)
+    records, ledger, win = read_scheduler(man, win, allow_empty_window=allow_empty_window)
     win = _excluding(win, man, window, exclude)
     note = win.exclusion_note()
     if note is not None:
@@ -1597,6 +1747,8 @@ def _measure(
         pending = cluster.when_started(submit)
     partition = scheduling_partition(**records.tables(), window=win)
     s = partition.factor()
+    installed = float(partition.totals["installed_device_s"])
+    availability = float(partition.totals["capacity_device_s"]) / installed if installed > 0 else None
     _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
     try:  # needs no timeline: read while the timeline tasks run
@@ -1688,4 +1840,5 @@ def _measure(
         windows=windows,
         segment_by=segment_by,
         segments=segments,
+        availability=availability,
     )

@@ -205,10 +205,12 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
     Returns
     -------
     dict
-        JSON-ready: ``label`` ("measured"), ``manifest``, ``name``, ``window``, ``mpg``, and per factor
-        its value, numerator and denominator in device-seconds, coverage, convention, the records it
-        was read from (``record`` and ``files``), its losses and its measurement ``contract`` (chapter
-        Table 2, :func:`fleetlib.fleet.results.factor_contracts`); the chain as checked.
+        JSON-ready: ``label`` ("measured"), ``manifest``, ``name``, ``window``, ``mpg``,
+        ``availability`` (in-service / installed capacity-time; None without installed capacity),
+        and per factor its value, numerator and denominator in device-seconds, coverage,
+        convention, the records it was read from (``record`` and ``files``), its losses and its
+        measurement ``contract`` (chapter Table 2, :func:`fleetlib.fleet.results.factor_contracts`);
+        the chain as checked.
     """
     cov = _coverage(fm)
     files = fm.sources
@@ -227,6 +229,7 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
         "name": fm.name,
         "window": fm.window.to_dict(),
         "mpg": fm.mpg,
+        "availability": fm.availability,
         "job_product": fm.product.job_product,
         "factors": factors,
         "chain": {k: dict(v) for k, v in fm.product.chain.items()},

@@ -121,6 +121,10 @@ def _headline_measured(measured: Mapping[str, Any]) -> str:
     rows.append([("<b>MPG</b>", False), (_pct(measured["mpg"]), True), (_label("measured"), False),
                  ("S × R × P, chain checked" if holds else "S × R × P (chain NOT verified)", False),
                  ("", True)])
+    if "availability" in measured:
+        rows.append([("availability", False), (_pct(measured["availability"]), True),
+                     (_label("measured"), False),
+                     ("in-service / installed capacity-time (outside S)", False), ("", True)])
     table = _table(["factor", "value", "label", "measured from", "coverage"], rows, table_id="factors")
     return (f'<p class="headline" id="headline"><b>MPG {_pct(measured["mpg"])}</b> = {_e(product)} '
             f'{_label("measured")}</p>'

@@ -28,7 +28,9 @@ from fleetlib.scheduling.goodput import (
 from fleetlib.scheduling.measure import COLLECTION_GAP_S, SchedulingMeasurement, collection_gaps, measure
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.records import (
+    WINDOW_SLACK,
     SchedulerRecords,
+    check_window_within_records,
     infer_gang_complete,
     validate_allocations,
     validate_capacity,
@@ -89,11 +91,13 @@ __all__ = [
     "RESERVATION_COLUMNS",
     "TABLE_COLUMNS",
     "WAIT_COLUMNS",
+    "WINDOW_SLACK",
     "SchedulerRecords",
     "SchedulingMeasurement",
     "SchedulingPartition",
     "SnapshotScheduling",
     "SyntheticFleet",
+    "check_window_within_records",
     "cohort_goodput",
     "collection_gaps",
     "data_stall_from_capacity_share",

@@ -30,12 +30,19 @@ import numpy as np
 import pandas as pd
 
 from fleetlib.accounting import Window
-from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
+from fleetlib.commands_common import (
+    add_allow_empty_window_argument,
+    add_exclude_argument,
+    cli_window,
+    exclusion_lines,
+    writable_output_path,
+)
 from fleetlib.quality import DomainError, InputError
 from fleetlib.registry import detect
 from fleetlib.scheduling.measure import COLLECTION_GAP_S, measure
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.readers.slurm import check_slurm_inputs
+from fleetlib.scheduling.records import check_window_within_records
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
 from fleetlib.scheduling.synth import synth_allocations_command
 from fleetlib.scheduling.views import cohort_goodput, openb_cohorts, queue_waits
@@ -65,6 +72,7 @@ def scheduling_command(
     tz: str | None = None,
     denominator: str = "in_service",
     collection_gap_s: float | None = COLLECTION_GAP_S,
+    allow_empty_window: bool = False,
 ) -> dict[str, object]:
     """Return the JSON-ready object of ``fleetlib scheduling FILE... --format F [--window S E] --json``.
 
@@ -84,6 +92,9 @@ def scheduling_command(
         ``"in_service"`` (default) or ``"installed"``, passed to the goodput computation.
     collection_gap_s
         The shortest stretch without any job record flagged ``collection_gap`` (None: not looked for).
+    allow_empty_window
+        Measure a ``window`` that reaches beyond the records' span by more than
+        :data:`fleetlib.scheduling.WINDOW_SLACK`; refused by default (time-based goodput only).
 
     Returns
     -------
@@ -101,8 +112,12 @@ def scheduling_command(
     if format in ("philly", "pai"):
         return _waits_only(paths, format, tz=tz, window=window)
     if format != "openb":
-        return measure(paths, format=format, tz=tz, window=window, denominator=denominator,
-                       collection_gap_s=collection_gap_s).to_dict()
+        measured = measure(paths, format=format, tz=tz, window=window, denominator=denominator,
+                           collection_gap_s=collection_gap_s)
+        out = measured.to_dict()  # no capacity in the window: refused there first
+        if parsed is not None and not allow_empty_window and measured.records is not None:
+            check_window_within_records(measured.records, parsed.start, parsed.end)
+        return out
     records, ledger = read(paths, format, tz=tz, window=window)
     waits = records.extra.get("waits")
     return {
@@ -176,7 +191,8 @@ def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
 
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
                    exclude: Sequence[Sequence[str]] | None = None, tz: str | None = None,
-                   denominator: str = "in_service", collection_gap_min: float = 60.0) -> dict[str, Any]:
+                   denominator: str = "in_service", collection_gap_min: float = 60.0,
+                   allow_empty_window: bool = False) -> dict[str, Any]:
     """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
 
     Parameters
@@ -196,6 +212,9 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     collection_gap_min
         The shortest stretch, in minutes, without any job record while capacity persists that is
         flagged as a collection gap (``--collection-gap``; default 60).
+    allow_empty_window
+        Measure a window reaching beyond the records (``--allow-empty-window``): see
+        :func:`scheduling_command`.
 
     Returns
     -------
@@ -223,7 +242,8 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     if format == "slurm":
         check_slurm_inputs(paths)  # every missing input in one error
     return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator,
-                              collection_gap_s=60.0 * float(collection_gap_min))
+                              collection_gap_s=60.0 * float(collection_gap_min),
+                              allow_empty_window=allow_empty_window)
 
 
 def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | None = None) -> dict[str, Any]:
@@ -425,7 +445,8 @@ def render_synth_allocations(res: Mapping[str, Any]) -> str:
 def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or detect(args.files, "scheduling")  # --format omitted: named from the bytes
     return run_scheduling(args.files, fmt, window=args.window, exclude=args.exclude, tz=args.tz,
-                          denominator=args.denominator, collection_gap_min=args.collection_gap)
+                          denominator=args.denominator, collection_gap_min=args.collection_gap,
+                          allow_empty_window=args.allow_empty_window)
 
 
 def _cmd_synth_allocations(args: argparse.Namespace) -> dict[str, Any]:
@@ -458,6 +479,7 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone, e.g. 2024-03-04T00:00Z (default: whole record)")
     add_exclude_argument(p)
+    add_allow_empty_window_argument(p)
     p.add_argument("--tz", metavar="ZONE",
                    help="IANA zone of naive input times (Slurm: required; Helios: Asia/Shanghai)")
     p.add_argument("--denominator", choices=DENOMINATORS, default="in_service",

@@ -74,8 +74,11 @@ from fleetlib.scheduling.schema import (
 )
 
 __all__ = [
+    "WINDOW_SLACK",
     "SchedulerRecords",
+    "check_window_within_records",
     "infer_gang_complete",
+    "records_span",
     "times_ns",
     "validate_allocations",
     "validate_capacity",
@@ -172,6 +175,79 @@ class SchedulerRecords(Mapping[str, pd.DataFrame]):
 # ---------------------------------------------------------------------------------------------------
 # Small helpers shared by the validators
 # ---------------------------------------------------------------------------------------------------
+
+
+#: How far a measured window may reach beyond the times its scheduler records name before it is
+#: refused (``allow_empty_window`` lifts the refusal): an idle tail after the last job, or before the
+#: first, is ordinary; days of it are a window the records do not cover.
+WINDOW_SLACK = pd.Timedelta(hours=6)
+
+
+def records_span(records: Mapping[str, pd.DataFrame | None]) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    """Return the first and last time the job records name (None without a record).
+
+    Allocations: every submit and gang-complete time, and the release of each attempt that ended
+    (the release of a job still running or pending is the window's end -- the reader's censoring --
+    not a time the records name).  Occupancy (sampled series such as Helios sequences): each
+    sample's start and end.  Capacity is not a job record: an inventory holds for any window.
+
+    Parameters
+    ----------
+    records
+        The tables read (a :class:`SchedulerRecords` or a mapping with ``allocations`` and/or
+        ``occupancy``).
+
+    Returns
+    -------
+    tuple of (Timestamp, Timestamp) or None
+        The span (UTC).
+    """
+    times = []
+    alloc = records.get("allocations")
+    if alloc is not None and not alloc.empty:
+        ended = ~alloc["end_state"].astype(str).isin(["running", "pending"]).to_numpy()
+        times += [alloc["submit"], alloc["gang_complete"], alloc["release"][ended]]
+    occ = records.get("occupancy")
+    if occ is not None and not occ.empty:
+        times += [occ["start"], occ["end"]]
+    every = pd.concat(times).dropna() if times else pd.Series([], dtype=object)
+    if every.empty:
+        return None
+    return every.min(), every.max()
+
+
+def check_window_within_records(records: Mapping[str, pd.DataFrame | None], start: pd.Timestamp,
+                                end: pd.Timestamp, *, file: str | None = None) -> None:
+    """Refuse a window that reaches beyond the scheduler records' span by more than :data:`WINDOW_SLACK`.
+
+    Capacity in a stretch no record covers would count as idle: S would fall without a word.
+
+    Parameters
+    ----------
+    records
+        The tables read for the window (:func:`records_span`).
+    start, end
+        The window's bounds (UTC).
+    file
+        The file the window was stated in (a manifest), for the message.
+
+    Raises
+    ------
+    InputError
+        One line naming the window's span and the records' span, and ``--allow-empty-window``.
+    """
+    span = records_span(records)
+    if span is not None and start >= span[0] - WINDOW_SLACK and end <= span[1] + WINDOW_SLACK:
+        return
+    named = "no job record" if span is None else f"{span[0].isoformat()} .. {span[1].isoformat()}"
+    hours = WINDOW_SLACK / pd.Timedelta(hours=1)
+    raise InputError(
+        f"the window {start.isoformat()} .. {end.isoformat()} reaches more than {hours:g} h beyond the "
+        f"scheduler records ({named}): the uncovered time would count as idle capacity; narrow the "
+        "window, or pass --allow-empty-window (allow_empty_window=True) to measure it as stated",
+        file=file,
+        field="window",
+    )
 
 
 def _first_row(mask: np.ndarray) -> int | None:

@@ -11,16 +11,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from fleet_support import assert_same
 
-from fleetlib.fleet import FleetMeasurement, measure_fleet
 from fleetlib.fleet import commands as fleet_commands
+from fleetlib.fleet import measure_fleet
 from fleetlib.fleet.scale import synth_fleet_scale
 from fleetlib.quality import InputError
 
 distributed = pytest.importorskip("distributed")
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = ROOT / "data" / "fleet" / "synthetic"
 
 
 @pytest.fixture(scope="module")
@@ -39,23 +39,6 @@ def partitioned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("scale") / "bundle"
     synth_fleet_scale(out, devices=64, days=1.0, seed=3, partitions=3, steps_per_job=(20, 40))
     return out
-
-
-def assert_same(a: FleetMeasurement, b: FleetMeasurement) -> None:
-    """Every factor, loss and per-job value equal (to 1e-12 relative; in practice exactly)."""
-    pd.testing.assert_frame_equal(a.jobs, b.jobs, check_exact=False, rtol=1e-12)
-    for fa, fb in ((a.scheduling, b.scheduling), (a.runtime, b.runtime), (a.program, b.program)):
-        assert math.isclose(fa.value, fb.value, rel_tol=1e-12)
-        assert math.isclose(fa.numerator, fb.numerator, rel_tol=1e-12)
-        assert fa.losses.keys() == fb.losses.keys()
-        for k, v in fa.losses.items():
-            assert math.isclose(v, fb.losses[k], rel_tol=1e-12, abs_tol=1e-9), (fa.boundary, k)
-    assert math.isclose(a.mpg, b.mpg, rel_tol=1e-12)
-    assert a.to_dict() == b.to_dict()  # waterfall, pools, cohorts, traces, levers and the ledger too
-
-
-def test_dask_equals_pandas_on_the_bundled_fleet(client: Any) -> None:
-    assert_same(measure_fleet(BUNDLE), measure_fleet(BUNDLE, engine="dask", client=client))
 
 
 def test_dask_equals_pandas_and_the_truth_on_partitioned_timelines(client: Any, partitioned: Path) -> None:

@@ -155,6 +155,15 @@ def test_index_puts_the_measured_headline_first_with_its_records() -> None:
     assert remote_references(page) == []
 
 
+def test_index_shows_availability_beside_mpg() -> None:
+    summary = _summary(measured=True)
+    page = render_index(summary)
+    row = page[page.index(">availability<"):]
+    row = row[:row.index("</tr>")]
+    assert f"{100 * summary['measured']['availability']:.1f} %" in row and "installed capacity-time" in row
+    assert page.index(">MPG<") < page.index(">availability<") < page.index('id="levers"')
+
+
 def test_index_renders_a_contract_when_the_factor_states_one() -> None:
     summary = _summary(measured=True)
     summary["measured"]["factors"]["runtime"]["contract"] = {
