@@ -848,6 +848,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         times = [_ts(e, "window edge") for e in edges]
         if len(times) < 2:
             raise DomainError("runtime_goodput_windows needs at least two edges")
+        if any(b <= a for a, b in itertools.pairwise(times)):
+            raise DomainError("window edges must increase strictly")
         pairs = list(itertools.pairwise(times))
     else:
         pairs = [(_ts(a, "window start"), _ts(b, "window end")) for a, b in windows]
@@ -855,8 +857,6 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
             raise DomainError("runtime_goodput_windows needs at least one window")
         if any(b <= a for a, b in pairs) or any(c < b for (_, b), (c, _) in itertools.pairwise(pairs)):
             raise DomainError("windows must be in order, each ending after it starts, none overlapping")
-    if any(b <= a for a, b in pairs):
-        raise DomainError("window edges must increase strictly")
     parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
