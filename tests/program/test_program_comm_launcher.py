@@ -19,7 +19,7 @@ from fleetlib.program.breakdown import step_partition
 from fleetlib.program.classify import classified_by, collective_from_launcher, comm_rule_launcher
 from fleetlib.program.readers.kineto import read_traces
 from fleetlib.program.readers.nsys import read_nsys
-from fleetlib.program.synth import MOE_UNLISTED_KERNELS, synth_moe_traces
+from fleetlib.program.synth import MOE_UNLISTED_KERNELS, synth_moe_traces, write_nsys_sqlite
 from fleetlib.quality import DomainError
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
@@ -114,6 +114,31 @@ def test_the_rules_apply_in_order_metadata_launcher_name(tmp_path):
     coll = dict(zip(k["name"].astype(str), k["collective"].astype(str), strict=True))
     assert coll["acme_kernel"] == "allgather" and coll["acme_send_tokens"] == "alltoall"
 
+
+
+def test_nsys_launcher_rule_spares_pytorch_operators_inside_the_range(tmp_path):
+    """Under ``emit_nvtx`` each PyTorch operator is an ``aten::`` range: its kernels stay compute."""
+    us = 1000
+    nvtx = [{"start": 10 * us, "end": 60 * us, "text": "dispatch(F)", "pid": 1, "tid": 1},
+            {"start": 30 * us, "end": 40 * us, "text": "aten::index_select, seq = 4", "pid": 1, "tid": 1},
+            {"start": 100 * us, "end": 120 * us, "text": "aten::sum", "pid": 1, "tid": 1},
+            {"start": 100 * us, "end": 130 * us, "text": "combine(B)", "pid": 1, "tid": 1}]
+    launches = {"acme_send_tokens": 50, "indexSelectLargeIndex": 35, "acme_gather_tokens": 110}
+    kernels, runtime = [], []
+    for corr, (name, at) in enumerate(launches.items(), start=1):
+        kernels.append({"start": (400 + 20 * corr) * us, "end": (410 + 20 * corr) * us, "name": name,
+                        "stream": 7, "correlation": corr, "pid": 1})
+        runtime.append({"start": at * us, "end": (at + 1) * us, "name": "cudaLaunchKernel_v7000",
+                        "correlation": corr, "pid": 1, "tid": 1})
+    path = write_nsys_sqlite(tmp_path / "rank0.sqlite", kernels=kernels, runtime=runtime, nvtx=nvtx,
+                             gpus=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}])
+    k = read_nsys([path]).kernels
+    got = {n: (kind, by) for n, kind, by in zip(k["name"].astype(str), k["kind"].astype(str),
+                                               k["classified_by"].astype(str), strict=True)}
+    assert got["acme_send_tokens"] == ("comm", "launcher")
+    assert got["indexSelectLargeIndex"] == ("compute", "none")   # aten:: op nested in dispatch(F)
+    # aten::sum starts with combine(B) but is the inner range (it ends first): its work, compute
+    assert got["acme_gather_tokens"] == ("compute", "none")
 
 def test_launcher_names_are_read_as_words():
     names = ["dispatch(F)", "combine(B)", "deep_ep/buffer.py(512): dispatch", "moe_dispatch",

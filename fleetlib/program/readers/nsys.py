@@ -624,6 +624,9 @@ def _by_launcher(act: pd.DataFrame, launch: np.ndarray, launch_tid: np.ndarray, 
     says a collective (:func:`~fleetlib.program.classify.collective_from_launcher`: ``dispatch(F)``,
     ``combine(B)``, ``nccl:all_reduce`` under ``emit_nvtx`` ...); ``comm_rule`` is
     ``launcher:<text>``, and its collective type is taken where no NCCL range gave one.
+    Except where PyTorch's own operator range (``aten::...`` under ``emit_nvtx``, saying no
+    collective) lies inside that range and holds the launch: the kernel is that operator's work (a
+    copy-in, a permute), as in the Kineto reader.
     """
     if not len(text) or not len(act):
         return
@@ -633,6 +636,18 @@ def _by_launcher(act: pd.DataFrame, launch: np.ndarray, launch_tid: np.ndarray, 
         return
     ranges = nvtx.loc[says].reset_index(drop=True)
     j = _enclosing(launch, launch_tid, ranges)
+    own_op = ~says & _per_unique(text, lambda t: t.startswith("aten::")).astype(bool)
+    if own_op.any() and (j >= 0).any():
+        ops = nvtx.loc[own_op].reset_index(drop=True)
+        h = np.flatnonzero(j >= 0)
+        o = _enclosing(launch[h], launch_tid[h], ops)
+        inner = o >= 0
+        ls = ranges["start_ns"].to_numpy()[j[h][inner]]
+        le = ranges["end_ns"].to_numpy()[j[h][inner]]
+        os_ = ops["start_ns"].to_numpy()[o[inner]]
+        oe = ops["end_ns"].to_numpy()[o[inner]]
+        nested = (os_ > ls) | ((os_ == ls) & (oe < le))
+        j[h[inner][nested]] = -1
     open_ = ((act["cat"].to_numpy() == "kernel") & np.isin(kind, ("compute", "comm"))
              & ~pd.Series(rule, dtype=object).astype(str).str.startswith("metadata:").to_numpy())
     idx = np.flatnonzero(open_ & (j >= 0))
