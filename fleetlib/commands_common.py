@@ -87,6 +87,39 @@ def exclusion_lines(window: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def collection_gap_lines(gaps: Sequence[Mapping[str, Any]] | None, window: Mapping[str, Any] | None,
+                         capacity_device_s: float) -> list[str]:
+    """Return the text lines of a result's collection gaps, each with the ``--exclude`` leaving it out.
+
+    Parameters
+    ----------
+    gaps
+        The ``collection_gaps`` objects of a result (``start``, ``end``, ``seconds``, ``device_s``;
+        :func:`fleetlib.scheduling.collection_gap_records`), or None.
+    window
+        The measured window's dictionary (:meth:`fleetlib.accounting.Window.to_dict`).
+    capacity_device_s
+        The in-service capacity-time of the window (the gaps' share is of it).
+
+    Returns
+    -------
+    list of str
+        None when there is no gap; else a heading with the total and one line per gap.
+    """
+    if not gaps:
+        return []
+    total = sum(float(g["device_s"]) for g in gaps)
+    w = window or {}
+    share = f"{100.0 * total / capacity_device_s:.1f} %" if capacity_device_s else "-"
+    lines = [f"collection gaps: {len(gaps)} stretch(es) with no record of any job while capacity persists, "
+             f"{total / 3600.0:,.1f} device-h counted as idle ({share} of capacity); if the collector "
+             f"stopped, exclude them (beside --window {w.get('start')} {w.get('end')}):"]
+    lines += [f"  [{g['start']}, {g['end']})  {float(g['seconds']) / 60.0:,.0f} min  "
+              f"{float(g['device_s']) / 3600.0:,.1f} device-h  --exclude {g['start']} {g['end']}"
+              for g in gaps]
+    return lines
+
+
 def writable_output_path(out: str | Path) -> Path:
     """Check that an output file can be created at ``out`` before any work is done.
 

@@ -25,7 +25,14 @@ from fleetlib.scheduling.goodput import (
     scheduling_partition,
     scheduling_summary,
 )
-from fleetlib.scheduling.measure import COLLECTION_GAP_S, SchedulingMeasurement, collection_gaps, measure
+from fleetlib.scheduling.measure import (
+    COLLECTION_GAP_S,
+    SchedulingMeasurement,
+    collection_gap_note,
+    collection_gap_records,
+    collection_gaps,
+    measure,
+)
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.records import (
     WINDOW_SLACK,
@@ -99,6 +106,8 @@ __all__ = [
     "SyntheticFleet",
     "check_window_within_records",
     "cohort_goodput",
+    "collection_gap_note",
+    "collection_gap_records",
     "collection_gaps",
     "data_stall_from_capacity_share",
     "derive_queue",

@@ -34,6 +34,7 @@ from fleetlib.commands_common import (
     add_allow_empty_window_argument,
     add_exclude_argument,
     cli_window,
+    collection_gap_lines,
     exclusion_lines,
     writable_output_path,
 )
@@ -336,24 +337,6 @@ def _flag_text(flag: Any) -> str:
     return f"{flag.get('code')}: {flag.get('message')}" + (f" ({where})" if where else "")
 
 
-def _gap_lines(res: Mapping[str, Any]) -> list[str]:
-    """Return the collection gaps' lines, each with the ``--exclude`` that leaves it out (none: no lines)."""
-    gaps = res.get("collection_gaps") or []
-    if not gaps:
-        return []
-    total = sum(float(g["device_s"]) for g in gaps)
-    w = res.get("window") or {}
-    win = f"{w.get('start')} {w.get('end')}"
-    share = _share(total, float(res["capacity_device_s"])).strip()
-    lines = [f"collection gaps: {len(gaps)} stretch(es) with no record of any job while capacity persists, "
-             f"{_h(total)} device-h counted as idle ({share} "
-             f"of capacity); if the collector stopped, exclude them (beside --window {win}):"]
-    for g in gaps:
-        lines.append(f"  [{g['start']}, {g['end']})  {float(g['seconds']) / 60.0:,.0f} min  "
-                     f"{_h(g['device_s'])} device-h  --exclude {g['start']} {g['end']}")
-    return lines
-
-
 def render_scheduling(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib scheduling``'s result as text with units.
 
@@ -408,7 +391,7 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
                          f"{_h(lo['reservation']):>10} {_h(lo['idle_with_queue']):>12} "
                          f"{_h(lo['idle_empty_queue']):>12} {_h(lo['unattributed']):>9}")
     lines += exclusion_lines(res.get("window"))
-    lines += _gap_lines(res)
+    lines += collection_gap_lines(res.get("collection_gaps"), res.get("window"), res["capacity_device_s"])
     lines.append(_render_ledger(res["ledger"]))
     return "\n".join(lines)
 

@@ -32,7 +32,8 @@ from fleetlib.scheduling.readers import read
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import DENOMINATORS, SILENT_CHANNELS, TABLE_COLUMNS, Denominator, IdleView
 
-__all__ = ["COLLECTION_GAP_S", "SchedulingMeasurement", "collection_gaps", "measure"]
+__all__ = ["COLLECTION_GAP_S", "SchedulingMeasurement", "collection_gap_note", "collection_gap_records",
+           "collection_gaps", "measure"]
 
 _TABLES = tuple(TABLE_COLUMNS)
 
@@ -107,13 +108,27 @@ class SchedulingMeasurement:
         """
         out = self.partition.summary(denominator=self.denominator, ledger=self.ledger)
         out["window"] = self.window.to_dict()
-        gaps = () if self.gaps is None else self.gaps.itertuples(index=False)
-        out["collection_gaps"] = [
-            {"start": g.start.isoformat(), "end": g.end.isoformat(), "seconds": float(g.seconds),
-             "device_s": float(g.device_s)}
-            for g in gaps
-        ]
+        out["collection_gaps"] = collection_gap_records(self.gaps)
         return out
+
+
+def collection_gap_records(gaps: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Return collection gaps (:func:`collection_gaps`' table) as JSON-ready objects.
+
+    Parameters
+    ----------
+    gaps
+        The table of :func:`collection_gaps`, or None (not looked for).
+
+    Returns
+    -------
+    list of dict
+        One object per gap, in time order: ``start``, ``end`` (ISO 8601, UTC), ``seconds`` and
+        ``device_s`` (the in-service capacity-time inside the gap); empty when none.
+    """
+    rows = () if gaps is None else gaps.itertuples(index=False)
+    return [{"start": g.start.isoformat(), "end": g.end.isoformat(), "seconds": float(g.seconds),
+             "device_s": float(g.device_s)} for g in rows]
 
 
 def _ns(values: Any) -> np.ndarray:
@@ -245,8 +260,22 @@ def collection_gaps(tables: Mapping[str, pd.DataFrame | None], window: Window, *
     })
 
 
-def _gap_message(gap: Any, window: Window) -> str:
-    """Return the ledger message of one collection gap, with the ``--exclude`` that removes it."""
+def collection_gap_note(gap: Any, window: Window) -> str:
+    """Return the ledger message of one collection gap, with the ``--exclude`` that removes it.
+
+    Parameters
+    ----------
+    gap
+        One row of :func:`collection_gaps`' table (``start``, ``end``, ``seconds``, ``device_s``).
+    window
+        The measured window (its exclusions are repeated in the suggested command).
+
+    Returns
+    -------
+    str
+        One line: the gap's bounds, length and capacity-time, and the ``--window ... --exclude ...``
+        arguments that leave it out.
+    """
     excl = "".join(f" --exclude {a.isoformat()} {b.isoformat()}" for a, b in window.exclusions)
     return (f"no pool has any record of any job from {gap.start.isoformat()} to {gap.end.isoformat()} "
             f"({gap.seconds / 60.0:,.0f} min) while {gap.device_s / 3600.0:,.1f} device-h of capacity "
@@ -354,6 +383,6 @@ def measure(
     if note is not None:
         book.flag("excluded_time", note)
     for gap in gaps.itertuples(index=False) if gaps is not None else ():
-        book.flag("collection_gap", _gap_message(gap, partition.window), time=gap.start)
+        book.flag("collection_gap", collection_gap_note(gap, partition.window), time=gap.start)
     return SchedulingMeasurement(partition=partition, ledger=book, denominator=denominator, records=records,
                                  format=format, gaps=gaps)
