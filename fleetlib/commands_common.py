@@ -31,6 +31,38 @@ def add_allow_empty_window_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_collection_gap_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--collection-gap MINUTES`` to a command that reads scheduler records."""
+    parser.add_argument(
+        "--collection-gap", type=float, default=60.0, metavar="MINUTES",
+        help="flag a stretch of at least MINUTES (default 60) where no pool has any record of any job while "
+        "capacity persists (a collection gap; it stays in S until --exclude'd)",
+    )
+
+
+def collection_gap_seconds(minutes: float) -> float:
+    """Return ``--collection-gap MINUTES`` in seconds, refusing a value that is not a positive number.
+
+    Parameters
+    ----------
+    minutes
+        The option's value.
+
+    Returns
+    -------
+    float
+        ``60 * minutes``.
+
+    Raises
+    ------
+    DomainError
+        Zero, negative, NaN or infinite.
+    """
+    if not (0 < minutes < float("inf")):
+        raise DomainError(f"--collection-gap must be a positive number of minutes; got {minutes!r}")
+    return 60.0 * float(minutes)
+
+
 def cli_window(window: Sequence[str] | None, exclude: Sequence[Sequence[str]] | None) -> Window | None:
     """Return ``--window START END`` with its ``--exclude`` intervals as one :class:`Window`.
 

@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetlib.commands_common import add_allow_empty_window_argument, add_exclude_argument, exclusion_lines
+from fleetlib.commands_common import (
+    add_allow_empty_window_argument,
+    add_collection_gap_argument,
+    add_exclude_argument,
+    collection_gap_lines,
+    collection_gap_seconds,
+    exclusion_lines,
+)
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -53,6 +60,7 @@ def run_fleet(
     by: str | None = None,
     segment_by: str | None = None,
     allow_empty_window: bool = False,
+    collection_gap_min: float = 60.0,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib fleet``.
 
@@ -76,6 +84,9 @@ def run_fleet(
         as :func:`fleetlib.fleet.measure.measure_fleet`.
     allow_empty_window
         Measure a window reaching beyond the scheduler records (``--allow-empty-window``).
+    collection_gap_min
+        The shortest stretch, in minutes, without any job record while capacity persists that is
+        flagged as a collection gap (``--collection-gap``; default 60).
 
     Returns
     -------
@@ -89,12 +100,14 @@ def run_fleet(
         raise DomainError(f"--workers must be a whole number >= 1; got {workers!r}")
     win = None if window is None else list(window)
     excl = None if not exclude else [tuple(p) for p in exclude]
+    gap_s = collection_gap_seconds(collection_gap_min)
     if engine == "dask":
         return measure_fleet(manifest, window=win, exclude=excl, engine="dask", workers=workers,
                              progress=progress, by=by, segment_by=segment_by,
-                             allow_empty_window=allow_empty_window).to_dict()
+                             allow_empty_window=allow_empty_window, collection_gap_s=gap_s).to_dict()
     return measure_fleet(manifest, window=win, exclude=excl, engine=engine, progress=progress, by=by,
-                         segment_by=segment_by, allow_empty_window=allow_empty_window).to_dict()
+                         segment_by=segment_by, allow_empty_window=allow_empty_window,
+                         collection_gap_s=gap_s).to_dict()
 
 
 def run_synth_fleet(
@@ -183,6 +196,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
         f"availability {_pct(res['availability'])} (in-service / installed capacity-time; outside S)",
+        *collection_gap_lines(res.get("collection_gaps"), w, res["in_service_capacity_device_s"]),
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
         f"{_pct(res['coverage']['program'])} of productive time has a model config",
         f"observed-only R (estimate, not in the product): {_pct(res['runtime_observed_only']['value'])}",
@@ -253,6 +267,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         by=args.by,
         segment_by=args.segment_by,
         allow_empty_window=args.allow_empty_window,
+        collection_gap_min=args.collection_gap,
     )
 
 
@@ -291,6 +306,7 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
     )
     add_exclude_argument(p)
     add_allow_empty_window_argument(p)
+    add_collection_gap_argument(p)
     p.add_argument(
         "--by", choices=("day", "week"), default=None,
         help="also one row per UTC day or ISO week (clipped to the window; rows add up to the whole)",

@@ -99,6 +99,7 @@ from fleetlib.fleet.results import (
     waterfall,
 )
 from fleetlib.quality import DomainError, FleetlibError, InputError, Ledger
+from fleetlib.scheduling import COLLECTION_GAP_S
 
 #: An interval ``[start, end)`` of a measured window (UTC).
 Interval = tuple[pd.Timestamp, pd.Timestamp]
@@ -172,6 +173,10 @@ class FleetMeasurement:
     availability
         In-service over installed capacity-time in the window (out-of-service time is outside S's
         denominator); None when the records state no installed capacity.
+    collection_gaps
+        Stretches of the window with no record of any job while capacity persists
+        (:func:`fleetlib.scheduling.collection_gap_records`: ``start``, ``end``, ``seconds``,
+        ``device_s``), counted in S as idle; each is also a ``collection_gap`` ledger flag.
     """
 
     name: str
@@ -198,6 +203,7 @@ class FleetMeasurement:
     segment_by: str | None = None
     segments: list[dict[str, Any]] = field(default_factory=list)
     availability: float | None = None
+    collection_gaps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def mpg(self) -> float:
@@ -283,6 +289,7 @@ class FleetMeasurement:
             "window": self.window.to_dict(),
             "mpg": self.mpg,
             "availability": self.availability,
+            "collection_gaps": [dict(g) for g in self.collection_gaps],
             "job_product": self.product.job_product,
             "ideal_device_s": self.ideal_device_s,
             "in_service_capacity_device_s": self.capacity_device_s,
@@ -1587,6 +1594,7 @@ def measure_fleet(
     by: str | None = None,
     segment_by: str | None = None,
     allow_empty_window: bool = False,
+    collection_gap_s: float | None = COLLECTION_GAP_S,
 ) -> FleetMeasurement:
     """Measure one fleet bundle: S, R, P and MPG on one window, with the chain checked.
 
@@ -1638,6 +1646,11 @@ def measure_fleet(
         Measure a window that reaches beyond the scheduler records' span by more than
         :data:`fleetlib.scheduling.WINDOW_SLACK` (refused by default: the uncovered time would count
         as idle capacity).
+    collection_gap_s
+        The shortest stretch without any record of any job while capacity persists that is flagged
+        ``collection_gap`` (:func:`fleetlib.scheduling.collection_gaps`; default 3,600 s; None: not
+        looked for).  S keeps its all-records value: a gap is named, with the ``--exclude`` that
+        leaves it out, never excluded unasked.
 
     Returns
     -------
@@ -1669,8 +1682,9 @@ def measure_fleet(
         # manifest and the scheduler records
         with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
             return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by,
-                            allow_empty_window)
-    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by, allow_empty_window)
+                            allow_empty_window, collection_gap_s)
+    return _measure(manifest_or_path, window, exclude, None, show, by, segment_by, allow_empty_window,
+                    collection_gap_s)
 
 
 def _excluding(win: Window, man: FleetManifest, window: Any, exclude: Any) -> Window:
@@ -1704,6 +1718,7 @@ def _measure(
     by: str | None = None,
     segment_by: str | None = None,
     allow_empty_window: bool = False,
+    collection_gap_s: float | None = COLLECTION_GAP_S,
 ) -> FleetMeasurement:
     """:func:`measure_fleet` on the pandas engine (``cluster`` None) or on Dask.
 
@@ -1713,8 +1728,16 @@ def _measure(
     run.  It is released after the last task (the trace step): the cluster closes while the results
     are built.
     """
-    from fleetlib.scheduling import held_time, scheduling_partition
+    from fleetlib.scheduling import (
+        collection_gap_note,
+        collection_gap_records,
+        collection_gaps,
+        held_time,
+        scheduling_partition,
+    )
 
+    if collection_gap_s is not None and not collection_gap_s > 0:
+        raise DomainError(f"the shortest collection gap must be > 0 s; got {collection_gap_s!r}")
     man = manifest_or_path if isinstance(manifest_or_path, FleetManifest) else load_manifest(manifest_or_path)
     try:
         win = Window.parse(window) if window is not None else man.window
@@ -1749,6 +1772,10 @@ def _measure(
     s = partition.factor()
     installed = float(partition.totals["installed_device_s"])
     availability = float(partition.totals["capacity_device_s"]) / installed if installed > 0 else None
+    gaps = (collection_gaps(records.tables(), partition.window, min_gap_s=collection_gap_s)
+            if collection_gap_s is not None else None)
+    for gap in gaps.itertuples(index=False) if gaps is not None else ():
+        ledger.flag("collection_gap", collection_gap_note(gap, partition.window), time=gap.start)
     _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
     try:  # needs no timeline: read while the timeline tasks run
@@ -1841,4 +1868,5 @@ def _measure(
         segment_by=segment_by,
         segments=segments,
         availability=availability,
+        collection_gaps=collection_gap_records(gaps),
     )

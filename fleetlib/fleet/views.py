@@ -207,6 +207,8 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
     dict
         JSON-ready: ``label`` ("measured"), ``manifest``, ``name``, ``window``, ``mpg``,
         ``availability`` (in-service / installed capacity-time; None without installed capacity),
+        ``collection_gaps`` (stretches with no record of any job while capacity persists, counted
+        as idle in S: :attr:`~fleetlib.fleet.measure.FleetMeasurement.collection_gaps`),
         and per factor its value, numerator and denominator in device-seconds, coverage,
         convention, the records it was read from (``record`` and ``files``), its losses and its
         measurement ``contract`` (chapter Table 2, :func:`fleetlib.fleet.results.factor_contracts`);
@@ -230,6 +232,7 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
         "window": fm.window.to_dict(),
         "mpg": fm.mpg,
         "availability": fm.availability,
+        "collection_gaps": [dict(g) for g in fm.collection_gaps],
         "job_product": fm.product.job_product,
         "factors": factors,
         "chain": {k: dict(v) for k, v in fm.product.chain.items()},

@@ -40,6 +40,7 @@ table.fleetlib-table td.num { text-align: right; font-variant-numeric: tabular-n
 .top > div { flex: 1 1 520px; min-width: 0; }
 .top img { max-width: 100%; height: auto; max-height: 430px; }
 .note { color: #555; font-size: 0.85rem; }
+.warning { background: #fff4e0; border-left: 3px solid #d08a00; padding: 0.3rem 0.5rem; }
 ol.pages li { margin: 0.25rem 0; }
 """
 
@@ -129,7 +130,27 @@ def _headline_measured(measured: Mapping[str, Any]) -> str:
     return (f'<p class="headline" id="headline"><b>MPG {_pct(measured["mpg"])}</b> = {_e(product)} '
             f'{_label("measured")}</p>'
             f'<p class="note">{_e(measured.get("name", ""))}, window {_e(measured["window"]["label"])}; '
-            f'fleet bundle {_e(measured.get("manifest", ""))}.</p>{table}')
+            f'fleet bundle {_e(measured.get("manifest", ""))}.</p>{table}'
+            + _collection_gaps(measured))
+
+
+def _collection_gaps(measured: Mapping[str, Any]) -> str:
+    """Return the collection gaps found in the scheduler records, each with what leaves it out."""
+    gaps = measured.get("collection_gaps") or []
+    if not gaps:
+        return ""
+    capacity = measured["factors"]["scheduling"]["denominator_device_s"]
+    total = sum(float(g["device_s"]) for g in gaps)
+    rows = [[(_e(g["start"]), False), (_e(g["end"]), False), (f"{float(g['seconds']) / 60.0:,.0f}", True),
+             (f"{float(g['device_s']) / 3600.0:,.1f}", True),
+             (f"<code>--exclude {_e(g['start'])} {_e(g['end'])}</code>", False)] for g in gaps]
+    return (f'<p class="warning" id="collection-gaps"><b>Collection gaps:</b> {len(gaps):,} stretch(es) of '
+            "the window hold no record of any job in any pool while capacity persists; S counts their "
+            f"{total / 3600.0:,.1f} device-h ({_pct(total / capacity if capacity else None)} of in-service "
+            "capacity) as idle with an empty queue. If the collector stopped there, leave them out with the "
+            "manifest's <code>exclude:</code> or the commands' <code>--exclude</code>:</p>"
+            + _table(["start", "end", "minutes", "device-h", "leave out with"], rows,
+                     table_id="collection-gaps-table"))
 
 
 def _conventions(measured: Mapping[str, Any]) -> str:

@@ -32,9 +32,11 @@ import pandas as pd
 from fleetlib.accounting import Window
 from fleetlib.commands_common import (
     add_allow_empty_window_argument,
+    add_collection_gap_argument,
     add_exclude_argument,
     cli_window,
     collection_gap_lines,
+    collection_gap_seconds,
     exclusion_lines,
     writable_output_path,
 )
@@ -233,9 +235,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         raise DomainError(f"format must be one of {list(READERS)}; got {format!r}")
     if denominator not in DENOMINATORS:
         raise DomainError(f"denominator must be one of {list(DENOMINATORS)}; got {denominator!r}")
-    if not collection_gap_min > 0:
-        raise DomainError("--collection-gap must be a positive number of minutes; "
-                          f"got {collection_gap_min!r}")
+    gap_s = collection_gap_seconds(collection_gap_min)
     win = cli_window(window, exclude)
     for p in map(Path, paths):
         if p.is_dir():
@@ -243,7 +243,7 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     if format == "slurm":
         check_slurm_inputs(paths)  # every missing input in one error
     return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator,
-                              collection_gap_s=60.0 * float(collection_gap_min),
+                              collection_gap_s=gap_s,
                               allow_empty_window=allow_empty_window)
 
 
@@ -468,9 +468,7 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--denominator", choices=DENOMINATORS, default="in_service",
                    help="capacity in the denominator (default in_service; installed adds an "
                         "out_of_service loss)")
-    p.add_argument("--collection-gap", type=float, default=60.0, metavar="MINUTES",
-                   help="flag a stretch of at least MINUTES (default 60) where no pool has any record of any "
-                        "job while capacity persists (a collection gap; it stays in S until --exclude'd)")
+    add_collection_gap_argument(p)
     add_json(p)
     p.set_defaults(func=_cmd_scheduling, render=render_scheduling)
 
