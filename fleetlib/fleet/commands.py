@@ -203,8 +203,12 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         "",
         "waterfall (device-hours):",
     ]
+    unobserved = res["factors"]["scheduling"].get("unobserved") or {}
     for key, value in res["waterfall_device_s"].items():
         kind, stage = key.split(":", 1)
+        if value is None:
+            lines.append(f"    - {stage:<36} {'-':>12}  {unobserved.get(stage.split('.', 1)[1], '')}")
+            continue
         lines.append(f"  {stage:<40} {_h(value)}" if kind == "total" else f"    - {stage:<36} {_h(value)}")
     if res.get("windows"):
         lines += ["", *slice_lines(res["windows"], "label", f"by {res['by']} (UTC, clipped to the window; "

@@ -177,6 +177,10 @@ class FleetMeasurement:
         Stretches of the window with no record of any job while capacity persists
         (:func:`fleetlib.scheduling.collection_gap_records`: ``start``, ``end``, ``seconds``,
         ``device_s``), counted in S as idle; each is also a ``collection_gap`` ledger flag.
+    unobserved
+        Scheduling loss key -> why the scheduler records cannot observe it
+        (:func:`fleetlib.scheduling.unobserved_losses`): ``null`` in :meth:`to_dict`'s losses and
+        waterfall, never a measured 0 (the factor itself keeps the partition's numbers).
     """
 
     name: str
@@ -204,6 +208,7 @@ class FleetMeasurement:
     segments: list[dict[str, Any]] = field(default_factory=list)
     availability: float | None = None
     collection_gaps: list[dict[str, Any]] = field(default_factory=list)
+    unobserved: dict[str, str] = field(default_factory=dict)
 
     @property
     def mpg(self) -> float:
@@ -284,6 +289,10 @@ class FleetMeasurement:
                 "record": f.record,
                 "losses": dict(f.losses),
             }
+        factors["scheduling"]["unobserved"] = dict(self.unobserved)
+        factors["scheduling"]["losses"].update(dict.fromkeys(self.unobserved))
+        bars = {f"{b['kind']}:{b['stage']}": b["device_s"] for b in self.waterfall()}
+        bars.update(dict.fromkeys(f"loss:scheduling.{k}" for k in self.unobserved))
         return {
             "name": self.name,
             "window": self.window.to_dict(),
@@ -296,7 +305,7 @@ class FleetMeasurement:
             "factors": factors,
             "loss_shares": dict(self.product.loss_shares),
             "chain": {k: dict(v) for k, v in self.product.chain.items()},
-            "waterfall_device_s": {f"{b['kind']}:{b['stage']}": b["device_s"] for b in self.waterfall()},
+            "waterfall_device_s": bars,
             "runtime_observed_only": dict(self.runtime_observed),
             "coverage": dict(self.coverage),
             "pools": self.pools,
@@ -1734,6 +1743,7 @@ def _measure(
         collection_gaps,
         held_time,
         scheduling_partition,
+        unobserved_losses,
     )
 
     if collection_gap_s is not None and not collection_gap_s > 0:
@@ -1869,4 +1879,5 @@ def _measure(
         segments=segments,
         availability=availability,
         collection_gaps=collection_gap_records(gaps),
+        unobserved=unobserved_losses(man.scheduler_format, records.tables()),
     )

@@ -210,7 +210,8 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
         ``collection_gaps`` (stretches with no record of any job while capacity persists, counted
         as idle in S: :attr:`~fleetlib.fleet.measure.FleetMeasurement.collection_gaps`),
         and per factor its value, numerator and denominator in device-seconds, coverage,
-        convention, the records it was read from (``record`` and ``files``), its losses and its
+        convention, the records it was read from (``record`` and ``files``), its losses (a scheduling
+        loss the records cannot observe is ``null``, its reason in ``unobserved``) and its
         measurement ``contract`` (chapter Table 2, :func:`fleetlib.fleet.results.factor_contracts`);
         the chain as checked.
     """
@@ -225,6 +226,8 @@ def measured_summary(fm: FleetMeasurement, *, manifest: str) -> dict[str, Any]:
             "losses": dict(f.losses),
             "contract": fm.contracts.get(f.boundary, {}),
         }
+    factors["scheduling"]["losses"].update(dict.fromkeys(fm.unobserved))
+    factors["scheduling"]["unobserved"] = dict(fm.unobserved)
     return {
         "label": "measured",
         "manifest": manifest,

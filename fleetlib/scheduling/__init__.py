@@ -32,6 +32,7 @@ from fleetlib.scheduling.measure import (
     collection_gap_records,
     collection_gaps,
     measure,
+    unobserved_losses,
 )
 from fleetlib.scheduling.readers import READERS, read
 from fleetlib.scheduling.records import (
@@ -56,6 +57,7 @@ from fleetlib.scheduling.schema import (
     QUEUE_COLUMNS,
     RESERVATION_COLUMNS,
     TABLE_COLUMNS,
+    UNOBSERVABLE_LOSSES,
     WAIT_COLUMNS,
 )
 from fleetlib.scheduling.snapshot import (
@@ -97,6 +99,7 @@ __all__ = [
     "READERS",
     "RESERVATION_COLUMNS",
     "TABLE_COLUMNS",
+    "UNOBSERVABLE_LOSSES",
     "WAIT_COLUMNS",
     "WINDOW_SLACK",
     "SchedulerRecords",
@@ -128,6 +131,7 @@ __all__ = [
     "stranded_devices",
     "synth_allocations_command",
     "synthetic_fleet",
+    "unobserved_losses",
     "validate_allocations",
     "validate_capacity",
     "validate_occupancy",

@@ -291,6 +291,10 @@ def _h(device_s: float) -> str:
     return f"{device_s / _S_PER_H:,.1f}"
 
 
+def _opt_h(device_s: float | None) -> str:
+    return "-" if device_s is None else _h(device_s)
+
+
 def _share(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:5.1f} %" if whole else "    - "
 
@@ -368,7 +372,11 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
         f"losses (device-h, share of {den_name} capacity):",
     ]
     keys = [*LOSS_KEYS, *(["out_of_service"] if installed else [])]
+    unobserved = res.get("unobserved") or {}
     for k in keys:
+        if res["losses"][k] is None:
+            lines.append(f"  {LOSS_LABELS[k]:<34} {'-':>16}  {unobserved.get(k, 'not observable')}")
+            continue
         v = float(res["losses"][k])
         lines.append(f"  {LOSS_LABELS[k]:<34} {_h(v):>16}  {_share(v, cap)}")
     cp = res["cross_pool_losses"]
@@ -387,9 +395,9 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
             s = "-" if p["scheduling_goodput"] is None else f"{p['scheduling_goodput']:.4f}"
             lo = p["losses"]
             lines.append(f"  {name:<{width}} {s:>7} {_h(p['capacity_device_s']):>14} "
-                         f"{_h(p['held_device_s']):>14} {_h(lo['partial_gang_hold']):>11} "
-                         f"{_h(lo['reservation']):>10} {_h(lo['idle_with_queue']):>12} "
-                         f"{_h(lo['idle_empty_queue']):>12} {_h(lo['unattributed']):>9}")
+                         f"{_h(p['held_device_s']):>14} {_opt_h(lo['partial_gang_hold']):>11} "
+                         f"{_opt_h(lo['reservation']):>10} {_opt_h(lo['idle_with_queue']):>12} "
+                         f"{_opt_h(lo['idle_empty_queue']):>12} {_opt_h(lo['unattributed']):>9}")
     lines += exclusion_lines(res.get("window"))
     lines += collection_gap_lines(res.get("collection_gaps"), res.get("window"), res["capacity_device_s"])
     lines.append(_render_ledger(res["ledger"]))

@@ -17,7 +17,7 @@ nothing here formats text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any
 
@@ -30,10 +30,18 @@ from fleetlib.registry import detect
 from fleetlib.scheduling.goodput import SchedulingPartition, scheduling_partition
 from fleetlib.scheduling.readers import read
 from fleetlib.scheduling.records import SchedulerRecords
-from fleetlib.scheduling.schema import DENOMINATORS, SILENT_CHANNELS, TABLE_COLUMNS, Denominator, IdleView
+from fleetlib.scheduling.schema import (
+    DENOMINATORS,
+    LOSS_KEYS,
+    SILENT_CHANNELS,
+    TABLE_COLUMNS,
+    UNOBSERVABLE_LOSSES,
+    Denominator,
+    IdleView,
+)
 
 __all__ = ["COLLECTION_GAP_S", "SchedulingMeasurement", "collection_gap_note", "collection_gap_records",
-           "collection_gaps", "measure"]
+           "collection_gaps", "measure", "unobserved_losses"]
 
 _TABLES = tuple(TABLE_COLUMNS)
 
@@ -59,6 +67,9 @@ class SchedulingMeasurement:
         The reader's format name, or None when records were handed in.
     gaps
         The collection gaps found in the measured window (:func:`collection_gaps`), or None.
+    unobserved
+        Loss key -> why the records cannot observe it (:func:`unobserved_losses`); those losses are
+        ``null`` in :meth:`to_dict`, never a measured 0.
     """
 
     partition: SchedulingPartition
@@ -67,6 +78,7 @@ class SchedulingMeasurement:
     records: SchedulerRecords | None = None
     format: str | None = None
     gaps: pd.DataFrame | None = None
+    unobserved: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def window(self) -> Window:
@@ -104,12 +116,47 @@ class SchedulingMeasurement:
             ``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
             cross_pool_losses, pools, ledger`` (:meth:`SchedulingPartition.summary`), the
             ``window`` and ``collection_gaps`` (one object per gap: ``start``, ``end``, ``seconds``,
-            ``device_s``, in-window capacity-time of the gap; empty when none was found).
+            ``device_s``, in-window capacity-time of the gap; empty when none was found).  A loss the
+            records cannot observe is ``null`` in ``losses`` (the fleet's and each pool's) and named
+            with its reason in ``unobserved``.
         """
         out = self.partition.summary(denominator=self.denominator, ledger=self.ledger)
+        out["unobserved"] = dict(self.unobserved)
+        for part in (out, *out["pools"].values()):
+            for key in self.unobserved:
+                part["losses"][key] = None
         out["window"] = self.window.to_dict()
         out["collection_gaps"] = collection_gap_records(self.gaps)
         return out
+
+
+def unobserved_losses(format: str | None, tables: Mapping[str, pd.DataFrame | None]) -> dict[str, str]:
+    """Return the scheduling losses these records cannot observe, each with its reason.
+
+    Two sources: the format's entry of :data:`~fleetlib.scheduling.schema.UNOBSERVABLE_LOSSES`, and
+    ``reservation`` whenever there is neither a ``reservations`` table nor an ``occupancy`` table
+    (whose ``reserved`` channel the format fills): without either, devices kept idle for a waiting
+    gang are inside the idle losses and cannot be told apart.
+
+    Parameters
+    ----------
+    format
+        The reader's format name, or None when tables were handed in.
+    tables
+        The canonical tables measured (absent or None ones are missing).
+
+    Returns
+    -------
+    dict
+        Loss key -> ``"not observable in <format> records: <why>"``, in the order of
+        :data:`~fleetlib.scheduling.schema.LOSS_KEYS`.
+    """
+    where = f"{format} records" if format else "these records"
+    why = dict(UNOBSERVABLE_LOSSES.get(format or "", {}))
+    if tables.get("reservations") is None and tables.get("occupancy") is None:
+        why.setdefault("reservation", "no record of devices kept idle for a waiting gang (such time is "
+                                      "inside the idle losses)")
+    return {k: f"not observable in {where}: {why[k]}" for k in LOSS_KEYS if k in why}
 
 
 def collection_gap_records(gaps: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -385,4 +432,6 @@ def measure(
     for gap in gaps.itertuples(index=False) if gaps is not None else ():
         book.flag("collection_gap", collection_gap_note(gap, partition.window), time=gap.start)
     return SchedulingMeasurement(partition=partition, ledger=book, denominator=denominator, records=records,
-                                 format=format, gaps=gaps)
+                                 format=format, gaps=gaps,
+                                 unobserved=unobserved_losses(format or (records.format if records else None),
+                                                              tables))

@@ -117,6 +117,10 @@ class SchedulerRecords(Mapping[str, pd.DataFrame]):
     extra
         The format's own tables and ``extra["notes"]``: the conventions the reader applied (zone,
         window, what capacity means), name -> one line.
+    format
+        The format the tables were read in (set by :func:`fleetlib.scheduling.read`; empty when the
+        tables were built another way): what the records can observe follows from it
+        (:func:`fleetlib.scheduling.unobserved_losses`).
     """
 
     allocations: pd.DataFrame | None = None
@@ -126,6 +130,7 @@ class SchedulerRecords(Mapping[str, pd.DataFrame]):
     occupancy: pd.DataFrame | None = None
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    format: str = ""
 
     @classmethod
     def from_tables(cls, source: str, notes: dict[str, str],

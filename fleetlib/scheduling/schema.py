@@ -37,6 +37,7 @@ __all__ = [
     "SILENT_CHANNELS",
     "TABLE_COLUMNS",
     "TIME_DTYPE",
+    "UNOBSERVABLE_LOSSES",
     "WAIT_COLUMNS",
     "Denominator",
     "IdleView",
@@ -116,6 +117,26 @@ LOSS_LABELS: dict[str, str] = {
     "idle_empty_queue": "idle, queue empty (demand)",
     "unattributed": "unattributed",
     "out_of_service": "out of service",
+}
+#: The scheduling losses a record format cannot observe, and why: the docs' capability table.  Their
+#: time is not lost from the partition (it lies inside another term: a partial gang's hold inside held
+#: time or idle, a reservation inside the idle losses) but the format cannot tell it apart, so the loss
+#: is reported as ``null`` with the reason, never as a measured 0.  Besides these, every format
+#: without a ``reservations`` table (or an occupancy table's ``reserved`` channel) cannot observe
+#: ``reservation`` (:func:`fleetlib.scheduling.measure.unobserved_losses`).
+UNOBSERVABLE_LOSSES: dict[str, dict[str, str]] = {
+    "slurm": {
+        "partial_gang_hold": "sacct's Start is both the first device assignment and gang completion "
+                             "(Slurm allocates atomically), so no partial gang is ever recorded",
+    },
+    "helios-sequence": {
+        "partial_gang_hold": "the minute sequences count the GPUs of running jobs only",
+        "reservation": "the minute sequences carry no devices kept idle for a waiting job",
+    },
+    "philly": {
+        "partial_gang_hold": "an attempt's start_time is its only assignment time (a multi-server "
+                             "attempt's gang completion is inferred at it)",
+    },
 }
 #: Columns of the partition table (device-seconds, one row per pool).
 PARTITION_COLUMNS: tuple[str, ...] = (

@@ -516,7 +516,7 @@ def test_silent_stretches_refuse_bad_arguments():
 def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     from pathlib import Path
 
-    from fleetlib.scheduling import measure, read
+    from fleetlib.scheduling import measure, read, unobserved_losses
 
     helios = Path(__file__).resolve().parents[2] / "data" / "scheduler" / "helios_earth_may2020"
     vcs = sorted(helios.glob("vc*.csv.gz"))
@@ -537,8 +537,16 @@ def test_measure_gives_scheduling_goodputs_factor_on_the_bundled_helios_data():
     assert again.factor().value == want.value and again.to_dict() == m.to_dict()
     assert measure({"occupancy": records.occupancy}).factor().value == want.value
     # to_dict is the CLI's object
-    assert m.to_dict() == {**scheduling_summary(occupancy=records.occupancy, ledger=m.ledger),
-                           "window": m.window.to_dict(), "collection_gaps": m.to_dict()["collection_gaps"]}
+    d = m.to_dict()
+    # what the Helios sequences cannot observe is null, with the reason (the partition keeps its 0)
+    assert d["unobserved"] == unobserved_losses("helios-sequence", {"occupancy": records.occupancy})
+    assert set(d["unobserved"]) == {"partial_gang_hold", "reservation"}
+    plain = scheduling_summary(occupancy=records.occupancy, ledger=m.ledger)
+    for part in (plain, *plain["pools"].values()):
+        assert part["losses"]["partial_gang_hold"] == 0.0 and part["losses"]["reservation"] == 0.0
+        part["losses"].update(partial_gang_hold=None, reservation=None)
+    assert d == {**plain, "window": m.window.to_dict(), "collection_gaps": d["collection_gaps"],
+                 "unobserved": d["unobserved"]}
     assert m.factor("vc3sl").value == scheduling_goodput(occupancy=records.occupancy, pool="vc3sl").value
 
 

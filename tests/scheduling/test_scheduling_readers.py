@@ -1075,7 +1075,11 @@ def test_scheduling_command_json(slurm):
     assert out["capacity_device_s"] == 2_721_600 + 1_209_080  # hand numbers, see the capacity test
     assert out["ledger"]["read"] == 54
     losses = out["losses"]
-    assert out["held_device_s"] + sum(losses.values()) == pytest.approx(out["capacity_device_s"], rel=1e-12)
+    assert {k for k, v in losses.items() if v is None} == set(out["unobserved"]) == {"partial_gang_hold",
+                                                                                  "reservation"}
+    assert "not observable in slurm records" in out["unobserved"]["partial_gang_hold"]
+    assert out["held_device_s"] + sum(v for v in losses.values() if v is not None) == pytest.approx(
+        out["capacity_device_s"], rel=1e-12)
     o = scheduling_command([str(OPENB / "openb_pod_list_default.csv.gz")], "openb")
     text = json.dumps(o, allow_nan=False)
     assert o["format"] == "openb" and sum(c["pods"] for c in o["cohorts"]) == 8152 and o["installed"] == []

@@ -78,7 +78,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from fleetlib.quality import Ledger
-from fleetlib.registry import ReaderSpec, Sample, read_tables
+from fleetlib.registry import ReaderSpec, Sample, detect, read_tables
 from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import (
@@ -242,7 +242,8 @@ def read(
     Returns
     -------
     tuple of (SchedulerRecords, Ledger)
-        The tables by name and the ledger of every input row, as the format's ``read`` returns them.
+        The tables by name (their :attr:`~SchedulerRecords.format` set to the format read) and the
+        ledger of every input row, as the format's ``read`` returns them.
 
     Raises
     ------
@@ -251,5 +252,8 @@ def read(
     InputError
         The format cannot be detected, or a file cannot be read as the format.
     """
-    tables, ledger = read_tables("scheduling", paths, format, tz=tz, window=window, **options)
-    return cast(SchedulerRecords, tables), cast(Ledger, ledger)
+    name = format if format is not None else detect(paths, "scheduling")
+    tables, ledger = read_tables("scheduling", paths, name, tz=tz, window=window, **options)
+    records = cast(SchedulerRecords, tables)
+    records.format = name
+    return records, cast(Ledger, ledger)
