@@ -175,8 +175,9 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
 
 
 #: Device-name families of the peak table, as trace device names spell them.
-_FAMILIES: tuple[str, ...] = ("H100", "H200", "A100", "V100", "MI300X", "MI250", "B200", "L40", "TPU",
-                               "TRAINIUM")
+#: Grace Blackwell names come before the Blackwell ones they contain ("GB200" holds "B200").
+_FAMILIES: tuple[str, ...] = ("H100", "H200", "A100", "V100", "MI300X", "MI325X", "MI350X", "MI355X", "MI250",
+                               "GB200", "GB300", "B200", "B300", "L40", "TPU", "TRAINIUM")
 
 
 def check_model_fits(config: Mapping[str, Any], n_ranks: int,

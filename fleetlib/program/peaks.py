@@ -2,8 +2,11 @@
 
 :data:`PEAK_RATES` is the table of each device's default precision (BF16, or FP16 where the device has
 no BF16 tensor cores); :data:`PEAK_RATES_BY_PRECISION` adds the other precisions a device has
-(FP8 on Hopper, MI300X, TPU v5p/v6e and Trainium2).  :func:`peak_rate` looks an entry up by
-device and precision -- the named peak always carries its precision (``"H100 SXM dense BF16"``,
+(FP8 on Hopper, Blackwell, the MI300/MI350 series, TPU v5p/v6e/v7 and Trainium2; FP4 where the vendor
+publishes a dense figure: Blackwell and MI350X/MI355X).  Every row cites the vendor page it comes from.
+Per-GPU figures of a system datasheet are the system figure divided by its GPU count, and "with
+sparsity" figures are halved to dense; the source string says which.  :func:`peak_rate` looks an entry
+up by device and precision -- the named peak always carries its precision (``"H100 SXM dense BF16"``,
 ``"H100 SXM dense FP8"``), so FP8 work is never divided by a BF16 peak unnoticed.  An unknown
 device or a precision the device has no peak for is an error, never a fallback.  A
 program-goodput convention always names the entry it divides by (:mod:`fleetlib.program.flops`).
@@ -94,6 +97,17 @@ class PeakRate:
 
 _FIELD_NOTES = "field_notes/step_traces.md section 6 (Peaks)"
 _TPU7X_URL = "https://docs.cloud.google.com/tpu/docs/tpu7x"
+_H100_URL = "https://www.nvidia.com/en-us/data-center/h100/"
+_H200_URL = "https://www.nvidia.com/en-us/data-center/h200/"
+_MI300X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
+_HGX_URL = "https://www.nvidia.com/en-us/data-center/hgx/"
+_DGX_B200_URL = "https://www.nvidia.com/en-us/data-center/dgx-b200/"
+_GB200_URL = "https://www.nvidia.com/en-us/data-center/gb200-nvl72/"
+_GB300_URL = "https://www.nvidia.com/en-us/data-center/gb300-nvl72/"
+_BLACKWELL_ULTRA_URL = "https://resources.nvidia.com/en-us-blackwell-architecture/blackwell-ultra-datasheet"
+_MI325X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"
+_MI350X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi350/mi350x.html"
+_MI355X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"
 _TRAINIUM2_URL = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/"
                   "trainium2.html")
 
@@ -107,23 +121,25 @@ PEAK_RATES: Mapping[str, PeakRate] = {
     for p in (
         PeakRate("H100 SXM", 989.0, 3.35, "BF16",
                  "NVIDIA H100 Tensor Core GPU datasheet: BF16 1,979 TFLOP/s with sparsity -> 989 dense; "
-                 f"HBM3 3.35 TB/s; torchtitan get_peak_flops 989e12; {_FIELD_NOTES}"),
+                 f"HBM3 3.35 TB/s {_H100_URL}; torchtitan get_peak_flops 989e12; {_FIELD_NOTES}"),
         PeakRate("H200 SXM", 989.0, 4.8, "BF16",
                  "NVIDIA H200 datasheet: same Hopper tensor peak as H100 SXM (989 dense BF16; 1,979 is "
-                 f"with sparsity), 141 GB HBM3e at 4.8 TB/s; torchtitan 989e12; {_FIELD_NOTES}"),
+                 f"with sparsity), 141 GB HBM3e at 4.8 TB/s {_H200_URL}; torchtitan 989e12; {_FIELD_NOTES}"),
         PeakRate("A100 SXM", 312.0, 2.039, "BF16",
                  "NVIDIA A100 80GB SXM datasheet: BF16 tensor 312 TFLOP/s dense (624 with sparsity), "
-                 f"HBM2e 2,039 GB/s (40 GB SXM: 1,555 GB/s); nanoGPT/torchtitan 312e12; {_FIELD_NOTES}"),
+                 f"HBM2e 2,039 GB/s (40 GB SXM: 1,555 GB/s) https://www.nvidia.com/en-us/data-center/a100/; "
+                 f"nanoGPT/torchtitan 312e12; {_FIELD_NOTES}"),
         PeakRate("V100 SXM", 125.0, 0.9, "FP16",
                  "NVIDIA Tesla V100 SXM2 datasheet: 125 tensor TFLOP/s mixed-precision FP16, HBM2 900 GB/s; "
                  "NVIDIA developer blog 'Programming Tensor Cores in CUDA 9' (125 Tensor TFLOPS) "
                  "https://developer.nvidia.com/programming-tensor-cores-cuda-9-0"),
         PeakRate("MI300X", 1307.4, 5.3, "BF16",
                  "AMD Instinct MI300X datasheet: BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity), HBM3 "
-                 f"5.3 TB/s; torchtitan rounds to 1300e12; measured 'achievable' 708 is not a peak; "
-                 f"{_FIELD_NOTES}"),
+                 f"5.3 TB/s {_MI300X_URL}; torchtitan rounds to 1300e12; measured 'achievable' 708 is not "
+                 f"a peak; {_FIELD_NOTES}"),
         PeakRate("TPU v5e", 197.0, 0.819, "BF16",
-                 f"Google Cloud TPU v5e documentation: 197 TFLOP/s BF16, 819 GB/s HBM; {_FIELD_NOTES}"),
+                 "Google Cloud TPU v5e documentation: 197 TFLOP/s BF16, 819 GB/s HBM "
+                 f"https://docs.cloud.google.com/tpu/docs/v5e; {_FIELD_NOTES}"),
         PeakRate("TPU v6e", 918.0, 1.64, "BF16",
                  "Google Cloud TPU v6e (Trillium) documentation: 918 TFLOP/s BF16, about 1,640 GB/s HBM "
                  f"(1,638 GBps) https://docs.cloud.google.com/tpu/docs/v6e; {_FIELD_NOTES}"),
@@ -135,36 +151,111 @@ PEAK_RATES: Mapping[str, PeakRate] = {
                  "AWS Neuron documentation, Trainium2 architecture: eight NeuronCore-v3 deliver 667 "
                  "BF16/FP16/TF32 TFLOP/s dense (2,563 sparse), 96 GiB device memory at 2.9 TB/s "
                  f"{_TRAINIUM2_URL}"),
+        PeakRate("B200", 2250.0, 8.0, "BF16",
+                 "NVIDIA HGX B200 (8 GPUs): FP16/BF16 36 PFLOP/s with sparsity -> 18 dense / 8 = 2,250 "
+                 f"TFLOP/s per GPU {_HGX_URL}; NVIDIA DGX B200: 1,440 GB HBM3e at 64 TB/s for 8 GPUs -> "
+                 f"8 TB/s per GPU {_DGX_B200_URL}"),
+        PeakRate("B300", 2250.0, 7.7, "BF16",
+                 "NVIDIA Blackwell Ultra datasheet, individual GPU specifications, HGX B300: FP16/BF16 "
+                 "4.5 PFLOP/s with sparsity -> 2,250 dense, 270 GB HBM3E at 7.7 TB/s "
+                 f"{_BLACKWELL_ULTRA_URL}; "
+                 f"the same 36 PFLOP/s sparse / 8 GPUs on {_HGX_URL}"),
+        PeakRate("GB200", 2500.0, 8.0, "BF16",
+                 "NVIDIA GB200 NVL72 (72 GPUs): FP16/BF16 360 PFLOP/s with sparsity -> 5,000 sparse, "
+                 "2,500 dense TFLOP/s per GPU; HBM3e 13.4 TB at 576 TB/s -> 8 TB/s per GPU "
+                 f"{_GB200_URL}"),
+        PeakRate("GB300", 2500.0, 8.0, "BF16",
+                 "NVIDIA GB300 NVL72 (72 Blackwell Ultra GPUs): FP16/BF16 360 PFLOP/s with sparsity -> "
+                 f"2,500 dense TFLOP/s per GPU; 20 TB HBM at up to 576 TB/s -> 8 TB/s per GPU {_GB300_URL}; "
+                 f"Blackwell Ultra datasheet GB300 column: 5 PFLOP/s sparse, 279 GB at 8 TB/s "
+                 f"{_BLACKWELL_ULTRA_URL}"),
+        PeakRate("MI325X", 1307.4, 6.0, "BF16",
+                 "AMD Instinct MI325X specifications: BF16 1,307.4 TFLOP/s dense (2,614.9 with "
+                 f"sparsity), 256 GB HBM3E at 6 TB/s {_MI325X_URL}"),
+        PeakRate("MI350X", 2300.0, 8.0, "BF16",
+                 "AMD Instinct MI350X specifications: BF16 2.3 PFLOP/s dense (4.6 with sparsity; 256 CUs "
+                 f"at 2.2 GHz give 2,306.9), 288 GB HBM3E at 8 TB/s {_MI350X_URL}"),
+        PeakRate("MI355X", 2500.0, 8.0, "BF16",
+                 "AMD Instinct MI355X specifications: BF16 2.5 PFLOP/s dense (5 with sparsity; 256 CUs "
+                 f"at 2.4 GHz give 2,516.6), 288 GB HBM3E at 8 TB/s {_MI355X_URL}"),
+        PeakRate("TPU v7", 2307.0, 7.38, "BF16",
+                 "Google Cloud TPU7x (Ironwood) documentation: peak compute per chip 2,307 TFLOP/s BF16, "
+                 "HBM 192 GiB at 7,380 GBps per chip; per chip, while JAX shows each of its two "
+                 f"TensorCores as a device {_TPU7X_URL}"),
     )
 }
 
 
 def _fp8(accelerator: str, dense_tflops: float, source: str) -> PeakRate:
+    return _at(accelerator, "FP8", dense_tflops, source)
+
+
+def _fp4(accelerator: str, dense_tflops: float, source: str) -> PeakRate:
+    return _at(accelerator, "FP4", dense_tflops, source)
+
+
+def _at(accelerator: str, precision: str, dense_tflops: float, source: str) -> PeakRate:
     base = PEAK_RATES[accelerator]
-    return PeakRate(accelerator, dense_tflops, base.hbm_tb_per_s, "FP8", source)
+    return PeakRate(accelerator, dense_tflops, base.hbm_tb_per_s, precision, source)
 
 
-#: Every (device, precision) peak: the default-precision entries of :data:`PEAK_RATES` and the FP8
-#: peaks of the devices that have FP8 tensor cores (datasheet "with sparsity" figures halved).
+#: Every (device, precision) peak: the default-precision entries of :data:`PEAK_RATES`, the FP8
+#: peaks of the devices that have FP8 tensor cores and the FP4 peaks the vendors publish dense
+#: (datasheet "with sparsity" figures halved).
 PEAK_RATES_BY_PRECISION: Mapping[tuple[str, str], PeakRate] = {
     **{(p.accelerator, p.precision): p for p in PEAK_RATES.values()},
     **{(p.accelerator, p.precision): p for p in (
         _fp8("H100 SXM", 1979.0, "NVIDIA H100 Tensor Core GPU datasheet: FP8 3,958 TFLOP/s with sparsity -> "
-                                 "1,979 dense"),
+                                 f"1,979 dense {_H100_URL}"),
         _fp8("H200 SXM", 1979.0, "NVIDIA H200 datasheet: FP8 3,958 TFLOP/s with sparsity -> 1,979 dense (the "
-                                 "Hopper tensor peak of H100 SXM)"),
+                                 f"Hopper tensor peak of H100 SXM) {_H200_URL}"),
         _fp8("MI300X", 2614.9, "AMD Instinct MI300X datasheet: FP8 2,614.9 TFLOP/s dense (5,229.8 with "
-                               "sparsity)"),
+                               f"sparsity) {_MI300X_URL}"),
         _fp8("TPU v5p", 459.0, f"Google Cloud TPU7x documentation, generation table: v5p peak compute "
                                f"per chip (FP8) 459 TFLOP/s {_TPU7X_URL}"),
         _fp8("TPU v6e", 918.0, f"Google Cloud TPU7x documentation, generation table: v6e peak compute "
                                f"per chip (FP8) 918 TFLOP/s {_TPU7X_URL}"),
         _fp8("Trainium2", 1299.0, f"AWS Neuron documentation, Trainium2 architecture: 1,299 FP8 TFLOP/s "
                                   f"{_TRAINIUM2_URL}"),
+        _fp8("B200", 4500.0, f"NVIDIA DGX B200: FP8 72 PFLOP/s with sparsity for 8 GPUs -> 4,500 dense per "
+                             f"GPU {_DGX_B200_URL}; the same 72 PFLOP/s on {_HGX_URL}"),
+        _fp8("B300", 4500.0, "NVIDIA Blackwell Ultra datasheet, HGX B300: FP8/FP6 9 PFLOP/s with sparsity -> "
+                             f"4,500 dense {_BLACKWELL_ULTRA_URL}; HGX B300 72 PFLOP/s sparse / 8 GPUs "
+                             f"{_HGX_URL}"),
+        _fp8("GB200", 5000.0, "NVIDIA GB200 NVL72: FP8/FP6 720 PFLOP/s with sparsity for 72 GPUs -> 5,000 "
+                              f"dense per GPU {_GB200_URL}"),
+        _fp8("GB300", 5000.0, "NVIDIA GB300 NVL72: FP8/FP6 720 PFLOP/s with sparsity for 72 GPUs -> 5,000 "
+                              f"dense per GPU {_GB300_URL}"),
+        _fp8("MI325X", 2614.9, "AMD Instinct MI325X specifications: FP8 2,614.9 TFLOP/s dense (5,229.8 with "
+                               f"sparsity) {_MI325X_URL}"),
+        _fp8("MI350X", 4600.0, "AMD Instinct MI350X specifications: FP8 4.6 PFLOP/s dense (formula "
+                               f"4,613.7) {_MI350X_URL}"),
+        _fp8("MI355X", 5000.0, "AMD Instinct MI355X specifications: FP8 5 PFLOP/s dense (formula "
+                               f"5,033.2) {_MI355X_URL}"),
+        _fp8("TPU v7", 4614.0, "Google Cloud TPU7x (Ironwood) documentation: peak compute per chip (FP8) "
+                               f"4,614 TFLOP/s {_TPU7X_URL}"),
+        _fp4("B200", 9000.0, "NVIDIA DGX B200: FP4 Tensor Core '144 PFLOPS | 72 PFLOPS' (sparse | dense) for "
+                             f"8 GPUs -> 9,000 dense per GPU {_DGX_B200_URL}"),
+        _fp4("B300", 13500.0, "NVIDIA HGX B300: FP4 Tensor Core '144 PFLOPS | 108 PFLOPS' (sparse | dense) "
+                              f"for 8 GPUs -> 13,500 dense per GPU {_HGX_URL} (the datasheet's per-GPU row "
+                              f"rounds to 14 PFLOP/s {_BLACKWELL_ULTRA_URL})"),
+        _fp4("GB200", 10000.0, "NVIDIA GB200 NVL72: FP4 Tensor Core 1,440 PFLOP/s with sparsity (720 dense) "
+                               f"for 72 GPUs -> 10,000 dense per GPU {_GB200_URL}"),
+        _fp4("GB300", 15000.0, "NVIDIA GB300 NVL72: FP4 Tensor Core '1,440 | 1,080 PFLOPS' (the second "
+                               f"without sparsity) for 72 GPUs -> 15,000 dense per GPU {_GB300_URL}"),
+        _fp4("MI350X", 9200.0, "AMD Instinct MI350X specifications: MXFP4 9.2 PFLOP/s dense (formula "
+                               f"9,227.5) {_MI350X_URL}"),
+        _fp4("MI355X", 10100.0, "AMD Instinct MI355X specifications: MXFP4 10.1 PFLOP/s dense (formula "
+                                f"10,066.3) {_MI355X_URL}"),
     )},
 }
 
 _DENSE_WORD = re.compile(r"\s+dense\b", re.IGNORECASE)
+#: Other names of a device: Google's documentation and APIs call TPU v7 "TPU7x" (Ironwood).
+_ALIASES: Mapping[str, str] = {"tpu7x": "TPU v7", "tpu v7x": "TPU v7", "ironwood": "TPU v7"}
+#: Vendor prefixes of device names as traces and nvidia-smi / rocm-smi print them ("NVIDIA B200",
+#: "AMD Instinct MI355X"); the rest of the name must still be a device of the table.
+_VENDOR_PREFIX = re.compile(r"^(?:nvidia|amd\s+instinct|amd|google)\s+", re.IGNORECASE)
 
 
 def peak_rate(accelerator: str, precision: str | None = None) -> PeakRate:
@@ -174,7 +265,9 @@ def peak_rate(accelerator: str, precision: str | None = None) -> PeakRate:
     ----------
     accelerator
         A device of :data:`PEAK_RATES` (``"H100 SXM"``), or a named peak that carries its precision
-        (``"H100 SXM dense FP8"``, ``"H100 SXM FP8"``).
+        (``"H100 SXM dense FP8"``, ``"H100 SXM FP8"``).  A vendor prefix as device properties print it
+        (``"NVIDIA B200"``, ``"AMD Instinct MI355X"``) and the names ``"TPU7x"`` / ``"Ironwood"`` of
+        ``"TPU v7"`` are accepted; nothing else is guessed.
     precision
         One of :data:`PRECISIONS`; None: the precision the name states, else the device's default
         (the :data:`PEAK_RATES` entry, BF16 or FP16).
@@ -198,7 +291,8 @@ def peak_rate(accelerator: str, precision: str | None = None) -> PeakRate:
     words = text.split()
     if precision is None and words and words[-1].upper() in PRECISIONS:
         precision, text = words[-1], " ".join(words[:-1])
-    wanted = text.strip().lower()
+    wanted = _VENDOR_PREFIX.sub("", text.strip()).lower()
+    wanted = _ALIASES.get(wanted, wanted).lower()
     device = next((name for name in PEAK_RATES if name.lower() == wanted), None)
     if device is None:
         raise DomainError(f"no peak rate for accelerator {accelerator!r}; known: {sorted(PEAK_RATES)}. "
