@@ -110,7 +110,7 @@ def _peak(rows: list[dict[str, str]]) -> int:
     return peak
 
 
-def test_acme_capacity_derived_stated_and_refused_below_the_held_peak():
+def test_acme_capacity_derived_stated_and_flagged_below_the_held_peak():
     peak = _peak(_rows(SEREN))
     rec, _ = read([SEREN], "acme", capacity="derived")
     assert rec.capacity["devices_in_service"].tolist() == [peak]
@@ -120,8 +120,9 @@ def test_acme_capacity_derived_stated_and_refused_below_the_held_peak():
     span = (max(_t(r["end_time"]) for r in rows) - min(_t(r["submit_time"]) for r in rows)).total_seconds()
     assert res["capacity_device_s"] == pytest.approx((peak + 16) * span, rel=1e-12)
     assert res["job_log"]["capacity_note"].startswith(f"stated: seren {peak + 16}")
-    with pytest.raises(DomainError, match=f"seren {peak - 1} GPUs stated, {peak} held"):
-        run_scheduling([SEREN], "acme", capacity=str(peak - 1))
+    low = run_scheduling([SEREN], "acme", capacity=str(peak - 1))  # the rung's rule: flagged, not clipped
+    assert any("allocated above capacity: pool 'seren'" in str(f) for f in low["ledger"]["flags"])
+    assert low["losses"]["unattributed"] < 0
     with pytest.raises(DomainError, match="applies to the job logs"):
         run_scheduling([HELIOS], "philly", capacity="derived")
 

@@ -27,7 +27,8 @@ What the formats give and what they do not:
   (``cluster_gpu_number.csv``, given with the log), or ``capacity="derived"``: each pool's peak of
   concurrently held GPUs in the log itself, a lower bound on what it had (S is then an upper
   bound).  Which was used is named in ``extra["notes"]["capacity"]``; without any, the records give
-  waits, cohorts and the status mix only.
+  waits, cohorts and the status mix only.  A stated capacity below what the jobs held is kept: the
+  measurement flags "allocated above capacity" and shows the excess as negative unattributed.
 * **No queue of never-started jobs beyond the row.**  A job cancelled while waiting has no
   ``start_time``: it is an allocation row that never got devices, leaving the queue at its
   ``end_time``.
@@ -383,13 +384,6 @@ def _capacity(alloc: pd.DataFrame, capacity: object, quota: pd.DataFrame | None,
                               f"{len(pools)} ({pools[:5]}...): state GPUs per pool")
         per_pool = {pools[0]: _gpus(capacity, pools[0])}
         note = f"stated: {pools[0]} {per_pool[pools[0]]:,} GPUs"
-    if not (isinstance(capacity, str) and capacity.strip() == "derived"):
-        peak = _peak_held(alloc)
-        over = [p for p in pools if peak[p] > per_pool[p]]
-        if over:
-            raise DomainError("the stated capacity is below what the jobs held at once: "
-                              + ", ".join(f"{p} {per_pool[p]:,} GPUs stated, {peak[p]:,} held" for p in over)
-                              + "; state at least the held peak (or --capacity derived)")
     lo, hi = _pool_spans(alloc, span)
     cap = pd.DataFrame({
         "pool": np.asarray(pools, dtype=object),
