@@ -246,6 +246,15 @@ EXPORTS: dict[tuple[str, str], str] = {
     "```",
     ("scheduling", "helios-sequence"): "Published files: the per-VC minute sequences and "
     "`<cluster>_gpu_number.csv` of the Helios trace (S-Lab-System-Group/HeliosData, HeliosArtifact).",
+    ("scheduling", "helios-joblog"): "Published files: `<cluster>/cluster_log.csv` (one row per job) and, "
+    "for capacity, `<cluster>/cluster_gpu_number.csv` (daily per-VC quotas) of the Helios trace "
+    "(S-Lab-System-Group/HeliosData, `data.zip`). Without the quota file, state a capacity with "
+    "`--capacity VC=GPUS,...` or `--capacity derived` (each VC's peak of held GPUs, a lower bound); "
+    "otherwise waits, durations, size cohorts and the status mix only.",
+    ("scheduling", "acme"): "Published files: `data/job_trace/trace_seren.csv` and `trace_kalos.csv` of "
+    "InternLM/AcmeTrace (the pool is the cluster, named by the file). The traces carry no capacity: "
+    "state it with `--capacity seren=GPUS,kalos=GPUS` or `--capacity derived` (each cluster's peak "
+    "of held GPUs, a lower bound); otherwise waits, durations, size cohorts and the status mix only.",
     ("scheduling", "openb"): "Published files: `openb_pod_list_*.csv` and `openb_node_list_*.csv` of "
     "Alibaba cluster-trace-gpu-v2023 (alibaba/clusterdata).",
     ("scheduling", "philly"): "Published file: `cluster_job_log` from `trace-data.tar.gz` of "

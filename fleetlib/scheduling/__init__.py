@@ -82,6 +82,7 @@ from fleetlib.scheduling.views import (
     openb_cohorts,
     queue_waits,
     silent_stretches,
+    status_mix,
     stranded_devices,
 )
 
@@ -128,6 +129,7 @@ __all__ = [
     "scheduling_summary",
     "silent_stretches",
     "snapshot_scheduling_goodput",
+    "status_mix",
     "stranded_devices",
     "synth_allocations_command",
     "synthetic_fleet",

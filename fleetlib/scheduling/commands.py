@@ -48,7 +48,7 @@ from fleetlib.scheduling.readers.slurm import check_slurm_inputs
 from fleetlib.scheduling.records import check_window_within_records
 from fleetlib.scheduling.schema import DENOMINATORS, LOSS_KEYS, LOSS_LABELS
 from fleetlib.scheduling.synth import synth_allocations_command
-from fleetlib.scheduling.views import cohort_goodput, openb_cohorts, queue_waits
+from fleetlib.scheduling.views import cohort_goodput, held_time, openb_cohorts, queue_waits, status_mix
 
 __all__ = [
     "register",
@@ -61,6 +61,10 @@ __all__ = [
 
 
 _S_PER_H = 3600.0
+#: Formats giving waits, cohorts and the status mix, and time-based goodput only against a capacity.
+_JOB_LOGS = ("helios-joblog", "acme")
+#: Formats giving waits and size cohorts only.
+_WAITS_ONLY = ("philly", "pai", "openb")
 
 # ---------------------------------------------------------------------------------------------------
 # Argument handling
@@ -76,6 +80,7 @@ def scheduling_command(
     denominator: str = "in_service",
     collection_gap_s: float | None = COLLECTION_GAP_S,
     allow_empty_window: bool = False,
+    capacity: object = None,
 ) -> dict[str, object]:
     """Return the JSON-ready object of ``fleetlib scheduling FILE... --format F [--window S E] --json``.
 
@@ -98,22 +103,46 @@ def scheduling_command(
     allow_empty_window
         Measure a ``window`` that reaches beyond the records' span by more than
         :data:`fleetlib.scheduling.WINDOW_SLACK`; refused by default (time-based goodput only).
+    capacity
+        The job logs' capacity (``helios-joblog``, ``acme``): GPUs per pool, one number, or
+        ``"derived"`` (see :mod:`fleetlib.scheduling.readers.joblog`); None: none stated.
 
     Returns
     -------
     dict
-        For every format but openb: :meth:`fleetlib.scheduling.measure.SchedulingMeasurement.to_dict`
+        For the job logs: the waits-only object below, and with a capacity the measurement's object
+        with it under ``"job_log"``.  For every other format but openb:
+        :meth:`fleetlib.scheduling.measure.SchedulingMeasurement.to_dict`
         (``scheduling_goodput, capacity_device_s, held_device_s, availability, losses,
         cross_pool_losses, pools, ledger``).  For openb, which gives no time-based goodput:
         ``format, note, cohorts`` (one object per size cohort, see :func:`openb_cohorts`),
         ``installed`` and ``ledger``.
     """
     parsed = Window.parse(window)
-    if parsed is not None and parsed.exclusions and format in ("philly", "pai", "openb"):
+    if capacity is not None and format not in _JOB_LOGS:
+        raise DomainError(f"a stated capacity applies to the job logs {list(_JOB_LOGS)}; the {format} "
+                          "records bring their own or none")
+    if parsed is not None and parsed.exclusions and format in _WAITS_ONLY:
         raise DomainError(f"--exclude applies to time-based scheduling goodput; the {format} records give "
                           "waits and size cohorts only")
     if format in ("philly", "pai"):
-        return _waits_only(paths, format, tz=tz, window=window)
+        return _waits_only(*read(paths, format, tz=tz, window=window), format)
+    if format in _JOB_LOGS:
+        options = {} if capacity is None else {"capacity": capacity}
+        records, ledger = read(paths, format, tz=tz, window=window, **options)
+        jobs = _waits_only(records, ledger, format)
+        if records.capacity is None:
+            if parsed is not None and parsed.exclusions:
+                raise DomainError("--exclude applies to time-based scheduling goodput; without a capacity "
+                                  f"the {format} records give waits, cohorts and the status mix only")
+            return jobs
+        measured = measure(records, ledger=ledger, window=window, denominator=denominator,
+                           collection_gap_s=collection_gap_s)
+        out = measured.to_dict()
+        if parsed is not None and not allow_empty_window:
+            check_window_within_records(records, parsed.start, parsed.end)
+        out["job_log"] = {k: v for k, v in jobs.items() if k != "ledger"}
+        return out
     if format != "openb":
         measured = measure(paths, format=format, tz=tz, window=window, denominator=denominator,
                            collection_gap_s=collection_gap_s)
@@ -132,14 +161,20 @@ def scheduling_command(
     }
 
 
-def _waits_only(paths: Sequence[str | PathLike[str]], format: str, *, tz: str | None,
-                window: Any) -> dict[str, object]:
-    """Return the object for formats with waits and size cohorts but no time-based goodput (Philly, PAI)."""
-    records, ledger = read(paths, format, tz=tz, window=window)
+def _waits_only(records: Any, ledger: Any, format: str) -> dict[str, object]:
+    """Return the object of waits, durations, size cohorts and the status mix of read allocations.
+
+    The object of the formats without time-based goodput (Philly, PAI; the job logs without a
+    capacity).  Waits and durations are over the attempts that got devices; a duration runs from gang
+    completion to release and leaves out attempts censored while running.
+    """
     alloc = records.allocations
     waits = queue_waits(alloc)
     started = alloc["first_assigned"].notna().to_numpy()
     w = waits["wait_s"].to_numpy()[started]
+    ran = started & (alloc["end_state"].to_numpy() != "running")
+    d = held_time(alloc, by="attempt")["held_s"].to_numpy()[ran]
+    notes = records.extra["notes"]
     return {
         "format": format,
         "note": records.extra["notes"]["use"],
@@ -148,8 +183,12 @@ def _waits_only(paths: Sequence[str | PathLike[str]], format: str, *, tz: str | 
         "never_assigned": int((~started).sum()),
         "wait_p50_s": float(np.median(w)) if w.size else None,
         "wait_p90_s": float(np.quantile(w, 0.9)) if w.size else None,
+        "duration_p50_s": float(np.median(d)) if d.size else None,
+        "duration_p90_s": float(np.quantile(d, 0.9)) if d.size else None,
         "cohorts": _plain_rows(cohort_goodput(alloc)),
+        "status_mix": _plain_rows(status_mix(alloc)),
         "installed": _plain_rows(records.extra.get("installed")),
+        **({"capacity_note": notes["capacity"]} if "capacity" in notes else {}),
         "ledger": ledger.to_dict(),
     }
 
@@ -161,7 +200,9 @@ def _installed_and_ledger(res: dict[str, Any]) -> list[str]:
         total = sum(int(r["devices"]) for r in res["installed"])
         models = ", ".join(f"{r['model']} {int(r['devices']):,}" for r in res["installed"])
         lines.append(f"installed GPUs: {total:,} ({models})")
-    return [*lines, _render_ledger(res["ledger"])]
+    if "capacity_note" in res:
+        lines.append(f"capacity: {res['capacity_note']}")
+    return [*lines, *([_render_ledger(res["ledger"])] if "ledger" in res else [])]
 
 
 def _render_waits_only(res: Mapping[str, Any]) -> str:
@@ -173,6 +214,8 @@ def _render_waits_only(res: Mapping[str, Any]) -> str:
              f"{res['jobs']:,} jobs, {res['attempts']:,} attempts ({res['never_assigned']:,} never assigned);"
              " "
              f"wait to gang completion p50 {p50} s, p90 {p90} s (attempts that got devices)",
+             f"duration (gang completion to release) p50 {num(res['duration_p50_s'], ',.0f')} s, "
+             f"p90 {num(res['duration_p90_s'], ',.0f')} s (attempts that ran to an end)",
              "size cohorts (GPUs asked; held = GPU-hours held by complete gangs):",
              f"  {'cohort':<8} {'jobs':>6} {'attempts':>8} {'held GPU-h':>11} {'mean wait s':>12} "
              f"{'median wait s':>14}"]
@@ -180,6 +223,12 @@ def _render_waits_only(res: Mapping[str, Any]) -> str:
         lines.append(f"  {c['cohort']:<8} {c['jobs']:>6} {c['allocations']:>8} "
                      f"{num(c['held_device_s'] / _S_PER_H, ',.1f'):>11} {num(c['mean_wait_s'], ',.0f'):>12} "
                      f"{num(c['median_wait_s'], ',.0f'):>14}")
+    lines.append("status mix (end state of each attempt; held = GPU-hours held by complete gangs):")
+    lines.append(f"  {'end state':<10} {'attempts':>8} {'share':>7} {'held GPU-h':>11} {'share':>7}")
+    for m in res["status_mix"]:
+        held_share = "-" if m["held_share"] is None else f"{100.0 * m['held_share']:.1f} %"
+        lines.append(f"  {m['end_state']:<10} {m['attempts']:>8} {100.0 * m['attempt_share']:>5.1f} % "
+                     f"{m['held_device_s'] / _S_PER_H:>11,.1f} {held_share:>7}")
     return "\n".join(lines + _installed_and_ledger(res))
 
 
@@ -195,7 +244,7 @@ def _plain_rows(df: pd.DataFrame | None) -> list[dict[str, object]]:
 def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence[str] | None = None,
                    exclude: Sequence[Sequence[str]] | None = None, tz: str | None = None,
                    denominator: str = "in_service", collection_gap_min: float = 60.0,
-                   allow_empty_window: bool = False) -> dict[str, Any]:
+                   allow_empty_window: bool = False, capacity: str | None = None) -> dict[str, Any]:
     """Compute the object ``fleetlib scheduling`` prints, from command-line style arguments.
 
     Parameters
@@ -218,6 +267,9 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
     allow_empty_window
         Measure a window reaching beyond the records (``--allow-empty-window``): see
         :func:`scheduling_command`.
+    capacity
+        ``--capacity`` of the job logs: ``derived``, a number of GPUs (a log with one pool), or
+        ``POOL=GPUS,POOL=GPUS``; None: none stated.
 
     Returns
     -------
@@ -244,7 +296,21 @@ def run_scheduling(paths: Sequence[str | Path], format: str, *, window: Sequence
         check_slurm_inputs(paths)  # every missing input in one error
     return scheduling_command(list(paths), format, window=win, tz=tz, denominator=denominator,
                               collection_gap_s=gap_s,
-                              allow_empty_window=allow_empty_window)
+                              allow_empty_window=allow_empty_window, capacity=_capacity_arg(capacity))
+
+
+def _capacity_arg(text: str | None) -> object:
+    """Parse ``--capacity``: ``derived``, a number, or ``POOL=GPUS,...`` (the reader checks the numbers)."""
+    if text is None or text.strip() == "derived" or "=" not in text:
+        return None if text is None else text.strip()
+    out = {}
+    for part in text.split(","):
+        pool, sep, gpus = part.partition("=")
+        if not sep or not pool.strip():
+            raise DomainError(f"--capacity must be 'derived', a number of GPUs or POOL=GPUS,...; "
+                              f"got {text!r}")
+        out[pool.strip()] = gpus.strip()
+    return out
 
 
 def run_synth_allocations(n: int, seed: int, out: str | Path, *, days: float | None = None) -> dict[str, Any]:
@@ -358,7 +424,7 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
     """
     if res.get("format") == "openb":
         return _render_openb(res)
-    if res.get("format") in ("philly", "pai"):
+    if "scheduling_goodput" not in res:  # waits-only: Philly, PAI, a job log without a capacity
         return _render_waits_only(res)
     installed = "out_of_service" in res["losses"]
     den_name = "installed" if installed else "in-service"
@@ -400,6 +466,8 @@ def render_scheduling(res: Mapping[str, Any]) -> str:
                          f"{_opt_h(lo['idle_empty_queue']):>12} {_opt_h(lo['unattributed']):>9}")
     lines += exclusion_lines(res.get("window"))
     lines += collection_gap_lines(res.get("collection_gaps"), res.get("window"), res["capacity_device_s"])
+    if "job_log" in res:
+        lines.append(_render_waits_only(res["job_log"]))
     lines.append(_render_ledger(res["ledger"]))
     return "\n".join(lines)
 
@@ -437,7 +505,7 @@ def _cmd_scheduling(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or detect(args.files, "scheduling")  # --format omitted: named from the bytes
     return run_scheduling(args.files, fmt, window=args.window, exclude=args.exclude, tz=args.tz,
                           denominator=args.denominator, collection_gap_min=args.collection_gap,
-                          allow_empty_window=args.allow_empty_window)
+                          allow_empty_window=args.allow_empty_window, capacity=args.capacity)
 
 
 def _cmd_synth_allocations(args: argparse.Namespace) -> dict[str, Any]:
@@ -477,6 +545,10 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="capacity in the denominator (default in_service; installed adds an "
                         "out_of_service loss)")
     add_collection_gap_argument(p)
+    p.add_argument("--capacity", metavar="GPUS",
+                   help="capacity of a job log (helios-joblog, acme), which carries none: POOL=GPUS,... "
+                        "(or one number for a log with one pool), or 'derived' (each pool's peak of "
+                        "concurrently held GPUs, a lower bound); Helios: or give cluster_gpu_number.csv")
     add_json(p)
     p.set_defaults(func=_cmd_scheduling, render=render_scheduling)
 

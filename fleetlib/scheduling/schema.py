@@ -133,6 +133,12 @@ UNOBSERVABLE_LOSSES: dict[str, dict[str, str]] = {
         "partial_gang_hold": "the minute sequences count the GPUs of running jobs only",
         "reservation": "the minute sequences carry no devices kept idle for a waiting job",
     },
+    "helios-joblog": {
+        "partial_gang_hold": "a job's start_time is its only assignment time (Slurm allocates atomically)",
+    },
+    "acme": {
+        "partial_gang_hold": "a job's start_time is its only assignment time",
+    },
     "philly": {
         "partial_gang_hold": "an attempt's start_time is its only assignment time (a multi-server "
                              "attempt's gang completion is inferred at it)",

@@ -7,7 +7,8 @@ function summarises the same records another way for a notebook or a report:
   (:func:`derive_queue`) and S as a time series (:func:`goodput_timeseries`);
 * per-job views: held time (:func:`held_time`), queue waits split by whether devices were free
   (:func:`queue_waits`), goodput by job-size cohort (:func:`cohort_goodput`), and the openb waits
-  by size cohort (:func:`openb_cohorts`);
+  by size cohort (:func:`openb_cohorts`), and the mix of end states by count and device-time
+  (:func:`status_mix`);
 * fragmentation (:func:`stranded_devices`, :func:`fragmentation_index`);
 * stretches in which every pool reports nothing (:func:`silent_stretches`).
 """
@@ -63,6 +64,7 @@ __all__ = [
     "openb_cohorts",
     "queue_waits",
     "silent_stretches",
+    "status_mix",
     "stranded_devices",
 ]
 
@@ -448,6 +450,36 @@ def held_time(allocations: pd.DataFrame, *, window: Any = None, by: Literal["job
                 partial_hold_s=("partial_hold_s", "sum"),
                 partial_hold_device_s=("partial_hold_device_s", "sum"),
                 first_gang_complete=("first_gang_complete", "min"), last_release=("last_release", "max"))
+    return out.reset_index()
+
+
+def status_mix(allocations: pd.DataFrame, *, window: Any = None) -> pd.DataFrame:
+    """Return the mix of end states: how many attempts ended each way and the device-time they held.
+
+    Parameters
+    ----------
+    allocations
+        Canonical allocations.
+    window
+        Cut the held time to this window (see :func:`held_time`); default: no cut.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ``end_state`` (most attempts first): ``end_state, attempts, jobs,
+        attempt_share, held_device_s, held_share`` (shares of all attempts and of all held
+        device-time; ``held_share`` is None when nothing was held).
+    """
+    held = held_time(allocations, window=window, by="attempt")
+    rows = pd.DataFrame({"end_state": allocations["end_state"].astype(str).to_numpy(),
+                         "job_id": held["job_id"].to_numpy(),
+                         "held_device_s": held["held_device_s"].to_numpy()})
+    out = rows.groupby("end_state", sort=False).agg(attempts=("job_id", "size"), jobs=("job_id", "nunique"),
+                                                     held_device_s=("held_device_s", "sum"))
+    out = out.sort_values(["attempts", "held_device_s"], ascending=False, kind="stable")
+    total_held = float(out["held_device_s"].sum())
+    out.insert(2, "attempt_share", out["attempts"] / max(len(rows), 1))
+    out["held_share"] = (out["held_device_s"] / total_held) if total_held > 0 else None
     return out.reset_index()
 
 

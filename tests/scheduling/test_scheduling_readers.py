@@ -1024,7 +1024,7 @@ def test_read_dispatches_by_format(slurm, kueue):
     rec, _ = read([KUEUE], "kueue", window=KUEUE_WINDOW)
     pd.testing.assert_frame_equal(rec.allocations, kueue[0].allocations)
     assert set(READERS) == {"slurm", "kueue", "volcano", "helios-sequence", "openb", "philly", "pai",
-                            "canonical"}
+                            "canonical", "helios-joblog", "acme"}
     with pytest.raises(DomainError, match="format must be one of"):
         read(SLURM, "lsf")
 

@@ -1,7 +1,8 @@
 """Readers: scheduler records in their real formats -> canonical tables and a row ledger.
 
 One module per format (:mod:`~fleetlib.scheduling.readers.slurm`, ``kueue``, ``volcano``, ``helios``,
-``openb``, ``philly``, ``pai``, ``canonical``), each with one callable, the reader protocol of
+``openb``, ``philly``, ``pai``, ``canonical``; ``joblog`` holds the two published CSV job logs,
+``helios-joblog`` and ``acme``), each with one callable, the reader protocol of
 :mod:`fleetlib.registry`::
 
     read(paths, *, tz=None, window=None, **format_options) -> (SchedulerRecords, Ledger)
@@ -23,7 +24,8 @@ carries a warning (an unknown job state, running GPUs above the total) is *kept*
 (``ledger.flags``: a code such as ``unknown_job_state``, the message, file, row and field).  Flag
 codes: ``unknown_job_state`` (Slurm), ``gang_complete_inferred_at_admission`` and
 ``unknown_end_reason`` (Kueue), ``unknown_podgroup_phase`` and ``gang_complete_from_running_count``
-(Volcano), ``allocated_above_capacity`` (Helios), ``unknown_pod_phase`` (openb).
+(Volcano), ``allocated_above_capacity`` (Helios), ``unknown_pod_phase`` (openb),
+``unknown_job_state`` and ``derived_column_mismatch`` (Helios job log, Acme).
 
 Formats and their gang-complete marker
 --------------------------------------
@@ -39,6 +41,10 @@ Formats and their gang-complete marker
   servers: inferred, flagged ``gang_complete_inferred_at_start``); no capacity (a subset of the jobs).
 * **Alibaba PAI 2020** job / task / instance tables: the job's last instance (or task) launch,
   inferred and flagged ``gang_complete_inferred``; no capacity (waits and size cohorts only).
+* **HeliosData** ``cluster_log.csv`` and **AcmeTrace** ``trace_seren.csv`` / ``trace_kalos.csv``
+  job logs: ``start_time`` (the scheduler allocates a job's nodes at once); no capacity of their
+  own (stated, derived from the log's peak of held GPUs, or the Helios quota file; none: waits,
+  durations, size cohorts and the status mix only).
 * **Alibaba openb** pod and node lists: waits and size cohorts only (the sample never fills the
   cluster, so it cannot give time-based scheduling goodput).
 
@@ -79,7 +85,7 @@ from typing import Any, cast
 
 from fleetlib.quality import Ledger
 from fleetlib.registry import ReaderSpec, Sample, detect, read_tables
-from fleetlib.scheduling.readers import canonical, helios, kueue, openb, pai, philly, slurm, volcano
+from fleetlib.scheduling.readers import canonical, helios, joblog, kueue, openb, pai, philly, slurm, volcano
 from fleetlib.scheduling.records import SchedulerRecords
 from fleetlib.scheduling.schema import (
     ALLOCATION_COLUMNS,
@@ -158,6 +164,30 @@ READERS: dict[str, ReaderSpec] = {
             (*_HELIOS_VCS, f"{_DATA}/helios_earth_may2020/Earth_gpu_number.csv"), records=5 * 44_640 + 181
         ),  # data lines
         Sample((f"{_CORPUS}/helios_row_mismatch.csv",), bad=True),
+    ),
+    "helios-joblog": ReaderSpec(
+        name="helios-joblog",
+        read=joblog.read_helios,
+        summary="HeliosData cluster_log.csv job log (+ cluster_gpu_number.csv quota; Asia/Shanghai default)",
+        tables={"allocations": _ALLOC, "capacity": _CAP},
+        samples=(
+            Sample((f"{_CORPUS}/joblog/cluster_log.csv", f"{_CORPUS}/joblog/cluster_gpu_number.csv"),
+                   records=30 + 3),  # data lines
+            Sample((f"{_CORPUS}/joblog/helios_bad_rows.csv",), bad=True),
+        ),
+        sniff=joblog.sniff_helios,
+    ),
+    "acme": ReaderSpec(
+        name="acme",
+        read=joblog.read_acme,
+        summary="AcmeTrace trace_seren.csv / trace_kalos.csv job traces (pool = the cluster)",
+        tables={"allocations": _ALLOC, "capacity": _CAP},
+        samples=(
+            Sample((f"{_CORPUS}/joblog/trace_seren.csv", f"{_CORPUS}/joblog/trace_kalos.csv"),
+                   {"capacity": "derived"}, records=30 + 24),
+            Sample((f"{_CORPUS}/joblog/acme_bad_rows.csv",), bad=True),
+        ),
+        sniff=joblog.sniff_acme,
     ),
     "openb": _spec(
         "openb",

@@ -148,7 +148,7 @@ def read(
         header = header_line(text, path)
         first_col = header.split(",")[0].strip().lower()
         if first_col == "date":
-            quotas.append(_helios_quota(path, text, tz, glitch, book))
+            quotas.append(read_quota(path, text, tz, glitch, book))
         else:
             seq, over = _helios_sequence(path, text, tz, res, book)
             seqs.append(seq)
@@ -270,8 +270,25 @@ def _above_quota(raw: pd.DataFrame, total: pd.Series, alive: np.ndarray, rows: n
     return n, device_s
 
 
-def _helios_quota(path: Path, text: str, tz: str, glitch: str, book: ReadBook) -> pd.DataFrame:
+def read_quota(path: Path, text: str, tz: str, glitch: str, book: ReadBook) -> pd.DataFrame:
+    """Read a Helios daily quota file (``date`` + one column per VC + ``total``) into capacity rows.
 
+    Parameters
+    ----------
+    path, text
+        The file and its text.
+    tz
+        Zone of the naive dates (a day runs from local midnight to the next).
+    glitch
+        ``"carry"`` or ``"reject"`` for a quota glitch day (:func:`detect_quota_glitch_days`).
+    book
+        The read's row-books (the file's book is opened here).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Capacity columns, one row per pool and day.
+    """
     file = str(path)
     raw, rows = csv_lines(path, text, book, ("date",), "a Helios quota file")
     date_col = raw.columns[0]
