@@ -65,13 +65,20 @@ def _volcano(head: bytes) -> bool:
     return text.lstrip()[:1] == "{" and "scheduling.volcano.sh" in text
 
 
-def _helios(head: bytes) -> bool:
+def helios_quota(head: bytes) -> bool:
+    """Return True when ``head`` looks like a Helios daily quota file (``date,...,vc*,...,total``).
+
+    Both Helios formats take it beside their main files (the minute sequences, the job log).
+    """
     cols = header_columns(head)
-    seq = {"time", "total_gpu_num", "running_gpu_num", "idle_gpu_num"} <= cols
-    quota = first_line(head).lower().startswith("date,") and "total" in cols and any(
+    return first_line(head).lower().startswith("date,") and "total" in cols and any(
         c.startswith("vc") for c in cols
     )
-    return seq or quota
+
+
+def _helios(head: bytes) -> bool:
+    cols = header_columns(head)
+    return {"time", "total_gpu_num", "running_gpu_num", "idle_gpu_num"} <= cols or helios_quota(head)
 
 
 def _openb(head: bytes) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetlib.quality import DomainError
+from fleetlib.quality import DomainError, InputError
 from fleetlib.registry import detect
 from fleetlib.scheduling import READERS, read
 from fleetlib.scheduling.commands import render_scheduling, run_scheduling
@@ -130,7 +130,9 @@ def test_acme_capacity_derived_stated_and_flagged_below_the_held_peak():
 def test_formats_detected_from_header_bytes():
     assert detect([HELIOS], "scheduling") == "helios-joblog"
     assert detect([SEREN, KALOS], "scheduling") == "acme"
-    assert detect([QUOTA], "scheduling") == "helios-sequence"  # the quota file alone stays the sequences'
+    assert detect([HELIOS, QUOTA], "scheduling") == "helios-joblog"  # the log with its quota file
+    with pytest.raises(InputError, match="ambiguous"):  # the quota file alone: either Helios format
+        detect([QUOTA], "scheduling")
     assert READERS["acme"].sniff(SEREN.read_bytes()[:4096])
     assert not READERS["acme"].sniff(HELIOS.read_bytes()[:4096])
 

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import as_paths, read_text
-from fleetlib._sniff import header_columns
+from fleetlib._sniff import header_columns, helios_quota
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -100,10 +100,12 @@ def sniff_helios(head: bytes) -> bool:
     -------
     bool
         True for a comma-separated header with the job log's ``vc``, ``gpu_num``, ``state``,
-        ``submit_time``, ``start_time``, ``end_time`` and ``queue`` columns.
+        ``submit_time``, ``start_time``, ``end_time`` and ``queue`` columns, or for the daily quota
+        file given beside it (which the minute sequences' format takes too: alone, it is ambiguous).
     """
     cols = header_columns(head)
-    return {"job_id", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time", "queue"} <= cols
+    log = {"job_id", "vc", "gpu_num", "state", "submit_time", "start_time", "end_time", "queue"} <= cols
+    return log or helios_quota(head)
 
 
 def sniff_acme(head: bytes) -> bool:
