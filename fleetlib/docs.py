@@ -463,7 +463,36 @@ def _index(tables: Sequence[_Table], regs: Mapping[str, Mapping[str, Any]]) -> s
     ]
     frows = [[f"`{n}`", r, s.summary] for r, reg in regs.items() for n, s in reg.items()]
     lines += _md_table(["format", "rung", "what it reads"], frows)
+    lines += _capabilities(regs["scheduling"])
     return "\n".join(lines) + "\n"
+
+
+def _capabilities(readers: Mapping[str, Any]) -> list[str]:
+    """Return the section saying which scheduling losses each scheduler format can observe."""
+    from fleetlib.scheduling import LOSS_KEYS, unobserved_losses
+
+    lines = [
+        "",
+        "## What each scheduler format can observe",
+        "",
+        "Scheduling goodput partitions in-service capacity-time into held time and these losses. A loss a "
+        "format's records cannot tell apart is reported as `null` with its reason (in `unobserved` of "
+        "the JSON, and in the text), never as a measured 0; its time lies inside another term. "
+        "`reservation` is measured only where the records carry a `reservations` table (the canonical "
+        "format stores one when given). Formats without capacity give waits, durations, size cohorts "
+        "and the status mix, not S.",
+        "",
+    ]
+    rows = []
+    for name, spec in readers.items():
+        tables = {t: pd.DataFrame() for t in spec.tables}
+        if not ({"capacity", "occupancy"} & set(tables)):
+            rows.append([f"`{name}`", *(["no S (no capacity)"] * len(LOSS_KEYS))])
+            continue
+        missing = unobserved_losses(name, tables)
+        rows.append([f"`{name}`", *(("not observable: " + missing[k].split(": ", 1)[1]).replace("|", "\\|")
+                                    if k in missing else "measured" for k in LOSS_KEYS)])
+    return lines + _md_table(["format", *(f"`{k}`" for k in LOSS_KEYS)], rows)
 
 
 def render_pages() -> dict[str, str]:

@@ -86,3 +86,19 @@ def test_every_registered_format_has_its_export_on_the_pages(pages):
     assert "--type sqlite" in docs.EXPORTS[("program", "nsys")]
     index = pages["README.md"]
     assert "[`allocations`](schemas/scheduling_allocations.md)" in index
+
+
+def test_the_index_has_a_capability_row_per_scheduler_format(pages):
+    from fleetlib.scheduling import READERS, unobserved_losses
+
+    text = pages["README.md"]
+    section = text[text.index("## What each scheduler format can observe"):]
+    for name in READERS:
+        assert f"| `{name}` |" in section, name
+    row = next(line for line in section.splitlines() if line.startswith("| `slurm` |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    want = unobserved_losses("slurm", {"allocations": None, "capacity": None})  # tables given, no reservations
+    assert cells[1].startswith("not observable: sacct's Start") and cells[2].startswith("not observable")
+    assert cells[3:] == ["measured"] * 3 and set(want) == {"partial_gang_hold", "reservation"}
+    kueue = next(line for line in section.splitlines() if line.startswith("| `kueue` |"))
+    assert kueue.count("measured") == 4
