@@ -97,7 +97,7 @@ def test_the_index_has_a_capability_row_per_scheduler_format(pages):
         assert f"| `{name}` |" in section, name
     row = next(line for line in section.splitlines() if line.startswith("| `slurm` |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    want = unobserved_losses("slurm", {"allocations": None, "capacity": None})  # tables given, no reservations
+    want = unobserved_losses("slurm", {"allocations": None, "capacity": None})  # no reservations table
     assert cells[1].startswith("not observable: sacct's Start") and cells[2].startswith("not observable")
     assert cells[3:] == ["measured"] * 3 and set(want) == {"partial_gang_hold", "reservation"}
     kueue = next(line for line in section.splitlines() if line.startswith("| `kueue` |"))
