@@ -373,7 +373,8 @@ def _philly_table(
     rel = a["end_time"].where(a["end_time"].notna(), record_end)
     prev_rel = rel.groupby(p).shift(1)
     first = prev_rel.isna().to_numpy()
-    sub = pd.Series(jobs["submit"].to_numpy()[p], dtype=TIME_DTYPE).where(
+    # .array.take keeps the zone-aware values (to_numpy would box each one as an object)
+    sub = pd.Series(jobs["submit"].array.take(p), dtype=TIME_DTYPE).where(
         first, prev_rel.reset_index(drop=True))
     last_state = pd.Series(jobs["status"].to_numpy(dtype=object)[p]).map(PHILLY_STATES).fillna("unknown")
     is_last = np.r_[p[1:] != p[:-1], True] if p.size else np.zeros(0, dtype=bool)
@@ -387,7 +388,7 @@ def _philly_table(
             "submit": sub,
             "first_assigned": a["start_time"],
             "gang_complete": a["start_time"],
-            "release": pd.Series(rel.to_numpy(), dtype=TIME_DTYPE),
+            "release": rel.reset_index(drop=True).astype(TIME_DTYPE),
             "priority": np.nan,
             "elastic": False,
             "end_state": end_state.astype(object),
