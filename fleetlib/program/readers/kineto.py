@@ -151,7 +151,6 @@ place, so a reader sees a whole entry or none.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -174,6 +173,7 @@ from fleetlib._io import (
     GZIP_MAGIC,
     check_regular,
     clean_text,
+    collector_paused,
     compression_of,
     current_limits,
     excerpt,
@@ -2810,15 +2810,10 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
         built, ledger, cached_file = hit
         ledger = _moved(ledger, cached_file, file)
     else:
-        collecting = gc.isenabled()
-        gc.disable()  # decoding builds many containers and no cycles: collections would only cost time
-        try:
+        with collector_paused():  # decoding builds many containers and no cycles
             held = [raw]
             del raw  # _parse drops the compressed bytes once they are decompressed
             built, ledger = _parse(held, file, sha, opts)
-        finally:
-            if collecting:
-                gc.enable()
         if cache:
             try:
                 _cache.store(folder, key, (built, ledger, file))

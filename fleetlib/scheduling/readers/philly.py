@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, check_whole_text, json_depth_rows, nesting_message, read_text
+from fleetlib._io import (
+    as_paths,
+    check_whole_text,
+    collector_paused,
+    json_depth_rows,
+    nesting_message,
+    read_text,
+)
 from fleetlib.localtime import AMBIGUOUS_RULE, localize
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
@@ -194,8 +201,10 @@ def read(
     book = ReadBook()
     parts = []
     for path in as_paths(paths):
-        jobs, rows = _load(path, book)
-        parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
+        with collector_paused():  # the parsed jobs and their tables: many containers, no cycles
+            jobs, rows = _load(path, book)
+            parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
+            del jobs
     alloc = pd.concat([p[0] for p in parts], ignore_index=True)
     end = max(p[1] for p in parts)
     notes = {
@@ -246,29 +255,28 @@ def _philly_file(
     sub_text = key("submitted_time")
     submit, sub_missing, sub_bad, sub_dst, sub_why = _local_times(sub_text, tz, "submitted_time")
     reject(sub_missing, "submitted_time", "submitted_time missing")
-    reject(
-        sub_bad,
-        "submitted_time",
-        "submitted_time "
-        + sub_text.map(repr)
-        + f" is not a time {_TIME_FORMAT!r}",
-    )
+    reject(sub_bad, "submitted_time", _texts(sub_bad, lambda i: [
+        f"submitted_time {t!r} is not a time {_TIME_FORMAT!r}" for t in sub_text.to_numpy()[i]]))
     book.repair(file, rows[sub_dst], "submitted_time", sub_why[sub_dst])
     has_list = np.array([isinstance(o, dict) and isinstance(o.get("attempts"), list) for o in jobs])
     reject(~has_list, "attempts", "attempts missing or not a list")
 
     att = _attempt_frame(jobs, rows, tz)
     pos = np.searchsorted(rows, att["row"].to_numpy())  # job position of each attempt
-    label = "attempts[" + att["index"].astype(str) + "]"
+    number = att["index"].to_numpy()  # the attempt's place in its job's list, for the messages
     bad_obj = ~att["is_object"].to_numpy()
-    _reject_by_attempt(reject, n, pos, bad_obj, None, label + " is not an object")
+    _reject_by_attempt(reject, n, pos, bad_obj, None,
+                       lambda i: [f"attempts[{k}] is not an object" for k in number[i]])
     for col in ("start_time", "end_time"):
         m = att[f"{col}_bad"].to_numpy()
-        why = label + f".{col} " + att[f"{col}_text"].map(repr) + f" is not a time {_TIME_FORMAT!r}"
-        _reject_by_attempt(reject, n, pos, m, col, why)
+        raw = att[f"{col}_text"].to_numpy()
+        _reject_by_attempt(reject, n, pos, m, col, lambda i, col=col, raw=raw: [
+            f"attempts[{k}].{col} {t!r} is not a time {_TIME_FORMAT!r}" for k, t in zip(number[i], raw[i],
+                                                                                        strict=True)])
         dst = att[f"{col}_dst"].to_numpy()
-        book.repair(file, att["row"].to_numpy()[dst], col,
-                    (label + ": " + att[f"{col}_dst_why"]).to_numpy(dtype=object)[dst])
+        book.repair(file, att["row"].to_numpy()[dst], col, np.array(
+            [f"attempts[{k}]: {w}" for k, w in zip(number[dst], att[f"{col}_dst_why"].to_numpy()[dst],
+                                                   strict=True)], dtype=object))
     # attempts left out for a logging gap (named repairs on the job)
     no_start = att["start_time_missing"].to_numpy() & ~bad_obj
     no_end_mid = att["end_time_missing"].to_numpy() & ~att["last"].to_numpy() & ~no_start & ~bad_obj
@@ -279,10 +287,12 @@ def _philly_file(
         (no_gpu, " lists no GPUs in detail: left out"),
     ):
         live = m & alive[pos]
-        book.repair(file, att["row"].to_numpy()[live], "attempts", (label + why).to_numpy(dtype=object)[live])
+        book.repair(file, att["row"].to_numpy()[live], "attempts",
+                    np.array([f"attempts[{k}]{why}" for k in number[live]], dtype=object))
     use = ~(no_start | no_end_mid | no_gpu | bad_obj)
     att = att[use].reset_index(drop=True)
     pos = pos[use]
+    number = number[use]
     has_use = np.bincount(pos, minlength=n) > 0
     never = has_list & (
         np.array([len(o.get("attempts") or []) if isinstance(o, dict) else 0 for o in jobs]) == 0
@@ -300,7 +310,7 @@ def _philly_file(
         pos,
         (end < start).to_numpy(),
         "end_time",
-        label[use].reset_index(drop=True) + " ends before it starts",
+        lambda i: [f"attempts[{k}] ends before it starts" for k in number[i]],
     )
     _reject_by_attempt(
         reject,
@@ -308,7 +318,7 @@ def _philly_file(
         pos,
         (_naive(start) < sub_a),
         "start_time",
-        label[use].reset_index(drop=True) + " starts before the job was submitted",
+        lambda i: [f"attempts[{k}] starts before the job was submitted" for k in number[i]],
     )
     prev_end = end.groupby(pos).shift(1)
     _reject_by_attempt(
@@ -317,7 +327,7 @@ def _philly_file(
         pos,
         (start < prev_end).to_numpy(),
         "start_time",
-        label[use].reset_index(drop=True) + " starts before the previous attempt ended",
+        lambda i: [f"attempts[{k}] starts before the previous attempt ended" for k in number[i]],
     )
 
     times = pd.concat([submit[alive], start[alive[pos]], end[alive[pos]]]).dropna()
@@ -339,24 +349,17 @@ def _philly_file(
         file,
         rows[unknown],
         "unknown_job_status",
-        ("unknown job status '" + status + "': not mapped to an end state").to_numpy(dtype=object)[unknown],
+        np.array([f"unknown job status '{v}': not mapped to an end state"
+                  for v in status.to_numpy()[unknown]], dtype=object),
         field="status",
     )
     multi = (att["servers"].to_numpy() > 1) & alive[pos]
     if multi.any():
-        msg = (
-            label[use].reset_index(drop=True)
-            + " spans "
-            + att["servers"].astype(str)
-            + " servers: the log gives one start_time, taken as gang completion"
-        ).to_numpy(dtype=object)
-        book.flag(
-            file,
-            att["row"].to_numpy()[multi],
-            "gang_complete_inferred_at_start",
-            msg[multi],
-            field="start_time",
-        )
+        servers = att["servers"].to_numpy()[multi]
+        msg = np.array([f"attempts[{k}] spans {m} servers: the log gives one start_time, taken as gang "
+                        "completion" for k, m in zip(number[multi], servers, strict=True)], dtype=object)
+        book.flag(file, att["row"].to_numpy()[multi], "gang_complete_inferred_at_start", msg,
+                  field="start_time")
     keep = alive[pos]
     columns = {"job_id": jobid, "pool": vc, "user": user, "status": status, "submit": submit}
     return _philly_table(att[keep].reset_index(drop=True), pos[keep], running[keep], columns, record_end)
@@ -405,17 +408,31 @@ def _naive(times: pd.Series) -> np.ndarray:
     return times.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
 
 
+def _texts(mask: np.ndarray, build: Callable[[np.ndarray], list[str]]) -> np.ndarray:
+    """Return one message per row, built (``build(positions)``) only where ``mask`` holds; None elsewhere."""
+    m = np.asarray(mask, dtype=bool)
+    out = np.full(m.size, None, dtype=object)
+    if m.any():
+        out[m] = np.array(build(np.flatnonzero(m)), dtype=object)
+    return out
+
+
 def _reject_by_attempt(
-    reject: Any, n: int, pos: np.ndarray, mask: np.ndarray, fld: str | None, why: pd.Series
+    reject: Any, n: int, pos: np.ndarray, mask: np.ndarray, fld: str | None,
+    why: str | Callable[[np.ndarray], list[str]],
 ) -> None:
-    """Reject each job with an attempt in ``mask`` (its first such attempt's reason)."""
+    """Reject each job with an attempt in ``mask`` (its first such attempt's reason).
+
+    ``why`` is one reason for all, or builds the reasons of the attempts at the positions it is given
+    (only the attempts that reject a job get a message).
+    """
     m = np.asarray(mask, dtype=bool)
     if not m.any():
         return
-    texts = np.asarray(why, dtype=object) if not isinstance(why, str) else np.full(m.size, why, dtype=object)
     first = pd.Series(np.flatnonzero(m)).groupby(pos[m]).first()
     job_mask = np.zeros(n, dtype=bool)
     job_mask[first.index.to_numpy()] = True
     reasons = np.empty(n, dtype=object)
-    reasons[first.index.to_numpy()] = texts[first.to_numpy()]
+    reasons[first.index.to_numpy()] = why if isinstance(why, str) else np.array(why(first.to_numpy()),
+                                                                                  dtype=object)
     reject(job_mask, fld, reasons)
