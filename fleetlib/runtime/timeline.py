@@ -402,10 +402,14 @@ def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     events_frame, steps_frame = _table_frames(
         build_frames, e_attempt, e_dur, e_job, e_kind, e_step, e_time, job_ids, s_attempt, s_end, s_job,
         s_start, s_step, s_wait, steps, steps_untouched)
+    devices = _device_counts(events, e_rows)
+    if events_frame is not None and devices is not None:  # an elastic job's counts stay in the table
+        for i, col in enumerate(DEVICE_COLUMNS):
+            events_frame[col] = pd.Series(devices[:, i], dtype="float64").astype("Int64")
 
     return TimelineArrays(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end,
                           s_wait, rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger,
-                          steps_file, events_file, _device_counts(events, e_rows))
+                          steps_file, events_file, devices)
 
 
 def _device_counts(events: pd.DataFrame, e_rows: np.ndarray) -> np.ndarray | None:

@@ -293,3 +293,12 @@ def test_peer_exclusion_over_a_custom_event_does_not_add_up():
     assert _nonzero(m.categories) == {"productive": 9.0, "input_wait": 10.0, "startup": 9.0,
                                       "unattributed": 16.0}
     assert m.held_s == 44.0
+
+
+def test_the_validated_events_keep_the_device_counts():
+    from fleetlib.runtime.timeline import validate_timeline
+
+    _, events, ledger = validate_timeline(*_job())
+    resize = events[events["kind"] == "resize_begin"]
+    assert resize["devices_before"].tolist() == [4, 3] and resize["devices_after"].tolist() == [3, 4]
+    assert "unknown_event_kind" not in ledger.codes()  # resize kinds are the partition's own
