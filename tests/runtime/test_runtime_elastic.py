@@ -302,3 +302,24 @@ def test_the_validated_events_keep_the_device_counts():
     resize = events[events["kind"] == "resize_begin"]
     assert resize["devices_before"].tolist() == [4, 3] and resize["devices_after"].tolist() == [3, 4]
     assert "unknown_event_kind" not in ledger.codes()  # resize kinds are the partition's own
+
+
+def test_the_peer_drops_its_elastic_buckets_under_an_exclusion_window():
+    """The acceptance job with [100, 110) s (inside steps 5-9) excluded.  The peer: excluded 10 s, goodput
+    94.44 % = 170 / 180 s, other 5.56 % = 10 s (the launch), and every elastic bucket 0: 170 + 10 = 180 s,
+    the 50 s of resize pauses counted productive only.  fleetlib: held 180 s = productive 120 + elastic
+    wait 25 + re-initialisation 25 + startup 10; R = 120 / 180 = 66.7 %."""
+    test = "Issue33ElasticFixture.test_slice_loss_and_regain"
+    call = _peer_calls(test, "get_job_goodput_with_exclusions")[0]
+    assert call["excluded_s"] == 10.0 and call["goodput_pct"] == pytest.approx(100 * 170 / 180)
+    assert all(v == 0.0 for k, v in call["badput_pct"].items() if k.startswith("ELASTIC"))
+    assert call["badput_pct"]["OTHER"] == pytest.approx(100 * 10 / 180)
+    whole = measure(FIXTURE, format="mlgoodput")
+    win = Window.between(whole.window_start, whole.window_end).excluding(
+        [(whole.window_start + pd.Timedelta(seconds=100), whole.window_start + pd.Timedelta(seconds=110))])
+    m = measure(FIXTURE, format="mlgoodput", window=win)
+    assert _nonzero(m.categories) == {"productive": 120.0, "startup": 10.0, "elastic_wait": 25.0,
+                                      "elastic_reinit": 25.0}
+    assert m.held_s == 180.0
+    # the slice efficiencies leave the excluded 10 s too: (500 - 3 x 10) / (760 - 4 x 10)
+    assert m.stepping_slice_efficiency == pytest.approx(470 / 720, abs=1e-12)

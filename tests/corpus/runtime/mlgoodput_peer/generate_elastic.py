@@ -104,6 +104,8 @@ def _fixture_case(goodput_elastic: Any, elastic_test: Any) -> type:
             calc = goodput_elastic.ElasticGoodputCalculator("issue33-elastic", "test-log", logger)
             calc.get_job_goodput(include_badput_breakdown=True)
             calc.get_job_goodput_details()
+            # a window over 10 s of steps 5-9: are the elastic buckets kept?
+            calc.get_job_goodput_with_exclusions([(at(100), at(110))], include_badput_breakdown=True)
 
     return Issue33ElasticFixture
 
