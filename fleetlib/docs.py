@@ -161,6 +161,8 @@ _COLUMNS: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {
         ),
         "step": (_N, _N, "the step it refers to, where it has one"),
         "duration_s": (_S, _N, "a duration the event carries (checkpoint blocking time, lost work)"),
+        "devices_before": (_N, _N, "elastic jobs (optional, Int64): devices held before a resize"),
+        "devices_after": (_N, _N, "elastic jobs (optional, Int64): devices held after it"),
         "source_file": (_N, _N, "provenance (optional; every reader fills it): the record's file"),
         "source_row": (_N, _N, "provenance (optional): the record's 1-based row or line in its file"),
     },
@@ -325,7 +327,7 @@ def _schema_tables() -> dict[str, dict[str, tuple[str, ...]]]:
     return {
         "scheduling": sched,
         "runtime": {"steps": (*runtime.STEP_COLUMNS, *runtime.PROVENANCE_COLUMNS),
-                    "events": (*runtime.EVENT_COLUMNS, *runtime.PROVENANCE_COLUMNS)},
+                    "events": (*runtime.EVENT_COLUMNS, *runtime.DEVICE_COLUMNS, *runtime.PROVENANCE_COLUMNS)},
         "program": prog,
     }
 

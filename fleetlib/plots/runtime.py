@@ -33,7 +33,7 @@ from fleetlib.plots._style import (
     term_style,
 )
 from fleetlib.quality import DomainError
-from fleetlib.runtime import STEP_SERIES_COLUMNS, TERM_LABELS
+from fleetlib.runtime import DEVICE_SERIES_COLUMNS, STEP_SERIES_COLUMNS, TERM_LABELS
 
 # ---------------------------------------------------------------------------------------------------
 # Job timeline (rung 2): attempts as a Gantt, cumulative runtime goodput, step-time distribution
@@ -44,7 +44,7 @@ from fleetlib.runtime import STEP_SERIES_COLUMNS, TERM_LABELS
 #: which lives inside steps) and ``not_held`` (the queue between attempts).
 TIMELINE_CATEGORIES: tuple[str, ...] = (
     "productive", "progress_at_risk", "startup", "input_wait", "checkpoint", "recovery", "rework",
-    "preemption", "evaluation", "idle", "unattributed", "not_held",
+    "preemption", "elastic_wait", "elastic_reinit", "evaluation", "idle", "unattributed", "not_held",
 )
 GANTT_COLUMNS: tuple[str, ...] = ("attempt", "start", "end", "category")
 CUMULATIVE_COLUMNS: tuple[str, ...] = ("time", "cumulative_goodput")
@@ -64,7 +64,8 @@ def _timeline_style() -> dict[str, tuple[Any, str]]:
     light = tuple(0.55 + 0.45 * v for v in mpl.colors.to_rgb(c[9]))
     return {"productive": (c[9], ""), "progress_at_risk": (light, "||"), "startup": term["startup"],
             "input_wait": term["input_wait"], "checkpoint": term["checkpoint"], "recovery": term["recovery"],
-            "rework": (c[5], "--"), "preemption": term["preemption"], "evaluation": (c[8], "**"),
+            "rework": (c[5], "--"), "preemption": term["preemption"], "elastic_wait": (darker(c[8]), "x"),
+            "elastic_reinit": (darker(c[4]), "+"), "evaluation": (c[8], "**"),
             "idle": (c[6], "OO"), "unattributed": term[UNATTRIBUTED], "not_held": ("white", "")}
 
 
@@ -466,6 +467,54 @@ def step_series(series: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("step (number)")
     ax.set_ylabel("compute time per step (s)")
     ax.legend(loc="upper left", fontsize="small")
+    return ax
+
+
+def device_series(series: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Draw one elastic job's device counts over time: devices held, devices stepping, the most held.
+
+    Parameters
+    ----------
+    series
+        :attr:`fleetlib.runtime.RuntimeMeasurement.device_series` of one job: columns ``time``,
+        ``devices_held``, ``devices_stepping`` and ``devices_total``
+        (:data:`fleetlib.runtime.DEVICE_SERIES_COLUMNS`); each row holds until the next.
+    ax
+        Axes to draw into; a new figure is made when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Step lines of the devices held (solid) and stepping (filled below: zero while the job
+        waits or re-initialises after a resize) and the most devices held (dotted), against hours since
+        the series' first row.
+
+    Raises
+    ------
+    DomainError
+        A missing column, no rows, more than one job, or counts that are not numbers.
+    """
+    data = require_frame(series, "series", DEVICE_SERIES_COLUMNS)
+    jobs = data["job_id"].to_numpy()
+    if (jobs != jobs[0]).any():
+        raise DomainError("series holds several jobs; draw one job's device counts per axes")
+    times = _utc_times(data["time"], "series['time']")
+    origin = times.iloc[0]
+    hours = _hours_since(times, origin)
+    held = require_numeric(data["devices_held"], "series['devices_held']")
+    stepping = require_numeric(data["devices_stepping"], "series['devices_stepping']")
+    total = require_numeric(data["devices_total"], "series['devices_total']")
+    ax = new_axes(ax, (9.0, 3.2))
+    c = palette()
+    ax.fill_between(hours, stepping, step="post", color=c[0], alpha=0.35, linewidth=0,
+                    label="devices stepping", gid="stepping")
+    ax.step(hours, held, where="post", color=c[1], linewidth=2.0, label="devices held", gid="held")
+    ax.step(hours, total, where="post", color="grey", linestyle=":", linewidth=1.2,
+            label="most devices held", gid="total")
+    ax.set_xlabel(_time_axis_label(origin))
+    ax.set_ylabel("devices")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower left", fontsize="small")
     return ax
 
 

@@ -54,6 +54,7 @@ FORMATS: tuple[str, ...] = tuple(READERS)
 
 #: Row labels of the loss terms in the text rendering.
 _TERM_LABELS = {k: TERM_LABELS[k] for k in ISSUE_TERMS}
+_ELASTIC_TERMS = ("elastic_wait", "elastic_reinit")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -130,7 +131,9 @@ def run_runtime(paths: Sequence[str | Path], format: str, *, job: str | None = N
     dict
         ``runtime_goodput`` (None when the window holds no held time), ``held_s``, ``productive_s``,
         ``terms`` (seconds: progress_at_risk, startup, input_wait, checkpoint, recovery, rework,
-        preemption, evaluation, stall, idle, unattributed; ``productive_s + sum(terms) == held_s``),
+        preemption, elastic_wait, elastic_reinit, evaluation, stall, idle, unattributed;
+        ``productive_s + sum(terms) == held_s``), ``stepping_slice_efficiency`` and
+        ``available_slice_efficiency`` (None unless the timeline logs device counts),
         ``fault_free_step_s``, ``definition`` and ``ledger``, plus ``format``,
         ``files`` and what the measurement adds (see :func:`fleetlib.runtime.goodput.runtime_summary`).
         For MLPerf: held = ``init_start`` -> ``run_stop``, productive = the training blocks, runtime
@@ -425,7 +428,8 @@ def mlperf_runtime_json(path: PathLike, *, definition: str = "retrospective",
     s = mlperf_summary(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
     steps = mlperf_step_statistics(path, rank_copy_tolerance_s=rank_copy_tolerance_s)
     terms = {"progress_at_risk": 0.0, "startup": s["startup_s"], "input_wait": 0.0, "checkpoint": 0.0,
-             "recovery": 0.0, "rework": 0.0, "preemption": 0.0, "evaluation": s["evaluation_s"], "stall": 0.0,
+             "recovery": 0.0, "rework": 0.0, "preemption": 0.0, "elastic_wait": 0.0, "elastic_reinit": 0.0,
+             "evaluation": s["evaluation_s"], "stall": 0.0,
              "idle": 0.0, "unattributed": s["unattributed_s"]}
     ledger = steps.pop("ledger")
     return {"format": "mlperf", "job_id": s["job_id"], "runtime_goodput": s["runtime_goodput"],
@@ -575,9 +579,18 @@ def render_runtime(res: Mapping[str, Any]) -> str:
     ]
     # the longest label sets the column; the seconds column shrinks so that the line keeps its width
     width = max(26, *(len(label) for label in _TERM_LABELS.values()))
+    # the elastic terms are printed for a job that resizes (the JSON always has them)
+    elastic = any(res["terms"].get(k) for k in _ELASTIC_TERMS) or \
+        res.get("stepping_slice_efficiency") is not None
     for k, label in _TERM_LABELS.items():
+        if k in _ELASTIC_TERMS and not elastic:
+            continue
         v = float(res["terms"][k])
         lines.append(f"  {label:<{width}} {_seconds(v):>{max(10, 48 - width)}}  {_share(v, held)}")
+    if res.get("stepping_slice_efficiency") is not None:
+        lines.append(f"{'slice efficiency':<24} stepping {res['stepping_slice_efficiency']:.3f}, available "
+                     f"{res['available_slice_efficiency']:.3f}  (time-weighted devices stepping / held "
+                     "over the most held)")
     if res.get("slow_step_s") is not None:
         slow = float(res["slow_step_s"])
         sign = "" if slow >= 0 else "; negative: the retained steps ran faster than it on the whole"

@@ -120,6 +120,7 @@ from fleetlib._io import excerpt
 from fleetlib.accounting import Factor, Window
 from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
 from fleetlib.runtime._provenance import relocate_error, relocate_ledger
+from fleetlib.runtime.elastic import device_series, slice_efficiency
 from fleetlib.runtime.schema import (
     BREAKDOWN,
     CATEGORIES,
@@ -227,6 +228,13 @@ class RuntimeMeasurement:
         the healthy one marked: its level is the job's estimated fault-free step time.
     step_regimes
         The step series behind them (:meth:`step_series` reads it).
+    device_series
+        Elastic jobs' device counts over time (:func:`fleetlib.runtime.elastic.device_series`; empty
+        when no job logs them).
+    stepping_slice_efficiency, available_slice_efficiency
+        ml-goodput-measurement's time-weighted slice efficiencies of the jobs that log device counts,
+        over the window less its exclusions (None when none does): devices stepping (held) over the
+        most devices held (:func:`fleetlib.runtime.elastic.slice_efficiency`).
     """
 
     definition: str
@@ -259,6 +267,9 @@ class RuntimeMeasurement:
     change_points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     regimes: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     step_regimes: StepRegimes | None = field(default=None, repr=False)
+    device_series: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    stepping_slice_efficiency: float | None = None
+    available_slice_efficiency: float | None = None
 
     @property
     def window(self) -> Window:
@@ -406,6 +417,8 @@ class RuntimeMeasurement:
             "stall_factor": self.stall_factor,
             "clean_end_commit": self.clean_end_commit,
             "checkpoints_recorded": self.checkpoints_recorded,
+            "stepping_slice_efficiency": self.stepping_slice_efficiency,
+            "available_slice_efficiency": self.available_slice_efficiency,
             "convention": self.convention(),
             "interruptions": _records(self.interruptions),
             "per_job": _records(self.per_job.reset_index()),
@@ -665,6 +678,7 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
     ff_column = pd.Series(ff, dtype=float) if not np.isnan(ff).all() else pd.Series(ff_list, dtype=object)
     shifts = regimes.change_points()
     regime_rows = regimes.regimes()
+    devices = device_series(parts)
     out = []
     for ws_t, we_t in windows:
         if as_of is None:
@@ -688,6 +702,7 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
         total = dict.fromkeys(CATEGORIES, 0.0)
         for i, name in enumerate(FINE):
             total[BREAKDOWN[name]] += float(fine[i])
+        stepping_eff, available_eff = slice_efficiency(devices, pieces_ns)
         out.append(RuntimeMeasurement(
             definition=definition, window_start=ws_t, window_end=we_t, as_of=as_of_t,
             held_s=float(_sequential(s.held)), not_held_s=float(_sequential(s.not_held)),
@@ -704,7 +719,8 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
             commit_spacing_s=float(np.median(s.commit_gaps)) if s.commit_gaps.size else None,
             interruptions=_interruption_rows(parts, s, pieces_ns, closed, ids), per_job=per_job,
             ledger=ledger, exclusions=excluded, change_points=_inside(shifts, pieces, closed),
-            regimes=regime_rows, step_regimes=regimes))
+            regimes=regime_rows, step_regimes=regimes, device_series=devices,
+            stepping_slice_efficiency=stepping_eff, available_slice_efficiency=available_eff))
     return out
 
 
@@ -924,6 +940,8 @@ def summary_of(m: RuntimeMeasurement) -> dict[str, Any]:
         "slow_step_s": m.slow_step_s,
         "program_handoff_s": m.program_handoff_s,
         "checkpoints_recorded": m.checkpoints_recorded,
+        "stepping_slice_efficiency": m.stepping_slice_efficiency,
+        "available_slice_efficiency": m.available_slice_efficiency,
         "clean_end_commit": m.clean_end_commit,
         "stall_factor": m.stall_factor,
         "fault_free_step_s": ff,

@@ -97,6 +97,8 @@ _PREEMPT_LOST = FINE.index("preemption_lost_steps")
 _PREEMPT_PARTIAL = FINE.index("preemption_partial_step")
 _PREEMPT_RESTART = FINE.index("preemption_restart")
 _PREEMPT_WARMUP = FINE.index("preemption_warmup")
+_ELASTIC_WAIT = FINE.index("elastic_wait")
+_ELASTIC_REINIT = FINE.index("elastic_reinit")
 _UNATTRIBUTED = FINE.index("unattributed")
 
 # event kind codes (kind_codes)
@@ -117,11 +119,14 @@ _K_EVAL_BEGIN = 13
 _K_EVAL_END = 14
 _K_HANG = 15
 _K_IDLE = 16
+_K_RESIZE_BEGIN = 17
+_K_RESIZE_END = 18
 _KIND_CODE = {"gang_complete": _K_GANG, "release": _K_RELEASE, "job_completed": _K_COMPLETED,
               "first_step": _K_FIRST_STEP, "cold_start": _K_COLD, "checkpoint_begin": _K_CKPT_BEGIN,
               "checkpoint_commit": _K_CKPT_COMMIT, "failure": _K_FAILURE, "failure_detected": _K_DETECTED,
               "restore": _K_RESTORE, "preempt": _K_PREEMPT, "eval_begin": _K_EVAL_BEGIN,
-              "eval_end": _K_EVAL_END, "hang_begin": _K_HANG, "idle_begin": _K_IDLE}
+              "eval_end": _K_EVAL_END, "hang_begin": _K_HANG, "idle_begin": _K_IDLE,
+              "resize_begin": _K_RESIZE_BEGIN, "resize_end": _K_RESIZE_END}
 
 # checks that refuse a record (KernelRefusal; the message is written by _refusal)
 _E_NO_GANG = 1
@@ -1142,8 +1147,9 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
                s_wait: np.ndarray, att_num: np.ndarray, gang: np.ndarray, release: np.ndarray,
                cold: np.ndarray, fs_t: np.ndarray, it: np.ndarray, ik: np.ndarray, idet: np.ndarray,
                erased_by: np.ndarray, commit_t: np.ndarray, commit_s: np.ndarray, ck: Any, ev: Any,
-               idle_b: np.ndarray, idle_logged: np.ndarray, completed: np.ndarray, ff_given: float,
-               median: bool, tol: float, stall_factor: float, clean_end_commit: bool, flags: np.ndarray,
+               idle_b: np.ndarray, idle_logged: np.ndarray, resize_b: np.ndarray, resize_e: np.ndarray,
+               completed: np.ndarray, ff_given: float, median: bool, tol: float, stall_factor: float,
+               clean_end_commit: bool, flags: np.ndarray,
                xlab: np.ndarray, xown: np.ndarray) -> Any:
     """Cut one job's held time into labelled parts (the steps' parts are written into the step arrays).
 
@@ -1323,10 +1329,10 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
         last_end = s_t1[resume[k] - 1] if n and resume[k] - 1 >= 0 else -np.inf
         part_start[k] = min(max(max(last_end, gang[x]), prev), it[k])
         prev = it[k]
-    n_mark = ck[0].shape[0] + ev[0].shape[0] + idle_b.shape[0]
+    n_mark = ck[0].shape[0] + ev[0].shape[0] + idle_b.shape[0] + resize_b.shape[0] + resize_e.shape[0]
     markers = np.empty(n_mark)
     q = 0
-    for arr in (ck[0], ev[0], idle_b):
+    for arr in (ck[0], ev[0], idle_b, resize_b, resize_e):
         for v in arr:
             markers[q] = v
             q += 1
@@ -1335,6 +1341,13 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
     ev_s, ev_e = _pause_windows(ev[0], ev[1], ev[2], ev[3], ev[4], s_t0, it, gang, release, markers)
     empty = np.empty(0)
     id_s, id_e = _pause_windows(idle_b, empty, idle_logged, empty, empty, s_t0, it, gang, release, markers)
+    # elastic resizes: the wait from losing or regaining devices until re-initialisation starts (the
+    # resize_end marker), then re-initialisation until the next step, release or pause marker; neither
+    # logged durations nor interruptions (a rollback's inferred one lands on the resize itself) end them
+    ew_s, ew_e = _pause_windows(resize_b, empty, np.full(resize_b.shape[0], np.nan), empty, empty, s_t0,
+                                empty, gang, release, markers)
+    er_s, er_e = _pause_windows(resize_e, empty, np.full(resize_e.shape[0], np.nan), empty, empty, s_t0,
+                                empty, gang, release, markers)
     # startup and trailing idle per attempt
     first_start = np.full(n_att, np.inf)
     su_e = np.empty(n_att)
@@ -1369,8 +1382,8 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
             g0[n_g] = s_t1[i]
             g1[n_g] = s_t0[i + 1]
             n_g += 1
-    every = (tr_s, release, part_start, it, gang, su_e, id_s, id_e, ev_s, ev_e, ck_s, ck_e, outage_end,
-             det_end)
+    every = (tr_s, release, part_start, it, gang, su_e, id_s, id_e, ev_s, ev_e, ck_s, ck_e, ew_s, ew_e, er_s,
+             er_e, outage_end, det_end)
     n_cut = 0
     for arr in every:
         n_cut += arr.shape[0]
@@ -1427,6 +1440,12 @@ def _job_parts(s_att: np.ndarray, s_num: np.ndarray, s_t0: np.ndarray, s_t1: np.
     if n_int:
         _cover_labels(mid, it, outage_end, out_label, int_own, label, owner)
         _cover_labels(mid, it, det_end, _fill(n_int, np.int64(_DETECTION)), int_own, label, owner)
+    # an elastic resize is the job's answer to losing devices: its wait and re-initialisation stay
+    # elastic even inside the outage of the interruption (logged or inferred from a rollback) it follows
+    for ps, pe, lab in ((ew_s, ew_e, _ELASTIC_WAIT), (er_s, er_e, _ELASTIC_REINIT)):
+        if ps.shape[0]:
+            _cover_labels(mid, ps, pe, _fill(ps.shape[0], np.int64(lab)), _fill(ps.shape[0], np.int64(-1)),
+                          label, owner)
     # --- not held: between attempts, and the interruption each wait follows -----------------------
     n_b = max(n_att - 1, 0)
     b_s = np.empty(n_b)
@@ -1542,9 +1561,12 @@ def _build(codes: np.ndarray, s_off: np.ndarray, e_off: np.ndarray, s_att_all: n
                 idle_logged[q] = _rel_ns(e_ns[i], o, e_dur[i])
                 q += 1
         completed = _take(e_t, _where(kind, np.int64(_K_COMPLETED)))
+        resize_b = _take(e_t, _where(kind, np.int64(_K_RESIZE_BEGIN)))
+        resize_e = _take(e_t, _where(kind, np.int64(_K_RESIZE_END)))
         (ff_k, clean_k, ct, cut, reach, is_clean, p0, p1, label, owner, b_s, b_e, b_own,
          ck_s) = _job_parts(s_att, s_num, s_t0, s_t1, s_dur, s_wait, att_num, gang, release, cold, fs_t, it,
-                            ik, idet, erased_by, commit_t, commit_s, ck, ev, idle_b, idle_logged, completed,
+                            ik, idet, erased_by, commit_t, commit_s, ck, ev, idle_b, idle_logged, resize_b,
+                            resize_e, completed,
                             ff_given[k], median, tol, stall_factor, clean_end_commit,
                             step_flags[s_lo:s_hi], step_xlab[s_lo:s_hi], step_xown[s_lo:s_hi])
         last_release = -np.inf

@@ -33,6 +33,8 @@ __all__ = [
     "CATEGORIES",
     "CHANGE_POINT_COLUMNS",
     "DEFINITIONS",
+    "DEVICE_COLUMNS",
+    "DEVICE_SERIES_COLUMNS",
     "EQ4_TERMS",
     "EVENT_ALIASES",
     "EVENT_COLUMNS",
@@ -45,6 +47,7 @@ __all__ = [
     "REGIME_COLUMNS",
     "REPLICA_PHASES",
     "REPLICA_PHASE_ALIASES",
+    "RESIZE_KINDS",
     "SIMULTANEOUS_EVENT_ORDER",
     "STALL_FACTOR",
     "STEP_ALIASES",
@@ -142,24 +145,38 @@ EVENT_KINDS: dict[str, str] = {
                   "next step, interruption, release or `duration_s`",
     "idle_begin": "the allocation is held with no work to run (idle reservation): idle until the "
                   "next step, interruption, release or `duration_s`",
+    "resize_begin": "an elastic job lost or regained devices (`devices_before` -> `devices_after` held): "
+                    "the elastic wait runs from here until re-initialisation starts (resize_end), the "
+                    "next step, interruption, release or pause marker",
+    "resize_end": "the resized mesh (`devices_after` devices) starts re-initialising: elastic "
+                  "re-initialisation runs from here until the next step, interruption, release or "
+                  "pause marker",
 }
 
 #: Phase markers readers emit on purpose (:mod:`fleetlib.runtime.readers`): kept, not flagged, ignored
 #: by the partition.
 AUXILIARY_EVENT_KINDS: tuple[str, ...] = (
     "tpu_init_begin", "tpu_init_end", "training_prep_begin", "training_prep_end",
-    "data_loading_begin", "data_loading_end", "elastic_reinit",
+    "data_loading_begin", "data_loading_end", "device_count",
 )
 #: Kind prefixes of auxiliary events that carry a free-form type after the colon (kept, not flagged).
-AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:", "elastic_wait:")
+AUXILIARY_KIND_PREFIXES: tuple[str, ...] = ("custom_badput:",)
+
+#: Optional columns of the events table that carry an elastic job's device counts (nullable integers,
+#: set on ``resize_begin`` / ``resize_end``): the devices held before and after the resize.
+DEVICE_COLUMNS: tuple[str, ...] = ("devices_before", "devices_after")
+
+#: Event kinds of an elastic resize, in the order one resize logs them.
+RESIZE_KINDS: tuple[str, ...] = ("resize_begin", "resize_end")
 
 #: Event kinds that interrupt progress and are followed by a recovery outage.
 INTERRUPTION_KINDS: tuple[str, ...] = ("failure", "preempt")
 
 #: Order of simultaneous events (an interval's end before the next one's begin; release last).
 SIMULTANEOUS_EVENT_ORDER: dict[str, int] = {k: i for i, k in enumerate((
-    "gang_complete", "cold_start", "restore", "first_step", "eval_end", "checkpoint_commit",
-    "failure_detected", "checkpoint_begin", "eval_begin", "failure", "preempt", "job_completed", "release"))}
+    "gang_complete", "cold_start", "restore", "first_step", "eval_end", "resize_end", "checkpoint_commit",
+    "failure_detected", "checkpoint_begin", "eval_begin", "resize_begin", "failure", "preempt",
+    "job_completed", "release"))}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -172,14 +189,15 @@ DEFINITIONS: tuple[str, ...] = ("committed", "retrospective")
 #: The partition of held time, in report order; these sum to held time exactly.
 CATEGORIES: tuple[str, ...] = (
     "productive", "progress_at_risk", "startup", "input_wait", "checkpoint",
-    "recovery", "rework", "preemption", "evaluation", "stall", "idle", "unattributed",
+    "recovery", "rework", "preemption", "elastic_wait", "elastic_reinit", "evaluation", "stall", "idle",
+    "unattributed",
 )
 
 #: The terms of the CLI object: every category but ``productive``, so that
 #: ``productive_s + sum(terms) == held_s`` (issue 16).
 ISSUE_TERMS: tuple[str, ...] = (
     "progress_at_risk", "startup", "input_wait", "checkpoint", "recovery", "rework", "preemption",
-    "evaluation", "stall", "idle", "unattributed",
+    "elastic_wait", "elastic_reinit", "evaluation", "stall", "idle", "unattributed",
 )
 
 #: Default stall bound: a retained step whose compute time exceeds this many fault-free step times
@@ -209,6 +227,8 @@ BREAKDOWN: dict[str, str] = {
     "preemption_partial_step": "preemption",
     "preemption_restart": "preemption",
     "preemption_warmup": "preemption",
+    "elastic_wait": "elastic_wait",
+    "elastic_reinit": "elastic_reinit",
     "unattributed": "unattributed",
 }
 
@@ -216,7 +236,8 @@ BREAKDOWN: dict[str, str] = {
 EQ4_TERMS: tuple[str, ...] = ("startup", "input_wait", "checkpoint", "recovery", "preemption")
 
 #: Measured categories with no equation-4 term.
-UNMODELLED_TERMS: tuple[str, ...] = ("evaluation", "stall", "idle", "progress_at_risk", "unattributed")
+UNMODELLED_TERMS: tuple[str, ...] = ("elastic_wait", "elastic_reinit", "evaluation", "stall", "idle",
+                                     "progress_at_risk", "unattributed")
 
 #: The one label of each term of the partition (text output, tables, figure legends).
 TERM_LABELS: dict[str, str] = {
@@ -228,6 +249,8 @@ TERM_LABELS: dict[str, str] = {
     "recovery": "failure recovery",
     "rework": "rework after failures",
     "preemption": "preemption",
+    "elastic_wait": "elastic wait",
+    "elastic_reinit": "elastic re-initialisation",
     "evaluation": "evaluation",
     "stall": "stalled steps (above the stall bound)",
     "idle": "idle (held, no progress)",
@@ -300,6 +323,8 @@ def known_event_kinds(kinds: Iterable[str] | pd.Series) -> np.ndarray:
     known = k.isin((*EVENT_KINDS, *AUXILIARY_EVENT_KINDS)) | k.str.startswith(AUXILIARY_KIND_PREFIXES)
     return known.to_numpy(dtype=bool)
 
+#: Columns of an elastic job's device counts over time (:func:`fleetlib.runtime.elastic.device_series`).
+DEVICE_SERIES_COLUMNS = ("job_id", "attempt", "time", "devices_held", "devices_stepping", "devices_total")
 #: Columns of a measurement's change points (:attr:`fleetlib.runtime.RuntimeMeasurement.change_points`).
 CHANGE_POINT_COLUMNS = ("job_id", "attempt", "step", "time", "before_s", "after_s")
 #: Columns of a measurement's step series (:meth:`fleetlib.runtime.RuntimeMeasurement.step_series`).

@@ -494,6 +494,8 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         "rework": (truth_ns["rework_partial"] + int(dur[cat["erased"] == _FAIL].sum())) / _NS,
         "preemption": (truth_ns["preemption_gap"] + int(warm_excess[trig == _PRE].sum())
                        + int(dur[cat["erased"] == _PRE].sum())) / _NS,
+        "elastic_wait": 0.0,  # the generator writes no resizes
+        "elastic_reinit": 0.0,
         "evaluation": truth_ns["evaluation"] / _NS,
         "stall": float((comp - step_ns)[stalled].sum()) / _NS,
         "idle": truth_ns["idle"] / _NS,

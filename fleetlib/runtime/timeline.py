@@ -56,6 +56,7 @@ from fleetlib.runtime._provenance import Provenance, relocate_error, relocate_le
 from fleetlib.runtime.schema import (
     AUXILIARY_EVENT_KINDS,
     AUXILIARY_KIND_PREFIXES,
+    DEVICE_COLUMNS,
     EVENT_COLUMNS,
     EVENT_KINDS,
     STEP_COLUMNS,
@@ -118,6 +119,9 @@ class TimelineArrays:
     e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_row
         Per event: job code, attempt, time (UTC nanoseconds), kind (text), step and logged duration
         (NaN: none), position in the input table.
+    e_devices
+        Per event, the devices held before and after it (two columns, NaN: not logged), from the
+        optional :data:`~fleetlib.runtime.schema.DEVICE_COLUMNS`; None when the events have neither.
     ledger
         Row accounting and flags so far.
     steps_file, events_file
@@ -146,6 +150,7 @@ class TimelineArrays:
     ledger: Ledger
     steps_file: str
     events_file: str
+    e_devices: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.job_ids)
@@ -397,10 +402,27 @@ def prepare_tables(steps: pd.DataFrame, events: pd.DataFrame, *, source: str,
     events_frame, steps_frame = _table_frames(
         build_frames, e_attempt, e_dur, e_job, e_kind, e_step, e_time, job_ids, s_attempt, s_end, s_job,
         s_start, s_step, s_wait, steps, steps_untouched)
+    devices = _device_counts(events, e_rows)
+    if events_frame is not None and devices is not None:  # an elastic job's counts stay in the table
+        for i, col in enumerate(DEVICE_COLUMNS):
+            events_frame[col] = pd.Series(devices[:, i], dtype="float64").astype("Int64")
 
     return TimelineArrays(steps_frame, events_frame, job_ids, s_job, s_attempt, s_step, s_start, s_end,
                           s_wait, rows, e_job, e_attempt, e_time, e_kind, e_step, e_dur, e_rows, ledger,
-                          steps_file, events_file)
+                          steps_file, events_file, devices)
+
+
+def _device_counts(events: pd.DataFrame, e_rows: np.ndarray) -> np.ndarray | None:
+    """Return the events' device counts in sorted order (NaN: not logged), or None without the columns."""
+    present = [c for c in DEVICE_COLUMNS if c in events.columns]
+    if not present:
+        return None
+    out = np.full((len(events), len(DEVICE_COLUMNS)), np.nan)
+    for i, col in enumerate(DEVICE_COLUMNS):
+        if col in present:
+            values = pd.to_numeric(events[col], errors="coerce").astype("float64")
+            out[:, i] = values.to_numpy(na_value=np.nan)
+    return out[e_rows]
 
 
 def _flag_overlong_durations(ledger: Ledger, prov: Provenance, job_ids: list[str], e_job: np.ndarray,

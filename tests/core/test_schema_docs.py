@@ -47,7 +47,8 @@ def test_every_schema_column_is_on_its_page(pages):
         "scheduling_occupancy": scheduling_schema.OCCUPANCY_COLUMNS,
         # the canonical columns, then the optional provenance every reader fills
         "runtime_steps": (*runtime_schema.STEP_COLUMNS, *runtime_schema.PROVENANCE_COLUMNS),
-        "runtime_events": (*runtime_schema.EVENT_COLUMNS, *runtime_schema.PROVENANCE_COLUMNS),
+        "runtime_events": (*runtime_schema.EVENT_COLUMNS, *runtime_schema.DEVICE_COLUMNS,
+                           *runtime_schema.PROVENANCE_COLUMNS),
         "program_kernels": program_schema.KERNEL_COLUMNS,
         "program_rank_timers": program_schema.RANK_TIMER_COLUMNS,
     }

@@ -411,3 +411,23 @@ def test_step_series_draws_each_regime_at_its_level_and_marks_the_change_points(
     assert "(s)" in ax.get_ylabel()
     with pytest.raises(DomainError, match="several jobs"):
         plots.step_series(runtime_goodput(steps, events).step_series(), ax=ax)
+
+
+def test_device_series_draws_held_and_stepping_devices_as_measured(ax):
+    # the issue-33 acceptance job: four slices, one lost at 60 s and regained at 155 s
+    from runtime.test_runtime_elastic import _job
+
+    from fleetlib.runtime import measure
+
+    series = measure(_job()).device_series
+    out = plots.device_series(series, ax=ax)
+    assert out is ax
+    lines = {ln.get_gid(): ln for ln in ax.lines}
+    held = lines["held"]
+    x, y = held.get_data()
+    assert list(x) == pytest.approx([t / 3600 for t in (0, 60, 80, 95, 155, 160, 170, 190)])
+    assert list(y) == [4, 3, 3, 3, 4, 4, 4, 0]
+    assert list(lines["total"].get_data()[1]) == [4, 4, 4, 4, 4, 4, 4, 0]
+    assert ax.get_ylabel() == "devices"
+    with pytest.raises(DomainError):
+        plots.device_series(series.iloc[0:0], ax=ax)

@@ -137,9 +137,9 @@ def _with_events(extra: list[tuple[int, float, str]]) -> tuple[pd.DataFrame, pd.
 
 def test_auxiliary_kinds_are_kept_without_a_flag():
     s, e = _with_events([(0, 2.0, "tpu_init_begin"), (0, 5.0, "tpu_init_end"),
-                         (0, 31.0, "custom_badput:profiling"), (0, 32.0, "elastic_wait:resize")])
+                         (0, 31.0, "custom_badput:profiling"), (0, 32.0, "device_count")])
     _, events, ledger = validate_timeline(s, e)
-    assert {"tpu_init_begin", "custom_badput:profiling", "elastic_wait:resize"} <= set(events["kind"])
+    assert {"tpu_init_begin", "custom_badput:profiling", "device_count"} <= set(events["kind"])
     assert ledger.flags == [] and ledger.kept == ledger.read
     assert R.AUXILIARY_EVENT_KINDS is AUXILIARY_EVENT_KINDS  # one list, re-exported by the readers
 

@@ -55,10 +55,10 @@ def test_split_records_pair_by_type_and_order_and_unpaired_halves_are_ledgered()
     tables, ledger = read_mlgoodput(CORPUS / "mlgoodput_split_records_timeline.jsonl")
     kinds = tables.events["kind"].tolist()
     assert kinds.count("eval_begin") == 1 and kinds.count("eval_end") == 1
-    assert "elastic_wait:slice_down" in kinds and "elastic_reinit" in kinds
+    assert "resize_begin" in kinds and "resize_end" in kinds  # the elastic wait and re-initialisation
     ev = tables.events.set_index("kind")
-    assert float(ev.loc["elastic_wait:slice_down", "duration_s"]) == pytest.approx(4.0)
-    assert float(ev.loc["elastic_reinit", "duration_s"]) == pytest.approx(3.0)
+    assert float(ev.loc["resize_begin", "duration_s"]) == pytest.approx(4.0)
+    assert float(ev.loc["resize_end", "duration_s"]) == pytest.approx(3.0)
     rejected = _entries(ledger, "rejected")
     assert len(rejected) == 1 and rejected[0]["row"] == 19 and "sdc_check" in rejected[0]["reason"]
     assert "no matching end" in rejected[0]["reason"]

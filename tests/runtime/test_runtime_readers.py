@@ -147,7 +147,8 @@ def test_mlperf_runtime_json_is_a_partition_of_held_time():
     assert set(out) >= {"runtime_goodput", "held_s", "productive_s", "terms", "fault_free_step_s",
                         "definition", "ledger"}
     assert set(out["terms"]) == {"progress_at_risk", "startup", "input_wait", "checkpoint", "recovery",
-                                 "rework", "preemption", "evaluation", "stall", "idle", "unattributed"}
+                                 "rework", "preemption", "elastic_wait", "elastic_reinit", "evaluation",
+                                 "stall", "idle", "unattributed"}
     assert out["productive_s"] + sum(out["terms"].values()) == pytest.approx(out["held_s"], abs=1e-9)
     assert out["runtime_goodput"] == pytest.approx(out["productive_s"] / out["held_s"])
     json.dumps(out)  # JSON-ready
@@ -321,11 +322,12 @@ def test_mlgoodput_invalid_lines():
     tables, ledger = R.read_mlgoodput(path)
     assert balanced(ledger) and ledger.read == 14
     bad = rejected_rows(ledger)
-    assert set(bad) == {4, 8, 9, 10, 11, 13}
+    assert set(bad) == {4, 8, 9, 11, 13}  # line 10, an elastic slice count, is read (issue 33)
     assert "invalid JSON" in bad[4].reason
     assert "duplicate of line 7" in bad[8].reason
     assert "per-host copy" in bad[9].reason
-    assert "slice-count" in bad[10].reason
+    count = tables.events[tables.events["kind"] == "device_count"]
+    assert count["source_row"].tolist() == [10] and count["devices_after"].tolist() == [2]
     assert "unrecognised record" in bad[11].reason
     assert bad[13].field == "step_start_time"
     steps = tables.steps

@@ -40,6 +40,7 @@ from fleetlib.accounting import Window
 from fleetlib.localtime import localize
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.runtime.schema import (
+    DEVICE_COLUMNS,
     EVENT_COLUMNS,
     SIMULTANEOUS_EVENT_ORDER,
     STEP_COLUMNS,
@@ -1395,6 +1396,9 @@ def finalise_events(events: pd.DataFrame, extra: Sequence[str] = (), *,
         "duration_s": pd.array(events["duration_s"].astype("float64").to_numpy(), dtype="Float64"),
         **_provenance(events),
     }, copy=False)
+    for col in DEVICE_COLUMNS:  # an elastic job's device counts, when the reader found any
+        if col in events.columns and events[col].notna().any():
+            out[col] = pd.array(events[col].to_numpy(dtype=object), dtype="Int64")
     for col in extra:
         out[col] = events[col].to_numpy()
     return out if in_order else sort_events(out)

@@ -42,6 +42,7 @@ from fleetlib.runtime.readers._common import (
     take_rows,
 )
 from fleetlib.runtime.schema import (
+    DEVICE_COLUMNS,
     EVENT_ALIASES,
     EVENT_COLUMNS,
     STEP_ALIASES,
@@ -172,7 +173,8 @@ def _read_file(path: Path, books: dict[str, FileBook], tz: str | None, job_id: s
             aliases, columns = ((STEP_ALIASES, STEP_COLUMNS) if what == "steps"
                                 else (EVENT_ALIASES, EVENT_COLUMNS))
             sub = apply_aliases(sub, aliases, file)
-            pieces.append((what, sub.select([c for c in sub.column_names if c in columns]), sub_part))
+            keep = (*columns, *DEVICE_COLUMNS) if what == "events" else columns
+            pieces.append((what, sub.select([c for c in sub.column_names if c in keep]), sub_part))
             del sub
     del table
     steps = [_steps(sub, sub_part, tz, job_id) for what, sub, sub_part in pieces if what == "steps"]
@@ -235,9 +237,12 @@ def _events(table: pa.Table, part: Part, tz: str | None, job_default: str | None
             if "step" in names else na_ints(n))
     duration = (float_column(table.column("duration_s"), part=part, field="duration_s")
                 if "duration_s" in names else np.full(n, np.nan))
+    # an elastic job's device counts (optional): nullable integers >= 0
+    devices = {col: int_column(table.column(col), part=part, field=col, required=False)
+               for col in DEVICE_COLUMNS if col in names}
     return pd.DataFrame({"_file": file_column(part.file, n), "_row": part.rows, "job_id": jobs, "_job": ranks,
                          "attempt": attempt, "time": time, "kind": kind, "step": step,
-                         "duration_s": duration}, copy=False)
+                         "duration_s": duration, **devices}, copy=False)
 
 
 def _kinds(column: pa.ChunkedArray, part: Part) -> pd.arrays.ArrowStringArray:
@@ -317,11 +322,13 @@ def write_canonical(tables: TimelineTables, path: PathLike) -> Path:
     """
     path = Path(path)
     s = tables.steps[list(STEP_COLUMNS)].assign(record="step")
-    e = tables.events[list(EVENT_COLUMNS)].assign(record="event")
+    devices = [c for c in DEVICE_COLUMNS if c in tables.events.columns]  # an elastic job's, when logged
+    e = tables.events[[*EVENT_COLUMNS, *devices]].assign(record="event")
     cols = ["record", "job_id", "attempt", "step", "start", "end", "input_wait_s", "time", "kind",
-            "duration_s"]
+            "duration_s", *devices]
     both = pd.concat([s, e], ignore_index=True).reindex(columns=cols)
-    both["step"] = both["step"].astype("Int64")
+    for col in ("step", *devices):
+        both[col] = both[col].astype("Int64")
     for col in ("start", "end", "time"):
         both[col] = both[col].astype(TIME_DTYPE)
     if path.suffix.lower() in (".parquet", ".pq"):

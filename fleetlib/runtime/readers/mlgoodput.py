@@ -111,9 +111,11 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
         found.append("elastic_reinit_start_time")
     if len(found) > 1:
         return None, None, f"record mixes several timeline fields ({', '.join(found)})"
+    if not found and "elastic_slice_counts_timestamp" in obj:
+        return _slice_counts(obj)
     if not found:
         if any(k in obj for k in _SLICE_KEYS):
-            return None, None, "elastic slice-count record: not a timeline event (not read by this reader)"
+            return None, "elastic_slice_counts_timestamp", "elastic slice-count record without its timestamp"
         keys = sorted(k for k in obj if k != "job_name")
         return None, None, f"unrecognised record (keys {keys})"
     kind = found[0]
@@ -149,6 +151,22 @@ def _classify_mlgoodput(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, 
         key = f"{prefix}_{side}_time"
         return None, key, f"{key} must be POSIX seconds; got {obj.get(key)!r}"
     return {"rtype": f"{rtype}_{side}", "t": value, "label": label}, None, None
+
+
+def _slice_counts(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """Read an ``elastic_slice_counts`` record: its time and the slices available (held)."""
+    t = _num(obj, "elastic_slice_counts_timestamp")
+    if t is None:
+        return None, "elastic_slice_counts_timestamp", (
+            "elastic_slice_counts_timestamp must be POSIX seconds; got "
+            f"{obj.get('elastic_slice_counts_timestamp')!r}")
+    for key in ("available_slices", "active_slices", "total_slices"):
+        v = obj.get(key)
+        if key in obj and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            return None, key, f"{key} must be an integer >= 0; got {v!r}"
+    if "available_slices" not in obj:
+        return None, "available_slices", "elastic slice-count record without available_slices"
+    return {"rtype": "slices", "t": t, "available": int(obj["available_slices"])}, None, None
 
 
 def _pair_begin_end(frame: pd.DataFrame, begin: str, end: str,
@@ -260,9 +278,13 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
       at ``preemption_received_at``.  Orbax ``restore``/``emergency_restore`` -> ``restore``.
       Per-host copies of one save or restore in one attempt are rejected (the first is kept).
     * ``custom_badput_event_type`` -> ``eval_begin``/``eval_end`` when the type names an eval,
-      otherwise one ``custom_badput:<type>`` event with its duration; elastic waits and re-inits ->
-      ``elastic_wait:<type>`` / ``elastic_reinit`` events.  Elastic slice counts are rejected as not
-      timeline events.
+      otherwise one ``custom_badput:<type>`` event with its duration.
+    * Elastic records: an elastic wait (``slice_down``, ``scale_up``, any type) -> ``resize_begin`` at its
+      start, a re-initialisation -> ``resize_end`` at its start (their logged durations are kept as
+      ``duration_s``; the partition runs the wait to the re-initialisation and that to the next
+      step); ``elastic_slice_counts`` -> ``device_count`` markers whose ``devices_after`` is the slices
+      available.  Resizes carry ``devices_before`` / ``devices_after``: the job's slice count just
+      before and at their start.
     * An attempt that ends with neither ``job_end_time`` nor a preemption but is followed by another
       attempt gets a ``failure`` event at its last record (flagged: the format records no failure
       time, so this is a lower bound) and a ``release`` at the next ``job_start_time`` (flagged: the
@@ -329,7 +351,7 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
     if not parsed:
         return TimelineTables.empty(), close_books(books)
     rec = pd.DataFrame(parsed)
-    for col in ("t2", "dur", "step", "label", "where", "sync", "preempt_t"):
+    for col in ("t2", "dur", "step", "label", "where", "sync", "preempt_t", "available"):
         if col not in rec.columns:
             rec[col] = None
     # a time no timestamp can hold is refused here (it would wrap to 1970); a merely early one is
@@ -417,10 +439,14 @@ def _assign_attempts_mlgoodput(rec: pd.DataFrame, books: Mapping[str, FileBook])
 def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
     parts = []
 
-    def add(sel: pd.DataFrame, kind: Any, time: Any, step: Any = pd.NA, dur: Any = np.nan) -> None:
+    def add(sel: pd.DataFrame, kind: Any, time: Any, step: Any = pd.NA, dur: Any = np.nan,
+            devices: tuple[Any, Any] | None = None) -> None:
         if sel.empty:
             return
+        before, after = devices if devices is not None else (np.full(len(sel), np.nan),) * 2
         parts.append(pd.DataFrame({
+            "devices_before": pd.array(before, dtype="Float64").astype("Int64"),
+            "devices_after": pd.array(after, dtype="Float64").astype("Int64"),
             "_file": sel["_file"].to_numpy(), "_row": sel["_row"].to_numpy(),
             "job_id": sel["job_id"].to_numpy(), "attempt": sel["attempt"].to_numpy(),
             "time": pd.Series(time).astype(TIME_DTYPE).array,
@@ -462,13 +488,37 @@ def _mlgoodput_events(rec: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.Da
         add(ev, "eval_end", posix_s_to_utc(ev["t2"].astype("float64").to_numpy()), pd.NA, dur[is_eval])
         add(other, ("custom_badput:" + other["label"].astype("str").str.lower()).to_numpy(), other["time"],
             pd.NA, dur[~is_eval])
-    ew = r[r["rtype"] == "elastic_wait"]
-    add(ew, ("elastic_wait:" + ew["label"].astype("str").str.lower()).to_numpy(), ew["time"], pd.NA,
-        (ew["t2"].astype("float64") - ew["t"].astype("float64")).to_numpy())
-    er = r[r["rtype"] == "elastic_reinit"]
-    add(er, "elastic_reinit", er["time"], pd.NA,
-        (er["t2"].astype("float64") - er["t"].astype("float64")).to_numpy())
+    # elastic: slice counts -> device_count markers (slices held); a wait -> resize_begin, a
+    # re-initialisation -> resize_end, with the slices held just before and at their start
+    sl = r[r["rtype"] == "slices"].sort_values(["job_id", "t"], kind="stable")
+    avail = sl["available"].astype("float64")
+    add(sl, "device_count", sl["time"], devices=(
+        avail.groupby(sl["job_id"], sort=False).shift(1).to_numpy(), avail.to_numpy()))
+    for rtype, kind in (("elastic_wait", "resize_begin"), ("elastic_reinit", "resize_end")):
+        sel = r[r["rtype"] == rtype]
+        dur = (sel["t2"].astype("float64") - sel["t"].astype("float64")).to_numpy()
+        add(sel, kind, sel["time"], pd.NA, dur,
+            devices=(_slices_at(sel, sl, strict=True), _slices_at(sel, sl, strict=False)))
     return concat_frames(parts)
+
+
+def _slices_at(sel: pd.DataFrame, slices: pd.DataFrame, *, strict: bool) -> np.ndarray:
+    """Return the slices available at each record of ``sel``.
+
+    Its job's last slice count at -- or, ``strict``, before -- the record's time; NaN: none.
+    """
+    if sel.empty or slices.empty:
+        return np.full(len(sel), np.nan)
+    left = pd.DataFrame({"job_id": sel["job_id"].to_numpy(), "t": sel["t"].astype("float64").to_numpy(),
+                         "_i": np.arange(len(sel))}).sort_values("t", kind="stable")
+    right = pd.DataFrame({"job_id": slices["job_id"].to_numpy(),
+                          "t": slices["t"].astype("float64").to_numpy(),
+                          "_n": slices["available"].astype("float64").to_numpy()})
+    right = right.sort_values("t", kind="stable")
+    m = pd.merge_asof(left, right, on="t", by="job_id", allow_exact_matches=not strict)
+    out = np.full(len(sel), np.nan)
+    out[m["_i"].to_numpy()] = m["_n"].to_numpy(dtype="float64", na_value=np.nan)
+    return out
 
 
 def _outside_held(events: pd.DataFrame, books: Mapping[str, FileBook]) -> pd.DataFrame:
@@ -521,7 +571,7 @@ def _mlgoodput_steps(rec: pd.DataFrame, events: pd.DataFrame, books: Mapping[str
     seg_first["_limit"] = seg_first.groupby(["job_id", "attempt"], sort=False)["start"].shift(-1)
     s = s.merge(seg_first[["job_id", "attempt", "_segment", "_limit"]], on=["job_id", "attempt", "_segment"],
                 how="left")
-    pause_kinds = ["checkpoint_begin", "eval_begin", "preempt", "elastic_reinit"]
+    pause_kinds = ["checkpoint_begin", "eval_begin", "preempt", "resize_begin", "resize_end"]
     if events.empty:
         pauses = pd.DataFrame(columns=["job_id", "attempt", "time"])
     else:
