@@ -108,6 +108,10 @@ _BLACKWELL_ULTRA_URL = "https://resources.nvidia.com/en-us-blackwell-architectur
 _MI325X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"
 _MI350X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi350/mi350x.html"
 _MI355X_URL = "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"
+_VERL_PEAKS_URL = "https://github.com/volcengine/verl/blob/main/verl/utils/flops_counter.py"
+_H20_SPEC_URL = "https://willitrunai.com/es/gpus/h20-96gb"
+_H20_NOTE = ("NVIDIA publishes no public H20 datasheet: the figures are not a vendor's but those the "
+             "public tables agree on")
 _TRAINIUM2_URL = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/"
                   "trainium2.html")
 
@@ -125,6 +129,9 @@ PEAK_RATES: Mapping[str, PeakRate] = {
         PeakRate("H200 SXM", 989.0, 4.8, "BF16",
                  "NVIDIA H200 datasheet: same Hopper tensor peak as H100 SXM (989 dense BF16; 1,979 is "
                  f"with sparsity), 141 GB HBM3e at 4.8 TB/s {_H200_URL}; torchtitan 989e12; {_FIELD_NOTES}"),
+        PeakRate("H20", 148.0, 4.0, "BF16",
+                 f"{_H20_NOTE}: dense BF16 148 TFLOP/s in volcengine/verl's peak table {_VERL_PEAKS_URL}; "
+                 f"96 GB HBM3 at 4.0 TB/s (and 148 FP16, 296 INT8 dense) on {_H20_SPEC_URL}"),
         PeakRate("A100 SXM", 312.0, 2.039, "BF16",
                  "NVIDIA A100 80GB SXM datasheet: BF16 tensor 312 TFLOP/s dense (624 with sparsity), "
                  f"HBM2e 2,039 GB/s (40 GB SXM: 1,555 GB/s) https://www.nvidia.com/en-us/data-center/a100/; "
@@ -209,6 +216,8 @@ PEAK_RATES_BY_PRECISION: Mapping[tuple[str, str], PeakRate] = {
                                  f"1,979 dense {_H100_URL}"),
         _fp8("H200 SXM", 1979.0, "NVIDIA H200 datasheet: FP8 3,958 TFLOP/s with sparsity -> 1,979 dense (the "
                                  f"Hopper tensor peak of H100 SXM) {_H200_URL}"),
+        _fp8("H20", 296.0, f"{_H20_NOTE}: Hopper's FP8 tensor rate is its INT8 rate, 296 dense on "
+                           f"{_H20_SPEC_URL} (twice the 148 BF16, as on H100 SXM: 1,979 = 2 x 989)"),
         _fp8("MI300X", 2614.9, "AMD Instinct MI300X datasheet: FP8 2,614.9 TFLOP/s dense (5,229.8 with "
                                f"sparsity) {_MI300X_URL}"),
         _fp8("TPU v5p", 459.0, f"Google Cloud TPU7x documentation, generation table: v5p peak compute "

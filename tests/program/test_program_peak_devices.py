@@ -117,7 +117,7 @@ def test_device_names_as_traces_and_vendors_spell_them(name, named):
     assert peak_rate(name).named == named
 
 
-@pytest.mark.parametrize("name", ["B900", "Trainium3", "H20", "NVIDIA H20", "NVIDIA", "TPU v8", "MI400X"])
+@pytest.mark.parametrize("name", ["B900", "Trainium3", "H2", "NVIDIA H200X", "NVIDIA", "TPU v8", "MI400X"])
 def test_devices_without_a_sourced_row_are_still_refused(name):
     assert name not in PEAK_RATES
     with pytest.raises(DomainError, match="no peak rate for accelerator"):
@@ -147,3 +147,11 @@ def test_a_model_config_of_a_new_device_is_checked_against_the_trace_device(acce
     config = {"devices": 4, "peak": peak_rate(accelerator)}
     flags = check_model_fits(config, 4, [trace_name])
     assert [c for c, _ in flags] == ([] if code is None else [code])
+
+
+def test_h20_is_sourced_and_says_it_is_not_a_vendor_figure():
+    bf16, fp8 = peak_rate("NVIDIA H20"), peak_rate("H20", "FP8")
+    assert (bf16.dense_tflops, bf16.hbm_tb_per_s, fp8.dense_tflops) == (148.0, 4.0, 296.0)
+    assert "no public H20 datasheet" in bf16.source and "https://" in bf16.source
+    with pytest.raises(DomainError, match="no peak rate"):  # names match whole: H200 never falls to H20
+        peak_rate("NVIDIA H200")
