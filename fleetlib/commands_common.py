@@ -152,6 +152,38 @@ def collection_gap_lines(gaps: Sequence[Mapping[str, Any]] | None, window: Mappi
     return lines
 
 
+def ledger_lines(ledger: Mapping[str, Any], *, rejections: int = 5) -> list[str]:
+    """Return a ledger's text: counts (read = kept + repaired + rejected; unused by kind), first rejections.
+
+    Parameters
+    ----------
+    ledger
+        A ledger's dictionary (:meth:`fleetlib.quality.Ledger.to_dict`).
+    rejections
+        How many rejected rows to list (file, row, field, reason); the rest are counted.
+
+    Returns
+    -------
+    list of str
+        The counts line, then one indented line per rejection shown and one for those not shown.
+    """
+    line = (f"ledger: {ledger['read']:,} rows read = {ledger['kept']:,} kept + {ledger['repaired']:,} "
+            f"repaired + {ledger['rejected']:,} rejected")
+    unused = ledger.get("unused") or {}
+    if unused:
+        line += "; kept but unused: " + ", ".join(f"{n:,} {kind}" for kind, n in unused.items())
+    rejected = [e for e in ledger.get("entries", []) if e.get("action") == "rejected"]
+    out = [line]
+    for e in rejected[:rejections]:
+        where = ", ".join(part for part in (
+            str(e.get("file") or ""), f"row {e['row']}" if e.get("row") is not None else "",
+            f"field {e['field']!r}" if e.get("field") else "") if part)
+        out.append(f"  rejected: {where}: {e.get('reason')}")
+    if len(rejected) > rejections:
+        out.append(f"  ... {len(rejected) - rejections:,} more rejected rows (all of them in --json)")
+    return out
+
+
 def writable_output_path(out: str | Path) -> Path:
     """Check that an output file can be created at ``out`` before any work is done.
 

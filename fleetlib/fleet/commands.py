@@ -34,6 +34,7 @@ from fleetlib.commands_common import (
     collection_gap_lines,
     collection_gap_seconds,
     exclusion_lines,
+    ledger_lines,
 )
 from fleetlib.quality import DomainError, InputError
 
@@ -239,6 +240,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
             + (", ".join(f"{k}={v}" for k, v in stated.items()) or "nothing stated")
             + f"; {len(state) - len(stated)} fields not stated"
         )
+    lines += ["", *ledger_lines(res["ledger"])]
     flags = res["ledger"].get("flags", [])
     if flags:
         lines += ["", f"ledger flags ({len(flags)}):"]

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetlib.commands_common import writable_output_path
+from fleetlib.commands_common import ledger_lines, writable_output_path
 from fleetlib.program.classify import Classifier
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
 from fleetlib.program.schema import CLASSIFIED_BY, PARTITION_PARTS, PARTITION_SHORT_LABELS
@@ -325,9 +325,7 @@ def render_program(res: Mapping[str, Any]) -> str:
         by = comm["classified_by"]
         lines.append(f"communication kernels: {comm['kernels']:,} ({by['metadata']:,} by metadata, "
                      f"{by['launcher']:,} by launcher, {by['name']:,} by name only)")
-    led = res["ledger"]
-    lines.append(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
-                 f"{led['rejected']:,} rejected")
+    lines += ledger_lines(res["ledger"])
     lines += [f"  flag: {f}" for f in res.get("flag_lines", res["flags"])]
     return "\n".join(lines)
 
@@ -437,11 +435,7 @@ def render_stragglers(res: Mapping[str, Any]) -> str:
     flagged = res["straggler_ranks"]
     lines.append(f"stragglers: {', '.join(map(str, flagged[:20]))}" + (" ..." if len(flagged) > 20 else "")
                  if flagged else "stragglers: none below the threshold")
-    led = res["ledger"]
-    lines.append(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
-                 f"{led['rejected']:,} rejected")
-    lines += [f"  rejected: file {e['file']}, row {e['row']}, field {e['field']!r}: {e['reason']}"
-              for e in led["entries"][:5]]
+    lines += ledger_lines(res["ledger"])
     return "\n".join(lines)
 
 

@@ -38,6 +38,7 @@ from fleetlib.commands_common import (
     collection_gap_lines,
     collection_gap_seconds,
     exclusion_lines,
+    ledger_lines,
     writable_output_path,
 )
 from fleetlib.quality import DomainError, InputError
@@ -387,12 +388,7 @@ def _render_openb(res: Mapping[str, Any]) -> str:
 
 
 def _render_ledger(led: Mapping[str, Any]) -> str:
-    line = (f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + {led['repaired']:,} repaired + "
-            f"{led['rejected']:,} rejected")
-    unused = led.get("unused") or {}
-    if unused:
-        line += "; kept but unused: " + ", ".join(f"{n:,} {kind}" for kind, n in unused.items())
-    return line + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
+    return "\n".join(ledger_lines(led)) + "".join(f"\n  flag: {_flag_text(f)}" for f in led.get("flags", []))
 
 
 def _flag_text(flag: Any) -> str:

@@ -32,3 +32,18 @@ def test_availability_stands_beside_mpg_in_the_fleet_text_and_json() -> None:
 def test_availability_is_in_the_measured_block_of_summary_json() -> None:
     measured = measured_summary(measure_fleet(SLURM), manifest="data/fleet/slurm_sample/fleet.yaml")
     assert measured["availability"] == pytest.approx(AVAILABILITY, rel=1e-12)
+
+
+def test_the_fleet_text_prints_the_ledger_and_its_first_rejections() -> None:
+    res = measure_fleet(SLURM).to_dict()
+    led = res["ledger"]
+    lines = render_fleet(res).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ledger: "))
+    assert lines[at].startswith(f"ledger: {led['read']:,} rows read = {led['kept']:,} kept + "
+                                f"{led['repaired']:,} repaired + {led['rejected']:,} rejected")
+    assert led["read"] == led["kept"] + led["repaired"] + led["rejected"]
+    assert "kept but unused: 25 sacct job step" in lines[at]
+    rejected = [e for e in led["entries"] if e["action"] == "rejected"]
+    assert len(rejected) == led["rejected"] == 2
+    for e, line in zip(rejected, lines[at + 1:at + 3], strict=True):
+        assert line == f"  rejected: {e['file']}, row {e['row']}, field {e['field']!r}: {e['reason']}"
