@@ -14,7 +14,7 @@ import pytest
 
 from fleetlib._io import listed_files, using_limits
 from fleetlib.program import read_rank_timers
-from fleetlib.quality import InputError, Ledger
+from fleetlib.quality import InputError
 from fleetlib.scenario import with_overrides
 
 
@@ -66,7 +66,7 @@ def test_a_rank_timer_folder_link_out_is_refused_and_a_pipe_ledgered(tmp_path):
     table, ledger = read_rank_timers(folder)  # a FIFO opened would block: it is never opened
     assert table["rank"].tolist() == [0]
     assert [(f.code, f.file) for f in ledger.flags] == [("special_file", str(folder / "c.csv"))]
-    with pytest.raises(InputError, match="c.csv: is a named pipe, not a regular file"):
+    with pytest.raises(InputError, match=r"c\.csv: is a named pipe, not a regular file"):
         listed_files(folder, (".csv",))  # without a ledger to note it: refused by name
 
 
