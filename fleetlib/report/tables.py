@@ -9,8 +9,9 @@ are shown, a caption that says how many there are.  :func:`folded` puts a long t
 template and escaped, so that a job id or a file name is shown as text and never read as markup.
 
 Everything a page shows from the data passes through here: table cells, labels and captions are
-HTML-escaped (the Styler's own ``escape="html"``), sentence values are Markdown-escaped, and both are
-marked ``tex2jax_ignore`` (:data:`NO_MATH`), so MathJax never typesets a ``$`` from the data.
+HTML-escaped (the Styler's own ``escape="html"``) and the table marked ``tex2jax_ignore`` (:data:`NO_MATH`);
+sentence values are Markdown-escaped, each holding a ``$`` or a backslash also marked :data:`NO_MATH`, so
+MathJax never typesets TeX from the data.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def folded(table: pd.DataFrame, what: str, *, first: int = 10) -> Any:
     from IPython.display import HTML
 
     if table.empty:
-        return HTML(f'<p class="{NO_MATH}">no {html.escape(what)}</p>')
+        return HTML(f"<p>no {html.escape(what)}</p>")
     shown = min(first, len(table))
     body = frame(table.head(shown)).to_html()
     return HTML(f'<details class="{NO_MATH}"><summary>{len(table):,} {html.escape(what)} (first {shown:,} '
@@ -148,16 +149,20 @@ class _Escaped:
         self.value = value
 
     def __format__(self, spec: str) -> str:
-        return f'<span class="{NO_MATH}">{escape_markdown(format(self.value, spec))}</span>'
+        text = format(self.value, spec)
+        if "$" in text or "\\" in text:  # what could open math (``$``, ``\\(``, ``\\[``, ``\\begin``)
+            return f'<span class="{NO_MATH}">{escape_markdown(text)}</span>'
+        return escape_markdown(text)
 
 
 def say(template: str, /, **values: Any) -> Any:
     """Show one narrative sentence in a notebook as Markdown, its values taken from the data.
 
     The template is the notebook's own Markdown (emphasis and math allowed); every value is formatted
-    with the template's format spec (``{rows:,}``, ``{share:.1%}``), then escaped and kept out of math
-    (:data:`NO_MATH`), so whatever text the data holds is shown as text.  A value never stands inside
-    the template's math or code spans (``$...{x}...$``, ```{x}```): there no escape holds.
+    with the template's format spec (``{rows:,}``, ``{share:.1%}``), then escaped, and kept out of math
+    (:data:`NO_MATH`) when it holds a ``$`` or a backslash, so whatever text the data holds is shown as
+    text.  A value never stands inside the template's math or code spans (``$...{x}...$``, ```{x}```):
+    there no escape holds.
 
     Parameters
     ----------
