@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from fleetlib.quality import DomainError, InputError
+from fleetlib.quality import DomainError, InputError, Ledger
 
 __all__ = [
     "ALLOW_ENV",
@@ -56,6 +56,8 @@ __all__ = [
     "excerpt",
     "gunzip",
     "json_depth_rows",
+    "link_note",
+    "listed_files",
     "load_json",
     "load_yaml",
     "load_yaml_all",
@@ -330,13 +332,112 @@ def confined(base: PathArg, name: PathArg, *, what: str = "path",
         elsewhere, a link out).
     """
     root = Path(base).resolve()
-    target = (root / Path(name)).resolve() if not Path(name).is_absolute() else Path(name).resolve()
+    written = Path(base).absolute() / Path(name)  # an absolute name replaces the base
+    target = written.resolve()
     roots = (root, *(allowed_roots() if allow is None else (Path(a).resolve() for a in allow)))
-    if not any(target == r or r in target.parents for r in roots):
-        raise InputError(f"{what} {excerpt(os.fspath(name), 80)} lies outside {root} (only paths inside "
-                         "the folder that names them are read; name another folder with --allow-path DIR)",
-                         file=excerpt(os.fspath(name), 80)[1:-1])
+    if not _inside(target, roots):
+        raise InputError(f"{what} {excerpt(os.fspath(name), 80)} lies outside {root}{link_note(base, name)}; "
+                         "only paths "
+                         "inside the folder that names them are read (name another folder with "
+                         "--allow-path DIR)", file=excerpt(os.fspath(name), 80)[1:-1])
     return target
+
+
+def _inside(target: Path, roots: Iterable[Path]) -> bool:
+    return any(target == r or r in target.parents for r in roots)
+
+
+def link_note(base: PathArg, name: PathArg) -> str:
+    """Return `` (the link L leads to T)`` for the first symbolic link on the way to ``base/name``, or ''.
+
+    Parameters
+    ----------
+    base
+        The folder ``name`` is relative to.
+    name
+        The path as written (an absolute one replaces ``base``).
+
+    Returns
+    -------
+    str
+        The note, for a message refusing a path that leaves its folder.
+    """
+    written = Path(base).absolute() / Path(name)
+    for part in (*reversed(written.parents), written):
+        if part.is_symlink():
+            return f" (the link {part} leads to {part.resolve()})"
+    return ""
+
+
+#: What a listed folder's entry is when it is no regular file, by its ``stat`` mode.
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def listed_files(folder: PathArg, suffixes: tuple[str, ...], *, recursive: bool = False,
+                 ledger: Ledger | None = None) -> list[Path]:
+    """Return the regular files of a listed folder whose names end with one of ``suffixes``, sorted.
+
+    Every entry is resolved (symbolic links followed) and must lie inside the folder or a folder that
+    ``--allow-path`` opened: a link leading out is refused, naming the link and its target.  A named
+    pipe, a device or a socket among the entries is never opened: it is flagged ``special_file`` in
+    ``ledger``, or refused when no ledger is given -- never skipped silently.  Sub-folders are walked
+    when ``recursive`` (links to folders are not followed into).
+
+    Parameters
+    ----------
+    folder
+        The folder a manifest or a command names.
+    suffixes
+        Name endings (lower case) of the files wanted, e.g. ``(".json", ".json.gz")``.
+    recursive
+        Walk sub-folders too.
+    ledger
+        Where special files are noted.
+
+    Returns
+    -------
+    list of Path
+        The files, each as listed (not resolved), sorted by path.
+
+    Raises
+    ------
+    InputError
+        A link leads outside the allowed folders, or a special file is listed and no ledger is given.
+    """
+    top = Path(folder)
+    roots = (top.resolve(), *allowed_roots())
+    entries: list[Path] = []
+    if recursive:
+        for dirpath, _, names in os.walk(top):  # links to folders are listed as names, not walked into
+            entries += [Path(dirpath) / n for n in names]
+    else:
+        entries = [e for e in top.iterdir()]
+    found = []
+    for entry in sorted(entries):
+        if not entry.name.lower().endswith(suffixes):
+            continue
+        if entry.is_symlink():
+            target = entry.resolve()
+            if not _inside(target, roots):
+                raise InputError(f"the link {entry} leads to {target}, outside the listed folder {roots[0]}; "
+                                 "only files inside it are read (name another folder with --allow-path DIR)",
+                                 file=str(entry))
+        try:
+            mode = entry.stat().st_mode
+        except OSError:  # a dangling link: the reader names the missing file
+            found.append(entry)
+            continue
+        if stat.S_ISDIR(mode):
+            continue
+        kind = next((what for test, what in _SPECIAL if test(mode)), None)
+        if kind is None:
+            found.append(entry)
+        elif ledger is None:
+            raise InputError(f"is {kind}, not a regular file (never read)", file=str(entry))
+        else:
+            ledger.flag("special_file", f"{kind} in the listed folder {top} is not read", file=str(entry))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetlib._environ import project_root
-from fleetlib._io import Yaml12FloatLoader, confined, current_limits, excerpt, load_yaml, read_text
+from fleetlib._io import Yaml12FloatLoader, confined, current_limits, excerpt, link_note, load_yaml, read_text
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -355,8 +355,10 @@ def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> d
     Raises
     ------
     InputError
-        A derived key overridden, a source that is no number, or a value its rule refuses.
+        A derived key overridden, a source that is no number, a value its rule refuses, or a path
+        (:data:`PATH_KEYS`) outside the project root (symbolic links followed; ``--allow-path`` widens it).
     """
+    _confine_paths(overrides, lambda key: {}, "-p {key}: ")  # the scenario file's own rule
     out = {**params, **overrides}
     for derived in DERIVED_PARAMETERS:
         if not all(source in out for source in derived.sources):
@@ -387,25 +389,35 @@ def _project_root() -> Path:
 
 def _check_paths(layer: _Layer) -> None:
     """Refuse a path under one of :data:`PATH_KEYS` that leaves the project root."""
-    present = [key for key in PATH_KEYS if key in layer.values]
+    _confine_paths(layer.values, lambda key: {"file": layer.stated_in[key], "field": key})
+
+
+def _confine_paths(values: Mapping[str, Any], where: Callable[[str], dict[str, Any]],
+                   prefix: str = "") -> None:
+    """Refuse a value under one of :data:`PATH_KEYS` that is no path or resolves outside the project root.
+
+    ``where(key)`` gives the error's ``file``/``field``; ``prefix`` starts its message (``"-p key: "``).
+    """
+    present = [key for key in PATH_KEYS if key in values]
     if not present:
         return
     root = _project_root()
     for key in present:
-        value = layer.values[key]
+        value = values[key]
+        lead = prefix.format(key=key)
         for name in value if isinstance(value, list) else [value]:
             if not isinstance(name, str):
-                raise InputError(f"expected a path (text) or a list of paths; got {_describe(value)}",
-                                 file=layer.stated_in[key], field=key)
+                raise InputError(f"{lead}expected a path (text) or a list of paths; got {_describe(value)}",
+                                 **where(key))
             if not name:
                 continue
             try:
                 confined(root, name, what="path")
             except InputError:
-                raise InputError(f"path {excerpt(name, 80)} lies outside the project root {root} (paths "
-                                 "here are relative to it, and only paths inside it are read, unless "
-                                 "--allow-path names another folder)",
-                                 file=layer.stated_in[key], field=key) from None
+                raise InputError(f"{lead}path {excerpt(name, 80)} lies outside the project root {root}"
+                                 f"{link_note(root, name)} (paths here are relative to it, and only paths "
+                                 "inside it are read, unless --allow-path names another folder)",
+                                 **where(key)) from None
 
 
 def load_parameters(path: str | Path) -> dict[str, Any]:

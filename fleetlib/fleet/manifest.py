@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fleetlib._io import confined, current_limits, excerpt, load_yaml, read_bytes, read_text
+from fleetlib._io import confined, current_limits, excerpt, link_note, load_yaml, read_bytes, read_text
 from fleetlib.accounting import Window, parse_exclusions
 from fleetlib.quality import DomainError, InputError
 
@@ -207,8 +207,8 @@ def _path(
         raise _err(
             file,
             key,
-            f"path {excerpt(name, 80)} lies outside the manifest's folder {folder} (only paths "
-            "inside the bundle are read, unless --allow-path names another folder)",
+            f"path {excerpt(name, 80)} lies outside the manifest's folder {folder}{link_note(folder, name)} "
+            "(only paths inside the bundle are read, unless --allow-path names another folder)",
         ) from exc
     if must_exist and not p.exists():
         raise _err(file, key, f"names a missing file {name!r} (resolved to {p})")

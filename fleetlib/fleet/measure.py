@@ -917,7 +917,7 @@ def _traces(
     for job, paths in man.traces.items():
         if job not in jobs.index:
             continue
-        files = trace_files(list(paths))
+        files = trace_files(list(paths), ledger=ledger)
         ts = read_traces(files, cache=False, progress=False, client=client)
         ledger.extend(ts.ledger)
         # the step partition alone (program_summary's stragglers, audit and JSON are not used here),

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import listed_files
 from fleetlib.accounting import CHAIN_RTOL, Factor, LeverGain, Window, mpg, rank_levers
-from fleetlib.quality import ChainMismatchError
+from fleetlib.quality import ChainMismatchError, Ledger
 
 __all__ = [
     "COHORT_EDGES",
@@ -650,9 +651,11 @@ def factor_contracts(
     from fleetlib.contract import Contract, contract_from_records
 
     trace_files: list[Any] = []
+    noted = Ledger()  # special files: the measurement's own listing flags them in the fleet's ledger
     for paths in man.traces.values():
         for p in paths:
-            trace_files += sorted(q for q in p.rglob("*.json*") if q.is_file()) if p.is_dir() else [p]
+            trace_files += (listed_files(p, (".json", ".json.gz"), recursive=True, ledger=noted)
+                            if p.is_dir() else [p])
     records = contract_from_records(
         scheduler_files=man.scheduler_files,
         scheduler_format=man.scheduler_format,

@@ -447,7 +447,9 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         an override names a parameter nothing declares; nothing has run yet.
     ReportError
         A notebook is missing, or fails; the message names the notebook, the failing cell and its
-        error, and the partially executed notebook (and its HTML) is still written.
+        error.  The partially executed notebook is kept but gets no page; the pages of the notebooks
+        before it, ``summary.json`` (``failed``: name, error, partial notebook) and the index, which
+        names the failure, are written.
     """
     params = load_parameters(params_path)
     root = checkout_root()
@@ -476,6 +478,9 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     install_assets(out)
 
     runs: list[dict[str, Any]] = []
+    report = {"measured": measured, **summary, "params_file": _relative(Path(params_path), root),
+              "fleet_manifest": None if fleet is None else str(fleet), "overrides": dict(overrides or {}),
+              "skipped": skipped, "failed": None}
     with _kernel_environment():
         for i, source in enumerate(chain, start=1):
             declared = declared_parameters(source)
@@ -487,13 +492,13 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
             runnable = _without_bundled_cells(source) if fleet is not None else source
             try:
                 _run_one(runnable, executed, given, root, source.name)
-            except ReportError:
-                if executed.exists():
-                    write_page(executed, folders["html"] / f"{source.stem}.html",
-                               nav={"index_href": "../index.html"})
+            except ReportError as exc:  # no page of a failed notebook: the index names the failure
                 if progress:
                     print(f"report [{i}/{len(chain)}] {source.name}: FAILED after "
                           f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+                failed = {"name": source.stem, "source": _relative(source, root), "error": str(exc),
+                          "notebook": _relative(executed, out) if executed.exists() else None}
+                _finish(out, runs, {**report, "failed": failed})
                 raise
             seconds = time.perf_counter() - started
             if progress:
@@ -502,15 +507,18 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
             runs.append({"name": source.stem, "source": _relative(source, root), "seconds": round(seconds, 3),
                          "notebook": _relative(executed, out), "html": f"html/{source.stem}.html"})
 
+    _finish(out, runs, report)
+    return out
+
+
+def _finish(out: Path, runs: Sequence[Mapping[str, Any]], report: Mapping[str, Any]) -> None:
+    """Write the pages of the notebooks that ran, ``summary.json`` and the index."""
     pages = _write_pages(runs, out)
-    figures = sorted(_relative(p, out) for p in folders["figures"].rglob("*") if p.is_file())
-    summary = {"measured": measured, **summary, "params_file": _relative(Path(params_path), root),
-               "fleet_manifest": None if fleet is None else str(fleet), "overrides": dict(overrides or {}),
-               "notebooks": runs, "pages": pages, "skipped": skipped, "figures": figures}
+    figures = sorted(_relative(p, out) for p in (out / "figures").rglob("*") if p.is_file())
+    summary = {**report, "notebooks": list(runs), "pages": pages, "figures": figures}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n",
                                       encoding="utf-8")
     write_index(out, summary)
-    return out
 
 
 def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str, str]]:

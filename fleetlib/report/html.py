@@ -47,9 +47,20 @@ _MATHJAX_SKIP = ("localization", "a11y", "mhchem3", "unpacked")
 #: MathJax's configuration on every page: TeX between ``$``/``$$`` (``\\$`` a literal dollar), HTML-CSS output
 #: with the STIX web fonts of the local copy, no font download probe (MathJax's blank ``about:blank`` font,
 #: which a ``file://`` page may not fetch), no menu, no loading messages.
+#:
+#: Math is typeset only in the notebooks' own Markdown and LaTeX (cells, and sentences whose values are kept
+#: out of math by :data:`fleetlib.report.tables.NO_MATH`), never in other outputs (tables, printed text);
+#: and no formula can link, load or style anything: ``\\href``, ``\\class``, ``\\cssId``, ``\\style`` and
+#: ``\\require`` show their text only, and the ``Safe`` extension drops any URL (``javascript:`` above all).
 MATHJAX_CONFIG = """MathJax.Hub.Config({
+  extensions: ["Safe.js"],
   tex2jax: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']],
-            processEscapes: true, processEnvironments: true},
+            processEscapes: true, processEnvironments: true,
+            ignoreClass: "tex2jax_ignore|jp-OutputArea-output",
+            processClass: "tex2jax_process|jp-RenderedMarkdown|jp-RenderedLatex"},
+  TeX: {Macros: {href: ["{#2}", 2], url: ["{#1}", 1], class: ["{#2}", 2], cssId: ["{#2}", 2],
+                 style: ["{#2}", 2], require: ["", 1]}},
+  Safe: {allow: {URLs: "none", classes: "none", cssIDs: "none", styles: "none", require: "none"}},
   "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null,
                styles: {"@font-face": {"font-family": "MathJax_Blank", src: "local('MathJax_Blank')"}}},
   displayAlign: "center", messageStyle: "none", showMathMenu: false, menuSettings: {assistiveMML: false}

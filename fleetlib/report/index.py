@@ -3,7 +3,9 @@
 Everything on the page comes from ``summary.json`` (the measured block, the stated scenario, the pages the
 run wrote, with the titles and one-line summaries taken from the executed notebooks) and the figures folder;
 every text is escaped with :func:`html.escape`.  No number is written by hand here: each is a value of the
-summary, formatted.
+summary, formatted.  MathJax typesets only the pages' titles and summaries (the notebooks' own Markdown):
+the body is ``tex2jax_ignore``, so TeX in a manifest's name or a contract value stays text.  A notebook
+that failed has no page: the index names it, its error and its partial notebook instead.
 """
 
 from __future__ import annotations
@@ -216,18 +218,29 @@ def _levers(measured: Mapping[str, Any] | None, summary: Mapping[str, Any]) -> s
 
 def _page_items(pages: Iterable[Mapping[str, Any]]) -> str:
     return "".join(
-        f'<li><a href="{_e(p["html"])}">{_e(p["title"])}</a>'
-        + (f' — <span class="summary">{_e(p["summary"])}</span>' if p.get("summary") else "") + "</li>"
-        for p in pages)
+        f'<li><a href="{_e(p["html"])}"><span class="tex2jax_process">{_e(p["title"])}</span></a>'
+        + (f' — <span class="summary tex2jax_process">{_e(p["summary"])}</span>' if p.get("summary") else "")
+        + "</li>" for p in pages)
 
 
-def _pages(pages: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, str]], params_file: str) -> str:
+def _failed(failed: Mapping[str, Any] | None) -> str:
+    """Return the notice naming the notebook that failed (it has no page), or ''."""
+    if not failed:
+        return ""
+    partial = (f' The executed notebook up to the failure is <code>{_e(failed["notebook"])}</code>.'
+               if failed.get("notebook") else "")
+    return (f'<p class="warning" id="failed"><b>{_e(failed["name"])} failed</b>; its page was not written '
+            f"and the notebooks after it did not run: {_e(failed['error'])}.{partial}</p>")
+
+
+def _pages(pages: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, str]], params_file: str,
+           failed: Mapping[str, Any] | None = None) -> str:
     walk = [p for p in pages if p.get("part", "walk") != "course"]
     course = [p for p in pages if p.get("part") == "course"]
     left_out = "".join(f"<li>{_e(s['name'])}: not run — {_e(s['reason'])}</li>" for s in skipped)
     note = f'<ul class="note">{left_out}</ul>' if left_out else ""
     parts = ['<h2>The walk: measured from the records</h2>'
-             f'<ol class="pages" id="pages">{_page_items(walk)}</ol>{note}']
+             f'<ol class="pages" id="pages">{_page_items(walk)}</ol>{note}{_failed(failed)}']
     if course:
         parts.append(f'<h2>The course: the stated scenario {_label("stated by " + params_file)}</h2>'
                      f'<ol class="pages" id="course">{_page_items(course)}</ol>')
@@ -286,12 +299,12 @@ def render_index(summary: Mapping[str, Any], *, figures: Iterable[str] = ()) -> 
         f"<title>fleetlib report: {_e(title)}</title>\n"
         f'<script type="text/x-mathjax-config">{MATHJAX_CONFIG}</script>\n'
         f'<script src="{_e(mathjax_src(""))}"></script>\n'
-        f"<style>{REPORT_CSS}{_INDEX_CSS}</style>\n</head>\n<body>\n"
+        f"<style>{REPORT_CSS}{_INDEX_CSS}</style>\n</head>\n<body class=\"tex2jax_ignore\">\n"
         f"<h1>fleetlib report: {_e(title)}</h1>\n"
         f'<div class="top"><div>{headline}</div>{figure}</div>\n'
         + (_conventions(measured) if measured else "") + "\n"
         + _levers(measured, summary) + "\n" + _pages(summary.get("pages", []), summary.get("skipped", []),
-                                                   str(summary.get("params_file", "")))
+                                                   str(summary.get("params_file", "")), summary.get("failed"))
         + "\n" + _ledger(measured) + "\n" + (_stated_block(summary) if measured else "")
         + "\n</body>\n</html>\n"
     )

@@ -7,6 +7,11 @@ are shown, a caption that says how many there are.  :func:`folded` puts a long t
 ``<details>`` summary line with its first rows.  Wide tables scroll sideways through the page's CSS.
 :func:`say` shows one narrative sentence as Markdown, each value from the data formatted by the
 template and escaped, so that a job id or a file name is shown as text and never read as markup.
+
+Everything a page shows from the data passes through here: table cells, labels and captions are
+HTML-escaped (the Styler's own ``escape="html"``) and the table marked ``tex2jax_ignore`` (:data:`NO_MATH`);
+sentence values are Markdown-escaped, each holding a ``$`` or a backslash also marked :data:`NO_MATH`, so
+MathJax never typesets TeX from the data.
 """
 
 from __future__ import annotations
@@ -18,7 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["escape_markdown", "folded", "frame", "say"]
+__all__ = ["NO_MATH", "escape_markdown", "folded", "frame", "say"]
+
+#: The class that keeps MathJax out of an element (its ``tex2jax.ignoreClass``): every value from the data
+#: is shown inside one, so TeX in a job id or a pool name (``$\\href{...}{x}$``) stays text.
+NO_MATH = "tex2jax_ignore"
 
 
 def _formats(data: pd.DataFrame, percent: set[Any], digits: int) -> dict[Any, str]:
@@ -59,16 +68,19 @@ def frame(table: pd.DataFrame | pd.Series, *, digits: int = 4, percent: Iterable
     Returns
     -------
     pandas.io.formats.style.Styler
-        The formatted table (it renders as HTML in a notebook and in the report's pages).
+        The formatted table (it renders as HTML in a notebook and in the report's pages): cells, row and
+        column labels and the caption HTML-escaped, the table marked :data:`NO_MATH`.
     """
     data = table.to_frame() if isinstance(table, pd.Series) else table
     total = len(data)
     if head is not None and total > head:
         data = data.head(head)
         caption = f"{caption + ': ' if caption else ''}first {head:,} of {total:,} rows"
-    styler = data.style.format(_formats(data, set(percent), digits), na_rep="–")
+    styler = data.style.format(_formats(data, set(percent), digits), na_rep="–", escape="html")
+    styler = styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
+    styler = styler.set_table_attributes(f'class="{NO_MATH}"')
     if caption:
-        styler = styler.set_caption(caption)
+        styler = styler.set_caption(html.escape(caption))
     return styler
 
 
@@ -96,8 +108,8 @@ def folded(table: pd.DataFrame, what: str, *, first: int = 10) -> Any:
         return HTML(f"<p>no {html.escape(what)}</p>")
     shown = min(first, len(table))
     body = frame(table.head(shown)).to_html()
-    return HTML(f"<details><summary>{len(table):,} {html.escape(what)} (first {shown:,} shown)</summary>"
-                f"{body}</details>")
+    return HTML(f'<details class="{NO_MATH}"><summary>{len(table):,} {html.escape(what)} (first {shown:,} '
+                f"shown)</summary>{body}</details>")
 
 
 #: ASCII punctuation Markdown (CommonMark) lets a backslash escape; ``$`` also starts MathJax math.
@@ -137,15 +149,20 @@ class _Escaped:
         self.value = value
 
     def __format__(self, spec: str) -> str:
-        return escape_markdown(format(self.value, spec))
+        text = format(self.value, spec)
+        if "$" in text or "\\" in text:  # what could open math (``$``, ``\\(``, ``\\[``, ``\\begin``)
+            return f'<span class="{NO_MATH}">{escape_markdown(text)}</span>'
+        return escape_markdown(text)
 
 
 def say(template: str, /, **values: Any) -> Any:
     """Show one narrative sentence in a notebook as Markdown, its values taken from the data.
 
     The template is the notebook's own Markdown (emphasis and math allowed); every value is formatted
-    with the template's format spec (``{rows:,}``, ``{share:.1%}``) and then escaped, so whatever text
-    the data holds is shown as text.
+    with the template's format spec (``{rows:,}``, ``{share:.1%}``), then escaped, and kept out of math
+    (:data:`NO_MATH`) when it holds a ``$`` or a backslash, so whatever text the data holds is shown as
+    text.  A value never stands inside the template's math or code spans (``$...{x}...$``, ```{x}```):
+    there no escape holds.
 
     Parameters
     ----------

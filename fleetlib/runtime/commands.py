@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, excerpt
+from fleetlib._io import as_paths, excerpt, listed_files
 from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
@@ -384,7 +384,7 @@ def mlperf_summary_table(paths: PathLike | Sequence[PathLike], *,
         Columns as the summary keys, with ``rejected`` and ``flagged`` counts instead of the ledger.
     """
     if isinstance(paths, (str, Path)) and Path(paths).is_dir():
-        files = sorted(Path(paths).glob("*.txt"))
+        files = listed_files(paths, (".txt",))
     else:
         files = as_paths(paths)
     rows = []

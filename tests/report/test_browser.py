@@ -16,11 +16,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from report_browser import CHROMEDRIVER, CHROMIUM, INSTALL, VIEWPORT
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-INSTALL = "apt-get update && apt-get install -y chromium chromium-driver"
-VIEWPORT = (1280, 800)
 CHAIN = ["notebooks/00_whole_fleet.ipynb", "notebooks/course/01_napkin_maths.ipynb",
          "notebooks/course/02_whole_fleet_and_cost.ipynb"]
 
@@ -39,26 +36,6 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = checkout_root()
     return run_report(root / "parameters" / "running_example.yaml", tmp_path_factory.mktemp("browser_report"),
                       notebooks=CHAIN, progress=False)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pytest.importorskip("selenium", reason="selenium is a dev dependency (pyproject.toml [dev])")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    yield driver
-    driver.quit()
 
 
 def _pages(report: Path) -> list[Path]:

@@ -224,8 +224,15 @@ def test_failing_notebook_is_named_and_partial_output_kept(tmp_path, chain, caps
     partial = nbformat.read(out / "notebooks" / "c_failing.ipynb", as_version=4)
     texts = "".join(o.get("text", "") for c in partial.cells if c.cell_type == "code" for o in c.outputs)
     assert "before the failure" in texts and "never reached" not in texts
-    assert (out / "html" / "c_failing.html").is_file()
-    assert not (out / "summary.json").exists()
+    # no page of the failed notebook; the index names the failure, the page before it is written
+    assert not (out / "html" / "c_failing.html").exists()
+    assert (out / "html" / f"{Path(chain['good']).stem}.html").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failed"]["name"] == "c_failing" and "deliberate failure 42" in summary["failed"]["error"]
+    assert summary["failed"]["notebook"] == "notebooks/c_failing.ipynb"
+    assert [p["name"] for p in summary["pages"]] == [Path(chain["good"]).stem]
+    index = (out / "index.html").read_text()
+    assert 'id="failed"' in index and "c_failing failed" in index and "deliberate failure 42" in index
 
 
 def test_the_report_kernel_is_shut_down_without_an_interrupt_but_timeouts_still_interrupt():

@@ -303,7 +303,8 @@ def test_frame_formats_device_hours_without_scientific_notation() -> None:
     series = frame(pd.Series([1.5], name="share of time")).to_html()
     assert ">share of time</th>" in series and "dtype" not in series  # a named column, not a Series dump
     box = folded(pd.DataFrame({"row": range(25)}), "ledger entries", first=10).data
-    assert box.startswith("<details><summary>25 ledger entries (first 10 shown)</summary>")
+    assert box.startswith('<details class="tex2jax_ignore"><summary>25 ledger entries (first 10 shown)'
+                          '</summary>')
     assert box.count("<tr>") == 11  # header + 10 rows
     assert folded(pd.DataFrame(), "ledger entries").data == "<p>no ledger entries</p>"
 

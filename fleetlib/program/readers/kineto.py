@@ -178,6 +178,7 @@ from fleetlib._io import (
     current_limits,
     excerpt,
     gunzip,
+    listed_files,
 )
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
@@ -2644,14 +2645,18 @@ def rank_from_file_name(name: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def trace_files(paths_or_dir: PathLike | Iterable[PathLike]) -> list[Path]:
+def trace_files(paths_or_dir: PathLike | Iterable[PathLike], *, ledger: Ledger | None = None) -> list[Path]:
     """Expand a directory, a file or a list of them into trace files.
 
     Parameters
     ----------
     paths_or_dir
         A trace file, a directory (its ``*.json`` and ``*.json.gz`` files, not recursing), or
-        an iterable of either.
+        an iterable of either.  A folder's entries are confined to it (a link leading out is
+        refused) and a named pipe or device among them is flagged in ``ledger`` (refused without
+        one); see :func:`fleetlib._io.listed_files`.
+    ledger
+        Where special files found in a folder are noted.
 
     Returns
     -------
@@ -2672,8 +2677,7 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike]) -> list[Path]:
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir()
-                           if q.is_file() and q.name.lower().endswith((".json", ".json.gz")))
+            found = listed_files(p, (".json", ".json.gz"), ledger=ledger)
             if not found:
                 raise DomainError(f"directory {p} holds no *.json or *.json.gz trace file")
             out.extend(found)
@@ -3192,7 +3196,8 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
         raise DomainError(f"errors must be 'raise' or 'skip'; got {errors!r}")
     if client is not None and not callable(getattr(client, "submit", None)):
         raise DomainError(f"client must be a distributed.Client (or None); got {type(client).__name__}")
-    files = trace_files(paths_or_dir)
+    listing = Ledger()
+    files = trace_files(paths_or_dir, ledger=listing)
     mapping = {str(k): int(v) for k, v in (ranks or {}).items()}
     _options(classifier, step_marker, time_unit, max_event_us, overlap_tolerance_us)  # fail before any task
     common = {"cache": cache, "cache_dir": cache_dir, "classifier": classifier, "step_marker": step_marker,
@@ -3214,6 +3219,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     for tr in reads:
         ledger.extend(tr.ledger)
     ledger.extend(failures)
+    ledger.extend(listing)
     base = min(int(tr.metadata["base_time_ns"]) for tr in reads)
     # each rank's shift onto the common base; the merger adds it to that rank's rows (where not 0)
     shift_by_rank = {tr.rank: (int(tr.metadata["base_time_ns"]) - base) / 1000.0 for tr in reads}

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import check_regular, excerpt
+from fleetlib._io import check_regular, excerpt, listed_files
 from fleetlib.program.schema import RANK_TIMER_COLUMNS
 from fleetlib.quality import DomainError, InputError, Ledger
 
@@ -76,7 +76,7 @@ def is_csv(path: Path) -> bool:
     return path.name.lower().endswith((".csv", ".csv.gz"))
 
 
-def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
+def rank_timer_files(path: str | Path | Iterable[str | Path], *, ledger: Ledger | None = None) -> list[Path]:
     """Return the rank-timer files at ``path``: the file itself, or a folder's files in name order.
 
     Parameters
@@ -84,7 +84,11 @@ def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
     path
         A ``.parquet`` / ``.pq`` / ``.csv`` / ``.csv.gz`` file, or a folder holding such files (not
         searched recursively; other files are ignored), or a list of files and folders (each
-        expanded in turn, in the order given).
+        expanded in turn, in the order given).  A folder's entries are confined to it (a link
+        leading out is refused) and a named pipe or device among them is flagged in ``ledger``
+        (refused without one); see :func:`fleetlib._io.listed_files`.
+    ledger
+        Where special files found in a folder are noted.
 
     Returns
     -------
@@ -102,10 +106,10 @@ def rank_timer_files(path: str | Path | Iterable[str | Path]) -> list[Path]:
         items = list(path)
         if not items:
             raise DomainError("no rank-timer file was given")
-        return [f for item in items for f in rank_timer_files(item)]
+        return [f for item in items for f in rank_timer_files(item, ledger=ledger)]
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(_SUFFIXES))
+        files = listed_files(p, _SUFFIXES, ledger=ledger)
         if not files:
             raise InputError(f"folder holds no rank-timer file ({', '.join(_SUFFIXES)})", file=str(p))
         return files
@@ -357,12 +361,13 @@ def read_rank_timers(path: str | Path | Iterable[str | Path]) -> tuple[pd.DataFr
         non-numeric duration, two rows for one ``(rank, step)`` (naming both rows), or more than
         :data:`MAX_REJECTED_ROWS` rejections in one block.
     """
-    files = rank_timer_files(path)
+    listing = Ledger()
+    files = rank_timer_files(path, ledger=listing)
     blocks = _blocks(files, np.iinfo(np.int64).max)  # whole files
     parts: list[CleanBlock] = []
     for block in blocks:
         parts.append(check_block(_read_block(block), block))
-    ledger = Ledger.merged(p.ledger for p in parts)
+    ledger = Ledger.merged([listing, *(p.ledger for p in parts)])
     rank = np.concatenate([p.rank for p in parts])
     step = np.concatenate([p.step for p in parts])
     dur = np.concatenate([p.dur for p in parts])
