@@ -122,6 +122,18 @@ class ProgramMeasurement:
                                       convention=getattr(conv, "label", conv), window=self.window,
                                       step_time_source=step_time, config_file=m.get("file"))
 
+    def fleet_law(self) -> pd.DataFrame:
+        """Return the Fleet Law terms of every traced rank-step.
+
+        See :func:`fleetlib.program.fleet_law.fleet_law_terms`.
+
+        Ranks with point-to-point transfers among their matched collectives are pipeline stages:
+        their idle at the edges of a step is a bubble, charged to ``sync``.
+        """
+        from fleetlib.program.fleet_law import fleet_law_terms, pipeline_ranks
+
+        return fleet_law_terms(self.partition, pipeline=pipeline_ranks(self.matched))
+
     def summary(self) -> dict[str, Any]:
         """Return the per-rank sums, stragglers, collectives, flags and partition records.
 
@@ -129,7 +141,6 @@ class ProgramMeasurement:
         tables.
         """
         from fleetlib.program.collectives import summarise_traced_steps
-
         parts = {"matched": self.matched, "waits": self.waits, "partition": self.partition,
                  "stragglers": self.stragglers, "audit": self.audit}
         return summarise_traced_steps(parts, by=self.matched_by)
@@ -284,7 +295,7 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
     parts = analyse_traced_steps(
         traces.kernels, traces.steps, by=by,  # type: ignore[arg-type]
         dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
-        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold)
+        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold, ops=traces.ops)
     matched = parts["matched"]
     from fleetlib.program.breakdown import steps_without_device_activity
 

@@ -197,3 +197,20 @@ def test_every_new_plot_draws_into_a_given_axes():
     assert got == [axes[0, 0], axes[0, 1], axes[0, 2], axes[1, 0], axes[1, 1]]
     with pytest.raises(DomainError, match="Axes"):
         plots.straggler_bars(report(), ax=fig)
+
+
+def test_fleet_law_bars_stack_the_six_terms_to_the_wall():
+    from fleetlib.program import FLEET_LAW_LABELS, FLEET_LAW_TERMS
+
+    terms = pd.DataFrame([(0, 1, 300, 700, 90, 40, 500, 20), (1, 1, 310, 650, 80, 40, 0, 600)],
+                         columns=["rank", "step", *FLEET_LAW_TERMS], dtype=float)
+    terms["step_wall_us"] = terms[list(FLEET_LAW_TERMS)].sum(axis=1)
+    ax = plots.fleet_law_bars(terms, unit="us")
+    ends = np.zeros(len(terms))
+    for j, t in enumerate(FLEET_LAW_TERMS):
+        assert ax.containers[j].get_label() == FLEET_LAW_LABELS[t]
+        widths = np.array([b.get_width() for b in ax.containers[j]])
+        np.testing.assert_allclose(widths, terms[t].to_numpy())
+        ends = ends + widths
+    np.testing.assert_allclose(ends, terms["step_wall_us"].to_numpy())
+    assert len({tuple(c.patches[0].get_facecolor()) for c in ax.containers[:6]}) == 6
