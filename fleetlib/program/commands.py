@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetlib.commands_common import writable_output_path
 from fleetlib.program.classify import Classifier
+from fleetlib.program.fleet_law import FLEET_LAW_TERMS
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
 from fleetlib.program.schema import CLASSIFIED_BY, PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
@@ -164,10 +165,14 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     Returns
     -------
     dict
-        ``files``; ``window`` (the calendar window of the traced steps,
+        ``findings`` (the Table 7 patterns found, ranked by evidence: ``pattern, factor, term, lever,
+        trade_off, evidence_us, ranks, steps, status``; :func:`fleetlib.program.triage.triage`) and
+        ``not_observable`` (patterns the trace cannot show, and why); ``files``; ``window`` (the
+        calendar window of the traced steps,
         :func:`fleetlib.program.measure.measure`: their measured UTC span when the traces carry a
         clock, else nominal); ``ranks`` ({rank: {``steps``, ``step_wall_us``, ``partition_us`` {compute,
-        exposed_comm, peer_wait, exposed_memcpy, host_dispatch, idle}, ``overlapped_comm_us``}},
+        exposed_comm, peer_wait, exposed_memcpy, host_dispatch, idle}, ``overlapped_comm_us``,
+        ``fleet_law_us`` {the six Fleet Law terms, :mod:`fleetlib.program.fleet_law`}}},
         sums over each rank's steps); ``stragglers`` (one record per rank); ``collectives``
         (``matched_by``, ``instances``, ``first`` -- last arriver and longest waiter of each group's
         first collective of each type -- and ``audit``); ``flags`` (the analysis' notes, then the
@@ -207,9 +212,12 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
                                client=client, classifier=classifier)
     summary = measured.summary()
+    diagnosis = measured.findings().to_dict()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     flag_lines = [*summary["flags"], *flag_summary(measured.ledger.flags)]
     result: dict[str, Any] = {
+        "findings": diagnosis["findings"],
+        "not_observable": diagnosis["not_observable"],
         "files": [str(f) for f in files],
         "window": measured.window.to_dict(),
         "ranks": summary["ranks"],
@@ -289,8 +297,18 @@ def render_program(res: Mapping[str, Any]) -> str:
         relative score marks them as stragglers, program goodput with its convention when known,
         the ledger's counts and the flags.
     """
-    lines = [f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
-             "each rank's traced steps"]
+    lines = []
+    if "findings" in res:
+        lines.append(f"findings (Table 7 patterns, largest evidence first): {len(res['findings'])}")
+        for f in res["findings"]:
+            where = f"ranks {_rank_list(f['ranks'])}, {len(f['steps'])} step(s)"
+            lines.append(f"  {f['pattern']}: {_ms(f['evidence_us'])} ms on the critical path ({where}); "
+                         f"{f['factor']} / {f['term']}; {f['status']}")
+            lines.append(f"    lever: {f['lever']}; check: {f['trade_off']}")
+        for pattern, why in res.get("not_observable", {}).items():
+            lines.append(f"  {pattern}: {why}")
+    lines.append(f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
+                 "each rank's traced steps")
     window = res.get("window")
     if window is not None:
         span = f"{window['start']} .. {window['end']}" if window.get("start") else "nominal"
@@ -302,6 +320,11 @@ def render_program(res: Mapping[str, Any]) -> str:
         parts = " ".join(f"{_ms(r['partition_us'][p]):>10}" for p in PARTITION_PARTS)
         lines.append(f"  {rank:>5} {r['steps']:>5} {_ms(r['step_wall_us']):>10} {parts} "
                      f"{_ms(r['overlapped_comm_us']):>10}")
+    if all("fleet_law_us" in r for r in res["ranks"].values()):
+        lines.append(f"  Fleet Law terms: {'rank':>5} " + " ".join(f"{t:>13}" for t in FLEET_LAW_TERMS))
+        for rank, r in sorted(res["ranks"].items(), key=lambda kv: int(kv[0])):
+            terms = r["fleet_law_us"]
+            lines.append(f"  {'':>16} {rank:>5} " + " ".join(f"{_ms(terms[t]):>13}" for t in FLEET_LAW_TERMS))
     coll = res["collectives"]
     lines.append(f"collectives: {coll['instances']} matched instance(s) by {coll['matched_by']}")
     for f in coll["first"]:

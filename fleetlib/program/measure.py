@@ -43,6 +43,7 @@ from fleetlib.quality import DomainError, Ledger
 
 if TYPE_CHECKING:
     from fleetlib.program.readers.kineto import TraceSet
+    from fleetlib.program.triage import Triage
 
 __all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
 
@@ -134,6 +135,22 @@ class ProgramMeasurement:
 
         return fleet_law_terms(self.partition, pipeline=pipeline_ranks(self.matched))
 
+    def findings(self, input_wait: pd.DataFrame | None = None) -> Triage:
+        """Return the Table 7 patterns found in the traced steps, ranked by evidence.
+
+        See :func:`fleetlib.program.triage.triage`.
+
+        Parameters
+        ----------
+        input_wait
+            The job timeline's input-wait field (``rank, step, input_wait_us``), to confirm or rule
+            out an input stall; None leaves one unconfirmed.
+        """
+        from fleetlib.program.triage import triage
+
+        return triage(self.traces.kernels, self.traces.steps, self.partition, matched=self.matched,
+                      ops=self.traces.ops, input_wait=input_wait)
+
     def summary(self) -> dict[str, Any]:
         """Return the per-rank sums, stragglers, collectives, flags and partition records.
 
@@ -153,12 +170,14 @@ class ProgramMeasurement:
         dict
             ``window``, ``has_clock``, ``files``, ``ranks``, ``steps`` (traced rank-steps),
             the :meth:`summary` keys (``ranks``, ``stragglers``, ``collectives``, ``flags``,
-            ``partition``), ``ledger`` (complete) and ``factor`` (None without a model).
+            ``partition``), ``findings`` and ``not_observable`` (:meth:`findings`), ``ledger``
+            (complete) and ``factor`` (None without a model).
         """
         out: dict[str, Any] = {"window": self.window.to_dict(), "has_clock": self.has_clock,
                                "files": [str(tr.path) for tr in self.traces.reads],
                                "steps": len(self.partition)}
         out.update(self.summary())
+        out.update(self.findings().to_dict())
         out["ledger"] = self.ledger.to_dict()
         out["factor"] = self.factor().to_dict() if self.model is not None else None
         return out
