@@ -50,6 +50,7 @@ from fleetlib.plots.program import (
     roofline_scatter,
     step_partition_bars,
     straggler_bars,
+    utilisation_heatmap,
 )
 from fleetlib.plots.runtime import (
     CUMULATIVE_COLUMNS,
@@ -137,4 +138,5 @@ __all__ = [
     "straggler_bars",
     "theme",
     "use_theme",
+    "utilisation_heatmap",
 ]

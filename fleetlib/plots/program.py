@@ -232,6 +232,67 @@ def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = Fa
     return ax
 
 
+def utilisation_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = True,
+                        ax: Axes | None = None) -> Axes:
+    """Draw a rank x time-bin table (:func:`fleetlib.program.utilisation.utilisation_table`) as a heat map.
+
+    Parameters
+    ----------
+    table
+        Index: ranks; columns: bin starts in milliseconds; NaN where a bin holds no step-window time
+        (drawn as a hatched empty cell, never as zero).
+    value_label
+        What a cell holds (e.g. ``"compute share of the bin"``); the colour bar's label.
+    share
+        Cells are fractions (drawn as percentages; they must lie in [0, 1]).
+    ax
+        Axes to draw into; a new figure is made when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes containing the plot; time runs left to right, one row per rank.
+
+    Raises
+    ------
+    DomainError
+        A table that is not a DataFrame, has no finite cell, or has negative cells (or cells outside
+        [0, 1] with ``share``).
+    """
+    if not isinstance(table, pd.DataFrame) or table.empty:
+        raise DomainError("table must be a non-empty pandas DataFrame (index ranks, columns bin starts)")
+    try:
+        vals = table.to_numpy(dtype=float, na_value=np.nan)
+        starts = np.asarray(table.columns, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DomainError("table cells and bin starts must be numeric") from exc
+    finite = np.isfinite(vals)
+    if not finite.any():
+        raise DomainError("table has no finite cell to draw")
+    if (vals[finite] < 0).any():
+        raise DomainError("table cells must be >= 0")
+    if share:
+        require_fractions(vals[finite], "table")
+    width = float(starts[1] - starts[0]) if starts.size > 1 else 1.0
+    ax = new_axes(ax, (10.0, 1.2 + 0.35 * vals.shape[0]))
+    extent = (starts[0], starts[-1] + width, vals.shape[0] - 0.5, -0.5)
+    ax.add_patch(mpl.patches.Rectangle((extent[0], -0.5), extent[1] - extent[0], vals.shape[0],
+                                       facecolor="white", edgecolor=palette()[7], hatch="//", zorder=0,
+                                       gid="missing-cells"))
+    mesh = ax.imshow(np.ma.masked_invalid(vals), aspect="auto", cmap="rocket_r", interpolation="nearest",
+                     vmin=0.0, vmax=1.0 if share else float(np.nanmax(vals)) or 1.0, extent=extent, zorder=1)
+    bar = ax.figure.colorbar(mesh, ax=ax, pad=0.02)
+    bar.set_label(value_label)
+    if share:
+        bar.formatter = PERCENT_AXIS
+        bar.update_ticks()
+    ax.set_yticks(np.arange(vals.shape[0]), [str(r) for r in table.index])
+    ax.set_xlabel("time from the rank's first step (ms)")
+    ax.set_ylabel("rank")
+    ax.grid(False)
+    return ax
+
+
 _STRAGGLER_VALUES = {
     "arrived_last_share": "arrived last (% of its collectives)",
     "peer_wait_us": "own peer wait (ms, all collectives)",

@@ -221,6 +221,11 @@ from fleetlib.program.triage import (
     Triage,
     triage,
 )
+from fleetlib.program.utilisation import (
+    UTILISATION_COLUMNS,
+    utilisation_map,
+    utilisation_table,
+)
 from fleetlib.program.views import (
     StepTraceMeasurement,
     measure_step_traces,
@@ -284,6 +289,7 @@ __all__ = [
     "TRIAGE_CASES",
     "TRIAGE_THRESHOLDS",
     "UNKNOWN_DTYPE",
+    "UTILISATION_COLUMNS",
     "Classifier",
     "CollectiveWaitSplit",
     "CombinedProgramGoodput",
@@ -393,6 +399,8 @@ __all__ = [
     "traced_step_partition",
     "traced_window",
     "triage",
+    "utilisation_map",
+    "utilisation_table",
     "write_nsys_sqlite",
 ]
 

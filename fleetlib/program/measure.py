@@ -151,6 +151,15 @@ class ProgramMeasurement:
         return triage(self.traces.kernels, self.traces.steps, self.partition, matched=self.matched,
                       ops=self.traces.ops, input_wait=input_wait)
 
+    def utilisation(self, bin_us: float = 1000.0) -> pd.DataFrame:
+        """Return each rank's time-binned compute, communication, overlap and idle.
+
+        See :func:`fleetlib.program.utilisation.utilisation_map`.
+        """
+        from fleetlib.program.utilisation import utilisation_map
+
+        return utilisation_map(self.traces.kernels, self.traces.steps, bin_us=bin_us)
+
     def summary(self) -> dict[str, Any]:
         """Return the per-rank sums, stragglers, collectives, flags and partition records.
 

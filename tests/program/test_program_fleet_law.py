@@ -15,12 +15,15 @@ import pytest
 
 from fleetlib.program import (
     FLEET_LAW_TERMS,
+    TRIAGE_CASES,
     fleet_law_terms,
     kernel_roof,
     measure,
     pipeline_ranks,
     step_partition,
     synth_step_traces,
+    synth_triage_tables,
+    traced_step_partition,
 )
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "traces"
@@ -92,3 +95,11 @@ def test_terms_add_up_to_every_bundled_step_wall(name):
     for row in ranks.values():
         law = row["fleet_law_us"]
         assert abs(sum(law[t] for t in FLEET_LAW_TERMS) - row["step_wall_us"]) <= row["steps"]
+
+
+@pytest.mark.parametrize("case", TRIAGE_CASES)
+def test_terms_add_up_on_the_triage_cases(case):
+    t = synth_triage_tables(case)
+    matched, _waits, part = traced_step_partition(t["kernels"], t["steps"], ops=t["ops"])
+    terms = fleet_law_terms(part, pipeline=pipeline_ranks(matched))
+    np.testing.assert_array_equal(terms[list(FLEET_LAW_TERMS)].sum(axis=1), part["step_wall_us"])
