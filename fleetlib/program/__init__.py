@@ -117,6 +117,14 @@ from fleetlib.program.measure import (
     measure,
     traced_window,
 )
+from fleetlib.program.memory import (
+    DEFAULT_LARGE_BYTES,
+    MEMORY_COLUMNS,
+    MEMORY_STEP_COLUMNS,
+    memory_by_rank,
+    memory_by_step,
+    read_memory_events,
+)
 from fleetlib.program.model_config import (
     MODEL_KEYS,
     check_model_fits,
@@ -243,6 +251,7 @@ __all__ = [
     "COMPUTE_ROOF_KERNEL_PATTERN",
     "DEFAULT_DISPATCH_GAP_US",
     "DEFAULT_KIND_LAYERS",
+    "DEFAULT_LARGE_BYTES",
     "DEFAULT_STRAGGLERS",
     "DEFAULT_STRAGGLER_THRESHOLD",
     "DIAGNOSES",
@@ -259,6 +268,8 @@ __all__ = [
     "KERNEL_EXTRA_COLUMNS",
     "KINDS",
     "MATCH_COLUMNS",
+    "MEMORY_COLUMNS",
+    "MEMORY_STEP_COLUMNS",
     "MODEL_KEYS",
     "MOE_KERNELS",
     "NO_CLOCK_LABEL",
@@ -348,6 +359,8 @@ __all__ = [
     "measure",
     "measure_step_traces",
     "measured_intensity",
+    "memory_by_rank",
+    "memory_by_step",
     "mfu",
     "mfu_at_floor",
     "mfu_convention",
@@ -365,6 +378,7 @@ __all__ = [
     "program_rows_by_ideal",
     "program_summary",
     "read",
+    "read_memory_events",
     "read_nsys",
     "read_rank_timers",
     "read_trace",

@@ -138,7 +138,8 @@ def flag_summary(flags: Sequence[Any]) -> list[str]:
 
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
                 cache_dir: str | Path | None = None, progress: bool = False,
-                workers: int | None = None, comm_patterns: Sequence[str] = ()) -> dict[str, Any]:
+                workers: int | None = None, comm_patterns: Sequence[str] = (),
+                memory: bool = False) -> dict[str, Any]:
     """Compute the object ``fleetlib program`` prints, from command-line style arguments.
 
     Parameters
@@ -161,6 +162,10 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     comm_patterns
         More communication-kernel name patterns (regular expressions, searched case-insensitively),
         added to :data:`fleetlib.program.classify.DEFAULT_COMM_PATTERNS` (``--comm-pattern``).
+    memory
+        Also read the Kineto ``[memory]`` events (``--memory``; a second pass over the JSON files):
+        the result gains ``memory`` (per rank: peak allocated, churn; and the events' ledger) and
+        the two memory patterns of the triage become observable.
 
     Returns
     -------
@@ -212,7 +217,16 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
                                client=client, classifier=classifier)
     summary = measured.summary()
-    diagnosis = measured.findings().to_dict()
+    events = None
+    memory_out = None
+    if memory:
+        from fleetlib.program.memory import memory_by_rank, memory_by_step, read_memory_events
+
+        json_files = [f for f in files if not f.name.lower().endswith((".sqlite", ".sqlite.gz"))]
+        events, mem_ledger = read_memory_events(json_files)
+        memory_out = {"ranks": memory_by_rank(memory_by_step(events, measured.traces.steps)),
+                      "ledger": _ledger_dict(mem_ledger)}
+    diagnosis = measured.findings(memory=events).to_dict()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     flag_lines = [*summary["flags"], *flag_summary(measured.ledger.flags)]
     result: dict[str, Any] = {
@@ -230,6 +244,8 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         "partition": summary["partition"],
         "program_goodput": None,
     }
+    if memory_out is not None:
+        result["memory"] = memory_out
     if config is not None:
         try:
             factor = measured.factor()
@@ -595,7 +611,7 @@ def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
                        progress=not args.json and sys.stderr.isatty(), workers=args.workers,
-                       comm_patterns=tuple(args.comm_pattern or ()))
+                       comm_patterns=tuple(args.comm_pattern or ()), memory=args.memory)
 
 
 def register(subparsers: Any, synth_subparsers: Any,
@@ -635,6 +651,9 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="a kernel-name pattern that marks communication, added to the defaults (NCCL, "
                         "RCCL, DeepEP, NVSHMEM, custom all-reduce ...); repeat for more. Kernel metadata "
                         "(Collective name args, NCCL NVTX ranges) still wins over names")
+    p.add_argument("--memory", action="store_true",
+                   help="also read the traces' [memory] events: per-rank peak allocated and allocation "
+                        "churn, and the two memory patterns of the triage")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)
 

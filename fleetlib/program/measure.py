@@ -135,7 +135,7 @@ class ProgramMeasurement:
 
         return fleet_law_terms(self.partition, pipeline=pipeline_ranks(self.matched))
 
-    def findings(self, input_wait: pd.DataFrame | None = None) -> Triage:
+    def findings(self, input_wait: pd.DataFrame | None = None, memory: pd.DataFrame | None = None) -> Triage:
         """Return the Table 7 patterns found in the traced steps, ranked by evidence.
 
         See :func:`fleetlib.program.triage.triage`.
@@ -145,11 +145,14 @@ class ProgramMeasurement:
         input_wait
             The job timeline's input-wait field (``rank, step, input_wait_us``), to confirm or rule
             out an input stall; None leaves one unconfirmed.
+        memory
+            Device memory events (:func:`fleetlib.program.memory.read_memory_events`), for the two
+            memory patterns; None: they are not observable.
         """
         from fleetlib.program.triage import triage
 
         return triage(self.traces.kernels, self.traces.steps, self.partition, matched=self.matched,
-                      ops=self.traces.ops, input_wait=input_wait)
+                      ops=self.traces.ops, input_wait=input_wait, memory=memory)
 
     def utilisation(self, bin_us: float = 1000.0) -> pd.DataFrame:
         """Return each rank's time-binned compute, communication, overlap and idle.

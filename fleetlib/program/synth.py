@@ -695,10 +695,11 @@ def synth_moe_traces(
 # Table 7 trace patterns, one synthetic case each (kernel, step and op tables)
 # ---------------------------------------------------------------------------------------------------
 
-#: The cases :func:`synth_triage_tables` builds: a clean step and one per trace pattern a kernel
-#: table can show (the two memory-event patterns need memory events, which these tables do not carry).
-TRIAGE_CASES: tuple[str, ...] = ("clean", "small_kernel_gaps", "low_flops_high_bandwidth", "non_gemm_kernels",
-                                 "exposed_collectives", "barrier_straggler", "pipeline_bubbles", "input_wait")
+#: The cases :func:`synth_triage_tables` builds: a clean step and one per trace pattern of Table 7.
+TRIAGE_CASES: tuple[str, ...] = ("clean", "small_kernel_gaps", "large_memory_spikes",
+                                 "low_flops_high_bandwidth", "non_gemm_kernels", "exposed_collectives",
+                                 "barrier_straggler", "pipeline_bubbles", "repeated_large_allocations",
+                                 "input_wait")
 
 _GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
 _ELEMENTWISE = "vectorized_elementwise_kernel<add>"
@@ -730,7 +731,12 @@ def synth_triage_tables(case: str, *, steps: int = 3) -> dict[str, pd.DataFrame]
         two pipeline stages: stage 0 computes then sends, stage 1 receives then computes, each idle
         for 3.5 ms at one end of the step;
     ``input_wait``
-        2 ms with no device activity between consecutive steps.
+        2 ms with no device activity between consecutive steps;
+    ``large_memory_spikes``
+        a 4 GiB buffer allocated and freed inside each step (the clean memory table: 10 GiB held, one
+        64 MiB buffer allocated at the step's start and freed near its end);
+    ``repeated_large_allocations``
+        a 256 MiB buffer allocated and freed four times in each step.
 
     Parameters
     ----------
@@ -743,7 +749,8 @@ def synth_triage_tables(case: str, *, steps: int = 3) -> dict[str, pd.DataFrame]
     -------
     dict of DataFrame
         ``kernels`` (canonical kernel columns plus ``launch_us``), ``steps`` (``rank, step,
-        start_us, end_us, source``) and ``ops`` (empty unless the case records shapes).
+        start_us, end_us, source``), ``ops`` (empty unless the case records shapes) and ``memory``
+        (device memory events: ``rank, ts_us, bytes, total_allocated, device_type``).
     """
     if case not in TRIAGE_CASES:
         raise DomainError(f"case must be one of {TRIAGE_CASES}; got {case!r}")
@@ -761,10 +768,26 @@ def synth_triage_tables(case: str, *, steps: int = 3) -> dict[str, pd.DataFrame]
         rows.append((rank, step, 7 if kind != "comm" else 9, start, end, end - start, name, kind, collective,
                      pg, s, None, False, launch, xid))
 
+    mem_rows: list[tuple[int, float, float, float, int]] = []
+    held, mib = float(10 * 2**30), float(2**20)
+
+    def alloc(rank: int, at: float, size: float) -> None:
+        level = (mem_rows[-1][3] if mem_rows and mem_rows[-1][0] == rank else held) + size
+        mem_rows.append((rank, at, size, level, 1))
+
     for step in range(n_steps):
         t0 = float(step * period)
         for rank in range(ranks):
             step_rows.append((rank, step, t0, t0 + _STEP_US, "profiler_step"))
+            alloc(rank, t0 + 10, 64 * mib)
+            if case == "large_memory_spikes":
+                alloc(rank, t0 + 2_000, 4 * 1024 * mib)
+                alloc(rank, t0 + 5_000, -4 * 1024 * mib)
+            if case == "repeated_large_allocations":
+                for i in range(4):
+                    alloc(rank, t0 + 1_000 + 500 * i, 256 * mib)
+                    alloc(rank, t0 + 1_200 + 500 * i, -256 * mib)
+            alloc(rank, t0 + 9_000, -64 * mib)
             if case == "small_kernel_gaps":
                 t = t0
                 for _ in range(250):
@@ -804,4 +827,6 @@ def synth_triage_tables(case: str, *, steps: int = 3) -> dict[str, pd.DataFrame]
     steps_frame = pd.DataFrame(step_rows, columns=["rank", "step", "start_us", "end_us", "source"])
     ops = pd.DataFrame(op_rows, columns=["rank", "external_id", "name", "start_us", "dur_us", "input_dims",
                                          "input_types"]).astype({"external_id": "Int64"})
-    return {"kernels": kernels, "steps": steps_frame, "ops": ops}
+    memory = pd.DataFrame(mem_rows, columns=["rank", "ts_us", "bytes", "total_allocated", "device_type"])
+    memory = memory.sort_values(["rank", "ts_us"], kind="stable").reset_index(drop=True)
+    return {"kernels": kernels, "steps": steps_frame, "ops": ops, "memory": memory}

@@ -13,8 +13,15 @@ The detectors and their evidence:
     Rank-steps with many short activities (at least ``min_kernels`` with a median at most
     ``short_kernel_us``) whose ``dispatch`` term is at least ``dispatch_share`` of the wall.
     Evidence: ``dispatch``.
-``large_memory_spikes`` / ``repeated_large_allocations``
-    Need memory events; the kernel table carries none, so both are listed as not observable.
+``large_memory_spikes``
+    Needs memory events (:mod:`fleetlib.program.memory`; without them: not observable).  Rank-steps
+    whose allocated memory rises above its level at the step's start by at least ``spike_share`` of
+    the peak and by at least ``large_bytes``.  Evidence: the ``local_memory`` term of those steps
+    (the time the materialised intermediates' traffic lengthens).
+``repeated_large_allocations``
+    Needs memory events.  Rank-steps with at least ``min_churn`` allocations of a repeated size of at
+    least ``large_bytes``.  Evidence: the device-idle time of those steps (``dispatch`` and
+    ``other``), the most allocator calls could hold the critical path.
 ``low_flops_high_bandwidth``
     Rank-steps where kernels of shaped ops (recorded input shapes, :func:`~fleetlib.program.
     roofline.op_flops_bytes`) with an intensity below the ridge point take at least
@@ -50,6 +57,7 @@ import pandas as pd
 
 from fleetlib.program.breakdown import require_table_columns
 from fleetlib.program.fleet_law import fleet_law_terms, pipeline_ranks
+from fleetlib.program.memory import DEFAULT_LARGE_BYTES, memory_by_step
 from fleetlib.program.roofline import gemm_time_split, kernel_roofline, op_flops_bytes
 from fleetlib.quality import DomainError
 
@@ -101,6 +109,7 @@ TRIAGE_THRESHOLDS: Mapping[str, float] = {
     "bandwidth_share": 0.20, "ridge_flop_per_byte": 100.0,
     "non_gemm_share": 0.50, "non_gemm_of_step": 0.25,
     "exposed_share": 0.15, "barrier_share": 0.05, "bubble_share": 0.10, "input_gap_share": 0.05,
+    "spike_share": 0.20, "large_bytes": float(DEFAULT_LARGE_BYTES), "min_churn": 3,
 }
 
 #: Keys of one finding, in order.
@@ -143,7 +152,7 @@ def _finding(pattern: str, evidence: pd.DataFrame, value: str, status: str = "ob
 
 def triage(kernels: pd.DataFrame, steps: pd.DataFrame, partition: pd.DataFrame, *,
            matched: pd.DataFrame | None = None, ops: pd.DataFrame | None = None,
-           input_wait: pd.DataFrame | None = None,
+           input_wait: pd.DataFrame | None = None, memory: pd.DataFrame | None = None,
            thresholds: Mapping[str, float] | None = None) -> Triage:
     """Run the nine Table 7 detectors over one trace set and rank what they find.
 
@@ -164,6 +173,9 @@ def triage(kernels: pd.DataFrame, steps: pd.DataFrame, partition: pd.DataFrame, 
     input_wait
         The job timeline's input-wait field: ``rank, step, input_wait_us``.  Confirms or rules out
         the ``input_wait`` pattern; None: it stays unconfirmed.
+    memory
+        Device memory events (:func:`fleetlib.program.memory.read_memory_events`); None or empty:
+        the two memory patterns are not observable.
     thresholds
         Overrides of :data:`TRIAGE_THRESHOLDS`.
 
@@ -188,7 +200,20 @@ def triage(kernels: pd.DataFrame, steps: pd.DataFrame, partition: pd.DataFrame, 
     terms = terms.assign(memory_roof_us=partition["memory_roof_us"].to_numpy())
     wall = terms["step_wall_us"]
     found: list[dict[str, Any]] = []
-    hidden = {p: "not observable: no memory events in the trace" for p in _MEMORY_PATTERNS}
+    hidden: dict[str, str] = {}
+    if memory is None or memory.empty:
+        hidden.update({p: "not observable: no memory events in the trace" for p in _MEMORY_PATTERNS})
+    else:
+        per = memory_by_step(memory, steps, large_bytes=int(th["large_bytes"]))
+        t = terms.merge(per, on=["rank", "step"])
+        hit = t[(t["spike_bytes"] >= th["spike_share"] * t["peak_allocated_bytes"])
+                & (t["spike_bytes"] >= th["large_bytes"])]
+        if not hit.empty:
+            found.append(_finding("large_memory_spikes", hit, "local_memory"))
+        hit = t[t["churn_count"] >= th["min_churn"]]
+        if not hit.empty:
+            idle = hit.assign(idle=hit["dispatch"] + hit["other"])
+            found.append(_finding("repeated_large_allocations", idle, "idle"))
 
     # small gaps between many short kernels
     active = kernels["kind"].astype("string").isin(["compute", "comm", "memcpy", "memset"])
