@@ -154,6 +154,7 @@ from fleetlib.program.readers.rank_timers import (
 from fleetlib.program.roofline import (
     BAD_SHAPES,
     COMPUTE_ROOF_KERNEL_PATTERN,
+    DEFAULT_RIDGE_FLOP_PER_BYTE,
     DIAGNOSES,
     GEMM_KERNEL_PATTERN,
     NO_RULE,
@@ -252,6 +253,7 @@ __all__ = [
     "DEFAULT_DISPATCH_GAP_US",
     "DEFAULT_KIND_LAYERS",
     "DEFAULT_LARGE_BYTES",
+    "DEFAULT_RIDGE_FLOP_PER_BYTE",
     "DEFAULT_STRAGGLERS",
     "DEFAULT_STRAGGLER_THRESHOLD",
     "DIAGNOSES",

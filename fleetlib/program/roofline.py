@@ -24,11 +24,13 @@ import pandas as pd
 from fleetlib.program._arrays import ArrayLike, FloatOrArray, at_most_one, checked_values, scalar_or_array
 from fleetlib.program.classify import dtype_size_bytes
 from fleetlib.program.flops import PeakRate
+from fleetlib.program.peaks import PEAK_RATES
 from fleetlib.quality import DomainError
 
 __all__ = [
     "BAD_SHAPES",
     "COMPUTE_ROOF_KERNEL_PATTERN",
+    "DEFAULT_RIDGE_FLOP_PER_BYTE",
     "DIAGNOSES",
     "GEMM_KERNEL_PATTERN",
     "NO_RULE",
@@ -395,6 +397,10 @@ GEMM_KERNEL_PATTERN: str = (r"(?i)gemm|gemv|cutlass|cublas|xmma|hgemm|sgemm|wgmm
 #: Winograd).  Every other compute kernel (elementwise, normalisation, softmax, reductions, optimizer
 #: updates) is taken to sit on the bandwidth slope.
 COMPUTE_ROOF_KERNEL_PATTERN: str = GEMM_KERNEL_PATTERN + r"|conv|cudnn|winograd|implicit_gemm"
+
+#: Ridge point a shaped kernel's intensity is compared with when the device is not named: the H100
+#: SXM's dense BF16 peak over its HBM3 bandwidth (989 TFLOP/s / 3.35 TB/s, about 295 FLOP/byte).
+DEFAULT_RIDGE_FLOP_PER_BYTE: float = PEAK_RATES["H100 SXM"].ridge_flop_per_byte
 
 #: Columns added by :func:`kernel_roofline`.
 ROOFLINE_KERNEL_COLUMNS: tuple[str, ...] = (
@@ -842,12 +848,15 @@ def shaped_op_kernels(kernels: pd.DataFrame, ops: pd.DataFrame | None) -> np.nda
 
 
 def kernel_roof(kernels: pd.DataFrame, ops: pd.DataFrame | None = None, *,
-                pattern: str = COMPUTE_ROOF_KERNEL_PATTERN) -> np.ndarray:
+                pattern: str = COMPUTE_ROOF_KERNEL_PATTERN,
+                ridge_flop_per_byte: float = DEFAULT_RIDGE_FLOP_PER_BYTE) -> np.ndarray:
     """Return the roof each kernel is bound by: ``"compute"`` or ``"memory"`` (NaN-free strings).
 
-    A compute kernel is on the compute roof when the op that launched it has a shape rule (a matrix
-    multiplication or convolution by its recorded shapes, needs ``ops``), or else when its name
-    matches ``pattern`` (GEMM and convolution kernels); every other compute kernel is on the
+    A compute kernel launched by an op whose recorded shapes give its FLOPs and bytes
+    (:func:`op_flops_bytes`, needs ``ops`` and ``external_id``) is on the compute roof when that
+    intensity reaches ``ridge_flop_per_byte`` and on the bandwidth slope below it.  Without a
+    shape-derived intensity, a kernel is on the compute roof when its op has a shape rule or its
+    name matches ``pattern`` (GEMM and convolution kernels); every other compute kernel is on the
     bandwidth slope (``"memory"``).  Copies and memsets are ``"memory"``; collectives, syncs and
     unclassified activity are ``"compute"`` (the value is not used for them).  Without a ``name``
     column every compute kernel is on the compute roof.
@@ -860,6 +869,8 @@ def kernel_roof(kernels: pd.DataFrame, ops: pd.DataFrame | None = None, *,
         Optional host-op table (``rank, external_id, name``).
     pattern
         Regular expression for compute-roof kernel names.
+    ridge_flop_per_byte
+        The device's ridge point (default :data:`DEFAULT_RIDGE_FLOP_PER_BYTE`).
 
     Returns
     -------
@@ -867,10 +878,19 @@ def kernel_roof(kernels: pd.DataFrame, ops: pd.DataFrame | None = None, *,
         Object array of ``"compute"`` / ``"memory"``, one per kernel row.
     """
     kind = kernels["kind"].astype("string").fillna("").to_numpy(dtype=object)
+    by_op = shaped_op_kernels(kernels, ops)
     if "name" in kernels.columns:
-        on_roof = name_matches(kernels["name"], pattern) | shaped_op_kernels(kernels, ops)
+        on_roof = name_matches(kernels["name"], pattern) | by_op
     else:
         on_roof = np.ones(len(kernels), dtype=bool)
+    shaped = by_op & (kind == "compute")
+    if shaped.any():
+        sub = kernels[shaped]
+        placed = kernel_roofline(sub.set_axis(np.arange(len(sub))), op_flops_bytes(ops))
+        intensity = placed["intensity_flop_per_byte"].to_numpy(dtype=float, na_value=np.nan)
+        known = np.isfinite(intensity)
+        at = np.flatnonzero(shaped)[known]
+        on_roof[at] = intensity[known] >= ridge_flop_per_byte
     memory = ((kind == "compute") & ~on_roof) | (kind == "memcpy") | (kind == "memset")
     return np.where(memory, "memory", "compute").astype(object)
 

@@ -58,7 +58,12 @@ import pandas as pd
 from fleetlib.program.breakdown import require_table_columns
 from fleetlib.program.fleet_law import fleet_law_terms, pipeline_ranks
 from fleetlib.program.memory import DEFAULT_LARGE_BYTES, memory_by_step
-from fleetlib.program.roofline import gemm_time_split, kernel_roofline, op_flops_bytes
+from fleetlib.program.roofline import (
+    DEFAULT_RIDGE_FLOP_PER_BYTE,
+    gemm_time_split,
+    kernel_roofline,
+    op_flops_bytes,
+)
 from fleetlib.quality import DomainError
 
 __all__ = ["FINDING_COLUMNS", "TABLE7_PATTERNS", "TRIAGE_THRESHOLDS", "Triage", "triage"]
@@ -106,7 +111,7 @@ TABLE7_PATTERNS: Mapping[str, tuple[str, str, str, str]] = {
 #: Thresholds of the detectors (shares are of the rank-step's wall time unless said otherwise).
 TRIAGE_THRESHOLDS: Mapping[str, float] = {
     "min_kernels": 50, "short_kernel_us": 50.0, "dispatch_share": 0.10,
-    "bandwidth_share": 0.20, "ridge_flop_per_byte": 100.0,
+    "bandwidth_share": 0.20, "ridge_flop_per_byte": DEFAULT_RIDGE_FLOP_PER_BYTE,
     "non_gemm_share": 0.50, "non_gemm_of_step": 0.25,
     "exposed_share": 0.15, "barrier_share": 0.05, "bubble_share": 0.10, "input_gap_share": 0.05,
     "spike_share": 0.20, "large_bytes": float(DEFAULT_LARGE_BYTES), "min_churn": 3,

@@ -103,3 +103,17 @@ def test_terms_add_up_on_the_triage_cases(case):
     matched, _waits, part = traced_step_partition(t["kernels"], t["steps"], ops=t["ops"])
     terms = fleet_law_terms(part, pipeline=pipeline_ranks(matched))
     np.testing.assert_array_equal(terms[list(FLEET_LAW_TERMS)].sum(axis=1), part["step_wall_us"])
+
+
+def test_shape_derived_intensity_decides_the_roof():
+    # a GEMM-named kernel of an aten::mm of shapes [16, 8192] x [8192, 16]: about 8 FLOP per byte,
+    # far below the ridge, so its time is on the bandwidth slope; a wide one stays on the compute roof
+    t = synth_triage_tables("low_flops_high_bandwidth")
+    k, ops = t["kernels"], t["ops"]
+    roof = kernel_roof(k, ops)
+    assert set(roof[k["name"].str.contains("gemm").to_numpy(dtype=bool)]) == {"memory"}
+    assert set(kernel_roof(k)[k["name"].str.contains("gemm").to_numpy(dtype=bool)]) == {"compute"}  # by name
+    wide = ops.assign(input_dims="[[8192, 8192], [8192, 8192]]")
+    assert set(kernel_roof(k, wide)[k["name"].str.contains("gemm").to_numpy(dtype=bool)]) == {"compute"}
+    terms = fleet_law_terms(traced_step_partition(k, t["steps"], ops=ops)[2])
+    assert (terms["local_compute"] == 0.0).all() and (terms["local_memory"] == 8_000.0).all()
