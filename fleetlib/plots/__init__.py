@@ -44,11 +44,13 @@ from fleetlib.plots.program import (
     PARTITION_PARTS,
     ROOFLINE_REGIMES,
     collective_audit_bars,
+    fleet_law_bars,
     hta_comparison_bars,
     rank_step_heatmap,
     roofline_scatter,
     step_partition_bars,
     straggler_bars,
+    utilisation_heatmap,
 )
 from fleetlib.plots.runtime import (
     CUMULATIVE_COLUMNS,
@@ -111,6 +113,7 @@ __all__ = [
     "efficiency_frontier",
     "event_chronicle",
     "factor_chain",
+    "fleet_law_bars",
     "goodput_by_hour",
     "held_time_shares",
     "hour_of_day_profile",
@@ -135,4 +138,5 @@ __all__ = [
     "straggler_bars",
     "theme",
     "use_theme",
+    "utilisation_heatmap",
 ]

@@ -27,7 +27,7 @@ from fleetlib.plots._style import (
     require_numeric,
     require_positive,
 )
-from fleetlib.program import DIAGNOSES, PARTITION_PARTS
+from fleetlib.program import DIAGNOSES, FLEET_LAW_LABELS, FLEET_LAW_TERMS, PARTITION_PARTS
 from fleetlib.quality import DomainError
 
 # ---------------------------------------------------------------------------------------------------
@@ -88,29 +88,35 @@ def step_partition_bars(partition: pd.DataFrame, *, unit: str = "ms", ax: Axes |
         Missing columns, a negative part, parts that do not add up to the wall time, or an unknown
         unit.
     """
-    data = require_frame(partition, "partition", ("rank", *PARTITION_PARTS, "step_wall_us"))
+    style = _part_style()
+    return _stacked_bars(partition, "partition", PARTITION_PARTS,
+                         {p: (PART_LABEL[p], *style[p]) for p in PARTITION_PARTS}, unit=unit, ax=ax)
+
+
+def _stacked_bars(frame: pd.DataFrame, what: str, parts_names: tuple[str, ...],
+                  style: dict[str, tuple[str, Any, str]], *, unit: str, ax: Axes | None) -> Axes:
+    data = require_frame(frame, what, ("rank", *parts_names, "step_wall_us"))
     scale = {"ms": 1e-3, "us": 1.0}.get(unit)
     if scale is None:
         raise DomainError(f"unit must be 'ms' or 'us'; got {unit!r}")
-    parts = np.column_stack([require_numeric(data[p], f"partition[{p!r}]") for p in PARTITION_PARTS])
+    parts = np.column_stack([require_numeric(data[p], f"{what}[{p!r}]") for p in parts_names])
     if (parts < 0).any():
-        raise DomainError("partition parts must be >= 0")
-    wall = require_numeric(data["step_wall_us"], "partition['step_wall_us']")
+        raise DomainError(f"{what} parts must be >= 0")
+    wall = require_numeric(data["step_wall_us"], f"{what}['step_wall_us']")
     gap = np.abs(parts.sum(axis=1) - wall)
     if (gap > 1e-6 * np.maximum(wall, 1.0) + 1e-3).any():
         i = int(np.argmax(gap))
-        raise DomainError(f"partition row {data.index[i]!r}: the parts add up to {parts[i].sum()!r} us, "
+        raise DomainError(f"{what} row {data.index[i]!r}: the parts add up to {parts[i].sum()!r} us, "
                           f"not the step wall time {wall[i]!r} us")
     labels = _bar_labels(data)
     y = np.arange(len(data))
     ax = new_axes(ax, (10.0, 1.4 + 0.42 * len(data)))
     left = np.zeros(len(data))
-    style = _part_style()
-    for j, part in enumerate(PARTITION_PARTS):
-        color, hatch = style[part]
+    for j, part in enumerate(parts_names):
+        label, color, hatch = style[part]
         width = parts[:, j] * scale
         ax.barh(y, width, left=left, height=0.7, color=color, edgecolor=darker(color), linewidth=0.6,
-                hatch=hatch or None, label=PART_LABEL[part], gid=f"part:{part}")
+                hatch=hatch or None, label=label, gid=f"part:{part}")
         left = left + width
     ax.plot(wall * scale, y, linestyle="none", marker="o", markersize=4, color="black", gid="step-wall",
             label="step wall time")
@@ -122,6 +128,38 @@ def step_partition_bars(partition: pd.DataFrame, *, unit: str = "ms", ax: Axes |
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=3.2, ncol=4, fontsize="small",
               frameon=False)
     return ax
+
+
+def fleet_law_bars(terms: pd.DataFrame, *, unit: str = "ms", ax: Axes | None = None) -> Axes:
+    """Draw each row's step wall time as a horizontal bar stacked from the six Fleet Law terms.
+
+    Parameters
+    ----------
+    terms
+        Rows of :func:`fleetlib.program.fleet_law.fleet_law_terms` (or sums of them per rank):
+        ``rank``, the terms of :data:`~fleetlib.program.FLEET_LAW_TERMS` and ``step_wall_us``,
+        microseconds; ``step`` labels the bars when a rank has several rows.
+    unit
+        ``"ms"`` or ``"us"`` on the time axis.
+    ax
+        Axes to draw into; a new figure is made when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes containing the plot; each bar ends at its row's ``step_wall_us`` (a dot marks it).
+
+    Raises
+    ------
+    DomainError
+        Missing columns, a negative term, terms that do not add up to the wall time, or an unknown
+        unit.
+    """
+    c = palette()
+    colors = {"local_compute": (c[2], ""), "local_memory": (c[9], ".."), "dispatch": (c[8], "\\\\"),
+              "exposed_comm": (c[3], "//"), "sync": (c[1], "xx"), "other": (c[7], "--")}
+    style = {t: (FLEET_LAW_LABELS[t], *colors[t]) for t in FLEET_LAW_TERMS}
+    return _stacked_bars(terms, "terms", FLEET_LAW_TERMS, style, unit=unit, ax=ax)
 
 
 def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = False,
@@ -189,6 +227,67 @@ def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = Fa
     ax.set_xticks(np.arange(vals.shape[1]), [str(c) for c in table.columns])
     ax.set_yticks(np.arange(vals.shape[0]), [str(r) for r in table.index])
     ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    ax.grid(False)
+    return ax
+
+
+def utilisation_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = True,
+                        ax: Axes | None = None) -> Axes:
+    """Draw a rank x time-bin table (:func:`fleetlib.program.utilisation.utilisation_table`) as a heat map.
+
+    Parameters
+    ----------
+    table
+        Index: ranks; columns: bin starts in milliseconds; NaN where a bin holds no step-window time
+        (drawn as a hatched empty cell, never as zero).
+    value_label
+        What a cell holds (e.g. ``"compute share of the bin"``); the colour bar's label.
+    share
+        Cells are fractions (drawn as percentages; they must lie in [0, 1]).
+    ax
+        Axes to draw into; a new figure is made when None.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes containing the plot; time runs left to right, one row per rank.
+
+    Raises
+    ------
+    DomainError
+        A table that is not a DataFrame, has no finite cell, or has negative cells (or cells outside
+        [0, 1] with ``share``).
+    """
+    if not isinstance(table, pd.DataFrame) or table.empty:
+        raise DomainError("table must be a non-empty pandas DataFrame (index ranks, columns bin starts)")
+    try:
+        vals = table.to_numpy(dtype=float, na_value=np.nan)
+        starts = np.asarray(table.columns, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise DomainError("table cells and bin starts must be numeric") from exc
+    finite = np.isfinite(vals)
+    if not finite.any():
+        raise DomainError("table has no finite cell to draw")
+    if (vals[finite] < 0).any():
+        raise DomainError("table cells must be >= 0")
+    if share:
+        require_fractions(vals[finite], "table")
+    width = float(starts[1] - starts[0]) if starts.size > 1 else 1.0
+    ax = new_axes(ax, (10.0, 1.2 + 0.35 * vals.shape[0]))
+    extent = (starts[0], starts[-1] + width, vals.shape[0] - 0.5, -0.5)
+    ax.add_patch(mpl.patches.Rectangle((extent[0], -0.5), extent[1] - extent[0], vals.shape[0],
+                                       facecolor="white", edgecolor=palette()[7], hatch="//", zorder=0,
+                                       gid="missing-cells"))
+    mesh = ax.imshow(np.ma.masked_invalid(vals), aspect="auto", cmap="rocket_r", interpolation="nearest",
+                     vmin=0.0, vmax=1.0 if share else float(np.nanmax(vals)) or 1.0, extent=extent, zorder=1)
+    bar = ax.figure.colorbar(mesh, ax=ax, pad=0.02)
+    bar.set_label(value_label)
+    if share:
+        bar.formatter = PERCENT_AXIS
+        bar.update_ticks()
+    ax.set_yticks(np.arange(vals.shape[0]), [str(r) for r in table.index])
+    ax.set_xlabel("time from the rank's first step (ms)")
     ax.set_ylabel("rank")
     ax.grid(False)
     return ax

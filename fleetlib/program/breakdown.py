@@ -22,7 +22,11 @@ parts that never overlap and always add up to the wall time:
     of a step after the last kernel, a rank with no work).
 
 Beside the partition, ``overlapped_comm_us`` reports collective time (waiting or transferring)
-hidden under compute; it is not a part of the sum.
+hidden under compute; it is not a part of the sum.  Two refinements of parts are reported beside
+them for the Fleet Law terms (:mod:`fleetlib.program.fleet_law`): ``memory_roof_us``, the part of
+``compute`` during which every running compute kernel is on the bandwidth slope
+(:func:`fleetlib.program.roofline.kernel_roof`), and ``edge_idle_us``, the part of ``idle`` before
+the window's first activity starts and after its last one ends.
 
 How the sweep works
 -------------------
@@ -54,6 +58,7 @@ from fleetlib.program.flops import (
     mfu,
     mfu_convention,
 )
+from fleetlib.program.roofline import kernel_roof
 from fleetlib.program.schema import PARTITION_PARTS
 from fleetlib.quality import DomainError
 
@@ -226,7 +231,8 @@ def _pairs(k_rank: np.ndarray, ks: np.ndarray, ke: np.ndarray, w_rank: np.ndarra
 def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                    collective_wait: pd.DataFrame | None = None,
                    dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
-                   kind_layers: Mapping[str, str | None] | None = None) -> pd.DataFrame:
+                   kind_layers: Mapping[str, str | None] | None = None,
+                   ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """Partition every rank's step wall time into compute, exposed comm, peer wait, copies, dispatch, idle.
 
     Each (rank, step) window is swept on its own; activities are clipped to the window by time
@@ -270,6 +276,9 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     kind_layers
         How each ``kind`` enters the sweep (``"compute"``, ``"comm"``, ``"memcpy"`` or ``None`` to
         leave it out); default :data:`DEFAULT_KIND_LAYERS`.
+    ops
+        Host ops with recorded shapes (``rank, external_id, name``): a compute kernel launched by a
+        shaped matrix multiplication or convolution is on the compute roof (``memory_roof_us``).
 
     Returns
     -------
@@ -278,7 +287,10 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         :data:`PARTITION_PARTS` in microseconds, ``step_wall_us`` (their exact sum, at 1 ns
         resolution), ``overlapped_comm_us``, ``cuda_graph`` (a CUDA-graph launch ran in the window:
         the profiler under-records graph kernels, so the split is less reliable) and
-        ``dispatch_rule`` (``"launch_us"``, the fallback's label, or ``"mixed: ..."``).
+        ``dispatch_rule`` (``"launch_us"``, the fallback's label, or ``"mixed: ..."``),
+        ``memory_roof_us`` (the part of ``compute`` with only bandwidth-slope compute kernels running:
+        the kernel table's ``roof`` column where given, else :func:`~fleetlib.program.roofline.kernel_roof`)
+        and ``edge_idle_us`` (the part of ``idle`` before the first and after the last activity).
 
     Examples
     --------
@@ -311,6 +323,11 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     has_launch = "launch_us" in kernels.columns
     launch = (float_column(kernels, "launch_us", "kernels", allow_na=True) if has_launch
               else np.full(k_rank.size, np.nan))
+    if "roof" in kernels.columns:
+        roof = kernels["roof"].astype("string").fillna("compute").to_numpy(dtype=object)
+    else:
+        roof = kernel_roof(kernels, ops)
+    on_roof = roof != "memory"
     graph = (kernels["cuda_graph"].fillna(False).astype(bool).to_numpy() if "cuda_graph" in kernels.columns
              else np.zeros(k_rank.size, dtype=bool))
 
@@ -384,6 +401,7 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     seg_win = np.concatenate([wid[one], wid[two]])
     seg_layer = np.concatenate([np.full(int(one.sum()), _W), pl[two]])
     seg_launch = np.concatenate([kl[kern][one], np.where(first_is_one[two], np.nan, kl[kern][two])])
+    seg_roof = np.concatenate([np.zeros(int(one.sum()), dtype=bool), on_roof[keep][kern][two]])
 
     n_win = len(win)
     n_seg = seg_start.size
@@ -395,9 +413,10 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     order = np.concatenate([np.full(n_seg, _START), np.full(n_seg, _END),
                             np.full(n_win, _WIN_START), np.full(n_win, _WIN_END)])
     lau = np.concatenate([seg_launch, np.full(n_seg + 2 * n_win, np.nan)])
+    rf = np.concatenate([seg_roof, seg_roof, np.zeros(2 * n_win, dtype=bool)])
     lau_key = np.where(np.isnan(lau), np.inf, lau)
     o = np.lexsort((lau_key, order, t, g))
-    g, t, lay, delta, order, lau = g[o], t[o], lay[o], delta[o], order[o], lau[o]
+    g, t, lay, delta, order, lau, rf = g[o], t[o], lay[o], delta[o], order[o], lau[o], rf[o]
 
     cnt = {c: np.cumsum(np.where(lay == c, delta, 0))[:-1] for c in (_C, _T, _W, _M)}
     dt = np.where(g[1:] == g[:-1], t[1:] - t[:-1], 0)
@@ -414,6 +433,15 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     dispatch = (by_launch & (nxt_launch >= t[:-1])) | (
         by_rule & (order[:-1] == _END) & (dt <= gap_us * _NS_PER_US))
     overlapped = comp & ((cnt[_T] > 0) | (cnt[_W] > 0))
+    memory_roof = comp & (np.cumsum(np.where(rf & (lay == _C), delta, 0))[:-1] == 0)
+    # starts seen in the window up to each segment, and starts still to come after it
+    is_start = (order == _START).astype(np.int64)
+    seen = np.cumsum(is_start)
+    first = np.searchsorted(g, g, side="left")
+    last = np.searchsorted(g, g, side="right") - 1
+    before = seen - (seen[first] - is_start[first])
+    after = seen[last] - seen
+    edge = (before[:-1] == 0) | (after[:-1] == 0)
 
     def total(mask: np.ndarray) -> np.ndarray:
         return np.bincount(gg[mask], weights=dt[mask], minlength=n_win).astype(np.int64)
@@ -446,6 +474,8 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     out["overlapped_comm_us"] = total(overlapped) / _NS_PER_US
     out["cuda_graph"] = graph_win
     out["dispatch_rule"] = rule
+    out["memory_roof_us"] = total(memory_roof) / _NS_PER_US
+    out["edge_idle_us"] = total(gap & ~dispatch & edge) / _NS_PER_US
     return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
 
 

@@ -35,6 +35,7 @@ from fleetlib.program.breakdown import (
     require_table_columns,
     step_partition,
 )
+from fleetlib.program.fleet_law import fleet_law_by_rank, fleet_law_terms, pipeline_ranks
 from fleetlib.program.iron_law import split_collective_wait
 from fleetlib.quality import DomainError
 
@@ -529,7 +530,8 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def program_summary(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                     by: Literal["auto", "seq", "occurrence"] = "auto",
                     dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
-                    threshold: float = DEFAULT_STRAGGLER_THRESHOLD) -> dict[str, Any]:
+                    threshold: float = DEFAULT_STRAGGLER_THRESHOLD,
+                    ops: pd.DataFrame | None = None) -> dict[str, Any]:
     """Partition, stragglers and collectives of a traced job as one JSON-ready dictionary.
 
     Runs :func:`match_collectives`, :func:`collective_waits`,
@@ -547,6 +549,8 @@ def program_summary(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         Fallback host-dispatch gap, microseconds.
     threshold
         Straggler score threshold.
+    ops
+        Host ops with recorded shapes, for the compute roof of each kernel (see ``step_partition``).
 
     Returns
     -------
@@ -557,14 +561,16 @@ def program_summary(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         first instance of each type in each group with its last arriver and longest waiter --
         and ``audit``), ``flags`` (strings) and ``partition`` (one record per rank and step).
     """
-    parts = analyse_traced_steps(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us, threshold=threshold)
+    parts = analyse_traced_steps(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us, threshold=threshold,
+                                 ops=ops)
     return summarise_traced_steps(parts, by=by)
 
 
 def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                          by: Literal["auto", "seq", "occurrence"] = "auto",
                          dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
-                         threshold: float = DEFAULT_STRAGGLER_THRESHOLD) -> dict[str, pd.DataFrame]:
+                         threshold: float = DEFAULT_STRAGGLER_THRESHOLD,
+                         ops: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Match collectives, measure peer waits, partition every rank's steps, score stragglers.
 
     Runs :func:`match_collectives`, :func:`collective_waits`,
@@ -581,6 +587,8 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         Fallback host-dispatch gap, microseconds.
     threshold
         Straggler score threshold.
+    ops
+        Host ops with recorded shapes, for the compute roof of each kernel (see ``step_partition``).
 
     Returns
     -------
@@ -588,7 +596,8 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         ``matched``, ``waits``, ``partition`` (one row per rank and step), ``stragglers`` and
         ``audit``; :func:`summarise_traced_steps` turns them into one JSON-ready dictionary.
     """
-    matched, waits, part = traced_step_partition(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us)
+    matched, waits, part = traced_step_partition(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us,
+                                                 ops=ops)
     return {"matched": matched, "waits": waits, "partition": part,
             "stragglers": straggler_report(waits, part, threshold=threshold),
             "audit": collective_audit(kernels)}
@@ -597,6 +606,7 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
 def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                           by: Literal["auto", "seq", "occurrence"] = "auto",
                           dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
+                          ops: pd.DataFrame | None = None,
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Match collectives, measure peer waits and partition every rank's steps (no stragglers, no audit).
 
@@ -611,6 +621,8 @@ def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         Matching rule for :func:`match_collectives`.
     dispatch_gap_us
         Fallback host-dispatch gap, microseconds.
+    ops
+        Host ops with recorded shapes, for the compute roof of each kernel (see ``step_partition``).
 
     Returns
     -------
@@ -621,7 +633,7 @@ def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     matched = match_collectives(kernels, by=by)
     waits = collective_waits(matched)
     part = step_partition(kernels, steps, collective_wait=waits[["kernel_index", "peer_wait_us"]],
-                          dispatch_gap_us=dispatch_gap_us)
+                          dispatch_gap_us=dispatch_gap_us, ops=ops)
     return matched, waits, part
 
 
@@ -634,6 +646,7 @@ def summarise_traced_steps(parts: Mapping[str, pd.DataFrame], *, by: str = "auto
     report, audit = parts["stragglers"], parts["audit"]
 
     sums = part.groupby("rank")[[*PARTITION_PARTS, "step_wall_us", "overlapped_comm_us"]].sum()
+    law = fleet_law_by_rank(fleet_law_terms(part, pipeline=pipeline_ranks(matched)))
     n_steps = part.groupby("rank").size()
     ranks = {
         str(int(r)): {
@@ -641,6 +654,7 @@ def summarise_traced_steps(parts: Mapping[str, pd.DataFrame], *, by: str = "auto
             "step_wall_us": float(row["step_wall_us"]),
             "partition_us": {p: float(row[p]) for p in PARTITION_PARTS},
             "overlapped_comm_us": float(row["overlapped_comm_us"]),
+            "fleet_law_us": law[str(int(r))],
         }
         for r, row in sums.iterrows()
     }

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetlib.commands_common import ledger_lines, writable_output_path
 from fleetlib.program.classify import Classifier
+from fleetlib.program.fleet_law import FLEET_LAW_TERMS
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
 from fleetlib.program.schema import CLASSIFIED_BY, PARTITION_PARTS, PARTITION_SHORT_LABELS
 from fleetlib.quality import DomainError, InputError
@@ -137,7 +138,8 @@ def flag_summary(flags: Sequence[Any]) -> list[str]:
 
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
                 cache_dir: str | Path | None = None, progress: bool = False,
-                workers: int | None = None, comm_patterns: Sequence[str] = ()) -> dict[str, Any]:
+                workers: int | None = None, comm_patterns: Sequence[str] = (),
+                memory: bool = False) -> dict[str, Any]:
     """Compute the object ``fleetlib program`` prints, from command-line style arguments.
 
     Parameters
@@ -160,14 +162,22 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     comm_patterns
         More communication-kernel name patterns (regular expressions, searched case-insensitively),
         added to :data:`fleetlib.program.classify.DEFAULT_COMM_PATTERNS` (``--comm-pattern``).
+    memory
+        Also read the Kineto ``[memory]`` events (``--memory``; a second pass over the JSON files):
+        the result gains ``memory`` (per rank: peak allocated, churn; and the events' ledger) and
+        the two memory patterns of the triage become observable.
 
     Returns
     -------
     dict
-        ``files``; ``window`` (the calendar window of the traced steps,
+        ``findings`` (the Table 7 patterns found, ranked by evidence: ``pattern, factor, term, lever,
+        trade_off, evidence_us, ranks, steps, status``; :func:`fleetlib.program.triage.triage`) and
+        ``not_observable`` (patterns the trace cannot show, and why); ``files``; ``window`` (the
+        calendar window of the traced steps,
         :func:`fleetlib.program.measure.measure`: their measured UTC span when the traces carry a
         clock, else nominal); ``ranks`` ({rank: {``steps``, ``step_wall_us``, ``partition_us`` {compute,
-        exposed_comm, peer_wait, exposed_memcpy, host_dispatch, idle}, ``overlapped_comm_us``}},
+        exposed_comm, peer_wait, exposed_memcpy, host_dispatch, idle}, ``overlapped_comm_us``,
+        ``fleet_law_us`` {the six Fleet Law terms, :mod:`fleetlib.program.fleet_law`}}},
         sums over each rank's steps); ``stragglers`` (one record per rank); ``collectives``
         (``matched_by``, ``instances``, ``first`` -- last arriver and longest waiter of each group's
         first collective of each type -- and ``audit``); ``flags`` (the analysis' notes, then the
@@ -207,9 +217,21 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
                                client=client, classifier=classifier)
     summary = measured.summary()
+    events = None
+    memory_out = None
+    if memory:
+        from fleetlib.program.memory import memory_by_rank, memory_by_step, read_memory_events
+
+        json_files = [f for f in files if not f.name.lower().endswith((".sqlite", ".sqlite.gz"))]
+        events, mem_ledger = read_memory_events(json_files)
+        memory_out = {"ranks": memory_by_rank(memory_by_step(events, measured.traces.steps)),
+                      "ledger": _ledger_dict(mem_ledger)}
+    diagnosis = measured.findings(memory=events).to_dict()
     flags = [*summary["flags"], *(_flag_line(f) for f in measured.ledger.flags)]
     flag_lines = [*summary["flags"], *flag_summary(measured.ledger.flags)]
     result: dict[str, Any] = {
+        "findings": diagnosis["findings"],
+        "not_observable": diagnosis["not_observable"],
         "files": [str(f) for f in files],
         "window": measured.window.to_dict(),
         "ranks": summary["ranks"],
@@ -222,6 +244,8 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         "partition": summary["partition"],
         "program_goodput": None,
     }
+    if memory_out is not None:
+        result["memory"] = memory_out
     if config is not None:
         try:
             factor = measured.factor()
@@ -289,8 +313,18 @@ def render_program(res: Mapping[str, Any]) -> str:
         relative score marks them as stragglers, program goodput with its convention when known,
         the ledger's counts and the flags.
     """
-    lines = [f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
-             "each rank's traced steps"]
+    lines = []
+    if "findings" in res:
+        lines.append(f"findings (Table 7 patterns, largest evidence first): {len(res['findings'])}")
+        for f in res["findings"]:
+            where = f"ranks {_rank_list(f['ranks'])}, {len(f['steps'])} step(s)"
+            lines.append(f"  {f['pattern']}: {_ms(f['evidence_us'])} ms on the critical path ({where}); "
+                         f"{f['factor']} / {f['term']}; {f['status']}")
+            lines.append(f"    lever: {f['lever']}; check: {f['trade_off']}")
+        for pattern, why in res.get("not_observable", {}).items():
+            lines.append(f"  {pattern}: {why}")
+    lines.append(f"{len(res['ranks'])} rank(s) from {len(res['files'])} file(s); times in ms, summed over "
+                 "each rank's traced steps")
     window = res.get("window")
     if window is not None:
         span = f"{window['start']} .. {window['end']}" if window.get("start") else "nominal"
@@ -302,6 +336,11 @@ def render_program(res: Mapping[str, Any]) -> str:
         parts = " ".join(f"{_ms(r['partition_us'][p]):>10}" for p in PARTITION_PARTS)
         lines.append(f"  {rank:>5} {r['steps']:>5} {_ms(r['step_wall_us']):>10} {parts} "
                      f"{_ms(r['overlapped_comm_us']):>10}")
+    if all("fleet_law_us" in r for r in res["ranks"].values()):
+        lines.append(f"  Fleet Law terms: {'rank':>5} " + " ".join(f"{t:>13}" for t in FLEET_LAW_TERMS))
+        for rank, r in sorted(res["ranks"].items(), key=lambda kv: int(kv[0])):
+            terms = r["fleet_law_us"]
+            lines.append(f"  {'':>16} {rank:>5} " + " ".join(f"{_ms(terms[t]):>13}" for t in FLEET_LAW_TERMS))
     coll = res["collectives"]
     lines.append(f"collectives: {coll['instances']} matched instance(s) by {coll['matched_by']}")
     for f in coll["first"]:
@@ -566,7 +605,7 @@ def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
                        progress=not args.json and sys.stderr.isatty(), workers=args.workers,
-                       comm_patterns=tuple(args.comm_pattern or ()))
+                       comm_patterns=tuple(args.comm_pattern or ()), memory=args.memory)
 
 
 def register(subparsers: Any, synth_subparsers: Any,
@@ -606,6 +645,9 @@ def register(subparsers: Any, synth_subparsers: Any,
                    help="a kernel-name pattern that marks communication, added to the defaults (NCCL, "
                         "RCCL, DeepEP, NVSHMEM, custom all-reduce ...); repeat for more. Kernel metadata "
                         "(Collective name args, NCCL NVTX ranges) still wins over names")
+    p.add_argument("--memory", action="store_true",
+                   help="also read the traces' [memory] events: per-rank peak allocated and allocation "
+                        "churn, and the two memory patterns of the triage")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)
 

@@ -43,6 +43,7 @@ from fleetlib.quality import DomainError, Ledger
 
 if TYPE_CHECKING:
     from fleetlib.program.readers.kineto import TraceSet
+    from fleetlib.program.triage import Triage
 
 __all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
 
@@ -122,6 +123,46 @@ class ProgramMeasurement:
                                       convention=getattr(conv, "label", conv), window=self.window,
                                       step_time_source=step_time, config_file=m.get("file"))
 
+    def fleet_law(self) -> pd.DataFrame:
+        """Return the Fleet Law terms of every traced rank-step.
+
+        See :func:`fleetlib.program.fleet_law.fleet_law_terms`.
+
+        Ranks with point-to-point transfers among their matched collectives are pipeline stages:
+        their idle at the edges of a step is a bubble, charged to ``sync``.
+        """
+        from fleetlib.program.fleet_law import fleet_law_terms, pipeline_ranks
+
+        return fleet_law_terms(self.partition, pipeline=pipeline_ranks(self.matched))
+
+    def findings(self, input_wait: pd.DataFrame | None = None, memory: pd.DataFrame | None = None) -> Triage:
+        """Return the Table 7 patterns found in the traced steps, ranked by evidence.
+
+        See :func:`fleetlib.program.triage.triage`.
+
+        Parameters
+        ----------
+        input_wait
+            The job timeline's input-wait field (``rank, step, input_wait_us``), to confirm or rule
+            out an input stall; None leaves one unconfirmed.
+        memory
+            Device memory events (:func:`fleetlib.program.memory.read_memory_events`), for the two
+            memory patterns; None: they are not observable.
+        """
+        from fleetlib.program.triage import triage
+
+        return triage(self.traces.kernels, self.traces.steps, self.partition, matched=self.matched,
+                      ops=self.traces.ops, input_wait=input_wait, memory=memory)
+
+    def utilisation(self, bin_us: float = 1000.0) -> pd.DataFrame:
+        """Return each rank's time-binned compute, communication, overlap and idle.
+
+        See :func:`fleetlib.program.utilisation.utilisation_map`.
+        """
+        from fleetlib.program.utilisation import utilisation_map
+
+        return utilisation_map(self.traces.kernels, self.traces.steps, bin_us=bin_us)
+
     def summary(self) -> dict[str, Any]:
         """Return the per-rank sums, stragglers, collectives, flags and partition records.
 
@@ -129,7 +170,6 @@ class ProgramMeasurement:
         tables.
         """
         from fleetlib.program.collectives import summarise_traced_steps
-
         parts = {"matched": self.matched, "waits": self.waits, "partition": self.partition,
                  "stragglers": self.stragglers, "audit": self.audit}
         return summarise_traced_steps(parts, by=self.matched_by)
@@ -142,12 +182,14 @@ class ProgramMeasurement:
         dict
             ``window``, ``has_clock``, ``files``, ``ranks``, ``steps`` (traced rank-steps),
             the :meth:`summary` keys (``ranks``, ``stragglers``, ``collectives``, ``flags``,
-            ``partition``), ``ledger`` (complete) and ``factor`` (None without a model).
+            ``partition``), ``findings`` and ``not_observable`` (:meth:`findings`), ``ledger``
+            (complete) and ``factor`` (None without a model).
         """
         out: dict[str, Any] = {"window": self.window.to_dict(), "has_clock": self.has_clock,
                                "files": [str(tr.path) for tr in self.traces.reads],
                                "steps": len(self.partition)}
         out.update(self.summary())
+        out.update(self.findings().to_dict())
         out["ledger"] = self.ledger.to_dict()
         out["factor"] = self.factor().to_dict() if self.model is not None else None
         return out
@@ -284,7 +326,7 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
     parts = analyse_traced_steps(
         traces.kernels, traces.steps, by=by,  # type: ignore[arg-type]
         dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
-        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold)
+        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold, ops=traces.ops)
     matched = parts["matched"]
     from fleetlib.program.breakdown import steps_without_device_activity
 

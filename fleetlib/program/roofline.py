@@ -24,10 +24,13 @@ import pandas as pd
 from fleetlib.program._arrays import ArrayLike, FloatOrArray, at_most_one, checked_values, scalar_or_array
 from fleetlib.program.classify import dtype_size_bytes
 from fleetlib.program.flops import PeakRate
+from fleetlib.program.peaks import PEAK_RATES
 from fleetlib.quality import DomainError
 
 __all__ = [
     "BAD_SHAPES",
+    "COMPUTE_ROOF_KERNEL_PATTERN",
+    "DEFAULT_RIDGE_FLOP_PER_BYTE",
     "DIAGNOSES",
     "GEMM_KERNEL_PATTERN",
     "NO_RULE",
@@ -44,14 +47,17 @@ __all__ = [
     "bandwidth_headroom",
     "compute_fraction",
     "gemm_time_split",
+    "kernel_roof",
     "kernel_roofline",
     "measured_intensity",
+    "name_matches",
     "op_flops_bytes",
     "place_kernels",
     "ridge_point",
     "roofline_diagnosis",
     "roofline_placement",
     "roofline_regime",
+    "shaped_op_kernels",
 ]
 
 #: Labels returned by :func:`roofline_regime`.
@@ -385,6 +391,16 @@ UNKNOWN_DTYPE = "unknown dtype"
 #: for kernels that no shaped op claims.
 GEMM_KERNEL_PATTERN: str = (r"(?i)gemm|gemv|cutlass|cublas|xmma|hgemm|sgemm|wgmma|rocblas|hipblaslt"
                             r"|matmul|_mm_")
+
+#: Kernel names of kernels on the compute roof without measured or shape-derived intensity: the
+#: matrix multiplications of :data:`GEMM_KERNEL_PATTERN` and convolutions (cuDNN, implicit GEMM,
+#: Winograd).  Every other compute kernel (elementwise, normalisation, softmax, reductions, optimizer
+#: updates) is taken to sit on the bandwidth slope.
+COMPUTE_ROOF_KERNEL_PATTERN: str = GEMM_KERNEL_PATTERN + r"|conv|cudnn|winograd|implicit_gemm"
+
+#: Ridge point a shaped kernel's intensity is compared with when the device is not named: the H100
+#: SXM's dense BF16 peak over its HBM3 bandwidth (989 TFLOP/s / 3.35 TB/s, about 295 FLOP/byte).
+DEFAULT_RIDGE_FLOP_PER_BYTE: float = PEAK_RATES["H100 SXM"].ridge_flop_per_byte
 
 #: Columns added by :func:`kernel_roofline`.
 ROOFLINE_KERNEL_COLUMNS: tuple[str, ...] = (
@@ -777,6 +793,108 @@ def roofline_placement(table: pd.DataFrame, peak: PeakRate, *, near: float = 0.7
     return out
 
 
+def name_matches(names: pd.Series, pattern: str) -> np.ndarray:
+    """Return, per name, whether ``pattern`` matches it (each distinct name searched once).
+
+    Parameters
+    ----------
+    names
+        Kernel names (missing names match nothing).
+    pattern
+        Regular expression, searched (not anchored).
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean, one value per name.
+
+    Raises
+    ------
+    DomainError
+        ``pattern`` is not a valid regular expression.
+    """
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise DomainError(f"pattern is not a valid regular expression: {exc}") from exc
+    text = names.astype("string").fillna("")
+    uniq = pd.Series(text.unique())
+    by_name = pd.Series([bool(rx.search(str(u))) for u in uniq], index=uniq.to_numpy(), dtype=bool)
+    return text.map(by_name).fillna(False).to_numpy(dtype=bool)
+
+
+def shaped_op_kernels(kernels: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
+    """Return, per kernel, whether the op that launched it has a FLOP shape rule (:data:`OP_FLOP_RULES`).
+
+    Parameters
+    ----------
+    kernels
+        Kernel table with ``rank`` and ``external_id`` (without ``external_id``: nothing matches).
+    ops
+        Host-op table ``rank, external_id, name``, or None.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean, one value per kernel row.
+    """
+    if ops is None or ops.empty or "external_id" not in kernels.columns or kernels.empty:
+        return np.zeros(len(kernels), dtype=bool)
+    shaped = ops[ops["name"].astype("string").isin(list(OP_FLOP_RULES))]
+    key = pd.MultiIndex.from_arrays([shaped["rank"].astype("int64"), shaped["external_id"].astype("Int64")])
+    mine = pd.MultiIndex.from_arrays([kernels["rank"].astype("int64"),
+                                      kernels["external_id"].astype("Int64")])
+    return np.asarray(mine.isin(key), dtype=bool)
+
+
+def kernel_roof(kernels: pd.DataFrame, ops: pd.DataFrame | None = None, *,
+                pattern: str = COMPUTE_ROOF_KERNEL_PATTERN,
+                ridge_flop_per_byte: float = DEFAULT_RIDGE_FLOP_PER_BYTE) -> np.ndarray:
+    """Return the roof each kernel is bound by: ``"compute"`` or ``"memory"`` (NaN-free strings).
+
+    A compute kernel launched by an op whose recorded shapes give its FLOPs and bytes
+    (:func:`op_flops_bytes`, needs ``ops`` and ``external_id``) is on the compute roof when that
+    intensity reaches ``ridge_flop_per_byte`` and on the bandwidth slope below it.  Without a
+    shape-derived intensity, a kernel is on the compute roof when its op has a shape rule or its
+    name matches ``pattern`` (GEMM and convolution kernels); every other compute kernel is on the
+    bandwidth slope (``"memory"``).  Copies and memsets are ``"memory"``; collectives, syncs and
+    unclassified activity are ``"compute"`` (the value is not used for them).  Without a ``name``
+    column every compute kernel is on the compute roof.
+
+    Parameters
+    ----------
+    kernels
+        Kernel table: ``rank, kind`` (``name``; ``external_id`` with ``ops``).
+    ops
+        Optional host-op table (``rank, external_id, name``).
+    pattern
+        Regular expression for compute-roof kernel names.
+    ridge_flop_per_byte
+        The device's ridge point (default :data:`DEFAULT_RIDGE_FLOP_PER_BYTE`).
+
+    Returns
+    -------
+    numpy.ndarray
+        Object array of ``"compute"`` / ``"memory"``, one per kernel row.
+    """
+    kind = kernels["kind"].astype("string").fillna("").to_numpy(dtype=object)
+    by_op = shaped_op_kernels(kernels, ops)
+    if "name" in kernels.columns:
+        on_roof = name_matches(kernels["name"], pattern) | by_op
+    else:
+        on_roof = np.ones(len(kernels), dtype=bool)
+    shaped = by_op & (kind == "compute")
+    if shaped.any():
+        sub = kernels[shaped]
+        placed = kernel_roofline(sub.set_axis(np.arange(len(sub))), op_flops_bytes(ops))
+        intensity = placed["intensity_flop_per_byte"].to_numpy(dtype=float, na_value=np.nan)
+        known = np.isfinite(intensity)
+        at = np.flatnonzero(shaped)[known]
+        on_roof[at] = intensity[known] >= ridge_flop_per_byte
+    memory = ((kind == "compute") & ~on_roof) | (kind == "memcpy") | (kind == "memset")
+    return np.where(memory, "memory", "compute").astype(object)
+
+
 def gemm_time_split(kernels: pd.DataFrame, steps: pd.DataFrame, *, ops: pd.DataFrame | None = None,
                     pattern: str = GEMM_KERNEL_PATTERN) -> pd.DataFrame:
     """Time in matrix multiplications versus the other compute kernels, per rank and step.
@@ -817,21 +935,8 @@ def gemm_time_split(kernels: pd.DataFrame, steps: pd.DataFrame, *, ops: pd.DataF
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise DomainError(f"{what} lacks column(s) {missing}; it needs {list(cols)}")
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise DomainError(f"pattern is not a valid regular expression: {exc}") from exc
     comp = kernels[kernels["kind"].astype("string") == "compute"]
-    names = comp["name"].astype("string").fillna("")
-    uniq = pd.Series(names.unique())
-    by_name = pd.Series([bool(rx.search(str(u))) for u in uniq], index=uniq.to_numpy(), dtype=bool)
-    gemm = names.map(by_name).fillna(False).to_numpy(dtype=bool)
-    if ops is not None and "external_id" in comp.columns:
-        shaped = ops[ops["name"].astype("string").isin(list(OP_FLOP_RULES))]
-        key = pd.MultiIndex.from_arrays([shaped["rank"].astype("int64"),
-                                         shaped["external_id"].astype("Int64")])
-        mine = pd.MultiIndex.from_arrays([comp["rank"].astype("int64"), comp["external_id"].astype("Int64")])
-        gemm |= mine.isin(key)
+    gemm = name_matches(comp["name"], pattern) | shaped_op_kernels(comp, ops)
     dur = (pd.to_numeric(comp["end_us"]).to_numpy(dtype=float)
            - pd.to_numeric(comp["start_us"]).to_numpy(dtype=float))
     frame = pd.DataFrame({"rank": comp["rank"].astype("int64").to_numpy(),

@@ -43,11 +43,13 @@ __all__ = [
     "MOE_UNLISTED_KERNELS",
     "NSYS_SCHEMA",
     "SYNTH_PARTS",
+    "TRIAGE_CASES",
     "SynthMoETraces",
     "SynthTraces",
     "nsys_global_tid",
     "synth_moe_traces",
     "synth_step_traces",
+    "synth_triage_tables",
     "write_nsys_sqlite",
 ]
 
@@ -687,3 +689,144 @@ def synth_moe_traces(
             )
         paths.append(path)
     return SynthMoETraces(paths, _moe_truth(n, n_steps))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table 7 trace patterns, one synthetic case each (kernel, step and op tables)
+# ---------------------------------------------------------------------------------------------------
+
+#: The cases :func:`synth_triage_tables` builds: a clean step and one per trace pattern of Table 7.
+TRIAGE_CASES: tuple[str, ...] = ("clean", "small_kernel_gaps", "large_memory_spikes",
+                                 "low_flops_high_bandwidth", "non_gemm_kernels", "exposed_collectives",
+                                 "barrier_straggler", "pipeline_bubbles", "repeated_large_allocations",
+                                 "input_wait")
+
+_GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
+_ELEMENTWISE = "vectorized_elementwise_kernel<add>"
+_ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+_SENDRECV = "ncclDevKernel_SendRecv"
+_STEP_US = 10_000
+
+
+def synth_triage_tables(case: str, *, steps: int = 3) -> dict[str, pd.DataFrame]:
+    """Build the kernel, step and op tables of one Table 7 case, with its pattern and no other.
+
+    Every step lasts 10 ms.  The clean case: each of two ranks runs one GEMM (7 ms), one elementwise
+    kernel (1 ms) and a 0.6 ms AllReduce that both ranks enter together, then idles 1.4 ms.  Each
+    other case changes one thing:
+
+    ``small_kernel_gaps``
+        the work is 250 GEMMs of 20 us, each launched by the host only when the previous one ended
+        (20 us of host dispatch before each);
+    ``low_flops_high_bandwidth``
+        the GEMM is launched by an ``aten::mm`` of shapes [16, 8192] x [8192, 16] (about 8 FLOP per
+        byte, far below any accelerator's ridge point);
+    ``non_gemm_kernels``
+        the 7 ms GEMM becomes 2 ms, and 5 ms of elementwise kernels follow it;
+    ``exposed_collectives``
+        the AllReduce takes 3 ms and the elementwise kernel is gone (nothing to overlap with);
+    ``barrier_straggler``
+        four ranks; rank 3's GEMM is 1.2 ms longer and the others wait for it in the AllReduce;
+    ``pipeline_bubbles``
+        two pipeline stages: stage 0 computes then sends, stage 1 receives then computes, each idle
+        for 3.5 ms at one end of the step;
+    ``input_wait``
+        2 ms with no device activity between consecutive steps;
+    ``large_memory_spikes``
+        a 4 GiB buffer allocated and freed inside each step (the clean memory table: 10 GiB held, one
+        64 MiB buffer allocated at the step's start and freed near its end);
+    ``repeated_large_allocations``
+        a 256 MiB buffer allocated and freed four times in each step.
+
+    Parameters
+    ----------
+    case
+        One of :data:`TRIAGE_CASES`.
+    steps
+        Steps per rank (>= 2).
+
+    Returns
+    -------
+    dict of DataFrame
+        ``kernels`` (canonical kernel columns plus ``launch_us``), ``steps`` (``rank, step,
+        start_us, end_us, source``), ``ops`` (empty unless the case records shapes) and ``memory``
+        (device memory events: ``rank, ts_us, bytes, total_allocated, device_type``).
+    """
+    if case not in TRIAGE_CASES:
+        raise DomainError(f"case must be one of {TRIAGE_CASES}; got {case!r}")
+    n_steps = _whole("steps", steps, 2)
+    ranks = 4 if case == "barrier_straggler" else 2
+    period = _STEP_US + (2_000 if case == "input_wait" else 0)
+    rows: list[tuple[Any, ...]] = []
+    step_rows: list[tuple[int, int, float, float, str]] = []
+    op_rows: list[tuple[Any, ...]] = []
+    seq = 0
+
+    def add(rank: int, step: int, name: str, kind: str, start: float, end: float, launch: float,
+            collective: str = "none", pg: str | None = None, s: int | None = None,
+            xid: int | None = None) -> None:
+        rows.append((rank, step, 7 if kind != "comm" else 9, start, end, end - start, name, kind, collective,
+                     pg, s, None, False, launch, xid))
+
+    mem_rows: list[tuple[int, float, float, float, int]] = []
+    held, mib = float(10 * 2**30), float(2**20)
+
+    def alloc(rank: int, at: float, size: float) -> None:
+        level = (mem_rows[-1][3] if mem_rows and mem_rows[-1][0] == rank else held) + size
+        mem_rows.append((rank, at, size, level, 1))
+
+    for step in range(n_steps):
+        t0 = float(step * period)
+        for rank in range(ranks):
+            step_rows.append((rank, step, t0, t0 + _STEP_US, "profiler_step"))
+            alloc(rank, t0 + 10, 64 * mib)
+            if case == "large_memory_spikes":
+                alloc(rank, t0 + 2_000, 4 * 1024 * mib)
+                alloc(rank, t0 + 5_000, -4 * 1024 * mib)
+            if case == "repeated_large_allocations":
+                for i in range(4):
+                    alloc(rank, t0 + 1_000 + 500 * i, 256 * mib)
+                    alloc(rank, t0 + 1_200 + 500 * i, -256 * mib)
+            alloc(rank, t0 + 9_000, -64 * mib)
+            if case == "small_kernel_gaps":
+                t = t0
+                for _ in range(250):
+                    add(rank, step, _GEMM, "compute", t + 20, t + 40, t)   # launched as the device drains
+                    t += 40
+            elif case == "pipeline_bubbles":
+                if rank == 0:
+                    add(rank, step, _GEMM, "compute", t0, t0 + 6_000, t0 - 5)
+                else:
+                    add(rank, step, _GEMM, "compute", t0 + 6_500, t0 + _STEP_US, t0 - 5)
+                add(rank, step, _SENDRECV, "comm", t0 + 6_000, t0 + 6_500, t0 - 5, "sendrecv", "pp", seq)
+            else:
+                extra = 1_200 if case == "barrier_straggler" else 0
+                gemm = 2_000 if case == "non_gemm_kernels" else 7_000
+                gemm += extra if rank == 3 else 0
+                xid = 1_000 * step + rank if case == "low_flops_high_bandwidth" else None
+                add(rank, step, _GEMM, "compute", t0, t0 + gemm, t0 - 5, xid=xid)
+                if xid is not None:
+                    op_rows.append((rank, xid, "aten::mm", t0 - 10, 5.0, "[[16, 8192], [8192, 16]]",
+                                    '["c10::BFloat16", "c10::BFloat16"]'))
+                t = t0 + gemm
+                elementwise = {"non_gemm_kernels": 6_000, "exposed_collectives": 0}.get(case, 1_000)
+                if elementwise:
+                    add(rank, step, _ELEMENTWISE, "compute", t, t + elementwise, t0 - 5)
+                    t += elementwise
+                # every rank leaves together, after the last one has arrived and the transfer ran
+                last = t0 + (7_000 if case == "exposed_collectives" else 8_000 + extra)
+                transfer = 3_000 if case == "exposed_collectives" else 600
+                add(rank, step, _ALLREDUCE, "comm", t, last + transfer, t0 - 5, "allreduce", "dp", seq)
+        seq += 1
+    columns = ["rank", "step", "stream", "start_us", "end_us", "dur_us", "name", "kind", "collective",
+               "process_group", "seq", "bytes", "cuda_graph", "launch_us", "external_id"]
+    kernels = pd.DataFrame(rows, columns=columns)
+    kernels = kernels.astype({"seq": "Int64", "bytes": "Int64", "external_id": "Int64",
+                              "process_group": "string", "collective": "string", "kind": "string",
+                              "name": "string"})
+    steps_frame = pd.DataFrame(step_rows, columns=["rank", "step", "start_us", "end_us", "source"])
+    ops = pd.DataFrame(op_rows, columns=["rank", "external_id", "name", "start_us", "dur_us", "input_dims",
+                                         "input_types"]).astype({"external_id": "Int64"})
+    memory = pd.DataFrame(mem_rows, columns=["rank", "ts_us", "bytes", "total_allocated", "device_type"])
+    memory = memory.sort_values(["rank", "ts_us"], kind="stable").reset_index(drop=True)
+    return {"kernels": kernels, "steps": steps_frame, "ops": ops, "memory": memory}

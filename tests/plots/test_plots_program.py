@@ -197,3 +197,33 @@ def test_every_new_plot_draws_into_a_given_axes():
     assert got == [axes[0, 0], axes[0, 1], axes[0, 2], axes[1, 0], axes[1, 1]]
     with pytest.raises(DomainError, match="Axes"):
         plots.straggler_bars(report(), ax=fig)
+
+
+def test_fleet_law_bars_stack_the_six_terms_to_the_wall():
+    from fleetlib.program import FLEET_LAW_LABELS, FLEET_LAW_TERMS
+
+    terms = pd.DataFrame([(0, 1, 300, 700, 90, 40, 500, 20), (1, 1, 310, 650, 80, 40, 0, 600)],
+                         columns=["rank", "step", *FLEET_LAW_TERMS], dtype=float)
+    terms["step_wall_us"] = terms[list(FLEET_LAW_TERMS)].sum(axis=1)
+    ax = plots.fleet_law_bars(terms, unit="us")
+    ends = np.zeros(len(terms))
+    for j, t in enumerate(FLEET_LAW_TERMS):
+        assert ax.containers[j].get_label() == FLEET_LAW_LABELS[t]
+        widths = np.array([b.get_width() for b in ax.containers[j]])
+        np.testing.assert_allclose(widths, terms[t].to_numpy())
+        ends = ends + widths
+    np.testing.assert_allclose(ends, terms["step_wall_us"].to_numpy())
+    assert len({tuple(c.patches[0].get_facecolor()) for c in ax.containers[:6]}) == 6
+
+
+def test_utilisation_heatmap_draws_each_rank_and_bin_and_leaves_empty_bins_blank():
+    table = pd.DataFrame([[0.2, np.nan, 0.9], [0.5, 0.1, 1.0]], index=[0, 1], columns=[0.0, 1.0, 2.0])
+    ax = plots.utilisation_heatmap(table, value_label="compute share")
+    image = ax.get_images()[0]
+    arr = image.get_array()
+    assert arr.shape == (2, 3) and arr.mask[0, 1] and not arr.mask[1, 1]
+    np.testing.assert_allclose(arr[1].filled(np.nan), [0.5, 0.1, 1.0])
+    assert image.get_extent()[:2] == [0.0, 3.0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1"]
+    with pytest.raises(DomainError):
+        plots.utilisation_heatmap(table * 2, value_label="x")

@@ -66,7 +66,7 @@ def test_dlrm_numbers_stay_the_same(dlrm, dlrm_traces):
     assert first["collective"] == "alltoall" and first["last_arriver"] == 7
     assert first["longest_waiter"] == 1 and round(first["longest_wait_us"] / 1000, 3) == 7.625
     # the factor equals the one built the old way (program_summary's partition records, nominal window)
-    summary = program_summary(dlrm_traces.kernels, dlrm_traces.steps)
+    summary = program_summary(dlrm_traces.kernels, dlrm_traces.steps, ops=dlrm_traces.ops)
     cfg = load_model_config(MODEL)
     old = program_goodput_factor(pd.DataFrame.from_records(summary["partition"]),
                                  useful_flops_per_step=cfg["useful_flops_per_step"], devices=cfg["devices"],
