@@ -121,3 +121,39 @@ def test_slice_efficiencies_are_reported_beside_r(fleet) -> None:
     assert rec["stepping_slice_efficiency"] == pytest.approx(500 / 760, abs=1e-12)
     assert rec["available_slice_efficiency"] == pytest.approx(0.875, abs=1e-12)
     assert out["factors"]["runtime"]["losses"]["elastic_wait"] == pytest.approx(80.0, abs=1e-9)
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-6)
+
+
+def test_a_synthetic_elastic_fleet_is_measured_as_injected(tmp_path: Path) -> None:
+    from fleetlib.fleet import synth_fleet
+
+    b = synth_fleet(tmp_path, devices=32, days=0.5, seed=0, scheduler="canonical",
+                    inject={"elastic": {"wait_s": 60, "reinit_s": 90}})
+    truth = b.truth
+    resized = [j for j, row in truth["jobs"].items() if "resize" in row]
+    assert resized and truth["injected"]["options"]["elastic_wait_s"] == 60
+    m = measure_fleet(b.manifest)
+    for name in ("scheduling", "runtime", "program"):
+        want, got = truth["factors"][name], m.factor(name)
+        assert _close(got.numerator, want["numerator_device_s"]) and _close(got.value, want["value"])
+        for k, v in want["losses"].items():
+            assert _close(got.losses[k], v), (name, k)
+    assert truth["factors"]["runtime"]["losses"]["elastic_wait"] > 0
+    for j in resized:
+        row, job = truth["jobs"][j], m.jobs.loc[j]
+        assert _close(job["held_device_s"], row["held_device_s"])
+        assert _close(job["productive_device_s"], row["productive_device_s"])
+        assert _close(job["step_time_above_baseline"], row["step_time_above_baseline_device_s"])
+        assert _close(job["elastic_scaling_device_s"], row["elastic_scaling_device_s"])
+        assert 0 < job["stepping_slice_efficiency"] < job["available_slice_efficiency"] < 1
+
+
+def test_elastic_injection_needs_size_segments(tmp_path: Path) -> None:
+    from fleetlib.fleet import synth_fleet
+    from fleetlib.quality import DomainError
+
+    with pytest.raises(DomainError, match="scheduler='canonical'"):
+        synth_fleet(tmp_path, inject={"elastic": {"wait_s": 60, "reinit_s": 90}})
