@@ -157,3 +157,18 @@ def test_elastic_injection_needs_size_segments(tmp_path: Path) -> None:
 
     with pytest.raises(DomainError, match="scheduler='canonical'"):
         synth_fleet(tmp_path, inject={"elastic": {"wait_s": 60, "reinit_s": 90}})
+
+
+def test_the_dask_engine_weighs_the_segments_too(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    manifest = _bundle(tmp_path / "bundle")
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")
+        as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        m = measure_fleet(manifest, engine="dask", client=client, progress=False)
+    assert m.runtime.numerator == pytest.approx(460.0, abs=1e-9)
+    assert m.runtime.losses["elastic_reinit"] == pytest.approx(85.0, abs=1e-9)
+    assert m.jobs.loc["el1", "elastic_scaling_device_s"] == pytest.approx(-20.0, abs=1e-9)
+    assert m.to_dict()["slice_efficiency"]["stepping"] == pytest.approx(500 / 760, abs=1e-12)
