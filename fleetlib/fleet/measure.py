@@ -267,6 +267,22 @@ class FleetMeasurement:
             denominator_unit="device-s",
         )
 
+    def slice_efficiency(self) -> dict[str, Any]:
+        """Return the elastic jobs' stepping and available slice efficiency, reported beside R.
+
+        ml-goodput-measurement's definitions (devices stepping, held, over the most devices the job
+        held, time-weighted) over the jobs whose timelines log device counts, fleet-wide in the
+        scheduler's device-seconds (each job's counts scaled to its largest allocation).  None when no
+        job logs device counts.
+        """
+        if "slice_total_device_s" not in self.jobs.columns:
+            return {"stepping": None, "available": None, "jobs": 0}
+        total, stepping, available = (math.fsum(self.jobs[f"slice_{c}_device_s"].to_numpy(float))
+                                      for c in ("total", "stepping", "available"))
+        n = int(np.isfinite(self.jobs["stepping_slice_efficiency"].to_numpy(float)).sum())
+        return {"stepping": stepping / total if total > 0 else None,
+                "available": available / total if total > 0 else None, "jobs": n}
+
     def waterfall(self) -> list[dict[str, Any]]:
         """Return the fleet waterfall, one record per bar (``stage``, ``kind``, ``device_s``, ``device_h``).
 
@@ -307,6 +323,7 @@ class FleetMeasurement:
             "chain": {k: dict(v) for k, v in self.product.chain.items()},
             "waterfall_device_s": bars,
             "runtime_observed_only": dict(self.runtime_observed),
+            "slice_efficiency": self.slice_efficiency(),
             "coverage": dict(self.coverage),
             "pools": self.pools,
             "cohorts": cohorts(self.jobs),
@@ -615,14 +632,14 @@ def read_timelines(
 
 
 def _flag_varying_devices(attempts: pd.DataFrame, ledger: Ledger) -> None:
-    """Flag jobs whose attempts held different device counts (timeline seconds weigh by the largest)."""
+    """Flag jobs whose attempts held different device counts (timeline seconds weigh by each row's)."""
     held = attempts[attempts["held_device_s"] > 0]
     spread = held.groupby(held["job_id"].astype(str))["devices"].agg(["min", "max"])
     for job, row in spread[spread["min"] != spread["max"]].iterrows():
         ledger.flag(
             "devices_vary_across_attempts",
             f"job {job!r} held {int(row['min'])} to {int(row['max'])} "
-            "devices across attempts; its timeline's seconds are weighted by the largest",
+            "devices across attempts; its timeline's seconds are weighted by each allocation row's devices",
             job_id=job,
         )
 
@@ -655,6 +672,7 @@ _WINDOW_COLUMNS: tuple[str, ...] = (
     "timeline_held_device_s",
     "rung_productive_device_s",
     "step_time_above_baseline",
+    "elastic_scaling_device_s",
     "retained_steps",
 )
 
@@ -664,57 +682,180 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
     """Measure every joined timeline with the runtime rung; add its parts (device-s) to ``jobs``.
 
     :func:`fleetlib.runtime.runtime_goodput_windows`' per-job tables (retrospective definition), each
-    job's seconds times its devices, one table per interval ``[start, end)`` of ``intervals``: the timeline is
-    validated and cut into parts once (one run of the per-job kernel) and the parts are clipped to
-    each window.  ``jobs`` receives the sum over the windows of each :data:`_WINDOW_COLUMNS` column
-    (with one interval, its own), ``fault_free_step_s`` (one per job, estimated on its whole
-    timeline) and ``steps_in_timeline``.  Every column is written once, by position (``jobs`` has one
-    row per job id); a steps table whose job ids are a categorical is counted by its codes.
+    job's seconds times the devices it held, one table per interval ``[start, end)`` of ``intervals``:
+    the timeline is validated and cut into parts once (one run of the per-job kernel) and the parts are
+    clipped to each window.  A job whose allocation changed size (``jobs``' optional
+    ``device_segments``: :func:`_device_segments`) is weighted by the devices of each segment: the
+    intervals are cut at its segments' ends, each piece weighted by the devices held in it (the job's
+    largest count where no segment covers it), and the pieces summed back.  Inside a segment smaller
+    than the job's largest, the retained steps ran on a smaller mesh: their time above the fault-free
+    step time of the full mesh is not slow-step time -- P meets it as the smaller mesh's scaling
+    (``elastic_scaling_device_s``: the steps' device-time less the full mesh's fault-free device-time).
+
+    ``jobs`` receives the sum over the windows of each :data:`_WINDOW_COLUMNS` column (with one
+    interval, its own), ``fault_free_step_s`` (one per job, estimated on its whole timeline),
+    ``steps_in_timeline`` and the slice efficiencies of jobs that log device counts
+    (:data:`_SLICE_COLUMNS`).  Every column is written once, by position (``jobs`` has one row per job
+    id); a steps table whose job ids are a categorical is counted by its codes.
 
     Returns
     -------
     list of dict
         Per window, :data:`_WINDOW_COLUMNS` -> values in ``jobs``' row order.
     """
-    from fleetlib.runtime import runtime_goodput_windows
+    from fleetlib.runtime import runtime_goodput_windows, slice_integrals
 
     n = len(jobs)
     per_window = [{c: np.zeros(n) for c in _WINDOW_COLUMNS} for _ in range(len(intervals))]
     fault_free = np.zeros(n)
     steps_in_timeline = np.zeros(n, dtype=np.int64)
+    slices = {c: np.zeros(n) for c in _SLICE_COLUMNS}
+    slices["stepping_slice_efficiency"][:] = np.nan
+    slices["available_slice_efficiency"][:] = np.nan
     if not events.empty:
-        measured = runtime_goodput_windows(steps, events, windows=intervals, definition="retrospective",
+        segments = jobs["device_segments"] if "device_segments" in jobs.columns else None
+        pieces, owner = _cut_at_segments(intervals, segments)
+        measured = runtime_goodput_windows(steps, events, windows=pieces, definition="retrospective",
                                            source="fleet timelines")
         first = measured[0].per_job
         pos = jobs.index.get_indexer(first.index.astype(str))
         have = pos >= 0
         at = pos[have]
         d = jobs["devices"].to_numpy()[at].astype(float)
-        for cols, m in zip(per_window, measured, strict=True):
+        seg = None
+        if segments is not None:
+            listed = segments.to_numpy()[at]
+            seg = [(i, v) for i, v in enumerate(listed.tolist()) if isinstance(v, tuple)]
+        for (p0, p1), k, m in zip(pieces, owner, measured, strict=True):
+            cols = per_window[k]
             per = m.per_job
 
             def value(column: str, per: pd.DataFrame = per) -> np.ndarray:
                 return per[column].to_numpy()[have]
 
+            w = d if seg is None else _devices_in(seg, d, p0, p1)
+            smaller = w < d
             for cat in RUNG_LOSSES:
-                cols[cat][at] = value(cat) * d
-            cols["timeline_unattributed"][at] = value("unattributed") * d
-            cols["timeline_held_device_s"][at] = value("held_s") * d
-            cols["rung_productive_device_s"][at] = value("productive") * d
-            cols["step_time_above_baseline"][at] = value("slow_step") * d  # inside productive
+                cols[cat][at] += value(cat) * w
+            cols["timeline_unattributed"][at] += value("unattributed") * w
+            cols["timeline_held_device_s"][at] += value("held_s") * w
+            prod = value("productive")
+            slow = value("slow_step")
+            cols["rung_productive_device_s"][at] += prod * w
+            # inside productive: above the job's fault-free step time; a smaller mesh's steps are P's scaling
+            cols["step_time_above_baseline"][at] += np.where(smaller, 0.0, slow * w)
+            cols["elastic_scaling_device_s"][at] += np.where(smaller, prod * w - (prod - slow) * d, 0.0)
             v = per["retained_steps"].astype(float).to_numpy()[have]
-            cols["retained_steps"][at] = np.where(np.isnan(v), 0.0, v)
+            cols["retained_steps"][at] += np.where(np.isnan(v), 0.0, v)
         v = first["fault_free_step_s"].astype(float).to_numpy()[have]
         fault_free[at] = np.where(np.isnan(v), 0.0, v)
         counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
+        series = measured[0].device_series
+        if not series.empty:
+            ns = [(a.as_unit("ns").value, b.as_unit("ns").value) for a, b in intervals]
+            _slice_columns(slice_integrals(series, ns), jobs, slices)
     for col, values in _window_total(per_window).items():
         jobs[col] = values
     jobs["fault_free_step_s"] = fault_free
     jobs["retained_steps"] = jobs.pop("retained_steps")  # the column order of the job table
     jobs["steps_in_timeline"] = steps_in_timeline
+    for col, values in slices.items():
+        jobs[col] = values
     return per_window
+
+
+#: Per job, the slice efficiencies of a timeline that logs device counts (NaN: none) and their
+#: time integrals in the scheduler's devices (device-s; 0: none), over the measured window.
+_SLICE_COLUMNS: tuple[str, ...] = (
+    "stepping_slice_efficiency", "available_slice_efficiency", "slice_stepping_device_s",
+    "slice_available_device_s", "slice_total_device_s",
+)
+
+
+def _slice_columns(sums: pd.DataFrame, jobs: pd.DataFrame, out: dict[str, np.ndarray]) -> None:
+    """Write the jobs' slice efficiencies, their integrals scaled to the scheduler's devices, into ``out``.
+
+    ml-goodput-measurement's efficiencies per job (devices stepping, held, over the most devices
+    held, time-weighted); in device-seconds each job's counts are scaled so that its most devices are
+    the scheduler's largest count, and the fleet-wide efficiencies are the ratios of the sums.
+    """
+    pos = jobs.index.get_indexer(sums.index)
+    keep = (pos >= 0) & (sums["total_s"].to_numpy() > 0)
+    at = pos[keep]
+    s = sums[keep]
+    scale = jobs["devices"].to_numpy(float)[at] / s["most"].to_numpy()
+    out["stepping_slice_efficiency"][at] = (s["stepping_s"] / s["total_s"]).to_numpy()
+    out["available_slice_efficiency"][at] = (s["held_s"] / s["total_s"]).to_numpy()
+    out["slice_stepping_device_s"][at] = s["stepping_s"].to_numpy() * scale
+    out["slice_available_device_s"][at] = s["held_s"].to_numpy() * scale
+    out["slice_total_device_s"][at] = s["total_s"].to_numpy() * scale
+
+
+def _device_segments(attempts: pd.DataFrame) -> pd.Series:
+    """Return, per job whose allocation rows held different device counts, its held segments.
+
+    Parameters
+    ----------
+    attempts
+        :func:`fleetlib.scheduling.held_time` by attempt (one row per allocation row, clipped to the window).
+
+    Returns
+    -------
+    pandas.Series
+        Index ``job_id`` (text); each value a tuple ``(start_ns, end_ns, devices)`` of arrays, the rows'
+        gang-complete -> release stretches in time order.  Only jobs whose counts vary.
+    """
+    held = attempts[attempts["held_device_s"] > 0]
+    ids = held["job_id"].astype(str)
+    spread = held.groupby(ids)["devices"].agg(["min", "max"])
+    vary = spread.index[spread["min"] != spread["max"]]
+    out = {}
+    for job in vary.tolist():
+        rows = held[ids == job].sort_values("first_gang_complete")
+        out[job] = (rows["first_gang_complete"].to_numpy(dtype="datetime64[ns]").astype(np.int64),
+                    rows["last_release"].to_numpy(dtype="datetime64[ns]").astype(np.int64),
+                    rows["devices"].to_numpy(float))
+    return pd.Series(out, dtype=object)
+
+
+def _cut_at_segments(intervals: list[Interval], segments: pd.Series | None
+                     ) -> tuple[list[Interval], list[int]]:
+    """Cut the intervals at the segments' ends (every elastic job's); return the pieces and their interval."""
+    cuts: set[int] = set()
+    if segments is not None:
+        for v in segments.tolist():
+            if isinstance(v, tuple):
+                cuts.update(v[0].tolist())
+                cuts.update(v[1].tolist())
+    if not cuts:
+        return list(intervals), list(range(len(intervals)))
+    pieces: list[Interval] = []
+    owner: list[int] = []
+    for k, (a, b) in enumerate(intervals):
+        inside = sorted(c for c in cuts if a.as_unit("ns").value < c < b.as_unit("ns").value)
+        edges = [a, *(pd.Timestamp(c, tz="UTC") for c in inside), b]
+        for x, y in itertools.pairwise(edges):
+            pieces.append((x, y))
+            owner.append(k)
+    return pieces, owner
+
+
+def _devices_in(segments: list[tuple[int, Any]], largest: np.ndarray, a: pd.Timestamp, b: pd.Timestamp
+                ) -> np.ndarray:
+    """Return each job's devices held in ``[a, b)`` (a piece no segment end cuts).
+
+    ``segments``: (position, :func:`_device_segments` value) of the elastic jobs; theirs is the count
+    of the segment holding the piece, else (and for every other job) the largest count.
+    """
+    mid = (a.as_unit("ns").value + b.as_unit("ns").value) // 2
+    out = largest.copy()
+    for i, (starts, ends, devices) in segments:
+        hit = np.flatnonzero((starts <= mid) & (mid < ends))
+        if hit.size:
+            out[i] = devices[hit[0]]
+    return out
 
 
 def _window_total(per_window: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -760,6 +901,7 @@ def _runtime_columns(jobs: pd.DataFrame) -> None:
         "timeline_unattributed",
         "rung_productive_device_s",
         "step_time_above_baseline",
+        "elastic_scaling_device_s",
     ):
         jobs.loc[zombie, col] = 0.0
     jobs["reconciliation_residual"] = np.where(
@@ -1091,6 +1233,10 @@ def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], 
     return _measure_held(s, e, sorted(jobs), held, intervals, only=True)
 
 
+#: The scheduler's columns each timeline task receives (``device_segments`` only when a job resized).
+_HELD_COLUMNS: tuple[str, ...] = ("devices", "device_segments")
+
+
 def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.DataFrame,
                   intervals: list[Interval], *, only: bool = False) -> dict[str, Any]:
     """Measure the timelines of the jobs of ``jobs`` the scheduler held; only the columns the rung adds.
@@ -1099,7 +1245,7 @@ def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.Da
     """
     index = held.index
     joined = [j for j in jobs if j in index]
-    sub = held.loc[joined, ["devices"]].copy()
+    sub = held.loc[joined, [c for c in _HELD_COLUMNS if c in held.columns]].copy()
     if only or len(joined) < len(jobs):  # measure only the joined jobs (all of them: the tables as read)
         keep = set(joined)
         s = s[s["job_id"].isin(keep)].reset_index(drop=True)
@@ -1108,7 +1254,7 @@ def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.Da
     # only the columns the runtime rung added, as plain arrays: no frame of objects goes back
     return {
         "runtime_jobs": joined,
-        "runtime": {c: sub[c].to_numpy() for c in sub.columns if c != "devices"},
+        "runtime": {c: sub[c].to_numpy() for c in sub.columns if c not in _HELD_COLUMNS},
         "runtime_windows": per_window if len(per_window) > 1 else [],
     }
 
@@ -1207,7 +1353,7 @@ def submit_timeline_tasks(man: FleetManifest, jobs: pd.DataFrame, intervals: lis
 
     # the tasks read the held jobs and devices; a random key (hash=False): dask would otherwise hash
     # the whole frame, 222,845 text ids at fleet scale, before the first task can be submitted
-    held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
+    held = client.scatter(jobs[[c for c in _HELD_COLUMNS if c in jobs.columns]], broadcast=True, hash=False)
     job_map = dict(man.job_map)
     # keys unique to this submission: on a client that lives on, an earlier walk's task of the same
     # file name (finished, or failed) must not stand in for this one
@@ -1310,7 +1456,8 @@ def dask_runtime_per_job(
     for i in sorted(half.keys() - redo.keys()):
         _keep(half[i][1])  # no other file holds the rest of these jobs' timelines
     if redo:
-        held = client.scatter(jobs[["devices"]], broadcast=True, hash=False)
+        columns = [c for c in _HELD_COLUMNS if c in jobs.columns]
+        held = client.scatter(jobs[columns], broadcast=True, hash=False)
         groups = [
             client.submit(timeline_group_task, man.timeline_format,
                           [str(man.timeline_files[i]) for i in group], dict(man.job_map), held,
@@ -1770,9 +1917,13 @@ def _measure(
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
+    attempts = held_time(records.allocations, window=win, by="attempt")
+    segments = _device_segments(attempts)
+    if len(segments):  # an elastic job resized: its device-time follows its segments
+        jobs["device_segments"] = segments.reindex(jobs.index)
     pending = None
     if cluster is not None:  # submitted by the cluster's thread once it has started: this one settles S
-        devices = jobs[["devices"]].copy()  # this thread goes on adding columns to jobs
+        devices = jobs[[c for c in _HELD_COLUMNS if c in jobs.columns]].copy()  # this thread adds to jobs
 
         def submit(client: Any) -> list[Any]:
             return submit_timeline_tasks(man, devices, intervals, client)
@@ -1786,7 +1937,7 @@ def _measure(
             if collection_gap_s is not None else None)
     for gap in gaps.itertuples(index=False) if gaps is not None else ():
         ledger.flag("collection_gap", collection_gap_note(gap, partition.window), time=gap.start)
-    _flag_varying_devices(held_time(records.allocations, window=win, by="attempt"), ledger)
+    _flag_varying_devices(attempts, ledger)
     scheduled = set(records.allocations["job_id"].astype(str).tolist())
     try:  # needs no timeline: read while the timeline tasks run
         configs: _ModelConfigs | Exception | None = _model_configs(jobs, man)
@@ -1796,6 +1947,8 @@ def _measure(
     submitted = pending.result() if pending is not None else None
     per_interval = _timelines_into_jobs(man, jobs, scheduled, intervals, ledger, client, progress,
                                         submitted)
+    if "device_segments" in jobs.columns:
+        del jobs["device_segments"]
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
     model_configs = configs if isinstance(configs, _ModelConfigs) else None

@@ -47,6 +47,8 @@ RUNTIME_LOSSES: tuple[str, ...] = (
     "recovery",
     "rework",
     "preemption",
+    "elastic_wait",
+    "elastic_reinit",
     "evaluation",
     "stall",
     "idle",
@@ -75,6 +77,8 @@ RUNG_LOSSES = (
     "recovery",
     "rework",
     "preemption",
+    "elastic_wait",
+    "elastic_reinit",
     "evaluation",
     "stall",
     "idle",
@@ -92,6 +96,8 @@ LOSS_OWNERS: dict[str, str] = {
     "recovery": "reliability (detection, relaunch)",
     "rework": "checkpointing cadence and reliability",
     "preemption": "scheduler policy",
+    "elastic_wait": "reliability and elastic policy (devices lost or regained)",
+    "elastic_reinit": "elastic runtime (re-initialisation after a resize)",
     "evaluation": "training recipe",
     "stall": "job owners and program (hung or stalled steps)",
     "idle": "job owners (teardown, hangs)",
@@ -552,6 +558,7 @@ def job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
         Job id -> its record.
     """
     col = {c: jobs[c].tolist() for c in jobs.columns}
+    elastic = "stepping_slice_efficiency" in col
     out = {}
     for i, job in enumerate(jobs.index):
 
@@ -597,6 +604,12 @@ def job_records(jobs: pd.DataFrame) -> dict[str, dict[str, Any]]:
             "ideal_device_s": _num(ideal),
             "waterfall_device_s": bars,
         }
+        if elastic and not math.isnan(col["stepping_slice_efficiency"][i]):  # its timeline logs devices
+            out[str(job)].update({
+                "stepping_slice_efficiency": float(v("stepping_slice_efficiency")),
+                "available_slice_efficiency": float(v("available_slice_efficiency")),
+                "elastic_scaling_device_s": float(v("elastic_scaling_device_s")),
+            })
     return out
 
 

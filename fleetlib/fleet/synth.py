@@ -56,6 +56,8 @@ _ACCELERATOR = "H100 SXM"
 #: not depend on the measuring code.
 _PEAK_FLOPS = 989e12
 _RUNTIME_LOSSES = ("startup", "input_wait", "checkpoint", "recovery", "rework", "idle")
+#: Runtime losses of an injected elastic resize (in the truth only when a job resized).
+_ELASTIC_LOSSES = ("elastic_wait", "elastic_reinit")
 
 
 @dataclass
@@ -71,6 +73,11 @@ class _Timeline:
     #: per entry of ``steps``: "" (healthy), "slow" (one rank, background) or "episode" (injected straggler)
     causes: list[str] = field(default_factory=list)
     fault_free_s: int = 0  # the job's fault-free step (step_s plus an injected kernel regression)
+    #: an injected elastic resize (:func:`_elastic`): (shrink, regain) in seconds after gang completion and
+    #: the devices lost between them; None: rigid
+    resize: tuple[int, int, int] | None = None
+    #: seconds of each category spent on the smaller mesh (device-weighted by the devices left)
+    small_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -281,6 +288,10 @@ def _scheduling_truth(
             partial[j.gang_complete] -= j.devices
             held[j.gang_complete] += j.devices
             held[j.end] -= j.devices
+            rz = _resize(j)
+            if rz is not None:  # the lost devices go back to the pool over the resize
+                held[j.gang_complete + rz[0]] -= rz[2]
+                held[j.gang_complete + rz[1]] += rz[2]
             pending[j.submit] += 1  # pending until the gang is complete (Slurm: Eligible -> Start)
             pending[j.gang_complete] -= 1
         cap = np.cumsum(in_service)[:horizon]
@@ -395,6 +406,8 @@ def _write_canonical_scheduler(
             "requested_devices": [j.devices for j in ordered],
         }
     )
+    if any(_resize(j) is not None for j in ordered):
+        alloc = _elastic_segments(alloc, ordered, at)
     rows = []
     for pool, names in pool_nodes.items():
         full = len(names) * _GPUS_PER_NODE
@@ -410,6 +423,36 @@ def _write_canonical_scheduler(
     return [rel]
 
 
+def _resize(job: _Job) -> tuple[int, int, int] | None:
+    """Return an elastic job's resize (shrink, regain, devices lost; seconds after gang complete) or None."""
+    return job.timeline.resize if job.kind == "timeline" and job.timeline is not None else None
+
+
+def _elastic_segments(alloc: pd.DataFrame, ordered: list[_Job], at: Any) -> pd.DataFrame:
+    """Return the allocations with each elastic job's row cut into its three size segments.
+
+    Full mesh until the shrink, the devices left until the regain, the full mesh again until the
+    release (attempts 0, 1, 2; a later segment is submitted, assigned and complete at its start).
+    """
+    rows = []
+    for i, j in enumerate(ordered):
+        row = alloc.iloc[[i]]
+        rz = _resize(j)
+        if rz is None:
+            rows.append(row)
+            continue
+        shrink, regain = j.gang_complete + rz[0], j.gang_complete + rz[1]
+        seg = pd.concat([row] * 3, ignore_index=True)
+        seg["attempt"] = [0, 1, 2]
+        seg["devices"] = seg["requested_devices"] = [j.devices, j.devices - rz[2], j.devices]
+        seg["elastic"] = True
+        for col in ("submit", "first_assigned", "gang_complete"):
+            seg.loc[1:, col] = at([shrink, regain]).to_numpy()
+        seg["release"] = at([shrink, regain, j.end])
+        rows.append(seg)
+    return pd.concat(rows, ignore_index=True)
+
+
 def _write_timeline(out: Path, job: _Job) -> str:
     from fleetlib.runtime import tables_from_seconds, write_timeline
 
@@ -417,6 +460,14 @@ def _write_timeline(out: Path, job: _Job) -> str:
     assert tl is not None
     origin = FLEET_START + pd.Timedelta(seconds=job.gang_complete)
     steps, events = tables_from_seconds(tl.steps, tl.events, job_id=job.job_id, origin=origin.isoformat())
+    if tl.resize is not None:  # the devices held before and after each resize event, in time order
+        n, left = job.devices, job.devices - tl.resize[2]
+        counts = iter([(n, left), (left, left), (left, n), (n, n)])
+        before = pd.array([None] * len(events), dtype="Int64")
+        after = pd.array([None] * len(events), dtype="Int64")
+        for i in np.flatnonzero(events["kind"].astype(str).isin(["resize_begin", "resize_end"]).to_numpy()):
+            before[i], after[i] = next(counts)
+        events["devices_before"], events["devices_after"] = before, after
     rel = f"timelines/{job.job_id}.parquet"
     write_timeline(steps, events, out / rel)
     return rel
@@ -457,6 +508,64 @@ def _inj_timeline(rng: np.random.Generator, fail: bool, inj: _Injection, job: _J
     rng.bit_generator.state = state
     extra = math.ceil(inj.kernel_slowdown * probe) if job.version == inj.kernel_version else 0
     return _timeline(rng, fail=fail, inj=inj, episodes=job.episodes, kernel_extra=extra)
+
+
+def _elastic(tl: _Timeline, devices: int, wait_s: int, reinit_s: int) -> _Timeline:
+    """Return ``tl`` with an elastic resize after its first checkpoint commit (an injected elastic job).
+
+    A quarter of the devices (``devices // 4``) is lost at the first commit: ``wait_s`` of elastic wait
+    (``resize_begin``), ``reinit_s`` of re-initialisation (``resize_end``), then the next three steps run
+    on the smaller mesh, their compute time ``ceil(step x devices / devices_left)`` (perfect scaling,
+    rounded up) plus what was drawn above it; the devices come back before the fourth: another wait and
+    re-initialisation on the full mesh, and the rest runs as drawn, later by the time added.  The
+    scheduler releases the lost devices over ``[shrink, regain)``.  A timeline with a failure, an
+    episode, fewer than four devices or too few steps after the first commit is returned as it is.  No
+    random number is drawn.
+    """
+    lost = devices // 4
+    commits = [e for e in tl.events if e[2] == "checkpoint_commit"]
+    if (lost == 0 or not commits or any(e[2] == "failure" for e in tl.events) or "episode" in tl.causes
+            or tl.retained_steps < int(commits[0][3]) + 5):
+        return tl
+    left = devices - lost
+    b = tl.fault_free_s or tl.step_s
+    b2 = -(-b * devices // left)
+    first = int(commits[0][3])
+    shrink = float(commits[0][1])
+    truth = dict(tl.truth_s)
+    small = dict.fromkeys(("productive", "input_wait"), 0.0)
+    small.update(elastic_wait=float(wait_s), elastic_reinit=float(reinit_s))
+    truth.update(elastic_wait=float(wait_s), elastic_reinit=float(reinit_s))  # the regain, on the full mesh
+    scaling = 0.0
+    steps: list[tuple[Any, ...]] = []
+    shift, regain = float(wait_s + reinit_s), 0.0
+    for st in tl.steps:
+        _a, k, t0, t1, wait = st
+        if k <= first:
+            steps.append(st)
+            continue
+        if k == first + 4:
+            regain = t0 + shift
+            shift += wait_s + reinit_s
+        if k <= first + 3:  # on the smaller mesh
+            extra = (t1 - t0) - wait - b  # drawn above the step (a slow step)
+            truth["productive"] -= b
+            truth["input_wait"] -= wait
+            truth["step_time_above_baseline"] -= extra
+            small["productive"] += b2 + extra
+            small["input_wait"] += wait
+            scaling += (b2 + extra) * left - b * devices
+            steps.append((0, k, t0 + shift, t1 + shift + b2 - b, wait))
+            shift += b2 - b
+            continue
+        steps.append((0, k, t0 + shift, t1 + shift, wait))
+    events = [e if e[1] <= shrink else (e[0], e[1] + shift, *e[2:]) for e in tl.events]
+    events += [(0, shrink, "resize_begin"), (0, shrink + wait_s, "resize_end"), (0, regain, "resize_begin"),
+               (0, regain + wait_s, "resize_end")]
+    events.sort(key=lambda e: e[1])
+    small["elastic_scaling"] = scaling  # device-seconds
+    return _Timeline(steps, events, tl.duration_s + int(shift), truth, tl.retained_steps, tl.step_s,
+                     tl.causes, tl.fault_free_s, (int(shrink), int(regain), lost), small)
 
 
 def _draw_jobs(
@@ -503,6 +612,8 @@ def _draw_jobs(
         if kind == "timeline":
             fail = rng.random() < 0.35
             job.timeline = _timeline(rng, fail=fail) if inj is None else _inj_timeline(rng, fail, inj, job)
+            if inj is not None and inj.elastic_wait_s:
+                job.timeline = _elastic(job.timeline, job.devices, inj.elastic_wait_s, inj.elastic_reinit_s)
             job.residual_s = int(rng.integers(1, 61)) if rng.random() < 0.3 else 0
             job.duration_s = job.timeline.duration_s + job.residual_s
             job.mfu = float(rng.choice([0.3, 0.35, 0.4, 0.45])) if rng.random() < 0.85 else None
@@ -578,7 +689,13 @@ def synth_fleet(
         quota change that strands them), ``kernel_regression`` (``{version, slowdown}``: jobs of that
         version run every step ``ceil(slowdown x step)`` seconds longer), ``rank_timers`` (write
         per-rank step timers of every timed job, ``rank_timers/JOB.parquet``),
-        ``scheduler_policy``, ``compiler_version`` and ``storage`` (stated in the contract).
+        ``scheduler_policy``, ``compiler_version`` and ``storage`` (stated in the contract),
+        ``elastic`` (``{wait_s, reinit_s}``, canonical records only: every timeline job of at least four
+        devices with no failure or episode loses a quarter of its devices at its first commit, waits
+        ``wait_s`` and re-initialises ``reinit_s``, runs three steps on the smaller mesh and regains
+        them with another wait and re-initialisation; its allocation is three size segments, and the
+        truth gains ``elastic_wait`` and ``elastic_reinit`` and, per resized job, ``resize`` and
+        ``elastic_scaling_device_s``).
         Injection draws use their own generator, so the same seed draws the same jobs;
         ``truth.json`` gains ``injected``.
 
@@ -590,7 +707,8 @@ def synth_fleet(
     Raises
     ------
     DomainError
-        ``devices`` not a multiple of 8 or below 16; ``days`` under an hour; an unknown ``scheduler``.
+        ``devices`` not a multiple of 8 or below 16; ``days`` under an hour; an unknown ``scheduler``;
+        ``inject.elastic`` with Slurm records.
     """
     if scheduler not in ("slurm", "canonical"):
         raise DomainError(f"scheduler must be 'slurm' or 'canonical'; got {scheduler!r}")
@@ -616,6 +734,8 @@ def synth_fleet(
     drains = [("train", spare, d0, d0 + int(rng.integers(horizon // 8, horizon // 3)))]
 
     inj = None if inject is None else _Injection.parse(inject)
+    if inj is not None and inj.elastic_wait_s and scheduler != "canonical":
+        raise DomainError("inject.elastic needs scheduler='canonical': Slurm records carry no size segments")
     irng = np.random.default_rng([seed, 11])
     jobs = _draw_jobs(rng, placeable, horizon, n_nodes, bool(n_dev), scheduler, inj, irng)
     slow: frozenset[str] = frozenset()
@@ -727,6 +847,42 @@ def _ensure_kinds(jobs: list[_Job], rng: np.random.Generator, inj: _Injection | 
                 break
 
 
+def _elastic_truth(j: _Job, rz: tuple[int, int, int], runtime: dict[str, float], per_job: dict[str, Any],
+                   trace_truth: dict[str, tuple[dict[str, float], int]]) -> None:
+    """Add an elastic job's truth: each second weighted by the devices held then (full mesh or the rest).
+
+    Its smaller mesh's steps are no slow-step time: what they take above the full mesh's fault-free
+    device-time is ``elastic_scaling_device_s``, a part of P's ``below_ideal_rate``.
+    """
+    tl = j.timeline
+    assert tl is not None
+    d, left = j.devices, j.devices - rz[2]
+    held = float(d * j.held_s - rz[2] * (rz[1] - rz[0]))
+    for k in (*_RUNTIME_LOSSES, *_ELASTIC_LOSSES):
+        runtime[k] += d * tl.truth_s.get(k, 0.0) + left * tl.small_s.get(k, 0.0)
+    runtime["reconciliation_residual"] += float(d * j.residual_s)
+    above = d * tl.truth_s["step_time_above_baseline"]
+    prod = (d * (tl.truth_s["productive"] + tl.truth_s["step_time_above_baseline"])
+            + left * tl.small_s["productive"])
+    row: dict[str, Any] = {
+        "pool": j.pool, "devices": d, "held_device_s": held, "kind": j.kind, "productive_device_s": prod,
+        "runtime_goodput": prod / held, "step_time_above_baseline_device_s": above,
+        "reconciliation_residual_device_s": float(d * j.residual_s), "retained_steps": tl.retained_steps,
+        "elastic_scaling_device_s": tl.small_s["elastic_scaling"],
+        "resize": {"shrink_s": rz[0], "regain_s": rz[1], "devices_lost": rz[2]},
+    }
+    if j.mfu is not None:
+        job_ideal = tl.retained_steps * (j.mfu * tl.step_s * d * _PEAK_FLOPS) / _PEAK_FLOPS
+        row.update(ideal_device_s=job_ideal, program_goodput=job_ideal / prod)
+        if j.job_id in trace_truth:
+            shares, rank_steps = trace_truth[j.job_id]
+            row["trace_partition_device_s"] = {k: v * prod for k, v in shares.items()}
+            row["trace_coverage"] = rank_steps / (tl.retained_steps * d)
+    else:
+        row.update(ideal_device_s=None, program_goodput=None)
+    per_job[j.job_id] = row
+
+
 def _truth(
     jobs: list[_Job],
     pool_nodes: dict[str, list[str]],
@@ -741,12 +897,25 @@ def _truth(
 ) -> dict[str, Any]:
     sched = _scheduling_truth(jobs, pool_nodes, drains, horizon)
     tot = {k: math.fsum(p[k] for p in sched.values()) for k in next(iter(sched.values()))}
-    runtime = dict.fromkeys((*_RUNTIME_LOSSES, "zombie", "unobserved", "reconciliation_residual"), 0.0)
+    elastic = any(_resize(j) is not None for j in jobs)
+    kept = (*_RUNTIME_LOSSES, *(_ELASTIC_LOSSES if elastic else ()))
+    runtime = dict.fromkeys((*kept, "zombie", "unobserved", "reconciliation_residual"), 0.0)
     productive = above = ideal = unobserved_p = 0.0
     per_job = {}
     for j in jobs:
         d = j.devices
         held = float(d * j.held_s)
+        rz = _resize(j)
+        if rz is not None:
+            _elastic_truth(j, rz, runtime, per_job, trace_truth)
+            row = per_job[j.job_id]
+            productive += row["productive_device_s"]
+            above += row["step_time_above_baseline_device_s"]
+            if j.mfu is not None:
+                ideal += row["ideal_device_s"]
+            else:
+                unobserved_p += row["productive_device_s"] - row["step_time_above_baseline_device_s"]
+            continue
         row: dict[str, Any] = {"pool": j.pool, "devices": d, "held_device_s": held, "kind": j.kind}
         if j.kind == "unobserved":
             runtime["unobserved"] += held
@@ -867,6 +1036,7 @@ INJECTION_KEYS: tuple[str, ...] = (
     "scheduler_policy",
     "storage",
     "compiler_version",
+    "elastic",
 )
 
 
@@ -887,6 +1057,8 @@ class _Injection:
     scheduler_policy: str | None = None
     storage: str | None = None
     compiler_version: str | None = None
+    elastic_wait_s: int = 0
+    elastic_reinit_s: int = 0
 
     @classmethod
     def parse(cls, inject: Mapping[str, Any]) -> _Injection:
@@ -905,6 +1077,14 @@ class _Injection:
         kr = inject.get("kernel_regression") or {}
         if not isinstance(kr, Mapping) or (kr and set(kr) != {"version", "slowdown"}):
             raise DomainError("inject.kernel_regression must be {version: V, slowdown: fraction}")
+        el = inject.get("elastic") or {}
+        if not isinstance(el, Mapping) or (el and set(el) != {"wait_s", "reinit_s"}):
+            raise DomainError("inject.elastic must be {wait_s: seconds, reinit_s: seconds}")
+        for key in ("wait_s", "reinit_s"):
+            v = el.get(key, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "wait_s" else 0):
+                raise DomainError(f"inject.elastic.{key} must be a whole number of seconds >= "
+                                  f"{1 if key == 'wait_s' else 0}; got {v!r}")
         versions = tuple(str(v) for v in inject.get("versions", ()))
         if kr and str(kr["version"]) not in versions:
             raise DomainError("inject.kernel_regression.version must be one of inject.versions")
@@ -922,6 +1102,8 @@ class _Injection:
             scheduler_policy=_text(inject.get("scheduler_policy")),
             storage=_text(inject.get("storage")),
             compiler_version=_text(inject.get("compiler_version")),
+            elastic_wait_s=int(el["wait_s"]) if el else 0,
+            elastic_reinit_s=int(el["reinit_s"]) if el else 0,
         )
 
 
@@ -1026,7 +1208,8 @@ def _inj_truth(
                 "injected_steps": [list(e) for e in j.episodes],
             }
             (episodes if run.size >= 2 else singles).append(rec)
-    opts = {k: getattr(inj, k) for k in inj.__dataclass_fields__}
+    opts = {k: getattr(inj, k) for k in inj.__dataclass_fields__
+            if not (k.startswith("elastic_") and not inj.elastic_wait_s)}  # elastic keys: only when injected
     opts["versions"] = list(inj.versions)
     return {
         "options": opts,

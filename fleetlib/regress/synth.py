@@ -19,7 +19,8 @@ candidate           injected                                               tier 
 Every bundle has two software versions (2.1 and 2.2, per job) and per-rank timers.
 
 :func:`checkpoint_twin` writes a fleet and its twin in which every synchronous checkpoint pause is
-multiplied and nothing else (the same seed: the same jobs, steps and failures); :func:`unchanged_pairs`
+multiplied and nothing else; :func:`elastic_twin` a fleet of elastic jobs and its twin in which every
+resize waits longer (the same seed: the same jobs, steps and failures); :func:`unchanged_pairs`
 writes pairs of fleets drawn with the same parameters and different seeds, in which nothing changed.
 """
 
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXPECTED", "RegressionPair", "checkpoint_twin", "regression_pairs", "unchanged_pairs"]
+__all__ = [
+    "EXPECTED", "RegressionPair", "checkpoint_twin", "elastic_twin", "regression_pairs", "unchanged_pairs",
+]
 
 #: Per candidate: the tier that must catch it, the factor it is charged to, the fields under test.
 EXPECTED: dict[str, dict[str, Any]] = {
@@ -188,6 +191,43 @@ def checkpoint_twin(
     out = Path(out_dir)
     a = synth_fleet(out / "baseline", devices=devices, days=days, seed=seed, inject={})
     b = synth_fleet(out / "twin", devices=devices, days=days, seed=seed, inject={"checkpoint_factor": factor})
+    return a.manifest, b.manifest
+
+
+def elastic_twin(
+    out_dir: str | Path, *, devices: int = 32, days: float = 2.0, seed: int = 0, wait_s: int = 60,
+    reinit_s: int = 90, factor: int = 2
+) -> tuple[Path, Path]:
+    """Write a fleet of elastic jobs and its twin in which every resize's elastic wait is ``factor`` x longer.
+
+    Both are drawn from one seed on canonical scheduler records (size segments), so the same jobs
+    arrive with the same steps; each eligible job loses a quarter of its devices after its first
+    commit and regains them three steps later (:func:`fleetlib.fleet.synth.synth_fleet`'s
+    ``inject={"elastic": ...}``), waiting ``wait_s`` (the twin: ``factor x wait_s``) and
+    re-initialising ``reinit_s`` at each resize.
+
+    Parameters
+    ----------
+    out_dir
+        Folder; the bundles are written to ``out_dir/baseline`` and ``out_dir/twin``.
+    devices, days, seed
+        As :func:`fleetlib.fleet.synth.synth_fleet`.
+    wait_s, reinit_s
+        The baseline's elastic wait and re-initialisation per resize, seconds.
+    factor
+        Whole multiplier of the wait in the twin.
+
+    Returns
+    -------
+    tuple of Path
+        The two ``fleet.yaml`` paths (baseline, twin).
+    """
+    from fleetlib.fleet.synth import synth_fleet
+
+    out = Path(out_dir)
+    kw: dict[str, Any] = {"devices": devices, "days": days, "seed": seed, "scheduler": "canonical"}
+    a = synth_fleet(out / "baseline", **kw, inject={"elastic": {"wait_s": wait_s, "reinit_s": reinit_s}})
+    b = synth_fleet(out / "twin", **kw, inject={"elastic": {"wait_s": factor * wait_s, "reinit_s": reinit_s}})
     return a.manifest, b.manifest
 
 

@@ -14,7 +14,8 @@ tier                   factor    metrics
                                  straggler rank-steps per 1,000 (per-rank timers over the step's
                                  median by more than the bound); straggler episodes (a finding)
 ``startup_recovery``   runtime   gang complete -> first step (startup) per job; checkpoint pause per
-                                 commit; restarts per 1,000 held device-hours; rework share and
+                                 commit; elastic wait per resize (device-s); restarts per 1,000
+                                 held device-hours; rework share and
                                  data stall ratio (input wait) of held time
 ``allocation``         scheduling queue wait to gang completion per job; partial-gang hold and idle
                                  while queued (stranded capacity) as shares of in-service capacity,
@@ -369,6 +370,16 @@ def tier_metrics(units: Any) -> list[Metric]:
             "one",
             "lower",
             "s",
+        ),
+        Metric(
+            "elastic wait per resize",
+            "runtime",
+            "startup_recovery",
+            "jobs",
+            "elastic_wait",
+            "resizes",
+            "lower",
+            "device-s",
         ),
         Metric(
             "restarts per 1,000 held device-hours",

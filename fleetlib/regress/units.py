@@ -7,7 +7,7 @@ tables whose sums are the measured factors:
   (:func:`fleetlib.scheduling.scheduling_partition` clipped to it), device-seconds.  Summed over
   the rows it is S's numerator, denominator and losses.
 * ``jobs`` -- :attr:`FleetMeasurement.jobs` plus the timings Table 4's runtime and allocation tiers
-  read: queue wait to gang completion, startup seconds, restarts,
+  read: queue wait to gang completion, startup seconds, restarts, elastic resizes,
   the cycle the gang completed in, and each job's contract fields (software version,
   architecture, pool) and its submit time (with the job id, the job's identity across two
   bundles).  Summed it is R's numerator, denominator and losses.
@@ -194,11 +194,12 @@ def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
     return out
 
 
-def _restarts_per_job(events: pd.DataFrame) -> pd.Series:
+def _events_per_job(events: pd.DataFrame, kinds: Iterable[str]) -> pd.Series:
+    """Return the number of events of ``kinds`` per job id (as text)."""
     if not len(events):
         return pd.Series(dtype=float)
-    kinds = events["kind"].astype(str)
-    return kinds.isin(["restore", "restart"]).groupby(events["job_id"].astype(str)).sum().astype(float)
+    kind = events["kind"].astype(str)
+    return kind.isin(list(kinds)).groupby(events["job_id"].astype(str)).sum().astype(float)
 
 
 #: Columns of the ``commits`` unit table.
@@ -335,7 +336,8 @@ def fleet_units(
     scheduled = set(alloc["job_id"])
     steps, events, _joined, _owner = read_timelines(man, set(jobs.index), scheduled, Ledger())
     d = jobs["devices"].to_numpy(float)
-    jobs["restarts"] = _restarts_per_job(events).reindex(jobs.index).fillna(0.0).to_numpy(float)
+    for col, kinds in (("restarts", ["restore", "restart"]), ("resizes", ["resize_begin"])):
+        jobs[col] = _events_per_job(events, kinds).reindex(jobs.index).fillna(0.0).to_numpy(float)
     jobs["startup_s"] = jobs["startup"].to_numpy(float) / d
     jobs["one"] = 1.0
     jobs["timed"] = (jobs["observed"] & ~jobs["zombie_job"]).astype(float)

@@ -28,6 +28,7 @@ from typing import Any
 from fleetlib.quality import DomainError, Ledger
 from fleetlib.runtime.commands import mlperf_summary_table
 from fleetlib.runtime.compare import compare_measurement
+from fleetlib.runtime.elastic import slice_integrals
 from fleetlib.runtime.ettr import ettr_optimal_interval_s, expected_ettr
 from fleetlib.runtime.goodput import (
     ReplicaGoodput,
@@ -113,6 +114,7 @@ __all__ = [
     "runtime_goodput_windows",
     "runtime_loss_by_size",
     "runtime_loss_terms",
+    "slice_integrals",
     "synth_timeline",
     "tables_from_seconds",
     "warm_up",

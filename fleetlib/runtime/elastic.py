@@ -22,6 +22,7 @@ every job that logs device counts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from fleetlib.runtime.schema import BREAKDOWN, DEVICE_SERIES_COLUMNS
 if TYPE_CHECKING:
     from fleetlib.runtime.partition import JobParts
 
-__all__ = ["device_series", "slice_efficiency"]
+__all__ = ["device_series", "slice_efficiency", "slice_integrals"]
 
 _FINE = tuple(BREAKDOWN)
 _ELASTIC_LABELS = np.array([_FINE.index("elastic_wait"), _FINE.index("elastic_reinit")])
@@ -116,6 +117,45 @@ def device_series(parts: JobParts) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[list(DEVICE_SERIES_COLUMNS)]
 
 
+def slice_integrals(series: pd.DataFrame, pieces: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
+    """Return, per job of a device series, the time integrals of its device counts.
+
+    Parameters
+    ----------
+    series
+        :func:`device_series`'s table.
+    pieces
+        Stretches ``[a, b)`` in UTC nanoseconds to weigh (a window less its exclusions); None: all of
+        the series.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``job_id`` (the series' order); columns ``stepping_s``, ``held_s`` and ``total_s``
+        (device-count x seconds of ``devices_stepping``, ``devices_held`` and ``devices_total``
+        inside the pieces) and ``most`` (the most devices the job held: its ``devices_total``).
+    """
+    rows = []
+    ids = []
+    for job, frame in series.groupby("job_id", sort=False):
+        t = frame["time"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        t0, t1 = t[:-1], t[1:]
+        if pieces is None:
+            w = (t1 - t0).astype(np.float64)
+        else:
+            w = np.zeros(t0.size)
+            for a, b in pieces:
+                w += np.clip(np.minimum(t1, b) - np.maximum(t0, a), 0, None)
+        w = w / 1e9
+        rows.append((float(np.dot(frame["devices_stepping"].to_numpy()[:-1], w)),
+                     float(np.dot(frame["devices_held"].to_numpy()[:-1], w)),
+                     float(np.dot(frame["devices_total"].to_numpy()[:-1], w)),
+                     float(frame["devices_total"].max())))
+        ids.append(str(job))
+    return pd.DataFrame(rows, columns=["stepping_s", "held_s", "total_s", "most"],
+                        index=pd.Index(ids, name="job_id", dtype=object))
+
+
 def slice_efficiency(series: pd.DataFrame, pieces: Sequence[tuple[int, int]] | None = None
                      ) -> tuple[float | None, float | None]:
     """Return the stepping and available slice efficiency of a device series, time-weighted.
@@ -137,19 +177,8 @@ def slice_efficiency(series: pd.DataFrame, pieces: Sequence[tuple[int, int]] | N
     """
     if series.empty:
         return None, None
-    num_s = num_a = den = 0.0
-    for _, job in series.groupby("job_id", sort=False):
-        t = job["time"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
-        t0, t1 = t[:-1], t[1:]
-        if pieces is None:
-            w = (t1 - t0).astype(np.float64)
-        else:
-            w = np.zeros(t0.size)
-            for a, b in pieces:
-                w += np.clip(np.minimum(t1, b) - np.maximum(t0, a), 0, None)
-        den += float(np.dot(job["devices_total"].to_numpy()[:-1], w))
-        num_s += float(np.dot(job["devices_stepping"].to_numpy()[:-1], w))
-        num_a += float(np.dot(job["devices_held"].to_numpy()[:-1], w))
+    sums = slice_integrals(series, pieces)
+    den = math.fsum(sums["total_s"])
     if den <= 0:
         return None, None
-    return num_s / den, num_a / den
+    return math.fsum(sums["stepping_s"]) / den, math.fsum(sums["held_s"]) / den

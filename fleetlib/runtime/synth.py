@@ -71,7 +71,7 @@ from fleetlib.quality import (
     check_nonnegative,
     check_positive,
 )
-from fleetlib.runtime.schema import CATEGORIES
+from fleetlib.runtime.schema import CATEGORIES, DEVICE_COLUMNS
 from fleetlib.runtime.timeline import validate_timeline
 
 __all__ = [
@@ -598,6 +598,11 @@ def write_timeline(steps: pd.DataFrame, events: pd.DataFrame, path: str | Path) 
         "duration_s": stack(pa.nulls(n_s, pa.float64()),
                             pa.array(dur_ev, pa.float64(), mask=np.isnan(dur_ev))),
     })
+    for col in DEVICE_COLUMNS:  # an elastic job's device counts, when its events log them
+        if col in events.columns:
+            v = pd.to_numeric(events[col], errors="coerce").astype("Float64")
+            counts = pa.array(v.to_numpy(np.float64, na_value=np.nan), pa.float64(), mask=v.isna().to_numpy())
+            table = table.append_column(col, stack(pa.nulls(n_s, pa.int64()), counts.cast(pa.int64())))
     table = table.replace_schema_metadata({b"fleetlib.timeline": b"1"})
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
