@@ -201,6 +201,7 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
         f"{_pct(res['coverage']['program'])} of productive time has a model config",
         f"observed-only R (estimate, not in the product): {_pct(res['runtime_observed_only']['value'])}",
+        *_slice_lines(res.get("slice_efficiency") or {}),
         "",
         "waterfall (device-hours):",
     ]
@@ -248,6 +249,14 @@ def render_fleet(res: Mapping[str, Any]) -> str:
             f"  {fl['code']}: {fl['message']}" if isinstance(fl, Mapping) else f"  {fl}" for fl in flags[:10]
         ]
     return "\n".join(lines)
+
+
+def _slice_lines(eff: Mapping[str, Any]) -> list[str]:
+    """Return the elastic jobs' slice-efficiency line beside R (none when no job logs device counts)."""
+    if not eff.get("jobs"):
+        return []
+    return [f"slice efficiency of {eff['jobs']} elastic job(s): stepping {_pct(eff['stepping'])}, available "
+            f"{_pct(eff['available'])} (devices stepping, held / the most each job held; time-weighted)"]
 
 
 def render_synth_fleet(res: Mapping[str, Any]) -> str:

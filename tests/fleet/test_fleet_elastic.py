@@ -32,6 +32,7 @@ import pandas as pd
 import pytest
 
 from fleetlib.fleet import measure_fleet
+from fleetlib.fleet.commands import render_fleet
 from fleetlib.runtime import tables_from_seconds, write_timeline
 from fleetlib.scheduling import write_allocations
 
@@ -121,6 +122,8 @@ def test_slice_efficiencies_are_reported_beside_r(fleet) -> None:
     assert rec["stepping_slice_efficiency"] == pytest.approx(500 / 760, abs=1e-12)
     assert rec["available_slice_efficiency"] == pytest.approx(0.875, abs=1e-12)
     assert out["factors"]["runtime"]["losses"]["elastic_wait"] == pytest.approx(80.0, abs=1e-9)
+    text = render_fleet(out)
+    assert "slice efficiency of 1 elastic job(s): stepping  65.8 %, available  87.5 %" in text
 
 
 def _close(a: float, b: float) -> bool:
