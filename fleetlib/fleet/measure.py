@@ -911,7 +911,14 @@ def _traces(
 
     With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
     """
-    from fleetlib.program import read_traces, trace_files, traced_step_partition
+    from fleetlib.program import (
+        FLEET_LAW_TERMS,
+        fleet_law_terms,
+        pipeline_ranks,
+        read_traces,
+        trace_files,
+        traced_step_partition,
+    )
 
     out = {}
     for job, paths in man.traces.items():
@@ -922,10 +929,11 @@ def _traces(
         ledger.extend(ts.ledger)
         # the step partition alone (program_summary's stragglers, audit and JSON are not used here),
         # its values as floats, as program_summary's records give them
-        part = traced_step_partition(ts.kernels, ts.steps)[2]
+        matched, _, part = traced_step_partition(ts.kernels, ts.steps)
         sums = part[list(TRACE_PARTS)].astype(float).sum()
         wall = float(part["step_wall_us"].astype(float).sum())
         prod = float(jobs.loc[job, "productive_device_s"])
+        law = fleet_law_terms(part, pipeline=pipeline_ranks(matched))[list(FLEET_LAW_TERMS)].sum()
         retained = float(jobs.loc[job, "retained_steps"]) * float(jobs.loc[job, "devices"])
         out[job] = {
             "files": [man.relative(f) for f in files],
@@ -933,6 +941,9 @@ def _traces(
             "coverage": len(part) / retained if retained > 0 else None,
             "shares": {p: float(sums[p]) / wall for p in TRACE_PARTS},
             "partition_device_s": {p: float(sums[p]) / wall * prod for p in TRACE_PARTS},
+            # the same steps regrouped into the Fleet Law's terms, scaled alike (they add up to prod)
+            "fleet_law_shares": {t: float(law[t]) / wall for t in FLEET_LAW_TERMS},
+            "fleet_law_device_s": {t: float(law[t]) / wall * prod for t in FLEET_LAW_TERMS},
             "note": "the traced steps' partition of step wall time, scaled to the job's productive "
             "device-time (an explanation of P's loss, sampled; not a second partition of P)",
         }

@@ -100,6 +100,21 @@ def test_trace_partitions_and_coverage_equal_the_truth(measured: FleetMeasuremen
         assert close(sum(m["partition_device_s"].values()), t["productive_device_s"])
 
 
+def test_trace_fleet_law_terms_regroup_the_truths_partition(measured: FleetMeasurement, truth: dict) -> None:
+    """The Fleet Law terms of a traced job regroup the generator's partition and add up to productive time."""
+    traced = {j: t for j, t in truth["jobs"].items() if "trace_partition_device_s" in t}
+    for job, t in traced.items():
+        law = measured.traces[job]["fleet_law_device_s"]
+        part = t["trace_partition_device_s"]
+        assert close(sum(law.values()), t["productive_device_s"]), job
+        local = law["local_compute"] + law["local_memory"]
+        assert close(local, part["compute"] + part["exposed_memcpy"]), job
+        assert close(law["exposed_comm"], part["exposed_comm"]), job
+        assert close(law["dispatch"], part["host_dispatch"]), job
+        assert close(law["sync"] + law["other"], part["peer_wait"] + part["idle"]), job
+        assert close(sum(measured.traces[job]["fleet_law_shares"].values()), 1.0), job
+
+
 def test_mpg_is_ideal_time_over_in_service_capacity_computed_directly(measured: FleetMeasurement) -> None:
     from fleetlib.scheduling import read as read_records
 
