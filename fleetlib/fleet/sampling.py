@@ -30,6 +30,7 @@ __all__ = [
     "GPUS_PER_NODE",
     "STRATUM_KEYS",
     "kernel_ranking",
+    "kernel_records",
     "stratified_ratio",
     "stratum_labels",
     "trace_strata",
@@ -183,3 +184,25 @@ def kernel_ranking(kernels: pd.DataFrame, traced: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values(["share", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     out.insert(0, "rank", np.arange(1, len(out) + 1))
     return out[cols]
+
+
+def kernel_records(ranking: pd.DataFrame) -> list[dict[str, object]]:
+    """Return :func:`kernel_ranking`'s rows as JSON-ready records (a NaN error as None).
+
+    Parameters
+    ----------
+    ranking
+        Output of :func:`kernel_ranking` (an empty frame gives an empty list).
+
+    Returns
+    -------
+    list of dict
+        One record per kernel, in rank order.
+    """
+    out = []
+    for row in ranking.itertuples(index=False):
+        se = float(row.standard_error)
+        out.append({"rank": int(row.rank), "name": str(row.name), "kind": str(row.kind),
+                    "share": float(row.share), "standard_error": se if np.isfinite(se) else None,
+                    "device_s": float(row.device_s), "jobs": int(row.jobs)})
+    return out
