@@ -1,10 +1,11 @@
 """Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
 
 ``fleetlib fleet MANIFEST [--window START END] [--exclude START END ...] [--by day|week] [--segment-by FIELD]
-[--engine pandas|dask] [--workers N] [--json]`` measures one fleet bundle
+[--engine pandas|dask] [--workers N] [--kernels] [--json]`` measures one fleet bundle
 (:func:`fleetlib.fleet.measure.measure_fleet`), with one row per calendar window or per segment when
-asked; ``fleetlib synth fleet
---devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
+asked (``--kernels``: the fleet-wide kernel and collective ranking of the traced jobs, with standard
+errors, :func:`fleetlib.fleet.sampling.kernel_ranking`; ``--json`` always carries it as ``kernels``);
+``fleetlib synth fleet --devices N --days D --seed S --out DIR`` writes a synthetic bundle with its truth file
 (:func:`fleetlib.fleet.synth.synth_fleet`).
 
 :func:`register` has the signature :mod:`fleetlib.cli` calls on every module of
@@ -43,6 +44,7 @@ __all__ = [
     "add_synth_parser",
     "register",
     "render_fleet",
+    "render_kernels",
     "render_synth_fleet",
     "run_fleet",
     "run_synth_fleet",
@@ -259,6 +261,40 @@ def _slice_lines(eff: Mapping[str, Any]) -> list[str]:
             f"{_pct(eff['available'])} (devices stepping, held / the most each job held; time-weighted)"]
 
 
+def render_kernels(res: Mapping[str, Any], *, top: int = 25) -> str:
+    """Render the fleet-wide kernel and collective ranking of ``fleetlib fleet --kernels`` as text.
+
+    Parameters
+    ----------
+    res
+        ``fleetlib fleet``'s result (its ``kernels`` records).
+    top
+        Rows shown; the rest are counted.
+
+    Returns
+    -------
+    str
+        One line per kernel: rank, share of retained device-time +- its standard error, kind, jobs, name.
+    """
+    rows = res.get("kernels") or []
+    w = res["window"]
+    lines = [
+        f"fleet {res['name']!r}, window {w.get('start')} .. {w.get('end')}",
+        "kernels and collectives by share of the traced strata's retained device-time (stratified sample "
+        "of traced jobs; +- one standard error)",
+    ]
+    if not rows:
+        return "\n".join([*lines, "  no traced job: nothing to rank"])
+    lines.append(f"  {'#':>3}  {'share':>8}  {'+- se':>8}  {'kind':<10} {'jobs':>4}  name")
+    for r in rows[:top]:
+        se = "-" if r["standard_error"] is None else f"{100 * r['standard_error']:.2f} %"
+        lines.append(f"  {r['rank']:>3}  {100 * r['share']:6.2f} %  {se:>8}  {r['kind']:<10} {r['jobs']:>4}  "
+                     f"{r['name']}")
+    if len(rows) > top:
+        lines.append(f"  ... {len(rows) - top} more (--json lists all)")
+    return "\n".join(lines)
+
+
 def render_synth_fleet(res: Mapping[str, Any]) -> str:
     """Render ``fleetlib synth fleet``'s result as text."""
     t = res["truth"]
@@ -271,6 +307,8 @@ def render_synth_fleet(res: Mapping[str, Any]) -> str:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
+    if getattr(args, "kernels", False):
+        args.render = render_kernels
     # bars only for a person watching: stderr a terminal, and not while printing JSON for a program
     return run_fleet(
         args.manifest,
@@ -335,6 +373,11 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
     )
     p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask worker processes (default 2)")
+    p.add_argument(
+        "--kernels", action="store_true",
+        help="print the traced jobs' kernels and collectives ranked fleet-wide by share of retained "
+        "device-time, each with its sampling standard error",
+    )
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_fleet, render=render_fleet)
 

@@ -98,6 +98,7 @@ from fleetlib.fleet.results import (
     sum_factors,
     waterfall,
 )
+from fleetlib.fleet.sampling import kernel_ranking, kernel_records, stratum_labels, trace_strata
 from fleetlib.quality import DomainError, FleetlibError, InputError, Ledger
 from fleetlib.scheduling import COLLECTION_GAP_S
 
@@ -181,6 +182,10 @@ class FleetMeasurement:
         Scheduling loss key -> why the scheduler records cannot observe it
         (:func:`fleetlib.scheduling.unobserved_losses`): ``null`` in :meth:`to_dict`'s losses and
         waterfall, never a measured 0 (the factor itself keeps the partition's numbers).
+    kernels
+        The traced jobs' kernels and collectives ranked by their share of the traced strata's
+        retained device-time, each with its standard error
+        (:func:`fleetlib.fleet.sampling.kernel_ranking`); empty without traces.
     """
 
     name: str
@@ -209,6 +214,7 @@ class FleetMeasurement:
     availability: float | None = None
     collection_gaps: list[dict[str, Any]] = field(default_factory=list)
     unobserved: dict[str, str] = field(default_factory=dict)
+    kernels: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     @property
     def mpg(self) -> float:
@@ -330,6 +336,7 @@ class FleetMeasurement:
             "jobs": job_records(self.jobs),
             "reconciliation": {**self.reconciliation, "jobs": dict(self.reconciliation["jobs"])},
             "traces": self.traces,
+            "kernels": kernel_records(self.kernels),
             "levers": self.levers,
             "price_per_device_hour": self.price_per_device_hour,
             "cost_per_useful_device_hour": self.cost_per_useful_device_hour,
@@ -1048,14 +1055,24 @@ def _refuse_mfu_above_one(jobs: pd.DataFrame, configs: _ModelConfigs) -> None:
 
 def _traces(
     jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger, client: Any = None
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
     """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage.
 
-    With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).
+    With a Dask ``client`` each trace file is parsed as one task (the merge is the serial one).  Also
+    returns each traced job's kernel device-time over its traced steps (``job_id, name, kind,
+    device_us``), for :func:`fleetlib.fleet.sampling.kernel_ranking`.
     """
-    from fleetlib.program import read_traces, trace_files, traced_step_partition
+    from fleetlib.program import (
+        FLEET_LAW_TERMS,
+        fleet_law_terms,
+        pipeline_ranks,
+        read_traces,
+        trace_files,
+        traced_step_partition,
+    )
 
     out = {}
+    kernel_rows = []
     for job, paths in man.traces.items():
         if job not in jobs.index:
             continue
@@ -1064,10 +1081,11 @@ def _traces(
         ledger.extend(ts.ledger)
         # the step partition alone (program_summary's stragglers, audit and JSON are not used here),
         # its values as floats, as program_summary's records give them
-        part = traced_step_partition(ts.kernels, ts.steps)[2]
+        matched, _, part = traced_step_partition(ts.kernels, ts.steps)
         sums = part[list(TRACE_PARTS)].astype(float).sum()
         wall = float(part["step_wall_us"].astype(float).sum())
         prod = float(jobs.loc[job, "productive_device_s"])
+        law = fleet_law_terms(part, pipeline=pipeline_ranks(matched))[list(FLEET_LAW_TERMS)].sum()
         retained = float(jobs.loc[job, "retained_steps"]) * float(jobs.loc[job, "devices"])
         out[job] = {
             "files": [man.relative(f) for f in files],
@@ -1075,10 +1093,47 @@ def _traces(
             "coverage": len(part) / retained if retained > 0 else None,
             "shares": {p: float(sums[p]) / wall for p in TRACE_PARTS},
             "partition_device_s": {p: float(sums[p]) / wall * prod for p in TRACE_PARTS},
+            # the same steps regrouped into the Fleet Law's terms, scaled alike (they add up to prod)
+            "fleet_law_shares": {t: float(law[t]) / wall for t in FLEET_LAW_TERMS},
+            "fleet_law_device_s": {t: float(law[t]) / wall * prod for t in FLEET_LAW_TERMS},
             "note": "the traced steps' partition of step wall time, scaled to the job's productive "
             "device-time (an explanation of P's loss, sampled; not a second partition of P)",
         }
-    return out
+        k = ts.kernels[ts.kernels["step"].notna().to_numpy(dtype=bool)]
+        per = k.groupby([k["name"].astype(str), k["kind"].astype(str)], sort=True)["dur_us"].sum()
+        kernel_rows.append(pd.DataFrame({"job_id": job, "name": per.index.get_level_values(0),
+                                         "kind": per.index.get_level_values(1),
+                                         "device_us": per.to_numpy(float)}))
+        out[job]["traced_device_us"] = wall
+    kernels = (pd.concat(kernel_rows, ignore_index=True) if kernel_rows
+               else pd.DataFrame(columns=["job_id", "name", "kind", "device_us"]))
+    return out, kernels
+
+
+def _kernel_ranking(jobs: pd.DataFrame, allocations: pd.DataFrame, man: FleetManifest,
+                    traces: Mapping[str, dict[str, Any]], kernels: pd.DataFrame) -> pd.DataFrame:
+    """Rank the traced jobs' kernels fleet-wide, each traced job weighed by its stratum's timed jobs."""
+    if not traces:
+        return kernel_ranking(kernels, pd.DataFrame(columns=["traced_device_us"]))
+    timed = jobs[jobs["retained_steps"].to_numpy(float) > 0][["devices", "retained_steps"]].copy()
+    first = allocations.assign(job_id=allocations["job_id"].astype(str)).sort_values("attempt")
+    first = first.drop_duplicates("job_id").set_index("job_id")
+    timed["gang_complete"] = first["gang_complete"].reindex(timed.index)
+    fields = job_fields(man, allocations, timed.index, ["software_version", "architecture"])
+    for col, values in fields.items():
+        timed[col] = values.to_numpy()
+    label = stratum_labels(trace_strata(timed))
+    traced = pd.DataFrame(
+        {
+            "traced_device_us": [traces[j]["traced_device_us"] for j in traces],
+            "productive_device_s": [float(jobs.loc[j, "productive_device_s"]) for j in traces],
+            "stratum": label.reindex(list(traces)).to_numpy(),
+        },
+        index=list(traces),
+    )
+    traced = traced[traced["stratum"].notna()]
+    traced["stratum_jobs"] = traced["stratum"].map(label.value_counts()).to_numpy(float)
+    return kernel_ranking(kernels, traced)
 
 
 def _timelines_into_jobs(
@@ -1957,7 +2012,7 @@ def _measure(
     r = runtime_factor(jobs, win, held_total, sums)
     p = program_factor(jobs, win, r, conventions, sums)
     product = mpg(s, r, p)
-    traces = _traces(jobs, man, ledger, client)
+    traces, traced_kernels = _traces(jobs, man, ledger, client)
     if cluster is not None:
         cluster.release()  # no task after this one
     # sums over the observed jobs' columns, not over a copy of the job table (200,000 rows at scale)
@@ -1998,6 +2053,7 @@ def _measure(
         "traces": {j: [man.relative(f) for f in v] for j, v in man.traces.items()},
         "rank_timers": [man.relative(f) for f in man.rank_timer_files],
     }
+    kernels = _kernel_ranking(jobs, records.allocations, man, traces, traced_kernels)
     pool_results = pools(partition, jobs, win, sums)
     contracts = factor_contracts(man, {"scheduling": s, "runtime": r, "program": p}, jobs, pool_results)
     windows = _window_rows(records, jobs, per_interval, intervals, slices, man, model_configs, conventions,
@@ -2033,4 +2089,5 @@ def _measure(
         availability=availability,
         collection_gaps=collection_gap_records(gaps),
         unobserved=unobserved_losses(man.scheduler_format, records.tables()),
+        kernels=kernels,
     )

@@ -22,6 +22,7 @@ __all__ = [
     "factor_table",
     "headline",
     "job_table",
+    "kernel_table",
     "lever_table",
     "loss_owner_table",
     "measured_summary",
@@ -174,6 +175,31 @@ def trace_table(fm: FleetMeasurement) -> pd.DataFrame:
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "job_id"
     return out
+
+
+def kernel_table(fm: FleetMeasurement, *, top: int | None = 20) -> pd.DataFrame:
+    """Return the traced jobs' kernels and collectives ranked fleet-wide by share of retained device-time.
+
+    Parameters
+    ----------
+    fm
+        A fleet measurement.
+    top
+        Rows kept (all when None).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`fleetlib.fleet.sampling.kernel_ranking`'s columns (``rank``, ``name``, ``kind``,
+        ``share``, ``standard_error``, ``jobs``) with ``device_h`` in place of ``device_s``; empty
+        without traces.
+    """
+    k = fm.kernels
+    if k.empty:
+        return pd.DataFrame(columns=["rank", "name", "kind", "share", "standard_error", "device_h", "jobs"])
+    out = k.assign(device_h=k["device_s"] / _H)[["rank", "name", "kind", "share", "standard_error",
+                                                  "device_h", "jobs"]]
+    return out if top is None else out.head(top)
 
 
 def lever_table(fm: FleetMeasurement) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Figures of one fleet's walk: the device-hour waterfall, the per-job goodput map, the factors by window.
+"""Figures of one fleet's walk: waterfall, per-job goodput map, factors by window, kernel ranking.
 
 Axes-level and computation-free: each takes a table from :mod:`fleetlib.fleet.views` and draws it.
 """
@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 
 from fleetlib.plots._style import HATCHES, MARKERS, new_axes, palette, require_frame
 
-__all__ = ["factor_series", "fleet_waterfall", "job_goodput_map"]
+__all__ = ["factor_series", "fleet_waterfall", "job_goodput_map", "kernel_ranking"]
 
 _BOUNDARY_ORDER = ("scheduling", "runtime", "program")
 
@@ -146,4 +146,43 @@ def factor_series(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("window (UTC)")
     ax.legend(loc="upper right", fontsize=8, ncols=4)
     ax.set_title("S, R, P and MPG by window")
+    return ax
+
+
+def kernel_ranking(table: pd.DataFrame, *, ax: Axes | None = None, label_chars: int = 48) -> Axes:
+    """Draw the fleet-wide kernel ranking: each kernel's share of retained device-time, +- one standard error.
+
+    Parameters
+    ----------
+    table
+        :func:`fleetlib.fleet.views.kernel_table` (``name``, ``kind``, ``share``, ``standard_error``).
+    ax
+        Axes to draw on (a new figure when None).
+    label_chars
+        Kernel names longer than this are cut (with an ellipsis).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One horizontal bar per kernel, largest on top, coloured by kind, with its standard error as an
+        error bar (none where it is not estimable).
+    """
+    frame = require_frame(table, "kernel table", ("name", "kind", "share", "standard_error"))
+    ax = new_axes(ax, (8.0, max(2.5, 0.35 * len(frame) + 1.0)))
+    if frame.empty:
+        ax.set_title("no traced job: nothing to rank")
+        return ax
+    kinds = list(dict.fromkeys(frame["kind"].astype(str)))
+    cycle = palette()
+    colors = {k: cycle[i % len(cycle)] for i, k in enumerate(kinds)}
+    y = np.arange(len(frame))[::-1]
+    share = 100.0 * frame["share"].to_numpy(float)
+    err = 100.0 * np.nan_to_num(frame["standard_error"].to_numpy(float), nan=0.0)
+    ax.barh(y, share, xerr=err, color=[colors[k] for k in frame["kind"].astype(str)], capsize=2)
+    names = [n if len(n) <= label_chars else n[: label_chars - 1] + "\u2026"
+             for n in frame["name"].astype(str)]
+    ax.set_yticks(y, names, fontsize=7)
+    ax.set_xlabel("share of retained device-time (%), +- one standard error")
+    ax.legend(handles=[Patch(color=colors[k], label=k) for k in kinds], fontsize=8, loc="lower right")
+    ax.set_title("kernels and collectives, fleet-wide")
     return ax

@@ -29,40 +29,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib.contract import NOT_STATED
+from fleetlib.fleet.sampling import GPUS_PER_NODE, STRATUM_KEYS, trace_strata
 from fleetlib.quality import DomainError
 from fleetlib.regress.compare import ratio_standard_error
 from fleetlib.regress.tiers import REFERENCE_QUANTILE, STRAGGLER_BOUND, straggler_episodes
 
 __all__ = ["check_plan", "trace_plan"]
 
-_GPUS_PER_NODE = 8
-
 
 def _strata(units: Any) -> pd.DataFrame:
     jobs = units.jobs
     timed = jobs[jobs["retained_steps"].to_numpy(float) > 0]
-    steps = units.steps
-    timed = timed[timed.index.isin(steps["job_id"].unique())]
-    hour = timed["gang_complete"].dt.hour.to_numpy()
-    return pd.DataFrame(
-        {
-            "nodes": np.maximum(timed["devices"].to_numpy(int) // _GPUS_PER_NODE, 1),
-            "architecture": timed["architecture"].astype(str).to_numpy(),
-            "software_version": timed["software_version"].astype(str).to_numpy(),
-            "hours": [f"{6 * (h // 6):02d}-{6 * (h // 6) + 6:02d} UTC" for h in hour],
-            "pipeline_stage": NOT_STATED,
-            "devices": timed["devices"].to_numpy(int),
-            "retained_steps": timed["retained_steps"].to_numpy(float),
-        },
-        index=timed.index,
-    )
+    return trace_strata(timed[timed.index.isin(units.steps["job_id"].unique())])
 
 
 def _ranks_for(devices: int, job_seed: int) -> list[int]:
     """One rank per node, each at a different local index (rank 0 never alone)."""
-    nodes = max(devices // _GPUS_PER_NODE, 1)
-    per = min(devices, _GPUS_PER_NODE)
+    nodes = max(devices // GPUS_PER_NODE, 1)
+    per = min(devices, GPUS_PER_NODE)
     shift = 1 + job_seed % max(per - 1, 1)
     ranks = [n * per + (shift + n) % per for n in range(nodes)]
     if len(ranks) == 1 and devices > 1:
@@ -147,7 +131,7 @@ def trace_plan(
         raise DomainError("per_stratum and steps_per_range must be at least 1")
     st = _strata(units)
     rng = np.random.default_rng(seed)
-    keys = ["nodes", "architecture", "software_version", "hours", "pipeline_stage"]
+    keys = list(STRATUM_KEYS)
     strata, chosen = [], []
     for key, sel in st.groupby(keys, sort=True):
         pick = sorted(rng.choice(sel.index.to_numpy(), size=min(per_stratum, len(sel)), replace=False))

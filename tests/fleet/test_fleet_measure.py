@@ -8,6 +8,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fleetlib.accounting import mpg
@@ -98,6 +99,34 @@ def test_trace_partitions_and_coverage_equal_the_truth(measured: FleetMeasuremen
         for part, value in t["trace_partition_device_s"].items():
             assert close(m["partition_device_s"][part], value), (job, part)
         assert close(sum(m["partition_device_s"].values()), t["productive_device_s"])
+
+
+def test_trace_fleet_law_terms_regroup_the_truths_partition(measured: FleetMeasurement, truth: dict) -> None:
+    """The Fleet Law terms of a traced job regroup the generator's partition and add up to productive time."""
+    traced = {j: t for j, t in truth["jobs"].items() if "trace_partition_device_s" in t}
+    for job, t in traced.items():
+        law = measured.traces[job]["fleet_law_device_s"]
+        part = t["trace_partition_device_s"]
+        assert close(sum(law.values()), t["productive_device_s"]), job
+        local = law["local_compute"] + law["local_memory"]
+        assert close(local, part["compute"] + part["exposed_memcpy"]), job
+        assert close(law["exposed_comm"], part["exposed_comm"]), job
+        assert close(law["dispatch"], part["host_dispatch"]), job
+        assert close(law["sync"] + law["other"], part["peer_wait"] + part["idle"]), job
+        assert close(sum(measured.traces[job]["fleet_law_shares"].values()), 1.0), job
+
+
+def test_fleet_kernel_ranking_of_the_traced_jobs(measured: FleetMeasurement) -> None:
+    """Every traced job's kernels are ranked; with every kernel in every job, the error is small."""
+    k = measured.kernels
+    assert len(k) and list(k["rank"]) == list(range(1, len(k) + 1))
+    assert (k["share"].diff().dropna() <= 0).all()
+    assert (k["jobs"] <= len(measured.traces)).all()
+    assert np.isfinite(k["standard_error"]).all() and (k["standard_error"] < k["share"]).all()
+    # the shares are of device-time: the kernels' busy time is below the traced wall time
+    assert 0 < k["share"].sum() <= 1.0 + 1e-12
+    records = measured.to_dict()["kernels"]
+    assert [r["name"] for r in records] == list(k["name"])
 
 
 def test_mpg_is_ideal_time_over_in_service_capacity_computed_directly(measured: FleetMeasurement) -> None:
@@ -216,6 +245,12 @@ def test_cli_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert close(res["mpg"], json.loads((tmp_path / "b" / "truth.json").read_text())["mpg"])
     text = args.render(res)
     assert text.splitlines()[1].startswith("MPG")
+    args = parser.parse_args(["fleet", str(tmp_path / "b" / "fleet.yaml"), "--kernels"])
+    res = args.func(args)
+    lines = args.render(res).splitlines()
+    assert "retained device-time" in lines[1]
+    if res["traces"]:
+        assert lines[3].split()[0] == "1" and res["kernels"][0]["name"] in lines[3]
     with pytest.raises(DomainError):
         fleet_commands.run_fleet(tmp_path / "b", workers=0)
 

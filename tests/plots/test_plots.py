@@ -570,3 +570,17 @@ def test_factor_chain_bars_and_optional_mpg(ax):
 def test_factor_chain_rejects_missing_factor(ax):
     with pytest.raises(DomainError, match="program"):
         plots.factor_chain({"scheduling": S, "runtime": R}, ax=ax)
+
+
+def test_kernel_ranking_bars_are_the_shares_largest_on_top_with_their_errors():
+    table = pd.DataFrame({"name": ["nccl_allreduce", "gemm", "x" * 80],
+                          "kind": ["comm", "compute", "compute"], "share": [0.06, 0.01, 0.005],
+                          "standard_error": [0.002, 0.004, float("nan")]})
+    from fleetlib.plots import fleet as fleet_plots
+
+    ax = fleet_plots.kernel_ranking(table)
+    bars = sorted((p for p in ax.patches if p.get_height() > 0.5), key=lambda p: -p.get_y())
+    assert [round(b.get_width(), 12) for b in bars] == [6.0, 1.0, 0.5]
+    labels = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
+    assert labels[0] == "nccl_allreduce" and labels[2].endswith("\u2026") and len(labels[2]) == 48
+    plt.close(ax.figure)
