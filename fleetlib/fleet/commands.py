@@ -101,7 +101,7 @@ def run_fleet(
         :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` (with its ``contract`` per factor, and
         ``windows`` / ``segments`` when asked for).
     """
-    from fleetlib.fleet.engine import scheduler_address
+    from fleetlib._environ import scheduler_address
     from fleetlib.fleet.measure import measure_fleet
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:

@@ -11,31 +11,28 @@ no statistical profiler, and runs a warm-up callable on each worker as soon as i
 imports its measuring code there while the scheduler records are read).
 
 A cluster fleetlib did not start -- a ``client`` given, or a scheduler's address
-(:func:`scheduler_address`: the caller's, else Dask's ``scheduler-address`` configuration, which
-``DASK_SCHEDULER_ADDRESS`` sets) -- is never closed: only the client fleetlib opened to it is.
-:func:`worker_version_note` says in one line when its workers do not import this fleetlib version.
+(:func:`fleetlib._environ.scheduler_address`: the caller's, else Dask's ``scheduler-address``
+configuration, which ``DASK_SCHEDULER_ADDRESS`` sets) -- is never closed: only the client fleetlib
+opened to it is.
+:func:`fleetlib._environ.worker_version_note` says in one line when its workers do not import this
+fleetlib version.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from fleetlib._environ import environment, local_worker_count
-from fleetlib.quality import DomainError
+from fleetlib._environ import attached_client, environment, local_worker_count
 
 __all__ = [
     "DEFAULT_MEMORY_PER_WORKER",
     "BackgroundCluster",
-    "dashboard_note",
     "dask_client",
     "dask_client_in_background",
-    "scheduler_address",
-    "worker_version_note",
 ]
 
 #: Memory limit of each worker process of the LocalCluster :func:`dask_client` starts.
@@ -52,70 +49,6 @@ _WORKER_MALLOC = {
 }
 
 
-def scheduler_address(scheduler: str | None = None) -> str | None:
-    """Return the address of the scheduler to attach to: ``scheduler``, else Dask's configuration.
-
-    Parameters
-    ----------
-    scheduler
-        An address (``tcp://host:port``) named by the caller (``--scheduler``); None or empty: Dask's
-        ``scheduler-address`` configuration (set by ``DASK_SCHEDULER_ADDRESS``), else None.
-
-    Returns
-    -------
-    str or None
-        The address, or None when neither names one (a LocalCluster is started).
-    """
-    if scheduler:
-        return str(scheduler)
-    import dask
-
-    found = dask.config.get("scheduler-address", None)
-    return str(found) if found else None
-
-
-def _fleetlib_version() -> str:
-    """Return the fleetlib version this process imports (run on each worker)."""
-    import fleetlib
-
-    return str(fleetlib.__version__)
-
-
-def worker_version_note(client: Any) -> str | None:
-    """Return one line when a worker of ``client``'s cluster imports another fleetlib version, or none.
-
-    Parameters
-    ----------
-    client
-        A ``distributed.Client``.
-
-    Returns
-    -------
-    str or None
-        None when every worker imports this process's fleetlib version; else one line naming the
-        versions found (a worker that cannot import fleetlib reads ``missing``).
-    """
-    import fleetlib
-
-    found = client.run(_fleetlib_version, on_error="return")
-    versions = {w: (v if isinstance(v, str) else "missing") for w, v in found.items()}
-    other = sorted({v for v in versions.values() if v != fleetlib.__version__})
-    if not other:
-        return None
-    n = sum(v != fleetlib.__version__ for v in versions.values())
-    return (f"fleetlib: {n} of {len(versions)} workers of {client.scheduler.address} import fleetlib "
-            f"{', '.join(other)}, not {fleetlib.__version__} as this process does")
-
-
-def dashboard_note(client: Any) -> str | None:
-    """Return ``dask dashboard: LINK`` when ``client``'s cluster offers a dashboard, else None."""
-    try:
-        link = client.dashboard_link
-    except (KeyError, AttributeError, OSError):  # no dashboard service (bokeh absent, --no-dashboard)
-        return None
-    return f"dask dashboard: {link}" if link else None
-
-
 def _warm_workers(client: Any, warm: Callable[[], Any] | None) -> None:
     """Run ``warm`` once on each worker of ``client``'s cluster, fire and forget."""
     if warm is None:
@@ -130,17 +63,8 @@ def _warm_workers(client: Any, warm: Callable[[], Any] | None) -> None:
 
 @contextlib.contextmanager
 def _attached(address: str, warm: Callable[[], Any] | None) -> Iterator[Any]:
-    """Yield a client of the cluster at ``address``; close the client on exit, never the cluster."""
-    from distributed import Client
-
-    try:
-        client = Client(address)
-    except (OSError, ValueError, TypeError) as exc:
-        raise DomainError(f"cannot attach to the Dask scheduler at {address!r}: {exc}") from exc
-    with client:  # closing a client disconnects it; the cluster is never shut down from here
-        note = worker_version_note(client)
-        if note is not None:
-            print(note, file=sys.stderr)
+    """Yield a client of the cluster at ``address`` (:func:`fleetlib._environ.attached_client`), warmed."""
+    with attached_client(address) as client:
         _warm_workers(client, warm)
         yield client
 
@@ -169,7 +93,8 @@ def dask_client(
         imports, made while the caller goes on.
     scheduler
         The address of a running scheduler to attach to (``client`` None); its workers' fleetlib
-        version is checked (:func:`worker_version_note`, one line on stderr when it differs).
+        version is checked (:func:`fleetlib._environ.worker_version_note`: one line on stderr when
+        it differs).
 
     Yields
     ------

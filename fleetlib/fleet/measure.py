@@ -1693,7 +1693,8 @@ def measure_fleet(
         raise DomainError("workers=, client=, scheduler= and memory_limit= are options of engine='dask'")
     show = sys.stderr.isatty() if progress is None else bool(progress)
     if engine == "dask":
-        from fleetlib.fleet.engine import dask_client_in_background, scheduler_address
+        from fleetlib._environ import scheduler_address
+        from fleetlib.fleet.engine import dask_client_in_background
 
         address = None if client is not None else scheduler_address(scheduler)
         # the cluster starts (and its workers import the measuring code) while this process reads the
@@ -1786,7 +1787,7 @@ def _measure(
 
         def submit(client: Any) -> list[Any]:
             if progress:
-                from fleetlib.fleet.engine import dashboard_note
+                from fleetlib._environ import dashboard_note
 
                 note = dashboard_note(client)
                 if note is not None:

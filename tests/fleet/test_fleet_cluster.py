@@ -205,3 +205,14 @@ def test_a_worker_killed_mid_walk_is_survived(tmp_path: Path) -> None:
         assert_same(by_pandas, result["m"])
     finally:
         own.stop()
+
+
+def test_compare_and_program_on_a_named_scheduler_give_their_local_answers(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthetic = ROOT / "data" / "fleet" / "synthetic"
+    compare = ["compare", str(synthetic), str(synthetic), "--boot", "50", "--cycle", "6h", "--json"]
+    _close(_cli_json(compare, capsys), _cli_json([*compare, "--scheduler", cluster.address], capsys))
+    traces = sorted((synthetic / "traces").iterdir())[0]
+    program = ["program", str(traces), "--no-cache", "--json"]
+    _close(_cli_json(program, capsys), _cli_json([*program, "--scheduler", cluster.address], capsys))
