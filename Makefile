@@ -16,6 +16,8 @@ PARAMS ?= parameters/running_example.yaml
 REPORT_DIR ?= $(if $(FLEET),reports/$(notdir $(patsubst %/,%,$(dir $(FLEET)))),reports/running_example)
 # FLEET=path/fleet.yaml runs the rung notebooks on your own fleet bundle; P="key=value ..." overrides parameters.
 FLEET ?=
+# SCHEDULER=tcp://host:8786 measures the fleet on a running Dask cluster (as does DASK_SCHEDULER_ADDRESS in the environment).
+SCHEDULER ?=
 P ?=
 COURSE_DIR := notebooks/course
 COURSE_NOTEBOOKS := $(wildcard $(COURSE_DIR)/*.ipynb)
@@ -51,6 +53,7 @@ setup: $(STAMP) ## create the virtual environment and install fleetlib with its 
 
 report: $(STAMP) ## run the report chain on PARAMS (and FLEET=fleet.yaml) into REPORT_DIR; prints index.html's path
 	$(VENV)/bin/fleetlib report --params $(PARAMS) --out $(REPORT_DIR) $(if $(FLEET),--fleet $(FLEET)) \
+	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) \
 	  $(foreach kv,$(P),-p '$(kv)')
 
 test: $(STAMP) ## ruff, then pytest tests/, then the course notebooks under nbval

@@ -1,20 +1,31 @@
-"""The environment a piece of work runs in: its variables, the checkout it runs from, its local clusters.
+"""The environment a piece of work runs in: its variables, the checkout it runs from, its clusters.
 
 Environment variables are set for the length of one piece of work, then put back as they were; the
 fleetlib checkout (the folder with ``pyproject.toml`` and ``notebooks/``) is found in one place for the
 report and the scenario files; the size of a local Dask cluster is checked in one place for the fleet
-and program rungs.
+and program rungs; and a running cluster fleetlib did not start -- named by ``--scheduler`` or Dask's
+``scheduler-address`` configuration -- is attached to, and left running, in one place for every command.
 """
 
 from __future__ import annotations
 
 import numbers
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-__all__ = ["environment", "local_worker_count", "project_root"]
+__all__ = [
+    "attached_client",
+    "dashboard_note",
+    "environment",
+    "local_worker_count",
+    "project_root",
+    "scheduler_address",
+    "worker_version_note",
+]
 
 
 @contextmanager
@@ -69,6 +80,112 @@ def local_worker_count(workers: object) -> int:
                           f"{os.cpu_count() or 1}-CPU machine (4 per CPU, at least 8); for more, give a "
                           "distributed.Client of a larger cluster")
     return workers
+
+
+def scheduler_address(scheduler: str | None = None) -> str | None:
+    """Return the address of the scheduler to attach to: ``scheduler``, else Dask's configuration.
+
+    Parameters
+    ----------
+    scheduler
+        An address (``tcp://host:port``) named by the caller (``--scheduler``); None or empty: Dask's
+        ``scheduler-address`` configuration (set by ``DASK_SCHEDULER_ADDRESS``), else None.
+
+    Returns
+    -------
+    str or None
+        The address, or None when neither names one (a LocalCluster is started).
+    """
+    if scheduler:
+        return str(scheduler)
+    import dask
+
+    found = dask.config.get("scheduler-address", None)
+    return str(found) if found else None
+
+
+def _fleetlib_version() -> str:
+    """Return the fleetlib version this process imports (run on each worker)."""
+    import fleetlib
+
+    return str(fleetlib.__version__)
+
+
+def worker_version_note(client: Any) -> str | None:
+    """Return one line when a worker of ``client``'s cluster imports another fleetlib version, or none.
+
+    Parameters
+    ----------
+    client
+        A ``distributed.Client``.
+
+    Returns
+    -------
+    str or None
+        None when every worker imports this process's fleetlib version; else one line naming the
+        versions found (a worker that cannot import fleetlib reads ``missing``).
+    """
+    import fleetlib
+
+    found = client.run(_fleetlib_version, on_error="return")
+    versions = {w: (v if isinstance(v, str) else "missing") for w, v in found.items()}
+    other = sorted({v for v in versions.values() if v != fleetlib.__version__})
+    if not other:
+        return None
+    n = sum(v != fleetlib.__version__ for v in versions.values())
+    return (f"fleetlib: {n} of {len(versions)} workers of {client.scheduler.address} import fleetlib "
+            f"{', '.join(other)}, not {fleetlib.__version__} as this process does")
+
+
+def dashboard_note(client: Any) -> str | None:
+    """Return ``dask dashboard: LINK`` when ``client``'s cluster offers a dashboard, else None."""
+    try:
+        link = client.dashboard_link
+    except (KeyError, AttributeError, OSError):  # no dashboard service (bokeh absent, --no-dashboard)
+        return None
+    return f"dask dashboard: {link}" if link else None
+
+
+@contextmanager
+def attached_client(scheduler: str | None = None) -> Iterator[Any]:
+    """Yield a ``distributed.Client`` of the running cluster :func:`scheduler_address` names, or None.
+
+    The client is closed on exit; the cluster, which fleetlib did not start, is left running (a
+    client's ``close`` disconnects it; ``shutdown`` is never called).  A worker importing another
+    fleetlib version is named in one line on stderr (:func:`worker_version_note`).
+
+    Parameters
+    ----------
+    scheduler
+        The scheduler's address (``--scheduler``); None: Dask's ``scheduler-address`` configuration.
+
+    Yields
+    ------
+    distributed.Client or None
+        None when no scheduler is named (the caller runs as it would without a cluster).
+
+    Raises
+    ------
+    fleetlib.quality.DomainError
+        The scheduler cannot be reached.
+    """
+    address = scheduler_address(scheduler)
+    if address is None:
+        yield None
+        return
+    from distributed import Client
+
+    from fleetlib.quality import DomainError
+
+    try:
+        client = Client(address)
+    except (OSError, ValueError, TypeError) as exc:
+        raise DomainError(f"cannot attach to the Dask scheduler at {address!r}: {exc}") from exc
+    with client:
+        note = worker_version_note(client)
+        if note is not None:
+            print(note, file=sys.stderr)
+        yield client
 
 
 def _is_project_root(folder: Path) -> bool:

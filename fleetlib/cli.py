@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from fleetlib.commands_common import add_scheduler_argument
 from fleetlib.quality import DomainError, FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parser", "main"]
@@ -225,7 +226,7 @@ def _cmd_report(args: argparse.Namespace) -> dict[str, Any]:
 
     params = args.params or checkout_root() / "parameters" / "running_example.yaml"
     out = run_report(params, args.out, notebooks=args.notebook or None, progress=not args.quiet,
-                     fleet=args.fleet, overrides=parse_overrides(args.param))
+                     fleet=args.fleet, overrides=parse_overrides(args.param), scheduler=args.scheduler)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     return {"out_dir": str(out), **summary}
 
@@ -350,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebook", action="append", metavar="IPYNB",
                    help="run this notebook instead of the report chain (repeatable, in order)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_scheduler_argument(p)
     add_json(p)
     p.set_defaults(func=_cmd_report, render=_render_report)
 

@@ -10,7 +10,8 @@ from typing import Any
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError
 
-__all__ = ["add_exclude_argument", "cli_window", "exclusion_lines", "writable_output_path"]
+__all__ = ["add_exclude_argument", "add_scheduler_argument", "cli_window", "exclusion_lines",
+           "writable_output_path"]
 
 #: The help of ``--exclude`` on every command that takes ``--window``.
 EXCLUDE_HELP = ("leave [START, END) out of every factor's numerator and denominator (ISO 8601 times with a "
@@ -20,6 +21,16 @@ EXCLUDE_HELP = ("leave [START, END) out of every factor's numerator and denomina
 def add_exclude_argument(parser: argparse.ArgumentParser) -> None:
     """Add the repeatable ``--exclude START END`` option beside a command's ``--window``."""
     parser.add_argument("--exclude", nargs=2, action="append", metavar=("START", "END"), help=EXCLUDE_HELP)
+
+
+def add_scheduler_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--scheduler ADDRESS`` (a running Dask cluster to attach to; implies ``--engine dask``)."""
+    parser.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None,
+        help="attach to the running Dask scheduler at ADDRESS (tcp://host:port; implies --engine dask; "
+        "default: Dask's scheduler-address configuration, DASK_SCHEDULER_ADDRESS); its cluster is left "
+        "running",
+    )
 
 
 def add_allow_empty_window_argument(parser: argparse.ArgumentParser) -> None:

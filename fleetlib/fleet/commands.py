@@ -1,7 +1,7 @@
 """Command line of the roof: ``fleetlib fleet`` and ``fleetlib synth fleet``.
 
 ``fleetlib fleet MANIFEST [--window START END] [--exclude START END ...] [--by day|week] [--segment-by FIELD]
-[--engine pandas|dask] [--workers N] [--kernels] [--json]`` measures one fleet bundle
+[--engine pandas|dask] [--workers N] [--scheduler ADDRESS] [--kernels] [--json]`` measures one fleet bundle
 (:func:`fleetlib.fleet.measure.measure_fleet`), with one row per calendar window or per segment when
 asked (``--kernels``: the fleet-wide kernel and collective ranking of the traced jobs, with standard
 errors, :func:`fleetlib.fleet.sampling.kernel_ranking`; ``--json`` always carries it as ``kernels``);
@@ -18,6 +18,7 @@ Examples
     $ fleetlib synth fleet --devices 64 --days 1 --seed 0 --out /tmp/fleet
     $ fleetlib fleet /tmp/fleet/fleet.yaml --json
     $ fleetlib fleet /tmp/fleet/fleet.yaml --by day --segment-by software_version
+    $ fleetlib fleet /tmp/fleet/fleet.yaml --scheduler tcp://10.0.0.5:8786
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fleetlib.commands_common import (
     add_allow_empty_window_argument,
     add_collection_gap_argument,
     add_exclude_argument,
+    add_scheduler_argument,
     collection_gap_lines,
     collection_gap_seconds,
     exclusion_lines,
@@ -59,6 +61,7 @@ def run_fleet(
     exclude: Sequence[Sequence[str]] | None = None,
     engine: str = "pandas",
     workers: int = 2,
+    scheduler: str | None = None,
     progress: bool = False,
     by: str | None = None,
     segment_by: str | None = None,
@@ -80,6 +83,10 @@ def run_fleet(
         ``"pandas"`` or ``"dask"`` (a LocalCluster of ``workers`` processes; a progress bar on stderr).
     workers
         Dask worker processes (``engine="dask"`` only; ignored by the pandas engine).
+    scheduler
+        A running Dask scheduler's address to attach to (``--scheduler``; implies ``engine="dask"``);
+        None: Dask's ``scheduler-address`` configuration (``DASK_SCHEDULER_ADDRESS``) when it names
+        one, which implies ``engine="dask"`` as well.
     progress
         Show a progress bar over timeline files on stderr (read, or measured as Dask tasks).
     by, segment_by
@@ -97,6 +104,7 @@ def run_fleet(
         :meth:`fleetlib.fleet.measure.FleetMeasurement.to_dict` (with its ``contract`` per factor, and
         ``windows`` / ``segments`` when asked for).
     """
+    from fleetlib._environ import scheduler_address
     from fleetlib.fleet.measure import measure_fleet
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -104,8 +112,10 @@ def run_fleet(
     win = None if window is None else list(window)
     excl = None if not exclude else [tuple(p) for p in exclude]
     gap_s = collection_gap_seconds(collection_gap_min)
-    if engine == "dask":
-        return measure_fleet(manifest, window=win, exclude=excl, engine="dask", workers=workers,
+    address = scheduler_address(scheduler)
+    if address is not None or engine == "dask":
+        return measure_fleet(manifest, window=win, exclude=excl, engine="dask",
+                             workers=None if address is not None else workers, scheduler=address,
                              progress=progress, by=by, segment_by=segment_by,
                              allow_empty_window=allow_empty_window, collection_gap_s=gap_s).to_dict()
     return measure_fleet(manifest, window=win, exclude=excl, engine=engine, progress=progress, by=by,
@@ -316,6 +326,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         exclude=args.exclude,
         engine=args.engine,
         workers=args.workers,
+        scheduler=args.scheduler,
         progress=not getattr(args, "json", False) and sys.stderr.isatty(),
         by=args.by,
         segment_by=args.segment_by,
@@ -373,6 +384,7 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         "--engine", choices=("pandas", "dask"), default="pandas", help="engine (dask: a task per file)"
     )
     p.add_argument("--workers", type=int, default=2, metavar="N", help="Dask worker processes (default 2)")
+    add_scheduler_argument(p)
     p.add_argument(
         "--kernels", action="store_true",
         help="print the traced jobs' kernels and collectives ranked fleet-wide by share of retained "

@@ -3,11 +3,19 @@
 :func:`fleetlib.fleet.measure.measure_fleet` with ``engine="dask"`` runs its per-file tasks on a
 ``distributed`` cluster; this module only starts (or receives) the client.  :func:`dask_client`
 starts a LocalCluster of single-threaded worker processes (or yields a given ``distributed.Client``,
-left open); :func:`dask_client_in_background` starts it in a background thread, so that the calling
+left open, as is the cluster of a scheduler address given); :func:`dask_client_in_background` starts it
+in a background thread, so that the calling
 process reads the manifest and the scheduler records while the workers start.  A cluster started
 here sets its workers' malloc to keep freed memory for the next task (:data:`_WORKER_MALLOC`), runs
 no statistical profiler, and runs a warm-up callable on each worker as soon as it is up (the walk
 imports its measuring code there while the scheduler records are read).
+
+A cluster fleetlib did not start -- a ``client`` given, or a scheduler's address
+(:func:`fleetlib._environ.scheduler_address`: the caller's, else Dask's ``scheduler-address``
+configuration, which ``DASK_SCHEDULER_ADDRESS`` sets) -- is never closed: only the client fleetlib
+opened to it is.
+:func:`fleetlib._environ.worker_version_note` says in one line when its workers do not import this
+fleetlib version.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
-from fleetlib._environ import environment, local_worker_count
+from fleetlib._environ import attached_client, environment, local_worker_count
 
 __all__ = [
     "DEFAULT_MEMORY_PER_WORKER",
@@ -41,17 +49,40 @@ _WORKER_MALLOC = {
 }
 
 
+def _warm_workers(client: Any, warm: Callable[[], Any] | None) -> None:
+    """Run ``warm`` once on each worker of ``client``'s cluster, fire and forget."""
+    if warm is None:
+        return
+    # the workers import the caller's code while the caller goes on (about a second of each worker's
+    # first task otherwise)
+    from distributed import fire_and_forget
+
+    for i, address in enumerate(client.scheduler_info()["workers"]):
+        fire_and_forget(client.submit(warm, key=f"fleet-warm-imports-{i}", workers=[address], pure=False))
+
+
+@contextlib.contextmanager
+def _attached(address: str, warm: Callable[[], Any] | None) -> Iterator[Any]:
+    """Yield a client of the cluster at ``address`` (:func:`fleetlib._environ.attached_client`), warmed."""
+    with attached_client(address) as client:
+        _warm_workers(client, warm)
+        yield client
+
+
 @contextlib.contextmanager
 def dask_client(
     client: Any = None, workers: int | None = None, memory_limit: str | int | None = None,
-    warm: Callable[[], Any] | None = None,
+    warm: Callable[[], Any] | None = None, scheduler: str | None = None,
 ) -> Iterator[Any]:
-    """Yield ``client``, or a client of a new LocalCluster of worker processes (closed on exit).
+    """Yield ``client``, a client of the scheduler at ``scheduler``, or of a new LocalCluster.
+
+    A cluster started here is closed on exit; a cluster given (``client``) or named (``scheduler``)
+    is left running: only the client opened here to a named one is closed.
 
     Parameters
     ----------
     client
-        A ``distributed.Client`` to use (left open); None starts a cluster.
+        A ``distributed.Client`` to use (left open); None attaches to ``scheduler`` or starts a cluster.
     workers
         Worker processes of the new cluster, one thread each (default 2).
     memory_limit
@@ -60,6 +91,10 @@ def dask_client(
     warm
         Run on each worker of a new cluster as soon as it is up (fire and forget): the caller's
         imports, made while the caller goes on.
+    scheduler
+        The address of a running scheduler to attach to (``client`` None); its workers' fleetlib
+        version is checked (:func:`fleetlib._environ.worker_version_note`: one line on stderr when
+        it differs).
 
     Yields
     ------
@@ -68,6 +103,10 @@ def dask_client(
     """
     if client is not None:
         yield client
+        return
+    if scheduler is not None:
+        with _attached(scheduler, warm) as attached:
+            yield attached
         return
     n = _worker_count(workers)
     import dask
@@ -96,14 +135,7 @@ def dask_client(
         ) as cluster,
         Client(cluster) as new,
     ):
-        if warm is not None:
-            # the workers import the caller's code while the caller goes on (about a second of each
-            # worker's first task otherwise)
-            from distributed import fire_and_forget
-
-            for i, address in enumerate(new.scheduler_info()["workers"]):
-                fire_and_forget(new.submit(warm, key=f"fleet-warm-imports-{i}", workers=[address],
-                                           pure=False))
+        _warm_workers(new, warm)
         yield new
 
 
@@ -121,12 +153,13 @@ class BackgroundCluster:
     """
 
     def __init__(self, workers: int | None, memory_limit: str | int | None,
-                 warm: Callable[[], Any] | None = None) -> None:
+                 warm: Callable[[], Any] | None = None, scheduler: str | None = None) -> None:
         import contextvars
         from concurrent.futures import ThreadPoolExecutor
 
-        _worker_count(workers)  # a bad count is refused here, before any thread
-        self._manager = dask_client(None, workers, memory_limit, warm)
+        if scheduler is None:
+            _worker_count(workers)  # a bad count is refused here, before any thread
+        self._manager = dask_client(None, workers, memory_limit, warm, scheduler)
         # entered and exited in one context: the client's "current client" is reset where it was set
         self._context = contextvars.copy_context()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="fleetlib-cluster")
@@ -189,7 +222,7 @@ class _GivenClient:
 @contextlib.contextmanager
 def dask_client_in_background(
     client: Any = None, workers: int | None = None, memory_limit: str | int | None = None,
-    warm: Callable[[], Any] | None = None,
+    warm: Callable[[], Any] | None = None, scheduler: str | None = None,
 ) -> Iterator[BackgroundCluster | _GivenClient]:
     """Start :func:`dask_client`'s cluster in a background thread; yield its handle.
 
@@ -201,8 +234,9 @@ def dask_client_in_background(
 
     Parameters
     ----------
-    client, workers, memory_limit, warm
-        As :func:`dask_client`: a given ``client`` is returned as it is (and left open).
+    client, workers, memory_limit, warm, scheduler
+        As :func:`dask_client`: a given ``client`` is returned as it is (and left open); a named
+        ``scheduler`` is attached to in the background thread (its cluster left running).
 
     Yields
     ------
@@ -213,7 +247,7 @@ def dask_client_in_background(
     if client is not None:
         yield _GivenClient(client)
         return
-    handle = BackgroundCluster(workers, memory_limit, warm)
+    handle = BackgroundCluster(workers, memory_limit, warm, scheduler)
     try:
         yield handle
     finally:

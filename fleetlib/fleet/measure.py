@@ -1800,6 +1800,7 @@ def measure_fleet(
     engine: str = "pandas",
     workers: int | None = None,
     client: Any = None,
+    scheduler: str | None = None,
     memory_limit: str | int | None = None,
     progress: bool | None = None,
     by: str | None = None,
@@ -1831,12 +1832,17 @@ def measure_fleet(
         call (one thread each; default 2).
     client
         ``engine="dask"``: a ``distributed.Client`` to run on (left open).
+    scheduler
+        ``engine="dask"`` without ``client``: the address of a running Dask scheduler to attach to
+        (``tcp://host:port``; its cluster is left running, and a worker importing another fleetlib
+        version is named in one line on stderr).  None: Dask's ``scheduler-address`` configuration
+        (``DASK_SCHEDULER_ADDRESS``), else a LocalCluster of ``workers`` processes is started.
     memory_limit
         ``engine="dask"`` without ``client``: memory limit per worker (default
         :data:`fleetlib.fleet.engine.DEFAULT_MEMORY_PER_WORKER`).
     progress
         Show a progress bar over timeline files on stderr (read by the pandas engine, measured as tasks
-        by the Dask one; default: when stderr is a terminal).
+        by the Dask one; default: when stderr is a terminal), and the cluster's dashboard link.
     by
         ``"day"`` or ``"week"``: also measure each UTC calendar window of the window
         (:func:`calendar_windows`, clipped to it) -- one row each in :attr:`FleetMeasurement.windows`
@@ -1875,7 +1881,8 @@ def measure_fleet(
         A bad bundle: see :func:`~fleetlib.fleet.manifest.load_manifest`; two timelines for one job; a
         model config or traces for a job with no timeline; a window outside the records.
     DomainError
-        An unknown engine; ``workers``, ``client`` or ``memory_limit`` with ``engine="pandas"``; an
+        An unknown engine; ``workers``, ``client``, ``scheduler`` or ``memory_limit`` with
+        ``engine="pandas"``; a scheduler that cannot be reached; an
         unknown ``by``; a ``segment_by`` field the bundle does not carry (the message lists those it
         does; refused before any timeline is read).
     fleetlib.quality.ChainMismatchError
@@ -1883,15 +1890,19 @@ def measure_fleet(
     """
     if engine not in ("pandas", "dask"):
         raise DomainError(f"engine must be 'pandas' or 'dask'; got {engine!r}")
-    if engine == "pandas" and (workers is not None or client is not None or memory_limit is not None):
-        raise DomainError("workers=, client= and memory_limit= are options of engine='dask'")
+    if engine == "pandas" and (workers is not None or client is not None or memory_limit is not None
+                               or scheduler is not None):
+        raise DomainError("workers=, client=, scheduler= and memory_limit= are options of engine='dask'")
     show = sys.stderr.isatty() if progress is None else bool(progress)
     if engine == "dask":
+        from fleetlib._environ import scheduler_address
         from fleetlib.fleet.engine import dask_client_in_background
 
+        address = None if client is not None else scheduler_address(scheduler)
         # the cluster starts (and its workers import the measuring code) while this process reads the
         # manifest and the scheduler records
-        with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker) as cluster:
+        with dask_client_in_background(client, workers, memory_limit, warm=_warm_worker,
+                                       scheduler=address) as cluster:
             return _measure(manifest_or_path, window, exclude, cluster, show, by, segment_by,
                             allow_empty_window, collection_gap_s)
     return _measure(manifest_or_path, window, exclude, None, show, by, segment_by, allow_empty_window,
@@ -1981,6 +1992,12 @@ def _measure(
         devices = jobs[[c for c in _HELD_COLUMNS if c in jobs.columns]].copy()  # this thread adds to jobs
 
         def submit(client: Any) -> list[Any]:
+            if progress:
+                from fleetlib._environ import dashboard_note
+
+                note = dashboard_note(client)
+                if note is not None:
+                    print(note, file=sys.stderr)
             return submit_timeline_tasks(man, devices, intervals, client)
 
         pending = cluster.when_started(submit)

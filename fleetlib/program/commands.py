@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetlib.commands_common import ledger_lines, writable_output_path
+from fleetlib._environ import attached_client
+from fleetlib.commands_common import add_scheduler_argument, ledger_lines, writable_output_path
 from fleetlib.program.classify import Classifier
 from fleetlib.program.fleet_law import FLEET_LAW_TERMS
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
@@ -139,7 +140,7 @@ def flag_summary(flags: Sequence[Any]) -> list[str]:
 def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None, cache: bool = True,
                 cache_dir: str | Path | None = None, progress: bool = False,
                 workers: int | None = None, comm_patterns: Sequence[str] = (),
-                memory: bool = False) -> dict[str, Any]:
+                memory: bool = False, scheduler: str | None = None) -> dict[str, Any]:
     """Compute the object ``fleetlib program`` prints, from command-line style arguments.
 
     Parameters
@@ -166,6 +167,10 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         Also read the Kineto ``[memory]`` events (``--memory``; a second pass over the JSON files):
         the result gains ``memory`` (per rank: peak allocated, churn; and the events' ledger) and
         the two memory patterns of the triage become observable.
+    scheduler
+        Parse the rank files on the running Dask cluster of this scheduler address (``--scheduler``;
+        left running; ``workers`` is then not used); None: Dask's ``scheduler-address``
+        configuration (``DASK_SCHEDULER_ADDRESS``) when it names one.
 
     Returns
     -------
@@ -205,17 +210,21 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     config = load_model_config(model) if model is not None else None  # fail fast, before parsing traces
     files = trace_files([Path(p) for p in paths])
     classifier = Classifier(extra_comm_patterns=tuple(comm_patterns)) if comm_patterns else None
-    if workers is None:
-        measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
-                           classifier=classifier)
-    else:
-        from distributed import Client
-
-        from fleetlib.program.stragglers import local_cluster
-
-        with local_cluster(workers) as cluster, Client(cluster) as client:
+    with attached_client(scheduler) as attached:  # a cluster named: left running
+        if attached is not None:
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
-                               client=client, classifier=classifier)
+                               client=attached, classifier=classifier)
+        elif workers is None:
+            measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
+                               classifier=classifier)
+        else:
+            from distributed import Client
+
+            from fleetlib.program.stragglers import local_cluster
+
+            with local_cluster(workers) as cluster, Client(cluster) as client:
+                measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
+                                   client=client, classifier=classifier)
     summary = measured.summary()
     events = None
     memory_out = None
@@ -605,7 +614,8 @@ def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
                        progress=not args.json and sys.stderr.isatty(), workers=args.workers,
-                       comm_patterns=tuple(args.comm_pattern or ()), memory=args.memory)
+                       comm_patterns=tuple(args.comm_pattern or ()), memory=args.memory,
+                       scheduler=args.scheduler)
 
 
 def register(subparsers: Any, synth_subparsers: Any,
@@ -641,6 +651,7 @@ def register(subparsers: Any, synth_subparsers: Any,
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="parse the rank files on a local Dask cluster of N worker processes (default: "
                         "in this process)")
+    add_scheduler_argument(p)
     p.add_argument("--comm-pattern", action="append", metavar="REGEX",
                    help="a kernel-name pattern that marks communication, added to the defaults (NCCL, "
                         "RCCL, DeepEP, NVSHMEM, custom all-reduce ...); repeat for more. Kernel metadata "

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetlib.commands_common import add_exclude_argument, exclusion_lines
+from fleetlib._environ import attached_client
+from fleetlib.commands_common import add_exclude_argument, add_scheduler_argument, exclusion_lines
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -54,6 +55,7 @@ def run_compare(
     boot: int = 400,
     seed: int = 0,
     paired: bool | None = None,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib compare``.
 
@@ -75,6 +77,9 @@ def run_compare(
         As :func:`fleetlib.regress.compare.compare`.
     cycle
         Demand-cycle length, S's resampling unit.
+    scheduler
+        Measure the bundles on the running Dask cluster of this address (``--scheduler``; left
+        running); None: Dask's ``scheduler-address`` configuration when it names one.
 
     Returns
     -------
@@ -92,25 +97,31 @@ def run_compare(
             )
         if not groups or len(groups) != 2:
             raise InputError("--split-by needs --groups A B (two values of the field)", field="--groups")
-        units = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle)
-        parts = units.split(split_by)
-        missing = [g for g in groups if g not in parts]
-        if missing:
-            raise InputError(
-                f"no job has {split_by}={missing[0]!r}; the bundle's values are {sorted(parts)}",
-                file=str(baseline),
-                field=split_by,
-            )
-        a, b = parts[groups[0]], parts[groups[1]]
-        tested = [*under_test, split_by]
-    else:
-        if candidate is None and window_b is None:
-            raise InputError(
-                "give a CANDIDATE bundle, --window-b for a second window, or --split-by", field="CANDIDATE"
-            )
-        a = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle)
-        b = fleet_units(candidate or baseline, window=window_b, exclude=_pairs(exclude_b), cycle=cycle)
-        tested = list(under_test)
+    elif candidate is None and window_b is None:
+        raise InputError(
+            "give a CANDIDATE bundle, --window-b for a second window, or --split-by", field="CANDIDATE"
+        )
+    with attached_client(scheduler) as client:  # a cluster named: left running
+        if split_by is not None:
+            assert groups is not None
+            units = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle,
+                                client=client)
+            parts = units.split(split_by)
+            missing = [g for g in groups if g not in parts]
+            if missing:
+                raise InputError(
+                    f"no job has {split_by}={missing[0]!r}; the bundle's values are {sorted(parts)}",
+                    file=str(baseline),
+                    field=split_by,
+                )
+            a, b = parts[groups[0]], parts[groups[1]]
+            tested = [*under_test, split_by]
+        else:
+            a = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle,
+                            client=client)
+            b = fleet_units(candidate or baseline, window=window_b, exclude=_pairs(exclude_b), cycle=cycle,
+                            client=client)
+            tested = list(under_test)
     res = compare(
         a,
         b,
@@ -207,9 +218,13 @@ _UNIT_WORD = {
 
 
 def run_baseline_build(
-    bundles: Sequence[str | Path], out: str | Path, *, cycle: str = "1D"
+    bundles: Sequence[str | Path], out: str | Path, *, cycle: str = "1D", scheduler: str | None = None
 ) -> dict[str, Any]:
-    """Measure bundles and write baselines per (pool, architecture, software version) into ``out``."""
+    """Measure bundles and write baselines per (pool, architecture, software version) into ``out``.
+
+    With ``scheduler`` (``--scheduler``; None: Dask's ``scheduler-address`` configuration) the
+    bundles are measured on that running cluster, which is left running.
+    """
     from fleetlib.regress.baselines import build_baselines
     from fleetlib.regress.units import fleet_units
 
@@ -220,7 +235,9 @@ def run_baseline_build(
         raise InputError(
             f"cannot write baselines: folder {str(path.parent)!r} does not exist", file=str(path)
         )
-    return build_baselines([fleet_units(b, cycle=cycle) for b in bundles], path)
+    with attached_client(scheduler) as client:
+        units = [fleet_units(b, cycle=cycle, client=client) for b in bundles]
+    return build_baselines(units, path)
 
 
 def run_baseline_check(
@@ -230,8 +247,12 @@ def run_baseline_check(
     allow_confounded: bool = False,
     boot: int = 400,
     seed: int = 0,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Compare each group of a bundle with its stored baseline (see ``check_baselines``).
+
+    With ``scheduler`` (``--scheduler``; None: Dask's ``scheduler-address`` configuration) the
+    bundle is measured on that running cluster, which is left running.
 
     Returns
     -------
@@ -242,7 +263,8 @@ def run_baseline_check(
     from fleetlib.regress.units import fleet_units
 
     cycle = read_index(baselines)["cycle"]
-    units = fleet_units(bundle, cycle=cycle)
+    with attached_client(scheduler) as client:
+        units = fleet_units(bundle, cycle=cycle, client=client)
     return check_baselines(units, baselines, allow_confounded=allow_confounded, boot=boot, seed=seed)
 
 
@@ -342,16 +364,18 @@ def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         boot=args.boot,
         seed=args.seed,
         paired={"auto": None, "paired": True, "independent": False}[args.pairing],
+        scheduler=args.scheduler,
     )
 
 
 def _cmd_build(args: argparse.Namespace) -> dict[str, Any]:
-    return run_baseline_build(args.bundles, args.out, cycle=args.cycle)
+    return run_baseline_build(args.bundles, args.out, cycle=args.cycle, scheduler=args.scheduler)
 
 
 def _cmd_check(args: argparse.Namespace) -> dict[str, Any]:
     return run_baseline_check(
-        args.bundle, args.baselines, allow_confounded=args.allow_confounded, boot=args.boot, seed=args.seed
+        args.bundle, args.baselines, allow_confounded=args.allow_confounded, boot=args.boot, seed=args.seed,
+        scheduler=args.scheduler,
     )
 
 
@@ -403,6 +427,7 @@ def register(
         help="auto (default): pair by unit id where the sides share their jobs (same id and submit time), "
         "commits and cycles; paired: pair whatever they share; independent: never pair",
     )
+    add_scheduler_argument(p)
     add_json(p)
     p.set_defaults(func=_cmd_compare, render=render_compare)
 
@@ -418,6 +443,7 @@ def register(
     pb.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
     pb.add_argument("--out", type=Path, required=True, metavar="DIR")
     pb.add_argument("--cycle", default="1D", help="demand-cycle length (default 1D)")
+    add_scheduler_argument(pb)
     add_json(pb)
     pb.set_defaults(func=_cmd_build, render=render_baseline)
     pc = bsub.add_parser("check", help="compare a bundle with stored baselines")
@@ -426,6 +452,7 @@ def register(
     pc.add_argument("--allow-confounded", action="store_true")
     pc.add_argument("--boot", type=int, default=400)
     pc.add_argument("--seed", type=int, default=0)
+    add_scheduler_argument(pc)
     add_json(pc)
     pc.set_defaults(func=_cmd_check, render=render_baseline)
 

@@ -281,7 +281,7 @@ def _rank_timers(man: Any, jobs: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def fleet_units(
     source: str | Path | Any, *, window: Any = None, exclude: Any = None,
-    cycle: str | pd.Timedelta | None = "1D"
+    cycle: str | pd.Timedelta | None = "1D", client: Any = None,
 ) -> FleetUnits:
     """Measure a bundle and return its factors' resampling units.
 
@@ -297,6 +297,9 @@ def fleet_units(
         Length of one demand cycle (S's resampling unit); the window must hold a whole number of
         them (a remainder is left out of ``cycles`` and named in ``notes``).  None: the whole window
         is one cycle (S is then not resampled).
+    client
+        A ``distributed.Client``: the bundle is measured on its cluster (``engine="dask"``; left
+        open); None: in this process.
 
     Returns
     -------
@@ -312,7 +315,8 @@ def fleet_units(
     from fleetlib.fleet.measure import job_fields, measure_fleet, read_scheduler, read_timelines
 
     man = source if isinstance(source, FleetManifest) else load_manifest(source)
-    fm = measure_fleet(man, window=window, exclude=exclude)
+    fm = (measure_fleet(man, window=window, exclude=exclude) if client is None
+          else measure_fleet(man, window=window, exclude=exclude, engine="dask", client=client))
     win = fm.window
     length = (win.end - win.start) if cycle is None else parse_cycle(cycle)
     records, _ledger, _ = read_scheduler(man, win)

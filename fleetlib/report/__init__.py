@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fleetlib._environ import environment, project_root
+from fleetlib._environ import attached_client, environment, project_root
 from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
@@ -404,7 +404,8 @@ def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[d
 
 def run_report(params_path: str | Path, out_dir: str | Path, *,
                notebooks: Sequence[str | Path] | None = None, progress: bool = True,
-               fleet: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Path:
+               fleet: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+               scheduler: str | None = None) -> Path:
     """Run the notebook chain on one scenario file (and optionally one's own fleet) and write the report.
 
     Each notebook runs with papermill on the ``python3`` kernel, with the project root as its
@@ -434,6 +435,10 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
         traces notebook is left out of the default chain (the index says so).
     overrides
         Parameter values that replace the scenario's (and the manifest's), e.g. from ``-p key=value``.
+    scheduler
+        Measure the fleet bundle of ``summary.json`` on the running Dask cluster of this address
+        (``--scheduler``; left running); None: Dask's ``scheduler-address`` configuration
+        (``DASK_SCHEDULER_ADDRESS``) when it names one, else in this process.  The numbers are the same.
 
     Returns
     -------
@@ -465,7 +470,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     _check_overrides(overrides or {}, chain, params)
     params = with_overrides(params, overrides or {})  # derived values follow their overridden sources
     summary = scenario_summary(params)
-    measured = _measured_block(params)
+    measured = _measured_block(params, scheduler)
 
     out = Path(out_dir).resolve()
     folders = {name: out / name for name in ("notebooks", "html", "figures", ASSETS_DIR)}
@@ -541,7 +546,7 @@ def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str,
     return infos
 
 
-def _measured_block(params: Mapping[str, Any]) -> dict[str, Any] | None:
+def _measured_block(params: Mapping[str, Any], scheduler: str | None = None) -> dict[str, Any] | None:
     """Measure the scenario's fleet bundle (``fleet_manifest``) for summary.json; None without one.
 
     Beside :func:`fleetlib.fleet.views.measured_summary` it records the measured levers, the cost of a useful
@@ -556,7 +561,8 @@ def _measured_block(params: Mapping[str, Any]) -> dict[str, Any] | None:
     path = Path(manifest)
     if not path.is_absolute():
         path = checkout_root() / path
-    fleet = measure_fleet(path)
+    with attached_client(scheduler) as client:  # a cluster named: left running
+        fleet = measure_fleet(path) if client is None else measure_fleet(path, engine="dask", client=client)
     block = measured_summary(fleet, manifest=str(manifest))
     block["levers"] = json.loads(lever_table(fleet).to_json(orient="records"))
     block["cost"] = {"price_per_device_hour": fleet.price_per_device_hour,
