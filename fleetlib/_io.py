@@ -87,6 +87,8 @@ _REFUSED = (
 PathArg = str | PathLike[str]
 
 #: gunzip works through its input and output in slices this large, so memory stays near the output.
+#: The bytes any gzip input may inflate to whatever its ratio (``max_inflation`` applies beyond).
+INFLATION_FLOOR = 64 * 1024**2
 _IN_SLICE = 1 << 18
 _OUT_SLICE = 1 << 20
 
@@ -210,10 +212,9 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
 def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytes | bytearray:
     """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit).
 
-    The output buffer is sized up front from the last member's ISIZE trailer (the uncompressed size
-    modulo 2**32) when that is plausible -- at most ``max_bytes`` and 64 times the compressed size,
-    since a damaged file's trailer is arbitrary bytes --, so a large trace is held once, not grown
-    by doubling.
+    The output grows with the bytes actually produced, never from the ISIZE trailer: a truncated or
+    forged file's trailer is arbitrary bytes, and sizing a buffer from it let a small file ask for
+    gigabytes.  (A large bytearray grows in place by ``mremap``: the content is still held once.)
 
     Parameters
     ----------
@@ -237,7 +238,8 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     """
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
-    hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    inflation = current_limits().max_inflation
+    most = max(inflation * len(raw), INFLATION_FLOOR)  # bounded by what the file holds, not its trailer
     first: list[bytes] = []  # the content while it is one slice (a small file): returned as it is
     out = bytearray()
     filled = 0
@@ -250,13 +252,16 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
         if end > max_bytes:
             raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit (max_bytes; "
                              "raise it with --limit max_bytes=N)", file=file, field="gzip")
+        if end > most:
+            raise InputError(f"decompresses to more than {inflation} times its {len(raw):,} stored bytes "
+                             f"(limit max_inflation; raise it with --limit max_inflation=N)", file=file,
+                             field="gzip")
         if not filled and not first:
             first.append(chunk)
         else:
-            if first:  # a second slice: into the buffer sized from the trailer
-                out = bytearray(max(min(hint, max_bytes, 64 * len(raw)), end))
-                out[:filled] = first.pop()
-            out[filled:end] = chunk
+            if first:  # a second slice: gather into a buffer that grows with what is produced
+                out = bytearray(first.pop())
+            out += chunk
         filled = end
 
     try:
@@ -281,7 +286,6 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
                          file=file, field="gzip") from exc
     if first:
         return first[0]
-    del out[filled:]  # a hint larger than the content (several members, a lying trailer) is trimmed
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
@@ -365,6 +369,12 @@ class Limits:
         The most node names one Slurm hostlist (``gpu-a[0001-0512]``) may expand to.
     max_events
         The most events one trace file may hold.
+    max_steps
+        The most steps one input may describe or a generator may write (an MLPerf count field of
+        8e15, or a synthetic-steps parameter of 10**12, would otherwise size an allocation).
+    max_inflation
+        The most bytes a gzip file may decompress to per stored byte, beyond its first 64 MiB (real
+        exports inflate 5 to 50 times; a small gzip of a gigabyte of newlines, about 1,000).
     earliest_year, latest_year
         Times outside ``[earliest_year-01-01, latest_year-01-01)`` (UTC) are refused as implausible:
         a number of seconds read as nanoseconds, or a 1e20 that would otherwise become 1970.  Both lie
@@ -376,6 +386,8 @@ class Limits:
     max_yaml_nodes: int = 1_000_000
     max_node_names: int = 1_000_000
     max_events: int = 100_000_000
+    max_steps: int = 10_000_000
+    max_inflation: int = 200
     earliest_year: int = 2000
     latest_year: int = 2100
 
@@ -397,6 +409,8 @@ LIMIT_HELP: dict[str, str] = {
     "max_yaml_nodes": "nodes of one YAML document with its aliases expanded",
     "max_node_names": "node names one Slurm hostlist may expand to",
     "max_events": "events one trace file may hold",
+    "max_steps": "steps one input may describe or a generator may write",
+    "max_inflation": "bytes a gzip input may inflate to per stored byte (beyond its first 64 MiB)",
     "earliest_year": "times before January 1 of this year are refused",
     "latest_year": "times from January 1 of this year on are refused",
 }
