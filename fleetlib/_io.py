@@ -786,6 +786,23 @@ def _bounded_loader(file: str, limits: Limits, base: type) -> type:
             finally:
                 self._depth -= 1
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            """Refuse a key written twice in one mapping: the later value would replace the first silently."""
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[tuple[str, str], int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # merged keys ('<<') may be overridden, as YAML says
+                    key = (key_node.tag, key_node.value)
+                    line = key_node.start_mark.line + 1
+                    if key in seen:
+                        raise InputError(f"duplicate key {excerpt(key_node.value)} (first at line "
+                                         f"{seen[key]}): a mapping names each key once; the later value "
+                                         "would silently replace the first", file=file, row=line,
+                                         field=excerpt(key_node.value, 64).strip("'"))
+                    seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
     return _Bounded
 
 
@@ -964,18 +981,22 @@ def out_of_range_int(values: Any) -> Any:
     import pandas as pd
 
     s = pd.Series(values) if not isinstance(values, pd.Series) else values
-    if s.dtype.kind in "iub":
+    if s.dtype.kind == "u":  # pandas reads 2**63 .. 2**64-1 as uint64: beyond int64 all the same
+        return s.to_numpy() > np.uint64(_INT64_MAX)
+    if s.dtype.kind in "ib":
         return np.zeros(len(s), dtype=bool)
     if s.dtype.kind == "f":
         a = s.to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
-            return np.isfinite(a) & (np.abs(a) > float(_INT64_MAX))
+            return np.isfinite(a) & ((a >= 2.0**63) | (a < -(2.0**63)))  # float(int64 max) is 2**63
     text = s.astype("string").str.strip()
     digits = text.str.fullmatch(r"[+-]?\d+").fillna(False).to_numpy(dtype=bool)
     out = np.zeros(len(s), dtype=bool)
     if digits.any():
         body = text[digits].str.lstrip("+-").str.lstrip("0")
-        long = (body.str.len() > 19) | ((body.str.len() == 19) & (body > str(_INT64_MAX)))
+        most = pd.Series(str(_INT64_MAX), index=body.index).where(~text[digits].str.startswith("-"),
+                                                                  str(_INT64_MAX + 1))  # int64 min fits
+        long = (body.str.len() > 19) | ((body.str.len() == 19) & (body > most))
         out[np.flatnonzero(digits)] = long.fillna(False).to_numpy(dtype=bool)
     return out
 
