@@ -58,3 +58,22 @@ def test_a_philly_top_level_object_without_attempts_is_rejected_not_a_type_error
     log.write_text('{"a": 1}\n')
     _, ledger = READERS["philly"].read([log])
     assert [r[:3] for r in rejected(ledger)] == [("cluster_job_log.json", 1, "jobid")]
+
+
+OPENB = ROOT / "data/scheduler/alibaba_openb_2023"
+
+
+def test_an_openb_count_beyond_int64_is_rejected_by_row_never_printed_wrapped(tmp_path):
+    import gzip
+
+    nodes = (OPENB / "openb_node_list_gpu_node.csv").read_text().split("\n")
+    nodes[1] = nodes[1].replace(",2,P100", f",{2**63},P100")
+    pods = gzip.decompress((OPENB / "openb_pod_list_default.csv.gz").read_bytes()).decode().split("\n")
+    pods[1] = pods[1].replace(",12000,16384,1,1000,", f",12000,16384,{2**63},1000,")
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text("\n".join(nodes))
+    (tmp_path / "openb_pod_list_default.csv").write_text("\n".join(pods))
+    tables, ledger = READERS["openb"].read(sorted(tmp_path.glob("*.csv")))
+    tail = "9.22337e+18 is more than 16,777,215 (a damaged number, not a count)"
+    assert sorted(rejected(ledger)) == [("openb_node_list_gpu_node.csv", 2, "gpu", f"gpu {tail}"),
+                                        ("openb_pod_list_default.csv", 2, "num_gpu", f"num_gpu {tail}")]
+    assert ledger.balanced() and tables is not None
