@@ -89,6 +89,8 @@ _REFUSED = (
 PathArg = str | PathLike[str]
 
 #: gunzip works through its input and output in slices this large, so memory stays near the output.
+#: The bytes any gzip input may inflate to whatever its ratio (``max_inflation`` applies beyond).
+INFLATION_FLOOR = 64 * 1024**2
 _IN_SLICE = 1 << 18
 _OUT_SLICE = 1 << 20
 
@@ -212,10 +214,9 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
 def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytes | bytearray:
     """Decompress every gzip member of ``raw`` in bounded slices (a small bomb stops at the limit).
 
-    The output buffer is sized up front from the last member's ISIZE trailer (the uncompressed size
-    modulo 2**32) when that is plausible -- at most ``max_bytes`` and 64 times the compressed size,
-    since a damaged file's trailer is arbitrary bytes --, so a large trace is held once, not grown
-    by doubling.
+    The output grows with the bytes actually produced, never from the ISIZE trailer: a truncated or
+    forged file's trailer is arbitrary bytes, and sizing a buffer from it let a small file ask for
+    gigabytes.  (A large bytearray grows in place by ``mremap``: the content is still held once.)
 
     Parameters
     ----------
@@ -239,7 +240,8 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     """
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
-    hint = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    inflation = current_limits().max_inflation
+    most = max(inflation * len(raw), INFLATION_FLOOR)  # bounded by what the file holds, not its trailer
     first: list[bytes] = []  # the content while it is one slice (a small file): returned as it is
     out = bytearray()
     filled = 0
@@ -252,13 +254,16 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
         if end > max_bytes:
             raise InputError(f"decompresses to more than the {max_bytes:,}-byte input limit (max_bytes; "
                              "raise it with --limit max_bytes=N)", file=file, field="gzip")
+        if end > most:
+            raise InputError(f"decompresses to more than {inflation} times its {len(raw):,} stored bytes "
+                             f"(limit max_inflation; raise it with --limit max_inflation=N)", file=file,
+                             field="gzip")
         if not filled and not first:
             first.append(chunk)
         else:
-            if first:  # a second slice: into the buffer sized from the trailer
-                out = bytearray(max(min(hint, max_bytes, 64 * len(raw)), end))
-                out[:filled] = first.pop()
-            out[filled:end] = chunk
+            if first:  # a second slice: gather into a buffer that grows with what is produced
+                out = bytearray(first.pop())
+            out += chunk
         filled = end
 
     try:
@@ -283,7 +288,6 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
                          file=file, field="gzip") from exc
     if first:
         return first[0]
-    del out[filled:]  # a hint larger than the content (several members, a lying trailer) is trimmed
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
@@ -466,6 +470,12 @@ class Limits:
         The most node names one Slurm hostlist (``gpu-a[0001-0512]``) may expand to.
     max_events
         The most events one trace file may hold.
+    max_steps
+        The most steps one input may describe or a generator may write (an MLPerf count field of
+        8e15, or a synthetic-steps parameter of 10**12, would otherwise size an allocation).
+    max_inflation
+        The most bytes a gzip file may decompress to per stored byte, beyond its first 64 MiB (real
+        exports inflate 5 to 50 times; a small gzip of a gigabyte of newlines, about 1,000).
     earliest_year, latest_year
         Times outside ``[earliest_year-01-01, latest_year-01-01)`` (UTC) are refused as implausible:
         a number of seconds read as nanoseconds, or a 1e20 that would otherwise become 1970.  Both lie
@@ -477,6 +487,8 @@ class Limits:
     max_yaml_nodes: int = 1_000_000
     max_node_names: int = 1_000_000
     max_events: int = 100_000_000
+    max_steps: int = 10_000_000
+    max_inflation: int = 200
     earliest_year: int = 2000
     latest_year: int = 2100
 
@@ -498,6 +510,8 @@ LIMIT_HELP: dict[str, str] = {
     "max_yaml_nodes": "nodes of one YAML document with its aliases expanded",
     "max_node_names": "node names one Slurm hostlist may expand to",
     "max_events": "events one trace file may hold",
+    "max_steps": "steps one input may describe or a generator may write",
+    "max_inflation": "bytes a gzip input may inflate to per stored byte (beyond its first 64 MiB)",
     "earliest_year": "times before January 1 of this year are refused",
     "latest_year": "times from January 1 of this year on are refused",
 }
@@ -873,6 +887,23 @@ def _bounded_loader(file: str, limits: Limits, base: type) -> type:
             finally:
                 self._depth -= 1
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            """Refuse a key written twice in one mapping: the later value would replace the first silently."""
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[tuple[str, str], int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # merged keys ('<<') may be overridden, as YAML says
+                    key = (key_node.tag, key_node.value)
+                    line = key_node.start_mark.line + 1
+                    if key in seen:
+                        raise InputError(f"duplicate key {excerpt(key_node.value)} (first at line "
+                                         f"{seen[key]}): a mapping names each key once; the later value "
+                                         "would silently replace the first", file=file, row=line,
+                                         field=excerpt(key_node.value, 64).strip("'"))
+                    seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
     return _Bounded
 
 
@@ -1051,18 +1082,22 @@ def out_of_range_int(values: Any) -> Any:
     import pandas as pd
 
     s = pd.Series(values) if not isinstance(values, pd.Series) else values
-    if s.dtype.kind in "iub":
+    if s.dtype.kind == "u":  # pandas reads 2**63 .. 2**64-1 as uint64: beyond int64 all the same
+        return s.to_numpy() > np.uint64(_INT64_MAX)
+    if s.dtype.kind in "ib":
         return np.zeros(len(s), dtype=bool)
     if s.dtype.kind == "f":
         a = s.to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
-            return np.isfinite(a) & (np.abs(a) > float(_INT64_MAX))
+            return np.isfinite(a) & ((a >= 2.0**63) | (a < -(2.0**63)))  # float(int64 max) is 2**63
     text = s.astype("string").str.strip()
     digits = text.str.fullmatch(r"[+-]?\d+").fillna(False).to_numpy(dtype=bool)
     out = np.zeros(len(s), dtype=bool)
     if digits.any():
         body = text[digits].str.lstrip("+-").str.lstrip("0")
-        long = (body.str.len() > 19) | ((body.str.len() == 19) & (body > str(_INT64_MAX)))
+        most = pd.Series(str(_INT64_MAX), index=body.index).where(~text[digits].str.startswith("-"),
+                                                                  str(_INT64_MAX + 1))  # int64 min fits
+        long = (body.str.len() > 19) | ((body.str.len() == 19) & (body > most))
         out[np.flatnonzero(digits)] = long.fillna(False).to_numpy(dtype=bool)
     return out
 

@@ -430,8 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RecursionError, MemoryError, OverflowError, UnicodeError) as exc:
         # A last line of defence: every reader checks its input first (fleetlib._io's limits), so
         # reaching here means an input found a gap in those checks.  Say so in one line, not a traceback.
-        message = " ".join(str(exc).split())[:200]
-        print(f"{command}: error: the input could not be read ({type(exc).__name__}: {message}); "
-              "no reader check caught it, please report the input", file=sys.stderr)
+        # The explanation is in words (never an exception's name); which input it was is not known here.
+        what = {RecursionError: "it is nested too deeply to follow",
+                MemoryError: "it asks for more memory than this machine has",
+                OverflowError: "it holds a number too large for the quantity it stands for",
+                }.get(type(exc), "it holds text that is not valid Unicode")
+        print(f"{command}: error: an input could not be read: {what}; no reader check named the file, row "
+              "and field, please report the input", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     return 0

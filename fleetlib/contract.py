@@ -324,24 +324,20 @@ def _kineto_fields(path: Path) -> dict[str, Any]:
 
 
 def _slurm_fields(path: Path) -> dict[str, Any]:
-    import io
-
-    import pandas as pd
-
     from fleetlib._io import read_text
 
-    text = read_text(path)
-    head = text.split("\n", 1)[0].split("|")
-    cols = [c for c in ("Partition", "QOS") if c in head]
-    if not cols:
-        return {}
-    frame = pd.read_csv(io.StringIO(text), sep="|", usecols=cols, dtype=str, keep_default_na=False)
+    lines = read_text(path).split("\n")
+    head = lines[0].split("|")
     out: dict[str, Any] = {}
     for col, name in (("Partition", "pool"), ("QOS", "qos")):
-        if col in frame:
-            vals = sorted(set(frame[col].str.strip()) - {""})
-            if vals:
-                out[name] = vals
+        if col not in head:
+            continue
+        # sacct quotes nothing: a field is the text between two '|' (a leading '"' is a character)
+        at = head.index(col)
+        fields = (line.split("|") for line in lines[1:])
+        vals = sorted({f[at].strip() for f in fields if len(f) == len(head)} - {""})
+        if vals:
+            out[name] = vals
     return out
 
 

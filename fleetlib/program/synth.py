@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -173,6 +174,10 @@ def synth_step_traces(out_dir: str | Path, *, ranks: int = 4, steps: int = 3, se
     """
     n = _whole("ranks", ranks, 2)
     n_steps = _whole("steps", steps, 1)
+    limit = current_limits().max_steps
+    if n * n_steps > limit:
+        raise DomainError(f"ranks x steps = {n:,} x {n_steps:,} rank-steps, more than the {limit:,} allowed "
+                          "(limit max_steps; raise it with --limit max_steps=N)")
     durations = {name: _whole(name, value, 0) for name, value in (
         ("straggler_extra_us", straggler_extra_us), ("compute_us", compute_us), ("compute2_us", compute2_us),
         ("jitter_us", jitter_us), ("dispatch_gap_us", dispatch_gap_us), ("memcpy_us", memcpy_us),

@@ -15,6 +15,7 @@ compared with another group's.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -33,8 +34,24 @@ _GROUP = ("pool", "architecture", "software_version")
 _JOB_DROP = ("timeline", "model", "model_name")
 
 
+#: The longest name part a group's folder takes from the data (a file name holds 255 bytes).
+_NAME_CHARS = 64
+
+
 def _safe(value: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value))
+    """Return a folder-name part for a value from the data: one value, one name; bounded in length.
+
+    A value made only of ``A-Za-z0-9._+-`` and at most :data:`_NAME_CHARS` long is its own name.  Any
+    other is cut to a readable stem and followed by ``~`` and 12 hex digits of its SHA-256: two values
+    that differ only in a character the stem replaces (``"gpu a"``, ``"gpu_a"``) get two folders, and a
+    300-character partition name a name the file system takes.
+    """
+    text = str(value)
+    stem = re.sub(r"[^A-Za-z0-9._+-]", "_", text)
+    if stem == text and len(text) <= _NAME_CHARS:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{stem[:_NAME_CHARS - 13]}~{digest}"
 
 
 def _stack(units_list: Sequence[Any]) -> dict[str, pd.DataFrame]:

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import current_limits
 from fleetlib.quality import (
     DomainError,
     check_fraction,
@@ -198,6 +199,10 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     if isinstance(n_steps, bool) or int(n_steps) != n_steps or n_steps < 1:
         raise DomainError(f"n_steps must be a positive integer; got {n_steps!r}")
     n_steps = int(n_steps)
+    most = current_limits().max_steps
+    if n_steps > most:
+        raise DomainError(f"n_steps {n_steps:,} is more than the {most:,} steps allowed "
+                          "(limit max_steps; raise it with --limit max_steps=N)")
     step_s = check_positive("step_s", step_s)
     lam_f = check_nonnegative("failure_rate_per_h", failure_rate_per_h) / 3600.0
     lam_p = check_nonnegative("preemption_rate_per_h", preemption_rate_per_h) / 3600.0

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetlib._io import excerpt
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError
 from fleetlib.scheduling.records import times_ns
@@ -135,16 +136,26 @@ def device_counts(col: pd.Series, name: str) -> np.ndarray:
         A negative, missing or fractional count.
     """
     if col.dtype.kind in "iu":
+        if col.dtype.kind == "u" and col.size and int(col.max()) >= 2**63:
+            _bad_count(col, name, col.to_numpy() >= 2**63)
         vals = col.to_numpy(dtype=np.int64)
         if vals.size and vals.min() < 0:
-            raise DomainError(f"{name} must hold non-negative integer device counts; validate the table "
-                              "first (fleetlib.scheduling.records)")
+            _bad_count(col, name, vals < 0)
         return vals
     arr = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.floor(arr) != arr):
-        raise DomainError(f"{name} must hold non-negative integer device counts; validate the table first "
-                          "(fleetlib.scheduling.records)")
+    bad = ~np.isfinite(arr) | (arr < 0) | (np.floor(arr) != arr) | (arr >= 2.0**63)
+    if bad.any():
+        _bad_count(col, name, bad)
     return arr.astype(np.int64)
+
+
+def _bad_count(col: pd.Series, name: str, bad: np.ndarray) -> None:
+    """Raise the error naming the first row of ``col`` that holds no device count, and its value."""
+    i = int(np.flatnonzero(bad)[0])
+    raise DomainError(f"{name} must hold non-negative integer device counts: row {i} (index "
+                      f"{excerpt(col.index[i], 24)}) holds {excerpt(col.iloc[i], 24)} (of {int(bad.sum()):,} "
+                      "such rows); read the records through a reader, or validate the table first "
+                      "(fleetlib.scheduling.records)")
 
 
 def as_window(window: Any, default: tuple[int, int] | None) -> tuple[int, int, Window]:
@@ -164,8 +175,10 @@ def as_window(window: Any, default: tuple[int, int] | None) -> tuple[int, int, W
     """
     if window is None:
         if default is None:
-            raise DomainError("no capacity rows: scheduling goodput needs the pool's in-service capacity "
-                              "(a capacity table, or an occupancy table)")
+            raise DomainError("no capacity rows: no node list, capacity or occupancy table was read, or "
+                              "every row of it was rejected (see the ledger); scheduling goodput needs the "
+                              "pool's in-service capacity: add the node list (sinfo, machine spec ...) or "
+                              "give --capacity GPUS and a window")
         w0, w1 = default
         win = Window.between(pd.Timestamp(w0, unit="ns", tz="UTC"), pd.Timestamp(w1, unit="ns", tz="UTC"))
     else:

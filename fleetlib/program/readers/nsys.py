@@ -104,7 +104,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import GZIP_MAGIC, as_paths, check_regular, read_bytes
+from fleetlib._io import GZIP_MAGIC, as_paths, check_regular, current_limits, read_bytes, time_range
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
     Classifier,
@@ -338,7 +338,16 @@ def _session_start_ns(con: sqlite3.Connection, tables: set[str]) -> int:
     if "utcEpochNs" not in _columns(con, "TARGET_INFO_SESSION_START_TIME"):
         return 0
     row = con.execute('SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME"').fetchone()
-    return int(row[0]) if row and isinstance(row[0], int) and row[0] > 0 else 0
+    if not (row and isinstance(row[0], int) and row[0] > 0):
+        return 0
+    lo, hi = time_range()
+    if not lo.value <= row[0] < hi.value:  # near int64's maximum it would wrap into 1677 once times are added
+        lim = current_limits()
+        raise InputError(f"session start {row[0]} ns is outside the plausible range "
+                         f"[{lim.earliest_year}-01-01, {lim.latest_year}-01-01) UTC (limits earliest_year, "
+                         "latest_year)",
+                         field="TARGET_INFO_SESSION_START_TIME.utcEpochNs", row=1)
+    return int(row[0])
 
 
 def _activities(
@@ -396,8 +405,13 @@ def _activities(
             cat = np.full(len(f), "gpu_memset", dtype=object)
             graph = np.zeros(len(f), dtype=bool)
             nbytes = pd.to_numeric(f["bytes"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        gpid = pd.to_numeric(f["globalPid"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        no_pid = ~((gpid >= 0) & (gpid < 2.0**63))  # NULL, text or out of range: no process to give it to
+        book.reject(no_pid, f"{table}.globalPid", "globalPid is NULL or not a process id: the activity "
+                                                  "belongs to no process (no rank is made up for it)")
         keep = book.close(ledger)
-        pid = pd.to_numeric(f["globalPid"], errors="coerce").fillna(0).to_numpy(dtype=np.int64) // _PID_SHIFT
+        numeric = pd.to_numeric(f["globalPid"], errors="coerce")
+        pid = numeric.where(~no_pid, 0).fillna(0).to_numpy(dtype=np.int64) // _PID_SHIFT
         parts.append(
             pd.DataFrame(
                 {
@@ -747,7 +761,7 @@ def _read_file(path: Path, position: int, options: Mapping[str, Any], ledger: Le
     except InputError as exc:
         if exc.file is not None:
             raise
-        raise InputError(str(exc), file=file) from exc
+        raise InputError(exc.message, file=file, row=exc.row, field=exc.field) from exc
     except (sqlite3.DatabaseError, ValueError, TypeError, OverflowError) as exc:
         # a damaged database can break any query: one line naming the file, never a traceback
         raise InputError(f"the SQLite database cannot be read ({exc})", file=file) from exc

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, load_json, read_text, time_range
+from fleetlib._io import as_paths, current_limits, excerpt, load_json, read_text, time_range
 from fleetlib.quality import DomainError, InputError, Ledger, check_nonnegative
 from fleetlib.runtime.readers._common import (
     NS_PER_S,
@@ -315,10 +315,64 @@ def _timing_points(recs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _gbs(recs: pd.DataFrame) -> float:
-    hit = recs.loc[recs["key"] == "global_batch_size", "value"]
-    v = _number(hit.iloc[0]) if not hit.empty else math.nan
-    return v if v > 0 else math.nan
+#: The most samples one global batch may hold (2**40): a count beyond it is no batch size but a
+#: damaged number, and it would size the step series.
+MAX_BATCH_SAMPLES = 2**40
+
+
+def _gbs(p: MllogParse, recs: pd.DataFrame) -> float:
+    """Return the log's ``global_batch_size``: a whole number in [1, 2**40], else NaN (its row rejected)."""
+    hit = recs.loc[recs["key"] == "global_batch_size", ["value", "_row"]]
+    if hit.empty:
+        return math.nan
+    raw = hit["value"].iloc[0]
+    v = _number(raw)
+    if v >= 1 and v <= MAX_BATCH_SAMPLES and v == math.floor(v):
+        return v
+    p.books[p.file].reject_rows([int(hit["_row"].iloc[0])], "global_batch_size",
+                                f"global_batch_size must be a whole number of samples in [1, 2**40]; "
+                                f"got {excerpt(raw)}: steps inferred from the logged step times instead")
+    return math.nan
+
+
+def _count(x: Any) -> np.ndarray:
+    """Round step counts to int64, clipped to +-2**62: an impossible count is checked, never wrapped."""
+    x = np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0, posinf=2.0**62, neginf=-2.0**62)
+    return np.rint(np.clip(x, -2.0**62, 2.0**62)).astype(np.int64)
+
+
+#: The shortest step a log can describe: a step count that would make a step shorter is no count.
+MIN_STEP_NS = 1_000
+
+
+def _check_step_counts(p: MllogParse, seg_s: np.ndarray, seg_e: np.ndarray, seg_n: np.ndarray,
+                       seg_first: np.ndarray, seg_row: np.ndarray) -> None:
+    """Refuse step counts the log's own times cannot hold, before any step is allocated.
+
+    A segment holds at most one step per microsecond of its length (:data:`MIN_STEP_NS`), and a log
+    at most ``max_steps`` steps (:class:`fleetlib._io.Limits`): a count field of 8e15 or a batch size
+    of 1e-300 would otherwise size the step series.
+
+    Raises
+    ------
+    InputError
+        Naming the file, the row whose count is impossible, the field and the count.
+    """
+    length = (seg_e - seg_s).astype(np.float64)
+    bad = (seg_n < 1) | (seg_n > np.maximum(length / MIN_STEP_NS, 1)) | (seg_first < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{int(seg_n[i]):,} step(s) from step {int(seg_first[i]):,} in "
+                         f"{length[i] / NS_PER_S:g} s: "
+                         f"a count the log's times cannot hold (at most one step per "
+                         f"{MIN_STEP_NS:,} ns)", file=p.file, row=int(seg_row[i]), field="steps")
+    limit = current_limits().max_steps
+    total = np.cumsum(seg_n.astype(np.float64))
+    if total.size and total[-1] > limit:
+        i = int(np.searchsorted(total, limit, side="right"))
+        raise InputError(f"the step series reaches {int(total[-1]):,} steps, more than the {limit:,} allowed "
+                         "(limit max_steps; raise it with --limit max_steps=N)", file=p.file,
+                         row=int(seg_row[i]), field="steps")
 
 
 def _split_segments(seg_s: np.ndarray, seg_e: np.ndarray, seg_n: np.ndarray, seg_first: np.ndarray,
@@ -347,7 +401,7 @@ def _step_series(p: MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, Ste
     b_s, b_e = utc_ns(blocks["start"]), utc_ns(blocks["end"])
     nb = len(blocks)
     pts = _timing_points(recs)
-    gbs = _gbs(recs)
+    gbs = _gbs(p, recs)
     if not pts.empty:
         bad = ~(pts["value"].to_numpy() > 0)
         if bad.any():
@@ -390,6 +444,7 @@ def _step_series(p: MllogParse, blocks: pd.DataFrame) -> tuple[pd.DataFrame, Ste
         segs, logged = _series_segments(p, pts, t_ns, blk, b_s, b_e, block_rows, gbs)
     else:
         segs, logged = _block_segments(p, pts, blk, b_s, b_e, block_rows, gbs, dialect)
+    _check_step_counts(p, *segs)
     cut = _split_segments(*segs)
     n = cut["start"].size
     steps = pd.DataFrame({
@@ -450,7 +505,7 @@ def _block_segments(p: MllogParse, pts: pd.DataFrame, blk: np.ndarray, b_s: np.n
                         + f": {int(g)} step(s) of the logged step time taken"
                         for b, s, g, h in zip(np.flatnonzero(inferred), samples[inferred], guess[inferred],
                                               has[inferred], strict=True)])
-    n_steps = np.where(whole, np.rint(n), guess).astype(np.int64)
+    n_steps = _count(np.where(whole, n, guess))
     firsts = np.r_[0, np.cumsum(n_steps)[:-1]].astype(np.int64)
     return (b_s, b_e, n_steps, firsts, rows), logged[np.isfinite(logged)]
 
@@ -494,20 +549,20 @@ def _series_segments(p: MllogParse, pts: pd.DataFrame, t_ns: np.ndarray, blk: np
     rows = pts["_row"].to_numpy(dtype=np.int64)
     # inner segments: (previous point, point] of one block
     inner_s, inner_e = t_ns[:-1][same[1:]], t_ns[1:][same[1:]]
-    inner_n = np.rint(np.diff(idx)[same[1:]]).astype(np.int64)
-    inner_first = np.rint(idx[:-1][same[1:]]).astype(np.int64)
+    inner_n = _count(np.diff(idx)[same[1:]])
+    inner_first = _count(idx[:-1][same[1:]])
     inner_row = rows[1:][same[1:]]
     # each block's head (block start -> its first point) and tail (last point -> block end), counted in
     # the logged step time of the point next to them (flagged as inferred); one shorter than half a
     # step holds no step and is added to the segment next to it, so that the steps still tile the block
     head_i = np.flatnonzero(~same)
     tail_i = np.r_[head_i[1:] - 1, len(pts) - 1] if len(pts) else head_i
-    heads_n = np.rint((t_ns[head_i] - b_s[blk[head_i]]) / NS_PER_S / logged[head_i]).astype(np.int64)
-    tails_n = np.rint((b_e[blk[tail_i]] - t_ns[tail_i]) / NS_PER_S / logged[tail_i]).astype(np.int64)
+    heads_n = _count((t_ns[head_i] - b_s[blk[head_i]]) / NS_PER_S / logged[head_i])
+    tails_n = _count((b_e[blk[tail_i]] - t_ns[tail_i]) / NS_PER_S / logged[tail_i])
     segs = [(b_s[blk[head_i]], t_ns[head_i], heads_n, np.maximum(np.rint(idx[head_i]) - heads_n, 0),
              rows[head_i], blk[head_i]),
             (inner_s, inner_e, inner_n, inner_first, inner_row, blk[1:][same[1:]]),
-            (t_ns[tail_i], b_e[blk[tail_i]], tails_n, np.rint(idx[tail_i]), rows[tail_i], blk[tail_i])]
+            (t_ns[tail_i], b_e[blk[tail_i]], tails_n, _count(idx[tail_i]), rows[tail_i], blk[tail_i])]
     s_, e_, n_, f_, r_, b_ = (np.concatenate([np.asarray(g[k]) for g in segs]) for k in range(6))
     o = np.lexsort((s_, b_))
     s_, e_, n_, f_, r_, b_ = s_[o], e_[o], n_[o], f_[o].astype(np.int64), r_[o], b_[o]

@@ -37,6 +37,21 @@ _OPENB_NODE_REQUIRED = ("sn", "gpu", "model")
 _OPENB_PHASES = frozenset({"Pending", "Running", "Succeeded", "Failed", "Unknown"})
 
 
+#: The largest GPU count one pod or node may name (2**24 - 1): beyond it a count is a damaged number
+#: (2**63 would wrap to -9223372036854775808 once stored as int64).
+MAX_COUNT = 2**24 - 1
+
+
+def _reject_beyond(book: ReadBook, file: str, rows: np.ndarray, value: pd.Series, col: str, most: int,
+                   alive: np.ndarray) -> np.ndarray:
+    """Reject the live rows whose ``col`` is above ``most``, naming the value; return their mask."""
+    beyond = (value > most).to_numpy() & alive
+    if beyond.any():
+        book.reject(file, rows[beyond], col, [f"{col} {v:.6g} is more than {most:,} (a damaged number, not a "
+                                              "count)" for v in value.to_numpy()[beyond]])
+    return beyond
+
+
 def read(
     paths: str | PathLike[str] | Iterable[str | PathLike[str]],
     *,
@@ -120,6 +135,8 @@ def _openb_pods(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
         ).to_numpy() & alive
         book.reject(file, rows[bad], c, "not a non-negative number")
         alive &= ~bad
+    for c, v, most in (("num_gpu", ngpu, MAX_COUNT), ("gpu_milli", milli, 1000 * MAX_COUNT)):
+        alive &= ~_reject_beyond(book, file, rows, v, c, most, alive)
     dup = raw["name"].duplicated(keep="first").to_numpy() & alive
     book.reject(file, rows[dup], "name", "duplicate pod name")
     alive &= ~dup
@@ -192,6 +209,7 @@ def _openb_nodes(path: Path, text: str, book: ReadBook) -> pd.DataFrame:
     bad = (gpu.isna() | (gpu < 0) | (gpu != np.round(gpu))).to_numpy()
     book.reject(file, rows[bad], "gpu", "not a non-negative whole number of GPUs")
     alive &= ~bad
+    alive &= ~_reject_beyond(book, file, rows, gpu, "gpu", MAX_COUNT, alive)
     dup = raw["sn"].duplicated(keep="first").to_numpy() & alive
     book.reject(file, rows[dup], "sn", "duplicate node")
     alive &= ~dup

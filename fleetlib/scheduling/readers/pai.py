@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import as_paths, read_text, time_range
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -174,6 +174,10 @@ def _table(path: Path, book: ReadBook) -> tuple[str, pd.DataFrame, np.ndarray]:
     return kind, raw.apply(lambda c: c.str.strip()), line_no[~wrong]
 
 
+#: The largest instance or GPU count a task may name (2**24 - 1): beyond it a count is a damaged number.
+MAX_COUNT = 2**24 - 1
+
+
 class _Part:
     """One PAI table with its file, row numbers and alive mask, and vectorised reject/flag helpers."""
 
@@ -205,10 +209,29 @@ class _Part:
         return f"{self.file} line {int(self.rows[pos])}"
 
 
+def _reject_beyond(part: _Part, value: pd.Series, col: str, most: float) -> None:
+    """Reject the rows whose ``col`` is larger than ``most`` (a count no task holds), naming the value."""
+    beyond = (value > most).to_numpy()
+    if beyond.any():
+        why = np.full(len(value), "", dtype=object)
+        why[beyond] = [f"{col} {v:.6g} is more than {most:,} (a damaged number, not a count)"
+                       for v in value.to_numpy()[beyond]]
+        part.reject(beyond, col, why)
+
+
 def _times(part: _Part, what: str) -> tuple[pd.Series, pd.Series]:
     """Check start/end seconds of a table; return them (NaN where blank)."""
     start, _, s_bad = part.num("start_time")
     end, _, e_bad = part.num("end_time")
+    latest = time_range()[1]
+    latest_s = latest.value // 10**9
+    for col, value in (("start_time", start), ("end_time", end)):
+        beyond = ~(value.abs() < latest_s).to_numpy() & value.notna().to_numpy()  # 1e20, inf: never a time
+        if beyond.any():
+            why = np.full(len(value), "", dtype=object)
+            why[beyond] = [f"{col} {v:.6g} s is not a Unix time before {latest:%Y-%m-%d} (limit latest_year; "
+                           f"{what})" for v in value.to_numpy()[beyond]]
+            part.reject(beyond, col, why)
     part.reject(
         s_bad | (start < 0).to_numpy(),
         "start_time",
@@ -358,8 +381,10 @@ def _check_tasks(part: _Part, jobs: pd.DataFrame) -> pd.DataFrame:
         "inst_num",
         "inst_num is not a positive whole number",
     )
+    _reject_beyond(part, inst, "inst_num", MAX_COUNT)
     gpu, gpu_blank, gpu_bad = part.num("plan_gpu")
     part.reject(gpu_bad | (gpu < 0).to_numpy(), "plan_gpu", "plan_gpu is not a non-negative per cent")
+    _reject_beyond(part, gpu, "plan_gpu", 100 * MAX_COUNT)
     part.book.repair(
         part.file, part.rows[gpu_blank & part.alive], "plan_gpu", "plan_gpu blank: no GPU requested"
     )
@@ -568,7 +593,7 @@ def _pai_table(
     src = np.where(fi, "instance", "task (no instance rows)")
     msg = (
         "gang completion taken as the last launch of its "
-        + pd.Series(exp.astype(int)).astype(str)
+        + pd.Series(np.where(np.isfinite(exp), exp, 0).astype(np.int64)).astype(str)
         + " GPU instance(s), from the "
         + pd.Series(src, dtype=str)
         + " table; "

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import zoneinfo
 from collections.abc import Callable, Iterable
 from os import PathLike
 from pathlib import Path
@@ -38,9 +39,11 @@ from fleetlib._io import (
     as_paths,
     check_whole_text,
     collector_paused,
+    current_limits,
     json_depth_rows,
     nesting_message,
     read_text,
+    time_range,
 )
 from fleetlib.localtime import AMBIGUOUS_RULE, localize
 from fleetlib.quality import DomainError, InputError, Ledger
@@ -109,6 +112,16 @@ def _load(path: Path, book: ReadBook) -> tuple[list[object], np.ndarray]:
     return jobs, rows
 
 
+def _bad_time(text: str) -> str:
+    """Why a time text was not read: not a time in the format, or a time outside the plausible range."""
+    when = pd.to_datetime(text, format=_TIME_FORMAT, errors="coerce")
+    if pd.isna(when):
+        return f"{text!r} is not a time {_TIME_FORMAT!r}"
+    lim = current_limits()
+    return (f"{text!r} is outside the plausible range [{lim.earliest_year}-01-01, {lim.latest_year}-01-01) "
+            "(limits earliest_year, latest_year)")
+
+
 def _text(values: list[object]) -> pd.Series:
     return pd.Series(["" if v is None else str(v).strip() for v in values], dtype=object)
 
@@ -121,10 +134,13 @@ def _local_times(text: pd.Series, tz: str, field: str) -> tuple[pd.Series, np.nd
     """
     missing = text.str.lower().isin(_MISSING).to_numpy()
     local = pd.to_datetime(text.where(~missing, None), format=_TIME_FORMAT, errors="coerce")
+    lo, hi = (t.tz_localize(None) for t in time_range())
+    local = local.where((local >= lo) & (local < hi))  # year 2300 would overflow in tz
     try:
-        placed = localize(local, tz)
-    except Exception as exc:  # an unknown zone name
+        zoneinfo.ZoneInfo(tz)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError) as exc:
         raise DomainError(f"tz must be an IANA zone name such as 'America/Los_Angeles'; got {tz!r}") from exc
+    placed = localize(local, tz)
     utc = placed.utc.astype(TIME_DTYPE)
     fixed, reasons = placed.repairs(field, text.to_numpy())
     why = np.full(len(text), "", dtype=object)
@@ -144,7 +160,7 @@ def _attempt_frame(jobs: list[object], rows: np.ndarray, tz: str) -> pd.DataFram
         {
             "row": np.repeat(rows, counts),
             "index": np.concatenate([np.arange(c) for c in counts]) if counts.size else np.zeros(0, int),
-            "is_object": [isinstance(a, dict) for a in flat],
+            "is_object": np.asarray([isinstance(a, dict) for a in flat], dtype=bool),
             "gpus": np.asarray(gpus, dtype=np.int64),
             "servers": np.asarray([len(det) for det in details], dtype=np.int64),
         }
@@ -256,7 +272,7 @@ def _philly_file(
     submit, sub_missing, sub_bad, sub_dst, sub_why = _local_times(sub_text, tz, "submitted_time")
     reject(sub_missing, "submitted_time", "submitted_time missing")
     reject(sub_bad, "submitted_time", _texts(sub_bad, lambda i: [
-        f"submitted_time {t!r} is not a time {_TIME_FORMAT!r}" for t in sub_text.to_numpy()[i]]))
+        f"submitted_time {_bad_time(t)}" for t in sub_text.to_numpy()[i]]))
     book.repair(file, rows[sub_dst], "submitted_time", sub_why[sub_dst])
     has_list = np.array([isinstance(o, dict) and isinstance(o.get("attempts"), list) for o in jobs])
     reject(~has_list, "attempts", "attempts missing or not a list")
@@ -271,7 +287,7 @@ def _philly_file(
         m = att[f"{col}_bad"].to_numpy()
         raw = att[f"{col}_text"].to_numpy()
         _reject_by_attempt(reject, n, pos, m, col, lambda i, col=col, raw=raw: [
-            f"attempts[{k}].{col} {t!r} is not a time {_TIME_FORMAT!r}" for k, t in zip(number[i], raw[i],
+            f"attempts[{k}].{col} {_bad_time(t)}" for k, t in zip(number[i], raw[i],
                                                                                         strict=True)])
         dst = att[f"{col}_dst"].to_numpy()
         book.repair(file, att["row"].to_numpy()[dst], col, np.array(

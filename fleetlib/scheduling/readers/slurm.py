@@ -280,9 +280,14 @@ def _tres_gpus(tres: pd.Series) -> pd.Series:
     plain = pd.to_numeric(s.str.extract(r"(?:^|,)gres/gpu=(\d+)", expand=False), errors="coerce")
     typed = s.str.extractall(r"(?:^|,)gres/gpu:[^=,]+=(\d+)")
     if len(typed):
-        typed_sum = typed[0].astype("int64").groupby(level=0).sum().reindex(s.index)
+        # floats: a count beyond int64 is a large number (refused by its row), never an OverflowError
+        typed_sum = pd.to_numeric(typed[0]).astype("float64").groupby(level=0).sum().reindex(s.index)
         plain = plain.fillna(typed_sum)
     return plain.astype("float64")
+
+
+#: The most GPUs one node's GRES may name (2**24 - 1, the largest count the project reads anywhere).
+MAX_NODE_GPUS = 2**24 - 1
 
 
 def _gres_gpus(gres: pd.Series) -> pd.Series:
@@ -291,7 +296,8 @@ def _gres_gpus(gres: pd.Series) -> pd.Series:
     found = s.str.extractall(r"(?:^|,)gpu(?::[^:,]+)?:(\d+)")
     if found.empty:
         return pd.Series(0.0, index=s.index)
-    return found[0].astype("int64").groupby(level=0).sum().reindex(s.index).fillna(0).astype(float)
+    counts = pd.to_numeric(found[0]).astype("float64")  # beyond int64: a float, rejected by its row
+    return counts.groupby(level=0).sum().reindex(s.index).fillna(0.0)
 
 
 def _sniff_slurm(header: str) -> str | None:
@@ -715,8 +721,13 @@ def _slurm_nodes(parts: list[pd.DataFrame], book: ReadBook) -> pd.DataFrame:
         part_col, gres_col = lower["partition"], lower["gres"]
         gpus = _gres_gpus(frame[gres_col])
         rows = frame["_line"].to_numpy()
-        no_gpu = ~(gpus > 0).to_numpy()
-        book.reject(file, rows[no_gpu], gres_col, "node has no GPUs in GRES: not GPU capacity")
+        too_many = (gpus > MAX_NODE_GPUS).to_numpy()
+        for line, g in zip(rows[too_many], gpus[too_many], strict=True):
+            book.reject(file, line, gres_col, f"{g:.6g} GPUs on one node: more than {MAX_NODE_GPUS:,}, no "
+                                              "node count")
+        none = ~(gpus > 0).to_numpy()
+        book.reject(file, rows[none], gres_col, "node has no GPUs in GRES: not GPU capacity")
+        no_gpu = none | too_many
         expanded, bad_rows = [], []
         for line, expr, part, g in zip(
             rows[~no_gpu], frame[node_col][~no_gpu], frame[part_col][~no_gpu], gpus[~no_gpu], strict=True

@@ -1,0 +1,82 @@
+"""Issue 30 item 3: no value in the data sizes an allocation unchecked (hostile inputs built here)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetlib._io import gunzip, read_bytes, using_limits
+from fleetlib.program import synth_step_traces
+from fleetlib.quality import DomainError, InputError
+from fleetlib.runtime import READERS as RUNTIME
+from fleetlib.runtime.synth import synth_timeline
+
+ROOT = Path(__file__).resolve().parents[2]
+MLPERF = ROOT / "data/timelines/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt"
+
+
+def _mlperf_with(tmp_path: Path, key: str, field: str, value: str) -> Path:
+    """The bundled MLPerf log, ``field`` of its first ``key`` record (or its metadata) set to ``value``."""
+    lines = MLPERF.read_text().split("\n")
+    for i, line in enumerate(lines):
+        if f'"key": "{key}"' in line:
+            head, doc = line.split("MLLOG ", 1)
+            rec = json.loads(doc)
+            if field == "value":
+                rec["value"] = "@@"
+            else:
+                rec["metadata"][field] = "@@"
+            lines[i] = head + "MLLOG " + json.dumps(rec).replace('"@@"', value)
+            break
+    out = tmp_path / "result_0.txt"
+    out.write_text("\n".join(lines))
+    return out
+
+
+def test_an_mlperf_count_of_8e15_is_refused_naming_file_row_and_field_before_any_step_is_made(tmp_path):
+    path = _mlperf_with(tmp_path, "tracked_stats", "step", "8e15")
+    with pytest.raises(InputError) as info:
+        RUNTIME["mlperf"].read([path])
+    assert info.value.file == str(path) and info.value.row == 23 and info.value.field == "steps"
+    assert "1,000,000,000,000,000 step(s)" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["1e-300", "0.5", "-1", "1e300", "NaN"])
+def test_an_mlperf_global_batch_size_that_is_no_count_is_rejected_by_row_not_a_traceback(tmp_path, value):
+    path = _mlperf_with(tmp_path, "global_batch_size", "value", value)
+    tables, ledger = RUNTIME["mlperf"].read([path])
+    rejected = [(e.row, e.field) for e in ledger.entries if e.action == "rejected"]
+    assert (9, "global_batch_size" if value != "NaN" else None) in rejected  # NaN: refused by the JSON parser
+    assert ledger.balanced() and len(tables["steps"]) > 0
+
+
+def test_a_synthetic_step_count_of_10_to_the_12_is_refused_by_its_limit():
+    with pytest.raises(DomainError, match=r"n_steps 1,000,000,000,000 is more than the 10,000,000 steps "
+                                          r"allowed \(limit max_steps"):
+        synth_timeline(10**12, seed=0)
+    with pytest.raises(DomainError, match="limit max_steps"):
+        synth_step_traces(Path("/nonexistent"), ranks=10**6, steps=10**6)
+
+
+def test_a_small_gzip_of_many_newlines_is_refused_by_its_inflation_not_read(tmp_path):
+    bomb = tmp_path / "steps.csv.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * 80 * 1024**2, 9))  # ~80 KB stored, 80 MiB inflated
+    with pytest.raises(InputError, match=r"decompresses to more than 200 times its [\d,]+ stored bytes "
+                                         r"\(limit max_inflation"):
+        read_bytes(bomb)
+    with using_limits(max_inflation=2000):
+        assert len(read_bytes(bomb)) == 80 * 1024**2
+
+
+def test_a_lying_gzip_trailer_sizes_nothing():
+    body = gzip.compress(b"a,b\n" * 100_000)
+    forged = body[:-4] + (2**32 - 1).to_bytes(4, "little")  # ISIZE says 4 GiB
+    with pytest.raises(InputError, match="truncated or corrupt gzip stream"):
+        gunzip(forged, "forged.csv.gz")  # the CRC/length check fails; nothing was sized from the trailer
+    truncated = body[: len(body) // 2]
+    with pytest.raises(InputError, match="truncated or corrupt gzip stream"):
+        gunzip(truncated, "truncated.csv.gz")
+    assert gunzip(body, "good.csv.gz") == b"a,b\n" * 100_000
