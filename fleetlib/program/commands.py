@@ -164,7 +164,8 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         More communication-kernel name patterns (regular expressions, searched case-insensitively),
         added to :data:`fleetlib.program.classify.DEFAULT_COMM_PATTERNS` (``--comm-pattern``).
     memory
-        Also read the Kineto ``[memory]`` events (``--memory``; a second pass over the JSON files):
+        Also read the Kineto ``[memory]`` events and the nsys ``CUDA_GPU_MEMORY_USAGE_EVENTS``
+        table (``--memory``; a second pass over the files):
         the result gains ``memory`` (per rank: peak allocated, churn; and the events' ledger) and
         the two memory patterns of the triage become observable.
     scheduler
@@ -231,8 +232,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     if memory:
         from fleetlib.program.memory import memory_by_rank, memory_by_step, read_memory_events
 
-        json_files = [f for f in files if not f.name.lower().endswith((".sqlite", ".sqlite.gz"))]
-        events, mem_ledger = read_memory_events(json_files)
+        events, mem_ledger = read_memory_events(files)  # nsys exports: their CUDA memory table
         memory_out = {"ranks": memory_by_rank(memory_by_step(events, measured.traces.steps)),
                       "ledger": _ledger_dict(mem_ledger)}
     diagnosis = measured.findings(memory=events).to_dict()
@@ -657,7 +657,8 @@ def register(subparsers: Any, synth_subparsers: Any,
                         "RCCL, DeepEP, NVSHMEM, custom all-reduce ...); repeat for more. Kernel metadata "
                         "(Collective name args, NCCL NVTX ranges) still wins over names")
     p.add_argument("--memory", action="store_true",
-                   help="also read the traces' [memory] events: per-rank peak allocated and allocation "
+                   help="also read the traces' [memory] events (nsys: CUDA_GPU_MEMORY_USAGE_EVENTS):"
+                        " per-rank peak allocated and allocation "
                         "churn, and the two memory patterns of the triage")
     add_json(p)
     p.set_defaults(func=_cmd_program, render=render_program)

@@ -16,19 +16,27 @@ without a numeric ``Bytes`` or ``ts`` is rejected naming file, event and field);
     (buffers recreated rather than reused): how many and how many bytes.
 
 Only device memory (``Device Type`` other than 0, the CPU) is counted.
+
+Nsight Systems SQLite exports among the paths (told by their bytes) are read through
+:func:`fleetlib.program.readers.nsys.read_memory_usage` into the same table: their
+``CUDA_GPU_MEMORY_USAGE_EVENTS`` rows, with ``total_allocated`` the running sum of the captured
+allocations and frees (nsys records no allocator total).
 """
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable
 from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, load_json, read_bytes
+from fleetlib._io import GZIP_MAGIC, as_paths, load_json, read_bytes
 from fleetlib.program.breakdown import require_table_columns
+from fleetlib.program.readers.nsys import SQLITE_MAGIC, read_memory_usage
 from fleetlib.quality import Ledger
 
 __all__ = ["DEFAULT_LARGE_BYTES", "MEMORY_COLUMNS", "MEMORY_STEP_COLUMNS", "memory_by_rank", "memory_by_step",
@@ -63,7 +71,8 @@ def read_memory_events(paths: str | PathLike[str] | Iterable[str | PathLike[str]
     ----------
     paths
         Trace files (``.json`` or ``.json.gz``).  The rank is the file's ``distributedInfo.rank``,
-        else its position in ``paths``.
+        else its position in ``paths``.  Nsight Systems SQLite exports (plain or gzipped) are read
+        by :func:`fleetlib.program.readers.nsys.read_memory_usage` (ranks as ``read_nsys`` gives them).
 
     Returns
     -------
@@ -78,7 +87,9 @@ def read_memory_events(paths: str | PathLike[str] | Iterable[str | PathLike[str]
     """
     ledger = Ledger()
     rows: list[tuple[Any, ...]] = []
-    for i, path in enumerate(as_paths(paths)):
+    files = as_paths(paths)
+    exports = [p for p in files if _is_sqlite(p)]
+    for i, path in enumerate(p for p in files if p not in exports):
         doc = load_json(read_bytes(path), file=str(path))
         events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
         dist = doc.get("distributedInfo") if isinstance(doc, dict) else None
@@ -98,7 +109,24 @@ def read_memory_events(paths: str | PathLike[str] | Iterable[str | PathLike[str]
             rows.append((rank, ts, size, *extra))
     table = pd.DataFrame(rows, columns=list(MEMORY_COLUMNS))
     table = table.astype({"rank": "int64", "ts_us": "float64", "bytes": "float64"})
+    if exports:
+        nsys_table, nsys_ledger = read_memory_usage(exports)
+        ledger.extend(nsys_ledger)
+        table = nsys_table if table.empty else pd.concat([table, nsys_table], ignore_index=True)
     return table.sort_values(["rank", "ts_us"], kind="stable").reset_index(drop=True), ledger
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether the (possibly gzipped) bytes of ``path`` open an SQLite database."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head.startswith(GZIP_MAGIC):
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(16)
+    except (OSError, EOFError):  # unreadable: the JSON path names the file
+        return False
+    return head.startswith(SQLITE_MAGIC)
 
 
 def memory_by_step(memory: pd.DataFrame, steps: pd.DataFrame, *,

@@ -324,6 +324,11 @@ NSYS_SCHEMA: dict[str, str] = {
     "TARGET_INFO_CUDA_DEVICE": "gpuId INTEGER NOT NULL, cudaId INTEGER NOT NULL, pid INTEGER, uuid TEXT, "
     "numMultiprocessors INTEGER",
     "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT",
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": (
+        "start INTEGER NOT NULL, globalPid INTEGER, deviceId INTEGER NOT NULL, contextId INTEGER, "
+        "address INTEGER NOT NULL, pc INTEGER, bytes INTEGER, memKind INTEGER NOT NULL, "
+        "memoryOperationType INTEGER, name TEXT, correlationId INTEGER, streamId INTEGER"
+    ),
 }
 
 _PID_SHIFT = 0x1000000
@@ -334,7 +339,7 @@ def nsys_global_tid(pid: int, tid: int) -> int:
     return int(pid) * _PID_SHIFT + int(tid)
 
 
-def _nsys_rows(kernels: Any, memcpys: Any, memsets: Any, runtime: Any, nvtx: Any,
+def _nsys_rows(kernels: Any, memcpys: Any, memsets: Any, runtime: Any, nvtx: Any, memory: Any,
                sid: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Rows of the activity and NVTX tables in :data:`NSYS_SCHEMA` column order (``sid`` interns text)."""
     gtid = nsys_global_tid
@@ -353,6 +358,10 @@ def _nsys_rows(kernels: Any, memcpys: Any, memsets: Any, runtime: Any, nvtx: Any
             (r["start"], r["end"], 1, gtid(r.get("pid", 1), r.get("tid", 1)), r.get("correlation"),
              sid(r["name"]), 0, None) for r in runtime],
         "NVTX_EVENTS": [],
+        "CUDA_GPU_MEMORY_USAGE_EVENTS": [
+            (m["start"], m.get("global_pid", gtid(m.get("pid", 1), 0)), m.get("device", 0), 1,
+             m.get("address", 0), 0, m["bytes"], m.get("mem_kind", 2), m["op"], None, m.get("correlation"),
+             None) for m in memory],
     }
     domains: dict[str, int] = {}
     for e in nvtx:
@@ -376,6 +385,7 @@ def write_nsys_sqlite(
     memsets: list[dict[str, Any]] = (),  # type: ignore[assignment]
     runtime: list[dict[str, Any]] = (),
     nvtx: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    memory: list[dict[str, Any]] = (),  # type: ignore[assignment]
     gpus: list[dict[str, Any]] = (),
     session_start_ns: int | None = None,  # type: ignore[assignment]
     tables: tuple[str, ...] | None = None,
@@ -400,6 +410,11 @@ def write_nsys_sqlite(
         Dicts with ``start``, ``end``, ``text``, ``pid``, ``tid`` and optionally ``domain`` (a name:
         a domain-creation event is written for it) and ``registered`` (store the text through
         ``textId`` instead of ``text``).
+    memory
+        Rows of ``CUDA_GPU_MEMORY_USAGE_EVENTS``: dicts with ``start`` (ns), ``bytes``, ``op``
+        (``memoryOperationType``: 0 allocation, 1 free), ``pid`` and optionally ``address``,
+        ``device`` (0), ``mem_kind`` (2, device memory), ``correlation`` and ``global_pid`` (written
+        as given, e.g. None, in place of the one ``pid`` makes).
     gpus
         Dicts with ``id``, ``name`` and optionally ``cuda_id`` (default ``id``).
     session_start_ns
@@ -427,7 +442,7 @@ def write_nsys_sqlite(
     try:
         for name in wanted:
             con.execute(f"CREATE TABLE {name} ({NSYS_SCHEMA[name]})")
-        rows = _nsys_rows(kernels, memcpys, memsets, runtime, nvtx, sid)
+        rows = _nsys_rows(kernels, memcpys, memsets, runtime, nvtx, memory, sid)
         for name, table_rows in rows.items():
             if table_rows and name in wanted:
                 marks = ", ".join("?" * len(table_rows[0]))

@@ -13,7 +13,7 @@ import pytest
 
 from fleetlib.program import synth_triage_tables
 from fleetlib.program.commands import run_program
-from fleetlib.program.memory import memory_by_rank, memory_by_step, read_memory_events
+from fleetlib.program.memory import MEMORY_COLUMNS, memory_by_rank, memory_by_step, read_memory_events
 
 MIB = 2**20
 
@@ -81,3 +81,71 @@ def test_cli_reports_memory_of_the_traces():
     res = run_program([dlrm], memory=True, cache=False)
     assert res["memory"]["ledger"]["read"] == 0                           # the sample has no [memory] events
     assert set(res["not_observable"]) == {"large_memory_spikes", "repeated_large_allocations"}
+
+
+# --- Nsight Systems: the CUDA_GPU_MEMORY_USAGE_EVENTS table --------------------------------------
+
+MS = 1_000_000  # ns
+
+
+def _nsys_rank(path, rank_pid, memory, tables=None):
+    from fleetlib.program import write_nsys_sqlite
+
+    kernels = [{"start": s * 10 * MS + MS // 2, "end": s * 10 * MS + 9 * MS, "name": "void gemm_kernel()",
+                "stream": 7, "correlation": s + 1, "pid": rank_pid} for s in range(2)]
+    nvtx = [{"start": s * 10 * MS, "end": (s + 1) * 10 * MS, "text": f"ProfilerStep#{s}", "pid": rank_pid,
+             "tid": 1} for s in range(2)]
+    return write_nsys_sqlite(path, kernels=kernels, nvtx=nvtx, memory=memory,
+                             gpus=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], tables=tables)
+
+
+@pytest.fixture
+def nsys_exports(tmp_path):
+    big, buf = 1024 * MIB, 256 * MIB
+    r0 = [{"start": MS, "bytes": big, "op": 0, "address": 1, "pid": 10}]      # held across both steps
+    for s in range(2):                                                         # three 256 MiB per step
+        for k in range(3):
+            t = s * 10 * MS + (2 + 2 * k) * MS
+            r0 += [{"start": t, "bytes": buf, "op": 0, "address": 2, "pid": 10},
+                   {"start": t + MS, "bytes": buf, "op": 1, "address": 2, "pid": 10}]
+    r0.append({"start": 3 * MS, "bytes": 8, "op": 5, "address": 3, "pid": 10})     # unknown operation
+    r1 = [{"start": MS, "bytes": 2 * big, "op": 0, "address": 1, "pid": 20},
+          {"start": 2 * MS, "bytes": buf, "op": 0, "address": 9, "pid": 20, "mem_kind": 1},  # pinned host
+          {"start": 3 * MS, "bytes": buf, "op": 0, "address": 9, "pid": 20, "global_pid": None}]
+    return [_nsys_rank(tmp_path / "rank0.sqlite", 10, r0), _nsys_rank(tmp_path / "rank1.sqlite", 20, r1)]
+
+
+def test_nsys_memory_table_is_read_and_ledgered(nsys_exports):
+    table, ledger = read_memory_events(nsys_exports)
+    assert (ledger.read, ledger.kept, ledger.rejected) == (17, 15, 2)
+    rejected = {(e.file.rsplit("/", 1)[-1], e.row, e.field) for e in ledger.entries}
+    assert rejected == {("rank0.sqlite", 14, "CUDA_GPU_MEMORY_USAGE_EVENTS.memoryOperationType"),
+                        ("rank1.sqlite", 3, "CUDA_GPU_MEMORY_USAGE_EVENTS.globalPid")}
+    r0 = table[table["rank"] == 0]
+    assert r0["ts_us"].tolist()[:3] == [1000.0, 2000.0, 3000.0]                # the kernel table's clock
+    assert r0["bytes"].tolist()[1:3] == [256 * MIB, -256 * MIB]                # a free is negative
+    assert table.loc[table["rank"] == 1, "device_type"].tolist() == [1.0, 0.0]
+
+
+def test_nsys_memory_peak_and_churn_by_hand(nsys_exports):
+    res = run_program(nsys_exports, memory=True, cache=False)
+    # by hand: rank 0 holds 1 GiB and at most one 256 MiB buffer at a time; three 256 MiB
+    # allocations in each of its two steps.  Rank 1: 2 GiB once (the pinned host buffer not counted).
+    assert res["memory"]["ranks"]["0"] == {"peak_allocated_bytes": float(1024 * MIB + 256 * MIB),
+                                           "churn_count": 6, "churn_bytes": float(6 * 256 * MIB), "steps": 2}
+    assert res["memory"]["ranks"]["1"] == {"peak_allocated_bytes": float(2048 * MIB), "churn_count": 0,
+                                           "churn_bytes": 0.0, "steps": 1}
+    assert res["memory"]["ledger"]["rejected"] == 2
+    fired = {f["pattern"]: f for f in res["findings"]}
+    assert {"large_memory_spikes", "repeated_large_allocations"} <= set(fired)
+    assert fired["repeated_large_allocations"]["ranks"] == [0]
+    assert not {"large_memory_spikes", "repeated_large_allocations"} & set(res["not_observable"])
+
+
+def test_nsys_export_without_the_table_adds_nothing(tmp_path):
+    from fleetlib.program import NSYS_SCHEMA
+
+    without = tuple(t for t in NSYS_SCHEMA if t != "CUDA_GPU_MEMORY_USAGE_EVENTS")
+    path = _nsys_rank(tmp_path / "rank0.sqlite", 10, [], tables=without)
+    table, ledger = read_memory_events([path])
+    assert table.empty and ledger.read == 0 and list(table.columns) == list(MEMORY_COLUMNS)

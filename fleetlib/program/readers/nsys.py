@@ -130,7 +130,7 @@ from fleetlib.program.readers.kineto import (
 from fleetlib.program.schema import table_dtypes
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 
-__all__ = ["SQLITE_MAGIC", "TABLES", "read", "read_nsys"]
+__all__ = ["MEMORY_TABLE", "SQLITE_MAGIC", "TABLES", "read", "read_memory_usage", "read_nsys"]
 
 PathLike = str | os.PathLike[str]
 
@@ -146,6 +146,10 @@ MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX_TABLE = "NVTX_EVENTS"
+#: The CUDA memory table ``nsys profile --cuda-memory-usage=true`` exports: one row per allocation or free.
+MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+#: ``memKind`` values of host memory (pageable, pinned): not device memory.
+_HOST_MEM_KINDS = (0, 1)
 _ACTIVITY_TABLES = (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
 #: NVTX event types (the schema reference's ENUM_NSYS_EVENT_TYPE): ranges and domain creation.
 NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
@@ -1100,6 +1104,105 @@ def read_nsys(
             field=KERNEL_TABLE,
         )
     return TraceSet(k_all, s_all, h_all, metadata, ledger, base, [], empty_ops())
+
+
+def read_memory_usage(paths: PathLike | Iterable[PathLike], *, ranks: Mapping[str | Path, int] | None = None,
+                      ) -> tuple[pd.DataFrame, Ledger]:
+    """Read the CUDA memory table (``CUDA_GPU_MEMORY_USAGE_EVENTS``) of Nsight Systems exports.
+
+    The exports are read once more as :func:`read_nsys` reads them (the activity tables decide the
+    ranks and the time base, so the events land on the kernel table's ranks and clock).  Each row
+    of the memory table is one allocation (``memoryOperationType`` 0) or free (1) of ``bytes`` at
+    ``address``; ``memKind`` 0 and 1 (pageable and pinned host memory) become ``device_type`` 0, every
+    other kind device memory.  nsys records no allocator total, so ``total_allocated`` is the running
+    sum of the signed sizes of the rank's device (or host) events, counted from zero at the first
+    event of the capture; ``total_reserved`` is unknown (NaN).
+
+    Parameters
+    ----------
+    paths
+        Export files, as for :func:`read_nsys`.
+    ranks
+        As for :func:`read_nsys`.
+
+    Returns
+    -------
+    tuple
+        The event table (:data:`fleetlib.program.memory.MEMORY_COLUMNS`, sorted by rank and time) and
+        the ledger of the memory table's rows: a row with no time, no size, an unknown operation or
+        no process of a rank is rejected naming file, row (the table's rowid) and field.  A file
+        without the table adds no rows.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_nsys`.
+    """
+    files = as_paths(paths)
+    opts = _options(None, None, "demangled", DEFAULT_MAX_EVENT_US)
+    mapping = {str(k): int(v) for k, v in (ranks or {}).items()}
+    reads = [_read_file(p, i, opts, Ledger()) for i, p in enumerate(files)]
+    _ranks_of(reads, mapping, Ledger())
+    base = min(rd["base_ns"] for rd in reads)
+    ledger = Ledger()
+    parts = []
+    for rd in reads:
+        file = str(rd["path"])
+        con = _connect(rd["path"])
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if MEMORY_TABLE not in tables:
+                continue
+            cols = set(_columns(con, MEMORY_TABLE))
+            want = ["start", "bytes", "memoryOperationType", "globalPid", "memKind", "deviceId", "address"]
+            sel = ", ".join(f'"{c}"' if c in cols else f'NULL AS "{c}"' for c in want)
+            f = pd.read_sql_query(f'SELECT rowid AS row_id, {sel} FROM "{MEMORY_TABLE}"', con)
+        except (sqlite3.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+            raise InputError(f"the SQLite database cannot be read ({exc})", file=file,
+                             field=MEMORY_TABLE) from exc
+        finally:
+            con.close()
+        num = {c: pd.to_numeric(f[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+               for c in want}
+        single = len(rd["ranks"]) == 1
+        gpid = np.where(np.isfinite(num["globalPid"]), num["globalPid"], 0).astype(np.int64)
+        pid = gpid // _PID_SHIFT % _PID_SHIFT
+        rank = np.array([rd["ranks"].get(int(p), -1) for p in pid], dtype=np.int64)
+        if single:
+            rank[:] = next(iter(rd["ranks"].values()))
+        checks = (("start", ~np.isfinite(num["start"]), "no numeric start time"),
+                  ("bytes", ~(num["bytes"] >= 0), "no numeric, non-negative size"),
+                  ("memoryOperationType", ~np.isin(num["memoryOperationType"], (0, 1)),
+                   "not 0 (allocation) or 1 (free)"),
+                  ("globalPid", ~np.isfinite(num["globalPid"]) | (rank < 0),
+                   "NULL or a process of no rank (no rank is made up for it)"))
+        bad = np.zeros(len(f), dtype=bool)
+        rows = f["row_id"].to_numpy(dtype=np.int64)
+        for field, mask, why in checks:
+            for i in np.flatnonzero(mask & ~bad):
+                value = f[field].iloc[i]
+                ledger.reject(file, int(rows[i]), f"{MEMORY_TABLE}.{field}", f"{why} (value {value!r})")
+            bad |= mask
+        ledger.read += len(f)
+        ledger.kept += int((~bad).sum())
+        ok = ~bad
+        size = num["bytes"][ok]
+        parts.append(pd.DataFrame({
+            "rank": rank[ok],
+            "ts_us": (num["start"][ok] + (rd["base_ns"] - base)) / 1000.0,
+            "bytes": np.where(num["memoryOperationType"][ok] == 1, -size, size),
+            "total_allocated": np.nan,
+            "total_reserved": np.nan,
+            "addr": num["address"][ok],
+            "device_type": np.where(np.isin(num["memKind"][ok], _HOST_MEM_KINDS), 0.0, 1.0),
+            "device_id": num["deviceId"][ok],
+        }))
+    cols = ["rank", "ts_us", "bytes", "total_allocated", "total_reserved", "addr", "device_type", "device_id"]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        {c: pd.Series(dtype="int64" if c == "rank" else "float64") for c in cols})
+    table = table.sort_values(["rank", "ts_us"], kind="stable").reset_index(drop=True)
+    table["total_allocated"] = table.groupby(["rank", "device_type"])["bytes"].cumsum().to_numpy(dtype=float)
+    return table[cols], ledger
 
 
 def read(
