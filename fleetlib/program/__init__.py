@@ -119,7 +119,6 @@ from fleetlib.program.measure import (
 )
 from fleetlib.program.memory import (
     DEFAULT_LARGE_BYTES,
-    MEMORY_COLUMNS,
     MEMORY_STEP_COLUMNS,
     memory_by_rank,
     memory_by_step,
@@ -189,6 +188,7 @@ from fleetlib.program.schema import (
     KERNEL_COLUMNS,
     KERNEL_EXTRA_COLUMNS,
     KINDS,
+    MEMORY_COLUMNS,
     OPS_COLUMNS,
     PARTITION_LABELS,
     PARTITION_PARTS,

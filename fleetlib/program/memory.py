@@ -37,14 +37,12 @@ import pandas as pd
 from fleetlib._io import GZIP_MAGIC, as_paths, load_json, read_bytes
 from fleetlib.program.breakdown import require_table_columns
 from fleetlib.program.readers.nsys import SQLITE_MAGIC, read_memory_usage
+from fleetlib.program.schema import MEMORY_COLUMNS
 from fleetlib.quality import Ledger
 
-__all__ = ["DEFAULT_LARGE_BYTES", "MEMORY_COLUMNS", "MEMORY_STEP_COLUMNS", "memory_by_rank", "memory_by_step",
+__all__ = ["DEFAULT_LARGE_BYTES", "MEMORY_STEP_COLUMNS", "memory_by_rank", "memory_by_step",
            "read_memory_events"]
 
-#: Columns of the memory-event table.
-MEMORY_COLUMNS: tuple[str, ...] = ("rank", "ts_us", "bytes", "total_allocated", "total_reserved", "addr",
-                                   "device_type", "device_id")
 
 #: Columns of :func:`memory_by_step`.
 MEMORY_STEP_COLUMNS: tuple[str, ...] = ("rank", "step", "events", "peak_allocated_bytes", "spike_bytes",

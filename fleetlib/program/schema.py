@@ -32,6 +32,7 @@ __all__ = [
     "KERNEL_COLUMNS",
     "KERNEL_EXTRA_COLUMNS",
     "KINDS",
+    "MEMORY_COLUMNS",
     "OPS_COLUMNS",
     "PARTITION_LABELS",
     "PARTITION_PARTS",
@@ -203,3 +204,9 @@ def require_columns(frame: pd.DataFrame, table: str | Iterable[str], what: str |
     missing = missing_columns(frame, table)
     if missing:
         raise DomainError(f"{what or table} lacks the columns {missing}")
+
+
+#: Columns of the memory-event table (Kineto ``[memory]`` events and the nsys
+#: ``CUDA_GPU_MEMORY_USAGE_EVENTS`` table alike; :mod:`fleetlib.program.memory`).
+MEMORY_COLUMNS: tuple[str, ...] = ("rank", "ts_us", "bytes", "total_allocated", "total_reserved", "addr",
+                                   "device_type", "device_id")

@@ -13,7 +13,8 @@ import pytest
 
 from fleetlib.program import synth_triage_tables
 from fleetlib.program.commands import run_program
-from fleetlib.program.memory import MEMORY_COLUMNS, memory_by_rank, memory_by_step, read_memory_events
+from fleetlib.program.memory import memory_by_rank, memory_by_step, read_memory_events
+from fleetlib.program.schema import MEMORY_COLUMNS
 
 MIB = 2**20
 

@@ -127,7 +127,7 @@ from fleetlib.program.readers.kineto import (
     rank_from_file_name,
     select_window,
 )
-from fleetlib.program.schema import table_dtypes
+from fleetlib.program.schema import MEMORY_COLUMNS, table_dtypes
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 
 __all__ = ["MEMORY_TABLE", "SQLITE_MAGIC", "TABLES", "read", "read_memory_usage", "read_nsys"]
@@ -1128,7 +1128,7 @@ def read_memory_usage(paths: PathLike | Iterable[PathLike], *, ranks: Mapping[st
     Returns
     -------
     tuple
-        The event table (:data:`fleetlib.program.memory.MEMORY_COLUMNS`, sorted by rank and time) and
+        The event table (:data:`fleetlib.program.schema.MEMORY_COLUMNS`, sorted by rank and time) and
         the ledger of the memory table's rows: a row with no time, no size, an unknown operation or
         no process of a rank is rejected naming file, row (the table's rowid) and field.  A file
         without the table adds no rows.
@@ -1197,7 +1197,7 @@ def read_memory_usage(paths: PathLike | Iterable[PathLike], *, ranks: Mapping[st
             "device_type": np.where(np.isin(num["memKind"][ok], _HOST_MEM_KINDS), 0.0, 1.0),
             "device_id": num["deviceId"][ok],
         }))
-    cols = ["rank", "ts_us", "bytes", "total_allocated", "total_reserved", "addr", "device_type", "device_id"]
+    cols = list(MEMORY_COLUMNS)
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         {c: pd.Series(dtype="int64" if c == "rank" else "float64") for c in cols})
     table = table.sort_values(["rank", "ts_us"], kind="stable").reset_index(drop=True)
