@@ -58,7 +58,7 @@ def test_parameters_are_typed_literals_matching_the_scenarios(nb):
 
 def test_thin_notebook(nb):
     assert defined_functions(nb) == []
-    assert sorted(figure_names(nb)) == ["fleet_by_window", "fleet_jobs", "fleet_waterfall"]
+    assert sorted(figure_names(nb)) == ["fleet_by_window", "fleet_jobs", "fleet_kernels", "fleet_waterfall"]
 
 
 def test_first_in_the_report_chain():
@@ -76,7 +76,7 @@ def test_notebook_prints_the_generators_truth(tmp_path):
     assert expected in text
     names = sorted(p.name for p in out.iterdir())
     assert names == ["fleet_by_window.png", "fleet_by_window.svg", "fleet_jobs.png", "fleet_jobs.svg",
-                     "fleet_waterfall.png", "fleet_waterfall.svg"]
+                     "fleet_kernels.png", "fleet_kernels.svg", "fleet_waterfall.png", "fleet_waterfall.svg"]
 
 
 @pytest.mark.notebook
