@@ -114,6 +114,7 @@ from fleetlib.program.iron_law import (
 from fleetlib.program.measure import (
     NO_CLOCK_LABEL,
     ProgramMeasurement,
+    device_ridge,
     measure,
     traced_window,
 )
@@ -333,6 +334,7 @@ __all__ = [
     "compute_fraction",
     "decode_floor",
     "decode_floor_s",
+    "device_ridge",
     "dispatch_to_floor_ratio",
     "equivalent_devices_at_peak",
     "expected_collectives",

@@ -58,7 +58,7 @@ from fleetlib.program.flops import (
     mfu,
     mfu_convention,
 )
-from fleetlib.program.roofline import kernel_roof
+from fleetlib.program.roofline import DEFAULT_RIDGE_FLOP_PER_BYTE, kernel_roof
 from fleetlib.program.schema import PARTITION_PARTS
 from fleetlib.quality import DomainError
 
@@ -232,7 +232,8 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                    collective_wait: pd.DataFrame | None = None,
                    dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
                    kind_layers: Mapping[str, str | None] | None = None,
-                   ops: pd.DataFrame | None = None) -> pd.DataFrame:
+                   ops: pd.DataFrame | None = None,
+                   ridge_flop_per_byte: float = DEFAULT_RIDGE_FLOP_PER_BYTE) -> pd.DataFrame:
     """Partition every rank's step wall time into compute, exposed comm, peer wait, copies, dispatch, idle.
 
     Each (rank, step) window is swept on its own; activities are clipped to the window by time
@@ -279,6 +280,9 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     ops
         Host ops with recorded shapes (``rank, external_id, name``): a compute kernel launched by a
         shaped matrix multiplication or convolution is on the compute roof (``memory_roof_us``).
+    ridge_flop_per_byte
+        The device's ridge point a shaped kernel's intensity is compared with
+        (:func:`~fleetlib.program.roofline.kernel_roof`; default the H100 SXM's dense BF16 one).
 
     Returns
     -------
@@ -326,7 +330,7 @@ def step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     if "roof" in kernels.columns:
         roof = kernels["roof"].astype("string").fillna("compute").to_numpy(dtype=object)
     else:
-        roof = kernel_roof(kernels, ops)
+        roof = kernel_roof(kernels, ops, ridge_flop_per_byte=ridge_flop_per_byte)
     on_roof = roof != "memory"
     graph = (kernels["cuda_graph"].fillna(False).astype(bool).to_numpy() if "cuda_graph" in kernels.columns
              else np.zeros(k_rank.size, dtype=bool))

@@ -37,6 +37,7 @@ from fleetlib.program.breakdown import (
 )
 from fleetlib.program.fleet_law import fleet_law_by_rank, fleet_law_terms, pipeline_ranks
 from fleetlib.program.iron_law import split_collective_wait
+from fleetlib.program.roofline import DEFAULT_RIDGE_FLOP_PER_BYTE
 from fleetlib.quality import DomainError
 
 __all__ = [
@@ -570,7 +571,8 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                          by: Literal["auto", "seq", "occurrence"] = "auto",
                          dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
                          threshold: float = DEFAULT_STRAGGLER_THRESHOLD,
-                         ops: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+                         ops: pd.DataFrame | None = None,
+                         ridge_flop_per_byte: float = DEFAULT_RIDGE_FLOP_PER_BYTE) -> dict[str, pd.DataFrame]:
     """Match collectives, measure peer waits, partition every rank's steps, score stragglers.
 
     Runs :func:`match_collectives`, :func:`collective_waits`,
@@ -589,6 +591,8 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         Straggler score threshold.
     ops
         Host ops with recorded shapes, for the compute roof of each kernel (see ``step_partition``).
+    ridge_flop_per_byte
+        The device's ridge point for those roofs (see ``step_partition``).
 
     Returns
     -------
@@ -597,7 +601,7 @@ def analyse_traced_steps(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         ``audit``; :func:`summarise_traced_steps` turns them into one JSON-ready dictionary.
     """
     matched, waits, part = traced_step_partition(kernels, steps, by=by, dispatch_gap_us=dispatch_gap_us,
-                                                 ops=ops)
+                                                 ops=ops, ridge_flop_per_byte=ridge_flop_per_byte)
     return {"matched": matched, "waits": waits, "partition": part,
             "stragglers": straggler_report(waits, part, threshold=threshold),
             "audit": collective_audit(kernels)}
@@ -607,6 +611,7 @@ def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
                           by: Literal["auto", "seq", "occurrence"] = "auto",
                           dispatch_gap_us: float = DEFAULT_DISPATCH_GAP_US,
                           ops: pd.DataFrame | None = None,
+                          ridge_flop_per_byte: float = DEFAULT_RIDGE_FLOP_PER_BYTE,
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Match collectives, measure peer waits and partition every rank's steps (no stragglers, no audit).
 
@@ -623,6 +628,8 @@ def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
         Fallback host-dispatch gap, microseconds.
     ops
         Host ops with recorded shapes, for the compute roof of each kernel (see ``step_partition``).
+    ridge_flop_per_byte
+        The device's ridge point for those roofs (see ``step_partition``).
 
     Returns
     -------
@@ -633,7 +640,7 @@ def traced_step_partition(kernels: pd.DataFrame, steps: pd.DataFrame, *,
     matched = match_collectives(kernels, by=by)
     waits = collective_waits(matched)
     part = step_partition(kernels, steps, collective_wait=waits[["kernel_index", "peer_wait_us"]],
-                          dispatch_gap_us=dispatch_gap_us, ops=ops)
+                          dispatch_gap_us=dispatch_gap_us, ops=ops, ridge_flop_per_byte=ridge_flop_per_byte)
     return matched, waits, part
 
 

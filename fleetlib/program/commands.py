@@ -251,6 +251,7 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
         "flag_lines": flag_lines,
         "ledger": _ledger_dict(measured.ledger),
         "partition": summary["partition"],
+        "fleet_law_ridge": dict(zip(("flop_per_byte", "source"), measured.ridge, strict=True)),
         "program_goodput": None,
     }
     if memory_out is not None:
@@ -346,6 +347,10 @@ def render_program(res: Mapping[str, Any]) -> str:
         lines.append(f"  {rank:>5} {r['steps']:>5} {_ms(r['step_wall_us']):>10} {parts} "
                      f"{_ms(r['overlapped_comm_us']):>10}")
     if all("fleet_law_us" in r for r in res["ranks"].values()):
+        ridge = res.get("fleet_law_ridge") or {}
+        if ridge:
+            lines.append(f"  Fleet Law terms (compute roof from {ridge['flop_per_byte']:,.1f} FLOP/byte: "
+                         f"{ridge['source']})")
         lines.append(f"  Fleet Law terms: {'rank':>5} " + " ".join(f"{t:>13}" for t in FLEET_LAW_TERMS))
         for rank, r in sorted(res["ranks"].items(), key=lambda kv: int(kv[0])):
             terms = r["fleet_law_us"]

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from fleetlib.program.readers.kineto import TraceSet
     from fleetlib.program.triage import Triage
 
-__all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "measure", "traced_window"]
+__all__ = ["NO_CLOCK_LABEL", "ProgramMeasurement", "device_ridge", "measure", "traced_window"]
 
 #: What the label of a nominal window says when the traces carry no calendar clock.
 NO_CLOCK_LABEL: str = "the traces carry no calendar clock"
@@ -152,7 +152,16 @@ class ProgramMeasurement:
         from fleetlib.program.triage import triage
 
         return triage(self.traces.kernels, self.traces.steps, self.partition, matched=self.matched,
-                      ops=self.traces.ops, input_wait=input_wait, memory=memory)
+                      ops=self.traces.ops, input_wait=input_wait, memory=memory,
+                      thresholds={"ridge_flop_per_byte": self.ridge[0]})
+
+    @property
+    def ridge(self) -> tuple[float, str]:
+        """The ridge point (FLOP/byte) the kernels' roofs were decided by, and where it comes from.
+
+        See :func:`device_ridge`: the model configuration's peak when one is given.
+        """
+        return device_ridge(self.model)
 
     def utilisation(self, bin_us: float = 1000.0) -> pd.DataFrame:
         """Return each rank's time-binned compute, communication, overlap and idle.
@@ -190,9 +199,35 @@ class ProgramMeasurement:
                                "steps": len(self.partition)}
         out.update(self.summary())
         out.update(self.findings().to_dict())
+        ridge, source = self.ridge
+        out["fleet_law_ridge"] = {"flop_per_byte": ridge, "source": source}
         out["ledger"] = self.ledger.to_dict()
         out["factor"] = self.factor().to_dict() if self.model is not None else None
         return out
+
+
+def device_ridge(model: Mapping[str, Any] | None) -> tuple[float, str]:
+    """Return the ridge point that puts a shaped kernel on the compute roof, and its source.
+
+    Parameters
+    ----------
+    model
+        A model configuration (:func:`fleetlib.program.model_config.load_model_config`), or None.
+
+    Returns
+    -------
+    tuple of (float, str)
+        The configured peak's ridge (dense arithmetic peak over HBM bandwidth, FLOP/byte) and its
+        named peak; without a configured :class:`~fleetlib.program.peaks.PeakRate`, the default
+        (:data:`fleetlib.program.roofline.DEFAULT_RIDGE_FLOP_PER_BYTE`, the H100 SXM's dense BF16).
+    """
+    from fleetlib.program.peaks import PeakRate
+    from fleetlib.program.roofline import DEFAULT_RIDGE_FLOP_PER_BYTE
+
+    peak = None if model is None else model.get("peak")
+    if isinstance(peak, PeakRate):
+        return peak.ridge_flop_per_byte, f"{peak.named} over {peak.bandwidth_label} (the model configuration)"
+    return DEFAULT_RIDGE_FLOP_PER_BYTE, "H100 SXM dense BF16 over its HBM (default: no configured peak)"
 
 
 def traced_window(traces: TraceSet, *, label: str | None = None) -> Window:
@@ -326,7 +361,8 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
     parts = analyse_traced_steps(
         traces.kernels, traces.steps, by=by,  # type: ignore[arg-type]
         dispatch_gap_us=DEFAULT_DISPATCH_GAP_US if dispatch_gap_us is None else dispatch_gap_us,
-        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold, ops=traces.ops)
+        threshold=DEFAULT_STRAGGLER_THRESHOLD if threshold is None else threshold, ops=traces.ops,
+        ridge_flop_per_byte=device_ridge(config)[0])
     matched = parts["matched"]
     from fleetlib.program.breakdown import steps_without_device_activity
 

@@ -117,3 +117,28 @@ def test_shape_derived_intensity_decides_the_roof():
     assert set(kernel_roof(k, wide)[k["name"].str.contains("gemm").to_numpy(dtype=bool)]) == {"compute"}
     terms = fleet_law_terms(traced_step_partition(k, t["steps"], ops=ops)[2])
     assert (terms["local_compute"] == 0.0).all() and (terms["local_memory"] == 8_000.0).all()
+
+
+def test_the_roof_follows_the_device_ridge():
+    # the narrow GEMM above: 2·16·8192·16 FLOP over (16·8192 + 8192·16 + 16·16)·2 bytes ≈ 8.0 FLOP/byte,
+    # on the compute roof of a device whose ridge is 4 FLOP/byte, on the bandwidth slope at the default
+    t = synth_triage_tables("low_flops_high_bandwidth")
+    k, ops = t["kernels"], t["ops"]
+    gemm = k["name"].str.contains("gemm").to_numpy(dtype=bool)
+    assert set(kernel_roof(k, ops, ridge_flop_per_byte=4.0)[gemm]) == {"compute"}
+    assert set(kernel_roof(k, ops, ridge_flop_per_byte=9.0)[gemm]) == {"memory"}
+    low = fleet_law_terms(traced_step_partition(k, t["steps"], ops=ops, ridge_flop_per_byte=4.0)[2])
+    g = k.loc[gemm]
+    gemm_us = (g["end_us"] - g["start_us"]).groupby([g["rank"], g["step"]]).sum()
+    np.testing.assert_array_equal(low["local_compute"].to_numpy(), gemm_us.to_numpy())  # the GEMMs move
+    assert ((low["local_compute"] + low["local_memory"]) == 8_000.0).all()
+
+
+def test_measure_decides_roofs_by_the_configured_peak():
+    from fleetlib.program import PEAK_RATES, device_ridge
+
+    v5e = PEAK_RATES["TPU v5e"]
+    ridge, source = device_ridge({"peak": v5e})
+    assert ridge == pytest.approx(197e12 / 0.819e12, rel=1e-12) and "TPU v5e dense BF16" in source
+    default, why = device_ridge(None)
+    assert default == pytest.approx(989 / 3.35, rel=1e-12) and "default" in why
