@@ -168,3 +168,12 @@ def test_open_jobs_censored_at_the_window_end(tmp_path):
     assert states["9000001"] == "running" and states["9000002"] == "pending"
     assert ledger.repaired == 2
     assert all("censored" in e.reason for e in ledger.entries)
+
+
+@pytest.mark.parametrize("fmt", ["helios-joblog", "acme"])
+def test_an_empty_log_is_refused_in_one_line(tmp_path, fmt):
+    empty = tmp_path / "trace_seren.csv"
+    empty.write_text("\n  \n")
+    with pytest.raises(InputError, match=r"empty file: expected .* header line") as info:
+        read([empty], fmt)
+    assert info.value.file == str(empty) and info.value.row == 1

@@ -618,6 +618,9 @@ def csv_lines(
     file = str(path)
     lines = pd.Series(text.splitlines(), dtype="str")
     nonblank = (lines.str.strip() != "").to_numpy()
+    if not nonblank.any():
+        raise InputError(f"empty file: expected {what} (a header line naming {list(required)}, then rows)",
+                         file=file, row=1)
     header_pos = int(np.flatnonzero(nonblank)[0])
     header = [h.strip() for h in lines.iloc[header_pos].split(",")]
     missing = [c for c in required if c not in header]
