@@ -21,10 +21,13 @@ import contextlib
 import dataclasses
 import gc
 import gzip
+import hashlib
 import json
 import os
+import posixpath
 import re
 import stat
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -55,18 +58,21 @@ __all__ = [
     "current_limits",
     "excerpt",
     "gunzip",
+    "is_url",
     "json_depth_rows",
     "link_note",
     "listed_files",
     "load_json",
     "load_yaml",
     "load_yaml_all",
+    "local_path",
     "nesting_message",
     "out_of_range_int",
     "parse_limit",
     "read_bytes",
     "read_text",
     "time_range",
+    "url_confined",
     "using_limits",
 ]
 
@@ -116,18 +122,154 @@ def collector_paused() -> Iterator[None]:
 def as_paths(path_or_paths: PathArg | Iterable[PathArg]) -> list[Path]:
     """Return one path or an iterable of paths as a non-empty list of :class:`~pathlib.Path`.
 
+    An fsspec URL (``s3://bucket/key``) is fetched first and stands as its local copy
+    (:func:`local_path`): every reader opening its files through this function reads object storage.
+
     Raises
     ------
     DomainError
         No path was given.
     """
     if isinstance(path_or_paths, (str, PathLike)):
-        paths = [Path(path_or_paths)]
+        paths = [local_path(path_or_paths)]
     else:
-        paths = [Path(p) for p in path_or_paths]
+        paths = [local_path(p) for p in path_or_paths]
     if not paths:
         raise DomainError("no input files given")
     return paths
+
+
+#: An fsspec URL: a scheme, then ``://`` (``s3://bucket/key``, ``gs://``, ``file:///abs/path``).
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path: Any) -> bool:
+    """Return whether ``path`` is an fsspec URL (``s3://bucket/key``, ``file:///abs``), not a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def _url_fs(url: str) -> tuple[Any, str]:
+    """Return the fsspec filesystem and in-storage path of ``url``.
+
+    Credentials come from the environment and fsspec's own configuration only, never from a manifest.
+    """
+    import fsspec  # only when a URL is read
+
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise InputError(f"cannot open this URL's storage ({exc})", file=url) from None
+
+
+def url_kind(url: str) -> str | None:
+    """Return ``"file"``, ``"directory"`` or None (nothing there) for an fsspec URL.
+
+    Raises
+    ------
+    InputError
+        The storage cannot be reached or refuses the request (the message names the URL).
+    """
+    fs, key = _url_fs(url)
+    try:
+        info = fs.info(key)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"cannot open the file ({exc.strerror or exc})", file=url) from None
+    return "directory" if info.get("type") == "directory" else "file"
+
+
+def _url_file_size(url: str) -> int:
+    """Return the stored size of the object at ``url``; refuse a missing one or a folder."""
+    fs, key = _url_fs(url)
+    try:
+        info = fs.info(key)
+    except FileNotFoundError as exc:
+        raise InputError("file not found", file=url) from exc
+    except OSError as exc:
+        raise InputError(f"cannot open the file ({exc.strerror or exc})", file=url) from None
+    if info.get("type") == "directory":
+        raise InputError("is a folder, not a file (name the files inside it)", file=url)
+    return int(info.get("size") or 0)
+
+
+def local_path(path: PathArg) -> Path:
+    """Return ``path`` as a local :class:`~pathlib.Path`, fetching an fsspec URL first.
+
+    A URL's object (or, for a folder URL, every object under it) is copied once into a private cache
+    folder keyed by the URL, the object's size and its version tag, so a Dask task that is handed a
+    URL reads it on its worker.  A plain path is returned as it is.
+
+    Raises
+    ------
+    InputError
+        A missing object; an object stored larger than the ``max_bytes`` limit; storage that cannot be
+        reached.
+    """
+    if not is_url(path):
+        return Path(path)
+    url = str(path)
+    fs, key = _url_fs(url)
+    key = key.rstrip("/")
+    max_bytes = current_limits().max_bytes
+    if url_kind(url) == "directory":
+        try:
+            found = fs.find(key, detail=True)
+        except OSError as exc:
+            raise InputError(f"cannot list the folder ({exc.strerror or exc})", file=url) from None
+        objects = sorted((k, v) for k, v in found.items() if v.get("type") != "directory")
+    else:
+        _url_file_size(url)
+        objects = [(key, fs.info(key))]
+    for k, info in objects:
+        if int(info.get("size") or 0) > max_bytes:
+            raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
+                             "--limit max_bytes=N)", file=f"{url.split('://', 1)[0]}://{k}")
+    tag = "\0".join(f"{k}\0{v.get('size')}\0{v.get('ETag') or v.get('mtime') or ''}" for k, v in objects)
+    home = Path(tempfile.gettempdir()) / f"fleetlib-urls-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    home.mkdir(mode=0o700, exist_ok=True)
+    top = home / hashlib.sha256(f"{url}\0{tag}".encode()).hexdigest()[:32] / posixpath.basename(key)
+    for k, _ in objects:
+        dest = top if k == key else top / posixpath.relpath(k, key)
+        if dest.is_file():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        try:
+            fs.get_file(k, str(tmp))
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror or exc})", file=url) from None
+        os.replace(tmp, dest)
+    return top
+
+
+def url_confined(base: str, name: PathArg, *, what: str = "path",
+                 allow: Iterable[PathArg] | None = None) -> str:
+    """Resolve ``name`` against the URL prefix ``base`` and refuse it if it leaves that prefix.
+
+    The URL counterpart of :func:`confined`: ``name`` (relative, or a whole URL) must lie under
+    ``base`` or under a URL prefix an allow-list opened (``--allow-path s3://bucket/other``).
+
+    Returns
+    -------
+    str
+        The normalised URL (existence is not checked).
+
+    Raises
+    ------
+    InputError
+        The URL lies outside ``base`` and every allowed prefix (``..``, another bucket, a local path).
+    """
+    text = os.fspath(name)
+    written = text if is_url(text) else f"{base.rstrip('/')}/{text}"
+    scheme, _, rest = written.partition("://")
+    target = f"{scheme}://{posixpath.normpath(rest)}" if not text.startswith("/") else text
+    roots = (base, *(r for r in (allowed_roots() if allow is None else allow) if is_url(r)))
+    if not any(target == str(r).rstrip("/") or target.startswith(str(r).rstrip("/") + "/") for r in roots):
+        raise InputError(f"{what} {excerpt(text, 80)} lies outside {base}; only paths under the prefix "
+                         "that names them are read (name another prefix with --allow-path URL)",
+                         file=excerpt(text, 80)[1:-1])
+    return target
 
 
 def compression_of(head: bytes) -> str | None:
@@ -173,7 +315,7 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     Parameters
     ----------
     path
-        The input file.
+        The input file, or an fsspec URL (``s3://bucket/key``) read through fsspec.
     max_bytes
         The most bytes the (decompressed) content may hold.
 
@@ -190,13 +332,18 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     """
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
-    p = Path(path)
-    size = check_regular(p)
+    p: PathArg = path if is_url(path) else Path(path)
+    size = _url_file_size(str(p)) if is_url(p) else check_regular(Path(p))
     try:
-        with open(p, "rb") as fh:
-            # read what the file holds (one byte more shows growth past the limit); never ask the OS
-            # for max_bytes up front
-            raw = fh.read(min(size, max_bytes) + 1)
+        if is_url(p):
+            fs, key = _url_fs(str(p))
+            with fs.open(key, "rb") as fh:
+                raw = fh.read(min(size, max_bytes) + 1)
+        else:
+            with open(p, "rb") as fh:
+                # read what the file holds (one byte more shows growth past the limit); never ask the
+                # OS for max_bytes up front
+                raw = fh.read(min(size, max_bytes) + 1)
     except OSError as exc:
         raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
     kind = compression_of(raw[:8])
@@ -338,7 +485,7 @@ def confined(base: PathArg, name: PathArg, *, what: str = "path",
     root = Path(base).resolve()
     written = Path(base).absolute() / Path(name)  # an absolute name replaces the base
     target = written.resolve()
-    roots = (root, *(allowed_roots() if allow is None else (Path(a).resolve() for a in allow)))
+    roots = (root, *(r for r in (allowed_roots() if allow is None else map(_root, allow)) if not is_url(r)))
     if not _inside(target, roots):
         raise InputError(f"{what} {excerpt(os.fspath(name), 80)} lies outside {root}{link_note(base, name)}; "
                          "only paths "
@@ -366,6 +513,8 @@ def link_note(base: PathArg, name: PathArg) -> str:
     str
         The note, for a message refusing a path that leaves its folder.
     """
+    if is_url(base) or is_url(name):
+        return ""
     written = Path(base).absolute() / Path(name)
     for part in (*reversed(written.parents), written):
         if part.is_symlink():
@@ -523,7 +672,7 @@ LIMITS_ENV = "FLEETLIB_LIMITS"
 ALLOW_ENV = "FLEETLIB_ALLOW_PATH"
 
 _LIMITS: list[Limits] = []
-_ALLOWED: list[tuple[Path, ...]] = []
+_ALLOWED: list[tuple[Path | str, ...]] = []
 
 
 def _from_environment() -> None:
@@ -531,7 +680,10 @@ def _from_environment() -> None:
         return
     text = os.environ.get(LIMITS_ENV, "").strip()
     overrides = dict(parse_limit(t) for t in text.split(",") if t.strip())
-    allow = [Path(a).resolve() for a in os.environ.get(ALLOW_ENV, "").split(os.pathsep) if a.strip()]
+    listed = os.environ.get(ALLOW_ENV, "")
+    # a URL's own "://" is no separator
+    parts = re.split(r":(?!//)", listed) if os.pathsep == ":" else listed.split(os.pathsep)
+    allow = [_root(a) for a in parts if a.strip()]
     _LIMITS.append(dataclasses.replace(Limits(), **overrides))
     _ALLOWED.append(tuple(allow))
 
@@ -568,7 +720,7 @@ def using_limits(limits: Limits | None = None, *, allow: Iterable[PathArg] = (),
         raise DomainError(f"unknown limit {unknown[0]!r}; known: {', '.join(LIMIT_HELP)}")
     new = dataclasses.replace(base, **overrides)
     _LIMITS.append(new)
-    _ALLOWED.append((*_ALLOWED[-1], *(Path(a).resolve() for a in allow)))
+    _ALLOWED.append((*_ALLOWED[-1], *(_root(a) for a in allow)))
     try:
         yield new
     finally:
@@ -576,8 +728,13 @@ def using_limits(limits: Limits | None = None, *, allow: Iterable[PathArg] = (),
         _ALLOWED.pop()
 
 
-def allowed_roots() -> tuple[Path, ...]:
-    """Return the folders an explicit allow-list (``--allow-path``) opened for named paths."""
+def _root(allowed: PathArg) -> Path | str:
+    """Return an allowed folder resolved, or an allowed URL prefix as written."""
+    return str(allowed) if is_url(allowed) else Path(allowed).resolve()
+
+
+def allowed_roots() -> tuple[Path | str, ...]:
+    """Return the folders (and URL prefixes) an explicit allow-list (``--allow-path``) opened."""
     _from_environment()
     return _ALLOWED[-1]
 

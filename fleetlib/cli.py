@@ -275,9 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="raise (or lower) one input limit for this run, before the command; "
                              + "; ".join(f"{k} ({v}, default {getattr(defaults, k):,})"
                                          for k, v in LIMIT_HELP.items()))
-    parser.add_argument("--allow-path", action="append", default=[], metavar="DIR", type=Path,
+    parser.add_argument("--allow-path", action="append", default=[], metavar="DIR",
                         help="let paths in scenario files and fleet manifests name files under DIR "
-                             "(by default only the project root or the manifest's folder)")
+                             "(or a URL prefix such as s3://bucket/other; by default only the project "
+                             "root or the manifest's folder)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -373,14 +374,15 @@ def _exported_limits(limit_texts: Sequence[str], allow: Sequence[Path]) -> Itera
     The processes the command starts (the report's notebook kernels) then hold the same limits.
     """
     from fleetlib._environ import environment
-    from fleetlib._io import ALLOW_ENV, LIMITS_ENV
+    from fleetlib._io import ALLOW_ENV, LIMITS_ENV, is_url
 
     values = {}
     if limit_texts:
         values[LIMITS_ENV] = ",".join(filter(None, [os.environ.get(LIMITS_ENV), *limit_texts]))
     if allow:
         values[ALLOW_ENV] = os.pathsep.join(
-            filter(None, [os.environ.get(ALLOW_ENV), *(str(Path(a).resolve()) for a in allow)]))
+            filter(None, [os.environ.get(ALLOW_ENV),
+                          *(a if is_url(a) else str(Path(a).resolve()) for a in allow)]))
     with environment(values):
         yield
 

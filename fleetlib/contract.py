@@ -383,7 +383,8 @@ def contract_from_records(
 
     if scheduler_format == "slurm":
         for p in scheduler_files:
-            if p.name.startswith("sacct") and "events" not in p.name:
+            name = str(p).rsplit("/", 1)[-1]  # a path or a URL
+            if name.startswith("sacct") and "events" not in name:
                 add(_slurm_fields(p), p, "Slurm Partition/QOS")
     if timeline_format == "mlperf":
         for p in timeline_files:

@@ -361,7 +361,8 @@ def add_parser(subparsers: Any, add_json: Callable[[argparse.ArgumentParser], No
         "(with unobserved time, zombies and the reconciliation residual), P over R's productive "
         "time, MPG through the chain check; the waterfall, levers and cost.",
     )
-    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
+    p.add_argument("manifest", metavar="MANIFEST",
+                   help="fleet.yaml or its bundle folder (a path, or an fsspec URL such as s3://bucket/prefix/fleet.yaml)")
     p.add_argument(
         "--window",
         nargs=2,

@@ -26,6 +26,12 @@ Every path is relative to the manifest's folder and must stay inside it
 (:func:`fleetlib._io.confined`); a named file must exist.  Any problem is one
 :class:`~fleetlib.quality.InputError` naming the manifest file and the key.
 
+**A bundle in object storage.**  The manifest may be an fsspec URL (``s3://bucket/prefix/fleet.yaml``,
+``file:///...``); its paths then resolve under the manifest's own prefix (or an ``--allow-path``
+URL prefix; :func:`fleetlib._io.url_confined`) and stay URLs, read through fsspec by whichever
+process reads them (a Dask worker, for the walk's tasks).  Credentials come from the environment or
+fsspec's configuration, never from the manifest.
+
 **The table form of** ``models:`` **and** ``traces:`` (large fleets).  A fleet of 200,000 jobs would
 put 200,000 YAML entries in ``fleet.yaml``; instead the key may name one table::
 
@@ -60,7 +66,18 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fleetlib._io import confined, current_limits, excerpt, link_note, load_yaml, read_bytes, read_text
+from fleetlib._io import (
+    confined,
+    current_limits,
+    excerpt,
+    is_url,
+    link_note,
+    load_yaml,
+    read_bytes,
+    read_text,
+    url_confined,
+    url_kind,
+)
 from fleetlib.accounting import Window, parse_exclusions
 from fleetlib.quality import DomainError, InputError
 
@@ -94,7 +111,8 @@ class FleetManifest:
     Attributes
     ----------
     file, folder
-        The manifest and the folder its paths are relative to.
+        The manifest and the folder its paths are relative to (for a manifest in object storage,
+        its URL and its URL prefix; every path is then a URL string).
     name
         The bundle's name.
     window
@@ -137,10 +155,13 @@ class FleetManifest:
     contract: Mapping[str, Any] = field(default_factory=dict)
     exclude: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
 
-    def relative(self, path: Path) -> str:
+    def relative(self, path: Path | str) -> str:
         """Return ``path`` relative to the bundle folder (for reports)."""
+        if isinstance(path, str) or isinstance(self.folder, str):
+            prefix = str(self.folder).rstrip("/") + "/"
+            return str(path)[len(prefix):] if str(path).startswith(prefix) else str(path)
         try:
-            return str(path.relative_to(self.folder))
+            return str(Path(path).relative_to(self.folder))
         except ValueError:
             return str(path)
 
@@ -201,6 +222,8 @@ def _path(
 ) -> Path:
     if not isinstance(name, str) or not name.strip():
         raise _err(file, key, f"a path must be non-empty text; got {excerpt(name)}")
+    if is_url(folder):
+        return _url_path(folder, file, key, name, must_exist=must_exist, folder_ok=folder_ok)
     try:
         p = confined(folder, name, what=f"{key} path")
     except InputError as exc:
@@ -215,6 +238,22 @@ def _path(
     if p.is_dir() and not folder_ok:
         raise _err(file, key, f"names a folder {name!r}; give the file")
     return p
+
+
+def _url_path(folder: str, file: Path | str, key: str, name: str, *, must_exist: bool,
+              folder_ok: bool) -> Any:
+    """Return a path of a manifest in object storage: a URL under the manifest's prefix, checked."""
+    try:
+        url = url_confined(folder, name, what=f"{key} path")
+    except InputError as exc:
+        raise _err(file, key, f"path {excerpt(name, 80)} lies outside the manifest's prefix {folder} (only "
+                   "paths under the bundle's prefix are read, unless --allow-path names another)") from exc
+    kind = url_kind(url)
+    if must_exist and kind is None:
+        raise _err(file, key, f"names a missing file {name!r} (resolved to {url})")
+    if kind == "directory" and not folder_ok:
+        raise _err(file, key, f"names a folder {name!r}; give the file")
+    return url
 
 
 def _files(folder: Path, file: Path, key: str, value: Any, *, folder_ok: bool = False) -> tuple[Path, ...]:
@@ -252,14 +291,23 @@ def load_manifest(path: str | Path) -> FleetManifest:
         naming the manifest file and the key; a bad ``models:``/``traces:`` table -- one line naming
         the table file, its row and column.
     """
-    file = Path(path)
-    if file.is_dir():
-        file = file / "fleet.yaml"
-    if not file.is_file():
+    file: Any
+    if is_url(path):  # a bundle in object storage: its paths stay URLs under the manifest's prefix
+        file = str(path)
+        if url_kind(file) == "directory":
+            file = file.rstrip("/") + "/fleet.yaml"
+        found = url_kind(file) == "file"
+        folder: Any = file.rsplit("/", 1)[0]
+    else:
+        file = Path(path)
+        if file.is_dir():
+            file = file / "fleet.yaml"
+        found = file.is_file()
+        folder = file.resolve().parent if found else None
+    if not found:
         raise InputError(
             "fleet manifest not found (give fleet.yaml or the bundle folder holding it)", file=str(file)
         )
-    folder = file.resolve().parent
     # regular file, bounded, UTF-8 with the line of a bad byte; YAML bounded in depth and aliases
     try:
         text = read_text(file, max_bytes=min(current_limits().max_bytes, _MAX_MANIFEST_BYTES))
@@ -334,9 +382,10 @@ def load_manifest(path: str | Path) -> FleetManifest:
     contract = _mapping(data.get("contract") or {}, file, "contract")
     name = data.get("name")
     return FleetManifest(
-        file=file.resolve(),
+        file=file if is_url(file) else file.resolve(),
         folder=folder,
-        name=str(name) if name is not None else folder.name,
+        name=str(name) if name is not None else (folder.rsplit("/", 1)[-1] if is_url(folder)
+                                                 else folder.name),
         window=window,
         exclude=exclude,
         scheduler_format=str(fmt),
@@ -390,7 +439,7 @@ def _read_job_table(
     table = _path(folder, file, f"{key}.file", spec["file"])
     job_col, path_col = TABLE_COLUMNS[key]
     raw = read_bytes(table)  # bounded, regular file, gzip by its bytes
-    if table.suffix.lower() in (".parquet", ".pq") or bytes(raw[:4]) == _PARQUET_MAGIC:
+    if str(table).lower().endswith((".parquet", ".pq")) or bytes(raw[:4]) == _PARQUET_MAGIC:
         try:
             df = pd.read_parquet(io.BytesIO(raw))
         except Exception as exc:  # pyarrow raises several types for a damaged file

@@ -963,7 +963,7 @@ def _model_configs(jobs: pd.DataFrame, man: FleetManifest) -> _ModelConfigs | No
     text = np.fromiter(map(str, configs[held]), dtype=object, count=len(job_ids))
     codes, paths_index = pd.factorize(text, sort=True)
     paths = paths_index.tolist()
-    cfgs = [load_model_config(Path(p)) for p in paths]
+    cfgs = [load_model_config(p) for p in paths]  # a path or a URL (read through fsspec)
     return _ModelConfigs(
         job_ids=job_ids,
         pos=where[held],
@@ -997,7 +997,7 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger,
         devices = jobs["devices"].to_numpy()[pos].astype(int)
         stated = c.stated[codes]
         for i in np.flatnonzero(stated != devices):
-            rel = man.relative(Path(c.paths[codes[i]]))
+            rel = man.relative(c.paths[codes[i]])
             ledger.flag(
                 "model_devices_mismatch",
                 f"model config {rel} states {int(stated[i])} devices, the scheduler held "
@@ -1007,7 +1007,7 @@ def _program_columns(jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger,
             )
         retained = jobs["retained_steps"].to_numpy(float)[pos]
         ideal_device_s[pos] = retained * c.per_step[codes]
-        model[pos] = np.array([man.relative(Path(p)) for p in c.paths], dtype=object)[codes]
+        model[pos] = np.array([man.relative(p) for p in c.paths], dtype=object)[codes]
         model_name[pos] = c.names[codes]
         conventions = dict(zip(c.job_ids, [c.labels[k] for k in codes.tolist()], strict=True))
     jobs["ideal_device_s"] = ideal_device_s

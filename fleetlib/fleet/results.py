@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import listed_files
+from fleetlib._io import listed_files, local_path
 from fleetlib.accounting import CHAIN_RTOL, Factor, LeverGain, Window, mpg, rank_levers
 from fleetlib.quality import ChainMismatchError, Ledger
 
@@ -666,7 +666,7 @@ def factor_contracts(
     trace_files: list[Any] = []
     noted = Ledger()  # special files: the measurement's own listing flags them in the fleet's ledger
     for paths in man.traces.values():
-        for p in paths:
+        for p in map(local_path, paths):  # a URL: its fetched copy
             trace_files += (listed_files(p, (".json", ".json.gz"), recursive=True, ledger=noted)
                             if p.is_dir() else [p])
     records = contract_from_records(

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fleetlib._io import Yaml12FloatLoader, load_yaml
+from fleetlib._io import Yaml12FloatLoader, is_url, load_yaml, local_path
 from fleetlib.program.flops import ProgramGoodputConvention, mfu_convention, model_flops_per_token, peak_rate
 from fleetlib.quality import DomainError, InputError
 
@@ -91,8 +91,8 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         The file is missing or not YAML, or a key is missing, unknown, of the wrong type, or out
         of its domain (the message names the file and the key).
     """
-    p = Path(path)
-    file = str(p)
+    p = local_path(path)  # an fsspec URL is fetched through fsspec; its messages name the URL
+    file = str(path) if is_url(path) else str(p)
     if p.is_dir():
         raise InputError("is a folder; give the model configuration file", file=file)
     try:

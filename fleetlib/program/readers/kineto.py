@@ -179,6 +179,7 @@ from fleetlib._io import (
     excerpt,
     gunzip,
     listed_files,
+    local_path,
 )
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
@@ -2675,7 +2676,7 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike], *, ledger: Ledger |
         raise DomainError("no trace files were given")
     out: list[Path] = []
     for item in items:
-        p = Path(item)
+        p = local_path(item)  # a URL (a file or a folder of traces) is fetched through fsspec first
         if p.is_dir():
             found = listed_files(p, (".json", ".json.gz"), ledger=ledger)
             if not found:
