@@ -46,6 +46,7 @@ __all__ = [
     "Yaml12FloatLoader",
     "allowed_roots",
     "as_paths",
+    "check_line_bytes",
     "check_regular",
     "check_whole_text",
     "clean_text",
@@ -291,15 +292,53 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
-def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
-    """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
+def check_line_bytes(data: bytes | bytearray, file: str, limit: int | None = None) -> None:
+    """Refuse content with a line longer than ``limit`` bytes, before any line of it is decoded or split.
+
+    The content is scanned a window of ``limit + 1`` bytes at a time for its last newline (a few
+    ``rfind`` calls per ``limit`` bytes, whatever the number of lines): no line is copied.
+
+    Parameters
+    ----------
+    data
+        The content (plain bytes).
+    file
+        The file's name, for the error.
+    limit
+        The most bytes one line may hold, its newline excluded (default: the ``max_line_bytes``
+        limit in force).
 
     Raises
     ------
     InputError
-        As :func:`read_bytes`, or a byte that is not UTF-8 (the message gives its line).
+        A line of more than ``limit`` bytes (the message gives its line number and the limit).
+    """
+    if limit is None:
+        limit = current_limits().max_line_bytes
+    n, pos = len(data), 0
+    while n - pos > limit:  # the rest may hold a longer line
+        last = data.rfind(b"\n", pos, pos + limit + 1)
+        if last < 0:  # no newline in limit + 1 bytes from a line's start
+            line = data.count(b"\n", 0, pos) + 1
+            raise InputError(f"line {line} holds more than the {limit:,}-byte line limit (max_line_bytes; "
+                             "raise it with --limit max_line_bytes=N)", file=file, row=line)
+        pos = last + 1
+
+
+def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
+    """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
+
+    Every line is held to the ``max_line_bytes`` limit (:func:`check_line_bytes`) before the bytes
+    are decoded.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_bytes`, a line longer than ``max_line_bytes``, or a byte that is not UTF-8
+        (the message gives its line).
     """
     data = read_bytes(path, max_bytes=max_bytes)
+    check_line_bytes(data, str(path))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -473,6 +512,9 @@ class Limits:
     max_steps
         The most steps one input may describe or a generator may write (an MLPerf count field of
         8e15, or a synthetic-steps parameter of 10**12, would otherwise size an allocation).
+    max_line_bytes
+        The most bytes one line of a text input may hold (a whole JSON document written on one line
+        is one line): a 200 MB line would otherwise be materialised, split and parsed as one value.
     max_inflation
         The most bytes a gzip file may decompress to per stored byte, beyond its first 64 MiB (real
         exports inflate 5 to 50 times; a small gzip of a gigabyte of newlines, about 1,000).
@@ -488,6 +530,7 @@ class Limits:
     max_node_names: int = 1_000_000
     max_events: int = 100_000_000
     max_steps: int = 10_000_000
+    max_line_bytes: int = 64 * 1024**2
     max_inflation: int = 200
     earliest_year: int = 2000
     latest_year: int = 2100
@@ -511,6 +554,7 @@ LIMIT_HELP: dict[str, str] = {
     "max_node_names": "node names one Slurm hostlist may expand to",
     "max_events": "events one trace file may hold",
     "max_steps": "steps one input may describe or a generator may write",
+    "max_line_bytes": "bytes one line of a text input may hold",
     "max_inflation": "bytes a gzip input may inflate to per stored byte (beyond its first 64 MiB)",
     "earliest_year": "times before January 1 of this year are refused",
     "latest_year": "times from January 1 of this year on are refused",
