@@ -55,6 +55,7 @@ __all__ = [
     "confined",
     "current_limits",
     "excerpt",
+    "far_times",
     "gunzip",
     "json_depth_rows",
     "link_note",
@@ -1153,3 +1154,49 @@ def time_range(limits: Limits | None = None) -> tuple[Any, Any]:
     lim = limits or current_limits()
     return (pd.Timestamp(year=lim.earliest_year, month=1, day=1, tz="UTC"),
             pd.Timestamp(year=lim.latest_year, month=1, day=1, tz="UTC"))
+
+
+#: The least margin around the bulk of a file's times before a time is far from the rest (90 days, in ns).
+FAR_MARGIN_NS = 90 * 86_400 * 10**9
+#: The fewest records (rows with a time) a file must hold before its bulk is judged (fewer: no time is far).
+FAR_MIN_TIMES = 10
+
+
+def far_times(values: Any) -> tuple[Any, Any, str]:
+    """Find the times far from the bulk of one file's times: a year ahead of the rest, or a 1970 among 2026.
+
+    The bulk is the file's middle half (first to third quartile, ``q1..q3``); the margin ``m`` is
+    twice its width, at least 90 days.  A time more than ``m`` outside ``[q1, q3]`` is far (a ledger
+    flag); more than ten margins outside, it is impossible for the file (a rejection: a clock reset
+    to 1970 would otherwise hold decades).  A file of fewer than 10 records has no bulk to judge by.
+
+    Parameters
+    ----------
+    values
+        The file's times as ``datetime64[ns]`` (NaT: missing): one per record, or one row of
+        times (its columns) per record.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, str)
+        The masks of the far times and of the impossible ones (exclusive), and the bulk as text
+        (``"2026-03-01 .. 2026-03-20"``) for the messages.
+    """
+    import numpy as np
+
+    arr = np.asarray(values, dtype="datetime64[ns]")
+    ns = arr.view(np.int64)
+    present = ~np.isnat(arr)
+    far = np.zeros(arr.shape, dtype=bool)
+    impossible = np.zeros(arr.shape, dtype=bool)
+    records = int(present.any(axis=1).sum()) if present.ndim == 2 else int(present.sum())
+    if records < FAR_MIN_TIMES:
+        return far, impossible, ""
+    q1, q3 = np.quantile(ns[present], [0.25, 0.75], method="lower")
+    margin = max(2 * (int(q3) - int(q1)), FAR_MARGIN_NS)
+    off = np.where(present, np.maximum(q1 - ns, ns - q3), 0).astype(np.float64)  # ns outside the bulk
+    impossible = present & (off > 10.0 * margin)
+    far = present & (off > margin) & ~impossible
+    first, third = (np.datetime64(int(q), "ns").astype("datetime64[D]") for q in (q1, q3))
+    bulk = f"{first} .. {third}"
+    return far, impossible, bulk
