@@ -125,3 +125,18 @@ def test_a_20_mb_json_line_is_refused_and_the_default_limit_reads_it(tmp_path):
     assert info.value.file == str(path) and info.value.row == 2 and "max_line_bytes" in str(info.value)
     tables, _ = RUNTIME["mlgoodput"].read([path])  # 20 MB is under the 64 MiB default
     assert len(tables["steps"]) > 0
+
+
+def test_cli_limit_max_line_bytes_refuses_a_long_sacct_line_in_one_line(tmp_path, capsys):
+    from fleetlib import cli
+
+    sample = ROOT / "data/scheduler/slurm_sample"
+    lines = (sample / "sacct.txt").read_text().split("\n")
+    lines[2] = lines[2] + "x" * 200_000  # line 3: a 200 kB record
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("\n".join(lines))
+    args = ["scheduling", "--format", "slurm", "--tz", "UTC", str(sacct), str(sample / "sinfo_nodes.txt")]
+    assert cli.main(["--limit", "max_line_bytes=100000", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(sacct) in err and "line 3" in err
+    assert "more than the 100,000-byte line limit (max_line_bytes" in err
