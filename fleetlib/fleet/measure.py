@@ -631,10 +631,11 @@ def check_timezones(man: FleetManifest, allocations: pd.DataFrame, spans: pd.Dat
 
     A joined job's timeline (its first to its last time) that reaches more than two minutes outside
     its allocation (first gang complete to last release, over its allocation rows) and fits inside
-    it once shifted by a whole number of quarter hours (at most 26 h) was written in another zone
-    than the scheduler records were read in: its held and productive seconds would be measured at
-    the wrong times (R above 1, a residual of hours).  It is flagged ``timezone_mismatch`` naming
-    the job, the offset (the smallest that fits) and both files.
+    it once shifted by the whole number of quarter hours (1 to 26 h) its start lies from the
+    allocation's start (a timeline starts at its allocation's start or within the quarter hour
+    after it) was written in another zone than the scheduler records were read in: its held and
+    productive seconds would be measured at the wrong times (R above 1, a residual of hours).  It
+    is flagged ``timezone_mismatch`` naming the job, the offset and both files.
 
     Raises
     ------
@@ -655,11 +656,13 @@ def check_timezones(man: FleetManifest, allocations: pd.DataFrame, spans: pd.Dat
     # the shifts d with alloc_first - slack <= tl_first - d and tl_last - d <= alloc_last + slack
     lo = (tl["last"] - per["last"]).dt.total_seconds().to_numpy() - _TZ_SLACK_S
     hi = (tl["first"] - per["first"]).dt.total_seconds().to_numpy() + _TZ_SLACK_S
-    q = _TZ_QUANTUM_S
-    up = np.ceil(lo / q) * q  # the smallest shift that fits, timelines late
-    down = np.floor(hi / q) * q  # timelines early
-    shift = np.where(lo > 0, up, np.where(hi < 0, down, 0.0))
-    fits = (shift != 0) & (shift >= lo) & (shift <= hi) & (np.abs(shift) <= _TZ_MOST_S)
+    # the offset is read at the start: a timeline begins at its allocation's start (its gang complete
+    # or job start event) or within its first quarter hour (startup), never before it
+    start = (tl["first"] - per["first"]).dt.total_seconds().to_numpy()
+    shift = np.floor((start + _TZ_SLACK_S) / _TZ_QUANTUM_S) * _TZ_QUANTUM_S
+    outside = (lo > 0) | (hi < 0)
+    # an hour at least: a timeline some minutes past its release is a clock, not a zone
+    fits = outside & (shift >= lo) & (shift <= hi) & (np.abs(shift) >= 3600) & (np.abs(shift) <= _TZ_MOST_S)
     if not fits.any():
         return
     scheduler = ", ".join(man.relative(f) for f in man.scheduler_files)

@@ -62,3 +62,14 @@ def test_every_job_an_hour_away_refuses_the_scheduler_zone(tmp_path: Path) -> No
     assert err.value.field == "scheduler.tz"
     assert err.value.file is not None and err.value.file.endswith("fleet.yaml")
     assert "+1 h" in str(err.value) and "Europe/Berlin" in str(err.value)
+
+
+def test_a_timeline_twenty_minutes_past_its_release_is_no_time_zone(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path)
+    path = bundle / "timelines" / "41006.csv"
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    last = pd.to_datetime(table["end"].where(table["end"] != ""), utc=True).max()
+    release = pd.Timestamp("2024-03-04T05:30:05Z")  # sacct's End of 41006
+    assert last <= release
+    _shift_timeline(path, ((release - last) + pd.Timedelta(minutes=20)) / pd.Timedelta(hours=1))
+    assert "timezone_mismatch" not in measure_fleet(bundle).ledger.codes()
