@@ -49,6 +49,7 @@ __all__ = [
     "Yaml12FloatLoader",
     "allowed_roots",
     "as_paths",
+    "check_line_bytes",
     "check_regular",
     "check_whole_text",
     "clean_text",
@@ -57,6 +58,7 @@ __all__ = [
     "confined",
     "current_limits",
     "excerpt",
+    "far_times",
     "gunzip",
     "is_url",
     "json_depth_rows",
@@ -438,15 +440,53 @@ def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> b
     return out  # the buffer itself: a bytes copy would briefly hold the text twice
 
 
-def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
-    """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
+def check_line_bytes(data: bytes | bytearray, file: str, limit: int | None = None) -> None:
+    """Refuse content with a line longer than ``limit`` bytes, before any line of it is decoded or split.
+
+    The content is scanned a window of ``limit + 1`` bytes at a time for its last newline (a few
+    ``rfind`` calls per ``limit`` bytes, whatever the number of lines): no line is copied.
+
+    Parameters
+    ----------
+    data
+        The content (plain bytes).
+    file
+        The file's name, for the error.
+    limit
+        The most bytes one line may hold, its newline excluded (default: the ``max_line_bytes``
+        limit in force).
 
     Raises
     ------
     InputError
-        As :func:`read_bytes`, or a byte that is not UTF-8 (the message gives its line).
+        A line of more than ``limit`` bytes (the message gives its line number and the limit).
+    """
+    if limit is None:
+        limit = current_limits().max_line_bytes
+    n, pos = len(data), 0
+    while n - pos > limit:  # the rest may hold a longer line
+        last = data.rfind(b"\n", pos, pos + limit + 1)
+        if last < 0:  # no newline in limit + 1 bytes from a line's start
+            line = data.count(b"\n", 0, pos) + 1
+            raise InputError(f"line {line} holds more than the {limit:,}-byte line limit (max_line_bytes; "
+                             "raise it with --limit max_line_bytes=N)", file=file, row=line)
+        pos = last + 1
+
+
+def read_text(path: PathArg, *, max_bytes: int | None = None) -> str:
+    """Return ``path`` as UTF-8 text (plain or gzip, by its bytes; a byte-order mark is dropped).
+
+    Every line is held to the ``max_line_bytes`` limit (:func:`check_line_bytes`) before the bytes
+    are decoded.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_bytes`, a line longer than ``max_line_bytes``, or a byte that is not UTF-8
+        (the message gives its line).
     """
     data = read_bytes(path, max_bytes=max_bytes)
+    check_line_bytes(data, str(path))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -622,6 +662,9 @@ class Limits:
     max_steps
         The most steps one input may describe or a generator may write (an MLPerf count field of
         8e15, or a synthetic-steps parameter of 10**12, would otherwise size an allocation).
+    max_line_bytes
+        The most bytes one line of a text input may hold (a whole JSON document written on one line
+        is one line): a 200 MB line would otherwise be materialised, split and parsed as one value.
     max_inflation
         The most bytes a gzip file may decompress to per stored byte, beyond its first 64 MiB (real
         exports inflate 5 to 50 times; a small gzip of a gigabyte of newlines, about 1,000).
@@ -637,6 +680,7 @@ class Limits:
     max_node_names: int = 1_000_000
     max_events: int = 100_000_000
     max_steps: int = 10_000_000
+    max_line_bytes: int = 64 * 1024**2
     max_inflation: int = 200
     earliest_year: int = 2000
     latest_year: int = 2100
@@ -660,6 +704,7 @@ LIMIT_HELP: dict[str, str] = {
     "max_node_names": "node names one Slurm hostlist may expand to",
     "max_events": "events one trace file may hold",
     "max_steps": "steps one input may describe or a generator may write",
+    "max_line_bytes": "bytes one line of a text input may hold",
     "max_inflation": "bytes a gzip input may inflate to per stored byte (beyond its first 64 MiB)",
     "earliest_year": "times before January 1 of this year are refused",
     "latest_year": "times from January 1 of this year on are refused",
@@ -1266,3 +1311,49 @@ def time_range(limits: Limits | None = None) -> tuple[Any, Any]:
     lim = limits or current_limits()
     return (pd.Timestamp(year=lim.earliest_year, month=1, day=1, tz="UTC"),
             pd.Timestamp(year=lim.latest_year, month=1, day=1, tz="UTC"))
+
+
+#: The least margin around the bulk of a file's times before a time is far from the rest (90 days, in ns).
+FAR_MARGIN_NS = 90 * 86_400 * 10**9
+#: The fewest records (rows with a time) a file must hold before its bulk is judged (fewer: no time is far).
+FAR_MIN_TIMES = 10
+
+
+def far_times(values: Any) -> tuple[Any, Any, str]:
+    """Find the times far from the bulk of one file's times: a year ahead of the rest, or a 1970 among 2026.
+
+    The bulk is the file's middle half (first to third quartile, ``q1..q3``); the margin ``m`` is
+    twice its width, at least 90 days.  A time more than ``m`` outside ``[q1, q3]`` is far (a ledger
+    flag); more than ten margins outside, it is impossible for the file (a rejection: a clock reset
+    to 1970 would otherwise hold decades).  A file of fewer than 10 records has no bulk to judge by.
+
+    Parameters
+    ----------
+    values
+        The file's times as ``datetime64[ns]`` (NaT: missing): one per record, or one row of
+        times (its columns) per record.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, str)
+        The masks of the far times and of the impossible ones (exclusive), and the bulk as text
+        (``"2026-03-01 .. 2026-03-20"``) for the messages.
+    """
+    import numpy as np
+
+    arr = np.asarray(values, dtype="datetime64[ns]")
+    ns = arr.view(np.int64)
+    present = ~np.isnat(arr)
+    far = np.zeros(arr.shape, dtype=bool)
+    impossible = np.zeros(arr.shape, dtype=bool)
+    records = int(present.any(axis=1).sum()) if present.ndim == 2 else int(present.sum())
+    if records < FAR_MIN_TIMES:
+        return far, impossible, ""
+    q1, q3 = np.quantile(ns[present], [0.25, 0.75], method="lower")
+    margin = max(2 * (int(q3) - int(q1)), FAR_MARGIN_NS)
+    off = np.where(present, np.maximum(q1 - ns, ns - q3), 0).astype(np.float64)  # ns outside the bulk
+    impossible = present & (off > 10.0 * margin)
+    far = present & (off > margin) & ~impossible
+    first, third = (np.datetime64(int(q), "ns").astype("datetime64[D]") for q in (q1, q3))
+    bulk = f"{first} .. {third}"
+    return far, impossible, bulk

@@ -114,6 +114,7 @@ __all__ = [
     "TRACE_PARTS",
     "FleetMeasurement",
     "calendar_windows",
+    "check_timezones",
     "dask_runtime_per_job",
     "job_fields",
     "measure_fleet",
@@ -122,6 +123,7 @@ __all__ = [
     "read_timelines",
     "submit_timeline_tasks",
     "timeline_group_task",
+    "timeline_spans",
     "timeline_task",
 ]
 
@@ -580,6 +582,112 @@ def _flag_unknown_jobs(
             job_id=job,
         )
         ledger.count_unused("timeline rows of jobs unknown to the scheduler", n)
+
+
+#: Time-zone offsets are multiples of a quarter hour (India +5:30, Nepal +5:45); zones differ by at most 26 h.
+_TZ_QUANTUM_S = 900
+_TZ_MOST_S = 26 * 3600
+#: How far a timeline may reach outside its allocation before it is outside (clocks of two hosts).
+_TZ_SLACK_S = 120.0
+
+
+def timeline_spans(steps: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Return each job's first and last timeline time (index ``job_id`` as text; ``first``, ``last``).
+
+    Parameters
+    ----------
+    steps, events
+        The runtime rung's canonical steps (``start``, ``end``) and events (``time``) of some jobs.
+
+    Returns
+    -------
+    DataFrame
+        One row per job with a step or an event: its earliest and latest time (UTC).
+    """
+    parts = [steps[["job_id", c]].set_axis(["job_id", "t"], axis=1) for c in ("start", "end") if len(steps)]
+    if len(events):
+        parts.append(events[["job_id", "time"]].set_axis(["job_id", "t"], axis=1))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame({"first": pd.Series(dtype="datetime64[ns, UTC]"),
+                             "last": pd.Series(dtype="datetime64[ns, UTC]")},
+                            index=pd.Index([], name="job_id", dtype=object))
+    both = pd.concat([p.assign(job_id=p["job_id"].astype(str),
+                               t=pd.to_datetime(p["t"], utc=True)) for p in parts], ignore_index=True)
+    spans = both.groupby("job_id", sort=True)["t"].agg(["min", "max"]).rename(
+        columns={"min": "first", "max": "last"})
+    return spans.dropna()
+
+
+def _offset_text(seconds: int) -> str:
+    sign = "+" if seconds > 0 else "-"
+    h, m = divmod(abs(int(seconds)) // 60, 60)
+    return f"{sign}{h} h" if m == 0 else f"{sign}{h}:{m:02d} h"
+
+
+def check_timezones(man: FleetManifest, allocations: pd.DataFrame, spans: pd.DataFrame,
+                    joined: Mapping[str, str], ledger: Ledger) -> None:
+    """Flag a job whose timeline lies outside its allocation by a time-zone offset; refuse a shared one.
+
+    A joined job's timeline (its first to its last time) that reaches more than two minutes outside
+    its allocation (first gang complete to last release, over its allocation rows) and fits inside
+    it once shifted by the whole number of quarter hours (1 to 26 h) its start lies from the
+    allocation's start (a timeline starts at its allocation's start or within the quarter hour
+    after it) was written in another zone than the scheduler records were read in: its held and
+    productive seconds would be measured at the wrong times (R above 1, a residual of hours).  It
+    is flagged ``timezone_mismatch`` naming the job, the offset and both files.
+
+    Raises
+    ------
+    InputError
+        Every joined job (at least two) shows the same offset: the scheduler's ``tz`` (or the
+        timelines' zone) is wrong for the whole bundle.
+    """
+    jobs = [j for j in spans.index.tolist() if j in joined]
+    if not jobs:
+        return
+    alloc = allocations[allocations["gang_complete"].notna()]
+    per = alloc.groupby(alloc["job_id"].astype(str)).agg(first=("gang_complete", "min"),
+                                                          last=("release", "max"))
+    per = per.reindex(jobs).dropna()
+    if per.empty:
+        return
+    tl = spans.loc[per.index]
+    # the shifts d with alloc_first - slack <= tl_first - d and tl_last - d <= alloc_last + slack
+    lo = (tl["last"] - per["last"]).dt.total_seconds().to_numpy() - _TZ_SLACK_S
+    hi = (tl["first"] - per["first"]).dt.total_seconds().to_numpy() + _TZ_SLACK_S
+    # the offset is read at the start: a timeline begins at its allocation's start (its gang complete
+    # or job start event) or within its first quarter hour (startup), never before it
+    start = (tl["first"] - per["first"]).dt.total_seconds().to_numpy()
+    shift = np.floor((start + _TZ_SLACK_S) / _TZ_QUANTUM_S) * _TZ_QUANTUM_S
+    outside = (lo > 0) | (hi < 0)
+    # an hour at least: a timeline some minutes past its release is a clock, not a zone
+    fits = outside & (shift >= lo) & (shift <= hi) & (np.abs(shift) >= 3600) & (np.abs(shift) <= _TZ_MOST_S)
+    if not fits.any():
+        return
+    scheduler = ", ".join(man.relative(f) for f in man.scheduler_files)
+    zone = man.scheduler_tz or "the records' own"
+    found = zip(per.index.tolist(), shift.tolist(), fits.tolist(), strict=True)
+    offsets = {job: int(d) for job, d, ok in found if ok}
+    if len(per) >= 2 and len(offsets) == len(per) and len(set(offsets.values())) == 1:
+        d = next(iter(offsets.values()))
+        job = next(iter(offsets))
+        raise InputError(
+            f"every joined job's timeline lies {_offset_text(d)} from its allocation (e.g. job {job!r} "
+            f"in {joined[job]}): the scheduler records ({scheduler}, read in time zone {zone}) and the "
+            "timelines are in different time zones; set scheduler.tz to the zone the records were written in",
+            file=str(man.file),
+            field="scheduler.tz",
+        )
+    for job, d in offsets.items():
+        ledger.flag(
+            "timezone_mismatch",
+            f"job {job!r}: its timeline ({joined[job]}) lies {_offset_text(d)} outside its allocation in "
+            f"the scheduler records ({scheduler}, time zone {zone}): a time-zone offset; its held and "
+            "productive seconds are measured at the wrong times",
+            file=joined[job],
+            job_id=job,
+        )
 
 
 def read_timelines(
@@ -1139,6 +1247,7 @@ def _kernel_ranking(jobs: pd.DataFrame, allocations: pd.DataFrame, man: FleetMan
 def _timelines_into_jobs(
     man: FleetManifest,
     jobs: pd.DataFrame,
+    allocations: pd.DataFrame,
     scheduled: set[str],
     intervals: list[Interval],
     ledger: Ledger,
@@ -1152,15 +1261,19 @@ def _timelines_into_jobs(
     timelines; with one, each file is a Dask task (:func:`dask_runtime_per_job`; ``submitted``: the
     tasks, already submitted) and the per-job rows are written into ``jobs`` -- the same columns, the
     same numbers.  Returns the runtime columns per interval of ``intervals`` (in ``jobs``' row
-    order); ``jobs`` holds their sum.
+    order); ``jobs`` holds their sum.  A joined timeline outside its allocation (``allocations``, the
+    scheduler's) by a time-zone offset is flagged, or refused when every job shows it
+    (:func:`check_timezones`).
     """
     if client is None:
         steps, events, joined, owner = read_timelines(man, set(jobs.index), scheduled, ledger, progress)
+        spans = timeline_spans(steps, events)
     else:
-        runtime, windows, joined, owner = dask_runtime_per_job(
+        runtime, windows, joined, owner, spans = dask_runtime_per_job(
             man, jobs, scheduled, intervals, ledger, client, progress=progress, submitted=submitted
         )
     _check_job_keys(man, owner, joined, ledger)
+    check_timezones(man, allocations, spans, joined, ledger)
     # one pass over the ids as Python strings (an Arrow-backed index's isin converts each value)
     timeline = [joined.get(j) for j in jobs.index.tolist()]
     jobs["observed"] = np.fromiter((t is not None for t in timeline), dtype=bool, count=len(timeline))
@@ -1230,8 +1343,8 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
         jobs with steps and events here, measured), ``runtime`` (only the columns the runtime rung
         adds, as plain arrays), ``runtime_windows`` (with more than one interval: the window columns
         per interval; else empty), ``half`` (the jobs with only steps or only events here),
-        ``half_result`` (theirs measured alone, the keys above; None when that raised) and the
-        reader's ``ledger``.
+        ``half_result`` (theirs measured alone, the keys above; None when that raised), ``spans``
+        (:func:`timeline_spans` of the held jobs here) and the reader's ``ledger``.
     """
     s, e, tl_ledger = read_timeline_file(fmt, path, job_map)
     steps_counts, events_counts = _job_row_counts(s["job_id"]), _job_row_counts(e["job_id"])
@@ -1257,8 +1370,10 @@ def timeline_task(fmt: str, path: str, job_map: Mapping[str, str], held: pd.Data
             half_result = _measure_held(s, e, half, held, intervals, only=True)
         except FleetlibError:  # measured with the rest of their timelines, or raised there
             half_result = None
+    spans = timeline_spans(s, e)
+    spans = spans[spans.index.isin(index)]
     return {"steps_jobs": steps_jobs, "events_jobs": events_jobs, "unknown_rows": rows, **measured,
-            "half": half, "half_result": half_result, "ledger": tl_ledger}
+            "half": half, "half_result": half_result, "spans": spans, "ledger": tl_ledger}
 
 
 def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], held: pd.DataFrame,
@@ -1438,7 +1553,7 @@ def dask_runtime_per_job(
     *,
     progress: bool = False,
     submitted: list[Any] | None = None,
-) -> tuple[pd.DataFrame, list[dict[str, np.ndarray]], dict[str, str], dict[str, str]]:
+) -> tuple[pd.DataFrame, list[dict[str, np.ndarray]], dict[str, str], dict[str, str], pd.DataFrame]:
     """Measure every timeline on Dask (a task per file, a task per group of split files); return the columns.
 
     Parameters
@@ -1464,11 +1579,11 @@ def dask_runtime_per_job(
 
     Returns
     -------
-    tuple of (DataFrame, list, dict, dict)
+    tuple of (DataFrame, list, dict, dict, DataFrame)
         The runtime columns :func:`_runtime_per_job` adds, for the joined jobs (index ``job_id``);
         with more than one interval, per interval the window columns of those jobs (their order; else
-        empty); ``joined`` (job -> file, jobs held in the window) and ``owner`` (job -> file, every job of the
-        timelines).
+        empty); ``joined`` (job -> file, jobs held in the window), ``owner`` (job -> file, every job of the
+        timelines) and the held jobs' :func:`timeline_spans` over every file.
 
     Raises
     ------
@@ -1480,6 +1595,7 @@ def dask_runtime_per_job(
     seen: dict[str, dict[str, str]] = {}  # "steps" | "events" -> job -> file
     rows: dict[str, int] = {}
     done: list[dict[str, Any]] = []  # the results with measured jobs, in manifest order
+    spans: list[pd.DataFrame] = []
 
     def register(i: int, res: dict[str, Any]) -> None:  # in manifest order, while later files run
         ledger.extend(res["ledger"])
@@ -1490,6 +1606,7 @@ def dask_runtime_per_job(
         )
         for job, n in res["unknown_rows"].items():
             rows[job] = rows.get(job, 0) + n
+        spans.append(res["spans"])
         _keep(res)
         if res["half"]:  # settled once every file is read
             half[i] = (res["half"], res["half_result"])
@@ -1535,7 +1652,9 @@ def dask_runtime_per_job(
         {c: np.concatenate([np.zeros(0), *(r["windows"][w][c] for r in done)]) for c in _WINDOW_COLUMNS}
         for w in range(len(intervals))
     ] if len(intervals) > 1 else []
-    return runtime, windows, joined, owner
+    spans_all = (pd.concat(spans).groupby(level=0).agg({"first": "min", "last": "max"})
+                 if spans else timeline_spans(pd.DataFrame(), pd.DataFrame()))
+    return runtime, windows, joined, owner, spans_all
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -2017,8 +2136,8 @@ def _measure(
         configs = exc
     client = cluster.client() if cluster is not None else None
     submitted = pending.result() if pending is not None else None
-    per_interval = _timelines_into_jobs(man, jobs, scheduled, intervals, ledger, client, progress,
-                                        submitted)
+    per_interval = _timelines_into_jobs(man, jobs, records.allocations, scheduled, intervals, ledger,
+                                        client, progress, submitted)
     if "device_segments" in jobs.columns:
         del jobs["device_segments"]
     _runtime_columns(jobs)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetlib._io import gunzip, read_bytes, using_limits
+from fleetlib._io import check_line_bytes, gunzip, read_bytes, using_limits
 from fleetlib.program import synth_step_traces
 from fleetlib.quality import DomainError, InputError
 from fleetlib.runtime import READERS as RUNTIME
 from fleetlib.runtime.synth import synth_timeline
+from fleetlib.scheduling import READERS as SCHEDULING
 
 ROOT = Path(__file__).resolve().parents[2]
 MLPERF = ROOT / "data/timelines/asustek_esc-n8a-e12_llama2_70b_lora_result_0.txt"
@@ -80,3 +81,62 @@ def test_a_lying_gzip_trailer_sizes_nothing():
     with pytest.raises(InputError, match="truncated or corrupt gzip stream"):
         gunzip(truncated, "truncated.csv.gz")
     assert gunzip(body, "good.csv.gz") == b"a,b\n" * 100_000
+
+
+def _longest_line(data: bytes) -> tuple[int, int]:
+    """(line number, bytes) of the longest line, by splitting (the truth the scan is checked against)."""
+    lengths = [len(x) for x in data.split(b"\n")]
+    best = max(range(len(lengths)), key=lengths.__getitem__)
+    return best + 1, lengths[best]
+
+
+@pytest.mark.parametrize("lines", [[b"a" * 10], [b"ab", b"a" * 11, b"c"], [b"x" * 9] * 50 + [b"y" * 12],
+                                   [b"z" * 10] * 30])
+def test_the_line_scan_finds_the_first_line_over_the_limit(lines):
+    data = b"\n".join(lines) + b"\n"
+    row, longest = _longest_line(data)
+    if longest <= 10:
+        check_line_bytes(data, "f.txt", 10)
+        return
+    with pytest.raises(InputError) as info:
+        check_line_bytes(data, "f.txt", 10)
+    assert info.value.row == row and info.value.file == "f.txt"
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_20_mb_csv_line_is_refused_naming_file_line_and_limit(tmp_path, gz):
+    sample = (ROOT / "data/scheduler/pai_sample/pai_job_table.csv").read_bytes().split(b"\n")
+    body = b"\n".join([*sample[:3], b"j" * 20_000_000, *sample[3:]])
+    path = tmp_path / ("pai_job_table.csv.gz" if gz else "pai_job_table.csv")
+    path.write_bytes(gzip.compress(body, 1) if gz else body)
+    with using_limits(max_line_bytes=1024**2), pytest.raises(InputError) as info:
+        SCHEDULING["pai"].read([path])
+    assert info.value.file == str(path) and info.value.row == 4
+    assert "more than the 1,048,576-byte line limit (max_line_bytes" in str(info.value)
+
+
+def test_a_20_mb_json_line_is_refused_and_the_default_limit_reads_it(tmp_path):
+    sample = (ROOT / "data/timelines/maxtext-llama3-8b-demo_timeline.jsonl").read_text().split("\n")
+    pad = json.dumps({"job_name": "maxtext-llama3-8b-demo", "note": "n" * 20_000_000})
+    path = tmp_path / "timeline.jsonl"
+    path.write_text("\n".join([sample[0], pad, *sample[1:]]))
+    with using_limits(max_line_bytes=1024**2), pytest.raises(InputError) as info:
+        RUNTIME["mlgoodput"].read([path])
+    assert info.value.file == str(path) and info.value.row == 2 and "max_line_bytes" in str(info.value)
+    tables, _ = RUNTIME["mlgoodput"].read([path])  # 20 MB is under the 64 MiB default
+    assert len(tables["steps"]) > 0
+
+
+def test_cli_limit_max_line_bytes_refuses_a_long_sacct_line_in_one_line(tmp_path, capsys):
+    from fleetlib import cli
+
+    sample = ROOT / "data/scheduler/slurm_sample"
+    lines = (sample / "sacct.txt").read_text().split("\n")
+    lines[2] = lines[2] + "x" * 200_000  # line 3: a 200 kB record
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("\n".join(lines))
+    args = ["scheduling", "--format", "slurm", "--tz", "UTC", str(sacct), str(sample / "sinfo_nodes.txt")]
+    assert cli.main(["--limit", "max_line_bytes=100000", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(sacct) in err and "line 3" in err
+    assert "more than the 100,000-byte line limit (max_line_bytes" in err

@@ -219,3 +219,18 @@ def test_dask_equals_pandas_with_a_job_map_unknown_jobs_and_a_job_without_steps(
     assert jobs.loc[renamed, "observed"] and jobs.loc[renamed, "steps_in_timeline"] > 0
     assert jobs.loc[emptied, "zombie_job"]
     assert "timeline_job_unknown" in dask_m.ledger.codes()
+
+
+def test_dask_flags_a_timeline_an_hour_away_as_pandas_does(client: Any, tmp_path: Path) -> None:
+    from test_fleet_timezones import SAMPLE, _shift_timeline
+
+    bundle = tmp_path / "b"
+    shutil.copytree(SAMPLE, bundle)
+    _shift_timeline(bundle / "timelines" / "41006.csv", 1.0)
+    pandas_m = measure_fleet(bundle)
+    dask_m = measure_fleet(bundle, engine="dask", client=client, progress=False)
+    def flags(m: Any) -> list[tuple[Any, ...]]:
+        return [(f.job_id, f.file, f.message) for f in m.ledger.flags if f.code == "timezone_mismatch"]
+
+    assert flags(dask_m) == flags(pandas_m)
+    assert [f[0] for f in flags(dask_m)] == ["41006"]

@@ -20,6 +20,7 @@ import pandas as pd
 from fleetlib._io import current_limits as _limits
 from fleetlib._io import (
     excerpt,
+    far_times,
     json_depth_rows,
     load_json,
     load_yaml_all,
@@ -245,7 +246,38 @@ def parse_time_columns(
             vals = vals.where(~implausible)
         out.parsed[col] = vals
         out.bad[col] = bad
+    rejected |= _reject_far(book, file, rows, out.parsed, columns)
     return out, rejected
+
+
+def _reject_far(book: ReadBook, file: str, rows: np.ndarray, parsed: dict[str, pd.Series],
+                columns: Sequence[str]) -> np.ndarray:
+    """Reject the rows with a time impossible for the file, flag those far from the rest (:func:`far_times`).
+
+    The times of all ``columns`` of the file are judged together; a rejected row's times become NaT.
+    Returns the mask of the rows rejected.
+    """
+    cols = [c for c in columns if c in parsed]
+    if not cols:
+        return np.zeros(len(rows), dtype=bool)
+    times = np.stack([parsed[c].to_numpy(dtype="datetime64[ns]") for c in cols], axis=1)
+    far, impossible, bulk = far_times(times)
+    out = impossible.any(axis=1)
+    for j, col in enumerate(cols):
+        at = impossible[:, j] & ~impossible[:, :j].any(axis=1)  # each row once, by its first such time
+        if at.any():
+            book.reject(file, rows[at], col, [f"time {t} is decades from the file's other times (most lie in "
+                                              f"{bulk} UTC): a clock reset or a damaged time"
+                                              for t in parsed[col][at].tolist()])
+        flag = far[:, j] & ~out & ~far[:, :j].any(axis=1)
+        if flag.any():
+            book.flag(file, rows[flag], "time_far_from_the_rest",
+                      [f"{col} {t} lies far outside the file's other times (most lie in {bulk} UTC)"
+                       for t in parsed[col][flag].tolist()], field=col)
+    if out.any():
+        for c in cols:
+            parsed[c] = parsed[c].where(~out)
+    return out
 
 
 def _reject_implausible(book: ReadBook, file: str, rows: np.ndarray, col: str, where: np.ndarray,

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text, time_range
+from fleetlib._io import as_paths, far_times, read_text, time_range
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -241,7 +241,39 @@ def _times(part: _Part, what: str) -> tuple[pd.Series, pd.Series]:
         e_bad | (end < 0).to_numpy(), "end_time", f"end_time is not a non-negative number of seconds ({what})"
     )
     part.reject((end < start).to_numpy(), "end_time", f"ends before it starts ({what})")
+    _reject_far(part, {"start_time": start, "end_time": end}, what)
     return start, end
+
+
+def _reject_far(part: _Part, seconds: dict[str, pd.Series], what: str) -> None:
+    """Reject rows with a time decades from the table's others; flag those far from them (:func:`far_times`).
+
+    PAI's seconds count from 1970 by design (shifted for anonymity): only their spread is judged, never
+    their year.
+    """
+    cols = list(seconds)
+    ok = part.alive
+    times = np.stack([
+        np.where(ok & seconds[c].notna().to_numpy(), seconds[c].fillna(0).to_numpy(float), np.nan)
+        for c in cols], axis=1)
+    stamps = np.where(np.isnan(times), np.datetime64("NaT", "ns"),
+                      (np.nan_to_num(times) * 1e9).astype("int64").astype("datetime64[ns]"))
+    far, impossible, bulk = far_times(stamps)
+    days = "as dates from 1970: " + bulk
+    for j, col in enumerate(cols):
+        first = ~impossible[:, :j].any(axis=1)
+        at = impossible[:, j] & first
+        if at.any():
+            why = np.full(len(at), "", dtype=object)
+            why[at] = [f"{col} {v:.6g} s is decades from the table's other times (most lie in {days}): "
+                       f"a clock reset or a damaged time ({what})" for v in times[at, j]]
+            part.reject(at, col, why)
+        flag = far[:, j] & ~impossible.any(axis=1) & ~far[:, :j].any(axis=1)
+        if flag.any():
+            why = np.full(len(flag), "", dtype=object)
+            why[flag] = [f"{col} {v:.6g} s lies far outside the table's other times (most lie in {days})"
+                         for v in times[flag, j]]
+            part.flag(flag, "time_far_from_the_rest", why, field=col)
 
 
 def read(
