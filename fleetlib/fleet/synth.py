@@ -871,16 +871,27 @@ def _elastic_truth(j: _Job, rz: tuple[int, int, int], runtime: dict[str, float],
         "elastic_scaling_device_s": tl.small_s["elastic_scaling"],
         "resize": {"shrink_s": rz[0], "regain_s": rz[1], "devices_lost": rz[2]},
     }
-    if j.mfu is not None:
-        job_ideal = tl.retained_steps * (j.mfu * tl.step_s * d * _PEAK_FLOPS) / _PEAK_FLOPS
-        row.update(ideal_device_s=job_ideal, program_goodput=job_ideal / prod)
-        if j.job_id in trace_truth:
-            shares, rank_steps = trace_truth[j.job_id]
-            row["trace_partition_device_s"] = {k: v * prod for k, v in shares.items()}
-            row["trace_coverage"] = rank_steps / (tl.retained_steps * d)
-    else:
-        row.update(ideal_device_s=None, program_goodput=None)
+    _program_truth(row, j, tl, prod, trace_truth)
     per_job[j.job_id] = row
+
+
+def _program_truth(row: dict[str, Any], j: _Job, tl: _Timeline, prod: float,
+                   trace_truth: dict[str, tuple[dict[str, float], int]]) -> float | None:
+    """Add a timed job's program truth to its row (ideal time, P, trace shares); return its ideal time.
+
+    None (and no ideal time in the row) for a job without a model configuration.
+    """
+    if j.mfu is None:
+        row.update(ideal_device_s=None, program_goodput=None)
+        return None
+    d = j.devices
+    job_ideal = tl.retained_steps * (j.mfu * tl.step_s * d * _PEAK_FLOPS) / _PEAK_FLOPS
+    row.update(ideal_device_s=job_ideal, program_goodput=job_ideal / prod)
+    if j.job_id in trace_truth:
+        shares, rank_steps = trace_truth[j.job_id]
+        row["trace_partition_device_s"] = {k: v * prod for k, v in shares.items()}
+        row["trace_coverage"] = rank_steps / (tl.retained_steps * d)
+    return job_ideal
 
 
 def _truth(
@@ -939,17 +950,11 @@ def _truth(
                 reconciliation_residual_device_s=float(d * j.residual_s),
                 retained_steps=tl.retained_steps,
             )
-            if j.mfu is not None:
-                job_ideal = tl.retained_steps * (j.mfu * tl.step_s * d * _PEAK_FLOPS) / _PEAK_FLOPS
-                ideal += job_ideal
-                row.update(ideal_device_s=job_ideal, program_goodput=job_ideal / prod)
-                if j.job_id in trace_truth:
-                    shares, rank_steps = trace_truth[j.job_id]
-                    row["trace_partition_device_s"] = {k: v * prod for k, v in shares.items()}
-                    row["trace_coverage"] = rank_steps / (tl.retained_steps * d)
-            else:
+            job_ideal = _program_truth(row, j, tl, prod, trace_truth)
+            if job_ideal is None:
                 unobserved_p += d * tl.truth_s["productive"]
-                row.update(ideal_device_s=None, program_goodput=None)
+            else:
+                ideal += job_ideal
         per_job[j.job_id] = row
     held_total = tot["held_device_s"]
     program_losses = {
