@@ -84,12 +84,14 @@ from fleetlib.regress.tiers import (
 __all__ = [
     "MIN_UNITS",
     "POWER",
+    "REGRESSIONS_COLUMNS",
     "Comparison",
     "compare",
     "false_alarm_rate",
     "holm",
     "pairing",
     "ratio_standard_error",
+    "regressions_table",
     "unit_tables",
     "verdict_table",
 ]
@@ -783,3 +785,46 @@ def verdict_table(result: Comparison | Mapping[str, Any]) -> pd.DataFrame:
     """Return the verdicts as a table (one row per metric)."""
     d = result.to_dict() if isinstance(result, Comparison) else result
     return pd.DataFrame.from_records(d["verdicts"])
+
+
+#: Columns of :func:`regressions_table`, in order.
+REGRESSIONS_COLUMNS = ("candidate", "tier", "factor", "metric", "baseline value", "candidate value",
+                       "delta", "unit", "ci_low", "ci_high", "verdict")
+
+
+def regressions_table(results: Mapping[str, Comparison | Mapping[str, Any]], *,
+                      metrics: Mapping[str, str] | None = None,
+                      significant_only: bool = False) -> pd.DataFrame:
+    """Return several comparisons' verdicts as one table, each row named by its candidate.
+
+    Parameters
+    ----------
+    results
+        Candidate name -> its :class:`Comparison` against the baseline (or the comparison's
+        :meth:`Comparison.to_dict`).
+    metrics
+        Candidate name -> the one metric to show for it (the metric its tier watches); None: every metric.
+    significant_only
+        Keep only the rows whose change is significant.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per candidate and metric, columns :data:`REGRESSIONS_COLUMNS`: the candidate's name, the
+        metric's tier, factor and name, the two sides' values, ``delta`` = candidate value - baseline
+        value in the metric's ``unit``, the delta's interval (``ci_low``, ``ci_high``, same unit) and the
+        verdict.
+    """
+    rows = []
+    for name, result in results.items():
+        d = result.to_dict() if isinstance(result, Comparison) else result
+        for v in d["verdicts"]:
+            if metrics is not None and v["metric"] != metrics.get(name):
+                continue
+            if significant_only and not v["significant"]:
+                continue
+            rows.append({"candidate": name, "tier": v["tier"], "factor": v["factor"], "metric": v["metric"],
+                         "baseline value": v["baseline"], "candidate value": v["candidate"],
+                         "delta": v["delta"], "unit": v["unit"], "ci_low": v["ci_low"],
+                         "ci_high": v["ci_high"], "verdict": v["verdict"]})
+    return pd.DataFrame.from_records(rows, columns=list(REGRESSIONS_COLUMNS))
