@@ -114,6 +114,45 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     return new_ax
 
 
+def legend_beside(ax: Axes, **kwargs: Any) -> Any:
+    """Place the axes' legend outside it, on the right, top-aligned: it never hides data or an axis label.
+
+    Constrained layout (:func:`new_axes`, or the caller's figure) makes room for it.
+
+    Parameters
+    ----------
+    ax
+        The axes whose legend is drawn.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.legend` (``handles``, ``title``, ...).
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+    """
+    style = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, "fontsize": "small"}
+    return ax.legend(**{**style, **kwargs})
+
+
+def log_headroom(ax: Axes, values: Any, factor: float = 3.0) -> None:
+    """Raise a log (or symmetric-log) y axis' top to ``factor`` times the largest value, so no bar is cut.
+
+    Parameters
+    ----------
+    ax
+        Axes with a log or symlog y scale.
+    values
+        The drawn values (NaN ignored).
+    factor
+        Headroom above the largest value, as a ratio.
+    """
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    top = float(finite.max()) if finite.size else 1.0
+    bottom, _ = ax.get_ylim()
+    ax.set_ylim(bottom, max(top, 1.0) * factor)
+
+
 def device_count(devices: float) -> str:
     """Format a device count compactly: multiples of 1,024 as ``16K`` (16,384), others in full."""
     if devices >= 1024 and devices % 1024 == 0:

@@ -20,6 +20,7 @@ from fleetlib.plots._style import (
     PERCENT_AXIS,
     POW10,
     darker,
+    legend_beside,
     new_axes,
     palette,
     require_fractions,
@@ -125,8 +126,7 @@ def _stacked_bars(frame: pd.DataFrame, what: str, parts_names: tuple[str, ...],
     ax.set_xlabel(f"time in the step ({unit})")
     ax.set_ylabel("")
     ax.grid(axis="y", visible=False)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=3.2, ncol=4, fontsize="small",
-              frameon=False)
+    legend_beside(ax, frameon=False)
     return ax
 
 

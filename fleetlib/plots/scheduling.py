@@ -24,6 +24,8 @@ from fleetlib.plots._style import (
     HATCHES,
     MARKERS,
     grouped_bars,
+    legend_beside,
+    log_headroom,
     new_axes,
     palette,
     require_frame,
@@ -390,10 +392,11 @@ def openb_wait_bars(waits: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
               "90th percentile": require_numeric(data["wait_p90_s"].to_numpy(), "waits['wait_p90_s']")}
     grouped_bars(ax, [str(k) for k in data["cohort"]], series, c[4:6], ("", "//"))
     ax.set_yscale("symlog", linthresh=1.0)
+    log_headroom(ax, np.concatenate(list(series.values())))
     ax.set_ylabel("wait, creation to scheduling\n(s, symmetric log)")
     ax.set_xlabel("pod size cohort (openb)")
     ax.tick_params(axis="x", labelrotation=20)
-    ax.legend(title="statistic", fontsize="small")
+    legend_beside(ax, title="statistic")
     return ax
 
 
