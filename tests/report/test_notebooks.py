@@ -19,6 +19,7 @@ check that each figure the notebook saves was written as PNG and SVG.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -208,6 +209,33 @@ def test_no_code_cell_defines_a_function_or_class(path: Path) -> None:
 
     found = defined_functions(_read(path))
     assert found == [], f"{path.name}: {found}"
+
+
+def _displayed_names(cell: nbformat.NotebookNode) -> set[str]:
+    """Names in a code cell's last statement when it is a bare expression (shown as the cell's result)."""
+    body = ast.parse(_source(cell)).body
+    if not body or not isinstance(body[-1], ast.Expr):
+        return set()
+    value = body[-1].value
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in ("print", "display", "plt.show"):
+        return set()
+    return {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_course_result_is_shown_twice(path: Path) -> None:
+    """A value a golden cell prints is not also shown as the result of the code cell before it."""
+    code = [c for c in _read(path).cells if c.cell_type == "code"]
+    twice = []
+    for cell, after in itertools.pairwise(code):
+        if not is_golden_cell(after):
+            continue
+        printed = {n.id for n in ast.walk(ast.parse(_source(after))) if isinstance(n, ast.Name)}
+        shown = _displayed_names(cell) & printed
+        if shown:
+            last = _source(cell).splitlines()[-1]
+            twice.append(f"{sorted(shown)} shown by {last!r} and printed by the golden cell after it")
+    assert not twice, f"{path.name}: " + "; ".join(twice)
 
 
 @pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
