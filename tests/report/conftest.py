@@ -1,9 +1,27 @@
-"""The headless browser the report's page tests open pages in (see tests/report/report_browser.py)."""
+"""Fixtures of the report tests: the default report, built once per session, and the headless browser.
+
+:func:`default_report` runs ``make report``'s chain (the walk and the course on the running example) once
+for the whole session; every test that needs a whole report (the browser checks, report-wide checks)
+shares it rather than running the notebooks again.  The browser is Debian's headless Chromium driven by
+selenium (see tests/report/report_browser.py).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from report_browser import CHROMEDRIVER, CHROMIUM, VIEWPORT
+
+
+@pytest.fixture(scope="session")
+def default_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return the folder of the default report (every rung and course notebook on the running example)."""
+    from fleetlib.report import checkout_root, run_report
+
+    root = checkout_root()
+    return run_report(root / "parameters" / "running_example.yaml", tmp_path_factory.mktemp("default_report"),
+                      progress=False)
 
 
 @pytest.fixture(scope="module")
