@@ -295,6 +295,20 @@ _DAILY_LABEL = {"devices_in_service": "in-service devices (mean per UTC day)",
                 "scheduling_goodput": "scheduling goodput S (fraction, per UTC day)"}
 
 
+#: Least margin either side of the days drawn (half a day: one day alone still reads as a day).
+_DAY_MARGIN = pd.Timedelta(hours=12)
+
+
+def _span_the_days(ax: Axes, starts: pd.Series) -> None:
+    """Set the x axis to the days drawn plus a margin (matplotlib widens one date alone to four years)."""
+    days = pd.to_datetime(starts).dropna()
+    if days.empty:
+        return
+    first, last = days.min(), days.max()
+    margin = max((last - first) * 0.03, _DAY_MARGIN)
+    ax.set_xlim(first - margin, last + margin)
+
+
 def daily_series(daily: pd.DataFrame, *, column: str = "scheduling_goodput", legend: bool = True,
                  ax: Axes | None = None) -> Axes:
     """Draw one daily column per pool (colour, marker and dash per pool) against the UTC day.
@@ -313,12 +327,14 @@ def daily_series(daily: pd.DataFrame, *, column: str = "scheduling_goodput", leg
     Returns
     -------
     matplotlib.axes.Axes
+        The x axis spans the days drawn (half a day's margin at least), never a record's nominal range.
     """
     if column not in _DAILY_LABEL:
         raise DomainError(f"column must be one of {sorted(_DAILY_LABEL)}; got {column!r}")
     data = require_frame(daily, "daily", ("pool", "start", column))
     ax = new_axes(ax, (7.0, 4.0))
     _lines(ax, data, x="start", y=column, by="pool")
+    _span_the_days(ax, data["start"])
     ax.set_ylabel(_DAILY_LABEL[column])
     ax.set_xlabel("day (UTC)")
     ax.tick_params(axis="x", labelrotation=30)

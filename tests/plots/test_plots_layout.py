@@ -85,3 +85,19 @@ def test_step_wall_legend_clears_its_x_label() -> None:
     ax = plots.step_partition_bars(frame)
     _assert_legend_hides_nothing(ax)
     assert np.isfinite(ax.get_xlim()).all()
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_daily_series_x_axis_spans_the_days_drawn(days: int) -> None:
+    import matplotlib.dates as mdates
+
+    starts = pd.date_range("2024-03-04", periods=days, freq="1D", tz="UTC")
+    daily = pd.DataFrame({"pool": ["gpu"] * days + ["h100"] * days, "start": list(starts) * 2,
+                          "scheduling_goodput": np.linspace(0.5, 0.9, 2 * days)})
+    ax = plots.daily_series(daily)
+    lo, hi = (mdates.num2date(v) for v in ax.get_xlim())
+    first, last = starts[0], starts[-1]
+    assert lo <= first and hi >= last
+    # one day alone: no more than a day either side (matplotlib alone would show four years)
+    assert (first - lo) <= pd.Timedelta(days=1) + (last - first) * 0.05
+    assert (hi - last) <= pd.Timedelta(days=1) + (last - first) * 0.05
