@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
-from fleetlib.plots._style import HATCHES, MARKERS, new_axes, palette, require_frame
+from fleetlib.plots._style import HATCHES, MARKERS, legend_beside, new_axes, palette, require_frame
 
 __all__ = ["factor_series", "fleet_waterfall", "job_goodput_map", "kernel_ranking"]
 
@@ -144,7 +144,7 @@ def factor_series(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("goodput (fraction)")
     ax.set_xlabel("window (UTC)")
-    ax.legend(loc="upper right", fontsize=8, ncols=4)
+    legend_beside(ax, fontsize=8)
     ax.set_title("S, R, P and MPG by window")
     return ax
 

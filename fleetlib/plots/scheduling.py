@@ -443,5 +443,5 @@ def cohort_goodput_bars(cohorts: pd.DataFrame, *, ax: Axes | None = None) -> Axe
     ax.set_ylim(0.0, 1.3)
     ax.set_xlabel("job size cohort (devices, synthetic fleet)")
     ax.tick_params(axis="x", labelrotation=20)
-    ax.legend(title="reading", fontsize="small")
+    legend_beside(ax, title="reading")
     return ax

@@ -101,3 +101,15 @@ def test_daily_series_x_axis_spans_the_days_drawn(days: int) -> None:
     # one day alone: no more than a day either side (matplotlib alone would show four years)
     assert (first - lo) <= pd.Timedelta(days=1) + (last - first) * 0.05
     assert (hi - last) <= pd.Timedelta(days=1) + (last - first) * 0.05
+
+
+def test_factor_series_legend_hides_no_line_near_one() -> None:
+    table = pd.DataFrame({"window": ["d1", "d2", "d3"], "S": [0.97, 0.99, 0.98], "R": [0.9, 0.95, 0.96],
+                          "P": [0.4, 0.5, 0.45], "MPG": [0.35, 0.47, 0.42]})
+    _assert_legend_hides_nothing(plots.fleet.factor_series(table))
+
+
+def test_cohort_goodput_legend_hides_no_bar() -> None:
+    cohorts = pd.DataFrame({"cohort": ["1", "2-8", "9-64", "65-512"], "job_scheduling_goodput": [1.0] * 4,
+                            "capacity_share": [0.01, 0.05, 0.2, 0.4]})
+    _assert_legend_hides_nothing(plots.cohort_goodput_bars(cohorts))
