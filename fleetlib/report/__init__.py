@@ -94,6 +94,8 @@ COURSE_NOTEBOOKS: list[str] = [
     "notebooks/course/04_trades_and_iso_goodput.ipynb",
     "notebooks/course/05_efficiency_frontier.ipynb",
     "notebooks/course/06_runtime_loss_vs_job_size.ipynb",
+    "notebooks/course/07_serving_replica.ipynb",
+    "notebooks/course/08_iron_law_and_composing_fixes.ipynb",
 ]
 
 #: Jupyter kernel the notebooks run on (the environment fleetlib is installed in).

@@ -129,6 +129,8 @@ def test_course_chain_order():
         "04_trades_and_iso_goodput.ipynb",
         "05_efficiency_frontier.ipynb",
         "06_runtime_loss_vs_job_size.ipynb",
+        "07_serving_replica.ipynb",
+        "08_iron_law_and_composing_fixes.ipynb",
     ]
     assert all(p.startswith("notebooks/course/") for p in COURSE_NOTEBOOKS)
 
