@@ -117,3 +117,21 @@ def test_bad_model_key_is_named(tmp_path: Path) -> None:
         read_serving_model(path)
     assert read_serving_model(BUNDLE / "serving" / "model.yaml")["devices"] == 8
 
+
+@pytest.mark.notebook
+def test_serving_page_prints_the_truth_and_leaves_mpg_alone(tmp_path: Path) -> None:
+    import nbformat
+    import papermill as pm
+
+    root = BUNDLE.parents[2]
+    executed = tmp_path / "05_serving.ipynb"
+    pm.execute_notebook(str(root / "notebooks" / "05_serving.ipynb"), str(executed),
+                        parameters={"output_dir": str(tmp_path / "figures")}, kernel_name="python3",
+                        cwd=str(root), execution_timeout=300, progress_bar=False)
+    shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
+                    for c in nbformat.read(executed, as_version=4).cells if c.cell_type == "code"
+                    for o in c.get("outputs", [])).replace("\\", "")
+    assert f"S {100 * TRUTH['scheduling']:.1f}%" in shown and f"R {100 * TRUTH['runtime']:.1f}%" in shown
+    assert f"P (MBU, weights only) {100 * TRUTH['mbu']['weights-only']:.1f}%" in shown
+    assert "not averaged into the training MPG" in shown
+    assert (tmp_path / "figures" / "serving_pool_factors.png").stat().st_size > 1000

@@ -263,3 +263,16 @@ def test_the_report_kernel_is_shut_down_without_an_interrupt_but_timeouts_still_
         assert sent == ["SIGINT"]  # a cell past its timeout is still interrupted
     finally:
         AsyncKernelManager._async_interrupt_kernel = original
+
+
+def test_serving_page_in_the_chain_and_left_out_without_a_serving_section():
+    from fleetlib.report import RUNG_NOTEBOOKS, SERVING_NOTEBOOK, _default_chain
+
+    assert RUNG_NOTEBOOKS[-1] == SERVING_NOTEBOOK == "notebooks/05_serving.ipynb"
+    chain, skipped = _default_chain(False, True)
+    assert SERVING_NOTEBOOK in chain and skipped == []
+    chain, skipped = _default_chain(True, True, True)
+    assert SERVING_NOTEBOOK in chain
+    chain, skipped = _default_chain(True, True, False)
+    assert SERVING_NOTEBOOK not in chain
+    assert skipped[-1]["name"] == "05_serving" and "no serving: section" in skipped[-1]["reason"]
