@@ -3,7 +3,8 @@
 The rung notebooks' explorers come first (:func:`scheduling_explorer`, :func:`timeline_explorer`,
 :func:`straggler_explorer`), then one per course notebook (:func:`pool_snapshot_explorer`,
 :func:`capacity_cost_explorer`, :func:`lever_explorer`, :func:`iso_goodput_explorer`,
-:func:`efficiency_frontier_explorer`, :func:`runtime_loss_explorer`).
+:func:`efficiency_frontier_explorer`, :func:`runtime_loss_explorer`, :func:`serving_replica_explorer`,
+:func:`fix_composition_explorer`).
 
 Each function takes data the library already computed and a redraw target (an
 :class:`ipywidgets.Output`, created when omitted), builds the controls, draws the figure once into the
@@ -33,12 +34,14 @@ __all__ = [
     "BATCH_ENV",
     "capacity_cost_explorer",
     "efficiency_frontier_explorer",
+    "fix_composition_explorer",
     "interactive_allowed",
     "iso_goodput_explorer",
     "lever_explorer",
     "pool_snapshot_explorer",
     "runtime_loss_explorer",
     "scheduling_explorer",
+    "serving_replica_explorer",
     "straggler_explorer",
     "timeline_explorer",
 ]
@@ -540,3 +543,96 @@ def runtime_loss_explorer(scenario: Mapping[str, Any], sweep_devices: Sequence[i
             _refuse(output, refusal)
 
     return _box([stall, preemptions], output, redraw)
+
+
+def serving_replica_explorer(cold_start_s: float, floor_s: float, *, lifetime_min: float, step_ms: float,
+                             output: Any = None) -> Any:
+    """Vary a replica's lifetime and measured decode step; redraw its runtime loss (course notebook 07).
+
+    The figure shows the cold start's share of the replica's held time
+    (:func:`fleetlib.runtime.serving_runtime_goodput`); under it one line gives the replica's R and its
+    MBU against ``floor_s`` (:func:`fleetlib.program.mbu`).
+
+    Parameters
+    ----------
+    cold_start_s
+        Placement to ready: weight fetch, load and warm-up, seconds.
+    floor_s
+        The decode step's bandwidth floor (:func:`fleetlib.program.decode_floor`), seconds.
+    lifetime_min
+        Initial held time of the replica, minutes (the slider runs from 10 minutes to two days).
+    step_ms
+        Initial measured decode step, milliseconds (the slider runs from the floor to four times it).
+    output
+        The :class:`ipywidgets.Output` to redraw into; a new one when omitted.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The sliders above the figure; ``.redraw()`` draws the current choice again.
+    """
+    import ipywidgets
+
+    from fleetlib import program, runtime
+    from fleetlib.plots import RUNTIME_TERMS, runtime_terms_bar
+    from fleetlib.quality import DomainError
+
+    output = ipywidgets.Output() if output is None else output
+    lifetime = _slider("lifetime_min", lifetime_min, 10.0, 2880.0, 10.0)
+    floor_ms = floor_s * 1000.0
+    step = _slider("step_ms", max(step_ms, floor_ms), floor_ms, 4.0 * floor_ms, 0.01)
+
+    def redraw() -> None:
+        try:
+            r = runtime.serving_runtime_goodput(cold_start_s, lifetime.value * 60.0)
+            terms = {name: 0.0 for name in RUNTIME_TERMS} | {"startup": 1.0 - r}
+            _show(lambda ax: runtime_terms_bar(terms, ax=ax), output, (6.0, 3.2))
+            _say(output, f"R = {r:.3f}   MBU = {float(program.mbu(floor_s, step.value / 1000.0)):.3f}")
+        except DomainError as refusal:
+            _refuse(output, refusal)
+
+    return _box([lifetime, step], output, redraw)
+
+
+def fix_composition_explorer(terms_s: Mapping[str, float], fixes: Mapping[str, Mapping[str, float]], *,
+                             output: Any = None) -> Any:
+    """Vary how much each program fix scales its term; redraw the step before, per fix and together.
+
+    Course notebook 08: one slider per (fix, term) pair, from 0.1 to 1 (1 leaves the term alone); the
+    bars are :func:`fleetlib.program.compose_fixes` drawn by :func:`fleetlib.plots.fleet_law_bars`.
+
+    Parameters
+    ----------
+    terms_s
+        The step's terms in seconds (:data:`fleetlib.program.FIX_TERMS`).
+    fixes
+        Initial ``{fix: {term: time multiplier}}``.
+    output
+        The :class:`ipywidgets.Output` to redraw into; a new one when omitted.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The sliders above the figure; ``.redraw()`` draws the current choice again.
+    """
+    import ipywidgets
+
+    from fleetlib import program
+    from fleetlib.plots import fleet_law_bars
+    from fleetlib.quality import DomainError
+
+    output = ipywidgets.Output() if output is None else output
+    sliders = {(fix, term): _slider(f"{fix}: {term}", m, 0.1, 1.0, 0.05)
+               for fix, scale in fixes.items() for term, m in scale.items()}
+
+    def redraw() -> None:
+        chosen: dict[str, dict[str, float]] = {}
+        for (fix, term), slider in sliders.items():
+            chosen.setdefault(fix, {})[term] = slider.value
+        try:
+            table = program.compose_fixes(terms_s, chosen)
+            _show(lambda ax: fleet_law_bars(table, ax=ax), output, (10.0, 1.6 + 0.5 * len(table)))
+        except DomainError as refusal:
+            _refuse(output, refusal)
+
+    return _box(list(sliders.values()), output, redraw)

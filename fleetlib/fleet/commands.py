@@ -124,13 +124,13 @@ def run_fleet(
 
 
 def run_synth_fleet(
-    devices: int, days: float, seed: int, out: str | Path, *, scheduler: str = "slurm"
+    devices: int, days: float, seed: int, out: str | Path, *, scheduler: str = "slurm", serving: bool = False
 ) -> dict[str, Any]:
     """Write a synthetic bundle and return what was written with its truth.
 
     Parameters
     ----------
-    devices, days, seed, scheduler
+    devices, days, seed, scheduler, serving
         As :func:`fleetlib.fleet.synth.synth_fleet`.
     out
         Output folder; its parent must exist.
@@ -149,7 +149,7 @@ def run_synth_fleet(
         )
     if path.exists() and not path.is_dir():
         raise InputError("cannot write the bundle: it is a file, not a folder", file=str(path))
-    bundle = synth_fleet(path, devices=devices, days=days, seed=seed, scheduler=scheduler)
+    bundle = synth_fleet(path, devices=devices, days=days, seed=seed, scheduler=scheduler, serving=serving)
     return {"manifest": str(bundle.manifest), "files": bundle.files, "truth": bundle.truth}
 
 
@@ -336,7 +336,8 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_synth_fleet(args: argparse.Namespace) -> dict[str, Any]:
-    return run_synth_fleet(args.devices, args.days, args.seed, args.out, scheduler=args.scheduler)
+    return run_synth_fleet(args.devices, args.days, args.seed, args.out, scheduler=args.scheduler,
+                           serving=args.serving)
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -424,6 +425,9 @@ def add_synth_parser(
         default="slurm",
         help="scheduler record format (default slurm; canonical Parquet adds partial gangs)",
     )
+    p.add_argument("--serving", action="store_true",
+                   help="also write a serving pool (its own scheduler files, replica lifecycle log, decode "
+                        "steps, model) under serving/, named by the manifest's serving: section")
     (add_json or _json_flag)(p)
     p.set_defaults(func=_cmd_synth_fleet, render=render_synth_fleet)
 

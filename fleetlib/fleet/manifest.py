@@ -81,8 +81,8 @@ from fleetlib._io import (
 from fleetlib.accounting import Window, parse_exclusions
 from fleetlib.quality import DomainError, InputError
 
-__all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "TABLE_COLUMNS", "TIMELINE_FORMATS", "FleetManifest",
-           "load_manifest"]
+__all__ = ["MANIFEST_KEYS", "SCHEDULER_FORMATS", "SERVING_KEYS", "TABLE_COLUMNS", "TIMELINE_FORMATS",
+           "FleetManifest", "ServingManifest", "load_manifest"]
 
 #: Keys a manifest may have (any other is refused, so a misspelt key is never silently ignored).
 MANIFEST_KEYS: tuple[str, ...] = (
@@ -97,11 +97,44 @@ MANIFEST_KEYS: tuple[str, ...] = (
     "rank_timers",
     "price_per_device_hour",
     "contract",
+    "serving",
 )
+
+#: Keys of the optional ``serving:`` section (all required when the section is there).
+SERVING_KEYS: tuple[str, ...] = ("scheduler", "lifecycle", "decode_steps", "model")
 #: Scheduler record formats a manifest may name (readers of :mod:`fleetlib.scheduling.readers`).
 SCHEDULER_FORMATS: tuple[str, ...] = ("slurm", "kueue", "volcano", "helios-sequence", "canonical")
 #: Timeline formats a manifest may name (readers of :mod:`fleetlib.runtime.readers`).
 TIMELINE_FORMATS: tuple[str, ...] = ("canonical", "mlgoodput", "mlperf")
+
+
+@dataclass(frozen=True)
+class ServingManifest:
+    """The ``serving:`` section of a manifest: a serving pool, measured apart from the training fleet.
+
+    Its scheduler records are files of their own, so the training walk never reads them; the serving
+    page (:func:`fleetlib.fleet.measure_serving`) measures S from them, R from the replica lifecycle log
+    and P as MBU of the measured decode steps against the served model's bandwidth floor.
+
+    Attributes
+    ----------
+    scheduler_format, scheduler_files, scheduler_tz
+        The serving pool's allocations (scheduler records, any format of :data:`SCHEDULER_FORMATS`).
+    lifecycle
+        The replica lifecycle log (``time, replica_id, phase`` CSV: the runtime rung's ``serving`` reader).
+    decode_steps
+        Measured decode steps (``replica_id, step_us`` CSV).
+    model
+        The served model (YAML: ``accelerator``, ``n_params``, ``bytes_per_param``, ``devices``,
+        ``kv_cache_bytes``; optional ``name``).
+    """
+
+    scheduler_format: str
+    scheduler_files: tuple[Path, ...]
+    scheduler_tz: str | None
+    lifecycle: Path
+    decode_steps: Path
+    model: Path
 
 
 @dataclass(frozen=True)
@@ -120,6 +153,8 @@ class FleetManifest:
     exclude
         The ``exclude:`` stretches as UTC ``(start, end)`` pairs, sorted (inside :attr:`window` when
         there is one).
+    serving
+        The optional serving pool (:class:`ServingManifest`), or None.
     scheduler_format, scheduler_files, scheduler_tz
         The scheduler records.
     timeline_format, timeline_files
@@ -154,6 +189,7 @@ class FleetManifest:
     price_per_device_hour: float | None = None
     contract: Mapping[str, Any] = field(default_factory=dict)
     exclude: tuple[tuple[pd.Timestamp, pd.Timestamp], ...] = ()
+    serving: ServingManifest | None = None
 
     def relative(self, path: Path | str) -> str:
         """Return ``path`` relative to the bundle folder (for reports)."""
@@ -167,7 +203,7 @@ class FleetManifest:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the manifest as a JSON-ready dictionary (paths relative to the folder)."""
-        return {
+        out: dict[str, Any] = {
             "file": str(self.file),
             "name": self.name,
             "window": None if self.window is None else self.window.to_dict(),
@@ -188,6 +224,14 @@ class FleetManifest:
             "price_per_device_hour": self.price_per_device_hour,
             "contract": dict(self.contract),
         }
+        if self.serving is not None:
+            sv = self.serving
+            out["serving"] = {
+                "scheduler": {"format": sv.scheduler_format, "tz": sv.scheduler_tz,
+                              "files": [self.relative(p) for p in sv.scheduler_files]},
+                **{key: self.relative(getattr(sv, key)) for key in SERVING_KEYS[1:]},
+            }
+        return out
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -324,17 +368,7 @@ def load_manifest(path: str | Path) -> FleetManifest:
             raise _err(file, key, "is required")
     window = _window(data.get("window"), file)
     exclude = _exclude(data.get("exclude"), file, window)
-    sched = _mapping(data["scheduler"], file, "scheduler")
-    fmt = sched.get("format")
-    if fmt not in SCHEDULER_FORMATS:
-        raise _err(file, "scheduler.format", f"must be one of {list(SCHEDULER_FORMATS)}; got {fmt!r}")
-    extra = sorted(set(map(str, sched)) - {"format", "files", "tz"})
-    if extra:
-        raise _err(file, f"scheduler.{extra[0]}", "unknown key; allowed: format, files, tz")
-    tz = sched.get("tz")
-    if tz is not None and not isinstance(tz, str):
-        raise _err(file, "scheduler.tz", f"must be an IANA zone name; got {tz!r}")
-    sched_files = _files(folder, file, "scheduler.files", sched.get("files"))
+    fmt, sched_files, tz = _scheduler_section(folder, file, "scheduler", data["scheduler"])
     tl = _mapping(data["timelines"], file, "timelines")
     tfmt = tl.get("format")
     if tfmt not in TIMELINE_FORMATS:
@@ -380,6 +414,7 @@ def load_manifest(path: str | Path) -> FleetManifest:
             raise _err(file, "price_per_device_hour", f"must be a finite number >= 0; got {price!r}")
         price = float(price)
     contract = _mapping(data.get("contract") or {}, file, "contract")
+    serving = None if data.get("serving") is None else _serving(folder, file, data["serving"], sched_files)
     name = data.get("name")
     return FleetManifest(
         file=file if is_url(file) else file.resolve(),
@@ -388,7 +423,7 @@ def load_manifest(path: str | Path) -> FleetManifest:
                                                  else folder.name),
         window=window,
         exclude=exclude,
-        scheduler_format=str(fmt),
+        scheduler_format=fmt,
         scheduler_files=sched_files,
         scheduler_tz=tz,
         timeline_format=str(tfmt),
@@ -399,6 +434,43 @@ def load_manifest(path: str | Path) -> FleetManifest:
         rank_timer_files=rank_timers,
         price_per_device_hour=price,
         contract=dict(contract),
+        serving=serving,
+    )
+
+
+def _scheduler_section(folder: Path, file: Path, key: str, value: Any) -> tuple[str, tuple[Path, ...], Any]:
+    """Check a ``scheduler:`` mapping (format, files, tz) under ``key``; return its three values."""
+    sched = _mapping(value, file, key)
+    fmt = sched.get("format")
+    if fmt not in SCHEDULER_FORMATS:
+        raise _err(file, f"{key}.format", f"must be one of {list(SCHEDULER_FORMATS)}; got {fmt!r}")
+    extra = sorted(set(map(str, sched)) - {"format", "files", "tz"})
+    if extra:
+        raise _err(file, f"{key}.{extra[0]}", "unknown key; allowed: format, files, tz")
+    tz = sched.get("tz")
+    if tz is not None and not isinstance(tz, str):
+        raise _err(file, f"{key}.tz", f"must be an IANA zone name; got {tz!r}")
+    return str(fmt), _files(folder, file, f"{key}.files", sched.get("files")), tz
+
+
+def _serving(folder: Path, file: Path, value: Any, training_files: tuple[Path, ...]) -> ServingManifest:
+    section = _mapping(value, file, "serving")
+    unknown = sorted(set(map(str, section)) - set(SERVING_KEYS))
+    if unknown:
+        raise _err(file, f"serving.{unknown[0]}", f"unknown key; allowed: {', '.join(SERVING_KEYS)}")
+    for key in SERVING_KEYS:
+        if section.get(key) is None:
+            raise _err(file, f"serving.{key}", "is required")
+    fmt, files, tz = _scheduler_section(folder, file, "serving.scheduler", section["scheduler"])
+    shared = sorted(str(p) for p in set(files) & set(training_files))
+    if shared:
+        raise _err(file, "serving.scheduler.files", f"names the training scheduler file {shared[0]!r}: the "
+                   "serving pool's records are files of their own, so the training walk never counts them")
+    return ServingManifest(
+        scheduler_format=fmt, scheduler_files=files, scheduler_tz=tz,
+        lifecycle=_path(folder, file, "serving.lifecycle", section["lifecycle"]),
+        decode_steps=_path(folder, file, "serving.decode_steps", section["decode_steps"]),
+        model=_path(folder, file, "serving.model", section["model"]),
     )
 
 

@@ -46,7 +46,8 @@ import pandas as pd
 
 from fleetlib.quality import DomainError
 
-__all__ = ["FLEET_START", "INJECTION_KEYS", "SyntheticFleetBundle", "synth_fleet"]
+__all__ = ["FLEET_START", "INJECTION_KEYS", "SERVING_MODEL", "SERVING_POOL", "SyntheticFleetBundle",
+           "synth_fleet"]
 
 #: First instant of every synthetic fleet's window.
 FLEET_START = pd.Timestamp("2024-05-01T00:00:00Z")
@@ -55,6 +56,17 @@ _ACCELERATOR = "H100 SXM"
 #: H100 SXM dense BF16 peak (fleetlib.program.flops.PEAK_RATES), FLOP/s; stated here so the truth does
 #: not depend on the measuring code.
 _PEAK_FLOPS = 989e12
+#: H100 SXM HBM bandwidth, bytes/s (the same datasheet), for the serving pool's decode floor truth.
+_HBM_BYTES_PER_S = 3.35e12
+
+#: The served model of a bundle's serving pool (``synth_fleet(serving=True)``): a 70B model in BF16 on one
+#: 8-GPU node, with a 4,096-token grouped-query KV cache (80 layers x 8 KV heads x 128 x K,V x 2 bytes).
+SERVING_MODEL: dict[str, Any] = {"name": "synthetic 70B replica", "accelerator": _ACCELERATOR,
+                                 "n_params": 70.0e9, "bytes_per_param": 2.0, "devices": 8,
+                                 "kv_cache_bytes": 2 * 80 * 8 * 128 * 2 * 4096}
+#: Partition and nodes of the serving pool.
+SERVING_POOL = "serve"
+_SERVING_NODES = ("s001", "s002")
 _RUNTIME_LOSSES = ("startup", "input_wait", "checkpoint", "recovery", "rework", "idle")
 #: Runtime losses of an injected elastic resize (in the truth only when a job resized).
 _ELASTIC_LOSSES = ("elastic_wait", "elastic_reinit")
@@ -659,6 +671,7 @@ def synth_fleet(
     seed: int = 0,
     scheduler: str = "slurm",
     inject: Mapping[str, Any] | None = None,
+    serving: bool = False,
 ) -> SyntheticFleetBundle:
     """Write a synthetic fleet bundle with its truth file.
 
@@ -698,6 +711,11 @@ def synth_fleet(
         ``elastic_scaling_device_s``).
         Injection draws use their own generator, so the same seed draws the same jobs;
         ``truth.json`` gains ``injected``.
+    serving
+        Also write a serving pool (:func:`_write_serving`): two 8-GPU nodes of a ``serve`` partition in
+        scheduler files of their own, a replica lifecycle log, measured decode steps and the served
+        model, named by the manifest's ``serving:`` section; ``truth.json`` gains ``serving`` (replica
+        S, R and MBU under both conventions).  The training records and truth are unchanged.
 
     Returns
     -------
@@ -791,7 +809,12 @@ def synth_fleet(
         FLEET_START.isoformat().replace("+00:00", "Z"),
         (FLEET_START + pd.Timedelta(seconds=horizon)).isoformat().replace("+00:00", "Z"),
     ]
+    serving_yaml, serving_truth = "", None
+    if serving:
+        serving_files, serving_yaml, serving_truth = _write_serving(out, horizon, seed)
+        files += serving_files
     arg = "" if scheduler == "slurm" else f", scheduler={scheduler!r}"
+    arg += ", serving=True" if serving else ""
     manifest = (
         f"# A synthetic fleet written by fleetlib.fleet.synth.synth_fleet(devices={int(devices)}, "
         f"days={float(days)!r}, seed={seed}{arg}); truth.json holds what was injected.\n"
@@ -810,6 +833,7 @@ def synth_fleet(
             if inj is None
             else _inj_yaml(inj, jobs, rank_files)
         )
+        + serving_yaml
     )
     (out / "fleet.yaml").write_text(manifest, encoding="utf-8")
     truth = _truth(
@@ -817,6 +841,8 @@ def synth_fleet(
     )
     if inj is not None:
         truth["injected"] = _inj_truth(inj, jobs, stranded, slow)
+    if serving_truth is not None:
+        truth["serving"] = serving_truth
     (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     files += ["fleet.yaml", "truth.json"]
     return SyntheticFleetBundle(out / "fleet.yaml", truth, sorted(files))
@@ -1224,3 +1250,95 @@ def _inj_truth(
         "single_slow_steps": singles,
         "job_versions": {j.job_id: j.version for j in jobs},
     }
+
+
+def _write_serving(out: Path, horizon: int, seed: int) -> tuple[list[str], str, dict[str, Any]]:
+    """Write the serving pool (Slurm files, lifecycle log, decode steps, model); return files, YAML, truth.
+
+    Each node of :data:`SERVING_POOL` hosts replicas one after another, each one Slurm allocation of the
+    whole node: placed, loading (30-60 s after placement), warm-up, ready, then draining before release.
+    The second replica of the second node fails while loading (released, never ready).  Each ready
+    replica logs 40 decode steps, whole microseconds, around a bandwidth efficiency drawn per replica.
+    The truth is computed here from the written durations: S = allocated / in-service device-time of
+    the pool, R = ready / held replica-time, MBU = steps x floor / measured step time under the
+    weights-only floor and the weights + KV-cache floor (:data:`SERVING_MODEL`, H100 SXM 3.35 TB/s).
+    """
+    rng = np.random.default_rng([seed, 31])
+    model = SERVING_MODEL
+    floor_w = model["n_params"] * model["bytes_per_param"] / model["devices"] / _HBM_BYTES_PER_S
+    floor_kv = floor_w + model["kv_cache_bytes"] / model["devices"] / _HBM_BYTES_PER_S
+    sacct = ["JobID|JobIDRaw|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|Elapsed|State|"
+             "ExitCode|AllocTRES|ReqTRES|NodeList"]
+    life = ["time,replica_id,phase,node,model"]
+    steps = ["replica_id,step_us"]
+    held_s = ready_s = 0
+    step_count, step_total_us = 0, 0
+    job_id = 90001
+    for n, node in enumerate(_SERVING_NODES):
+        t = int(rng.integers(0, 1800))
+        k = 0
+        while True:
+            lifetime = int(rng.integers(3600, 5 * 3600))
+            if t + lifetime > horizon:
+                break
+            replica = f"{node}-r{k}"
+            failed = n == 1 and k == 1
+            loading = t + int(rng.integers(30, 61))
+            warmup = loading + int(rng.integers(240, 301))
+            ready = warmup + int(rng.integers(40, 61))
+            end = loading + int(rng.integers(120, 181)) if failed else t + lifetime
+            phases = [(t, "placed"), (loading, "loading")]
+            if not failed:
+                draining = end - int(rng.integers(60, 91))
+                phases += [(warmup, "warmup"), (ready, "ready"), (draining, "draining")]
+                ready_s += draining - ready
+                efficiency = float(rng.uniform(0.78, 0.9))
+                drawn = floor_w / efficiency * 1e6 * rng.lognormal(0.0, 0.03, 40)
+                us = np.maximum(np.round(drawn).astype(int), 1)
+                steps += [f"{replica},{v}" for v in us]
+                step_count += len(us)
+                step_total_us += int(us.sum())
+            phases.append((end, "released"))
+            life += [f"{_sacct_time(a)}Z,{replica},{phase},{node},{model['name']}" for a, phase in phases]
+            held_s += end - t
+            tres = "billing=64,cpu=64,gres/gpu=8,mem=1000G,node=1"
+            sacct.append("|".join([str(job_id), str(job_id), "serve", "inference", SERVING_POOL, "normal",
+                                   "1000", _sacct_time(t), _sacct_time(t), _sacct_time(t), _sacct_time(end),
+                                   _elapsed(end - t), "COMPLETED", "0:0", tres, tres, node]))
+            job_id += 1
+            k += 1
+            t = end + int(rng.integers(300, 1801))
+    folder = out / "serving"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {
+        "sacct.txt": sacct,
+        "sacctmgr_events.txt": ["Cluster|NodeName|TimeStart|TimeEnd|State|Reason|User"],
+        "sinfo_nodes.txt": ["NODELIST|PARTITION|GRES"] + [f"{n}|{SERVING_POOL}|gpu:h100:8(S:0-1)"
+                                                          for n in _SERVING_NODES],
+        "replica_lifecycle.csv": life,
+        "decode_steps.csv": steps,
+    }
+    for name, lines in written.items():
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "model.yaml").write_text(
+        "".join(f"{k}: {v!r}\n" if isinstance(v, str) else f"{k}: {v}\n" for k, v in model.items()),
+        encoding="utf-8")
+    files = [f"serving/{name}" for name in [*written, "model.yaml"]]
+    yaml_text = ("serving:\n  scheduler:\n    format: slurm\n    tz: UTC\n    files:\n"
+                 + _yaml_list(files[:3], "      ")
+                 + "  lifecycle: serving/replica_lifecycle.csv\n  decode_steps: serving/decode_steps.csv\n"
+                 + "  model: serving/model.yaml\n")
+    truth = {
+        "pool": SERVING_POOL,
+        "devices": _GPUS_PER_NODE * len(_SERVING_NODES),
+        "replicas": job_id - 90001,
+        "scheduling": held_s * _GPUS_PER_NODE / (_GPUS_PER_NODE * len(_SERVING_NODES) * horizon),
+        "runtime": ready_s / held_s,
+        "held_s": held_s,
+        "ready_s": ready_s,
+        "decode_steps": step_count,
+        "floor_s": {"weights-only": floor_w, "weights+kv": floor_kv},
+        "mbu": {"weights-only": step_count * floor_w * 1e6 / step_total_us,
+                "weights+kv": step_count * floor_kv * 1e6 / step_total_us},
+    }
+    return files, yaml_text, truth

@@ -57,6 +57,8 @@ def _part_style() -> dict[str, tuple[Any, str]]:
 
 
 def _bar_labels(data: pd.DataFrame) -> list[str]:
+    if "label" in data.columns:
+        return [str(v) for v in data["label"]]
     ranks = require_numeric(data["rank"], "partition['rank']").astype(int)
     if "step" in data.columns and pd.Series(ranks).duplicated().any():
         steps = require_numeric(data["step"], "partition['step']").astype(int)
@@ -138,7 +140,8 @@ def fleet_law_bars(terms: pd.DataFrame, *, unit: str = "ms", ax: Axes | None = N
     terms
         Rows of :func:`fleetlib.program.fleet_law.fleet_law_terms` (or sums of them per rank):
         ``rank``, the terms of :data:`~fleetlib.program.FLEET_LAW_TERMS` and ``step_wall_us``,
-        microseconds; ``step`` labels the bars when a rank has several rows.
+        microseconds; ``step`` labels the bars when a rank has several rows, a ``label`` column (e.g.
+        :func:`fleetlib.program.compose_fixes`) replaces the rank labels.
     unit
         ``"ms"`` or ``"us"`` on the time axis.
     ax

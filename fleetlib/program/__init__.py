@@ -57,8 +57,10 @@ from fleetlib.program.collectives import (
     traced_step_partition,
 )
 from fleetlib.program.fleet_law import (
+    FIX_TERMS,
     FLEET_LAW_LABELS,
     FLEET_LAW_TERMS,
+    compose_fixes,
     fleet_law_by_rank,
     fleet_law_terms,
     pipeline_ranks,
@@ -259,6 +261,7 @@ __all__ = [
     "DEFAULT_STRAGGLER_THRESHOLD",
     "DIAGNOSES",
     "FINDING_COLUMNS",
+    "FIX_TERMS",
     "FLEET_LAW_LABELS",
     "FLEET_LAW_TERMS",
     "FLOP_CONVENTIONS",
@@ -331,6 +334,7 @@ __all__ = [
     "collective_time_s",
     "collective_waits",
     "combine_program_rows",
+    "compose_fixes",
     "compute_fraction",
     "decode_floor",
     "decode_floor_s",

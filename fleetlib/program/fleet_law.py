@@ -30,15 +30,17 @@ integer nanoseconds (the partition's resolution), so the six terms add up to ``s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from fleetlib.program.breakdown import require_table_columns
 from fleetlib.program.schema import PARTITION_PARTS
+from fleetlib.quality import DomainError
 
-__all__ = ["FLEET_LAW_LABELS", "FLEET_LAW_TERMS", "fleet_law_by_rank", "fleet_law_terms", "pipeline_ranks"]
+__all__ = ["FIX_TERMS", "FLEET_LAW_LABELS", "FLEET_LAW_TERMS", "compose_fixes", "fleet_law_by_rank",
+           "fleet_law_terms", "pipeline_ranks"]
 
 #: The six terms, in the order they are drawn; they add up to the step wall time.
 FLEET_LAW_TERMS: tuple[str, ...] = ("local_compute", "local_memory", "dispatch", "exposed_comm", "sync",
@@ -150,3 +152,91 @@ def fleet_law_by_rank(terms: pd.DataFrame) -> dict[str, dict[str, float]]:
     cols = [*FLEET_LAW_TERMS, "step_wall_us", "sync_barrier_us", "sync_bubble_us"]
     sums = terms.groupby("rank")[cols].sum()
     return {str(int(r)): {c: float(row[c]) for c in cols} for r, row in sums.iterrows()}
+
+
+#: The step terms :func:`compose_fixes` scales, in seconds: the iron law's data movement, compute and
+#: fixed overhead, plus the step's communication (which runs beside compute).
+FIX_TERMS: tuple[str, ...] = ("data", "compute", "comm", "overhead")
+
+
+def compose_fixes(terms_s: Mapping[str, float], fixes: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """Step time before any fix, under each program fix alone, and under all of them together.
+
+    The step is ``data + max(compute, comm) + overhead``: communication runs beside compute (the
+    gradient reduction overlapped with the backward pass) and is exposed only where it outlasts
+    compute.  A fix scales the time of the terms it names; applied together, the scales of one term
+    multiply.  Because of the ``max``, savings do not add: shortening compute can expose hidden
+    communication (a fix alone saves less than its kernel speedup), two fixes of the same exposed
+    term can both claim the same time (together less than the sum), and a communication fix can be
+    worth nothing until a compute fix exposes it (together more than the sum).
+
+    Parameters
+    ----------
+    terms_s
+        The step's :data:`FIX_TERMS` in seconds (a missing term is zero), each >= 0.
+    fixes
+        ``{fix name: {term: time multiplier}}``; a multiplier of 0.5 halves that term's time.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per variant: ``label`` ("before", each fix, then "all fixes" when there are two or
+        more), ``rank`` (the row number), the six :data:`FLEET_LAW_TERMS` and ``step_wall_us`` in
+        microseconds (data -> ``local_memory``, compute -> ``local_compute``, overhead -> ``dispatch``,
+        the exposed part of comm -> ``exposed_comm``), so :func:`fleetlib.plots.fleet_law_bars` draws
+        it, then ``step_s``, ``saved_s`` (against "before") and ``speedup``.
+
+    Raises
+    ------
+    DomainError
+        An unknown term, a negative or non-finite time or multiplier, no fix, or a step of zero time.
+
+    Examples
+    --------
+    >>> t = compose_fixes({"data": 0.06, "compute": 0.11, "comm": 0.175, "overhead": 0.01},
+    ...                   {"FP8": {"compute": 0.5}})
+    >>> [round(v, 4) for v in t["step_s"]]
+    [0.245, 0.245]
+    """
+    base = _fix_values("terms_s", terms_s)
+    if not fixes:
+        raise DomainError("fixes is empty; name at least one fix and the terms it scales")
+    variants: dict[str, dict[str, float]] = {"before": {}}
+    for name, scale in fixes.items():
+        variants[str(name)] = _fix_values(f"fixes[{name!r}]", scale)
+    if len(fixes) > 1:
+        together: dict[str, float] = {}
+        for scale in list(variants.values())[1:]:
+            for term, m in scale.items():
+                together[term] = together.get(term, 1.0) * m
+        variants["all fixes"] = together
+    rows = []
+    for label, scale in variants.items():
+        t = {term: base.get(term, 0.0) * scale.get(term, 1.0) for term in FIX_TERMS}
+        exposed = max(0.0, t["comm"] - t["compute"])
+        rows.append({"label": label, "local_compute": t["compute"], "local_memory": t["data"],
+                     "dispatch": t["overhead"], "exposed_comm": exposed, "sync": 0.0, "other": 0.0})
+    out = pd.DataFrame(rows)
+    out.insert(1, "rank", np.arange(len(out)))
+    step_s = out[list(FLEET_LAW_TERMS)].sum(axis=1)
+    if (step_s <= 0).any():
+        raise DomainError("a variant's step takes zero time; give the step's terms in seconds")
+    for name in FLEET_LAW_TERMS:
+        out[name] = out[name] * 1e6
+    out["step_wall_us"] = step_s * 1e6
+    out["step_s"] = step_s
+    out["saved_s"] = step_s.iloc[0] - step_s
+    out["speedup"] = step_s.iloc[0] / step_s
+    return out
+
+
+def _fix_values(what: str, values: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for term, v in values.items():
+        if term not in FIX_TERMS:
+            raise DomainError(f"{what} names {term!r}, not one of the step terms {list(FIX_TERMS)}")
+        x = float(v)
+        if not np.isfinite(x) or x < 0:
+            raise DomainError(f"{what}[{term!r}] must be a finite number >= 0; got {v!r}")
+        out[term] = x
+    return out

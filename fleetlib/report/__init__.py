@@ -61,6 +61,7 @@ __all__ = [
     "KERNEL_NAME",
     "REGRESSIONS_NOTEBOOK",
     "RUNG_NOTEBOOKS",
+    "SERVING_NOTEBOOK",
     "ReportError",
     "checkout_root",
     "declared_parameters",
@@ -75,15 +76,18 @@ __all__ = [
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
 #: -> measured S, R, P and MPG), then each rung on its own records (scheduler records, the job timeline,
-#: step traces), then regressions between two measurements; they run before the course.  Paths are
-#: relative to the project root.
+#: step traces), then regressions between two measurements, then the bundle's serving pool (its own S, R
+#: and P = MBU, never part of MPG); they run before the course.  Paths are relative to the project root.
 RUNG_NOTEBOOKS: list[str] = ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb",
                              "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb",
-                             "notebooks/04_regressions.ipynb"]
+                             "notebooks/04_regressions.ipynb", "notebooks/05_serving.ipynb"]
 
 #: The notebook that measures synthetic fleet pairs of its own rather than the bundle's records; a
 #: report on one's own fleet leaves it out (``fleetlib compare`` compares one's own bundles).
 REGRESSIONS_NOTEBOOK = "notebooks/04_regressions.ipynb"
+
+#: The serving pool's page; a report on a bundle without a ``serving:`` section leaves it out.
+SERVING_NOTEBOOK = "notebooks/05_serving.ipynb"
 
 #: The course chain, in the order the chapter's worked examples build on each other.  Paths are
 #: relative to the project root.
@@ -94,6 +98,8 @@ COURSE_NOTEBOOKS: list[str] = [
     "notebooks/course/04_trades_and_iso_goodput.ipynb",
     "notebooks/course/05_efficiency_frontier.ipynb",
     "notebooks/course/06_runtime_loss_vs_job_size.ipynb",
+    "notebooks/course/07_serving_replica.ipynb",
+    "notebooks/course/08_iron_law_and_composing_fixes.ipynb",
 ]
 
 #: Jupyter kernel the notebooks run on (the environment fleetlib is installed in).
@@ -386,7 +392,8 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
                          f"{_kind(references[0])} ({where})")
 
 
-def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[dict[str, str]]]:
+def _default_chain(own_fleet: bool, has_traces: bool,
+                   has_serving: bool = True) -> tuple[list[str], list[dict[str, str]]]:
     """Return the default chain and the notebooks left out of it, each with the reason."""
     chain, skipped = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS, []
     if not own_fleet:
@@ -399,6 +406,11 @@ def _default_chain(own_fleet: bool, has_traces: bool) -> tuple[list[str], list[d
         chain = [nb for nb in chain if not nb.endswith("03_step_traces.ipynb")]
         skipped.insert(0, {"name": "03_step_traces",
                            "reason": "the fleet bundle has no step traces of a job with a model config"})
+    if not has_serving:
+        chain = [nb for nb in chain if nb != SERVING_NOTEBOOK]
+        skipped.append({"name": Path(SERVING_NOTEBOOK).stem,
+                        "reason": "the fleet bundle has no serving: section (serving pool scheduler files, "
+                                  "replica lifecycle log, decode steps, model)"})
     return chain, skipped
 
 
@@ -458,12 +470,13 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     """
     params = load_parameters(params_path)
     root = checkout_root()
-    has_traces = True
+    has_traces = has_serving = True
     if fleet is not None:
         fleet_params = fleet_parameters(fleet, root)
         has_traces = fleet_params.pop("fleet_has_traces")
+        has_serving = fleet_params.pop("fleet_has_serving")
         params.update(fleet_params)
-    default, skipped = _default_chain(fleet is not None, has_traces)
+    default, skipped = _default_chain(fleet is not None, has_traces, has_serving)
     chain = _resolve_notebooks(default if notebooks is None else notebooks, root)
     if notebooks is not None:
         skipped = []

@@ -50,7 +50,7 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
         ``_files``, and, when the bundle has traces, ``traces_files`` and ``traces_model`` of the first
         traced job (in job id order) that has a model config.  ``scheduling_openb_files`` and
         ``traces_hta_sets`` (bundled comparisons) are emptied.  ``fleet_has_traces`` says whether step
-        traces were found.
+        traces were found, ``fleet_has_serving`` whether the manifest has a ``serving:`` section.
 
     Raises
     ------
@@ -75,6 +75,7 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
         "timeline_job": "",
         "traces_hta_sets": [],
         "fleet_has_traces": False,
+        "fleet_has_serving": m.serving is not None,
     }
     traced = [job for job in sorted(m.traces) if job in m.models]
     if traced:

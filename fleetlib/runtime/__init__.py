@@ -47,6 +47,7 @@ from fleetlib.runtime.model import (
     preemption_tax_s,
     runtime_loss_by_size,
     runtime_loss_terms,
+    serving_runtime_goodput,
     young_interval_s,
     young_waste,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "runtime_goodput_windows",
     "runtime_loss_by_size",
     "runtime_loss_terms",
+    "serving_runtime_goodput",
     "slice_integrals",
     "synth_timeline",
     "tables_from_seconds",

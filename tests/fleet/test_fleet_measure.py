@@ -224,7 +224,7 @@ def test_window_override_clips_every_factor_and_the_chain_still_holds() -> None:
 
 def test_regenerating_the_bundle_gives_identical_files(tmp_path: Path) -> None:
     out = tmp_path / "regen"
-    bundle = synth_fleet(out, devices=32, days=0.5, seed=0)
+    bundle = synth_fleet(out, devices=32, days=0.5, seed=0, serving=True)
     committed = sorted(str(p.relative_to(BUNDLE)) for p in BUNDLE.rglob("*") if p.is_file())
     assert bundle.files == committed
     for rel in committed:

@@ -289,3 +289,30 @@ def test_interactive_allowed_only_outside_a_batch_run(env, requested, expected, 
     assert interactive_allowed(requested) is expected
     said = capsys.readouterr().out
     assert ("interactive controls left out" in said) == (requested and not expected)
+
+
+def test_serving_replica_explorer(monkeypatch):
+    calls = _captured(monkeypatch, "runtime_terms_bar")
+    box = widgets.serving_replica_explorer(342.0, 0.005, lifetime_min=60.0, step_ms=8.0)
+    # 5.7 min of cold start in an hour held: the startup share is 342 / 3600 (hand computation).
+    assert calls[0]["data"]["startup"] == pytest.approx(342.0 / 3600.0)
+    assert sum(calls[0]["data"].values()) == pytest.approx(342.0 / 3600.0)
+    monkeypatch.undo()
+    sliders = _sliders(box)
+    assert [s.value for s in sliders.values()] == [60.0, 8.0]
+    assert sliders["step_ms"].min == pytest.approx(5.0)
+    assert _redraws(box, sliders["lifetime_min"], 1440.0, monkeypatch) == 2
+
+
+def test_fix_composition_explorer(monkeypatch):
+    from fleetlib import program
+
+    terms = {"data": 0.06, "compute": 0.11, "comm": 0.175, "overhead": 0.01}
+    fixes = {"FP8": {"compute": 0.5}, "compression": {"comm": 0.5}}
+    calls = _captured(monkeypatch, "fleet_law_bars")
+    box = widgets.fix_composition_explorer(terms, fixes)
+    assert calls[0]["data"].equals(program.compose_fixes(terms, fixes))
+    monkeypatch.undo()
+    sliders = _sliders(box)
+    assert list(sliders) == ["FP8: compute", "compression: comm"]
+    assert _redraws(box, sliders["FP8: compute"], 0.8, monkeypatch) == 2

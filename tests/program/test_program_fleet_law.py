@@ -142,3 +142,57 @@ def test_measure_decides_roofs_by_the_configured_peak():
     assert ridge == pytest.approx(197e12 / 0.819e12, rel=1e-12) and "TPU v5e dense BF16" in source
     default, why = device_ridge(None)
     assert default == pytest.approx(989 / 3.35, rel=1e-12) and "default" in why
+
+
+# ---------------------------------------------------------------------------------------------------
+# compose_fixes: savings of program fixes alone and together, against hand sums
+# ---------------------------------------------------------------------------------------------------
+
+#: 60 ms data, 110 ms compute, 10 ms overhead, a 175 ms reduction beside compute: 65 ms exposed, 245 ms step.
+FIX_STEP = {"data": 0.060, "compute": 0.110, "comm": 0.175, "overhead": 0.010}
+
+
+def test_compose_fixes_hand_sums():
+    from fleetlib.program import compose_fixes
+
+    t = compose_fixes(FIX_STEP, {"FP8": {"compute": 0.5}, "compression": {"comm": 0.5}})
+    assert list(t["label"]) == ["before", "FP8", "compression", "all fixes"]
+    # by hand: step = data + max(compute, comm) + overhead
+    before = 0.060 + 0.175 + 0.010
+    fp8 = 0.060 + max(0.055, 0.175) + 0.010
+    compression = 0.060 + max(0.110, 0.0875) + 0.010
+    both = 0.060 + max(0.055, 0.0875) + 0.010
+    assert t["step_s"].tolist() == pytest.approx([before, fp8, compression, both], abs=1e-12)
+    assert t["saved_s"].iloc[-1] > t["saved_s"].iloc[1] + t["saved_s"].iloc[2]  # reinforcing
+    assert t["speedup"].iloc[-1] == pytest.approx(before / both)
+    # the six Fleet Law terms add up to the wall, in microseconds
+    assert t[list(FLEET_LAW_TERMS)].sum(axis=1).tolist() == pytest.approx(t["step_wall_us"].tolist())
+    assert t["exposed_comm"].tolist() == pytest.approx([65e3, 120e3, 0.0, 32.5e3])
+
+
+def test_compose_fixes_redundant_and_checkpoint_9_2():
+    from fleetlib.program import compose_fixes, speedup_from_term_scaling
+
+    t = compose_fixes(FIX_STEP, {"compression": {"comm": 0.5}, "bucketing": {"comm": 0.7}})
+    assert t["saved_s"].iloc[-1] == pytest.approx(0.065)
+    assert t["saved_s"].iloc[-1] < t["saved_s"].iloc[1] + t["saved_s"].iloc[2]  # both claim the same time
+    # With no communication the model is the iron law: the same speedups as speedup_from_term_scaling.
+    shares = {"data": 0.6, "compute": 0.3, "overhead": 0.1}
+    one = compose_fixes(shares, {"2x compute": {"compute": 0.5}})
+    assert list(one["label"]) == ["before", "2x compute"]
+    assert one["speedup"].iloc[1] == pytest.approx(speedup_from_term_scaling(shares, {"compute": 0.5}))
+    assert one["speedup"].iloc[1] == pytest.approx(1 / 0.85)
+
+
+@pytest.mark.parametrize(("terms", "fixes", "match"), [
+    ({"data": 1.0}, {}, "fixes is empty"),
+    ({"memory": 1.0}, {"f": {"data": 0.5}}, "names 'memory'"),
+    ({"data": 1.0}, {"f": {"data": -0.5}}, "finite number >= 0"),
+    ({"data": 1.0}, {"f": {"data": 0.0}}, "zero time"),
+])
+def test_compose_fixes_refusals(terms, fixes, match):
+    from fleetlib.program import compose_fixes
+    from fleetlib.quality import DomainError
+
+    with pytest.raises(DomainError, match=match):
+        compose_fixes(terms, fixes)

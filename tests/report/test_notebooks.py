@@ -38,6 +38,8 @@ EXPECTED_COURSE = [
     "04_trades_and_iso_goodput.ipynb",
     "05_efficiency_frontier.ipynb",
     "06_runtime_loss_vs_job_size.ipynb",
+    "07_serving_replica.ipynb",
+    "08_iron_law_and_composing_fixes.ipynb",
 ]
 COURSE_NOTEBOOKS = [COURSE / name for name in EXPECTED_COURSE]
 SAVE_CALL = re.compile(r"save_figure\(\s*[\w.]+\s*,\s*[\"']([A-Za-z0-9_\-]+)[\"']\s*,\s*output_dir\s*\)")

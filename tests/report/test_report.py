@@ -129,6 +129,8 @@ def test_course_chain_order():
         "04_trades_and_iso_goodput.ipynb",
         "05_efficiency_frontier.ipynb",
         "06_runtime_loss_vs_job_size.ipynb",
+        "07_serving_replica.ipynb",
+        "08_iron_law_and_composing_fixes.ipynb",
     ]
     assert all(p.startswith("notebooks/course/") for p in COURSE_NOTEBOOKS)
 
@@ -261,3 +263,16 @@ def test_the_report_kernel_is_shut_down_without_an_interrupt_but_timeouts_still_
         assert sent == ["SIGINT"]  # a cell past its timeout is still interrupted
     finally:
         AsyncKernelManager._async_interrupt_kernel = original
+
+
+def test_serving_page_in_the_chain_and_left_out_without_a_serving_section():
+    from fleetlib.report import RUNG_NOTEBOOKS, SERVING_NOTEBOOK, _default_chain
+
+    assert RUNG_NOTEBOOKS[-1] == SERVING_NOTEBOOK == "notebooks/05_serving.ipynb"
+    chain, skipped = _default_chain(False, True)
+    assert SERVING_NOTEBOOK in chain and skipped == []
+    chain, skipped = _default_chain(True, True, True)
+    assert SERVING_NOTEBOOK in chain
+    chain, skipped = _default_chain(True, True, False)
+    assert SERVING_NOTEBOOK not in chain
+    assert skipped[-1]["name"] == "05_serving" and "no serving: section" in skipped[-1]["reason"]

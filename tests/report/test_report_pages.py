@@ -110,6 +110,7 @@ def test_fleet_parameters_point_the_rungs_at_the_bundle() -> None:
     assert params["scheduling_openb_files"] == [] and params["fleet_has_traces"] is False
     synthetic = fleet_parameters(ROOT / "data" / "fleet" / "synthetic" / "fleet.yaml", ROOT)
     assert synthetic["fleet_has_traces"] is True
+    assert synthetic["fleet_has_serving"] is True and params["fleet_has_serving"] is False
     job = Path(synthetic["traces_model"]).stem
     assert synthetic["traces_files"] == [f"data/fleet/synthetic/traces/{job}"]
 
