@@ -1023,6 +1023,18 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_NON_FINITE_MEMBER = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:\s*'
+                                r'(?:-?(?:NaN|Infinity)\b|-?\d[\d.]*[eE]\+?\d{3,})')
+
+
+def _key_of_non_finite(text: str | bytes | bytearray) -> str | None:
+    """Return the key of the first member whose value is NaN, Infinity or beyond a float (or None)."""
+    if not isinstance(text, str):
+        text = bytes(text[:1 << 20]).decode("utf-8", "replace")
+    found = _NON_FINITE_MEMBER.search(text[:1 << 20])
+    return found.group(1) if found else None
+
+
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows; expected a finite number")
 
@@ -1063,7 +1075,7 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno}); expected one complete JSON "
                          "document (a truncated line?)", file=file, row=line) from None
     except (ValueError, RecursionError) as exc:
-        raise InputError(f"{exc}", file=file, row=row) from None
+        raise InputError(f"{exc}", file=file, row=row, field=_key_of_non_finite(text)) from None
     check_whole_text(parsed, text, file=file, row=row)
     return parsed
 
