@@ -35,8 +35,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
+from fleetlib._jsondepth import CHUNK, new_state, scan_depth
 from fleetlib.quality import DomainError, InputError, Ledger
 
 __all__ = [
@@ -986,26 +988,23 @@ def json_depth_rows(data: str | bytes | bytearray, max_depth: int | None = None,
     Brackets inside strings are not counted (a quote preceded by an odd run of backslashes is
     escaped).  With ``per_line`` each line is scanned as its own document (JSON lines), so one broken
     line does not shift the depth of the next; otherwise the first line where the whole document
-    crosses the limit is returned (at most one).  The scan is one compiled pass that keeps only its
-    depth and string state: a ``str`` is encoded a chunk at a time, bytes are read in place, so the
-    memory it adds does not grow with the text.
+    crosses the limit is returned (at most one).  The scan (:mod:`fleetlib._jsondepth`) carries only
+    its depth and string state from chunk to chunk: a ``str`` is encoded a chunk at a time, bytes are
+    read in place a chunk at a time, so the memory it adds does not grow with the text.
 
     Returns
     -------
     numpy.ndarray
         Sorted, unique 1-based line numbers (empty when every document is within the limit).
     """
-    import numpy as np
-
-    from fleetlib._jsondepth import CHUNK, new_state, scan_depth
-
     limit = current_limits().max_depth if max_depth is None else max_depth
     state = new_state()
     if isinstance(data, str):
         chunks: Iterable[Any] = (data[i:i + CHUNK].encode("utf-8", "surrogatepass")
                                  for i in range(0, len(data), CHUNK))
     else:
-        chunks = (data,)
+        view = memoryview(data).cast("B")
+        chunks = (view[i:i + CHUNK] for i in range(0, len(view), CHUNK))
     found = []
     for chunk in chunks:
         lines = scan_depth(np.frombuffer(chunk, dtype=np.uint8), limit, per_line, state)
@@ -1022,6 +1021,18 @@ def _finite_float(text: str) -> float:
         raise ValueError(f"number {excerpt(text, 24)} is beyond the range of a float; expected a finite "
                          "number")
     return value
+
+
+_NON_FINITE_MEMBER = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:\s*'
+                                r'(?:-?(?:NaN|Infinity)\b|-?\d[\d.]*[eE]\+?\d{3,})')
+
+
+def _key_of_non_finite(text: str | bytes | bytearray) -> str | None:
+    """Return the key of the first member whose value is NaN, Infinity or beyond a float (or None)."""
+    if not isinstance(text, str):
+        text = bytes(text[:1 << 20]).decode("utf-8", "replace")
+    found = _NON_FINITE_MEMBER.search(text[:1 << 20])
+    return found.group(1) if found else None
 
 
 def _refuse_constant(name: str) -> float:
@@ -1064,7 +1075,7 @@ def load_json(text: str | bytes | bytearray, *, file: str, row: int | None = Non
         raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno}); expected one complete JSON "
                          "document (a truncated line?)", file=file, row=line) from None
     except (ValueError, RecursionError) as exc:
-        raise InputError(f"{exc}", file=file, row=row) from None
+        raise InputError(f"{exc}", file=file, row=row, field=_key_of_non_finite(text)) from None
     check_whole_text(parsed, text, file=file, row=row)
     return parsed
 

@@ -101,7 +101,7 @@ def test_a_page_of_tables_and_sentences_shows_payloads_as_text(tmp_path, browser
 
 
 def _payload_bundle(folder: Path) -> Path:
-    """The corpus's good bundle with a payload as its name, contract values, pool and users."""
+    """The corpus's good bundle with payloads as name, contract values, pool, users, a job id, a model."""
     shutil.copytree(GOOD, folder)
     manifest = yaml.safe_load((folder / "fleet.yaml").read_text())
     manifest["name"] = PAYLOADS[3]
@@ -111,6 +111,10 @@ def _payload_bundle(folder: Path) -> Path:
         path = folder / "scheduler" / name
         text = path.read_text().replace("|gpu|", f"|{PAYLOADS[0]}|")
         path.write_text(text.replace("|ana|", f"|{PAYLOADS[5]}|").replace("|bo|", f"|{PAYLOADS[2]}|"))
+    sacct = folder / "scheduler" / "sacct.txt"  # job 102 (no timeline) gets a payload id: no '.', '_' or '|'
+    sacct.write_text(sacct.read_text().replace("\n102|102|", f"\n{PAYLOADS[5]}|{PAYLOADS[5]}|"))
+    model = folder / "models" / "101.yaml"
+    model.write_text(model.read_text().replace("name: tiny", f"name: {json.dumps(PAYLOADS[1])}"))
     return folder / "fleet.yaml"
 
 

@@ -104,7 +104,15 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import GZIP_MAGIC, as_paths, check_regular, current_limits, read_bytes, time_range
+from fleetlib._io import (
+    GZIP_MAGIC,
+    INFLATION_FLOOR,
+    as_paths,
+    check_regular,
+    current_limits,
+    read_bytes,
+    time_range,
+)
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
     Classifier,
@@ -200,6 +208,9 @@ def _connect(path: Path) -> sqlite3.Connection:
         )
     else:
         con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    # no single value longer than a line may be: SQLite refuses it ("string or blob too big") before
+    # it is made, whether stored or computed on read (a generated column, printf in a default)
+    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(current_limits().max_line_bytes, 2**31 - 1))
     # text that is not UTF-8 (a damaged name or string) reads with U+FFFD in place of the bad bytes;
     # the factory keeps what it replaced, so the records that use such text are named as repaired
     con.text_factory = LenientText()
@@ -245,15 +256,75 @@ def _damaged(con: sqlite3.Connection, values: Any) -> np.ndarray:
 
 def _columns(con: sqlite3.Connection, table: str) -> list[str]:
     try:
-        return [row[1] for row in con.execute(f'PRAGMA table_info("{table}")')]
+        return [row[1] for row in con.execute(f'PRAGMA table_xinfo("{table}")')]  # generated ones too
     except sqlite3.DatabaseError as exc:
         raise InputError(f"the schema of table {table} cannot be read ({exc})", field=table) from exc
+
+
+def _bounded_text(con: sqlite3.Connection, table: str, cols: list[str], file: str) -> None:
+    """Refuse ``table`` when reading ``cols`` would make more text than the file can hold.
+
+    A tiny export can expand on read: a generated column, or a column added with a long default
+    that every older row then carries, is text the file does not store.  Two bounds, each refused
+    with the file, the table's row (its ``rowid``), the field and the limit: one value longer than
+    ``max_line_bytes`` (SQLite refuses to make it), and the text of the table's rows, summed in row
+    order, beyond ``max_inflation`` times the file's stored bytes (and the first 64 MiB, as for a
+    gzip input).
+    """
+    if not cols:
+        return
+    lim = current_limits()
+    stored = os.stat(file).st_size
+    budget = min(lim.max_bytes, max(lim.max_inflation * stored, INFLATION_FLOOR))
+    sizes = [f"(CASE WHEN typeof(\"{c}\") IN ('text', 'blob') THEN length(CAST(\"{c}\" AS BLOB)) ELSE 0 END)"
+             for c in cols]
+    try:
+        over = con.execute(
+            f'SELECT _row, _run FROM (SELECT rowid AS _row, sum({" + ".join(sizes)}) OVER (ORDER BY rowid) '
+            f'AS _run FROM "{table}") WHERE _run > ? LIMIT 1', (budget,)).fetchone()
+    except sqlite3.DataError as exc:  # a value longer than max_line_bytes
+        row, col = _first_too_long(con, table, cols, sizes)
+        raise InputError(f"a value longer than {lim.max_line_bytes:,} bytes (limit max_line_bytes; raise "
+                         "it with --limit max_line_bytes=N)", file=file, row=row,
+                         field=f"{table}.{col}") from exc
+    if over is None:
+        return
+    row, run = int(over[0]), int(over[1])
+    each = con.execute(f'SELECT {", ".join(sizes)} FROM "{table}" WHERE rowid = ?', (row,)).fetchone()
+    col = cols[int(np.argmax(np.asarray(each, dtype=float)))]
+    raise InputError(f"the text of rows up to this one is {run:,} bytes, more than {lim.max_inflation} times "
+                     f"the file's {stored:,} stored bytes (limit max_inflation; raise it with --limit "
+                     "max_inflation=N)", file=file, row=row, field=f"{table}.{col}")
+
+
+def _first_too_long(con: sqlite3.Connection, table: str, cols: list[str],
+                    sizes: list[str]) -> tuple[int, str]:
+    """Return the first (rowid, column) whose value SQLite refuses as too big (a bisection on rowid)."""
+    lo, hi = con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+    for col, size in zip(cols, sizes, strict=True):
+        a, b = int(lo), int(hi)
+        try:
+            con.execute(f'SELECT sum({size}) FROM "{table}"').fetchone()
+            continue
+        except sqlite3.DataError:
+            pass
+        while a < b:
+            mid = (a + b) // 2
+            try:
+                con.execute(f'SELECT sum({size}) FROM "{table}" WHERE rowid BETWEEN ? AND ?',
+                            (a, mid)).fetchone()
+                a = mid + 1
+            except sqlite3.DataError:
+                b = mid
+        return a, col
+    return int(lo), cols[0]
 
 
 def _frame(con: sqlite3.Connection, table: str, wanted: Iterable[str], file: str) -> pd.DataFrame:
     """Rows of ``table`` with ``rowid`` and the wanted columns that exist (absent ones are None)."""
     have = set(_columns(con, table))
     cols = [c for c in wanted if c in have]
+    _bounded_text(con, table, cols, file)
     select = ", ".join(["rowid AS _row", *(f'"{c}"' for c in cols)])
     try:
         frame = pd.read_sql_query(f'SELECT {select} FROM "{table}"', con)
@@ -315,6 +386,7 @@ def _timed(
 
 def _strings(con: sqlite3.Connection, file: str) -> dict[int, str]:
     # a NULL text is no name: the records naming it read as '<unnamed>' (a kernel's is a named repair)
+    _bounded_text(con, "StringIds", ["value"], file)
     return {int(i): str(v) for i, v in con.execute("SELECT id, value FROM StringIds WHERE value IS NOT NULL")}
 
 

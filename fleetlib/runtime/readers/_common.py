@@ -381,15 +381,15 @@ def posix_s_to_utc(values: Any) -> pd.Series:
     ns = np.full(arr.size, _NAT, dtype=np.int64)
     # a count of seconds beyond what a time can hold is pinned to the edge (year 1677 or 2262), where
     # the plausible-range check rejects it, instead of wrapping round to 1970
-    edge = _MAX_POSIX_S
+    edge = MAX_POSIX_S
     ns[ok] = np.rint(np.clip(arr[ok], -edge, edge) * 1e6).astype(np.int64) * 1000
     return utc_times(ns)
 
 
 #: The largest count of POSIX seconds a nanosecond time can hold (about 2262-04-11), less a margin.
-_MAX_POSIX_S = 9.2e9
+MAX_POSIX_S = 9.2e9
 #: The same edge in nanoseconds: a time at or beyond it is shown as beyond what a time can hold.
-_EDGE_NS = int(_MAX_POSIX_S * 1e9)
+_EDGE_NS = int(MAX_POSIX_S * 1e9)
 
 
 def implausible_ns(ns: np.ndarray) -> np.ndarray:
@@ -419,7 +419,7 @@ def reject_implausible_seconds(rec: pd.DataFrame, books: Mapping[str, FileBook],
     otherwise wrap round to 1970) are rejected here; the reader's own checks judge the rest.
     """
     lim = current_limits()
-    lo, hi = ((-_MAX_POSIX_S, _MAX_POSIX_S) if representable_only
+    lo, hi = ((-MAX_POSIX_S, MAX_POSIX_S) if representable_only
               else tuple(t.timestamp() for t in time_range(lim)))
     bad_any = np.zeros(len(rec), dtype=bool)
     for col in columns:

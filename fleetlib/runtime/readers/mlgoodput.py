@@ -14,6 +14,7 @@ import pandas as pd
 from fleetlib._io import as_paths, json_depth_rows, load_json, nesting_message, out_of_range_int, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
+    MAX_POSIX_S,
     NS_PER_S,
     FileBook,
     PathLike,
@@ -333,12 +334,20 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
                 obj = load_json(lines[lineno - 1], file=file, row=lineno, depth_checked=True)
             except InputError as exc:
                 why = str(exc).split(": ", 1)[-1].split(" (a truncated line?)")[0]
-                _note(bad, lineno, None, why.replace("not valid JSON (", "invalid JSON (", 1))
+                _note(bad, lineno, exc.field, why.replace("not valid JSON (", "invalid JSON (", 1))
                 continue
             if not isinstance(obj, dict):
                 _note(bad, lineno, None, "the line is not a JSON object")
                 continue
             fields, bad_field, reason = _classify_mlgoodput(obj)
+            if fields is not None:  # a time no timestamp can hold (1e20 s): refused under its own key
+                beyond = [k for k, v in obj.items() if k.endswith(("_time", "_timestamp"))
+                          and isinstance(v, (int, float)) and not isinstance(v, bool)
+                          and abs(v) >= MAX_POSIX_S]
+                if beyond:
+                    fields, bad_field = None, beyond[0]
+                    reason = (f"{beyond[0]} {obj[beyond[0]]:g} (POSIX seconds) is beyond the years a time "
+                              "can hold (about 2262); expected seconds since 1970")
             if fields is None:
                 _note(bad, lineno, bad_field, str(reason))
                 continue

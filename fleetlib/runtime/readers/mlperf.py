@@ -104,7 +104,7 @@ def parse_mllog(path: Path, *, job_id: str | None, rank_copy_tolerance_s: float)
             obj = load_json(payload, file=file, row=lineno)
         except InputError as exc:
             bad_rows.append(lineno)
-            bad_fields.append(None)
+            bad_fields.append(exc.field)  # the key of a NaN or Infinity time, where one is to blame
             why = str(exc).split(": ", 1)[-1].split("; expected one complete JSON")[0]
             bad_reasons.append(f"invalid JSON after {_MLLOG_TAG} ({why.removeprefix('not valid JSON (')}"
                                + ("" if why.startswith("not valid JSON (") else ")"))
