@@ -120,7 +120,8 @@ EVENT_KINDS: dict[str, str] = {
     "gang_complete": "the allocation became complete: held time of the attempt starts here (required, "
                      "one per attempt; logged by the scheduler, never inferred from the first step)",
     "release": "the allocation was released: held time of the attempt ends here (one per attempt; "
-               "when missing, held time ends at the attempt's last record and a flag says so)",
+               "when missing, held time ends at the attempt's last record and a flag says so); the last "
+               "attempt's recorded release is an end marker of the clean-end rule (CLEAN_END_RULE)",
     "job_completed": "the job finished its work cleanly (e.g. ml-goodput-measurement's job_end_time): "
                      "an end marker of the clean-end rule (CLEAN_END_RULE), as the last attempt's release "
                      "is: with clean_end_commit (the default) the first end marker after the last step, "

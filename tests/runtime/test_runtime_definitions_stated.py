@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fleetlib import runtime
@@ -23,6 +24,7 @@ from fleetlib.runtime import (
     known_event_kinds,
     synth_timeline,
 )
+from fleetlib.runtime.partition import kind_codes
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "runtime_events.md"
 
@@ -46,6 +48,11 @@ def test_the_events_page_lists_every_accepted_kind_and_only_those():
     assert known_event_kinds([p + "anything" for p in prefixes]).all()
     assert not known_event_kinds(["job_finished", "completed"]).any()
     assert CLEAN_END_RULE in PAGE.read_text(encoding="utf-8")
+    # the kernel's own table: every canonical kind has a code of its own, auxiliary ones are ignored
+    codes = kind_codes(np.array(list(EVENT_KINDS), dtype=object))
+    assert (codes >= 2).all() and len(set(codes.tolist())) == len(EVENT_KINDS)
+    assert (kind_codes(np.array([*AUXILIARY_EVENT_KINDS, "custom_badput:x"], dtype=object)) == 1).all()
+    assert kind_codes(np.array(["job_finished"], dtype=object)).tolist() == [0]
 
 
 def test_no_clean_end_commit_help_states_the_rule(capsys):
