@@ -835,8 +835,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
         if "completed_ns" in jobs.columns:  # the scheduler's COMPLETED: an end marker of the clean-end rule
             ns = jobs["completed_ns"].to_numpy(np.int64)
             done = ns != NO_TIME
-            completed_at = dict(zip(jobs.index[done].tolist(),
-                                    pd.to_datetime(ns[done], unit="ns", utc=True), strict=True))
+            completed_at = pd.Series(pd.to_datetime(ns[done], unit="ns", utc=True), index=jobs.index[done])
         measured = runtime_goodput_windows(steps, events, windows=pieces, definition="retrospective",
                                            source="fleet timelines", completed_at=completed_at)
         first = measured[0].per_job

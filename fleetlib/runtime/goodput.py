@@ -563,9 +563,7 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
                 continue
             if value is not None:
                 ff_given[k] = value
-        done = None
-        if completed_at:
-            done = np.array([_completed_ns(completed_at.get(job)) for job in ids], dtype=np.int64)
+        done = _completed_ns(completed_at, ids) if completed_at is not None and len(completed_at) else None
         parts = build_parts(t, codes, ff_given, median=median, tol=float(tol), stall_factor=float(stall),
                             clean_end_commit=clean_end_commit, completed_ns=done)
     except InputError as err:
@@ -590,11 +588,22 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
     return parts, t.ledger, regimes
 
 
-def _completed_ns(value: Any) -> int:
-    """Return a scheduler's COMPLETED time as UTC nanoseconds (:data:`NO_TIME` for None or NaT)."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return NO_TIME
-    return int(_ts(value, "completed_at").as_unit("ns").value)
+def _completed_ns(completed_at: Mapping[str, Any] | pd.Series, ids: Sequence[str]) -> np.ndarray:
+    """Return per job of ``ids`` its scheduler COMPLETED time in UTC nanoseconds (:data:`NO_TIME`: none).
+
+    A Series of timezone-aware times (the fleet walk's, one per job) is converted at once; any other
+    mapping value by value, so that a time without a zone is refused as everywhere else.
+    """
+    ser = completed_at if isinstance(completed_at, pd.Series) else pd.Series(dict(completed_at), dtype=object)
+    ser = ser.reindex(pd.Index(ids, dtype=object))
+    if not isinstance(ser.dtype, pd.DatetimeTZDtype):
+        times = [pd.NaT if v is None or (not isinstance(v, str) and pd.isna(v)) else _ts(v, "completed_at")
+                 for v in ser.tolist()]
+        ser = pd.Series(times, index=ser.index, dtype=TIME_DTYPE)
+    ns = ser.dt.tz_convert("UTC").dt.as_unit("ns")
+    missing = ns.isna().to_numpy()
+    values = ns.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").to_numpy()
+    return np.where(missing, NO_TIME, values).astype(np.int64)
 
 
 def _is_number(value: Any) -> bool:
