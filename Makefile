@@ -40,7 +40,11 @@ $(PY):
 	$(PYTHON_BOOT) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	@# compat mode: a .pth path entry to the checkout, under which the regular package wins over a
+	@# namespace portion -- Python run from a folder that holds a clone named fleetlib still imports it
+	@# (the default finder hook returned that folder as an empty namespace package)
+	$(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[dev]" \
+		--config-settings editable_mode=compat
 	@# byte-compile the package, as a wheel install does (an editable one does not): every Dask
 	@# worker imports it, and compiling it on each import cost ~0.5 s a process where bytecode is not written
 	$(PY) -m compileall -q fleetlib

@@ -386,6 +386,26 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]
     return lines
 
 
+def _event_kinds() -> list[str]:
+    """Return the events page's section: every event kind the readers accept and what each means."""
+    from fleetlib import runtime
+
+    rows = [[f"`{k}`", text] for k, text in runtime.EVENT_KINDS.items()]
+    aux = "auxiliary phase marker some readers emit: kept, not flagged, ignored by the partition"
+    rows += [[f"`{k}`", aux] for k in runtime.AUXILIARY_EVENT_KINDS]
+    free = "auxiliary marker with a free-form type after the colon: kept, not flagged, ignored"
+    rows += [[f"`{p}...`", free] for p in runtime.AUXILIARY_KIND_PREFIXES]
+    return [
+        "## Event kinds",
+        "",
+        "Every kind the readers accept (any other kind is kept and flagged `unknown_event_kind`).",
+        "",
+        *_md_table(["kind", "meaning"], rows),
+        "",
+        runtime.CLEAN_END_RULE,
+    ]
+
+
 def _page(table: _Table, regs: Mapping[str, Mapping[str, Any]]) -> str:
     rung, name = table.rung, table.name
     example, where, fmt = _example(table, regs)
@@ -418,6 +438,8 @@ def _page(table: _Table, regs: Mapping[str, Mapping[str, Any]]) -> str:
             [f"`{c}`" for c in example.columns],
             [[_cell(v) for v in r] for r in example.itertuples(index=False, name=None)],
         )
+    if (rung, name) == ("runtime", "events"):
+        lines += ["", *_event_kinds()]
     lines += ["", "## Formats that produce it", ""]
     if not table.formats:
         lines.append("No reader returns it directly; fleetlib derives it from the other tables.")

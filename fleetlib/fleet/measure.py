@@ -818,11 +818,12 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
     list of dict
         Per window, :data:`_WINDOW_COLUMNS` -> values in ``jobs``' row order.
     """
-    from fleetlib.runtime import runtime_goodput_windows, slice_integrals
+    from fleetlib.runtime import NO_TIME, runtime_goodput_windows, slice_integrals
 
     n = len(jobs)
     per_window = [{c: np.zeros(n) for c in _WINDOW_COLUMNS} for _ in range(len(intervals))]
     fault_free = np.zeros(n)
+    clean_end = np.zeros(n, dtype=bool)  # the timeline ended cleanly (the runtime rung's clean-end rule)
     steps_in_timeline = np.zeros(n, dtype=np.int64)
     slices = {c: np.zeros(n) for c in _SLICE_COLUMNS}
     slices["stepping_slice_efficiency"][:] = np.nan
@@ -830,8 +831,13 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
     if not events.empty:
         segments = jobs["device_segments"] if "device_segments" in jobs.columns else None
         pieces, owner = _cut_at_segments(intervals, segments)
+        completed_at = None
+        if "completed_ns" in jobs.columns:  # the scheduler's COMPLETED: an end marker of the clean-end rule
+            ns = jobs["completed_ns"].to_numpy(np.int64)
+            done = ns != NO_TIME
+            completed_at = pd.Series(pd.to_datetime(ns[done], unit="ns", utc=True), index=jobs.index[done])
         measured = runtime_goodput_windows(steps, events, windows=pieces, definition="retrospective",
-                                           source="fleet timelines")
+                                           source="fleet timelines", completed_at=completed_at)
         first = measured[0].per_job
         pos = jobs.index.get_indexer(first.index.astype(str))
         have = pos >= 0
@@ -864,6 +870,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
             cols["retained_steps"][at] += np.where(np.isnan(v), 0.0, v)
         v = first["fault_free_step_s"].astype(float).to_numpy()[have]
         fault_free[at] = np.where(np.isnan(v), 0.0, v)
+        clean_end[at] = first["clean_end"].to_numpy(bool)[have]
         counts = _job_row_counts(steps["job_id"]) if len(steps) else pd.Series(dtype=np.int64)
         pos = jobs.index.get_indexer(counts.index)
         steps_in_timeline[pos[pos >= 0]] = counts.to_numpy()[pos >= 0]
@@ -874,6 +881,7 @@ def _runtime_per_job(steps: pd.DataFrame, events: pd.DataFrame, intervals: list[
     for col, values in _window_total(per_window).items():
         jobs[col] = values
     jobs["fault_free_step_s"] = fault_free
+    jobs["clean_end"] = clean_end
     jobs["retained_steps"] = jobs.pop("retained_steps")  # the column order of the job table
     jobs["steps_in_timeline"] = steps_in_timeline
     for col, values in slices.items():
@@ -1404,7 +1412,27 @@ def timeline_group_task(fmt: str, paths: list[str], job_map: Mapping[str, str], 
 
 
 #: The scheduler's columns each timeline task receives (``device_segments`` only when a job resized).
-_HELD_COLUMNS: tuple[str, ...] = ("devices", "device_segments")
+_HELD_COLUMNS: tuple[str, ...] = ("devices", "device_segments", "completed_ns")
+
+
+def _completed_ns(allocations: pd.DataFrame, index: pd.Index) -> np.ndarray:
+    """Per job of ``index``: its last attempt's release when the scheduler recorded it COMPLETED.
+
+    UTC nanoseconds, ``NO_TIME`` where the last attempt ended otherwise: the fleet walk's input to the
+    clean-end rule (:func:`fleetlib.runtime.runtime_goodput_windows`' ``completed_at``).
+    """
+    from fleetlib.runtime import NO_TIME
+
+    out = np.full(len(index), NO_TIME, dtype=np.int64)
+    if "end_state" not in allocations.columns or not len(allocations):
+        return out
+    last = allocations.sort_values(["job_id", "attempt"], kind="stable")
+    last = last.drop_duplicates("job_id", keep="last")
+    done = last[(last["end_state"].astype(str) == "completed") & last["release"].notna()]
+    pos = index.get_indexer(done["job_id"].astype(str))
+    ns = done["release"].dt.as_unit("ns").astype("int64").to_numpy()
+    out[pos[pos >= 0]] = ns[pos >= 0]
+    return out
 
 
 def _measure_held(s: pd.DataFrame, e: pd.DataFrame, jobs: list[str], held: pd.DataFrame,
@@ -2102,6 +2130,7 @@ def _measure(
     held["job_id"] = held["job_id"].astype(str)
     held = held[held["held_device_s"] > 0].set_index("job_id")
     jobs = held[["pool", "devices", "held_device_s"]].copy()
+    jobs["completed_ns"] = _completed_ns(records.allocations, jobs.index)
     attempts = held_time(records.allocations, window=win, by="attempt")
     segments = _device_segments(attempts)
     if len(segments):  # an elastic job resized: its device-time follows its segments
@@ -2138,8 +2167,9 @@ def _measure(
     submitted = pending.result() if pending is not None else None
     per_interval = _timelines_into_jobs(man, jobs, records.allocations, scheduled, intervals, ledger,
                                         client, progress, submitted)
-    if "device_segments" in jobs.columns:
-        del jobs["device_segments"]
+    for col in ("device_segments", "completed_ns"):
+        if col in jobs.columns:
+            del jobs[col]
     _runtime_columns(jobs)
     conventions = _program_columns(jobs, man, ledger, configs)
     model_configs = configs if isinstance(configs, _ModelConfigs) else None

@@ -19,6 +19,7 @@ import pandas as pd
 from fleetlib._io import listed_files, local_path
 from fleetlib.accounting import CHAIN_RTOL, Factor, LeverGain, Window, mpg, rank_levers
 from fleetlib.quality import ChainMismatchError, Ledger
+from fleetlib.runtime import CLEAN_END_RULE
 
 __all__ = [
     "COHORT_EDGES",
@@ -112,10 +113,11 @@ LOSS_OWNERS: dict[str, str] = {
 #: Upper bounds (devices, inclusive) of the job-size cohorts of the waterfall.
 COHORT_EDGES: tuple[int, ...] = (8, 64, 512)
 _RUNTIME_CONVENTION = (
-    "runtime, retrospective definition, over the scheduler's held device-time (gang complete -> release, "
-    "clipped to the window); numerator: retained steps' wall time less input waits (warm-up excess after "
-    "a (re)start is startup or recovery) x devices; held time without a timeline counted as not "
-    "productive (unobserved: R is the bound)"
+    "R is the retained steps' productive time (wall time less input waits; warm-up excess after a (re)start "
+    "is startup or recovery) x devices over the scheduler's held device-time (gang complete -> release, "
+    "clipped to the window), retrospective definition: every finished step not erased by a later restart "
+    f"counts. {CLEAN_END_RULE} Held time without a timeline counts as not productive (unobserved: R is "
+    "the bound)"
 )
 
 

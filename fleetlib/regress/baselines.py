@@ -111,7 +111,8 @@ def build_baselines(units_list: Sequence[Any], out_dir: str | Path) -> dict[str,
         raise InputError("baseline build needs at least one bundle", field="BUNDLE")
     cycles_len = {str(u.cycle) for u in units_list}
     if len(cycles_len) > 1:
-        raise InputError(f"bundles measured with different cycles {sorted(cycles_len)}", field="cycle")
+        raise InputError(f"bundles measured with different cycles {sorted(cycles_len)}: measure them "
+                         "with one --cycle", field="cycle")
     out = Path(out_dir)
     stacked = _stack(units_list)
     jobs, steps, cycles = stacked["jobs"], stacked["steps"], stacked["cycles"]

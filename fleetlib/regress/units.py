@@ -175,7 +175,8 @@ def _cycles(records: Any, window: Window, cycle: pd.Timedelta) -> pd.DataFrame:
 
     edges = pd.date_range(window.start, window.end, freq=cycle)
     if len(edges) < 2:
-        raise DomainError(f"the window {window.label} holds no whole cycle of {cycle}")
+        raise DomainError(f"the window {window.label} holds no whole cycle of {cycle}: compare shorter "
+                          "demand cycles (--cycle, e.g. --cycle 1h) or a longer window")
     rows = []
     tables = records.tables()
     for i, (a, b) in enumerate(itertools.pairwise(edges)):

@@ -377,8 +377,12 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
             declared.setdefault(name, []).append((path.stem, str(info.get("default")), default))
     unknown = sorted(k for k in overrides if k not in declared and k not in params)
     if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], sorted({*declared, *params}), n=1)
+        hint = f"; did you mean {close[0]}?" if close else " (see the notebooks' parameters cells)"
         raise InputError(f"-p {unknown[0]}: no notebook of the report declares this parameter and the "
-                         f"scenario file has no such key (see the notebooks' parameters cells)")
+                         f"scenario file has no such key{hint}")
     for key, value in overrides.items():
         references = ([params[key]] if key in params else []) + [d for _, _, d in declared.get(key, [])]
         if any(_fits(value, r) for r in references):

@@ -53,19 +53,25 @@ from fleetlib.runtime.model import (
 )
 from fleetlib.runtime.readers import READERS, bundled_path, read_bloom_events
 from fleetlib.runtime.schema import (
+    AUXILIARY_EVENT_KINDS,
+    AUXILIARY_KIND_PREFIXES,
     CATEGORIES,
     CHANGE_POINT_COLUMNS,
+    CLEAN_END_RULE,
     DEVICE_COLUMNS,
     DEVICE_SERIES_COLUMNS,
     EQ4_TERMS,
     EVENT_COLUMNS,
+    EVENT_KINDS,
     MODEL_TERM_LABELS,
+    NO_TIME,
     PROVENANCE_COLUMNS,
     REGIME_COLUMNS,
     RESIZE_KINDS,
     STEP_COLUMNS,
     STEP_SERIES_COLUMNS,
     TERM_LABELS,
+    known_event_kinds,
 )
 from fleetlib.runtime.synth import synth_timeline, write_timeline
 from fleetlib.runtime.timeline import tables_from_seconds
@@ -77,13 +83,18 @@ from fleetlib.runtime.views import (
 )
 
 __all__ = [
+    "AUXILIARY_EVENT_KINDS",
+    "AUXILIARY_KIND_PREFIXES",
     "CATEGORIES",
     "CHANGE_POINT_COLUMNS",
+    "CLEAN_END_RULE",
     "DEVICE_COLUMNS",
     "DEVICE_SERIES_COLUMNS",
     "EQ4_TERMS",
     "EVENT_COLUMNS",
+    "EVENT_KINDS",
     "MODEL_TERM_LABELS",
+    "NO_TIME",
     "PROVENANCE_COLUMNS",
     "READERS",
     "REGIME_COLUMNS",
@@ -104,6 +115,7 @@ __all__ = [
     "held_intervals",
     "held_share_from_capacity_share",
     "interval_with_preemptions_s",
+    "known_event_kinds",
     "measure",
     "mlperf_summary_table",
     "partition_table",

@@ -758,8 +758,10 @@ def register(subparsers: Any, synth_subparsers: Any,
                         "step time is a stall, a runtime loss (default 5); below it, slow-step time "
                         "belongs to the program rung")
     p.add_argument("--no-clean-end-commit", action="store_true",
-                   help="do not count a clean job end (job_end_time, a release with no interruption after "
-                        "the last step) as the final commit")
+                   help="do not count a clean job end as the final commit (by default a job whose last step "
+                        "is followed, with no failure or preemption between, by its last attempt's release, "
+                        "a job_completed event or a scheduler COMPLETED state counts that end as its final "
+                        "commit: no progress at risk)")
     add_json(p)
     p.set_defaults(func=_cmd_runtime, render=render_runtime)
 

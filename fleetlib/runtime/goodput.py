@@ -56,11 +56,21 @@ fault-free step time is a stall: the job held the gang without progressing, so i
 baseline is the runtime loss ``stall`` (its fault-free part stays productive).  Below the bound, time
 above the baseline is slow-step time (next paragraph).
 
-**Clean end.**  With ``clean_end_commit=True`` (the default), a ``job_completed`` event (the job
-finished cleanly: ml-goodput-measurement's ``job_end_time``) in the job's last attempt, with no
-interruption after its last step, is the final commit: a job that completed has retained its result,
-so a finished job's committed productive time equals its retrospective one.  The chapter's closing
-rule still holds for windows that close before it.  Flagged ``clean_end_commit``.
+**Clean end** (the one clean-end rule; :data:`fleetlib.runtime.schema.CLEAN_END_RULE` says it in one
+sentence).  A job's *end markers* are its last attempt's recorded ``release``, its ``job_completed``
+events (ml-goodput-measurement's ``job_end_time``) and, where a scheduler's records are joined (the
+fleet walk), the time the scheduler recorded the job ``COMPLETED``.  The job *ended cleanly* at the
+first end marker at or after its last step (and its last attempt's gang completion) with no
+``failure`` or ``preempt`` between that step and the marker.  With ``clean_end_commit=True`` (the
+default) that clean end is the job's final commit: a job that ended has retained its result, so a
+finished job's committed productive time equals its retrospective one and nothing is left as progress
+at risk.  A job whose last step is followed by an interruption did not end cleanly: its steps after
+the last checkpoint stay progress at risk (or are erased by a restart).  The rule is applied once, by
+the per-job kernel (:mod:`fleetlib.runtime.partition`), whatever reads the markers: every command,
+page and the fleet walk go through it.  The chapter's closing rule still holds for windows that close
+before the clean end.  ``clean_end_commit=False`` (``--no-clean-end-commit``) judges committed steps by
+checkpoint commits alone.  A clean end that retains steps no checkpoint covered is flagged
+``clean_end_commit`` (committed definition).
 
 **Slow-step time: the program handoff ("The walk").**  A retained steady-state step that runs slower
 than the fault-free baseline is a *program* loss, not a runtime one: the timeline detects it, the step
@@ -124,8 +134,11 @@ from fleetlib.runtime.elastic import device_series, slice_efficiency
 from fleetlib.runtime.schema import (
     BREAKDOWN,
     CATEGORIES,
+    CLEAN_END_RULE,
+    DEFINITION_TEXT,
     HELD_INTERVAL_COLUMNS,
     ISSUE_TERMS,
+    NO_TIME,
     REPLICA_PHASES,
     STALL_FACTOR,
     TIME_DTYPE,
@@ -203,7 +216,8 @@ class RuntimeMeasurement:
         queue_s``, the rollback point, and ``in_window`` (whether the interruption itself happened
         inside the window).
     per_job
-        One row per job: held time, each category, fault-free step time.
+        One row per job: held time, each category, fault-free step time and ``clean_end`` (the job
+        ended cleanly by the clean-end rule and that end counted as its final commit).
     ledger
         Row accounting and interpretive flags.  Measured from tables: the rows of the canonical
         tables.  Measured by :func:`fleetlib.runtime.measure.measure` from files: the reader's
@@ -348,14 +362,20 @@ class RuntimeMeasurement:
         return {k: v / self.held_s for k, v in self.categories.items()}
 
     def convention(self) -> str:
-        """Describe the convention in words: definition, closing rule, fault-free estimator."""
+        """Describe the convention in words: R's definition, the clean-end rule, then the settings.
+
+        R's definition and the clean-end rule are one short sentence each, so a page can print them
+        beside R from the factor; the closing rule, fault-free estimator and bounds follow.
+        """
         ff = {k: (None if v is None else round(v, 9)) for k, v in self.fault_free_step_s.items()}
         ff_text = (next(iter(ff.values())) if len(ff) == 1 else ff)
-        return (f"runtime goodput, {self.definition} definition (commits counted as of "
-                f"{self.as_of.isoformat()}); fault-free step time {ff_text} s ({self.estimator} of "
-                f"steady-state compute time, input wait removed); warm-up tolerance "
-                f"{self.warmup_tolerance:g}; stall bound {self.stall_factor:g}x the fault-free step time"
-                + ("; a clean job end counts as the final commit" if self.clean_end_commit else ""))
+        clean = (CLEAN_END_RULE if self.clean_end_commit else
+                 "Clean end not counted: only checkpoint commits retain steps (clean_end_commit=False).")
+        return (f"R is productive step time (compute, input waits removed) over held time (gang complete "
+                f"to release), {self.definition} definition: {DEFINITION_TEXT[self.definition]}. {clean} "
+                f"Commits counted as of {self.as_of.isoformat()}; fault-free step time {ff_text} s "
+                f"({self.estimator} of steady-state compute time, input wait removed); warm-up tolerance "
+                f"{self.warmup_tolerance:g}; stall bound {self.stall_factor:g}x the fault-free step time")
 
     def to_factor(self) -> Factor:
         """Return :meth:`factor` (the old name, kept)."""
@@ -510,7 +530,8 @@ _KIND_NAMES = np.array(["failure", "preempt"])
 
 def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | None, source: str,
                     given: Any, estimator: str, warmup_tolerance: float, stall_factor: float,
-                    clean_end_commit: bool, options: Any) -> tuple[JobParts, Ledger, StepRegimes]:
+                    clean_end_commit: bool, options: Any, completed_at: Mapping[str, Any] | None = None
+                    ) -> tuple[JobParts, Ledger, StepRegimes]:
     """Validate the tables, build the parts of each selected job and check the options.
 
     The errors come in this order: a refused record (the tables', then each job's, in job order),
@@ -542,8 +563,9 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
                 continue
             if value is not None:
                 ff_given[k] = value
+        done = _completed_ns(completed_at, ids) if completed_at is not None and len(completed_at) else None
         parts = build_parts(t, codes, ff_given, median=median, tol=float(tol), stall_factor=float(stall),
-                            clean_end_commit=clean_end_commit)
+                            clean_end_commit=clean_end_commit, completed_ns=done)
     except InputError as err:
         raise relocate_error(err, where) from None
     relocate_ledger(t.ledger, where)
@@ -564,6 +586,24 @@ def _measured_parts(steps: pd.DataFrame, events: pd.DataFrame, *, job_id: str | 
             raise DomainError(f"the estimated fault-free step time is {value!r} s; steps need a positive "
                               "compute time (duration minus input wait) -- pass fault_free_step_s")
     return parts, t.ledger, regimes
+
+
+def _completed_ns(completed_at: Mapping[str, Any] | pd.Series, ids: Sequence[str]) -> np.ndarray:
+    """Return per job of ``ids`` its scheduler COMPLETED time in UTC nanoseconds (:data:`NO_TIME`: none).
+
+    A Series of timezone-aware times (the fleet walk's, one per job) is converted at once; any other
+    mapping value by value, so that a time without a zone is refused as everywhere else.
+    """
+    ser = completed_at if isinstance(completed_at, pd.Series) else pd.Series(dict(completed_at), dtype=object)
+    ser = ser.reindex(pd.Index(ids, dtype=object))
+    if not isinstance(ser.dtype, pd.DatetimeTZDtype):
+        times = [pd.NaT if v is None or (not isinstance(v, str) and pd.isna(v)) else _ts(v, "completed_at")
+                 for v in ser.tolist()]
+        ser = pd.Series(times, index=ser.index, dtype=TIME_DTYPE)
+    ns = ser.dt.tz_convert("UTC").dt.as_unit("ns")
+    missing = ns.isna().to_numpy()
+    values = ns.fillna(pd.Timestamp(0, tz="UTC")).astype("int64").to_numpy()
+    return np.where(missing, NO_TIME, values).astype(np.int64)
 
 
 def _is_number(value: Any) -> bool:
@@ -635,6 +675,18 @@ def _interruption_rows(parts: JobParts, sums: WindowSums, pieces: list[tuple[int
     return frame
 
 
+def _clean_end_retained(parts: JobParts) -> list[tuple[int, int]]:
+    """Return (job position, steps) for each job whose clean end retains steps no checkpoint covered."""
+    out = []
+    for k in np.flatnonzero(~np.isnan(parts.clean_end)).tolist():
+        lo, hi = int(parts.c_off[k]), int(parts.c_off[k + 1])
+        at = lo + int(np.argmax(parts.c_clean[lo:hi]))  # the clean end among the commits, in landing order
+        before = int(parts.c_reach[at - 1]) if at > lo else 0  # the reach is cumulative
+        if int(parts.c_reach[at]) > before:
+            out.append((k, int(parts.c_reach[at]) - before))
+    return out
+
+
 def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: list[tuple[Any, Any]] | None,
              window: Any, definition: str, fault_free_step_s: Any, estimator: str, warmup_tolerance: float,
              as_of: Any, stall_factor: float = STALL_FACTOR, clean_end_commit: bool = True
@@ -649,12 +701,12 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
 
     ids = parts.job_ids
     origin = parts.origin_ns
-    if clean_end_commit:
-        for k in np.flatnonzero(~np.isnan(parts.clean_end)).tolist():
+    if clean_end_commit and definition == "committed":
+        for k, extra in _clean_end_retained(parts):
             end = pd.Timestamp(int(origin[k]) + round(float(parts.clean_end[k]) * 1e9), tz="UTC")
             ledger.flag("clean_end_commit", f"job {excerpt(ids[k])} ended cleanly at {end.isoformat()}: the "
-                        "clean end counts as its final commit (clean_end_commit=False turns this off)",
-                        job_id=ids[k], time=end)
+                        f"clean end counts as its final commit and retains {extra} step(s) no checkpoint "
+                        "covered (clean_end_commit=False turns this off)", job_id=ids[k], time=end)
     span0 = pd.Timestamp(int(origin.min()), tz="UTC")
     span1 = pd.Timestamp(int((origin + np.rint(parts.end_s * 1e9).astype(np.int64)).max()), tz="UTC")
     # the whole timeline (no window given) also counts records at its very end (a final commit, a
@@ -699,6 +751,7 @@ def _measure(parts: JobParts, ledger: Ledger, regimes: StepRegimes, *, windows: 
                                 "retained_steps": s.retained_steps, "committed_steps": s.committed_steps},
                                index=pd.Index(ids, name="job_id"))
         per_job["fault_free_step_s"] = ff_column.to_numpy()
+        per_job["clean_end"] = ~np.isnan(parts.clean_end)  # NaN throughout with clean_end_commit=False
         total = dict.fromkeys(CATEGORIES, 0.0)
         for i, name in enumerate(FINE):
             total[BREAKDOWN[name]] += float(fine[i])
@@ -760,7 +813,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
                     fault_free_step_s: float | Mapping[str, float] | None = None, job_id: str | None = None,
                     estimator: Literal["median", "mean"] = "median", warmup_tolerance: float = 0.1,
                     as_of: Any = None, source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                    clean_end_commit: bool = True) -> RuntimeMeasurement:
+                    clean_end_commit: bool = True,
+                    completed_at: Mapping[str, Any] | None = None) -> RuntimeMeasurement:
     """Measure runtime goodput from a canonical timeline as an exact partition of held time.
 
     See the module docstring for what each category holds, the fault-free estimator, warm-up, the two
@@ -797,10 +851,14 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
         runtime loss ``stall``; below it, that time is slow-step time (productive, handed to the
         program rung).  Must be >= 1.
     clean_end_commit
-        Count a clean job end (the last attempt's release with no interruption after its last step,
-        e.g. ml-goodput-measurement's ``job_end_time``) as the final commit: a job that completed has
-        retained its result (default True; flagged ``clean_end_commit`` in the ledger).  False keeps
-        the strict rule: only recorded checkpoint commits retain steps.
+        Count a clean job end as the final commit (the module's "Clean end": the first of the last
+        attempt's release, a ``job_completed`` event or ``completed_at`` after the last step, with no
+        failure or preemption between): a job that ended has retained its result (default True;
+        flagged ``clean_end_commit`` in the ledger where it retains steps no checkpoint covered).
+        False keeps the strict rule: only recorded checkpoint commits retain steps.
+    completed_at
+        Job id -> the time a scheduler recorded the job ``COMPLETED`` (its release): one more end
+        marker of the clean-end rule (the fleet walk passes its scheduler records' states); None: none.
 
     Returns
     -------
@@ -817,7 +875,8 @@ def runtime_goodput(steps: pd.DataFrame, events: pd.DataFrame, *, window: Any = 
     parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
-        options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
+        options=_options_check(definition, estimator, warmup_tolerance, stall_factor),
+        completed_at=completed_at)
     return _measure(parts, ledger, regimes, windows=None, window=window, definition=definition,
                     fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,
@@ -831,7 +890,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
                             job_id: str | None = None, estimator: Literal["median", "mean"] = "median",
                             warmup_tolerance: float = 0.1, as_of: Any = None,
                             source: str = "timeline", stall_factor: float = STALL_FACTOR,
-                            clean_end_commit: bool = True) -> list[RuntimeMeasurement]:
+                            clean_end_commit: bool = True,
+                            completed_at: Mapping[str, Any] | None = None) -> list[RuntimeMeasurement]:
     """Measure consecutive windows ``[edges[i], edges[i+1])`` of one timeline, reading it once.
 
     Rolling or fixed windows for a dashboard: the timeline is validated and partitioned once and
@@ -848,7 +908,7 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
         Instead of ``edges``: ``(start, end)`` pairs of timezone-aware times, in order and not
         overlapping (gaps allowed: a window's pieces around excluded time).
     definition, fault_free_step_s, job_id, estimator, warmup_tolerance, source, stall_factor
-    clean_end_commit
+    clean_end_commit, completed_at
         As in :func:`runtime_goodput`.
     as_of
         As in :func:`runtime_goodput`; None judges each window's commits at its own end.
@@ -876,7 +936,8 @@ def runtime_goodput_windows(steps: pd.DataFrame, events: pd.DataFrame, edges: Se
     parts, ledger, regimes = _measured_parts(
         steps, events, job_id=job_id, source=source, given=_given(fault_free_step_s), estimator=estimator,
         warmup_tolerance=warmup_tolerance, stall_factor=stall_factor, clean_end_commit=clean_end_commit,
-        options=_options_check(definition, estimator, warmup_tolerance, stall_factor))
+        options=_options_check(definition, estimator, warmup_tolerance, stall_factor),
+        completed_at=completed_at)
     return _measure(parts, ledger, regimes, windows=pairs, window=None,
                     definition=definition, fault_free_step_s=fault_free_step_s, estimator=estimator,
                     warmup_tolerance=warmup_tolerance, as_of=as_of, stall_factor=stall_factor,

@@ -51,7 +51,7 @@ from numba import njit
 
 from fleetlib._io import excerpt
 from fleetlib.quality import DomainError, InputError, Ledger
-from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS, AUXILIARY_KIND_PREFIXES, BREAKDOWN
+from fleetlib.runtime.schema import AUXILIARY_EVENT_KINDS, AUXILIARY_KIND_PREFIXES, BREAKDOWN, NO_TIME
 
 __all__ = [
     "EXACT_DURATION_S",
@@ -1089,26 +1089,65 @@ def _cover_labels(mid: np.ndarray, s_: np.ndarray, e_: np.ndarray, lab: np.ndarr
 
 
 @njit(cache=True)
-def _clean_end(n: int, s_t1: np.ndarray, gang: np.ndarray, it: np.ndarray, completed: np.ndarray) -> float:
-    """Return the time the job completed when it ended cleanly (its result retained); else NaN.
+def _clean_end(n: int, s_t1: np.ndarray, gang: np.ndarray, it: np.ndarray, ends: np.ndarray) -> float:
+    """Return the time the job ended cleanly (its result retained); else NaN.
 
-    A clean end is a ``job_completed`` marker at or after the job's last step and its last attempt's
-    gang completion, with no failure or preemption between that step and the marker.
+    The clean-end rule (:mod:`fleetlib.runtime.goodput`, "Clean end"): ``ends`` are the job's end
+    markers -- its ``job_completed`` events, its last attempt's recorded ``release`` and the time a
+    scheduler recorded it ``COMPLETED`` (:func:`build_parts`' ``completed_ns``).  The clean end is
+    the earliest marker at or after the job's last step and its last attempt's gang completion with
+    no failure or preemption between that step and the marker.
     """
-    if completed.shape[0] == 0 or n == 0 or gang.shape[0] == 0:
+    if ends.shape[0] == 0 or n == 0 or gang.shape[0] == 0:
         return np.nan
     last = 0
     for a in range(gang.shape[0]):  # the first greatest gang completion
         if gang[a] > gang[last]:
             last = a
-    done = completed[completed.shape[0] - 1]
     last_end = s_t1[n - 1]
-    if done < last_end or done < gang[last]:
-        return np.nan
+    first_cut = np.inf  # the first interruption at or after the last step
     for t in it:
-        if last_end <= t <= done:
-            return np.nan
-    return done
+        if t >= last_end and t < first_cut:
+            first_cut = t
+    done = np.inf
+    for e in ends:
+        if e >= last_end and e >= gang[last] and e < first_cut and e < done:
+            done = e
+    return np.nan if done == np.inf else done
+
+
+@njit(cache=True)
+def _end_markers(e_att: np.ndarray, e_t: np.ndarray, kind: np.ndarray, att_num: np.ndarray, gang: np.ndarray,
+                 completed_ns: np.int64, origin: np.int64) -> np.ndarray:
+    """Return a job's end markers (seconds from its origin), the input of :func:`_clean_end`.
+
+    Its ``job_completed`` events, its last attempt's recorded ``release`` (an inferred one is not a
+    marker) and ``completed_ns`` (a scheduler's ``COMPLETED``, :data:`NO_TIME`: none).
+    """
+    n_c = 0
+    for i in range(kind.shape[0]):
+        if kind[i] == _K_COMPLETED:
+            n_c += 1
+    out = np.empty(n_c + 2)
+    q = 0
+    for i in range(kind.shape[0]):
+        if kind[i] == _K_COMPLETED:
+            out[q] = e_t[i]
+            q += 1
+    if gang.shape[0]:
+        last = 0
+        for a in range(gang.shape[0]):  # the first greatest gang completion
+            if gang[a] > gang[last]:
+                last = a
+        for i in range(kind.shape[0]):
+            if kind[i] == _K_RELEASE and e_att[i] == att_num[last]:
+                out[q] = e_t[i]
+                q += 1
+                break
+    if completed_ns != NO_TIME:
+        out[q] = (completed_ns - origin) / _NS
+        q += 1
+    return out[:q]
 
 
 @njit(cache=True)
@@ -1487,8 +1526,8 @@ def _append_f(buf: np.ndarray, at: int, values: np.ndarray) -> np.ndarray:
 def _build(codes: np.ndarray, s_off: np.ndarray, e_off: np.ndarray, s_att_all: np.ndarray,
            s_num_all: np.ndarray, s_start_all: np.ndarray, s_end_all: np.ndarray, s_wait_all: np.ndarray,
            e_att_all: np.ndarray, e_ns_all: np.ndarray, kind_all: np.ndarray, e_step_all: np.ndarray,
-           e_dur_all: np.ndarray, ff_given: np.ndarray, median: bool, tol: float, stall_factor: float,
-           clean_end_commit: bool, err: np.ndarray, errf: np.ndarray) -> Any:
+           e_dur_all: np.ndarray, ff_given: np.ndarray, completed_ns: np.ndarray, median: bool, tol: float,
+           stall_factor: float, clean_end_commit: bool, err: np.ndarray, errf: np.ndarray) -> Any:
     """Build every job of ``codes`` (in order): its structure, then its parts; see :func:`build_parts`."""
     nj = codes.shape[0]
     n_s = s_num_all.shape[0]
@@ -1560,7 +1599,7 @@ def _build(codes: np.ndarray, s_off: np.ndarray, e_off: np.ndarray, s_att_all: n
                 idle_b[q] = e_t[i]
                 idle_logged[q] = _rel_ns(e_ns[i], o, e_dur[i])
                 q += 1
-        completed = _take(e_t, _where(kind, np.int64(_K_COMPLETED)))
+        completed = _end_markers(e_att, e_t, kind, att_num, gang, completed_ns[k], o)
         resize_b = _take(e_t, _where(kind, np.int64(_K_RESIZE_BEGIN)))
         resize_e = _take(e_t, _where(kind, np.int64(_K_RESIZE_END)))
         (ff_k, clean_k, ct, cut, reach, is_clean, p0, p1, label, owner, b_s, b_e, b_own,
@@ -1965,7 +2004,8 @@ def _write_note(t: Any, parts_origin: np.ndarray, codes: np.ndarray, aux_out: np
 
 
 def build_parts(tables: Any, codes: np.ndarray, fault_free_given: np.ndarray, *, median: bool = True,
-                tol: float = 0.1, stall_factor: float = 5.0, clean_end_commit: bool = True) -> JobParts:
+                tol: float = 0.1, stall_factor: float = 5.0, clean_end_commit: bool = True,
+                completed_ns: np.ndarray | None = None) -> JobParts:
     """Read each job's structure and cut its held time into parts, for the jobs ``codes``, in order.
 
     Parameters
@@ -1982,6 +2022,9 @@ def build_parts(tables: Any, codes: np.ndarray, fault_free_given: np.ndarray, *,
         Estimate by the median (True) or the mean of the steady steps' compute time.
     tol, stall_factor, clean_end_commit
         Warm-up tolerance, stall bound and whether a clean job end is the final commit.
+    completed_ns
+        Per job of ``codes``: when a scheduler recorded the job ``COMPLETED`` (UTC nanoseconds;
+        :data:`NO_TIME` or None: not recorded), one more end marker of the clean-end rule.
 
     Returns
     -------
@@ -1997,10 +2040,12 @@ def build_parts(tables: Any, codes: np.ndarray, fault_free_given: np.ndarray, *,
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     err = np.zeros(8, dtype=np.int64)
     errf = np.zeros(2)
+    done = (np.full(codes.size, NO_TIME, dtype=np.int64) if completed_ns is None
+            else np.ascontiguousarray(completed_ns, dtype=np.int64))
     try:
         out = _build(codes, t.s_off, t.e_off, t.s_attempt, t.s_step, t.s_start, t.s_end, t.s_wait,
                      t.e_attempt, t.e_time, t.e_code, t.e_step, t.e_dur,
-                     np.ascontiguousarray(fault_free_given, dtype=np.float64), bool(median), float(tol),
+                     np.ascontiguousarray(fault_free_given, dtype=np.float64), done, bool(median), float(tol),
                      float(stall_factor), bool(clean_end_commit), err, errf)
     except KernelRefusal:
         raise _refusal(t, codes, err, errf) from None

@@ -32,7 +32,9 @@ __all__ = [
     "BREAKDOWN",
     "CATEGORIES",
     "CHANGE_POINT_COLUMNS",
+    "CLEAN_END_RULE",
     "DEFINITIONS",
+    "DEFINITION_TEXT",
     "DEVICE_COLUMNS",
     "DEVICE_SERIES_COLUMNS",
     "EQ4_TERMS",
@@ -42,6 +44,7 @@ __all__ = [
     "HELD_INTERVAL_COLUMNS",
     "INTERRUPTION_KINDS",
     "ISSUE_TERMS",
+    "NO_TIME",
     "PARQUET_COLUMNS",
     "PROVENANCE_COLUMNS",
     "REGIME_COLUMNS",
@@ -117,10 +120,12 @@ EVENT_KINDS: dict[str, str] = {
     "gang_complete": "the allocation became complete: held time of the attempt starts here (required, "
                      "one per attempt; logged by the scheduler, never inferred from the first step)",
     "release": "the allocation was released: held time of the attempt ends here (one per attempt; "
-               "when missing, held time ends at the attempt's last record and a flag says so)",
+               "when missing, held time ends at the attempt's last record and a flag says so); the last "
+               "attempt's recorded release is an end marker of the clean-end rule (CLEAN_END_RULE)",
     "job_completed": "the job finished its work cleanly (e.g. ml-goodput-measurement's job_end_time): "
-                     "its result is retained, so with clean_end_commit (the default) it counts as the "
-                     "final commit of every step before it when no interruption follows the last step",
+                     "an end marker of the clean-end rule (CLEAN_END_RULE), as the last attempt's release "
+                     "is: with clean_end_commit (the default) the first end marker after the last step, "
+                     "with no interruption between them, is the final commit of every step before it",
     "first_step": "the first step after a gang completion or a restart began; it ends the recovery "
                   "outage even when that step never finished (its partial time is then charged to the "
                   "next interruption)",
@@ -151,6 +156,25 @@ EVENT_KINDS: dict[str, str] = {
     "resize_end": "the resized mesh (`devices_after` devices) starts re-initialising: elastic "
                   "re-initialisation runs from here until the next step, interruption, release or "
                   "pause marker",
+}
+
+#: The clean-end rule, in one sentence (the R factor's convention prints it; the runtime goodput
+#: module's "Clean end" section explains it).
+CLEAN_END_RULE = (
+    "Clean end: a job whose last step is followed, with no failure or preemption between, by its last "
+    "attempt's release, a job_completed event or a scheduler COMPLETED state has retained its result, "
+    "so that end counts as its final commit (no progress at risk; clean_end_commit=False turns this off)."
+)
+
+#: "No time recorded" in an int64 nanosecond array (a scheduler's COMPLETED time per job, the
+#: clean-end rule's input: :func:`fleetlib.runtime.partition.build_parts`' ``completed_ns``).
+NO_TIME: int = int(np.iinfo(np.int64).min)
+
+#: What each definition of productive time counts, in one clause (R's convention prints it).
+DEFINITION_TEXT: dict[str, str] = {
+    "committed": "a finished step counts once a checkpoint commit (or the job's clean end) covering it has "
+                 "landed",
+    "retrospective": "every finished step not erased by a later restart counts",
 }
 
 #: Phase markers readers emit on purpose (:mod:`fleetlib.runtime.readers`): kept, not flagged, ignored

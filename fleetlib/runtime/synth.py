@@ -44,7 +44,8 @@ the leading run of steps after each (re)start that take longer than ``(1 + warmu
 and everything in them above ``step_s`` goes to the event that caused the restart (startup for the cold
 launch); the input waits of retained steady-state steps go to ``input_wait``, and their jitter stays in
 productive time and is reported as ``slow_step_s`` (the program handoff);
-steps a rollback erased go whole to ``rework`` (failure) or ``preemption``.
+steps a rollback erased go whole to ``rework`` (failure) or ``preemption``.  Committed steps follow the
+clean-end rule: every kept step of a job that ended cleanly is committed (``clean_end_commit``).
 
 One-file layout
 ---------------
@@ -105,6 +106,7 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
                    preemption_queue_s: float = 600.0, preemption_restart_s: float = 120.0,
                    eval_every_steps: int = 0, eval_s: float = 60.0, hang_s: float = 0.0,
                    final_checkpoint: bool = True, warmup_tolerance: float = 0.1, stall_factor: float = 5.0,
+                   clean_end_commit: bool = True,
                    job_id: str = "synthetic-0", start: Any = "2024-01-01T00:00:00Z",
                    slowdowns: Sequence[tuple[int, int | None, float]] = (),
                    ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, float]]:
@@ -166,6 +168,11 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
         The warm-up threshold the truth uses (pass the same value to the measurement), >= 0.
     stall_factor
         The stall bound the truth uses (the measurement's default, 5x the step time).
+    clean_end_commit
+        Whether the truth counts the job's clean end as its final commit, as the measurement's option
+        of that name does (default True): the generator knows whether the job ended cleanly -- its
+        final ``release`` follows the last step with no interruption between, which holds unless an
+        interruption lands after every step is durable -- and then no step is progress at risk.
     job_id
         Job identifier.
     start
@@ -483,7 +490,9 @@ def synth_timeline(n_steps: int, *, seed: int, step_s: float = 1.0, failure_rate
     warm_excess = np.where(wk, comp - step_ns, 0)
     trig = cat["trigger"]
     last_commit = int(cs.max()) if cs.size else -1
-    committed = keep & (cat["step"] <= last_commit)
+    # the clean-end rule (fleetlib.runtime.goodput, "Clean end"): a job whose release follows its last
+    # step with no interruption between has retained every step it kept
+    committed = keep if clean_end_commit and not finished_early else keep & (cat["step"] <= last_commit)
     stalled = steady & (comp > stall_factor * step_ns)
     slow_ns = np.where(steady & ~stalled, comp - step_ns, 0)
     slow_truth = {"slow_step_s": float(slow_ns[committed].sum()) / _NS,

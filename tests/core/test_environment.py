@@ -107,5 +107,8 @@ def test_ci_script_runs_make_test_strictly():
 def test_makefile_installs_with_the_constraints():
     makefile = (ROOT / "Makefile").read_text()
     assert '-m pip install --disable-pip-version-check -c constraints.txt -e ".[dev]"' in makefile
+    # a path entry, not a finder hook: from a folder holding a clone named fleetlib, the hook let that
+    # folder import as an empty namespace package (checked by hand with a minimal package, issue 31)
+    assert "--config-settings editable_mode=compat" in makefile
     for target in ("help", "report", "test", "lint", "clean"):
         assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), target

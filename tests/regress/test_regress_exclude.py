@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetlib.quality import DomainError
 from fleetlib.regress.commands import render_trace_plan, run_trace_plan
 from fleetlib.regress.units import fleet_units
 
@@ -45,3 +46,9 @@ def test_compare_takes_an_exclusion_per_side_and_lists_it():
     with pytest.raises(InputError) as info:
         run_compare(BUNDLE, window_a=a, window_b=b, exclude_b=half_hour, cycle="1h", boot=50)
     assert info.value.field == "exclude" and "is not inside the window" in str(info.value)
+
+
+def test_a_window_shorter_than_the_cycle_names_the_cycle_option():
+    # slurm_sample's window is one day: a 2-day cycle fits no whole cycle, and the error says how to fix it
+    with pytest.raises(DomainError, match=r"holds no whole cycle of 2 days .*--cycle, e\.g\. --cycle 1h"):
+        fleet_units(ROOT / "data" / "fleet" / "slurm_sample", cycle="2D")

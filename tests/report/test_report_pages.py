@@ -256,6 +256,14 @@ def test_unknown_override_is_refused_before_anything_runs(tmp_path: Path) -> Non
     assert not (tmp_path / "r").exists()
 
 
+def test_unknown_override_gets_the_closest_declared_parameter(tmp_path: Path) -> None:
+    # a typo of a parameter the chain declares (02_job_timeline: timeline_window_min) is named back
+    with pytest.raises(InputError, match=r"-p timline_window_min: .*; did you mean timeline_window_min\?$"):
+        run_report(PARAMS, tmp_path / "r", notebooks=["notebooks/02_job_timeline.ipynb"], progress=False,
+                   overrides={"timline_window_min": 30.0})
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

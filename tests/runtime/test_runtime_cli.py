@@ -110,19 +110,26 @@ def test_text_output_names_the_numbers(synth):
 
 
 def test_retrospective_definition_and_progress_at_risk(tmp_path):
-    # no final checkpoint: the steps after the last commit are progress at risk, productive only in
-    # the retrospective definition
+    # no final checkpoint and the clean end not counted: the steps after the last commit are progress
+    # at risk, productive only in the retrospective definition
     steps, events, truth = synth_timeline(3000, seed=2, failure_rate_per_h=0.8, checkpoint_every_steps=400,
-                                          final_checkpoint=False)
+                                          final_checkpoint=False, clean_end_commit=False)
     assert truth["progress_at_risk"] > 0
     path = write_timeline(steps, events, tmp_path / "at_risk.parquet")
-    committed = cli_json("runtime", path, "--format", "canonical")
+    committed = cli_json("runtime", path, "--format", "canonical", "--no-clean-end-commit")
     retro = cli_json("runtime", path, "--format", "canonical", "--definition", "retrospective")
     assert retro["definition"] == "retrospective"
     assert _close(committed["productive_s"], truth["productive"])
     assert _close(retro["productive_s"], truth["productive_retrospective_s"])
     assert _close(retro["productive_s"] - committed["productive_s"], truth["progress_at_risk"])
     assert _close(committed["held_s"], retro["held_s"])
+    # by default the job's release after its last step (no interruption between) is its final commit
+    clean = synth_timeline(3000, seed=2, failure_rate_per_h=0.8, checkpoint_every_steps=400,
+                           final_checkpoint=False)[2]
+    assert clean["progress_at_risk"] == 0.0
+    default = cli_json("runtime", path, "--format", "canonical")
+    assert _close(default["productive_s"], clean["productive"])
+    assert _close(default["productive_s"], retro["productive_s"])
 
 
 def test_windows_add_up_to_the_whole(synth):

@@ -26,8 +26,11 @@ def job_a(job_id="a"):
 
     Fault-free step 2 s.  Held 40 s, partitioned by hand:
     startup 10 (launch) + 4 + 0.5 (warm-up of steps 0, 1); productive 5 committed steps x 2 = 10;
-    progress at risk 2 x 2 = 4 (steps 5, 6 never committed); input wait 0.5 (step 3); above baseline
-    0.2 (step 4); checkpoint 3; evaluation 5; idle 2.8 (hang).
+    progress at risk 2 x 2 = 4 (steps 5, 6 never checkpointed); input wait 0.5 (step 3); above
+    baseline 0.2 (step 4); checkpoint 3; evaluation 5; idle 2.8 (hang).  The release at 40 s follows
+    the last step (37.2 s) with no interruption between (a hang is none): by default that clean end
+    commits steps 5 and 6 too, so productive is 14.2 and nothing is at risk; the progress at risk
+    above is what ``clean_end_commit=False`` charges.
     """
     steps = [(0, 0, 10.0, 16.0), (0, 1, 16.0, 18.5), (0, 2, 18.5, 20.5), (0, 3, 20.5, 23.0, 0.5),
              (0, 4, 23.0, 25.2), (0, 5, 33.2, 35.2), (0, 6, 35.2, 37.2)]
@@ -69,7 +72,7 @@ def assert_categories(m, expected):
 
 
 def test_job_a_partition_by_hand():
-    m = runtime_goodput(*job_a())
+    m = runtime_goodput(*job_a(), clean_end_commit=False)
     assert m.held_s == pytest.approx(40.0)
     assert m.fault_free_step_s == {"a": pytest.approx(2.0)}  # median of 2.5, 2, 2, 2.2, 2, 2
     # productive: 5 committed steps' compute time, 10 s at the baseline + 0.2 s slow-step time
@@ -85,6 +88,54 @@ def test_job_a_partition_by_hand():
     assert m.progress_at_risk_s == pytest.approx(4.0)
     assert m.committed_steps == pytest.approx(5) and m.retained_steps == pytest.approx(7)
     assert m.checkpoint_commits == 1 and m.checkpoint_pauses == 1 and m.commit_spacing_s is None
+
+
+def test_a_release_after_the_last_step_is_a_clean_end():
+    # job A's release (40 s) follows its last step (37.2 s) with no interruption: the final commit
+    m = runtime_goodput(*job_a())
+    assert_categories(m, {"productive": 14.2, "startup": 14.5, "input_wait": 0.5, "checkpoint": 3.0,
+                          "evaluation": 5.0, "idle": 2.8})
+    assert m.progress_at_risk_s == pytest.approx(0.0, abs=1e-12)
+    assert m.committed_steps == pytest.approx(7) and m.runtime_goodput == pytest.approx(14.2 / 40)
+    assert m.per_job.loc["a", "clean_end"]
+    (flag,) = [f for f in m.ledger.flags if f.code == "clean_end_commit"]
+    assert "retains 2 step(s) no checkpoint covered" in flag.message
+    assert flag.time.startswith("2024-01-01T00:00:40")
+    # retrospective: the clean end changes nothing and is not flagged
+    retro = runtime_goodput(*job_a(), definition="retrospective")
+    assert retro.productive_s == pytest.approx(m.productive_s) and not retro.ledger.flags
+
+
+def test_a_release_after_an_interruption_is_not_a_clean_end():
+    # job A preempted at 38 s, after its last step (37.2 s), then released at 40 s: not clean, so
+    # steps 5 and 6 are not committed -- with no restart they are the terminal preemption's lost
+    # steps (2 x 2 s), plus its partial step 37.2 -> 38 and the drain 38 -> 40: 4 + 0.8 + 2 = 6.8
+    steps = [(0, 0, 10.0, 16.0), (0, 1, 16.0, 18.5), (0, 2, 18.5, 20.5), (0, 3, 20.5, 23.0, 0.5),
+             (0, 4, 23.0, 25.2), (0, 5, 33.2, 35.2), (0, 6, 35.2, 37.2)]
+    events = [(0, 0.0, "gang_complete"), (0, 10.0, "first_step"), (0, 25.2, "checkpoint_begin", 4),
+              (0, 28.2, "checkpoint_commit", 4), (0, 28.2, "eval_begin"), (0, 33.2, "eval_end"),
+              (0, 38.0, "preempt"), (0, 40.0, "release")]
+    m = runtime_goodput(*tables_from_seconds(steps, events, job_id="a", origin=T0))
+    assert_categories(m, {"productive": 10.2, "startup": 14.5, "input_wait": 0.5, "checkpoint": 3.0,
+                          "evaluation": 5.0, "preemption": 6.8})
+    assert m.breakdown["preemption_lost_steps"] == pytest.approx(4.0)
+    assert not m.per_job.loc["a", "clean_end"]
+    assert m.ledger.codes() == ["terminal_interruption"]
+
+
+def test_a_scheduler_completed_state_is_an_end_marker():
+    # job A without its release: held time ends at the last record (the hang marker at 37.2 s) and
+    # that inferred release is no end marker; a scheduler's COMPLETED there (its release) is one
+    s, e = job_a()
+    e = e[e["kind"] != "release"].reset_index(drop=True)
+    bare = runtime_goodput(s, e)
+    assert bare.categories["progress_at_risk"] == pytest.approx(4.0)
+    done = runtime_goodput(s, e, completed_at={"a": at(37.2)})
+    assert done.categories["progress_at_risk"] == pytest.approx(0.0, abs=1e-12)
+    assert done.categories["productive"] == pytest.approx(14.2)
+    # a COMPLETED before the last step ended is no clean end
+    early = runtime_goodput(s, e, completed_at={"a": at(36)})
+    assert early.categories["progress_at_risk"] == pytest.approx(4.0)
 
 
 def test_job_a_retrospective_definition():
@@ -142,7 +193,7 @@ def test_estimators_and_a_given_baseline():
     given_ = runtime_goodput(*job_a(), fault_free_step_s=2.0)
     assert given_.estimator == "given"
     assert given_.categories == pytest.approx(runtime_goodput(*job_a()).categories)
-    assert runtime_goodput(*job_a(), fault_free_step_s={"a": 2.0}).productive_s == pytest.approx(10.2)
+    assert runtime_goodput(*job_a(), fault_free_step_s={"a": 2.0}).productive_s == pytest.approx(14.2)
 
 
 def test_a_long_warm_up_is_followed_to_its_end():
@@ -159,7 +210,7 @@ def test_a_long_warm_up_is_followed_to_its_end():
 def test_warm_up_tolerance_changes_only_the_warm_up_split():
     loose = runtime_goodput(*job_a(), warmup_tolerance=0.3)  # step 1 (2.5 s) is now steady state
     assert loose.categories["startup"] == pytest.approx(14.0)
-    assert loose.slow_step_s == pytest.approx(0.7) and loose.productive_s == pytest.approx(10.7)
+    assert loose.slow_step_s == pytest.approx(0.7) and loose.productive_s == pytest.approx(14.7)  # 10.7 + 4
     assert loose.partition_error_s == pytest.approx(0.0, abs=1e-9)
 
 
@@ -207,7 +258,7 @@ def test_windows_of_one_read_add_up():
 
 
 def test_factor_carries_the_contract():
-    m = runtime_goodput(*job_a())
+    m = runtime_goodput(*job_a(), clean_end_commit=False)
     f = m.to_factor()
     assert isinstance(f, Factor) and f.boundary == "runtime"
     assert f.value == pytest.approx(10.2 / 40)
@@ -271,7 +322,7 @@ def test_several_jobs_add_their_held_time():
     sb, eb = job_b()
     m = runtime_goodput(pd.concat([sa, sb], ignore_index=True), pd.concat([ea, eb], ignore_index=True))
     assert m.held_s == pytest.approx(63.0)
-    assert m.productive_s == pytest.approx(18.2)
+    assert m.productive_s == pytest.approx(22.2)  # job a 14.2 (its clean end commits steps 5, 6) + job b 8
     assert set(m.per_job.index) == {"a", "b"}
     assert m.per_job.loc["b", "preemption"] == pytest.approx(13.0)
     assert m.not_held_s == pytest.approx((42 - 40) + 19.0)  # each job over the span [0, 42)

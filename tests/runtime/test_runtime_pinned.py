@@ -9,7 +9,11 @@ path and its cross-job fast path, before the kernel); they are not typed in from
 samples were pinned again when the fault-free step time became the healthy regime's of each job's
 step series (issue 27): the theia MLPerf log, whose fifth block is a real +50 % level shift
 (checked against the raw lines in ``test_runtime_mlperf_steps.py``), and the canonical demo, whose
-estimate no longer includes a warm-up step.
+estimate no longer includes a warm-up step.  Every sample was pinned again for the one clean-end rule
+(issue 31): a job whose last step is followed by its last attempt's release with no interruption between
+has retained its steps, so its committed steps, committed productive time and progress at risk moved
+(the retrospective numbers did not), and a ``clean_end_commit`` flag is raised (committed definition) only
+where the clean end retains steps no checkpoint covered.
 
 The kernel makes its sums in another order (one loop per job, where numpy made pairwise reductions),
 so a value agrees to 1e-12 of its scale -- the larger of the value itself and the held time it is a

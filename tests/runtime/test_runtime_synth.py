@@ -53,6 +53,7 @@ params = st.fixed_dictionaries({
     "eval_s": st.sampled_from([0.0, 20.0]),
     "hang_s": st.sampled_from([0.0, 40.0]),
     "final_checkpoint": st.booleans(),
+    "clean_end_commit": st.booleans(),
 })
 
 
@@ -76,12 +77,12 @@ def build(p):
 def test_measured_partition_equals_the_injected_truth(p, definition):
     (steps, events, truth), kw = build(p)
     m = runtime_goodput(steps, events, definition=definition, fault_free_step_s=kw["step_s"],
-                        as_of="data_end")
+                        as_of="data_end", clean_end_commit=kw["clean_end_commit"])
     assert_truth(m, truth, definition=definition)
     assert m.partition_error_s == pytest.approx(0.0, abs=1e-6)
     assert sum(m.interruptions["kind"] == "failure") == truth["n_failures"]
     assert sum(m.interruptions["kind"] == "preempt") == truth["n_preemptions"]
-    assert not [f for f in m.ledger.flags if f.code != "terminal_interruption"]
+    assert not [f for f in m.ledger.flags if f.code not in ("terminal_interruption", "clean_end_commit")]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -239,7 +239,8 @@ def test_restart_without_any_interruption_logged_becomes_an_unlogged_failure():
               (0, 6.0, "release"), (1, 20.0, "gang_complete"), (1, 21.0, "restore", 1), (1, 24.0, "release")]
     s, e = tables_from_seconds(steps, events)
     m = runtime_goodput(s, e, fault_free_step_s=1.0)
-    assert [f.code for f in m.ledger.flags] == ["unlogged_interruption"]
+    # the release at 24 s after the last step (23 s) is a clean end: it commits steps 2 and 3 again
+    assert [f.code for f in m.ledger.flags] == ["unlogged_interruption", "clean_end_commit"]
     (row,) = m.interruptions.to_dict(orient="records")
     assert row["inferred"] and row["time"] == T0 + pd.Timedelta(seconds=5)  # the end of the last step
     assert _phases(s, e) == ["steady"] * 2 + ["erased"] * 2 + ["steady"] * 2
