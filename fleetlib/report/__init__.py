@@ -6,8 +6,9 @@ self-contained folder::
 
     out_dir/
       index.html       the page to open: the measured headline (MPG, S, R, P with their windows, records,
-                       coverage; the fleet waterfall), conventions and contracts, levers and cost, the pages
-                       in the walk's order with a one-line summary each, the ledgers, the stated scenario
+                       coverage; the fleet waterfall; the ledger in brief and the -p overrides applied),
+                       conventions and contracts, levers and cost, the pages (the walk, the case studies,
+                       the course) with a one-line summary each, the ledgers, the stated scenario
       summary.json     "measured": the fleet bundle's measured S, R, P and MPG (fleet_manifest), each
                        factor naming its records and window, with the levers, cost and ledger; then the
                        scenario's *stated* summary (fleetlib.scenario.scenario_summary, labelled "stated")
