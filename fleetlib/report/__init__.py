@@ -6,8 +6,9 @@ self-contained folder::
 
     out_dir/
       index.html       the page to open: the measured headline (MPG, S, R, P with their windows, records,
-                       coverage; the fleet waterfall), conventions and contracts, levers and cost, the pages
-                       in the walk's order with a one-line summary each, the ledgers, the stated scenario
+                       coverage; the fleet waterfall; the ledger in brief and the -p overrides applied),
+                       conventions and contracts, levers and cost, the pages (the walk, the case studies,
+                       the course) with a one-line summary each, the ledgers, the stated scenario
       summary.json     "measured": the fleet bundle's measured S, R, P and MPG (fleet_manifest), each
                        factor naming its records and window, with the levers, cost and ledger; then the
                        scenario's *stated* summary (fleetlib.scenario.scenario_summary, labelled "stated")
@@ -20,8 +21,11 @@ self-contained folder::
 
 Two runs of an unchanged report write byte-identical pages, notebooks and figures.
 
-``fleet=MANIFEST`` points the rung notebooks at one's own fleet bundle (fleetlib.report.own_fleet); the
-cells that describe the bundled samples (tagged ``bundled-data``) are left out of that report.
+The report's fleet is the scenario's ``fleet_manifest`` unless ``fleet=MANIFEST`` names one's own bundle:
+every page of the walk (00-03) measures that one bundle (fleetlib.report.own_fleet.fleet_parameters), so
+each S, R, P and MPG printed in the walk is the index's.  The bundled real public samples are read by the
+case studies (:data:`CASE_STUDY_NOTEBOOKS`), which a report on one's own fleet leaves out, as it leaves out
+the cells tagged ``bundled-data``.
 ``overrides`` (``fleetlib report -p key=value``) replace any parameter.
 
 Notebooks are found relative to the *project root*: the folder above the installed ``fleetlib``
@@ -51,10 +55,11 @@ from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides, shortened
-from fleetlib.report.tables import escape_markdown, folded, frame, say
+from fleetlib.report.tables import escape_markdown, factor_text, folded, frame, say
 from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
 __all__ = [
+    "CASE_STUDY_NOTEBOOKS",
     "CELL_TIMEOUT_S",
     "COURSE_NOTEBOOKS",
     "FIGURE_DPI",
@@ -66,6 +71,7 @@ __all__ = [
     "checkout_root",
     "declared_parameters",
     "escape_markdown",
+    "factor_text",
     "folded",
     "frame",
     "parse_overrides",
@@ -75,12 +81,21 @@ __all__ = [
 ]
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
-#: -> measured S, R, P and MPG), then each rung on its own records (scheduler records, the job timeline,
-#: step traces), then regressions between two measurements, then the bundle's serving pool (its own S, R
-#: and P = MBU, never part of MPG); they run before the course.  Paths are relative to the project root.
+#: -> measured S, R, P and MPG), then each rung drilling into the same fleet's factor (pools, jobs, traced
+#: ranks), then regressions between two measurements, then the bundle's serving pool (its own S, R and
+#: P = MBU, never part of MPG); they run before the case studies and the course.  Paths are relative to
+#: the project root.
 RUNG_NOTEBOOKS: list[str] = ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb",
                              "notebooks/02_job_timeline.ipynb", "notebooks/03_step_traces.ipynb",
                              "notebooks/04_regressions.ipynb", "notebooks/05_serving.ipynb"]
+
+#: The case studies: the bundled real public samples, one notebook per record kind (scheduler samples:
+#: Helios, openb; job timelines: the demo job, MLPerf logs, BLOOM; step traces: DLRM, torchtitan, the HTA
+#: sets), each headed by the data it reads and what that data can and cannot measure.  They measure other
+#: fleets than the report's, so a report on one's own fleet leaves them out.
+CASE_STUDY_NOTEBOOKS: list[str] = ["notebooks/case_studies/01_scheduler_samples.ipynb",
+                                   "notebooks/case_studies/02_timeline_samples.ipynb",
+                                   "notebooks/case_studies/03_trace_samples.ipynb"]
 
 #: The notebook that measures synthetic fleet pairs of its own rather than the bundle's records; a
 #: report on one's own fleet leaves it out (``fleetlib compare`` compares one's own bundles).
@@ -243,7 +258,7 @@ def _kernel_environment() -> Iterator[None]:
 
 
 def _resolve_notebooks(notebooks: Sequence[str | Path] | None, root: Path) -> list[Path]:
-    chain = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
+    chain = RUNG_NOTEBOOKS + CASE_STUDY_NOTEBOOKS + COURSE_NOTEBOOKS if notebooks is None else list(notebooks)
     if not chain:
         raise ReportError("the notebook chain is empty: give at least one notebook")
     paths = [p if p.is_absolute() else root / p for p in map(Path, chain)]
@@ -399,22 +414,25 @@ def _check_overrides(overrides: Mapping[str, Any], chain: Sequence[Path], params
 def _default_chain(own_fleet: bool, has_traces: bool,
                    has_serving: bool = True) -> tuple[list[str], list[dict[str, str]]]:
     """Return the default chain and the notebooks left out of it, each with the reason."""
-    chain, skipped = RUNG_NOTEBOOKS + COURSE_NOTEBOOKS, []
-    if not own_fleet:
-        return chain, skipped
-    chain = [nb for nb in chain if nb != REGRESSIONS_NOTEBOOK]
-    skipped.append({"name": Path(REGRESSIONS_NOTEBOOK).stem,
-                    "reason": "it measures synthetic fleet pairs of its own; compare your bundles with "
-                              "'fleetlib compare BASELINE CANDIDATE'"})
+    chain, skipped = RUNG_NOTEBOOKS + CASE_STUDY_NOTEBOOKS + COURSE_NOTEBOOKS, []
     if not has_traces:
         chain = [nb for nb in chain if not nb.endswith("03_step_traces.ipynb")]
-        skipped.insert(0, {"name": "03_step_traces",
-                           "reason": "the fleet bundle has no step traces of a job with a model config"})
+        skipped.append({"name": "03_step_traces",
+                        "reason": "the fleet bundle has no step traces of a job with a model config"})
     if not has_serving:
         chain = [nb for nb in chain if nb != SERVING_NOTEBOOK]
         skipped.append({"name": Path(SERVING_NOTEBOOK).stem,
                         "reason": "the fleet bundle has no serving: section (serving pool scheduler files, "
                                   "replica lifecycle log, decode steps, model)"})
+    if not own_fleet:
+        return chain, skipped
+    chain = [nb for nb in chain if nb != REGRESSIONS_NOTEBOOK and nb not in CASE_STUDY_NOTEBOOKS]
+    skipped.append({"name": Path(REGRESSIONS_NOTEBOOK).stem,
+                    "reason": "it measures synthetic fleet pairs of its own; compare your bundles with "
+                              "'fleetlib compare BASELINE CANDIDATE'"})
+    skipped += [{"name": Path(nb).stem,
+                 "reason": "a case study of the bundled public samples, not of your fleet"}
+                for nb in CASE_STUDY_NOTEBOOKS]
     return chain, skipped
 
 
@@ -440,15 +458,16 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     out_dir
         Report folder; created when missing.
     notebooks
-        The chain to run, in order; default :data:`RUNG_NOTEBOOKS` followed by
+        The chain to run, in order; default :data:`RUNG_NOTEBOOKS`, :data:`CASE_STUDY_NOTEBOOKS`, then
         :data:`COURSE_NOTEBOOKS`.  Relative paths are taken from the project root.
     progress
         Print one line per notebook to standard error.
     fleet
-        A fleet bundle's manifest (``fleet.yaml``): the rung notebooks then read its records instead of the
-        bundled samples (:func:`fleetlib.report.own_fleet.fleet_parameters`), cells tagged ``bundled-data``
-        (case studies of the bundled samples) are left out, and without step traces in the bundle the step
-        traces notebook is left out of the default chain (the index says so).
+        A fleet bundle's manifest (``fleet.yaml``) that replaces the scenario's ``fleet_manifest`` as the
+        report's fleet (:func:`fleetlib.report.own_fleet.fleet_parameters`); the case studies, the
+        regressions notebook and the cells tagged ``bundled-data`` are left out of that report.  Without a
+        traced job in the report's fleet the step traces page is left out of the default chain (the index
+        says so).
     overrides
         Parameter values that replace the scenario's (and the manifest's), e.g. from ``-p key=value``.
     scheduler
@@ -475,8 +494,10 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     params = load_parameters(params_path)
     root = checkout_root()
     has_traces = has_serving = True
-    if fleet is not None:
-        fleet_params = fleet_parameters(fleet, root)
+    manifest = fleet if fleet is not None else params.get("fleet_manifest")
+    if manifest:  # the report's fleet: --fleet's bundle, else the scenario's, through the one path
+        path = Path(manifest) if fleet is not None or Path(manifest).is_absolute() else root / manifest
+        fleet_params = fleet_parameters(path, root)
         has_traces = fleet_params.pop("fleet_has_traces")
         has_serving = fleet_params.pop("fleet_has_serving")
         params.update(fleet_params)
@@ -552,7 +573,7 @@ def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str,
         nb = nbformat.read(out / run["notebook"], as_version=4)
         infos.append({"name": run["name"], "html": run["html"], "title": notebook_title(nb, run["name"]),
                       "summary": notebook_summary(nb),
-                      "part": "course" if "/course/" in f"/{run['source']}" else "walk"})
+                      "part": _part(run["source"])})
     for k, (run, info) in enumerate(zip(runs, infos, strict=True)):
         nav: dict[str, Any] = {"index_href": "../index.html"}
         if k > 0:
@@ -561,6 +582,12 @@ def _write_pages(runs: Sequence[Mapping[str, Any]], out: Path) -> list[dict[str,
             nav["next"] = {"href": Path(infos[k + 1]["html"]).name, "title": infos[k + 1]["title"]}
         write_page(out / run["notebook"], out / info["html"], nav=nav)
     return infos
+
+
+def _part(source: str) -> str:
+    """Return the index section a notebook's page is listed in: ``walk``, ``case`` or ``course``."""
+    folder = f"/{source}"
+    return "course" if "/course/" in folder else "case" if "/case_studies/" in folder else "walk"
 
 
 def _measured_block(params: Mapping[str, Any], scheduler: str | None = None) -> dict[str, Any] | None:
@@ -608,7 +635,8 @@ def _ledger_summary(fleet: Any, folder: Path) -> dict[str, Any]:
               for name in record_of]
     inputs += [{"record": "", "file": name, **c} for name, c in counts.items() if name not in record_of]
     return {"read": ledger.read, "kept": ledger.kept, "repaired": ledger.repaired,
-            "rejected": ledger.rejected, "flags": len(ledger.flags), "inputs": inputs, "entries": entries}
+            "rejected": ledger.rejected, "unused": dict(ledger.unused), "flags": len(ledger.flags),
+            "inputs": inputs, "entries": entries}
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -1,5 +1,10 @@
 """The report's ``index.html``: the measured headline first, then levers and cost, the pages, the ledgers.
 
+Beside the headline stand the fleet's ledger in brief (rows read = kept + repaired + rejected, rows kept but
+unused by kind, the first rejections with file and row: :func:`fleetlib.commands_common.ledger_lines`, the
+text ``fleetlib fleet`` prints) and the ``-p`` overrides the run applied.  The pages are listed in three
+parts: the walk (the report's fleet), the case studies (the bundled public samples) and the course.
+
 Everything on the page comes from ``summary.json`` (the measured block, the stated scenario, the pages the
 run wrote, with the titles and one-line summaries taken from the executed notebooks) and the figures folder;
 every text is escaped with :func:`html.escape`.  No number is written by hand here: each is a value of the
@@ -15,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib.commands_common import ledger_lines
 from fleetlib.report.html import MATHJAX_CONFIG, REPORT_CSS, mathjax_src
 
 __all__ = ["LEDGER_PREVIEW_ROWS", "render_index", "write_index"]
@@ -234,14 +240,42 @@ def _failed(failed: Mapping[str, Any] | None) -> str:
             f"and the notebooks after it did not run: {_e(failed['error'])}.{partial}</p>")
 
 
+def _ledger_brief(measured: Mapping[str, Any] | None) -> str:
+    """Return the fleet ledger's counts and first rejections (as ``fleetlib fleet`` prints them), or ''."""
+    if not measured or not measured.get("ledger"):
+        return ""
+    first, *rest = ledger_lines(measured["ledger"])
+    rest = [line.strip().replace("(all of them in --json)", "(all of them under Ledgers below)")
+            for line in rest]
+    listed = "".join(f"<li>{_e(line)}</li>" for line in rest)
+    return (f'<div class="note" id="ledger-brief"><p>{_e(first[0].upper() + first[1:])}.</p>'
+            + (f"<ul>{listed}</ul>" if listed else "") + "</div>")
+
+
+def _overrides(overrides: Mapping[str, Any] | None) -> str:
+    """Return the ``-p`` overrides the run applied (key = value), or a line saying there were none."""
+    if not overrides:
+        return ('<p class="note" id="overrides">No <code>-p</code> overrides: every parameter as the '
+                "scenario file states it.</p>")
+    items = "".join(f"<li><code>{_e(k)} = {_e(repr(v))}</code></li>" for k, v in overrides.items())
+    return (f'<div class="note" id="overrides"><p>Parameters overridden with <code>-p</code>:</p>'
+            f"<ul>{items}</ul></div>")
+
+
 def _pages(pages: Sequence[Mapping[str, Any]], skipped: Sequence[Mapping[str, str]], params_file: str,
            failed: Mapping[str, Any] | None = None) -> str:
-    walk = [p for p in pages if p.get("part", "walk") != "course"]
+    walk = [p for p in pages if p.get("part", "walk") == "walk"]
+    cases = [p for p in pages if p.get("part") == "case"]
     course = [p for p in pages if p.get("part") == "course"]
     left_out = "".join(f"<li>{_e(s['name'])}: not run — {_e(s['reason'])}</li>" for s in skipped)
     note = f'<ul class="note">{left_out}</ul>' if left_out else ""
     parts = ['<h2>The walk: measured from the records</h2>'
              f'<ol class="pages" id="pages">{_page_items(walk)}</ol>{note}{_failed(failed)}']
+    if cases:
+        parts.append("<h2>Case studies: the bundled public samples</h2><p>Real records of other fleets, read "
+                     "by the same rungs: each page names the data it reads and what that data can and cannot "
+                     "measure. Their numbers are those fleets', not the walk's.</p>"
+                     f'<ol class="pages" id="case-studies">{_page_items(cases)}</ol>')
     if course:
         parts.append(f'<h2>The course: the stated scenario {_label("stated by " + params_file)}</h2>'
                      f'<ol class="pages" id="course">{_page_items(course)}</ol>')
@@ -304,7 +338,8 @@ def render_index(summary: Mapping[str, Any], *, figures: Iterable[str] = ()) -> 
         f'<script src="{_e(mathjax_src(""))}"></script>\n'
         f"<style>{REPORT_CSS}{_INDEX_CSS}</style>\n</head>\n<body class=\"tex2jax_ignore\">\n"
         f"<h1>fleetlib report: {_e(title)}</h1>\n"
-        f'<div class="top"><div>{headline}</div></div>\n{figure}\n'
+        f'<div class="top"><div>{headline}{_ledger_brief(measured)}'
+        f'{_overrides(summary.get("overrides"))}</div></div>\n{figure}\n'
         + (_conventions(measured) if measured else "") + "\n"
         + _levers(measured, summary) + "\n" + _pages(summary.get("pages", []), summary.get("skipped", []),
                                                    str(summary.get("params_file", "")), summary.get("failed"))

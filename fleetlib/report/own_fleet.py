@@ -1,7 +1,7 @@
-"""A report on one's own fleet: parameters taken from a fleet bundle's manifest, and ``key=value`` overrides.
+"""The report's fleet: the walk's parameters from a fleet bundle's manifest, and ``key=value`` overrides.
 
-:func:`fleet_parameters` turns a ``fleet.yaml`` (see ``data/fleet/README.md``) into the rung notebooks'
-data parameters: the scheduler records, the timelines, one traced job's traces and model config, the window.
+:func:`fleet_parameters` turns a ``fleet.yaml`` (see ``data/fleet/README.md``) into the walk's parameters:
+the manifest every page of the walk measures, and whether the bundle has traced jobs.
 :func:`parse_overrides` reads ``-p key=value`` arguments with YAML typing (``-p devices=256`` is a whole
 number, ``-p 'traces_files=[a, b]'`` a list).
 """
@@ -32,25 +32,24 @@ def _as_text(path: Path, root: Path) -> str:
 
 
 def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
-    """Return the rung notebooks' data parameters for a fleet bundle.
+    """Return the walk's parameters for a fleet bundle: its manifest, and whether it holds traced jobs.
+
+    The report's fleet is the scenario's ``fleet_manifest`` unless ``--fleet`` names another; either way it
+    goes through here, and every page of the walk (00-03) measures that one bundle.
 
     Parameters
     ----------
     manifest
         The bundle's ``fleet.yaml``.
     root
-        The project root (paths inside it are given relative to it, as the notebooks resolve them).
+        The project root (a manifest inside it is given relative to it, as the notebooks resolve it).
 
     Returns
     -------
     dict
-        ``fleet_manifest``, the scheduler's ``scheduling_format`` / ``_files`` / ``_tz`` and the
-        manifest's window as ``scheduling_window_start`` / ``_end`` / ``_exclude`` (its exclusions as
-        ``START/END`` texts), the timelines' ``timeline_format`` /
-        ``_files``, and, when the bundle has traces, ``traces_files`` and ``traces_model`` of the first
-        traced job (in job id order) that has a model config.  ``scheduling_openb_files`` and
-        ``traces_hta_sets`` (bundled comparisons) are emptied.  ``fleet_has_traces`` says whether step
-        traces were found, ``fleet_has_serving`` whether the manifest has a ``serving:`` section.
+        ``fleet_manifest`` (the manifest's path as the notebooks take it), ``fleet_has_traces``: whether a
+        job of the bundle has both step traces and a model config (the step-traces page needs one), and
+        ``fleet_has_serving``: whether the manifest has a ``serving:`` section (the serving page needs one).
 
     Raises
     ------
@@ -60,33 +59,9 @@ def fleet_parameters(manifest: str | Path, root: Path) -> dict[str, Any]:
     from fleetlib.fleet import load_manifest
 
     m = load_manifest(manifest)
-    params: dict[str, Any] = {
-        "fleet_manifest": _as_text(m.file, root),
-        "scheduling_format": m.scheduler_format,
-        "scheduling_files": [_as_text(p, root) for p in m.scheduler_files],
-        "scheduling_tz": m.scheduler_tz or "UTC",
-        "scheduling_window_start": m.window.start.isoformat(),
-        "scheduling_window_end": m.window.end.isoformat(),
-        "scheduling_window_exclude": [f"{a.isoformat()}/{b.isoformat()}" for a, b in m.window.excluding(
-            m.exclude).exclusions],
-        "scheduling_openb_files": [],
-        "timeline_format": m.timeline_format,
-        "timeline_files": [_as_text(p, root) for p in m.timeline_files],
-        "timeline_job": "",
-        "traces_hta_sets": [],
-        "fleet_has_traces": False,
-        "fleet_has_serving": m.serving is not None,
-    }
-    traced = [job for job in sorted(m.traces) if job in m.models]
-    if traced:
-        job = traced[0]
-        params.update({
-            "traces_files": [_as_text(p, root) for p in m.traces[job]],
-            "traces_model": _as_text(m.models[job], root),
-            "traces_expected_collectives": [],
-            "fleet_has_traces": True,
-        })
-    return params
+    return {"fleet_manifest": _as_text(m.file, root),
+            "fleet_has_traces": any(job in m.models for job in m.traces),
+            "fleet_has_serving": m.serving is not None}
 
 
 def shortened(text: str, limit: int = 60) -> str:

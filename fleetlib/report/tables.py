@@ -7,6 +7,8 @@ are shown, a caption that says how many there are.  :func:`folded` puts a long t
 ``<details>`` summary line with its first rows.  Wide tables scroll sideways through the page's CSS.
 :func:`say` shows one narrative sentence as Markdown, each value from the data formatted by the
 template and escaped, so that a job id or a file name is shown as text and never read as markup.
+:func:`factor_text` is the one form a measured factor takes in a sentence (``S = 49.5 %``), so the index and
+every page of the walk print the same digits; a subset's number names its subset (``S(pool dev) = 21.7 %``).
 
 Everything a page shows from the data passes through here: table cells, labels and captions are
 HTML-escaped (the Styler's own ``escape="html"``) and the table marked ``tex2jax_ignore`` (:data:`NO_MATH`);
@@ -17,17 +19,23 @@ MathJax never typesets TeX from the data.
 from __future__ import annotations
 
 import html
+import math
 import string
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["NO_MATH", "escape_markdown", "folded", "frame", "say"]
+from fleetlib.quality import DomainError
+
+__all__ = ["FACTOR_SYMBOLS", "NO_MATH", "escape_markdown", "factor_text", "folded", "frame", "say"]
 
 #: The class that keeps MathJax out of an element (its ``tex2jax.ignoreClass``): every value from the data
 #: is shown inside one, so TeX in a job id or a pool name (``$\\href{...}{x}$``) stays text.
 NO_MATH = "tex2jax_ignore"
+
+#: The symbols :func:`factor_text` writes: the three factors and their product.
+FACTOR_SYMBOLS = ("S", "R", "P", "MPG")
 
 
 def _formats(data: pd.DataFrame, percent: set[Any], digits: int) -> dict[Any, str]:
@@ -179,3 +187,38 @@ def say(template: str, /, **values: Any) -> Any:
     from IPython.display import Markdown
 
     return Markdown(template.format_map({k: _Escaped(v) for k, v in values.items()}))
+
+
+def factor_text(symbol: str, value: float | None, *, of: str = "") -> str:
+    """Return a measured factor as a page prints it: ``S = 49.5 %``, one decimal of a percent.
+
+    The report's index and the pages of the walk print the fleet's S, R, P and MPG only through this
+    function, so the same measurement reads the same to the printed digit everywhere.  A number measured on
+    a subset (one pool, one job, the traced steps of one job) names that subset and so never reads as the
+    fleet's: ``factor_text("S", 0.217, of="pool dev")`` is ``S(pool dev) = 21.7 %``.
+
+    Parameters
+    ----------
+    symbol
+        One of :data:`FACTOR_SYMBOLS`.
+    value
+        The factor, a fraction; None or not finite: ``n/a``.
+    of
+        The subset the value was measured on; empty for the report's fleet.
+
+    Returns
+    -------
+    str
+        The text.
+
+    Raises
+    ------
+    fleetlib.quality.DomainError
+        When ``symbol`` is not one of :data:`FACTOR_SYMBOLS`.
+    """
+    if symbol not in FACTOR_SYMBOLS:
+        raise DomainError(f"factor symbol must be one of {', '.join(FACTOR_SYMBOLS)}; got {symbol!r}")
+    name = f"{symbol}({of})" if of else symbol
+    if value is None or not math.isfinite(float(value)):
+        return f"{name} = n/a"
+    return f"{name} = {100.0 * float(value):.1f} %"

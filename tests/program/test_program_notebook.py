@@ -1,4 +1,4 @@
-"""The rung-3 notebook ``notebooks/03_step_traces.ipynb`` and the HTA comparison it shows.
+"""The step-trace case study ``notebooks/case_studies/03_trace_samples.ipynb`` and its HTA comparison.
 
 Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
@@ -56,10 +56,16 @@ from fleetlib.program.breakdown import (
 )
 from fleetlib.program.readers.kineto import read_traces
 from fleetlib.quality import DomainError, InputError
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, project_root
+from fleetlib.report import (
+    CASE_STUDY_NOTEBOOKS,
+    COURSE_NOTEBOOKS,
+    RUNG_NOTEBOOKS,
+    _resolve_notebooks,
+    project_root,
+)
 
-NOTEBOOK = ROOT / "notebooks" / "03_step_traces.ipynb"
-TIMELINE = "notebooks/02_job_timeline.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "case_studies" / "03_trace_samples.ipynb"
+TIMELINE = "notebooks/case_studies/02_timeline_samples.ipynb"
 REFERENCE = yaml.safe_load((ROOT / "data" / "traces" / "hta_reference.yaml").read_text())
 
 
@@ -113,18 +119,18 @@ def test_figures_saved_through_save_figure(nb):
     assert len(names) >= 6 and len(names) == len(set(names))
     assert all(n.startswith("traces_") for n in names)
     mine = NOTEBOOK.relative_to(ROOT).as_posix()
-    others = {n for p in [*COURSE_NOTEBOOKS, *RUNG_NOTEBOOKS] if (ROOT / p).is_file() and p != mine
+    others = {n for p in [*COURSE_NOTEBOOKS, *RUNG_NOTEBOOKS, *CASE_STUDY_NOTEBOOKS]
+              if (ROOT / p).is_file() and p != mine
               for n in figure_names(nbformat.read(ROOT / p, as_version=4))}
     assert not set(names) & others
     assert code.count("save_figure(") == len(names)  # every save names output_dir
 
 
-def test_notebook_follows_the_timeline_notebook_in_the_report_chain():
+def test_notebook_follows_the_timeline_case_study_in_the_report_chain():
     rel = NOTEBOOK.relative_to(ROOT).as_posix()
-    assert rel in RUNG_NOTEBOOKS
-    assert RUNG_NOTEBOOKS.index(rel) == RUNG_NOTEBOOKS.index(TIMELINE) + 1
+    assert CASE_STUDY_NOTEBOOKS.index(rel) == CASE_STUDY_NOTEBOOKS.index(TIMELINE) + 1
     chain = _resolve_notebooks(None, project_root())
-    assert NOTEBOOK in chain and chain.index(NOTEBOOK) < len(RUNG_NOTEBOOKS)
+    assert chain.index(NOTEBOOK) == len(RUNG_NOTEBOOKS) + CASE_STUDY_NOTEBOOKS.index(rel)
 
 
 # ---------------------------------------------------------------------------------------------------

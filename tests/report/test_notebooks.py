@@ -147,10 +147,10 @@ def test_every_declared_parameter_is_used(path: Path) -> None:
 
 
 def test_every_parameter_key_is_used_by_a_notebook(parameter_keys: set[str]) -> None:
-    from fleetlib.report import RUNG_NOTEBOOKS
+    from fleetlib.report import CASE_STUDY_NOTEBOOKS, RUNG_NOTEBOOKS
 
     used: set[str] = set()
-    for path in COURSE_NOTEBOOKS + [ROOT / name for name in RUNG_NOTEBOOKS]:
+    for path in COURSE_NOTEBOOKS + [ROOT / name for name in RUNG_NOTEBOOKS + CASE_STUDY_NOTEBOOKS]:
         used |= set(_declared(_read(path)))
     assert parameter_keys - used == set()
 
@@ -202,7 +202,8 @@ def test_figure_names_unique_across_course() -> None:
     assert len(names) == len(set(names))
 
 
-ALL_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + COURSE_NOTEBOOKS
+ALL_NOTEBOOKS = (sorted((ROOT / "notebooks").glob("*.ipynb"))
+                 + sorted((ROOT / "notebooks" / "case_studies").glob("*.ipynb")) + COURSE_NOTEBOOKS)
 
 
 @pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())
@@ -317,8 +318,8 @@ def test_interactive_cell_runs_headless(path: Path, tmp_path: Path, monkeypatch:
     assert state.get("state"), "no widget was created"
 
 
-BATCH_NOTEBOOKS = [ROOT / "notebooks" / n for n in ("01_scheduler_records.ipynb", "02_job_timeline.ipynb",
-                                                    "03_step_traces.ipynb")] + COURSE_NOTEBOOKS
+BATCH_NOTEBOOKS = [ROOT / "notebooks" / "case_studies" / n for n in (
+    "01_scheduler_samples.ipynb", "02_timeline_samples.ipynb", "03_trace_samples.ipynb")] + COURSE_NOTEBOOKS
 
 
 @pytest.mark.notebook

@@ -1,4 +1,4 @@
-"""The rung-2 notebook ``notebooks/02_job_timeline.ipynb``: static checks (fast) and papermill runs.
+"""The job-timeline case study ``notebooks/case_studies/02_timeline_samples.ipynb``: static checks and runs.
 
 Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose names
@@ -39,10 +39,16 @@ from notebook_support import (
     source,
 )
 
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
+from fleetlib.report import (
+    CASE_STUDY_NOTEBOOKS,
+    COURSE_NOTEBOOKS,
+    RUNG_NOTEBOOKS,
+    _resolve_notebooks,
+    checkout_root,
+)
 
-NOTEBOOK = ROOT / "notebooks" / "02_job_timeline.ipynb"
-SCHEDULER = "notebooks/01_scheduler_records.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "case_studies" / "02_timeline_samples.ipynb"
+SCHEDULER = "notebooks/case_studies/01_scheduler_samples.ipynb"
 MLPERF_LOGS = sorted((ROOT / "data" / "timelines").glob("*_result_0.txt"))
 
 
@@ -101,13 +107,11 @@ def test_figures_saved_through_save_figure(nb):
     assert code.count("save_figure(") == len(names)  # every save names output_dir
 
 
-def test_notebook_follows_the_scheduler_notebook_in_the_report_chain():
+def test_notebook_follows_the_scheduler_case_study_in_the_report_chain():
     rel = NOTEBOOK.relative_to(ROOT).as_posix()
-    assert rel in RUNG_NOTEBOOKS
-    if SCHEDULER in RUNG_NOTEBOOKS:
-        assert RUNG_NOTEBOOKS.index(rel) == RUNG_NOTEBOOKS.index(SCHEDULER) + 1
+    assert CASE_STUDY_NOTEBOOKS.index(rel) == CASE_STUDY_NOTEBOOKS.index(SCHEDULER) + 1
     chain = _resolve_notebooks(None, checkout_root())
-    assert NOTEBOOK in chain and chain.index(NOTEBOOK) < len(RUNG_NOTEBOOKS)
+    assert chain.index(NOTEBOOK) == len(RUNG_NOTEBOOKS) + CASE_STUDY_NOTEBOOKS.index(rel)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""The rung-1 notebook ``notebooks/01_scheduler_records.ipynb``: static checks (fast) and papermill runs.
+"""The scheduler case study ``notebooks/case_studies/01_scheduler_samples.ipynb``: static checks and runs.
 
 Static checks read the committed ``.ipynb`` only: outputs stripped (``tests/golden.py's check_committed``
 with ``course=False`` and ``nbstripout --verify``), one ``parameters`` cell of typed literals whose
 names are keys of *both* parameter files with the running example's values as defaults, every
 ``scheduling_*`` key of the files declared, every declared parameter used, figures saved under unique
-names through ``fleetlib.report.save_figure``, and the notebook first in the report chain.
+names through ``fleetlib.report.save_figure``, and the notebook first of the case studies.
 
 The papermill runs (marked ``notebook``) execute it with each parameter file, and once on the Slurm
 sample with a window, the cross-pool view and the widgets, and check the figures it writes and two
@@ -37,9 +37,15 @@ from notebook_support import (
 )
 
 from fleetlib import Window, scheduling
-from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS, _resolve_notebooks, checkout_root
+from fleetlib.report import (
+    CASE_STUDY_NOTEBOOKS,
+    COURSE_NOTEBOOKS,
+    RUNG_NOTEBOOKS,
+    _resolve_notebooks,
+    checkout_root,
+)
 
-NOTEBOOK = ROOT / "notebooks" / "01_scheduler_records.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "case_studies" / "01_scheduler_samples.ipynb"
 HELIOS = ROOT / "data" / "scheduler" / "helios_earth_may2020"
 #: Keys of the parameter files that belong to the course, not to this notebook, despite the prefix.
 COURSE_SCHEDULING_KEYS = {"scheduling_goodput", "scheduling_ceiling"}
@@ -104,12 +110,13 @@ def test_figures_are_drawn_by_fleetlib_plots(nb):
     assert "fleetlib.widgets.scheduling_explorer(" in code
 
 
-def test_notebook_is_the_first_rung_of_the_report_chain():
-    # the whole-fleet walk (00) comes first; the scheduler records open the rungs
-    assert RUNG_NOTEBOOKS[:2] == ["notebooks/00_whole_fleet.ipynb", "notebooks/01_scheduler_records.ipynb"]
+def test_notebook_opens_the_case_studies_after_the_walk():
+    # the walk (00-04) measures the report's fleet; the case studies of the bundled samples follow it
+    assert CASE_STUDY_NOTEBOOKS[0] == "notebooks/case_studies/01_scheduler_samples.ipynb"
     chain = _resolve_notebooks(None, checkout_root())
-    assert chain[1] == NOTEBOOK
-    assert [p.relative_to(ROOT).as_posix() for p in chain] == RUNG_NOTEBOOKS + COURSE_NOTEBOOKS
+    assert chain[len(RUNG_NOTEBOOKS)] == NOTEBOOK
+    expected = RUNG_NOTEBOOKS + CASE_STUDY_NOTEBOOKS + COURSE_NOTEBOOKS
+    assert [p.relative_to(ROOT).as_posix() for p in chain] == expected
 
 
 # ---------------------------------------------------------------------------------------------------
