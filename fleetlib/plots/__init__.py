@@ -40,6 +40,7 @@ from fleetlib.plots.accounting import (
     runtime_loss_by_size,
     runtime_terms_bar,
 )
+from fleetlib.plots.fleet import factor_series, fleet_waterfall, job_goodput_map, kernel_ranking
 from fleetlib.plots.program import (
     PARTITION_PARTS,
     ROOFLINE_REGIMES,
@@ -113,7 +114,9 @@ __all__ = [
     "efficiency_frontier",
     "event_chronicle",
     "factor_chain",
+    "factor_series",
     "fleet_law_bars",
+    "fleet_waterfall",
     "goodput_by_hour",
     "held_time_shares",
     "hour_of_day_profile",
@@ -122,6 +125,8 @@ __all__ = [
     "idle_views",
     "injected_vs_computed",
     "iso_goodput",
+    "job_goodput_map",
+    "kernel_ranking",
     "lever_ranking",
     "model_terms_bars",
     "openb_wait_bars",

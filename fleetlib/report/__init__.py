@@ -56,6 +56,7 @@ from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, n
 from fleetlib.report.index import write_index
 from fleetlib.report.own_fleet import BUNDLED_TAG, fleet_parameters, parse_overrides, shortened
 from fleetlib.report.tables import escape_markdown, factor_text, folded, frame, say
+from fleetlib.report.walk import WalkFleet, walk_fleet
 from fleetlib.scenario import load_parameters, scenario_summary, with_overrides
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "RUNG_NOTEBOOKS",
     "SERVING_NOTEBOOK",
     "ReportError",
+    "WalkFleet",
     "checkout_root",
     "declared_parameters",
     "escape_markdown",
@@ -78,6 +80,7 @@ __all__ = [
     "run_report",
     "save_figure",
     "say",
+    "walk_fleet",
 ]
 
 #: The measured notebooks, in the walk's order: the whole fleet first (one bundle of the three records
