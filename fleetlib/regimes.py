@@ -10,7 +10,8 @@ The rule, for each series (in order):
 1. **Robust copy.** A Hampel filter (a window of ``2 * min_size + 1`` values) replaces each value
    more than :data:`HAMPEL_K` scaled median absolute deviations from its window's median by that
    median. Isolated slow steps are then no regime; a level held for more than ``min_size`` values
-   is kept.
+   is kept.  (Where isolated values fill half a window or more, the window's median is theirs and
+   they stay: step 4 tells such a burst from a level.)
 2. **Shortcut.** When the robust copy's range is under ``min_shift`` of its smallest value, no two
    regimes can differ by ``min_shift`` (every regime's level lies inside that range): the series is
    one regime, and the search is skipped (the filter too, when the raw range is that narrow: the
@@ -24,9 +25,17 @@ The rule, for each series (in order):
    is searched on the medians of consecutive blocks (at most that many; PELT's cost grows faster
    than the series), and each change point found is then moved to the value that splits its two
    neighbouring blocks with the least squared error.
-4. **Effect.** Adjacent regimes whose robust copies' medians differ by less than ``min_shift`` of
-   the smaller one are merged, the closest pair first, until every boundary left is a shift of at
-   least ``min_shift`` -- a detectable but immaterial drift is not a slow-down.
+4. **Effect.** Adjacent regimes whose robust copies' lower tails -- their
+   :data:`COMPARE_QUANTILE` quantiles, a tenth of the way up -- differ by less than ``min_shift``
+   of the smaller one are merged, the closest pair first, until every boundary left is a shift of
+   at least ``min_shift``: a detectable but immaterial drift is not a slow-down.  The lower tail,
+   not the median, because slow steps only add time.  Where isolated slow values cluster (half a
+   Hampel window or more, most easily in the short one-sided window at a series' ends) the filter
+   keeps them, PELT cuts the cluster off as a regime, and its median lands on the slow values.
+   While at least a tenth of such a stretch still sits at its neighbour's level, though, its lower
+   tail stays there: a stretch that mixes its neighbour's level with isolated slow values is no
+   level shift.  A level the job ran at moves every value, the lower tail with them.  (A stretch
+   ramping down into a faster level merges into it the same way.)
 5. **Healthy regime.** A regime is a *start* when it begins the series or at a given run start (a
    restart), and a *return* when its level is within ``min_shift`` of an earlier regime's. Among the
    starts and returns that are *sustained* (together with the regimes of the same level, at least
@@ -48,6 +57,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "COMPARE_QUANTILE",
     "HAMPEL_K",
     "MIN_SHIFT",
     "MIN_SIZE",
@@ -63,6 +73,9 @@ __all__ = [
 
 #: Smallest relative level shift reported as a change (5 %: below, a drift, not a slow-down).
 MIN_SHIFT = 0.05
+#: Quantile of a regime's robust copy that the effect rule compares (a low one: a burst of isolated
+#: slow values that leaves a tenth of a stretch at its neighbour's level does not move it).
+COMPARE_QUANTILE = 0.1
 #: Fewest values of one regime (and the Hampel filter's half window).
 MIN_SIZE = 10
 #: Hampel filter threshold, in scaled median absolute deviations of the window.
@@ -194,16 +207,16 @@ def _robust_copies(values: np.ndarray, offsets: np.ndarray, half: int, k: float,
 
 
 def _merge_small_shifts(bounds: list[int], y: np.ndarray, min_shift: float) -> list[int]:
-    """Merge adjacent regimes whose robust medians differ by under ``min_shift``, closest first."""
-    medians = [float(np.median(y[a:b])) for a, b in _pairs(bounds)]
-    while len(medians) > 1:
-        gaps = [abs(medians[i + 1] - medians[i]) / max(min(medians[i], medians[i + 1]), 1e-300)
-                for i in range(len(medians) - 1)]
+    """Merge adjacent regimes whose robust lower tails differ by under ``min_shift``, closest first."""
+    marks = [float(np.quantile(y[a:b], COMPARE_QUANTILE)) for a, b in _pairs(bounds)]
+    while len(marks) > 1:
+        gaps = [abs(marks[i + 1] - marks[i]) / max(min(marks[i], marks[i + 1]), 1e-300)
+                for i in range(len(marks) - 1)]
         i = int(np.argmin(gaps))
         if gaps[i] >= min_shift:
             break
         del bounds[i + 1]
-        medians[i:i + 2] = [float(np.median(y[bounds[i]:bounds[i + 1]]))]
+        marks[i:i + 2] = [float(np.quantile(y[bounds[i]:bounds[i + 1]], COMPARE_QUANTILE))]
     return bounds
 
 

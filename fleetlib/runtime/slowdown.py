@@ -5,8 +5,9 @@ steps, in order: kept (never erased by a restart), past their run's warm-up and 
 stalled, so that input waits, warm-up and stalls -- each a runtime loss of its own -- are out of it;
 checkpoint and evaluation pauses lie between steps and never enter it.
 :func:`fleetlib.regimes.stacked_regimes` cuts every job's series into regimes (change points by
-PELT, shifts of at least :data:`~fleetlib.regimes.MIN_SHIFT`) and names the healthy one: the
-fastest sustained regime the job starts in (at launch or at any restart) or returns to.  The job's
+PELT, shifts of at least :data:`~fleetlib.regimes.MIN_SHIFT` in each regime's lower tail, so that a
+burst of isolated slow steps is none) and names the healthy one: the fastest sustained regime the
+job starts in (at launch or at any restart) or returns to.  The job's
 fault-free step time is the healthy regime's median (or mean) compute time, so a slow-down that
 starts mid-job stays above the baseline -- slow-step time handed to the program rung -- instead of
 becoming the baseline.

@@ -40,6 +40,23 @@ def test_scattered_slow_steps_and_small_drifts_are_no_regime():
     assert find_regimes(y).change_points.size == 0
 
 
+def test_a_burst_of_isolated_slow_steps_at_the_start_is_no_regime():
+    # found by the fleet property (32 devices, 11 h, seed 3870, slurm): job 70018's 40 steps at a 10 s
+    # fault-free step, its background slow steps (one rank slow, drawn per step) clustered early; 6 of
+    # the first 11 are slow, so the Hampel filter keeps them and their median (20 s) was the start's level
+    x = np.array([20, 10, 20, 17, 10, 29, 10, 21, 25, 10, 23, 10, 10, 13, 18, 28, 27, 10, 10, 10, 10, 10, 10,
+                  10, 10, 22, 10, 10, 10, 10, 10, 10, 10, 28, 10, 10, 10, 10, 24, 22.0])
+    r = find_regimes(x)
+    assert r.change_points.size == 0 and r.baseline == 10.0
+    # a burst at either end with only two of its ten values at the level is no regime either
+    rng = np.random.default_rng(8)
+    y = np.full(120, 5.0)
+    y[rng.choice(np.arange(20, 120), 15, replace=False)] += rng.integers(1, 10, 15)
+    y[:10] = [5, 9, 12, 7, 13, 5, 11, 14, 6, 10]
+    y[-10:] = y[9::-1]
+    assert find_regimes(y).change_points.size == 0 and find_regimes(y).baseline == 5.0
+
+
 def test_a_job_that_starts_slow_keeps_its_start_unless_a_restart_begins_the_fast_regime():
     x = _noisy(400, 4)
     x[:200] *= 1.3
