@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import gc
 import gzip
-import hashlib
 import json
 import os
 import posixpath
@@ -79,6 +78,7 @@ __all__ = [
     "stored_size",
     "time_range",
     "url_confined",
+    "url_named",
     "using_limits",
 ]
 
@@ -203,11 +203,13 @@ def _url_file_size(url: str) -> int:
 def local_path(path: PathArg) -> Path:
     """Return ``path`` as a local :class:`~pathlib.Path`, fetching an fsspec URL first.
 
-    A URL's object (or, for a folder URL, every object under it) is copied once into this process's
-    own temporary folder (keyed by the URL, the object's size and its version tag), which is removed
-    when the process exits; a Dask task that is handed a URL reads it on its worker.  A plain path is
-    returned as it is.  Readers that open their bytes with :func:`stored_bytes` / :func:`read_bytes`
-    read a URL directly and need no copy (the trace reader does).
+    A URL's object (or, for a folder URL, every object under it) is copied into this process's own
+    temporary folder, which is removed when the process exits; a Dask task that is handed a URL
+    copies it on its worker.  The copy lies at ``<folder>/<scheme>/<the URL after ://>``, so
+    :func:`url_named` turns any copy's path (this process's or a worker's) back into its URL in what
+    is shown.  A ``file://`` URL is its local path; a plain path is returned as it is.  Readers that
+    open their bytes with :func:`stored_bytes` / :func:`read_bytes` read a URL directly and need no
+    copy (the trace reader does).
 
     Raises
     ------
@@ -219,6 +221,8 @@ def local_path(path: PathArg) -> Path:
         return Path(path)
     url = str(path)
     fs, key = _url_fs(url)
+    if url.startswith("file://"):
+        return Path(key)
     key = key.rstrip("/")
     max_bytes = current_limits().max_bytes
     if url_kind(url) == "directory":
@@ -234,12 +238,14 @@ def local_path(path: PathArg) -> Path:
         if int(info.get("size") or 0) > max_bytes:
             raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
                              "--limit max_bytes=N)", file=f"{url.split('://', 1)[0]}://{k}")
-    tag = "\0".join(f"{k}\0{v.get('size')}\0{v.get('ETag') or v.get('mtime') or ''}" for k, v in objects)
-    keyed = hashlib.sha256(f"{url}\0{tag}".encode()).hexdigest()[:32]
-    top = _fetch_folder() / keyed / posixpath.basename(key)
-    for k, _ in objects:
+    scheme, _, rest = url.partition("://")
+    rest = posixpath.normpath(rest.rstrip("/")).lstrip("/")
+    if rest.startswith(".."):
+        raise InputError("names a key outside its bucket", file=url)
+    top = _fetch_folder() / scheme / rest
+    for k, info in objects:
         dest = top if k == key else top / posixpath.relpath(k, key)
-        if dest.is_file():
+        if dest.is_file() and dest.stat().st_size == int(info.get("size") or 0):
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
@@ -262,6 +268,20 @@ def _fetch_folder() -> Path:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         _FETCHED.append((os.getpid(), folder))
     return _FETCHED[-1][1]
+
+
+#: The path of a fetched copy's folder and scheme (:func:`local_path`), in any process's temp folder.
+_COPY_PREFIX = re.compile(r"(?:[^\s'\"=]*[/\\])?fleetlib-urls-[A-Za-z0-9_]+[/\\]"
+                          r"([A-Za-z][A-Za-z0-9+.-]*)[/\\]")
+
+
+def url_named(text: str) -> str:
+    """Return ``text`` with every fetched copy's path (:func:`local_path`) written as its URL.
+
+    What a command prints names the objects it read (``s3://bucket/key``), never the temporary copy
+    a reader opened on this process or on a Dask worker.
+    """
+    return _COPY_PREFIX.sub(r"\1://", text) if "fleetlib-urls-" in text else text
 
 
 def url_confined(base: str, name: PathArg, *, what: str = "path",

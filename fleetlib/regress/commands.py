@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetlib._environ import attached_client
-from fleetlib.commands_common import add_exclude_argument, add_scheduler_argument, exclusion_lines
+from fleetlib.commands_common import add_exclude_argument, add_scheduler_argument, exclusion_lines, input_path
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -404,8 +404,9 @@ def register(
         "where a metric has too few units. Contract fields that differ and are not under test are named "
         "and block the verdict.",
     )
-    p.add_argument("baseline", type=Path, metavar="BASELINE", help="fleet.yaml or bundle folder")
-    p.add_argument("candidate", type=Path, nargs="?", metavar="CANDIDATE", help="second bundle (optional)")
+    p.add_argument("baseline", type=input_path, metavar="BASELINE", help="fleet.yaml or bundle folder")
+    p.add_argument("candidate", type=input_path, nargs="?", metavar="CANDIDATE",
+                   help="second bundle (optional)")
     p.add_argument("--window-a", nargs=2, metavar=("START", "END"), help="the baseline's window")
     p.add_argument("--window-b", nargs=2, metavar=("START", "END"), help="the candidate's window")
     p.add_argument("--exclude-a", nargs=2, action="append", metavar=("START", "END"),
@@ -440,14 +441,14 @@ def register(
     bsub = b.add_subparsers(dest="baseline", metavar="ACTION")
     bsub.required = True
     pb = bsub.add_parser("build", help="measure bundles and write baselines")
-    pb.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
+    pb.add_argument("bundles", type=input_path, nargs="+", metavar="BUNDLE")
     pb.add_argument("--out", type=Path, required=True, metavar="DIR")
     pb.add_argument("--cycle", default="1D", help="demand-cycle length (default 1D)")
     add_scheduler_argument(pb)
     add_json(pb)
     pb.set_defaults(func=_cmd_build, render=render_baseline)
     pc = bsub.add_parser("check", help="compare a bundle with stored baselines")
-    pc.add_argument("bundle", type=Path, metavar="BUNDLE")
+    pc.add_argument("bundle", type=input_path, metavar="BUNDLE")
     pc.add_argument("--baselines", type=Path, required=True, metavar="DIR")
     pc.add_argument("--allow-confounded", action="store_true")
     pc.add_argument("--boot", type=int, default=400)
@@ -464,7 +465,7 @@ def register(
         "captures for each straggler episode in the rank timers with a healthy peer of the same group, "
         "and P's sampling error.",
     )
-    t.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
+    t.add_argument("manifest", type=input_path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
     t.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone (default: the manifest's window)")
     add_exclude_argument(t)

@@ -15,6 +15,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,31 @@ def test_fleet_from_a_bucket_equals_the_local_folder(s3: tuple[dict[str, str], A
     numbers(local, json.loads(remote.stdout))
     assert "fleetlib-urls-" not in remote.stdout  # no local copy's path stands for a URL
     assert env["AWS_SECRET_ACCESS_KEY"] not in remote.stdout + remote.stderr
+
+
+COMMANDS = {  # each command's arguments, @ standing for the bundle's folder or its URL prefix
+    "scheduling": ["--tz", "UTC", "@/scheduler/sacct.txt", "@/scheduler/sacctmgr_events.txt",
+                   "@/scheduler/sinfo_nodes.txt"],
+    "runtime": ["@/timelines/70001.parquet"],
+    "program": ["@/traces/70003", "--no-cache"],
+    "compare": ["@", "@/fleet.yaml", "--boot", "50", "--cycle", "6h"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_reads_urls_as_it_reads_the_local_files(s3: tuple[dict[str, str], Any],
+                                                          command: str) -> None:
+    env, _ = s3
+    args = [command, *COMMANDS[command], "--json"]
+    copies = set(Path(tempfile.gettempdir()).glob("fleetlib-urls-*"))
+    local = fleet_cli(*(a.replace("@", str(BUNDLE)) for a in args))
+    remote = fleet_cli(*(a.replace("@", "s3://bucket/synthetic") for a in args), env=env)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    # the same result, every file named by its URL where the local run names its path
+    numbers(json.loads(local.stdout.replace(str(BUNDLE), "s3://bucket/synthetic")), json.loads(remote.stdout))
+    assert "fleetlib-urls-" not in remote.stdout + remote.stderr
+    assert set(Path(tempfile.gettempdir()).glob("fleetlib-urls-*")) <= copies  # a copy made is removed
 
 
 def test_a_url_outside_the_manifest_prefix_is_refused(s3: tuple[dict[str, str], Any]) -> None:
