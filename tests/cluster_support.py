@@ -33,17 +33,20 @@ def worker_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 class Cluster:
     """A scheduler and worker processes started with distributed's command lines; stopped by :meth:`stop`.
 
-    ``env`` is added to the processes' environment (object-storage credentials for the workers).
+    ``env`` is added to the processes' environment (object-storage credentials for the workers);
+    ``dashboard`` serves the scheduler's dashboard on a free loopback port.
     """
 
-    def __init__(self, folder: Path, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, folder: Path, workers: int, env: dict[str, str] | None = None,
+                 dashboard: bool = False) -> None:
         import distributed
 
         self.file = folder / "scheduler.json"
         environ = worker_environment(env)
         self.scheduler = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--scheduler-file", str(self.file)],
+             *(["--dashboard-address", "127.0.0.1:0"] if dashboard else ["--no-dashboard"]),
+             "--scheduler-file", str(self.file)],
             env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60

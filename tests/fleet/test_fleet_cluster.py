@@ -165,3 +165,26 @@ def test_compare_and_program_on_a_named_scheduler_give_their_local_answers(
     traces = sorted((synthetic / "traces").iterdir())[0]
     program = ["program", str(traces), "--no-cache", "--json"]
     _close(_cli_json(program, capsys), _cli_json([*program, "--scheduler", cluster.address], capsys))
+
+
+def test_the_dashboard_link_is_printed_with_the_progress_bars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthetic = ROOT / "data" / "fleet" / "synthetic"
+    own = Cluster(tmp_path, workers=1, dashboard=True)
+    try:
+        with distributed.Client(own.address, timeout=30) as c:
+            link = c.dashboard_link
+        for argv in (["fleet", str(synthetic / "fleet.yaml")],
+                     ["program", str(sorted((synthetic / "traces").iterdir())[0]), "--no-cache"]):
+            command = [*argv, "--scheduler", own.address, "--json"]
+            monkeypatch.delenv("FLEETLIB_PROGRESS", raising=False)
+            quiet: list[str] = []
+            _cli_json(command, capsys, quiet)
+            assert not any("dask dashboard" in ln for ln in quiet)  # --json off a terminal: no bar, no link
+            monkeypatch.setenv("FLEETLIB_PROGRESS", "1")
+            shown: list[str] = []
+            _cli_json(command, capsys, shown)
+            assert f"dask dashboard: {link}" in shown, (argv[0], shown[-5:])
+    finally:
+        own.stop()
