@@ -21,6 +21,17 @@
   spell of the shared machine touches each kind alike; each kind reports its median wall time (every
   run's is printed) and its largest peak memory.
 
+* ``--scheduler ADDRESS`` -- the same walk on a cluster fleetlib did not start (its workers
+  importing this checkout): each round times the 2-worker LocalCluster run and the run attached to
+  ``ADDRESS`` (``measure_fleet(scheduler=ADDRESS)``), alternating, each in a fresh process, and the
+  last line is ``fleet_cluster: ratio_to_local_cluster=R`` (the attached run's median wall time over
+  the LocalCluster's; target R <= 1.1: attaching costs no more than starting a cluster).  The
+  cluster should match the LocalCluster's size: 2 worker processes of one thread.
+  ``--start-cluster`` starts that cluster itself -- ``dask scheduler`` and 2 ``dask worker``
+  processes on loopback, with the LocalCluster's worker settings
+  (:data:`~fleetlib.fleet.engine.WORKER_MALLOC`, no profiler, the same memory limit) -- and stops it
+  at the end.
+
 The last line is ``fleet: ratio_to_floor=X peak_rss_gb=Y speedup_2_workers=Z`` (X: the 2-worker
 measurement's median wall time over the floor's; Y: the largest peak of the measurements, GB decimal;
 Z: 1-worker median time over 2-worker median time).  Targets: X <= 3, Y <= 8, Z >= 1.6.  The load
@@ -30,17 +41,22 @@ Usage::
 
     .venv/bin/python benchmarks/fleet.py                          # 16,384 devices x 30 days
     .venv/bin/python benchmarks/fleet.py --devices 1024 --days 2  # a quick run
+    .venv/bin/python benchmarks/fleet.py --start-cluster          # attached vs LocalCluster
+    .venv/bin/python benchmarks/fleet.py --scheduler tcp://host:8786
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +85,7 @@ def _floor(path: Path) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "rows": rows, "files": len(files)}
 
 
-def _measure(path: Path, workers: int) -> dict[str, Any]:
+def _measure(path: Path, workers: int, scheduler: str | None = None) -> dict[str, Any]:
     import resource
 
     from fleetlib.fleet import measure_fleet
@@ -80,7 +96,10 @@ def _measure(path: Path, workers: int) -> dict[str, Any]:
 
     own0, children0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    m = measure_fleet(path, engine="dask", workers=workers, progress=True)
+    if scheduler is None:
+        m = measure_fleet(path, engine="dask", workers=workers, progress=True)
+    else:  # a cluster this process did not start (left running)
+        m = measure_fleet(path, engine="dask", scheduler=scheduler, progress=True)
     seconds = time.perf_counter() - t0
     # the worker processes are this process's children, reaped when the cluster closed
     own, children = cpu(resource.RUSAGE_SELF) - own0, cpu(resource.RUSAGE_CHILDREN) - children0
@@ -88,7 +107,7 @@ def _measure(path: Path, workers: int) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "cpu_s": {"client": own, "workers": children},
-        "fixed": _fixed_costs(path, workers),
+        "fixed": _fixed_costs(path, workers) if scheduler is None else {},
         "mpg": m.mpg,
         "factors": {f.boundary: f.value for f in (m.scheduling, m.runtime, m.program)},
         "jobs": len(m.jobs),
@@ -110,6 +129,74 @@ def _fixed_costs(path: Path, workers: int) -> dict[str, float]:
         t2 = time.perf_counter()
     t3 = time.perf_counter()
     return {"manifest_s": t1 - t0, "cluster_start_s": t2 - t1, "cluster_close_s": t3 - t2}
+
+
+@contextlib.contextmanager
+def _started_cluster(workers: int = 2) -> Iterator[str]:
+    """Start ``dask scheduler`` and ``workers`` ``dask worker`` processes on loopback; yield the address.
+
+    The workers are the LocalCluster's (:func:`fleetlib.fleet.engine.dask_client`): one thread each,
+    behind a nanny, :data:`~fleetlib.fleet.engine.WORKER_MALLOC` in their environment, no profiler,
+    the same memory limit; they import this checkout's fleetlib.  All are stopped on exit.
+    """
+    import distributed
+
+    from fleetlib.fleet.engine import DEFAULT_MEMORY_PER_WORKER, WORKER_MALLOC
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, **WORKER_MALLOC, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+           "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    with tempfile.TemporaryDirectory(prefix="fleetlib-bench-cluster-") as folder:
+        file = Path(folder) / "scheduler.json"
+        quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                                   "127.0.0.1", "--port", "0", "--dashboard-address", ":0",
+                                   "--scheduler-file", str(file)], **quiet)]
+        try:
+            deadline = time.monotonic() + 60
+            while not file.exists():
+                if time.monotonic() > deadline or procs[0].poll() is not None:
+                    raise SystemExit("the dask scheduler did not start")
+                time.sleep(0.1)
+            time.sleep(0.2)
+            address = json.loads(file.read_text())["address"]
+            procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                        "--nthreads", "1", "--memory-limit", DEFAULT_MEMORY_PER_WORKER,
+                                        "--name", f"bench-{i}"], **quiet)
+                      for i in range(workers)]
+            with distributed.Client(address, timeout=60) as client:
+                client.wait_for_workers(workers, timeout=120)
+            yield address
+        finally:
+            for p in reversed(procs):  # the workers, then the scheduler
+                if p.poll() is None:
+                    p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+def _attached_rounds(args: argparse.Namespace, address: str) -> int:
+    """Time the 2-worker LocalCluster walk against the walk attached to ``address``; print the ratio."""
+    samples: dict[str, list[dict[str, Any]]] = {"local": [], "attached": []}
+    for r in range(args.repeats):  # alternating, so that a busy spell touches both alike
+        for kind, extra in (("local", ["--workers", "2"]), ("attached", ["--scheduler", address])):
+            res, _ = _child(args, "measure", extra)
+            samples[kind].append(res)
+            print(f"round {r + 1} of {args.repeats}: {kind:8s} {res['seconds']:.2f} s, MPG {res['mpg']:.6f}")
+    runs = {k: median_run(v, "seconds") for k, v in samples.items()}
+    same = all(math.isclose(r["factors"][f], runs["local"]["factors"][f], rel_tol=1e-12)
+               for v in samples.values() for r in v for f in FACTORS)
+    ratio = runs["attached"]["seconds"] / runs["local"]["seconds"]
+    print(f"medians of {args.repeats} round(s): LocalCluster (2 workers) {runs['local']['seconds']:.2f} s "
+          f"({_spread(samples['local'])}); attached to {address} {runs['attached']['seconds']:.2f} s "
+          f"({_spread(samples['attached'])}); the same factors (every run): {same}")
+    print(f"load average after: {_load()}")
+    print(f"fleet_cluster: ratio_to_local_cluster={ratio:.2f}")
+    return 0 if same else 1
 
 
 def _child(args: argparse.Namespace, what: str, extra: list[str]) -> tuple[dict[str, Any], int]:
@@ -149,6 +236,10 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="also print one JSON object")
     parser.add_argument("--repeats", type=int, default=3,
                         help="rounds of floor, 2-worker and 1-worker runs; medians are reported (default 3)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="time the walk on this running Dask cluster against a 2-worker LocalCluster")
+    parser.add_argument("--start-cluster", action="store_true",
+                        help="start a dask scheduler and 2 dask workers here, and run as --scheduler on it")
     parser.add_argument("--child", choices=("generate", "floor", "measure"), help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -158,7 +249,8 @@ def main() -> int:
         args.path = CACHE / f"fleet_{args.devices}dev_{args.days:g}d_seed{args.seed}"
     if args.child:
         fn = {"generate": lambda: _generate(args.path, args.devices, args.days, args.seed),
-              "floor": lambda: _floor(args.path), "measure": lambda: _measure(args.path, args.workers)}
+              "floor": lambda: _floor(args.path),
+              "measure": lambda: _measure(args.path, args.workers, args.scheduler)}
         print(json.dumps(fn[args.child]()))
         return 0
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
@@ -170,6 +262,12 @@ def main() -> int:
         print(f"generated {gen['allocations']:,} allocations in {gen['seconds']:.1f} s -> {args.path}")
     else:
         print(f"reusing {args.path}")
+    if args.start_cluster:
+        with _started_cluster() as address:
+            print(f"started a dask scheduler at {address} and 2 dask workers")
+            return _attached_rounds(args, address)
+    if args.scheduler:
+        return _attached_rounds(args, args.scheduler)
     truth = json.loads((args.path / "truth.json").read_text())
     floors: list[dict[str, Any]] = []
     samples: dict[int, list[dict[str, Any]]] = {2: [], 1: []}

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "PROGRESS_ENV",
     "attached_client",
     "dashboard_note",
     "environment",
     "local_worker_count",
+    "progress_wanted",
     "project_root",
     "scheduler_address",
     "worker_version_note",
@@ -137,6 +139,30 @@ def worker_version_note(client: Any) -> str | None:
             f"{', '.join(other)}, not {fleetlib.__version__} as this process does")
 
 
+#: ``FLEETLIB_PROGRESS=1`` shows the progress bars on stderr even where it is no terminal (a notebook's
+#: log, a CI job), ``--json`` output included (stdout stays the JSON alone); ``0`` hides them.
+PROGRESS_ENV = "FLEETLIB_PROGRESS"
+
+
+def progress_wanted(as_json: bool = False) -> bool:
+    """Return whether a command shows progress bars (and the Dask dashboard link) on stderr.
+
+    :data:`PROGRESS_ENV` decides when set (``1``/``0``); else bars show when stderr is a terminal and
+    the output is not ``--json``.
+
+    Parameters
+    ----------
+    as_json
+        The command writes JSON (``--json``): no bar unless :data:`PROGRESS_ENV` asks for one.
+    """
+    asked = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if asked in ("1", "true", "yes", "on"):
+        return True
+    if asked in ("0", "false", "no", "off"):
+        return False
+    return not as_json and sys.stderr.isatty()
+
+
 def dashboard_note(client: Any) -> str | None:
     """Return ``dask dashboard: LINK`` when ``client``'s cluster offers a dashboard, else None."""
     try:
@@ -147,7 +173,7 @@ def dashboard_note(client: Any) -> str | None:
 
 
 @contextmanager
-def attached_client(scheduler: str | None = None) -> Iterator[Any]:
+def attached_client(scheduler: str | None = None, *, progress: bool = False) -> Iterator[Any]:
     """Yield a ``distributed.Client`` of the running cluster :func:`scheduler_address` names, or None.
 
     The client is closed on exit; the cluster, which fleetlib did not start, is left running (a
@@ -158,6 +184,8 @@ def attached_client(scheduler: str | None = None) -> Iterator[Any]:
     ----------
     scheduler
         The scheduler's address (``--scheduler``); None: Dask's ``scheduler-address`` configuration.
+    progress
+        Also print the cluster's dashboard link on stderr when it offers one (:func:`dashboard_note`).
 
     Yields
     ------
@@ -185,6 +213,9 @@ def attached_client(scheduler: str | None = None) -> Iterator[Any]:
         note = worker_version_note(client)
         if note is not None:
             print(note, file=sys.stderr)
+        link = dashboard_note(client) if progress else None
+        if link is not None:
+            print(link, file=sys.stderr)
         yield client
 
 

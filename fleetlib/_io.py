@@ -17,15 +17,16 @@ folder and refuses one that leaves it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import gc
 import gzip
-import hashlib
 import json
 import os
 import posixpath
 import re
+import shutil
 import stat
 import tempfile
 import zlib
@@ -75,8 +76,11 @@ __all__ = [
     "parse_limit",
     "read_bytes",
     "read_text",
+    "stored_bytes",
+    "stored_size",
     "time_range",
     "url_confined",
+    "url_named",
     "using_limits",
 ]
 
@@ -201,9 +205,13 @@ def _url_file_size(url: str) -> int:
 def local_path(path: PathArg) -> Path:
     """Return ``path`` as a local :class:`~pathlib.Path`, fetching an fsspec URL first.
 
-    A URL's object (or, for a folder URL, every object under it) is copied once into a private cache
-    folder keyed by the URL, the object's size and its version tag, so a Dask task that is handed a
-    URL reads it on its worker.  A plain path is returned as it is.
+    A URL's object (or, for a folder URL, every object under it) is copied into this process's own
+    temporary folder, which is removed when the process exits; a Dask task that is handed a URL
+    copies it on its worker.  The copy lies at ``<folder>/<scheme>/<the URL after ://>``, so
+    :func:`url_named` turns any copy's path (this process's or a worker's) back into its URL in what
+    is shown.  A ``file://`` URL is its local path; a plain path is returned as it is.  Readers that
+    open their bytes with :func:`stored_bytes` / :func:`read_bytes` read a URL directly and need no
+    copy (the trace reader does).
 
     Raises
     ------
@@ -215,6 +223,8 @@ def local_path(path: PathArg) -> Path:
         return Path(path)
     url = str(path)
     fs, key = _url_fs(url)
+    if url.startswith("file://"):
+        return Path(key)
     key = key.rstrip("/")
     max_bytes = current_limits().max_bytes
     if url_kind(url) == "directory":
@@ -230,13 +240,14 @@ def local_path(path: PathArg) -> Path:
         if int(info.get("size") or 0) > max_bytes:
             raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
                              "--limit max_bytes=N)", file=f"{url.split('://', 1)[0]}://{k}")
-    tag = "\0".join(f"{k}\0{v.get('size')}\0{v.get('ETag') or v.get('mtime') or ''}" for k, v in objects)
-    home = Path(tempfile.gettempdir()) / f"fleetlib-urls-{os.getuid() if hasattr(os, 'getuid') else 0}"
-    home.mkdir(mode=0o700, exist_ok=True)
-    top = home / hashlib.sha256(f"{url}\0{tag}".encode()).hexdigest()[:32] / posixpath.basename(key)
-    for k, _ in objects:
+    scheme, _, rest = url.partition("://")
+    rest = posixpath.normpath(rest.rstrip("/")).lstrip("/")
+    if rest.startswith(".."):
+        raise InputError("names a key outside its bucket", file=url)
+    top = _fetch_folder() / scheme / rest
+    for k, info in objects:
         dest = top if k == key else top / posixpath.relpath(k, key)
-        if dest.is_file():
+        if dest.is_file() and dest.stat().st_size == int(info.get("size") or 0):
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
@@ -246,6 +257,33 @@ def local_path(path: PathArg) -> Path:
             raise InputError(f"cannot read the file ({exc.strerror or exc})", file=url) from None
         os.replace(tmp, dest)
     return top
+
+
+#: This process's folder of fetched URL copies (:func:`local_path`), and the process that made it.
+_FETCHED: list[tuple[int, Path]] = []
+
+
+def _fetch_folder() -> Path:
+    """Return this process's private folder of fetched copies, made once and removed at exit."""
+    if not _FETCHED or _FETCHED[-1][0] != os.getpid():  # a forked child makes (and removes) its own
+        folder = Path(tempfile.mkdtemp(prefix="fleetlib-urls-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _FETCHED.append((os.getpid(), folder))
+    return _FETCHED[-1][1]
+
+
+#: The path of a fetched copy's folder and scheme (:func:`local_path`), in any process's temp folder.
+_COPY_PREFIX = re.compile(r"(?:[^\s'\"=]*[/\\])?fleetlib-urls-[A-Za-z0-9_]+[/\\]"
+                          r"([A-Za-z][A-Za-z0-9+.-]*)[/\\]")
+
+
+def url_named(text: str) -> str:
+    """Return ``text`` with every fetched copy's path (:func:`local_path`) written as its URL.
+
+    What a command prints names the objects it read (``s3://bucket/key``), never the temporary copy
+    a reader opened on this process or on a Dask worker.
+    """
+    return _COPY_PREFIX.sub(r"\1://", text) if "fleetlib-urls-" in text else text
 
 
 def url_confined(base: str, name: PathArg, *, what: str = "path",
@@ -314,8 +352,65 @@ def check_regular(path: Path) -> int:
     return int(st.st_size)
 
 
+def stored_size(path: PathArg) -> int:
+    """Return the stored size of an input: a local regular file, or an fsspec URL's object.
+
+    Raises
+    ------
+    InputError
+        A missing file or object, a folder, or (locally) not a regular file.
+    """
+    return _url_file_size(str(path)) if is_url(path) else check_regular(Path(path))
+
+
+def stored_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes:
+    """Return the bytes of ``path`` as stored (still compressed), checked like every input.
+
+    The one opener of an input's bytes: a local file, or an fsspec URL read through fsspec on the
+    process that calls it (a Dask worker reads its own task's URL).  Anything but a regular file is
+    refused before a byte is read; a compression other than gzip is refused by its magic bytes; plain
+    content beyond ``max_bytes`` is refused (gzip content is bounded when it is inflated).
+
+    Parameters
+    ----------
+    path
+        The input file, or an fsspec URL (``s3://bucket/key``).
+    max_bytes
+        The most bytes the content may hold (default: the current ``max_bytes`` limit).
+
+    Raises
+    ------
+    InputError
+        A missing or irregular file; a refused compression; plain content beyond ``max_bytes``.
+    """
+    if max_bytes is None:
+        max_bytes = current_limits().max_bytes
+    p: PathArg = path if is_url(path) else Path(path)
+    size = stored_size(p)
+    try:
+        if is_url(p):
+            fs, key = _url_fs(str(p))
+            with fs.open(key, "rb") as fh:
+                raw = fh.read(min(size, max_bytes) + 1)
+        else:
+            with open(p, "rb") as fh:
+                # read what the file holds (one byte more shows growth past the limit); never ask the
+                # OS for max_bytes up front
+                raw = fh.read(min(size, max_bytes) + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
+    kind = compression_of(raw[:8])
+    if kind is None and len(raw) > max_bytes:
+        raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
+                         "--limit max_bytes=N)", file=str(p))
+    if kind not in (None, "gzip"):
+        raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
+                         file=str(p))
+    return raw
+
+
 def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytearray:
-    """Return the content of ``path``, gunzipped when its bytes say gzip.
+    """Return the content of ``path``, gunzipped when its bytes say gzip (:func:`stored_bytes`).
 
     Parameters
     ----------
@@ -337,30 +432,10 @@ def read_bytes(path: PathArg, *, max_bytes: int | None = None) -> bytes | bytear
     """
     if max_bytes is None:
         max_bytes = current_limits().max_bytes
-    p: PathArg = path if is_url(path) else Path(path)
-    size = _url_file_size(str(p)) if is_url(p) else check_regular(Path(p))
-    try:
-        if is_url(p):
-            fs, key = _url_fs(str(p))
-            with fs.open(key, "rb") as fh:
-                raw = fh.read(min(size, max_bytes) + 1)
-        else:
-            with open(p, "rb") as fh:
-                # read what the file holds (one byte more shows growth past the limit); never ask the
-                # OS for max_bytes up front
-                raw = fh.read(min(size, max_bytes) + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
-    kind = compression_of(raw[:8])
-    if kind is None:
-        if len(raw) > max_bytes:
-            raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with "
-                         "--limit max_bytes=N)", file=str(p))
+    raw = stored_bytes(path, max_bytes=max_bytes)
+    if compression_of(raw[:8]) is None:
         return raw
-    if kind != "gzip":
-        raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead",
-                         file=str(p))
-    return gunzip(raw, str(p), max_bytes)
+    return gunzip(raw, str(path if is_url(path) else Path(path)), max_bytes)
 
 
 def gunzip(raw: bytes | bytearray, file: str, max_bytes: int | None = None) -> bytes | bytearray:
@@ -583,7 +658,8 @@ def listed_files(folder: PathArg, suffixes: tuple[str, ...], *, recursive: bool 
     Parameters
     ----------
     folder
-        The folder a manifest or a command names.
+        The folder a manifest or a command names; an fsspec folder URL (``s3://bucket/traces/``) is
+        listed through fsspec and its objects returned as URLs (``str``), never copied.
     suffixes
         Name endings (lower case) of the files wanted, e.g. ``(".json", ".json.gz")``.
     recursive
@@ -601,6 +677,8 @@ def listed_files(folder: PathArg, suffixes: tuple[str, ...], *, recursive: bool 
     InputError
         A link leads outside the allowed folders, or a special file is listed and no ledger is given.
     """
+    if is_url(folder):
+        return _listed_objects(str(folder), suffixes, recursive=recursive)  # type: ignore[return-value]
     top = Path(folder)
     roots = (top.resolve(), *allowed_roots())
     entries: list[Path] = []
@@ -634,6 +712,23 @@ def listed_files(folder: PathArg, suffixes: tuple[str, ...], *, recursive: bool 
         else:
             ledger.flag("special_file", f"{kind} in the listed folder {top} is not read", file=str(entry))
     return found
+
+
+def _listed_objects(url: str, suffixes: tuple[str, ...], *, recursive: bool) -> list[str]:
+    """Return the URLs of the objects under the folder URL ``url`` whose names end with ``suffixes``, sorted.
+
+    Object storage holds no links and no special files: the listing is the objects themselves, each
+    named by its URL (read later by whichever process is handed it).
+    """
+    fs, key = _url_fs(url)
+    key = key.rstrip("/")
+    try:
+        found = fs.find(key, detail=True, maxdepth=None if recursive else 1)
+    except OSError as exc:
+        raise InputError(f"cannot list the folder ({exc.strerror or exc})", file=url) from None
+    base = url.rstrip("/")
+    return [f"{base}/{posixpath.relpath(k, key)}" for k, v in sorted(found.items())
+            if v.get("type") != "directory" and posixpath.basename(k).lower().endswith(suffixes)]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleetlib.commands_common import add_scheduler_argument
+from fleetlib.commands_common import add_scheduler_argument, input_path
 from fleetlib.quality import DomainError, FleetlibError
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "EXIT_BROKEN_PIPE", "EXIT_FAILED", "build_parser", "main"]
@@ -91,10 +91,12 @@ def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any
     if bad is not None:  # never print inf or NaN as if it were a measurement, in either output
         raise DomainError(f"the result's {bad} is not a finite number (input values whose sums overflow a "
                           "float?); nothing is printed")
+    from fleetlib._io import url_named  # an object read through a fetched copy is named by its URL
+
     if as_json:
-        print(json.dumps(result, indent=2, allow_nan=False))
+        print(url_named(json.dumps(result, indent=2, allow_nan=False)))
     else:
-        print(render(result))
+        print(url_named(render(result)))
 
 
 def _pct(x: float) -> str:
@@ -345,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", type=Path, metavar="FILE",
                    help="scenario YAML file (default parameters/running_example.yaml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report folder")
-    p.add_argument("--fleet", type=Path, metavar="MANIFEST",
+    p.add_argument("--fleet", type=input_path, metavar="MANIFEST",
                    help="your fleet bundle's fleet.yaml: the rung notebooks read its records")
     p.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
                    help="override one parameter, the value read as YAML (repeatable)")
@@ -424,9 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except FleetlibError as exc:
+        from fleetlib._io import url_named
         from fleetlib.report import ReportError
 
-        message = " ".join(str(exc).split())
+        message = url_named(" ".join(str(exc).split()))
         print(f"{command}: error: {message}", file=sys.stderr)
         return EXIT_FAILED if isinstance(exc, ReportError) else EXIT_BAD_ARGUMENTS
     except (RecursionError, MemoryError, OverflowError, UnicodeError) as exc:

@@ -7,15 +7,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib._io import is_url
 from fleetlib.accounting import Window
 from fleetlib.quality import DomainError, InputError
 
-__all__ = ["add_exclude_argument", "add_scheduler_argument", "cli_window", "exclusion_lines",
+__all__ = ["add_exclude_argument", "add_scheduler_argument", "cli_window", "exclusion_lines", "input_path",
            "writable_output_path"]
 
 #: The help of ``--exclude`` on every command that takes ``--window``.
 EXCLUDE_HELP = ("leave [START, END) out of every factor's numerator and denominator (ISO 8601 times with a "
                 "zone, inside the window; repeatable; overlapping exclusions are refused, not merged)")
+
+
+def input_path(text: str) -> Path | str:
+    """Return a command's input argument: an fsspec URL (``s3://bucket/key``) as written, else a Path.
+
+    The ``type=`` of every file argument that may name object storage: a URL must stay a string (a
+    :class:`~pathlib.Path` would fold its ``//``); the readers open it through fsspec.
+    """
+    return text if is_url(text) else Path(text)
 
 
 def add_exclude_argument(parser: argparse.ArgumentParser) -> None:

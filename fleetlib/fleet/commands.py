@@ -24,11 +24,11 @@ Examples
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fleetlib._environ import progress_wanted
 from fleetlib.commands_common import (
     add_allow_empty_window_argument,
     add_collection_gap_argument,
@@ -327,7 +327,7 @@ def _cmd_fleet(args: argparse.Namespace) -> dict[str, Any]:
         engine=args.engine,
         workers=args.workers,
         scheduler=args.scheduler,
-        progress=not getattr(args, "json", False) and sys.stderr.isatty(),
+        progress=progress_wanted(getattr(args, "json", False)),
         by=args.by,
         segment_by=args.segment_by,
         allow_empty_window=args.allow_empty_window,

@@ -6,7 +6,7 @@ starts a LocalCluster of single-threaded worker processes (or yields a given ``d
 left open, as is the cluster of a scheduler address given); :func:`dask_client_in_background` starts it
 in a background thread, so that the calling
 process reads the manifest and the scheduler records while the workers start.  A cluster started
-here sets its workers' malloc to keep freed memory for the next task (:data:`_WORKER_MALLOC`), runs
+here sets its workers' malloc to keep freed memory for the next task (:data:`WORKER_MALLOC`), runs
 no statistical profiler, and runs a warm-up callable on each worker as soon as it is up (the walk
 imports its measuring code there while the scheduler records are read).
 
@@ -30,6 +30,7 @@ from fleetlib._environ import attached_client, environment, local_worker_count
 
 __all__ = [
     "DEFAULT_MEMORY_PER_WORKER",
+    "WORKER_MALLOC",
     "BackgroundCluster",
     "dask_client",
     "dask_client_in_background",
@@ -42,7 +43,7 @@ DEFAULT_MEMORY_PER_WORKER = "3GiB"
 #: freed.  distributed's own ``MALLOC_TRIM_THRESHOLD_`` (64 KiB) made every large temporary a fresh
 #: ``mmap`` and a timeline task 35-50 % slower; glibc's dynamic defaults still returned and faulted
 #: in memory between tasks (about 5 % of a task's CPU on the benchmark partitions, two at once).
-_WORKER_MALLOC = {
+WORKER_MALLOC = {
     "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 32),
     "MALLOC_TOP_PAD_": str(1 << 28),
@@ -115,15 +116,15 @@ def dask_client(
     # distributed's nannies write their pre-spawn environment into this process's own and leave it
     # there, where every later subprocess and cluster inherits it -- and a variable already in this
     # process's environment overrides the config's value.  So the variables are taken out while the
-    # cluster runs (whatever an earlier cluster left; the workers get _WORKER_MALLOC) and put back
+    # cluster runs (whatever an earlier cluster left; the workers get WORKER_MALLOC) and put back
     # as they were afterwards.
     with (
-        environment(dict.fromkeys(_WORKER_MALLOC)),
-        # workers that keep the memory they free for their next task (_WORKER_MALLOC): each task
+        environment(dict.fromkeys(WORKER_MALLOC)),
+        # workers that keep the memory they free for their next task (WORKER_MALLOC): each task
         # allocates and frees hundreds of MB of arrays, and pages handed back to the system are
         # faulted in again by the next one; and no statistical profiler: it samples every thread's
         # stack 100 times a second for the dashboard's profile page (as program.stragglers.local_cluster)
-        dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in _WORKER_MALLOC.items()},
+        dask.config.set({**{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()},
                          "distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=n,

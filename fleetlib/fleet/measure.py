@@ -1170,7 +1170,7 @@ def _refuse_mfu_above_one(jobs: pd.DataFrame, configs: _ModelConfigs) -> None:
 
 
 def _traces(
-    jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger, client: Any = None
+    jobs: pd.DataFrame, man: FleetManifest, ledger: Ledger, client: Any = None, progress: bool = False
 ) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
     """Trace partition of each traced job, scaled to its productive device-s, with the sample's coverage.
 
@@ -1178,6 +1178,8 @@ def _traces(
     returns each traced job's kernel device-time over its traced steps (``job_id, name, kind,
     device_us``), for :func:`fleetlib.fleet.sampling.kernel_ranking`.
     """
+    from tqdm.auto import tqdm
+
     from fleetlib.program import (
         FLEET_LAW_TERMS,
         fleet_law_terms,
@@ -1189,9 +1191,8 @@ def _traces(
 
     out = {}
     kernel_rows = []
-    for job, paths in man.traces.items():
-        if job not in jobs.index:
-            continue
+    traced = [(job, paths) for job, paths in man.traces.items() if job in jobs.index]
+    for job, paths in tqdm(traced, desc="fleet traces", unit="job", file=sys.stderr, disable=not progress):
         files = trace_files(list(paths), ledger=ledger)
         ts = read_traces(files, cache=False, progress=False, client=client)
         ledger.extend(ts.ledger)
@@ -2178,7 +2179,7 @@ def _measure(
     r = runtime_factor(jobs, win, held_total, sums)
     p = program_factor(jobs, win, r, conventions, sums)
     product = mpg(s, r, p)
-    traces, traced_kernels = _traces(jobs, man, ledger, client)
+    traces, traced_kernels = _traces(jobs, man, ledger, client, progress)
     if cluster is not None:
         cluster.release()  # no task after this one
     # sums over the observed jobs' columns, not over a copy of the job table (200,000 rows at scale)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import listed_files, local_path
+from fleetlib._io import is_url, listed_files, url_kind
 from fleetlib.accounting import CHAIN_RTOL, Factor, LeverGain, Window, mpg, rank_levers
 from fleetlib.quality import ChainMismatchError, Ledger
 from fleetlib.runtime import CLEAN_END_RULE
@@ -668,9 +669,10 @@ def factor_contracts(
     trace_files: list[Any] = []
     noted = Ledger()  # special files: the measurement's own listing flags them in the fleet's ledger
     for paths in man.traces.values():
-        for p in map(local_path, paths):  # a URL: its fetched copy
+        for p in paths:  # a URL folder is listed through fsspec; its files stay URLs
+            folder = url_kind(p) == "directory" if is_url(p) else Path(p).is_dir()
             trace_files += (listed_files(p, (".json", ".json.gz"), recursive=True, ledger=noted)
-                            if p.is_dir() else [p])
+                            if folder else [p])
     records = contract_from_records(
         scheduler_files=man.scheduler_files,
         scheduler_format=man.scheduler_format,

@@ -31,13 +31,12 @@ Examples
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetlib._environ import attached_client
-from fleetlib.commands_common import add_scheduler_argument, ledger_lines, writable_output_path
+from fleetlib._environ import attached_client, progress_wanted
+from fleetlib.commands_common import add_scheduler_argument, input_path, ledger_lines, writable_output_path
 from fleetlib.program.classify import Classifier
 from fleetlib.program.fleet_law import FLEET_LAW_TERMS
 from fleetlib.program.model_config import MODEL_KEYS, load_model_config
@@ -209,9 +208,9 @@ def run_program(paths: Sequence[str | Path], *, model: str | Path | None = None,
     if not paths:
         raise DomainError("no trace file or directory was given")
     config = load_model_config(model) if model is not None else None  # fail fast, before parsing traces
-    files = trace_files([Path(p) for p in paths])
+    files = trace_files(list(paths))  # paths and fsspec URLs (read where the task runs)
     classifier = Classifier(extra_comm_patterns=tuple(comm_patterns)) if comm_patterns else None
-    with attached_client(scheduler) as attached:  # a cluster named: left running
+    with attached_client(scheduler, progress=progress) as attached:  # a cluster named: left running
         if attached is not None:
             measured = measure(files, model=config, cache=cache, cache_dir=cache_dir, progress=progress,
                                client=attached, classifier=classifier)
@@ -607,18 +606,18 @@ def render_synth_rank_timers(res: Mapping[str, Any]) -> str:
 
 def _cmd_stragglers(args: argparse.Namespace) -> dict[str, Any]:
     return run_stragglers(args.path, engine=args.engine, workers=args.workers, top=args.top,
-                          threshold=args.threshold, progress=not args.json and sys.stderr.isatty())
+                          threshold=args.threshold, progress=progress_wanted(args.json))
 
 
 def _cmd_synth_rank_timers(args: argparse.Namespace) -> dict[str, Any]:
     return run_synth_rank_timers(args.ranks, args.steps, args.seed, args.out, stragglers=args.stragglers,
                                  transient_rate=args.transient_rate,
-                                 progress=not args.json and sys.stderr.isatty())
+                                 progress=progress_wanted(args.json))
 
 
 def _cmd_program(args: argparse.Namespace) -> dict[str, Any]:
     return run_program(args.paths, model=args.model_config, cache=not args.no_cache,
-                       progress=not args.json and sys.stderr.isatty(), workers=args.workers,
+                       progress=progress_wanted(args.json), workers=args.workers,
                        comm_patterns=tuple(args.comm_pattern or ()), memory=args.memory,
                        scheduler=args.scheduler)
 
@@ -644,11 +643,11 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "host dispatch and idle; match collectives across ranks (last arriver, longest "
                     "waiter, straggler scores, collective audit); with --model, program goodput "
                     "against the arithmetic ideal with its convention.")
-    p.add_argument("paths", nargs="+", type=Path, metavar="FILE_OR_DIR",
+    p.add_argument("paths", nargs="+", type=input_path, metavar="FILE_OR_DIR",
                    help="trace files (.json / .json.gz; Nsight Systems .sqlite exports) or directories of "
                         "trace files")
     # dest is not "model": fleetlib.cli reads args.model as the `fleetlib model` sub-command's name
-    p.add_argument("--model", dest="model_config", type=Path, metavar="CONFIG.yaml",
+    p.add_argument("--model", dest="model_config", type=input_path, metavar="CONFIG.yaml",
                    help="model configuration giving the useful FLOPs per step (accelerator, devices, "
                         "useful_flops_per_step or n_params + tokens_per_step, convention)")
     p.add_argument("--no-cache", action="store_true",

@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -327,8 +326,8 @@ def measure(traces_or_paths: TraceSet | str | PathLike[str] | Iterable[str | Pat
         traces = traces_or_paths
     else:
         paths = [traces_or_paths] if isinstance(traces_or_paths, (str, PathLike)) else list(traces_or_paths)
-        files = trace_files([Path(p) for p in paths])
-        if all(f.name.lower().endswith((".sqlite", ".sqlite.gz")) for f in files):  # Nsight Systems exports
+        files = trace_files(list(paths))  # paths and fsspec URLs (read where the task runs)
+        if all(str(f).lower().endswith((".sqlite", ".sqlite.gz")) for f in files):  # Nsight Systems exports
             from fleetlib.program.readers.nsys import read_nsys
 
             traces = read_nsys(files, classifier=classifier)

@@ -39,11 +39,12 @@ Any other key is refused, so that a misspelt key cannot be silently ignored.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fleetlib._io import Yaml12FloatLoader, is_url, load_yaml, local_path
+from fleetlib._io import Yaml12FloatLoader, is_url, load_yaml, read_text
 from fleetlib.program.flops import ProgramGoodputConvention, mfu_convention, model_flops_per_token, peak_rate
 from fleetlib.quality import DomainError, InputError
 
@@ -91,16 +92,20 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         The file is missing or not YAML, or a key is missing, unknown, of the wrong type, or out
         of its domain (the message names the file and the key).
     """
-    p = local_path(path)  # an fsspec URL is fetched through fsspec; its messages name the URL
-    file = str(path) if is_url(path) else str(p)
-    if p.is_dir():
-        raise InputError("is a folder; give the model configuration file", file=file)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError("model configuration not found", file=file) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the model configuration ({exc})", file=file) from exc
+    if is_url(path):  # read through fsspec where this runs (no local copy); its messages name the URL
+        file = str(path)
+        text = read_text(file)
+    else:
+        p = Path(path)
+        file = str(p)
+        if p.is_dir():
+            raise InputError("is a folder; give the model configuration file", file=file)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise InputError("model configuration not found", file=file) from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the model configuration ({exc})", file=file) from exc
     cfg = load_yaml(text, file=file, loader=Yaml12FloatLoader)
     if not isinstance(cfg, Mapping):
         raise InputError("a model configuration is a YAML mapping of keys to values", file=file)
@@ -168,9 +173,10 @@ def load_model_config(path: str | Path) -> dict[str, Any]:
         said = f"from {seq_source.strip()}" if seq_source else "(source not stated)"
         conv = conv.with_provenance(f"seq_len {int(cfg['seq_len'])} {said}")
     label = cfg.get("name")
+    shown = str(label) if label is not None else f"traced steps ({posixpath.basename(file)})"
     return {"peak": peak, "devices": devices, "useful_flops_per_step": useful,
             "flops_per_token": flops_per_token, "tokens_per_step": tokens, "n_params": n_params,
-            "convention": conv, "name": str(label) if label is not None else f"traced steps ({p.name})",
+            "convention": conv, "name": shown,
             "file": file}
 
 

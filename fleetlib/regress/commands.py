@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetlib._environ import attached_client
-from fleetlib.commands_common import add_exclude_argument, add_scheduler_argument, exclusion_lines
+from fleetlib._environ import attached_client, progress_wanted
+from fleetlib.commands_common import add_exclude_argument, add_scheduler_argument, exclusion_lines, input_path
 from fleetlib.quality import DomainError, InputError
 
 __all__ = [
@@ -56,6 +56,7 @@ def run_compare(
     seed: int = 0,
     paired: bool | None = None,
     scheduler: str | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Return the JSON object of ``fleetlib compare``.
 
@@ -80,6 +81,8 @@ def run_compare(
     scheduler
         Measure the bundles on the running Dask cluster of this address (``--scheduler``; left
         running); None: Dask's ``scheduler-address`` configuration when it names one.
+    progress
+        A bar over the bootstrap's metrics on stderr, and the cluster's dashboard link.
 
     Returns
     -------
@@ -101,7 +104,7 @@ def run_compare(
         raise InputError(
             "give a CANDIDATE bundle, --window-b for a second window, or --split-by", field="CANDIDATE"
         )
-    with attached_client(scheduler) as client:  # a cluster named: left running
+    with attached_client(scheduler, progress=progress) as client:  # a cluster named: left running
         if split_by is not None:
             assert groups is not None
             units = fleet_units(baseline, window=window_a, exclude=_pairs(exclude_a), cycle=cycle,
@@ -131,6 +134,7 @@ def run_compare(
         boot=boot,
         seed=seed,
         paired=paired,
+        progress=progress,
     )
     out = res.to_dict()
     # each side's measured window, with what was left out of it
@@ -218,12 +222,14 @@ _UNIT_WORD = {
 
 
 def run_baseline_build(
-    bundles: Sequence[str | Path], out: str | Path, *, cycle: str = "1D", scheduler: str | None = None
+    bundles: Sequence[str | Path], out: str | Path, *, cycle: str = "1D", scheduler: str | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Measure bundles and write baselines per (pool, architecture, software version) into ``out``.
 
     With ``scheduler`` (``--scheduler``; None: Dask's ``scheduler-address`` configuration) the
-    bundles are measured on that running cluster, which is left running.
+    bundles are measured on that running cluster, which is left running (its dashboard link printed
+    on stderr when ``progress``).
     """
     from fleetlib.regress.baselines import build_baselines
     from fleetlib.regress.units import fleet_units
@@ -235,7 +241,7 @@ def run_baseline_build(
         raise InputError(
             f"cannot write baselines: folder {str(path.parent)!r} does not exist", file=str(path)
         )
-    with attached_client(scheduler) as client:
+    with attached_client(scheduler, progress=progress) as client:
         units = [fleet_units(b, cycle=cycle, client=client) for b in bundles]
     return build_baselines(units, path)
 
@@ -248,11 +254,13 @@ def run_baseline_check(
     boot: int = 400,
     seed: int = 0,
     scheduler: str | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Compare each group of a bundle with its stored baseline (see ``check_baselines``).
 
     With ``scheduler`` (``--scheduler``; None: Dask's ``scheduler-address`` configuration) the
-    bundle is measured on that running cluster, which is left running.
+    bundle is measured on that running cluster, which is left running (its dashboard link printed
+    on stderr when ``progress``).
 
     Returns
     -------
@@ -263,7 +271,7 @@ def run_baseline_check(
     from fleetlib.regress.units import fleet_units
 
     cycle = read_index(baselines)["cycle"]
-    with attached_client(scheduler) as client:
+    with attached_client(scheduler, progress=progress) as client:
         units = fleet_units(bundle, cycle=cycle, client=client)
     return check_baselines(units, baselines, allow_confounded=allow_confounded, boot=boot, seed=seed)
 
@@ -365,17 +373,19 @@ def _cmd_compare(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         paired={"auto": None, "paired": True, "independent": False}[args.pairing],
         scheduler=args.scheduler,
+        progress=progress_wanted(args.json),
     )
 
 
 def _cmd_build(args: argparse.Namespace) -> dict[str, Any]:
-    return run_baseline_build(args.bundles, args.out, cycle=args.cycle, scheduler=args.scheduler)
+    return run_baseline_build(args.bundles, args.out, cycle=args.cycle, scheduler=args.scheduler,
+                              progress=progress_wanted(getattr(args, "json", False)))
 
 
 def _cmd_check(args: argparse.Namespace) -> dict[str, Any]:
     return run_baseline_check(
         args.bundle, args.baselines, allow_confounded=args.allow_confounded, boot=args.boot, seed=args.seed,
-        scheduler=args.scheduler,
+        scheduler=args.scheduler, progress=progress_wanted(getattr(args, "json", False)),
     )
 
 
@@ -404,8 +414,9 @@ def register(
         "where a metric has too few units. Contract fields that differ and are not under test are named "
         "and block the verdict.",
     )
-    p.add_argument("baseline", type=Path, metavar="BASELINE", help="fleet.yaml or bundle folder")
-    p.add_argument("candidate", type=Path, nargs="?", metavar="CANDIDATE", help="second bundle (optional)")
+    p.add_argument("baseline", type=input_path, metavar="BASELINE", help="fleet.yaml or bundle folder")
+    p.add_argument("candidate", type=input_path, nargs="?", metavar="CANDIDATE",
+                   help="second bundle (optional)")
     p.add_argument("--window-a", nargs=2, metavar=("START", "END"), help="the baseline's window")
     p.add_argument("--window-b", nargs=2, metavar=("START", "END"), help="the candidate's window")
     p.add_argument("--exclude-a", nargs=2, action="append", metavar=("START", "END"),
@@ -440,14 +451,14 @@ def register(
     bsub = b.add_subparsers(dest="baseline", metavar="ACTION")
     bsub.required = True
     pb = bsub.add_parser("build", help="measure bundles and write baselines")
-    pb.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE")
+    pb.add_argument("bundles", type=input_path, nargs="+", metavar="BUNDLE")
     pb.add_argument("--out", type=Path, required=True, metavar="DIR")
     pb.add_argument("--cycle", default="1D", help="demand-cycle length (default 1D)")
     add_scheduler_argument(pb)
     add_json(pb)
     pb.set_defaults(func=_cmd_build, render=render_baseline)
     pc = bsub.add_parser("check", help="compare a bundle with stored baselines")
-    pc.add_argument("bundle", type=Path, metavar="BUNDLE")
+    pc.add_argument("bundle", type=input_path, metavar="BUNDLE")
     pc.add_argument("--baselines", type=Path, required=True, metavar="DIR")
     pc.add_argument("--allow-confounded", action="store_true")
     pc.add_argument("--boot", type=int, default=400)
@@ -464,7 +475,7 @@ def register(
         "captures for each straggler episode in the rank timers with a healthy peer of the same group, "
         "and P's sampling error.",
     )
-    t.add_argument("manifest", type=Path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
+    t.add_argument("manifest", type=input_path, metavar="MANIFEST", help="fleet.yaml or its bundle folder")
     t.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="ISO 8601 times with a zone (default: the manifest's window)")
     add_exclude_argument(t)

@@ -56,6 +56,7 @@ A field that differs and is not ``under_test`` confounds the comparison: every v
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -606,6 +607,7 @@ def compare(
     boot: int = 400,
     seed: int = 0,
     paired: bool | None = None,
+    progress: bool = False,
 ) -> Comparison:
     """Compare two measurements per factor, loss category and Table 4 tier.
 
@@ -631,6 +633,8 @@ def compare(
         None (default): pair by unit id where the sides share their units (see the module
         docstring); False: every metric independent; True: pair every kind of unit the sides share
         at all.
+    progress
+        A bar over the metrics bootstrapped, on stderr (tqdm; a widget in a notebook).
 
     Returns
     -------
@@ -667,8 +671,10 @@ def compare(
             )
     names_b = {m.name for m in tier_metrics(candidate)}
     metrics = factor_metrics() + [m for m in tier_metrics(baseline) if m.tier in chosen and m.name in names_b]
+    from tqdm.auto import tqdm
+
     results = []
-    for m in metrics:
+    for m in tqdm(metrics, desc="compare bootstrap", unit="metric", file=sys.stderr, disable=not progress):
         kind = _KIND_OF_KEY[m.cluster or RESAMPLING[m.table][0]]
         stream = zlib.crc32(m.name.encode())
         results.append((m, kind, _test(m, ta, tb, pairs[kind]["paired"], boot, seed * 7919 + stream)))

@@ -511,7 +511,7 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     _check_overrides(overrides or {}, chain, params)
     params = with_overrides(params, overrides or {})  # derived values follow their overridden sources
     summary = scenario_summary(params)
-    measured = _measured_block(params, scheduler)
+    measured = _measured_block(params, scheduler, progress)
 
     out = Path(out_dir).resolve()
     folders = {name: out / name for name in ("notebooks", "html", "figures", ASSETS_DIR)}
@@ -593,7 +593,8 @@ def _part(source: str) -> str:
     return "course" if "/course/" in folder else "case" if "/case_studies/" in folder else "walk"
 
 
-def _measured_block(params: Mapping[str, Any], scheduler: str | None = None) -> dict[str, Any] | None:
+def _measured_block(params: Mapping[str, Any], scheduler: str | None = None,
+                    progress: bool = False) -> dict[str, Any] | None:
     """Measure the scenario's fleet bundle (``fleet_manifest``) for summary.json; None without one.
 
     Beside :func:`fleetlib.fleet.views.measured_summary` it records the measured levers, the cost of a useful
@@ -608,8 +609,10 @@ def _measured_block(params: Mapping[str, Any], scheduler: str | None = None) -> 
     path = Path(manifest)
     if not path.is_absolute():
         path = checkout_root() / path
-    with attached_client(scheduler) as client:  # a cluster named: left running
-        fleet = measure_fleet(path) if client is None else measure_fleet(path, engine="dask", client=client)
+    with attached_client(scheduler, progress=progress) as client:  # a cluster named: left running
+        bar = None if progress else False  # the walk's own bar: on a terminal, unless --quiet
+        fleet = (measure_fleet(path, progress=bar) if client is None
+                 else measure_fleet(path, engine="dask", client=client, progress=bar))
     block = measured_summary(fleet, manifest=str(manifest))
     block["levers"] = json.loads(lever_table(fleet).to_json(orient="records"))
     block["cost"] = {"price_per_device_hour": fleet.price_per_device_hour,

@@ -28,8 +28,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, excerpt, listed_files
-from fleetlib.commands_common import add_exclude_argument, cli_window, exclusion_lines, writable_output_path
+from fleetlib._io import as_paths, excerpt, is_url, listed_files, stored_size
+from fleetlib.commands_common import (
+    add_exclude_argument,
+    cli_window,
+    exclusion_lines,
+    input_path,
+    writable_output_path,
+)
 from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
 from fleetlib.runtime.readers._common import NS_PER_S, PathLike, close_books, utc_ns
@@ -62,14 +68,16 @@ _ELASTIC_TERMS = ("elastic_wait", "elastic_reinit")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _check_files(paths: Sequence[str | Path]) -> list[Path]:
-    files = [Path(p) for p in paths]
+def _check_files(paths: Sequence[str | Path]) -> list[Any]:
+    files = [p if is_url(p) else Path(p) for p in paths]  # a URL stays a URL (read through fsspec)
     if not files:
         raise DomainError("no input file was given")
     for p in files:
-        if p.is_dir():
+        if isinstance(p, str):
+            stored_size(p)  # a missing object or a folder is refused, naming the URL
+        elif p.is_dir():
             raise InputError("is a folder; give the files in it", file=str(p))
-        if not p.is_file():
+        elif not p.is_file():
             raise InputError("file not found", file=str(p))
     return files
 
@@ -740,7 +748,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "fault-free step time, the definition of productive time and the reader's ledger. "
                     "For an MLPerf result log: held = init_start -> run_stop, productive = the training "
                     "blocks.")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE",
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE",
                    help="input file(s) of one format (canonical: a one-file Parquet timeline, or steps and "
                         "events CSV/Parquet files)")
     p.add_argument("--format", choices=FORMATS,

@@ -38,6 +38,7 @@ from fleetlib.commands_common import (
     collection_gap_lines,
     collection_gap_seconds,
     exclusion_lines,
+    input_path,
     ledger_lines,
     writable_output_path,
 )
@@ -528,7 +529,7 @@ def register(subparsers: Any, synth_subparsers: Any,
                     "partial-gang hold, reservation, idle with / without a queue (per pool and "
                     "cross-pool), unattributed; plus availability and the reader's row ledger. For openb "
                     "pod lists: waits and size cohorts (no time-based goodput).")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="input files of one format")
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE", help="input files of one format")
     p.add_argument("--format", choices=list(READERS),
                    help="record format (default: detected from the files' bytes when only one fits)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),

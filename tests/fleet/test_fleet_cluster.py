@@ -12,8 +12,6 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_support import Cluster
 from fleet_support import assert_same
 
 from fleetlib import cli
@@ -33,56 +32,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = sorted(p.parent for p in (ROOT / "data" / "fleet").glob("*/fleet.yaml"))
-
-
-def _environment() -> dict[str, str]:
-    """This process's environment with this checkout first on the workers' import path."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    return env
-
-
-class Cluster:
-    """A scheduler and worker processes started with distributed's command lines; stopped by :meth:`stop`."""
-
-    def __init__(self, folder: Path, workers: int) -> None:
-        self.file = folder / "scheduler.json"
-        env = _environment()
-        self.scheduler = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--scheduler-file", str(self.file)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while not self.file.exists():
-            if time.monotonic() > deadline or self.scheduler.poll() is not None:
-                self.stop()
-                raise RuntimeError("the dask scheduler did not start")
-            time.sleep(0.1)
-        time.sleep(0.2)  # the file is written whole before the scheduler listens; read it after
-        self.address = json.loads(self.file.read_text())["address"]
-        self.workers = [
-            subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", self.address, "--nthreads", "1",
-                 "--no-dashboard", "--no-nanny", "--memory-limit", "2GiB", "--name", f"w{i}"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-            for i in range(workers)
-        ]
-        with distributed.Client(self.address, timeout=60) as c:
-            c.wait_for_workers(workers, timeout=120)
-
-    def stop(self) -> None:
-        """Stop the workers, then the scheduler (SIGTERM; SIGKILL after 5 s)."""
-        for p in [*getattr(self, "workers", []), self.scheduler]:
-            if p.poll() is None:
-                p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 @pytest.fixture(scope="module")
@@ -216,3 +165,26 @@ def test_compare_and_program_on_a_named_scheduler_give_their_local_answers(
     traces = sorted((synthetic / "traces").iterdir())[0]
     program = ["program", str(traces), "--no-cache", "--json"]
     _close(_cli_json(program, capsys), _cli_json([*program, "--scheduler", cluster.address], capsys))
+
+
+def test_the_dashboard_link_is_printed_with_the_progress_bars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synthetic = ROOT / "data" / "fleet" / "synthetic"
+    own = Cluster(tmp_path, workers=1, dashboard=True)
+    try:
+        with distributed.Client(own.address, timeout=30) as c:
+            link = c.dashboard_link
+        for argv in (["fleet", str(synthetic / "fleet.yaml")],
+                     ["program", str(sorted((synthetic / "traces").iterdir())[0]), "--no-cache"]):
+            command = [*argv, "--scheduler", own.address, "--json"]
+            monkeypatch.delenv("FLEETLIB_PROGRESS", raising=False)
+            quiet: list[str] = []
+            _cli_json(command, capsys, quiet)
+            assert not any("dask dashboard" in ln for ln in quiet)  # --json off a terminal: no bar, no link
+            monkeypatch.setenv("FLEETLIB_PROGRESS", "1")
+            shown: list[str] = []
+            _cli_json(command, capsys, shown)
+            assert f"dask dashboard: {link}" in shown, (argv[0], shown[-5:])
+    finally:
+        own.stop()

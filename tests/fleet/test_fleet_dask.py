@@ -166,12 +166,12 @@ def test_a_failed_cluster_start_is_raised_when_the_client_is_asked_for() -> None
 def test_the_fleet_cluster_workers_keep_freed_memory_and_run_no_profiler() -> None:
     import os
 
-    from fleetlib.fleet.engine import _WORKER_MALLOC, dask_client
+    from fleetlib.fleet.engine import WORKER_MALLOC, dask_client
 
     def settings() -> tuple[dict[str, str | None], bool]:
         import dask
 
-        return ({k: os.environ.get(k) for k in _WORKER_MALLOC},
+        return ({k: os.environ.get(k) for k in WORKER_MALLOC},
                 bool(dask.config.get("distributed.worker.profile.enabled")))
 
     # what an earlier cluster (or the user) left in this process's environment neither overrides the
@@ -186,8 +186,8 @@ def test_the_fleet_cluster_workers_keep_freed_memory_and_run_no_profiler() -> No
         assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == left and "MALLOC_TOP_PAD_" not in os.environ
     finally:
         monkey.undo()
-    assert env == _WORKER_MALLOC and not profiling
-    assert int(_WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"]) >= int(_WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])
+    assert env == WORKER_MALLOC and not profiling
+    assert int(WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"]) >= int(WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])
 
 
 def test_dask_equals_pandas_with_a_job_map_unknown_jobs_and_a_job_without_steps(

@@ -1,9 +1,11 @@
 """A fleet bundle in object storage: ``fleetlib fleet s3://bucket/prefix/fleet.yaml`` on a real S3 server.
 
-moto's server mode runs on loopback for the test alone; the bundle ``data/fleet/synthetic`` is
-uploaded to it and the walk through fsspec must equal the walk of the local folder (S, R, P, MPG, the
-ledger; to 1e-12), file paths aside.  A manifest naming a URL outside its own prefix is refused,
-naming that URL.  Credentials come from the environment only.
+moto's server mode runs on loopback for the test alone (:func:`cluster_support.s3_server`); the
+bundle ``data/fleet/synthetic`` is uploaded to it and the walk through fsspec must equal the walk of
+the local folder (S, R, P, MPG, the ledger; to 1e-12), every file named as in the local walk (relative
+to the bundle: never a local copy's path).  A manifest naming a URL outside its own prefix is
+refused, naming that URL.  Credentials come from the environment only and are never printed.  On a
+``dask scheduler`` with two ``dask worker`` processes the walk's tasks read the bucket on the workers.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_support import Cluster, s3_server
 
 pytestmark = pytest.mark.slow
 
@@ -28,28 +31,13 @@ BUNDLE = ROOT / "data" / "fleet" / "synthetic"
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[tuple[dict[str, str], Any]]:
-    """A moto S3 server on 127.0.0.1 holding the synthetic bundle under ``s3://bucket/synthetic/``."""
-    server = pytest.importorskip("moto.server")
-    s3fs = pytest.importorskip("s3fs")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    moto.start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    try:
-        fs = s3fs.S3FileSystem(key=env["AWS_ACCESS_KEY_ID"], secret=env["AWS_SECRET_ACCESS_KEY"],
-                               endpoint_url=env["AWS_ENDPOINT_URL"], skip_instance_cache=True)
-        fs.mkdir("bucket")
-        for f in sorted(BUNDLE.rglob("*")):
-            if f.is_file():
-                fs.put_file(str(f), f"bucket/synthetic/{f.relative_to(BUNDLE).as_posix()}")
+    """A moto S3 server holding the synthetic bundle under ``s3://bucket/synthetic/``."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    with s3_server(BUNDLE) as (env, fs):
         fs.mkdir("bucket/other")
         fs.pipe_file("bucket/other/sacct.txt", (BUNDLE / "scheduler" / "sacct.txt").read_bytes())
         yield env, fs
-    finally:
-        moto.stop()
 
 
 def fleet_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,7 +48,7 @@ def fleet_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
 
 
 def numbers(a: Any, b: Any, where: str = "") -> None:
-    """Assert two JSON results equal: numbers to 1e-12, text exactly, the fetched traces' paths aside."""
+    """Assert two JSON results equal: numbers to 1e-12, text exactly."""
     if isinstance(a, dict):
         assert a.keys() == b.keys(), where
         for k in a:
@@ -71,19 +59,51 @@ def numbers(a: Any, b: Any, where: str = "") -> None:
             numbers(x, y, f"{where}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
         assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12), (where, a, b)
-    elif not (isinstance(b, str) and "fleetlib-urls-" in b):  # a trace's fetched copy names a file
+    else:
         assert a == b, (where, a, b)
 
 
-def test_fleet_from_a_bucket_equals_the_local_folder(s3: tuple[dict[str, str], Any]) -> None:
+@pytest.fixture(scope="module")
+def local() -> dict[str, Any]:
+    """The walk of the local folder, as JSON."""
+    out = fleet_cli("fleet", str(BUNDLE / "fleet.yaml"), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_fleet_from_a_bucket_equals_the_local_folder(s3: tuple[dict[str, str], Any],
+                                                     local: dict[str, Any]) -> None:
     env, _ = s3
     remote = fleet_cli("fleet", "s3://bucket/synthetic/fleet.yaml", "--json", env=env)
-    local = fleet_cli("fleet", str(BUNDLE / "fleet.yaml"), "--json")
     assert remote.returncode == 0, remote.stderr[-2000:]
-    assert local.returncode == 0, local.stderr[-2000:]
-    a, b = json.loads(local.stdout), json.loads(remote.stdout)
-    numbers(a, b)
+    numbers(local, json.loads(remote.stdout))
+    assert "fleetlib-urls-" not in remote.stdout  # no local copy's path stands for a URL
     assert env["AWS_SECRET_ACCESS_KEY"] not in remote.stdout + remote.stderr
+
+
+COMMANDS = {  # each command's arguments, @ standing for the bundle's folder or its URL prefix
+    "scheduling": ["--tz", "UTC", "@/scheduler/sacct.txt", "@/scheduler/sacctmgr_events.txt",
+                   "@/scheduler/sinfo_nodes.txt"],
+    "runtime": ["@/timelines/70001.parquet"],
+    "program": ["@/traces/70003", "--no-cache"],
+    "compare": ["@", "@/fleet.yaml", "--boot", "50", "--cycle", "6h"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_reads_urls_as_it_reads_the_local_files(s3: tuple[dict[str, str], Any],
+                                                          command: str) -> None:
+    env, _ = s3
+    args = [command, *COMMANDS[command], "--json"]
+    copies = set(Path(tempfile.gettempdir()).glob("fleetlib-urls-*"))
+    local = fleet_cli(*(a.replace("@", str(BUNDLE)) for a in args))
+    remote = fleet_cli(*(a.replace("@", "s3://bucket/synthetic") for a in args), env=env)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    # the same result, every file named by its URL where the local run names its path
+    numbers(json.loads(local.stdout.replace(str(BUNDLE), "s3://bucket/synthetic")), json.loads(remote.stdout))
+    assert "fleetlib-urls-" not in remote.stdout + remote.stderr
+    assert set(Path(tempfile.gettempdir()).glob("fleetlib-urls-*")) <= copies  # a copy made is removed
 
 
 def test_a_url_outside_the_manifest_prefix_is_refused(s3: tuple[dict[str, str], Any]) -> None:
@@ -103,3 +123,32 @@ def test_a_url_outside_the_manifest_prefix_is_refused(s3: tuple[dict[str, str], 
     out = fleet_cli("--allow-path", "s3://bucket/other", "fleet", "s3://bucket/synthetic/escape.yaml",
                     "--json", env=env)
     assert "outside" not in out.stderr
+
+
+def test_the_walk_of_a_bucket_reads_on_the_cluster_workers(
+    s3: tuple[dict[str, str], Any], local: dict[str, Any], tmp_path: Path
+) -> None:
+    distributed = pytest.importorskip("distributed")
+    env, _ = s3
+    cluster = Cluster(tmp_path, workers=2, env=env)  # the workers hold the credentials themselves
+    try:
+        remote = fleet_cli("fleet", "s3://bucket/synthetic/fleet.yaml", "--scheduler", cluster.address,
+                           "--json", env=env)
+        assert remote.returncode == 0, remote.stderr[-2000:]
+        numbers(local, json.loads(remote.stdout))
+        assert env["AWS_SECRET_ACCESS_KEY"] not in remote.stdout + remote.stderr
+
+        def opened_buckets() -> int:  # the S3 filesystems this worker process opened
+            import s3fs
+
+            return len(s3fs.S3FileSystem._cache)
+
+        with distributed.Client(cluster.address, timeout=30) as c:
+            opened = c.run(opened_buckets)
+            prefixes = c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
+        keys = {str(k) for k in prefixes}
+        # the trace and timeline tasks were handed URLs and read the bucket where they ran
+        assert any(k.startswith("fleet-timeline") for k in keys)
+        assert sum(opened.values()) > 0, opened
+    finally:
+        cluster.stop()

@@ -155,6 +155,7 @@ import hashlib
 import json
 import os
 import pickle
+import posixpath
 import re
 import time
 from collections import Counter
@@ -171,15 +172,16 @@ import pandas as pd
 
 from fleetlib._io import (
     GZIP_MAGIC,
-    check_regular,
     clean_text,
     collector_paused,
-    compression_of,
     current_limits,
     excerpt,
     gunzip,
+    is_url,
     listed_files,
-    local_path,
+    stored_bytes,
+    stored_size,
+    url_kind,
 )
 from fleetlib.accounting import Window
 from fleetlib.program.classify import (
@@ -2655,14 +2657,16 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike], *, ledger: Ledger |
         A trace file, a directory (its ``*.json`` and ``*.json.gz`` files, not recursing), or
         an iterable of either.  A folder's entries are confined to it (a link leading out is
         refused) and a named pipe or device among them is flagged in ``ledger`` (refused without
-        one); see :func:`fleetlib._io.listed_files`.
+        one); see :func:`fleetlib._io.listed_files`.  An fsspec URL (a trace or a folder of them in
+        object storage) is listed through fsspec and stays a URL: whoever reads it (a Dask worker)
+        opens it there, and every ledger row and file list names the URL.
     ledger
         Where special files found in a folder are noted.
 
     Returns
     -------
     list of Path
-        Files in the order given; a directory's files sorted by name.
+        Files in the order given; a directory's files sorted by name (a URL's as ``str`` URLs).
 
     Raises
     ------
@@ -2676,7 +2680,16 @@ def trace_files(paths_or_dir: PathLike | Iterable[PathLike], *, ledger: Ledger |
         raise DomainError("no trace files were given")
     out: list[Path] = []
     for item in items:
-        p = local_path(item)  # a URL (a file or a folder of traces) is fetched through fsspec first
+        if is_url(item):  # object storage: listed through fsspec, its files stay URLs (read where handed)
+            kind = url_kind(str(item))
+            if kind is None:
+                raise InputError("file not found", file=str(item))
+            found = listed_files(item, (".json", ".json.gz")) if kind == "directory" else [str(item)]
+            if not found:
+                raise DomainError(f"directory {item} holds no *.json or *.json.gz trace file")
+            out.extend(found)
+            continue
+        p = Path(item)
         if p.is_dir():
             found = listed_files(p, (".json", ".json.gz"), ledger=ledger)
             if not found:
@@ -2803,10 +2816,10 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
     >>> tr.kernels.groupby("kind", observed=True)["dur_us"].sum()  # doctest: +SKIP
     """
     t0 = time.perf_counter()
-    p = Path(path)
+    p = path if is_url(path) else Path(path)  # a URL is read through fsspec where this runs
     opts = _options(classifier, step_marker, time_unit, max_event_us, overlap_tolerance_us)
     file = str(p)
-    raw = _stored_bytes(p)
+    raw = stored_bytes(p)  # checked as every input is; hashed for the cache key before gunzip
     sha = hashlib.sha256(raw).hexdigest()
     folder = Path(cache_dir).expanduser() if cache_dir is not None else _cache.default_cache_dir()
     key = f"{sha}-{opts.digest()}-r{READER_VERSION}"
@@ -2832,31 +2845,6 @@ def read_trace(path: PathLike, *, cache: bool = True, rank: int | None = None,
     ledger.flags = [replace(f, rank=r) for f in ledger.flags]
     return TraceRead(p, r, built.kernels, built.steps, built.host_syncs, metadata, ledger, hit is not None,
                      time.perf_counter() - t0, built.ops)
-
-
-def _stored_bytes(path: Path) -> bytes:
-    """Return a trace file's bytes as stored, checked the way :mod:`fleetlib._io` checks every input.
-
-    A path that is not a regular file is refused before any byte is read; a compression other than
-    gzip is refused by its magic bytes, naming it; plain content beyond ``max_bytes`` is refused.
-    gzip content is decompressed (:func:`fleetlib._io.gunzip`, bounded by the same limit) once the
-    stored bytes are hashed for the cache key.
-    """
-    size = check_regular(path)
-    max_bytes = current_limits().max_bytes
-    file = str(path)
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(min(size, max_bytes) + 1)  # one byte more shows growth past the limit
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=file) from exc
-    kind = compression_of(raw[:8])
-    if kind is None and len(raw) > max_bytes:
-        raise InputError(f"larger than the {max_bytes:,}-byte input limit (max_bytes; raise it with --limit "
-                         "max_bytes=N)", file=file)
-    if kind not in (None, "gzip"):
-        raise InputError(f"{kind}-compressed input is not read; decompress it, or gzip it instead", file=file)
-    return raw
 
 
 def _moved(ledger: Ledger, cached: str, file: str) -> Ledger:
@@ -2906,8 +2894,8 @@ def _batches(files: Sequence[Path], threads: int) -> list[range]:
     sizes = []
     for f in files:
         try:
-            sizes.append(f.stat().st_size)
-        except OSError:  # read_trace names the missing file in its error
+            sizes.append(stored_size(f))
+        except InputError:  # read_trace names the missing file in its error
             sizes.append(0)
     out, lo, total = [], 0, 0
     for i, size in enumerate(sizes):
@@ -3204,7 +3192,7 @@ def read_traces(paths_or_dir: PathLike | Iterable[PathLike], *, cache: bool = Tr
     common = {"cache": cache, "cache_dir": cache_dir, "classifier": classifier, "step_marker": step_marker,
               "time_unit": time_unit, "max_event_us": max_event_us,
               "overlap_tolerance_us": overlap_tolerance_us}
-    kwargs = [{**common, "rank": mapping.get(str(p), mapping.get(p.name))} for p in files]
+    kwargs = [{**common, "rank": mapping.get(str(p), mapping.get(posixpath.basename(str(p))))} for p in files]
     reads, failures, merger = _read_all(files, kwargs, progress, errors, client)
     if not reads:
         raise InputError(f"none of the {len(files)} trace files could be read", file=str(files[0]))
