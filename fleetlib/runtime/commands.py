@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from fleetlib.quality import DomainError, InputError, check_nonnegative
 from fleetlib.runtime.readers import READERS
 from fleetlib.runtime.readers._common import NS_PER_S, PathLike, close_books, utc_ns
 from fleetlib.runtime.readers.mlperf import parse_mllog
-from fleetlib.runtime.schema import DEFINITIONS, ISSUE_TERMS, TERM_LABELS
+from fleetlib.runtime.schema import CLEAN_END_RULE, DEFINITION_TEXT, DEFINITIONS, ISSUE_TERMS, TERM_LABELS
 
 __all__ = [
     "FORMATS",
@@ -570,6 +571,13 @@ def render_runtime(res: Mapping[str, Any]) -> str:
     head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else
                                          f"{r:.4f}  (productive / held, {res['definition']} definition)")
     lines = [head]
+    if r is not None and res.get("definition") in DEFINITION_TEXT:
+        clean = (CLEAN_END_RULE if res.get("clean_end_commit", True) else
+                 "Clean end not counted (--no-clean-end-commit): the last steps count only once a checkpoint "
+                 "covers them.")
+        definition = res["definition"]
+        lines += textwrap.wrap(f"  {definition} definition: {DEFINITION_TEXT[definition]}. {clean}",
+                               width=110, subsequent_indent="  ")
     if res.get("checkpoints_recorded") == 0 and res.get("fault_free_step_s") is not None:
         lines.append("no checkpoint recorded: " + (
             "only the clean job end (if any) retains work, counted as the final commit"

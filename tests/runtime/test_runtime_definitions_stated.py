@@ -73,3 +73,17 @@ def test_the_r_factor_states_its_definition_and_the_clean_end_rule():
     assert f.convention.split(". ", 1)[1].startswith(CLEAN_END_RULE)
     off = runtime.runtime_goodput(steps, events, clean_end_commit=False).factor()
     assert "Clean end not counted" in off.convention and CLEAN_END_RULE not in off.convention
+
+
+def test_the_text_outputs_print_the_clean_end_rule_beside_r(capsys: pytest.CaptureFixture[str]) -> None:
+    from fleetlib.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    demo = [str(root / "data" / "timelines" / f"demo-7b-ft_{part}.csv") for part in ("steps", "events")]
+    for args in (["runtime", *demo], ["fleet", str(root / "data" / "fleet" / "slurm_sample" / "fleet.yaml")]):
+        assert main(args) == 0
+        text = " ".join(capsys.readouterr().out.split())  # the outputs wrap long lines
+        assert CLEAN_END_RULE in text, args[0]
+    assert main(["runtime", "--no-clean-end-commit", *demo]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert CLEAN_END_RULE not in out and "Clean end not counted" in out
