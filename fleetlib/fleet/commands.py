@@ -209,9 +209,9 @@ def render_fleet(res: Mapping[str, Any]) -> str:
         *exclusion_lines(w),
         f"MPG {_pct(res['mpg'])}  =  S {_pct(f['scheduling']['value'])}  x  R {_pct(f['runtime']['value'])}"
         f"  x  P {_pct(f['program']['value'])}   (measured; chain checked)",
+        f"availability {_pct(res['availability'])} (in-service / installed capacity-time; outside S)",
         *textwrap.wrap(f"R's definition: {f['runtime'].get('convention', '')}", width=110,
                        subsequent_indent="  "),
-        f"availability {_pct(res['availability'])} (in-service / installed capacity-time; outside S)",
         *collection_gap_lines(res.get("collection_gaps"), w, res["in_service_capacity_device_s"]),
         f"coverage: runtime {_pct(res['coverage']['runtime'])} of held time has a timeline; program "
         f"{_pct(res['coverage']['program'])} of productive time has a model config",
