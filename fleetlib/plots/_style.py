@@ -293,7 +293,7 @@ def grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarra
         else:
             ax.bar(offset, values, width=step, **style)
     if horizontal:
-        ax.set_yticks(pos, list(groups))
+        ax.set_yticks(pos, [data_text(g) for g in groups])
         ax.invert_yaxis()
     else:
-        ax.set_xticks(pos, list(groups))
+        ax.set_xticks(pos, [data_text(g) for g in groups])
