@@ -25,7 +25,7 @@ its column constants and the theme helpers are exported here, so ``fleetlib.plot
 """
 from __future__ import annotations
 
-from fleetlib.plots._style import palette, theme, use_theme
+from fleetlib.plots._style import data_text, palette, theme, use_theme
 from fleetlib.plots.accounting import (
     BOUNDARY_ORDER,
     EFFICIENCY_FRONTIER_COLUMNS,
@@ -110,6 +110,7 @@ __all__ = [
     "cumulative_goodput",
     "daily_capacity_table",
     "daily_series",
+    "data_text",
     "device_series",
     "efficiency_frontier",
     "event_chronicle",

@@ -169,6 +169,26 @@ def pct(value: float) -> str:
     return f"{p:.{decimals}f}%"
 
 
+def data_text(value: Any) -> str:
+    r"""Write a value from the records as plain figure text: every ``$`` escaped, never mathtext.
+
+    Matplotlib reads text holding two unescaped ``$`` as mathtext; a kernel or pool name such as
+    ``$\href{...}$`` would then be parsed as TeX (and an unknown command fails the whole figure).
+    An escaped ``\$`` is drawn as ``$``, so the label shows the value exactly as the records hold it.
+
+    Parameters
+    ----------
+    value
+        A name, id or label taken from data (converted with :class:`str`).
+
+    Returns
+    -------
+    str
+        The text with each ``$`` written ``\$``.
+    """
+    return str(value).replace("$", "\\$")
+
+
 PERCENT_AXIS = FuncFormatter(lambda v, _pos: f"{100 * v:.0f}%")
 
 
@@ -273,7 +293,7 @@ def grouped_bars(ax: Axes, groups: Sequence[str], series: Mapping[str, np.ndarra
         else:
             ax.bar(offset, values, width=step, **style)
     if horizontal:
-        ax.set_yticks(pos, list(groups))
+        ax.set_yticks(pos, [data_text(g) for g in groups])
         ax.invert_yaxis()
     else:
-        ax.set_xticks(pos, list(groups))
+        ax.set_xticks(pos, [data_text(g) for g in groups])

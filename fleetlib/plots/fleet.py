@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 
-from fleetlib.plots._style import HATCHES, MARKERS, legend_beside, new_axes, palette, require_frame
+from fleetlib.plots._style import HATCHES, MARKERS, data_text, legend_beside, new_axes, palette, require_frame
 
 __all__ = ["factor_series", "fleet_waterfall", "job_goodput_map", "kernel_ranking"]
 
@@ -105,7 +105,7 @@ def job_goodput_map(jobs: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     for i, (pool, sub) in enumerate(frame.groupby("pool", sort=True)):
         ax.scatter(sub["runtime_goodput"], sub["program_goodput"], s=20 + scale * sub["held_device_h"],
                    color=colors[i % len(colors)], marker=MARKERS[i % len(MARKERS)], edgecolor="black",
-                   linewidth=0.5, alpha=0.8, label=f"pool {pool}", hatch=HATCHES[i % len(HATCHES)])
+                   linewidth=0.5, alpha=0.8, label=f"pool {data_text(pool)}", hatch=HATCHES[i % len(HATCHES)])
     ax.set_xlim(0, 1.05)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("runtime goodput R (fraction of the job's held device-time)")
@@ -139,7 +139,7 @@ def factor_series(table: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     for i, name in enumerate(("S", "R", "P", "MPG")):
         ax.plot(x, frame[name].to_numpy(float), marker=MARKERS[i % len(MARKERS)], color=colors[i],
                 linewidth=2.0 if name == "MPG" else 1.2, label=name)
-    ax.set_xticks(x, frame["window"].astype(str).tolist(), rotation=30 if len(frame) > 6 else 0,
+    ax.set_xticks(x, [data_text(w) for w in frame["window"]], rotation=30 if len(frame) > 6 else 0,
                   fontsize=8)
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("goodput (fraction)")
@@ -179,7 +179,7 @@ def kernel_ranking(table: pd.DataFrame, *, ax: Axes | None = None, label_chars: 
     share = 100.0 * frame["share"].to_numpy(float)
     err = 100.0 * np.nan_to_num(frame["standard_error"].to_numpy(float), nan=0.0)
     ax.barh(y, share, xerr=err, color=[colors[k] for k in frame["kind"].astype(str)], capsize=2)
-    names = [n if len(n) <= label_chars else n[: label_chars - 1] + "\u2026"
+    names = [data_text(n if len(n) <= label_chars else n[: label_chars - 1] + "\u2026")
              for n in frame["name"].astype(str)]
     ax.set_yticks(y, names, fontsize=7)
     ax.set_xlabel("share of retained device-time (%), +- one standard error")

@@ -20,6 +20,7 @@ from fleetlib.plots._style import (
     PERCENT_AXIS,
     POW10,
     darker,
+    data_text,
     legend_beside,
     new_axes,
     palette,
@@ -227,8 +228,8 @@ def rank_step_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = Fa
                 text = f"{100 * v:.0f}%" if share else f"{v:.3g}"
                 ax.text(c, r, text, ha="center", va="center", fontsize="x-small",
                         color="white" if v > 0.55 * (1.0 if share else top) else "black")
-    ax.set_xticks(np.arange(vals.shape[1]), [str(c) for c in table.columns])
-    ax.set_yticks(np.arange(vals.shape[0]), [str(r) for r in table.index])
+    ax.set_xticks(np.arange(vals.shape[1]), [data_text(c) for c in table.columns])
+    ax.set_yticks(np.arange(vals.shape[0]), [data_text(r) for r in table.index])
     ax.set_xlabel("step")
     ax.set_ylabel("rank")
     ax.grid(False)
@@ -289,7 +290,7 @@ def utilisation_heatmap(table: pd.DataFrame, *, value_label: str, share: bool = 
     if share:
         bar.formatter = PERCENT_AXIS
         bar.update_ticks()
-    ax.set_yticks(np.arange(vals.shape[0]), [str(r) for r in table.index])
+    ax.set_yticks(np.arange(vals.shape[0]), [data_text(r) for r in table.index])
     ax.set_xlabel("time from the rank's first step (ms)")
     ax.set_ylabel("rank")
     ax.grid(False)
@@ -422,7 +423,7 @@ def collective_audit_bars(audit: pd.DataFrame, *, ax: Axes | None = None) -> Axe
         x = np.array([rank_pos[r] for r in r_of[sel]]) - 0.4 + width * (j + 0.5)
         color = c[j % len(c)]
         ax.bar(x, count[sel], width=width * 0.95, color=color, edgecolor=darker(color),
-               hatch=HATCHES[j % len(HATCHES)], label=f"{kc} ({kg})", gid=f"audit:{kc}:{kg}")
+               hatch=HATCHES[j % len(HATCHES)], label=data_text(f"{kc} ({kg})"), gid=f"audit:{kc}:{kg}")
         if expected is not None:
             ax.hlines(expected[sel], x - width * 0.45, x + width * 0.45, colors="black", linewidth=2.0,
                       gid=f"expected:{kc}:{kg}")

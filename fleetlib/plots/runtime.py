@@ -23,6 +23,7 @@ from fleetlib.plots._style import (
     PERCENT_AXIS,
     UNATTRIBUTED,
     darker,
+    data_text,
     grouped_bars,
     new_axes,
     palette,
@@ -667,7 +668,7 @@ def held_time_shares(summary: pd.DataFrame, *, label: str = "platform", ax: Axes
     for i, (h, s) in enumerate(zip(held, data["startup_s"].to_numpy(dtype=float), strict=True)):
         ax.annotate(f"held {h:,.0f} s\ninit {s:,.0f} s", xy=(1.0, i), xytext=(8, 0),
                     textcoords="offset points", va="center", fontsize="small", annotation_clip=False)
-    ax.set_yticks(y, [str(v) for v in data[label]])
+    ax.set_yticks(y, [data_text(v) for v in data[label]])
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(PERCENT_AXIS)
     ax.set_xlim(0.0, 1.0)

@@ -23,6 +23,7 @@ from matplotlib.ticker import PercentFormatter
 from fleetlib.plots._style import (
     HATCHES,
     MARKERS,
+    data_text,
     grouped_bars,
     legend_beside,
     log_headroom,
@@ -63,7 +64,7 @@ def _lines(ax: Axes, frame: pd.DataFrame, *, x: str, y: str, by: str) -> None:
     for i, (name, rows) in enumerate(frame.groupby(by, sort=True, observed=True)):
         rows = rows.sort_values(x)
         ax.plot(rows[x], require_numeric(rows[y], f"{y} of {name}"), color=colors[i % len(colors)],
-                marker=MARKERS[i % len(MARKERS)], linestyle=_LINES[i % len(_LINES)], label=str(name),
+                marker=MARKERS[i % len(MARKERS)], linestyle=_LINES[i % len(_LINES)], label=data_text(name),
                 markeredgecolor="black", markeredgewidth=0.5)
 
 
@@ -141,9 +142,9 @@ def pool_shares(factors: Mapping[str, Any], *, ax: Axes | None = None) -> Axes:
     for i, column in enumerate(table.columns):
         values = require_numeric(table[column].to_numpy(), f"share {column!r}")
         ax.barh(y, values, left=left, height=0.7, color=c[i % len(c)],
-                hatch=_BAR_HATCHES[i % len(_BAR_HATCHES)], edgecolor="black", label=column)
+                hatch=_BAR_HATCHES[i % len(_BAR_HATCHES)], edgecolor="black", label=data_text(column))
         left += values
-    ax.set_yticks(y, [str(p) for p in table.index])
+    ax.set_yticks(y, [data_text(p) for p in table.index])
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("share of the pool's in-service capacity-time (%)")

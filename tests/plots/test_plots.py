@@ -584,3 +584,28 @@ def test_kernel_ranking_bars_are_the_shares_largest_on_top_with_their_errors():
     labels = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
     assert labels[0] == "nccl_allreduce" and labels[2].endswith("\u2026") and len(labels[2]) == 48
     plt.close(ax.figure)
+
+
+def test_fleet_figures_draw_names_with_dollars_as_text_not_mathtext():
+    """A kernel or pool name holding TeX between ``$`` is drawn as its own characters, never parsed."""
+    from matplotlib.mathtext import MathTextParser
+
+    from fleetlib.plots import fleet as fleet_plots
+
+    tex = "$\\href{javascript:alert(1)}{x}$"
+    with pytest.raises(ValueError, match="href"):  # what the figure would hit if the name were mathtext
+        MathTextParser("path").parse(tex)
+    kernels = pd.DataFrame({"name": [tex, "gemm $1 and $2"], "kind": ["compute", "compute"],
+                            "share": [0.2, 0.1], "standard_error": [0.01, 0.01]})
+    ax = fleet_plots.kernel_ranking(kernels)
+    ax.figure.canvas.draw()  # lays out every label: a mathtext parse of the name would raise here
+    shown = {t.get_text(): t._preprocess_math(t.get_text()) for t in ax.get_yticklabels()}
+    assert sorted(v for v, _ in shown.values()) == sorted(kernels["name"])  # drawn as the raw characters
+    assert not any(math for _, math in shown.values())
+    plt.close(ax.figure)
+    jobs = pd.DataFrame({"pool": [tex], "held_device_h": [1.0], "runtime_goodput": [0.5],
+                         "program_goodput": [0.5]})
+    ax = fleet_plots.job_goodput_map(jobs)
+    ax.figure.canvas.draw()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [plots.data_text(f"pool {tex}")]
+    plt.close(ax.figure)

@@ -115,7 +115,46 @@ def _payload_bundle(folder: Path) -> Path:
     sacct.write_text(sacct.read_text().replace("\n102|102|", f"\n{PAYLOADS[5]}|{PAYLOADS[5]}|"))
     model = folder / "models" / "101.yaml"
     model.write_text(model.read_text().replace("name: tiny", f"name: {json.dumps(PAYLOADS[1])}"))
+    traces = folder / "traces" / "101"
+    traces.mkdir(parents=True)
+    for rank in (0, 1):
+        (traces / f"rank-{rank}.pt.trace.json").write_text(json.dumps(_payload_trace(rank, 2)))
+    manifest["traces"] = {"101": ["traces/101/"]}
+    (folder / "fleet.yaml").write_text(yaml.safe_dump(manifest))
     return folder / "fleet.yaml"
+
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _payload_trace(rank: int, ranks: int) -> dict:
+    """A Kineto trace of two steps in the shape of data/fleet/synthetic/traces: one kernel named by each
+    payload, launched from the host and run back to back on one stream, then an all-reduce."""
+    events, ts, corr = [], 1000, 0
+    for step in (1, 2):
+        start = ts
+        for name in [*PAYLOADS, NCCL]:
+            corr += 1
+            ext = {"External id": 10000 + corr}
+            host = {"ph": "X", "pid": 1, "tid": 1, "dur": 5}
+            events += [{**host, "cat": "cpu_op", "name": "aten::mm", "ts": ts, "args": ext},
+                       {**host, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts + 5,
+                        "args": {"correlation": corr, **ext}}]
+            dur, args = 1000 + 100 * corr, {"device": rank, "stream": 7, "correlation": corr, **ext}
+            if name == NCCL:
+                dur = 3000
+                args |= {"Collective name": "allreduce", "In msg nelems": 1048576, "dtype": "Float",
+                         "Process Group Name": "0", "Process Group Description": "default_pg",
+                         "Seq": step - 1}
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts + 20,
+                           "dur": dur, "args": args})
+            ts += 30 + dur
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+                       "tid": 1, "ts": start - 1, "dur": ts - start + 2, "args": {"External id": 0}})
+        ts += 50
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": ranks},
+            "deviceProperties": [{"id": rank, "name": "synthetic GPU"}],
+            "baseTimeNanoseconds": 1700000000000000000, "traceEvents": events}
 
 
 def test_the_index_shows_manifest_payloads_as_text(tmp_path, browser):
@@ -138,15 +177,25 @@ def test_the_index_shows_manifest_payloads_as_text(tmp_path, browser):
 
 
 def test_a_report_on_a_payload_bundle_and_a_failing_p_value(tmp_path, browser):
-    """The whole-fleet notebook on the payload bundle, then the same with a ``-p`` value that fails it."""
+    """The whole-fleet and step-trace notebooks on the payload bundle (whose traced job's kernels are
+    named by the payloads), then the same with a ``-p`` value that fails the first."""
     manifest = _payload_bundle(tmp_path / "bundle")
     params = checkout_root() / "parameters" / "running_example.yaml"
-    chain = ["notebooks/00_whole_fleet.ipynb"]
+    chain = ["notebooks/00_whole_fleet.ipynb", "notebooks/03_step_traces.ipynb"]
     out = run_report(params, tmp_path / "report", notebooks=chain, fleet=manifest, progress=False)
-    for page in (out / "index.html", out / "html" / "00_whole_fleet.html"):
+    pages = sorted((out / "html").glob("*.html"))
+    assert [p.name for p in pages] == ["00_whole_fleet.html", "03_step_traces.html"]
+    for page in (out / "index.html", *pages):
         _assert_safe(_inspect(browser, page), [PAYLOADS[3]], page.name)
     page = _inspect(browser, out / "html" / "00_whole_fleet.html")
     _assert_safe(page, [PAYLOADS[0]], "00_whole_fleet.html (pool names)")
+    kernels = browser.execute_script(  # the browser is still on page 00
+        "return [...document.querySelectorAll('table')].filter(t => (t.caption || {}).textContent"
+        "  === 'kernels and collectives, fleet-wide').map(t => t.innerText).join(' ');")
+    kernels = " ".join(kernels.split())
+    assert [p for p in PAYLOADS if " ".join(p.split()) not in kernels] == [], "kernel names not shown as text"
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert "fleet_kernels.png" in figures and "walk_traces_partition.png" in figures, figures
     summary = json.loads((out / "summary.json").read_text())
     assert summary["measured"]["name"] == PAYLOADS[3]  # JSON holds the text itself
 
