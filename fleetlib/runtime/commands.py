@@ -571,6 +571,10 @@ def render_runtime(res: Mapping[str, Any]) -> str:
     head = "runtime goodput R        " + ("-  (no held time in the window)" if r is None else
                                          f"{r:.4f}  (productive / held, {res['definition']} definition)")
     lines = [head]
+    if res.get("checkpoints_recorded") == 0 and res.get("fault_free_step_s") is not None:
+        lines.append("no checkpoint recorded: " + (
+            "only the clean job end (if any) retains work, counted as the final commit"
+            if res.get("clean_end_commit", True) else "nothing is retained under the committed definition"))
     if r is not None and res.get("definition") in DEFINITION_TEXT:
         clean = (CLEAN_END_RULE if res.get("clean_end_commit", True) else
                  "Clean end not counted (--no-clean-end-commit): the last steps count only once a checkpoint "
@@ -578,10 +582,6 @@ def render_runtime(res: Mapping[str, Any]) -> str:
         definition = res["definition"]
         lines += textwrap.wrap(f"  {definition} definition: {DEFINITION_TEXT[definition]}. {clean}",
                                width=110, subsequent_indent="  ")
-    if res.get("checkpoints_recorded") == 0 and res.get("fault_free_step_s") is not None:
-        lines.append("no checkpoint recorded: " + (
-            "only the clean job end (if any) retains work, counted as the final commit"
-            if res.get("clean_end_commit", True) else "nothing is retained under the committed definition"))
     if res.get("format") == "mlperf":
         lines.append(f"MLPerf run {res['job_id']}: held = init_start -> run_stop, productive = training "
                      "blocks")
