@@ -152,3 +152,33 @@ def test_the_walk_of_a_bucket_reads_on_the_cluster_workers(
         assert sum(opened.values()) > 0, opened
     finally:
         cluster.stop()
+
+
+def test_a_canonical_parquet_file_reads_through_arrow_without_a_copy(
+    s3: tuple[dict[str, str], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+    import s3fs
+
+    from fleetlib.scheduling import read, synthetic_fleet, write_allocations
+
+    env, fs = s3
+    made = synthetic_fleet(300, seed=5, days=2.0)
+    path = write_allocations(made.allocations, made.capacity, tmp_path / "canonical.parquet",
+                             reservations=made.reservations)
+    fs.put_file(str(path), "bucket/synthetic/arrow-only/canonical.parquet")
+    url = "s3://bucket/synthetic/arrow-only/canonical.parquet"
+    for key, value in env.items():  # this process names the server, as a user's environment would
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    local, local_ledger = read(path, "canonical")
+    for fmt in ("canonical", None):  # named, and told from the bytes (the head is read by range too)
+        remote, ledger = read(url, fmt)
+        assert ledger.to_dict() == local_ledger.to_dict()
+        assert remote.source == url
+        for name in ("allocations", "capacity", "reservations"):
+            pd.testing.assert_frame_equal(getattr(remote, name), getattr(local, name))
+    assert len(local.allocations) == len(made.allocations)  # and the file is the generator's
+    copies = Path(tempfile.gettempdir()).glob("fleetlib-urls-*/s3/bucket/synthetic/arrow-only")
+    assert not list(copies)  # Arrow read the object by range: no local copy was made
+    s3fs.S3FileSystem.clear_instance_cache()
