@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,7 @@ __all__ = [
     "out_of_range_int",
     "parquet_file",
     "parse_limit",
+    "path_view",
     "read_bytes",
     "read_text",
     "stored_bytes",
@@ -167,6 +168,17 @@ def input_files(path_or_paths: PathArg | Iterable[PathArg]) -> list[PathArg]:
     if not items:
         raise DomainError("no input files given")
     return [p if is_url(p) else Path(p) for p in items]
+
+
+def path_view(path: PathArg) -> PurePath:
+    """Return an input's path for its names: a local :class:`~pathlib.Path`, or a URL's key as a posix path.
+
+    ``path_view("s3://bucket/vc/cluster_sequence.csv").parent.name`` is ``"vc"``, as it is for the
+    local file: readers that take a name from a file or its folder take the same name from a URL.
+    """
+    if is_url(path):
+        return PurePosixPath(str(path).split("://", 1)[1])
+    return Path(path)
 
 
 @contextlib.contextmanager
