@@ -24,17 +24,16 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMETERS = ROOT / "parameters"
-PREFIX = "s3://bucket/x"
+PREFIX = "s3://scenarios/x"  # a bucket of its own: moto keeps one store per process
 
 
 @pytest.fixture(scope="module")
 def bucket() -> Iterator[tuple[dict[str, str], Any]]:
-    """A moto S3 server holding ``parameters/`` under ``s3://bucket/x/``."""
+    """A moto S3 server holding ``parameters/`` under ``s3://scenarios/x/``."""
     pytest.importorskip("moto.server")
     s3fs = pytest.importorskip("s3fs")
-    with s3_server(PARAMETERS, prefix="bucket/x") as (env, fs):
-        fs.mkdir("bucket/other")
-        fs.pipe_file("bucket/other/defaults.yaml", (PARAMETERS / "shared" / "defaults.yaml").read_bytes())
+    with s3_server(PARAMETERS, prefix="scenarios/x") as (env, fs):
+        fs.pipe_file("scenarios/other/defaults.yaml", (PARAMETERS / "shared" / "defaults.yaml").read_bytes())
         yield env, fs
     s3fs.S3FileSystem.clear_instance_cache()
 
@@ -73,11 +72,11 @@ def test_a_scenario_in_a_bucket_loads_as_the_local_one(s3: Any) -> None:
 def _scenario(s3: Any, name: str, include: str) -> str:
     text = (PARAMETERS / "running_example.yaml").read_text(encoding="utf-8")
     text = text.replace("include: shared/defaults.yaml", f"include: {include}")
-    s3.pipe_file(f"bucket/x/{name}", text.encode())
+    s3.pipe_file(f"scenarios/x/{name}", text.encode())
     return f"{PREFIX}/{name}"
 
 
-@pytest.mark.parametrize("include", ["../other/defaults.yaml", "s3://bucket/other/defaults.yaml",
+@pytest.mark.parametrize("include", ["../other/defaults.yaml", "s3://scenarios/other/defaults.yaml",
                                      "/etc/hostname"])
 def test_an_include_outside_the_prefix_is_refused_naming_it(s3: Any, include: str) -> None:
     url = _scenario(s3, "escape.yaml", include)
@@ -92,12 +91,12 @@ def test_an_include_outside_the_prefix_is_refused_naming_it(s3: Any, include: st
 def test_a_missing_include_or_data_set_is_named(s3: Any) -> None:
     url = _scenario(s3, "missing.yaml", "shared/nothing.yaml")
     with pytest.raises(InputError, match=r"names 'shared/nothing.yaml', but there is no such file "
-                                         r"\(s3://bucket/x/shared/nothing.yaml\)"):
+                                         r"\(s3://scenarios/x/shared/nothing.yaml\)"):
         load_parameters(url)
     text = (PARAMETERS / "running_example.yaml").read_text(encoding="utf-8")
-    s3.pipe_file("bucket/x/nodata.yaml", text.replace("data: bundled", "data: mine").encode())
+    s3.pipe_file("scenarios/x/nodata.yaml", text.replace("data: bundled", "data: mine").encode())
     with pytest.raises(InputError, match=r"no data locations named 'mine' \(looked for "
-                                         r"s3://bucket/x/data/mine.yaml; known: bundled\)"):
+                                         r"s3://scenarios/x/data/mine.yaml; known: bundled\)"):
         load_parameters(f"{PREFIX}/nodata.yaml")
 
 
