@@ -223,3 +223,20 @@ def test_scheduler_text_records_read_from_the_bucket_without_a_copy(s3_here: Any
     if fmt == "helios-sequence":  # the pool is named by the file's name, the same for its URL
         assert "vc6YE" in set(remote.occupancy["pool"].astype(str))
     assert not copies_of("bucket/synthetic/text-only")
+
+
+def test_a_parquet_timeline_reads_from_the_bucket_without_a_copy(s3_here: Any) -> None:
+    import pandas as pd
+
+    from fleetlib.runtime import read
+
+    local, local_ledger = read(BUNDLE / "timelines" / "70002.parquet", "canonical")
+    remote, ledger = read("s3://bucket/synthetic/timelines/70002.parquet", "canonical")
+    shown = json.dumps(ledger.to_dict()).replace("s3://bucket/synthetic", str(BUNDLE))
+    assert json.loads(shown) == json.loads(json.dumps(local_ledger.to_dict()))
+    assert set(remote) == set(local) and len(local["steps"]) > 0 and len(local["events"]) > 0
+    for name in local:  # every row and value, each row naming the object it came from
+        assert set(remote[name]["source_file"].astype(str)) == {"s3://bucket/synthetic/timelines/70002.parquet"}
+        pd.testing.assert_frame_equal(remote[name].drop(columns="source_file"),
+                                      local[name].drop(columns="source_file"))
+    assert not copies_of("bucket/synthetic/timelines")
