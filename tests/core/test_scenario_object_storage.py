@@ -105,3 +105,30 @@ def test_report_takes_a_url_for_its_params() -> None:
 
     args = build_parser().parse_args(["report", "--params", f"{PREFIX}/running_example.yaml", "--out", "r"])
     assert args.params == f"{PREFIX}/running_example.yaml"
+
+
+def test_a_report_on_a_scenario_in_a_bucket_says_what_the_local_one_says(s3: Any, tmp_path: Path) -> None:
+    import json
+
+    import nbformat
+
+    from fleetlib.report import run_report
+
+    cell = nbformat.v4.new_code_cell('scenario_name = ""\nscheduling_goodput = 0.0')
+    cell.metadata["tags"] = ["parameters"]
+    shown = nbformat.v4.new_code_cell("print(scenario_name, scheduling_goodput)")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# One page"), cell, shown])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    page = tmp_path / "one_page.ipynb"
+    nbformat.write(nb, page)
+    url = f"{PREFIX}/running_example.yaml"
+    summaries = {}
+    for name, params in (("local", PARAMETERS / "running_example.yaml"), ("url", url)):
+        out = run_report(params, tmp_path / name, notebooks=[page], progress=False)
+        summaries[name] = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    local, remote = summaries["local"], summaries["url"]
+    assert remote["params_file"] == url and local["params_file"] == "parameters/running_example.yaml"
+    assert remote["scenario"]["name"] == "running_example" and remote["failed"] is None
+    timed = {"params_file", "notebooks"}  # the file named, and each notebook's seconds
+    assert ({k: v for k, v in remote.items() if k not in timed}
+            == {k: v for k, v in local.items() if k not in timed})
