@@ -17,6 +17,7 @@ import pytest
 import yaml
 from cluster_support import s3_server
 
+from fleetlib._io import using_limits
 from fleetlib.quality import InputError
 from fleetlib.scenario import load_parameters, parameter_sources
 
@@ -86,6 +87,13 @@ def test_an_include_outside_the_prefix_is_refused_naming_it(s3: Any, include: st
     assert message.startswith(f"file {url}, field 'include': ")
     assert include in message and f"lies outside {PREFIX}" in message
     assert "testing-secret" not in message
+
+
+def test_allow_path_opens_another_prefix_for_an_include(s3: Any) -> None:
+    url = _scenario(s3, "opened.yaml", "s3://scenarios/other/defaults.yaml")
+    with using_limits(allow=["s3://scenarios/other"]):  # fleetlib --allow-path s3://scenarios/other
+        opened = load_parameters(url)
+    assert opened == load_parameters(PARAMETERS / "running_example.yaml")
 
 
 def test_a_missing_include_or_data_set_is_named(s3: Any) -> None:
