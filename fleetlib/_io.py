@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -63,6 +63,7 @@ __all__ = [
     "excerpt",
     "far_times",
     "gunzip",
+    "input_files",
     "is_url",
     "json_depth_rows",
     "link_note",
@@ -72,8 +73,11 @@ __all__ = [
     "load_yaml_all",
     "local_path",
     "nesting_message",
+    "open_stored",
     "out_of_range_int",
+    "parquet_file",
     "parse_limit",
+    "path_view",
     "read_bytes",
     "read_text",
     "stored_bytes",
@@ -146,6 +150,86 @@ def as_paths(path_or_paths: PathArg | Iterable[PathArg]) -> list[Path]:
     if not paths:
         raise DomainError("no input files given")
     return paths
+
+
+def input_files(path_or_paths: PathArg | Iterable[PathArg]) -> list[PathArg]:
+    """Return one input or an iterable of inputs as a non-empty list, an fsspec URL kept as written.
+
+    Local paths become :class:`~pathlib.Path`; a URL stays text and is never fetched: readers open it
+    with :func:`open_stored` or :func:`parquet_file` on the process that reads it (unlike
+    :func:`as_paths`, which stands a local copy for it).
+
+    Raises
+    ------
+    DomainError
+        No input was given.
+    """
+    items = [path_or_paths] if isinstance(path_or_paths, (str, PathLike)) else list(path_or_paths)
+    if not items:
+        raise DomainError("no input files given")
+    return [p if is_url(p) else Path(p) for p in items]
+
+
+def path_view(path: PathArg) -> PurePath:
+    """Return an input's path for its names: a local :class:`~pathlib.Path`, or a URL's key as a posix path.
+
+    ``path_view("s3://bucket/vc/cluster_sequence.csv").parent.name`` is ``"vc"``, as it is for the
+    local file: readers that take a name from a file or its folder take the same name from a URL.
+    """
+    if is_url(path):
+        return PurePosixPath(str(path).split("://", 1)[1])
+    return Path(path)
+
+
+@contextlib.contextmanager
+def open_stored(path: PathArg) -> Iterator[Any]:
+    """Open an input's stored bytes (still compressed) as a binary file object, read as it is used.
+
+    A local file is opened where it lies; an fsspec URL through ``fsspec.open`` (credentials from the
+    environment or fsspec's configuration only), so nothing is copied.  Anything but a regular file or
+    an object is refused before a byte is read.
+
+    Raises
+    ------
+    InputError
+        A missing file or object, a folder, not a regular file, or storage that cannot be read.
+    """
+    stored_size(path)
+    try:
+        if is_url(path):
+            fs, key = _url_fs(str(path))
+            handle = fs.open(key, "rb")
+        else:
+            handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot open the file ({exc.strerror or exc})", file=str(path)) from exc
+    with handle:
+        yield handle
+
+
+def parquet_file(path: PathArg) -> Any:
+    """Open a Parquet input as a :class:`pyarrow.parquet.ParquetFile`, a URL through pyarrow's filesystem.
+
+    An fsspec URL is read through ``pyarrow.fs.PyFileSystem(pyarrow.fs.FSSpecHandler(fs))``: Arrow
+    fetches the footer and the row groups it is asked for by range, and no local copy is made.
+
+    Raises
+    ------
+    InputError
+        A missing file or object, or bytes Arrow cannot open as Parquet.
+    """
+    import pyarrow.parquet as pq
+
+    stored_size(path)
+    try:
+        if is_url(path):
+            from pyarrow import fs as pafs
+
+            fs, key = _url_fs(str(path))
+            return pq.ParquetFile(pafs.PyFileSystem(pafs.FSSpecHandler(fs)).open_input_file(key))
+        return pq.ParquetFile(Path(path))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot open as Parquet: {exc}", file=str(path)) from exc
 
 
 #: An fsspec URL: a scheme, then ``://`` (``s3://bucket/key``, ``gs://``, ``file:///abs/path``).

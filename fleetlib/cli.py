@@ -344,8 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the report chain (rung notebooks, then the course) with "
                                    "papermill on one scenario file and write executed notebooks, "
                                    "HTML pages, figures, summary.json and index.html.")
-    p.add_argument("--params", type=Path, metavar="FILE",
-                   help="scenario YAML file (default parameters/running_example.yaml)")
+    p.add_argument("--params", type=input_path, metavar="FILE",
+                   help="scenario YAML file or its URL (s3://bucket/x/scenario.yaml; default "
+                   "parameters/running_example.yaml)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="report folder")
     p.add_argument("--fleet", type=input_path, metavar="MANIFEST",
                    help="your fleet bundle's fleet.yaml: the rung notebooks read its records")

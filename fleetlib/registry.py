@@ -24,6 +24,7 @@ only when exactly one format fits every file; otherwise it raises an
 from __future__ import annotations
 
 import importlib
+import posixpath
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -116,13 +117,12 @@ def head_bytes(path: str | PathLike[str], n: int = _sniff.HEAD_BYTES) -> bytes:
     """
     from fleetlib import _io
 
-    p = Path(path)
-    _io.check_regular(p)
-    try:
-        with open(p, "rb") as fh:
+    p = path if _io.is_url(path) else Path(path)
+    with _io.open_stored(p) as fh:  # a URL's head is read through fsspec, never a local copy
+        try:
             raw = fh.read(n)
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror or exc})", file=str(p)) from exc
     kind = _io.compression_of(raw[:8])
     if kind is None:
         return raw
@@ -168,13 +168,13 @@ def detect(paths: str | PathLike[str] | Iterable[str | PathLike[str]], rung: str
         No format fits a file, the files fit different formats, or the bytes fit several formats:
         the message lists what each file fits and the ``--format`` choices.
     """
-    from fleetlib._io import as_paths
+    from fleetlib._io import input_files
 
     readers = _readers(rung)
     sniffs = {name: f for name, spec in readers.items() if (f := sniff_of(rung, name, spec)) is not None}
     choices = f"name it with --format, one of {list(readers)}"
-    fits: dict[Path, set[str]] = {}
-    for p in as_paths(paths):
+    fits: dict[str | PathLike[str], set[str]] = {}
+    for p in input_files(paths):
         head = head_bytes(p)
         fits[p] = {name for name, f in sniffs.items() if _safe(f, head)}
     unknown = [p for p, f in fits.items() if not f]
@@ -190,7 +190,7 @@ def detect(paths: str | PathLike[str] | Iterable[str | PathLike[str]], rung: str
         return next(iter(common))
     first = next(iter(fits))
     if not common:
-        each = "; ".join(f"{p.name}: {sorted(f)}" for p, f in fits.items())
+        each = "; ".join(f"{posixpath.basename(str(p))}: {sorted(f)}" for p, f in fits.items())
         raise InputError(f"the files are of different formats ({each}): give the files of one format "
                          f"and {choices}", file=str(first))
     raise InputError(f"ambiguous: the bytes fit several formats {sorted(common)}; {choices}", file=str(first))

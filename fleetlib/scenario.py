@@ -19,6 +19,7 @@ equation 4.  Every number in it is a plain Python float, so the dictionary seria
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetlib._environ import project_root
-from fleetlib._io import Yaml12FloatLoader, confined, current_limits, excerpt, link_note, load_yaml, read_text
+from fleetlib._io import (
+    Yaml12FloatLoader,
+    confined,
+    current_limits,
+    excerpt,
+    is_url,
+    link_note,
+    listed_files,
+    load_yaml,
+    read_text,
+    url_confined,
+    url_kind,
+)
 from fleetlib.accounting import (
     BOUNDARIES,
     Factor,
@@ -176,6 +189,15 @@ def _held_share(capacity_share: float, scheduling_goodput: float) -> float:
     return held_share_from_capacity_share(capacity_share, scheduling_goodput)
 
 
+#: Where a scenario file lies: a local path, or an fsspec URL (``s3://bucket/x/scenario.yaml``) as written.
+Location = Path | str
+
+
+def _location(path: str | Path) -> Location:
+    """Return a scenario file's location: an fsspec URL stays text (a Path would fold its ``//``)."""
+    return path if is_url(path) else Path(path)
+
+
 @dataclass
 class _Layer:
     """The values one file contributes, each with the file that stated it."""
@@ -184,7 +206,7 @@ class _Layer:
     stated_in: dict[str, str] = field(default_factory=dict)
 
 
-def _read_mapping(path: Path, *, what: str = "scenario file") -> dict[Any, Any]:
+def _read_mapping(path: Location, *, what: str = "scenario file") -> dict[Any, Any]:
     """Read one YAML file that must hold a mapping."""
     file = str(path)
     # regular files only, bounded, UTF-8 checked with the line of a bad byte; YAML bounded in depth and
@@ -234,33 +256,66 @@ def _texts(value: Any, *, file: str, key: str) -> list[str]:
                      field=key)
 
 
-def _included_path(folder: Path, name: str, *, file: str, key: str) -> Path:
-    """Resolve a file named by ``include`` or ``data`` inside ``folder``; refuse one outside or missing."""
+def _folder(path: Location) -> Location:
+    """Return the folder (or URL prefix) holding a scenario file."""
+    return path.rsplit("/", 1)[0] if isinstance(path, str) else path.parent
+
+
+def _is_file(path: Location) -> bool:
+    """Return whether a file (or an object at a URL) is there."""
+    return url_kind(path) == "file" if isinstance(path, str) else path.is_file()
+
+
+def _identity(path: Location) -> Location:
+    """Return what tells two files apart for the cycle check: the resolved path, or the URL as normalised."""
+    return path if isinstance(path, str) else path.resolve()
+
+
+def _name(path: Location) -> str:
+    return posixpath.basename(path) if isinstance(path, str) else path.name
+
+
+def _included_path(folder: Location, name: str, *, file: str, key: str) -> Location:
+    """Resolve a file named by ``include`` or ``data`` inside ``folder``; refuse one outside or missing.
+
+    Beside a scenario read from a URL, ``folder`` is the URL's prefix and the file must lie under it
+    (:func:`fleetlib._io.url_confined`; ``--allow-path URL`` opens another prefix).
+    """
+    what = f"the file named by {key!r}"
     try:
-        path = confined(folder, name, what=f"the file named by {key!r}")
+        path = url_confined(folder, name, what=what) if isinstance(folder, str) else confined(folder, name,
+                                                                                             what=what)
     except InputError as exc:
         raise InputError(str(exc).split(": ", 1)[-1], file=file, field=key) from None
-    if not path.is_file():
+    if not _is_file(path):
         raise InputError(f"names {name!r}, but there is no such file ({path})", file=file, field=key)
     return path
 
 
-def _data_path(folder: Path, value: Any, *, file: str) -> Path:
-    """Resolve ``data: NAME`` to ``data/NAME.yaml`` beside the scenario file."""
+def _data_path(folder: Location, value: Any, *, file: str) -> Location:
+    """Resolve ``data: NAME`` to ``data/NAME.yaml`` beside the scenario file (or under its URL prefix)."""
     if not isinstance(value, str) or not _DATA_NAME.fullmatch(value):
         raise InputError(f"expected the name of a set of data locations (a file stem such as 'bundled'); "
                          f"got {_describe(value)}", file=file, field=DATA_KEY)
-    base = folder / DATA_FOLDER
-    path = base / f"{value}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
+    if isinstance(folder, str):
+        base: Location = f"{folder}/{DATA_FOLDER}"
+        path: Location = f"{base}/{value}.yaml"
+    else:
+        base = folder / DATA_FOLDER
+        path = base / f"{value}.yaml"
+    if not _is_file(path):
+        if isinstance(base, str):
+            found = listed_files(base, (".yaml",)) if url_kind(base) == "directory" else []
+            known = sorted(posixpath.basename(str(p))[:-len(".yaml")] for p in found)
+        else:
+            known = sorted(p.stem for p in base.glob("*.yaml")) if base.is_dir() else []
         listed = f"known: {', '.join(known)}" if known else f"{base} holds none"
         raise InputError(f"no data locations named {value!r} (looked for {path}; {listed})",
                          file=file, field=DATA_KEY)
     return path
 
 
-def _read_layer(path: Path, chain: tuple[Path, ...], *, scenario: bool) -> _Layer:
+def _read_layer(path: Location, chain: tuple[Location, ...], *, scenario: bool) -> _Layer:
     """Read one file and everything it includes; its own keys replace included ones.
 
     ``chain`` holds the files that include this one (outermost first), to refuse a cycle.  Two included
@@ -278,23 +333,23 @@ def _read_layer(path: Path, chain: tuple[Path, ...], *, scenario: bool) -> _Laye
         own.values[key] = _checked_value(value, file=file, key=key)
         own.stated_in[key] = file
 
-    included: list[Path] = []
+    included: list[Location] = []
     if INCLUDE_KEY in data:
         names = _texts(data[INCLUDE_KEY], file=file, key=INCLUDE_KEY)
-        included += [_included_path(path.parent, name, file=file, key=INCLUDE_KEY) for name in names]
+        included += [_included_path(_folder(path), name, file=file, key=INCLUDE_KEY) for name in names]
     if DATA_KEY in data:
         if not scenario:
             raise InputError("only a scenario file names its data locations; move 'data' there", file=file,
                              field=DATA_KEY)
-        included.append(_data_path(path.parent, data[DATA_KEY], file=file))
+        included.append(_data_path(_folder(path), data[DATA_KEY], file=file))
 
     merged = _Layer()
     for sub in included:
-        resolved = sub.resolve()
-        if resolved in chain or resolved == path.resolve():
-            cycle = " -> ".join(p.name for p in (*chain, path.resolve(), resolved))
+        resolved = _identity(sub)
+        if resolved in chain or resolved == _identity(path):
+            cycle = " -> ".join(_name(p) for p in (*chain, _identity(path), resolved))
             raise InputError(f"include cycle: {cycle}", file=file, field=INCLUDE_KEY)
-        layer = _read_layer(sub, (*chain, path.resolve()), scenario=False)
+        layer = _read_layer(sub, (*chain, _identity(path)), scenario=False)
         for key, value in layer.values.items():
             if key in merged.values:
                 raise InputError(f"{key!r} is stated by two included files, {merged.stated_in[key]} and "
@@ -443,10 +498,15 @@ def load_parameters(path: str | Path) -> dict[str, Any]:
     :data:`PATH_KEYS` is checked to lie inside the project root, against which the notebooks resolve it
     (the values are returned as written).
 
+    A scenario in object storage is read through fsspec (``s3://bucket/x/scenario.yaml``; credentials
+    from the environment or fsspec's configuration only): its includes and data locations resolve
+    against the URL's prefix and must lie under it (or under an ``--allow-path`` URL prefix).  Its
+    :data:`PATH_KEYS` stay relative to the project root, as for a local scenario.
+
     Parameters
     ----------
     path
-        The scenario file, e.g. ``parameters/running_example.yaml``.
+        The scenario file, e.g. ``parameters/running_example.yaml``, or its fsspec URL.
 
     Returns
     -------
@@ -468,7 +528,7 @@ def load_parameters(path: str | Path) -> dict[str, Any]:
     >>> params["scheduling_goodput"]  # doctest: +SKIP
     0.65
     """
-    layer = _read_layer(Path(path), (), scenario=True)
+    layer = _read_layer(_location(path), (), scenario=True)
     _derive(layer)
     _check_paths(layer)
     return layer.values
@@ -493,7 +553,7 @@ def parameter_sources(path: str | Path) -> dict[str, str]:
     fleetlib.quality.InputError
         As :func:`load_parameters`.
     """
-    layer = _read_layer(Path(path), (), scenario=True)
+    layer = _read_layer(_location(path), (), scenario=True)
     stated = set(layer.values)
     _derive(layer)
     _check_paths(layer)

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetlib._environ import attached_client, environment, project_root
+from fleetlib._io import is_url
 from fleetlib.quality import DomainError, FleetlibError, InputError
 from fleetlib.report.html import ASSETS_DIR, install_assets, notebook_summary, notebook_title, write_page
 from fleetlib.report.index import write_index
@@ -524,7 +525,8 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     install_assets(out)
 
     runs: list[dict[str, Any]] = []
-    report = {"measured": measured, **summary, "params_file": _relative(Path(params_path), root),
+    report = {"measured": measured, **summary, "params_file": (str(params_path) if is_url(params_path)
+                                                          else _relative(Path(params_path), root)),
               "fleet_manifest": None if fleet is None else str(fleet), "overrides": dict(overrides or {}),
               "skipped": skipped, "failed": None}
     with _kernel_environment():

@@ -152,3 +152,91 @@ def test_the_walk_of_a_bucket_reads_on_the_cluster_workers(
         assert sum(opened.values()) > 0, opened
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def s3_here(s3: tuple[dict[str, str], Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The bucket named by this process's environment (as a user's would name it); yields its filesystem."""
+    import s3fs
+
+    env, fs = s3
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield fs
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def copies_of(prefix: str) -> list[Path]:
+    """The local copies (:func:`fleetlib._io.local_path`) any process holds of objects under ``prefix``."""
+    return list(Path(tempfile.gettempdir()).glob(f"fleetlib-urls-*/s3/{prefix}"))
+
+
+def test_a_canonical_parquet_file_reads_through_arrow_without_a_copy(s3_here: Any, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from fleetlib.scheduling import read, synthetic_fleet, write_allocations
+
+    made = synthetic_fleet(300, seed=5, days=2.0)
+    path = write_allocations(made.allocations, made.capacity, tmp_path / "canonical.parquet",
+                             reservations=made.reservations)
+    s3_here.put_file(str(path), "bucket/synthetic/arrow-only/canonical.parquet")
+    url = "s3://bucket/synthetic/arrow-only/canonical.parquet"
+    local, local_ledger = read(path, "canonical")
+    for fmt in ("canonical", None):  # named, and told from the bytes (the head is read by range too)
+        remote, ledger = read(url, fmt)
+        assert ledger.to_dict() == local_ledger.to_dict()
+        assert remote.source == url
+        for name in ("allocations", "capacity", "reservations"):
+            pd.testing.assert_frame_equal(getattr(remote, name), getattr(local, name))
+    assert len(local.allocations) == len(made.allocations)  # and the file is the generator's
+    assert not copies_of("bucket/synthetic/arrow-only")  # Arrow read the object by range: no local copy
+
+
+HELIOS = ROOT / "data" / "scheduler" / "helios_earth_may2020"
+
+
+@pytest.mark.parametrize(("fmt", "files", "tz"), [
+    ("slurm", ["sacct.txt", "sacctmgr_events.txt", "sinfo_nodes.txt"], "UTC"),
+    ("helios-sequence", ["vc6YE.csv.gz", "Earth_gpu_number.csv"], "Asia/Shanghai"),
+])
+def test_scheduler_text_records_read_from_the_bucket_without_a_copy(s3_here: Any, fmt: str,
+                                                                    files: list[str], tz: str) -> None:
+    import pandas as pd
+
+    from fleetlib.scheduling import read
+
+    folder = BUNDLE / "scheduler" if fmt == "slurm" else HELIOS
+    for name in files:
+        s3_here.put_file(str(folder / name), f"bucket/synthetic/text-only/{fmt}/{name}")
+    urls = [f"s3://bucket/synthetic/text-only/{fmt}/{name}" for name in files]
+    local, local_ledger = read([folder / name for name in files], fmt, tz=tz)
+    remote, ledger = read(urls, fmt, tz=tz)
+    assert remote.source == ",".join(urls)
+    shown = json.dumps(ledger.to_dict()).replace(f"s3://bucket/synthetic/text-only/{fmt}", str(folder))
+    assert json.loads(shown) == json.loads(json.dumps(local_ledger.to_dict()))
+    for name in ("allocations", "capacity", "reservations", "queue", "occupancy"):
+        if getattr(local, name) is None:
+            assert getattr(remote, name) is None
+        else:
+            pd.testing.assert_frame_equal(getattr(remote, name), getattr(local, name))
+    if fmt == "helios-sequence":  # the pool is named by the file's name, the same for its URL
+        assert "vc6YE" in set(remote.occupancy["pool"].astype(str))
+    assert not copies_of("bucket/synthetic/text-only")
+
+
+def test_a_parquet_timeline_reads_from_the_bucket_without_a_copy(s3_here: Any) -> None:
+    import pandas as pd
+
+    from fleetlib.runtime import read
+
+    local, local_ledger = read(BUNDLE / "timelines" / "70002.parquet", "canonical")
+    remote, ledger = read("s3://bucket/synthetic/timelines/70002.parquet", "canonical")
+    shown = json.dumps(ledger.to_dict()).replace("s3://bucket/synthetic", str(BUNDLE))
+    assert json.loads(shown) == json.loads(json.dumps(local_ledger.to_dict()))
+    assert set(remote) == set(local) and len(local["steps"]) > 0 and len(local["events"]) > 0
+    for name in local:  # every row and value, each row naming the object it came from
+        assert set(remote[name]["source_file"].astype(str)) == {"s3://bucket/synthetic/timelines/70002.parquet"}
+        pd.testing.assert_frame_equal(remote[name].drop(columns="source_file"),
+                                      local[name].drop(columns="source_file"))
+    assert not copies_of("bucket/synthetic/timelines")

@@ -33,6 +33,7 @@ from fleetlib._io import (
     current_limits,
     excerpt,
     out_of_range_int,
+    path_view,
     read_bytes,
     time_range,
 )
@@ -1410,9 +1411,10 @@ def file_stem(path: Path) -> str:
     return Path(name).stem
 
 
-def _suffix(path: Path) -> str:
+def _suffix(path: PathLike) -> str:
     """Return the file's suffix in lower case, under a ``.gz`` (``steps.csv.gz`` -> ``.csv``)."""
-    name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+    name = path_view(path).name
+    name = name[:-3] if name.lower().endswith(".gz") else name
     return Path(name).suffix.lower()
 
 
@@ -1436,7 +1438,7 @@ def concat_frames(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 PARQUET_MAGIC = b"PAR1"
 
 
-def load_table(path: Path) -> tuple[pa.Table, np.ndarray, bool]:
+def load_table(path: PathLike) -> tuple[pa.Table, np.ndarray, bool]:
     """Read a CSV or Parquet file into one Arrow table; return it, its row numbers and truncation.
 
     A CSV is read by pandas' tokenizer, every cell as text (an empty cell missing), so that a row

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from fleetlib._io import as_paths
+from fleetlib._io import input_files
 from fleetlib.quality import InputError, Ledger
 from fleetlib.runtime.readers._common import (
     FileBook,
@@ -110,7 +110,7 @@ def read(paths: PathLike | Sequence[PathLike], *, tz: str | None = None, window:
     parse_window(window)
     books: dict[str, FileBook] = {}
     steps_parts, event_parts = [], []
-    for path in as_paths(paths):
+    for path in input_files(paths):  # a URL is read where it lies (fsspec), never copied
         file_steps, file_events = _read_file(path, books, tz, job_id)
         steps_parts += file_steps
         event_parts += file_events

@@ -17,17 +17,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import current_limits as _limits
 from fleetlib._io import (
+    PathArg,
     excerpt,
     far_times,
     json_depth_rows,
     load_json,
     load_yaml_all,
     nesting_message,
+    path_view,
     read_text,
     time_range,
 )
+from fleetlib._io import current_limits as _limits
 from fleetlib.accounting import Window
 from fleetlib.localtime import localize
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
@@ -463,7 +465,7 @@ def overlapping(job: pd.Series, start: pd.Series, end: pd.Series) -> np.ndarray:
 # ================================================================================================
 
 
-def load_objects(path: Path, book: ReadBook) -> list[tuple[int, object, str]]:
+def load_objects(path: PathArg, book: ReadBook) -> list[tuple[int, object, str]]:
     """Return (row, object, canonical text) for each object in a YAML/JSON/JSON-lines file.
 
     A ``kind: *List`` document contributes its items, each counted as a row.  JSON-lines files count
@@ -477,7 +479,7 @@ def load_objects(path: Path, book: ReadBook) -> list[tuple[int, object, str]]:
         )
     docs: list[tuple[int, object]] = []
     stripped = text.lstrip()
-    if path.name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+    if path_view(path).name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         lines = text.splitlines()
         present: list[int] = []
         broken: list[tuple[int, str]] = []

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fleetlib._io import as_paths, excerpt, load_json
+from fleetlib._io import PathArg, excerpt, input_files, load_json, parquet_file
 from fleetlib._sniff import first_line, is_parquet
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.registry import head_bytes
@@ -66,10 +65,9 @@ def read(
         More than one file.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     del tz  # UTC on disk
-    files = as_paths(paths)
+    files = input_files(paths)  # a URL is read through pyarrow's filesystem, never copied
     for f in files:  # a folder, a device or a pipe is refused here, before Arrow opens it
         head = head_bytes(f, 256)
         if not is_parquet(head):
@@ -83,11 +81,8 @@ def read(
         raise DomainError(f"the canonical format is one Parquet file; got {len(files)} files")
     win = record_window(window)
     open_end = None if win is None else win[1]
-    p = Path(files[0])
-    try:
-        pf = pq.ParquetFile(p)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot open as Parquet: {exc}", file=str(p)) from exc
+    p = files[0]
+    pf = parquet_file(p)
     kv = pf.metadata.metadata or {}
     raw = kv.get(b"fleetlib")
     if raw is None:
@@ -110,7 +105,7 @@ def read(
                          "fleetlib.scheduling.synth.write_allocations", file=str(p)) from None
 
 
-def _read_tables(pf: Any, p: Path, tables: dict[str, list[int]], *, validate: bool,
+def _read_tables(pf: Any, p: PathArg, tables: dict[str, list[int]], *, validate: bool,
                  open_end: Any) -> tuple[SchedulerRecords, Ledger]:
     """Read and validate each canonical table named in the metadata."""
     ledger = Ledger()

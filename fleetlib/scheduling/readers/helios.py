@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import PathArg, input_files, path_view, read_text
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -39,12 +39,12 @@ _HELIOS_TZ = "Asia/Shanghai"
 _HELIOS_PARTS = ("running_gpu_num_noless_8", "running_gpu_num_less_8")
 
 
-def _helios_pool(path: Path) -> str:
-    stem = path.name.split(".")[0]
+def _helios_pool(path: PathArg) -> str:
+    stem = path_view(path).name.split(".")[0]
     if stem.startswith(
         "cluster_sequence"
     ):  # the artifact's own layout: Earth_vcs/<vc>/cluster_sequence_vc.csv
-        return path.parent.name
+        return path_view(path).parent.name
     return stem
 
 
@@ -143,7 +143,7 @@ def read(
         raise DomainError(f"resolution_s must be > 0; got {resolution_s!r}")
     book = ReadBook()
     seqs, quotas, above = [], [], []
-    for path in as_paths(paths):
+    for path in input_files(paths):
         text = read_text(path)
         header = header_line(text, path)
         first_col = header.split(",")[0].strip().lower()
@@ -167,7 +167,7 @@ def read(
         if occupancy is not None:
             quota = quota[quota["pool"].isin(occupancy["pool"].unique())].reset_index(drop=True)
             notes["quota_check"] = _quota_check(occupancy, quota)
-    source = ",".join(str(p) for p in as_paths(paths))
+    source = ",".join(str(p) for p in input_files(paths))
     extra: dict[str, pd.DataFrame] = {}
     if above:
         extra["above_quota"] = pd.DataFrame(above, columns=["pool", "minutes", "device_s"])

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import PathArg, input_files, path_view, read_text
 from fleetlib._sniff import header_columns, helios_quota
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
@@ -166,7 +166,7 @@ def read_helios(
     zone = tz or _HELIOS_TZ
     book = ReadBook()
     logs, quotas = [], []
-    for path in as_paths(paths):
+    for path in input_files(paths):
         text = read_text(path)
         if header_line(text, path).split(",")[0].strip().lower() == "date":
             quotas.append(read_quota(path, text, zone, glitch, book))
@@ -174,7 +174,7 @@ def read_helios(
             logs.append((path, text))
     if not logs:
         raise InputError("no job log given: the quota file alone has no jobs (give cluster_log.csv with it)",
-                         file=str(next(iter(as_paths(paths)))))
+                         file=str(next(iter(input_files(paths)))))
     if quotas and capacity is not None:
         raise DomainError("capacity is given twice: by the quota file and by the capacity option; give one")
     stated = pd.concat(quotas, ignore_index=True) if quotas else None
@@ -222,14 +222,14 @@ def read_acme(
         from the times by more than a second (``derived_column_mismatch``; the times are used).
     """
     book = ReadBook()
-    logs = [(path, read_text(path)) for path in as_paths(paths)]
+    logs = [(path, read_text(path)) for path in input_files(paths)]
     return _read(logs, ACME_COLUMNS, "an AcmeTrace job trace", _acme_pool, tz=tz,
                  tz_note="times carry their UTC offset" if tz is None else f"naive times localised to {tz}",
                  window=window, capacity=capacity, quota=None, book=book)
 
 
-def _acme_pool(path: Path, raw: pd.DataFrame) -> pd.Series:
-    stem = path.name.split(".")[0]
+def _acme_pool(path: PathArg, raw: pd.DataFrame) -> pd.Series:
+    stem = path_view(path).name.split(".")[0]
     name = stem.removeprefix("trace_") or stem
     return pd.Series(name, index=raw.index, dtype=object)
 

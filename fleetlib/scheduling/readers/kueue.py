@@ -8,7 +8,7 @@ from os import PathLike
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, excerpt
+from fleetlib._io import excerpt, input_files
 from fleetlib.quality import DomainError, InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     GPU_RESOURCE,
@@ -120,7 +120,7 @@ def read(
     win = record_window(window)
     book = ReadBook()
     wl_rows, cond_rows, cq_rows, lq_map = [], [], [], {}
-    files = as_paths(paths)
+    files = input_files(paths)
     for path in files:
         file = str(path)
         seen: dict[str, int] = {}

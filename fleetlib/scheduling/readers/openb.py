@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, read_text
+from fleetlib._io import input_files, read_text
 from fleetlib.quality import InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -86,7 +86,7 @@ def read(
     del tz, window  # seconds from the trace start: no zone, no calendar window
     book = ReadBook()
     pods, nodes = [], []
-    for path in as_paths(paths):
+    for path in input_files(paths):
         text = read_text(path)
         header = [h.strip() for h in header_line(text, path).split(",")]
         if "creation_time" in header or "num_gpu" in header:
@@ -108,7 +108,7 @@ def read(
         "use": "waits and size cohorts only: the pod sample never fills the cluster (no time-based goodput)",
         "time_zone": "seconds from the trace start (no calendar time)",
     }
-    source = ",".join(str(p) for p in as_paths(paths))
+    source = ",".join(str(p) for p in input_files(paths))
     return SchedulerRecords.from_tables(source, notes, waits=waits, installed=installed), book.settle()
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, far_times, read_text, time_range
+from fleetlib._io import far_times, input_files, read_text, time_range
 from fleetlib.quality import DomainError, InputError, Ledger
 from fleetlib.scheduling.readers._common import (
     ReadBook,
@@ -323,10 +323,10 @@ def read(
     win = record_window(window)
     book = ReadBook()
     parts: dict[str, list[_Part]] = {k: [] for k in PAI_COLUMNS}
-    for path in as_paths(paths):
+    for path in input_files(paths):
         kind, raw, rows = _table(path, book)
         parts[kind].append(_Part(str(path), raw, rows, book))
-    first = str(as_paths(paths)[0])
+    first = str(input_files(paths)[0])
     if not parts["job"]:
         raise InputError(
             "no pai_job_table among the files (6 fields: job_name,inst_id,user,status,start_time,"
@@ -358,7 +358,7 @@ def read(
         "weekday in Asia/Shanghai, not the true date)",
         "record_end": "" if pd.isna(record_end) else pd.Timestamp(record_end).isoformat(),
     }
-    source = ",".join(str(p) for p in as_paths(paths))
+    source = ",".join(str(p) for p in input_files(paths))
     return SchedulerRecords.from_tables(source, notes, allocations=alloc, installed=installed), book.settle()
 
 

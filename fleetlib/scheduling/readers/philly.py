@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from fleetlib._io import (
-    as_paths,
     check_whole_text,
     collector_paused,
     current_limits,
+    input_files,
     json_depth_rows,
     nesting_message,
     read_text,
@@ -216,7 +216,7 @@ def read(
     win = record_window(window)
     book = ReadBook()
     parts = []
-    for path in as_paths(paths):
+    for path in input_files(paths):
         with collector_paused():  # the parsed jobs and their tables: many containers, no cycles
             jobs, rows = _load(path, book)
             parts.append(_philly_file(str(path), jobs, rows, zone, win, book))
@@ -235,7 +235,7 @@ def read(
         "end 'failed', the last one by the job's status",
         "record_end": "" if pd.isna(end) else pd.Timestamp(end).isoformat(),
     }
-    source = ",".join(str(p) for p in as_paths(paths))
+    source = ",".join(str(p) for p in input_files(paths))
     return SchedulerRecords.from_tables(source, notes, allocations=alloc), book.settle()
 
 

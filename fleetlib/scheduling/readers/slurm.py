@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths, current_limits, excerpt, read_text
+from fleetlib._io import current_limits, excerpt, input_files, read_text
 from fleetlib._sniff import first_line
 from fleetlib.quality import InputError, Ledger
 from fleetlib.registry import head_bytes
@@ -334,7 +334,7 @@ def missing_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[st
     list of str
         Keys of :data:`SLURM_INPUTS` (``"sacct"``, ``"nodes"``, ``"events"``) not found, in that order.
     """
-    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in as_paths(paths)}
+    seen = {_sniff_slurm(first_line(head_bytes(p))) for p in input_files(paths)}
     return [k for k in SLURM_INPUTS if k not in seen]
 
 
@@ -355,7 +355,7 @@ def check_slurm_inputs(paths: str | PathLike[str] | Iterable[str | PathLike[str]
         raise InputError(
             "scheduling goodput from Slurm needs sacct output and the sinfo node inventory; missing "
             f"{len(missing)} of the 3 inputs: {need}",
-            file=str(as_paths(paths)[0]),
+            file=str(input_files(paths)[0]),
         )
 
 
@@ -409,7 +409,7 @@ def read(
     win = record_window(window)
     book = ReadBook()
     sacct_parts, event_parts, node_parts = [], [], []
-    for path in as_paths(paths):
+    for path in input_files(paths):
         text = read_text(path)
         header = header_line(text, path)
         kind = _sniff_slurm(header)
@@ -431,7 +431,7 @@ def read(
     if not sacct_parts:
         raise InputError(
             "no sacct output among the files (a header with JobID|Partition|Submit|...)",
-            file=str(as_paths(paths)[0]),
+            file=str(input_files(paths)[0]),
         )
     jobs = _slurm_jobs(sacct_parts, tz, win, book)
     nodes = _slurm_nodes(node_parts, book) if node_parts else None
@@ -464,7 +464,7 @@ def read(
             else "no node inventory given: capacity not known"
         ),
     }
-    source = ",".join(str(p) for p in as_paths(paths))
+    source = ",".join(str(p) for p in input_files(paths))
     records = _slurm_finish(alloc, pending, events, nodes, win, notes, source)
     return records, book.settle()
 

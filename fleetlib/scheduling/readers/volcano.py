@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetlib._io import as_paths
+from fleetlib._io import input_files
 from fleetlib.quality import InputError, Ledger, RowBook
 from fleetlib.scheduling.readers._common import (
     GPU_RESOURCE,
@@ -84,7 +84,7 @@ def read(
     del tz  # RFC 3339 times carry their zone
     win = record_window(window)
     book = ReadBook()
-    files = as_paths(paths)
+    files = input_files(paths)
     recs, queues = _volcano_records(files, gpu_resource, book)
     df = _volcano_frame(recs, files, gpu_resource, book)
     if win is None:
