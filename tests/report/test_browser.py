@@ -58,10 +58,10 @@ def _has_math(report: Path, page: Path) -> bool:
 
 
 def test_every_page_is_built(report: Path) -> None:
-    from fleetlib.report import COURSE_NOTEBOOKS, RUNG_NOTEBOOKS
+    from fleetlib.report import CASE_STUDY_NOTEBOOKS, COURSE_NOTEBOOKS, RUNG_NOTEBOOKS
 
     names = sorted(p.stem for p in (report / "html").glob("*.html"))
-    assert names == sorted(Path(n).stem for n in RUNG_NOTEBOOKS + COURSE_NOTEBOOKS)
+    assert names == sorted(Path(n).stem for n in RUNG_NOTEBOOKS + CASE_STUDY_NOTEBOOKS + COURSE_NOTEBOOKS)
 
 
 def test_headline_is_on_the_first_screen(report: Path, browser) -> None:
