@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import subprocess
@@ -110,3 +111,19 @@ def s3_server(bundle: Path, prefix: str = "bucket/synthetic") -> Iterator[tuple[
         yield env, fs
     finally:
         moto.stop()
+
+
+def assert_json_close(a: Any, b: Any, where: str = "", abs_tol: float = 1e-9) -> None:
+    """Assert two JSON values equal, numbers to 1e-12 relative (``abs_tol`` near zero), NaN equal to NaN."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_json_close(a[k], b[k], f"{where}.{k}", abs_tol)
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_json_close(x, y, f"{where}[{i}]", abs_tol)
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=abs_tol) or (math.isnan(a) and math.isnan(b)), where
+    else:
+        assert a == b, where

@@ -9,7 +9,6 @@ while it runs a timeline task (Dask reruns the task on the other worker).
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import threading
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import Cluster
+from cluster_support import Cluster, assert_json_close
 from fleet_support import assert_same
 
 from fleetlib import cli
@@ -54,22 +53,6 @@ def _cli_json(argv: list[str], capsys: pytest.CaptureFixture[str],
     return json.loads(out.out)
 
 
-def _close(a: Any, b: Any, where: str = "") -> None:
-    """Equal JSON values, numbers to 1e-12 relative (absolute 1e-9 near zero)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            _close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b)), where
-    else:
-        assert a == b, where
-
-
 @pytest.mark.parametrize("bundle", BUNDLES, ids=[b.name for b in BUNDLES])
 def test_fleet_on_a_named_scheduler_gives_the_pandas_answer(
     cluster: Cluster, bundle: Path, capsys: pytest.CaptureFixture[str]
@@ -77,7 +60,7 @@ def test_fleet_on_a_named_scheduler_gives_the_pandas_answer(
     by_pandas = _cli_json(["fleet", str(bundle / "fleet.yaml"), "--json"], capsys)
     on_cluster = _cli_json(["fleet", str(bundle / "fleet.yaml"), "--scheduler", cluster.address, "--json"],
                            capsys)
-    _close(by_pandas, on_cluster)
+    assert_json_close(by_pandas, on_cluster)
     # the cluster fleetlib did not start is left running, its workers with it
     with distributed.Client(cluster.address, timeout=30) as c:
         assert len(c.scheduler_info()["workers"]) == 2
@@ -96,7 +79,7 @@ def test_the_scheduler_is_taken_from_dask_configuration(
             prefixes = c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
     keys = {str(k) for k in prefixes}
     assert any(k.startswith("fleet-timeline") for k in keys)
-    _close(_cli_json(["fleet", str(bundle), "--json"], capsys), on_cluster)
+    assert_json_close(_cli_json(["fleet", str(bundle), "--json"], capsys), on_cluster)
 
 
 def test_workers_of_another_fleetlib_version_are_named_in_one_line(
@@ -161,10 +144,12 @@ def test_compare_and_program_on_a_named_scheduler_give_their_local_answers(
 ) -> None:
     synthetic = ROOT / "data" / "fleet" / "synthetic"
     compare = ["compare", str(synthetic), str(synthetic), "--boot", "50", "--cycle", "6h", "--json"]
-    _close(_cli_json(compare, capsys), _cli_json([*compare, "--scheduler", cluster.address], capsys))
+    attached = _cli_json([*compare, "--scheduler", cluster.address], capsys)
+    assert_json_close(_cli_json(compare, capsys), attached)
     traces = sorted((synthetic / "traces").iterdir())[0]
     program = ["program", str(traces), "--no-cache", "--json"]
-    _close(_cli_json(program, capsys), _cli_json([*program, "--scheduler", cluster.address], capsys))
+    attached = _cli_json([*program, "--scheduler", cluster.address], capsys)
+    assert_json_close(_cli_json(program, capsys), attached)
 
 
 def test_the_dashboard_link_is_printed_with_the_progress_bars(

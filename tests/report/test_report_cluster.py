@@ -11,7 +11,6 @@ have run on the named cluster.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from cluster_support import Cluster, worker_environment
+from cluster_support import Cluster, assert_json_close, worker_environment
 
 distributed = pytest.importorskip("distributed")
 
@@ -38,22 +37,6 @@ def _report(out: Path, notebook: Path, env: dict[str, str]) -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((out / "summary.json").read_text(encoding="utf-8"))
-
-
-def _close(a: Any, b: Any, where: str = "") -> None:
-    """Equal JSON values, numbers to 1e-12 relative."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            _close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b)), where
-    else:
-        assert a == b, where
 
 
 def test_report_on_the_scheduler_of_the_environment_writes_the_same_numbers(tmp_path: Path) -> None:
@@ -75,4 +58,4 @@ def test_report_on_the_scheduler_of_the_environment_writes_the_same_numbers(tmp_
         cluster.stop()
     assert any(str(k).startswith("fleet-timeline") for k in prefixes)  # the walk ran on the named cluster
     assert alone["measured"], "summary.json has no measured block"
-    _close(alone["measured"], on_cluster["measured"])
+    assert_json_close(alone["measured"], on_cluster["measured"], abs_tol=1e-12)
