@@ -499,6 +499,9 @@ def run_report(params_path: str | Path, out_dir: str | Path, *,
     root = checkout_root()
     has_traces = has_serving = True
     manifest = fleet if fleet is not None else params.get("fleet_manifest")
+    if manifest and is_url(str(manifest)):
+        raise InputError(f"--fleet {manifest}: a report reads its fleet bundle from local files; measure a "
+                         "bundle in object storage with 'fleetlib fleet URL', or copy it here for a report")
     if manifest:  # the report's fleet: --fleet's bundle, else the scenario's, through the one path
         path = Path(manifest) if fleet is not None or Path(manifest).is_absolute() else root / manifest
         fleet_params = fleet_parameters(path, root)

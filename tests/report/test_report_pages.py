@@ -317,3 +317,13 @@ def test_cli_report_refuses_a_bad_override_in_one_line(tmp_path: Path, capsys: p
     assert main(["report", "--out", str(tmp_path / "r"), "--fleet", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "missing.yaml" in err
+
+
+def test_a_report_on_a_bundle_in_object_storage_is_refused_in_one_line(tmp_path: Path) -> None:
+    from fleetlib.quality import InputError
+    from fleetlib.report import run_report
+
+    with pytest.raises(InputError, match=r"^--fleet s3://bucket/x/fleet.yaml: a report reads its fleet bundle"):
+        run_report(ROOT / "parameters" / "running_example.yaml", tmp_path / "out",
+                   fleet="s3://bucket/x/fleet.yaml")
+    assert not (tmp_path / "out").exists()  # refused before anything is written
