@@ -323,7 +323,7 @@ def test_a_report_on_a_bundle_in_object_storage_is_refused_in_one_line(tmp_path:
     from fleetlib.quality import InputError
     from fleetlib.report import run_report
 
-    with pytest.raises(InputError, match=r"^--fleet s3://bucket/x/fleet.yaml: a report reads its fleet bundle"):
+    with pytest.raises(InputError, match=r"^--fleet s3://bucket/x/fleet.yaml: a report reads its fleet"):
         run_report(ROOT / "parameters" / "running_example.yaml", tmp_path / "out",
                    fleet="s3://bucket/x/fleet.yaml")
     assert not (tmp_path / "out").exists()  # refused before anything is written
