@@ -127,3 +127,18 @@ def assert_json_close(a: Any, b: Any, where: str = "", abs_tol: float = 1e-9) ->
         assert math.isclose(a, b, rel_tol=1e-12, abs_tol=abs_tol) or (math.isnan(a) and math.isnan(b)), where
     else:
         assert a == b, where
+
+
+def bucket_in_environment(bucket: tuple[dict[str, str], Any], monkeypatch: Any) -> Iterator[Any]:
+    """Name a moto bucket's server and credentials in this process's environment, as a user's would be.
+
+    A fixture body: yields the bucket's filesystem, with s3fs's instance cache cleared on both sides.
+    """
+    import s3fs
+
+    env, fs = bucket
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield fs
+    s3fs.S3FileSystem.clear_instance_cache()

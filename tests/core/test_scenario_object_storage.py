@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_support import s3_server
+from cluster_support import bucket_in_environment, s3_server
 
 from fleetlib._io import using_limits
 from fleetlib.quality import InputError
@@ -42,14 +42,7 @@ def bucket() -> Iterator[tuple[dict[str, str], Any]]:
 @pytest.fixture
 def s3(bucket: tuple[dict[str, str], Any], monkeypatch: pytest.MonkeyPatch) -> Any:
     """The bucket, its server and credentials named by this process's environment (as a user's would be)."""
-    import s3fs
-
-    env, fs = bucket
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
+    yield from bucket_in_environment(bucket, monkeypatch)
 
 
 def test_a_scenario_in_a_bucket_loads_as_the_local_one(s3: Any) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import Cluster, s3_server
+from cluster_support import Cluster, bucket_in_environment, s3_server
 
 pytestmark = pytest.mark.slow
 
@@ -157,14 +157,7 @@ def test_the_walk_of_a_bucket_reads_on_the_cluster_workers(
 @pytest.fixture
 def s3_here(s3: tuple[dict[str, str], Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The bucket named by this process's environment (as a user's would name it); yields its filesystem."""
-    import s3fs
-
-    env, fs = s3
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
+    yield from bucket_in_environment(s3, monkeypatch)
 
 
 def copies_of(prefix: str) -> list[Path]:
